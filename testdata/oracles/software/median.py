@@ -1,0 +1,7 @@
+def median(values):
+    """Return the median of a non-empty list of integers."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2

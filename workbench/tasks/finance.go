@@ -1,0 +1,6 @@
+package tasks
+
+// financeFamilies are the finance domain's tasks.
+func financeFamilies() []Family {
+	return nil
+}

@@ -1,0 +1,6 @@
+package tasks
+
+// securityFamilies are the security domain's tasks.
+func securityFamilies() []Family {
+	return nil
+}

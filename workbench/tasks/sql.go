@@ -1,0 +1,6 @@
+package tasks
+
+// sqlFamilies are the sql domain's tasks.
+func sqlFamilies() []Family {
+	return nil
+}
