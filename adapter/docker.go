@@ -1,0 +1,203 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/client"
+)
+
+// Timeouts of the pinned client. A single request's own ctx bounds it further.
+const (
+	// DialTimeout bounds connecting to the daemon's socket.
+	DialTimeout = 5 * time.Second
+	// ProbeTimeout bounds the ping and /info of Connect.
+	ProbeTimeout = 15 * time.Second
+)
+
+// Daemon kinds of error, returned wrapped by Connect.
+var (
+	// ErrDaemonUnreachable: nothing answered on the socket.
+	ErrDaemonUnreachable = errors.New("docker daemon unreachable")
+	// ErrNotRootless: the daemon's /info does not list the rootless
+	// security option.
+	ErrNotRootless = errors.New("docker daemon is not rootless")
+)
+
+// dockerAPI is the part of the SDK client the adapter calls. It grows with
+// the adapter, one method per call it makes, never the SDK's whole
+// APIClient.
+type dockerAPI interface {
+	Ping(ctx context.Context) (types.Ping, error)
+	Info(ctx context.Context) (system.Info, error)
+	ImageList(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
+	Close() error
+}
+
+var _ dockerAPI = (*client.Client)(nil)
+
+// Daemon is the identity of a validated rootless daemon, read from /info.
+type Daemon struct {
+	ID            string   `json:"id"`
+	Name          string   `json:"name"`
+	ServerVersion string   `json:"server_version"`
+	APIVersion    string   `json:"api_version"`
+	Rootless      bool     `json:"rootless"`
+	DockerRootDir string   `json:"docker_root_dir"`
+	CgroupDriver  string   `json:"cgroup_driver"`
+	CgroupVersion string   `json:"cgroup_version"`
+	SecurityOpts  []string `json:"security_options"`
+	// MemoryLimitEnforced and PidsLimitEnforced say whether a container's
+	// --memory and --pids-limit would be enforced. Rootless on cgroup v1
+	// (CgroupDriver "none") records both and enforces neither.
+	MemoryLimitEnforced bool     `json:"memory_limit_enforced"`
+	PidsLimitEnforced   bool     `json:"pids_limit_enforced"`
+	Warnings            []string `json:"warnings,omitempty"`
+}
+
+// Docker is a client pinned to one validated rootless daemon. Get one from
+// Connect; Close releases its connections.
+type Docker struct {
+	api    dockerAPI
+	host   Host
+	daemon Daemon
+}
+
+// Daemon returns the identity Connect read.
+func (d *Docker) Daemon() Daemon { return d.daemon }
+
+// Host returns the endpoint the client is pinned to.
+func (d *Docker) Host() Host { return d.host }
+
+// Close releases the client's idle connections.
+func (d *Docker) Close() error { return d.api.Close() }
+
+// newSDKClient builds the SDK client from host alone, never from the
+// environment: API-version negotiation (the daemon here speaks 1.41), a
+// bounded dial, and httpClient when a test injects a transport.
+func newSDKClient(host Host, httpClient *http.Client) (*client.Client, error) {
+	opts := []client.Opt{
+		client.WithHost(host.URL),
+		client.WithAPIVersionNegotiation(),
+	}
+	if httpClient != nil {
+		opts = append(opts, client.WithHTTPClient(httpClient))
+	} else {
+		dialer := &net.Dialer{Timeout: DialTimeout}
+		sock := host.SocketPath
+		opts = append(opts, client.WithDialContext(func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, "unix", sock)
+		}))
+	}
+	c, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client for %s: %w", host, err)
+	}
+	return c, nil
+}
+
+// Connect builds the pinned client for host, pings the daemon, reads /info
+// and refuses a daemon that is not rootless. The returned Docker is ready
+// for use; on error nothing is left open.
+func Connect(ctx context.Context, host Host) (*Docker, error) {
+	return connect(ctx, host, nil)
+}
+
+func connect(ctx context.Context, host Host, httpClient *http.Client) (*Docker, error) {
+	if host.SocketPath == "" {
+		return nil, &HostError{Err: ErrHostUnset}
+	}
+	c, err := newSDKClient(host, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	d, err := identify(ctx, c, host)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &Docker{api: c, host: host, daemon: d}, nil
+}
+
+// identify pings api and reads the daemon identity from /info.
+func identify(ctx context.Context, api interface {
+	Ping(context.Context) (types.Ping, error)
+	Info(context.Context) (system.Info, error)
+	ClientVersion() string
+}, host Host) (Daemon, error) {
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	if _, err := api.Ping(ctx); err != nil {
+		return Daemon{}, fmt.Errorf("ping %s: %w: %w", host, ErrDaemonUnreachable, err)
+	}
+	info, err := api.Info(ctx)
+	if err != nil {
+		return Daemon{}, fmt.Errorf("info %s: %w", host, err)
+	}
+	d := daemonFromInfo(info)
+	d.APIVersion = api.ClientVersion()
+	if !d.Rootless {
+		return Daemon{}, fmt.Errorf("%s (server %s, security options %v): %w", host, orUnknown(d.ServerVersion), d.SecurityOpts, ErrNotRootless)
+	}
+	return d, nil
+}
+
+// daemonFromInfo reads the identity out of /info. Rootless is true only when
+// a security option is exactly name=rootless.
+func daemonFromInfo(info system.Info) Daemon {
+	d := Daemon{
+		ID:            info.ID,
+		Name:          info.Name,
+		ServerVersion: info.ServerVersion,
+		DockerRootDir: info.DockerRootDir,
+		CgroupDriver:  info.CgroupDriver,
+		CgroupVersion: info.CgroupVersion,
+		SecurityOpts:  slices.Clone(info.SecurityOptions),
+		Warnings:      slices.Clone(info.Warnings),
+	}
+	for _, opt := range info.SecurityOptions {
+		for _, kv := range strings.Split(opt, ",") {
+			if kv == "name=rootless" {
+				d.Rootless = true
+			}
+		}
+	}
+	cgroups := info.CgroupDriver != "" && info.CgroupDriver != "none"
+	d.MemoryLimitEnforced = cgroups && info.MemoryLimit
+	d.PidsLimitEnforced = cgroups && info.PidsLimit
+	return d
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// Images returns the local images whose repository is under prefix
+// ("agentpen/"), as "repo:tag" -> image id, sorted by the caller.
+func (d *Docker) Images(ctx context.Context, prefix string) (map[string]string, error) {
+	list, err := d.api.ImageList(ctx, image.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list images: %w", err)
+	}
+	out := map[string]string{}
+	for _, img := range list {
+		for _, tag := range img.RepoTags {
+			if strings.HasPrefix(tag, prefix) {
+				out[tag] = img.ID
+			}
+		}
+	}
+	return out, nil
+}

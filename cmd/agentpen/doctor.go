@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agentpen/agentpen/adapter"
+)
+
+// Images lists the images agentpen builds locally (make images).
+var requiredImages = []string{"agentpen/python-base:bookworm", "agentpen/workbench:dev"}
+
+// doctorReport is the --json output of doctor.
+type doctorReport struct {
+	OK            bool              `json:"ok"`
+	Error         string            `json:"error,omitempty"`
+	DockerHost    string            `json:"docker_host,omitempty"`
+	CustomSocket  bool              `json:"custom_socket,omitempty"`
+	Daemon        *adapter.Daemon   `json:"daemon,omitempty"`
+	Images        map[string]string `json:"images,omitempty"`
+	MissingImages []string          `json:"missing_images,omitempty"`
+}
+
+func doctor(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := newFlagSet("doctor [--json] [--allow-custom-socket]",
+		"Resolves DOCKER_HOST, connects to the daemon, refuses it unless it is rootless, and prints\n"+
+			"its identity, whether memory and pids limits are enforced, and which agentpen images exist.\n"+
+			"Exit status: 0 when the daemon is usable, 1 with a one-line reason when it is not, 2 on bad flags.",
+		stderr)
+	asJSON := fs.Bool("json", false, "print a JSON report on stdout")
+	allowCustom := fs.Bool("allow-custom-socket", false, "accept a unix socket path that does not look rootless (the daemon must still say rootless)")
+	timeout := fs.Duration("timeout", 20*time.Second, "overall deadline")
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	rep := doctorReport{}
+	fail := func(err error) error {
+		rep.Error = err.Error()
+		if *asJSON {
+			writeJSON(stdout, rep)
+		}
+		fmt.Fprintf(stderr, "agentpen doctor: %v\n", err)
+		return errSilent
+	}
+	host, err := adapter.HostFromEnv(getenv, *allowCustom)
+	if err != nil {
+		return fail(err)
+	}
+	rep.DockerHost, rep.CustomSocket = host.URL, host.Custom
+	d, err := adapter.Connect(ctx, host)
+	if err != nil {
+		return fail(err)
+	}
+	defer d.Close()
+	daemon := d.Daemon()
+	rep.Daemon = &daemon
+	imgs, err := d.Images(ctx, "agentpen/")
+	if err != nil {
+		return fail(err)
+	}
+	rep.Images = imgs
+	for _, want := range requiredImages {
+		if _, ok := imgs[want]; !ok {
+			rep.MissingImages = append(rep.MissingImages, want)
+		}
+	}
+	rep.OK = true
+	if *asJSON {
+		return writeJSON(stdout, rep)
+	}
+	printDoctor(stdout, rep)
+	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printDoctor(w io.Writer, rep doctorReport) {
+	d := rep.Daemon
+	yes := func(b bool, no string) string {
+		if b {
+			return "enforced"
+		}
+		return "NOT enforced (" + no + ")"
+	}
+	why := "cgroup driver " + d.CgroupDriver
+	if d.CgroupDriver == "none" {
+		why = "rootless without cgroups; per-uid rlimits in the workbench are the only limits"
+	}
+	fmt.Fprintf(w, "docker host     %s%s\n", rep.DockerHost, map[bool]string{true: " (custom socket path)"}[rep.CustomSocket])
+	fmt.Fprintf(w, "daemon          %s (ID %s)\n", d.Name, d.ID)
+	fmt.Fprintf(w, "server version  %s, API %s (negotiated)\n", d.ServerVersion, d.APIVersion)
+	fmt.Fprintf(w, "rootless        yes (%s)\n", strings.Join(d.SecurityOpts, "; "))
+	fmt.Fprintf(w, "root dir        %s\n", d.DockerRootDir)
+	fmt.Fprintf(w, "cgroups         driver %s, version %s\n", d.CgroupDriver, d.CgroupVersion)
+	fmt.Fprintf(w, "memory limits   %s\n", yes(d.MemoryLimitEnforced, why))
+	fmt.Fprintf(w, "pids limits     %s\n", yes(d.PidsLimitEnforced, why))
+	names := make([]string, 0, len(rep.Images))
+	for n := range rep.Images {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "image           %s %s\n", n, rep.Images[n])
+	}
+	for _, n := range rep.MissingImages {
+		fmt.Fprintf(w, "image           %s missing (run: make images)\n", n)
+	}
+}

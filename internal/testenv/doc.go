@@ -1,0 +1,6 @@
+// Package testenv holds the test helpers that decide whether a test that
+// needs the real environment (a rootless Docker daemon, root for the uid
+// sandbox) runs, fails or is skipped: in CI (CI=true, or
+// AGENTPEN_REQUIRE_DOCKER=1) a missing requirement is a failure, never a
+// skip; on a developer's machine it is a skip that says what to install.
+package testenv
