@@ -1,0 +1,68 @@
+// Package server is the workbench's OpenEnv-compatible episode server: the
+// HTTP routes and WebSocket sessions of OpenEnv's create_app, wire-compatible
+// with its Python clients (EnvClient, GenericEnvClient, and trainers built on
+// them), in front of any environment that implements Env.
+//
+// # Routes
+//
+// POST /reset, POST /step, GET /state, GET /schema, GET /metadata,
+// GET /health and WS /ws, with the body shapes of
+// ../shared/docs/openenv-protocol.md. Observations travel as
+// {"observation":{...},"reward":R,"done":D,"metadata":{...}}: done and reward
+// are hoisted out of the observation and the observation's metadata travels
+// only at the top level (OpenEnv PR #805), never inside "observation", so a
+// typed client that shows the observation's fields to an agent never shows it
+// the task id. Rewards are always rendered as JSON floats ("1.0").
+//
+// HTTP /reset, /step and /state are stateless, as in OpenEnv: each builds a
+// fresh environment, uses it once and closes it, whatever happens. They do not
+// count toward MaxSessions, but at most MaxHTTPEnvs of them hold an
+// environment at once (the Python server's 32-thread pool), so a burst of
+// HTTP calls cannot exhaust the sandbox's uids. /metadata and /schema are
+// served from Config and static schemas without building an environment.
+//
+// # Sessions
+//
+// One WebSocket connection is one environment. A slot is reserved before the
+// environment is built; a connection beyond MaxSessions gets the
+// CAPACITY_REACHED error frame at once, and the server then waits for the
+// client's first frame (or 5 s) before closing with 1000, so a client that
+// connects and sends reset reliably reads CAPACITY_REACHED as its reply
+// instead of racing the close (protocol note §2.4). FACTORY_ERROR is delivered
+// the same way. Every session has a reader goroutine, so pings are answered
+// even while a long step runs. A session with no reset or step for
+// IdleTimeout is reaped: its environment is closed, its slot freed and, unlike
+// the Python server (OpenEnv PR #1000), its socket closed with 1000 and reason
+// "idle timeout", so half-open sockets cannot hold slots. Shutdown closes
+// sessions with 1001.
+//
+// # Refusing episode code
+//
+// Episode code runs in the same container as the server and can reach its
+// port; if it could open episodes of its own it could use check and submit of
+// a fresh episode as an answer oracle. When Config.EpisodeUID is set (the
+// server runs as root with the uid sandbox), a request is refused with 403
+// "episode code cannot use this server" (a WebSocket upgrade is accepted and
+// closed with 1008 and that reason) when:
+//   - over TCP, the client's socket in /proc/net/tcp or tcp6 (IPv4-mapped
+//     addresses read as IPv4) is owned by an episode uid, or every such socket
+//     is held by no process any longer (inode 0), so nothing vouches for it;
+//   - over a unix socket, the peer's SO_PEERCRED uid is an episode uid, or
+//     the credentials cannot be read;
+//   - the peer's address cannot be parsed at all.
+//
+// The unix-socket check needs the credentials captured when the connection
+// is accepted, which Serve does (http.Server.ConnContext); serve a unix
+// listener through Serve, not through Handler alone, or every unix request is
+// refused. The server never trusts proxy headers.
+//
+// # Deviations from the Python server
+//
+//   - An unknown task_id on HTTP /reset is 422 (type "value_error", loc
+//     ["body","task_id"]) rather than a bare 500, and a task_id that is not a
+//     string is 422 "string_type"; over WebSocket both stay EXECUTION_ERROR as
+//     in Python.
+//   - A WebSocket frame that is JSON but not an object gets SESSION_ERROR and
+//     close 1000, as in Python, with a message that says why.
+//   - MCP routes are not served.
+package server

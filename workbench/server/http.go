@@ -1,0 +1,229 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/agentpen/agentpen/workbench/tasks"
+)
+
+// maxBodyBytes bounds an HTTP request body, as MaxFrameBytes bounds a frame.
+const maxBodyBytes = MaxFrameBytes
+
+// readBody reads a JSON request body. empty reports a body of only
+// whitespace; a body that is not JSON, or too large, is answered here and
+// reported as handled.
+func readBody(w http.ResponseWriter, r *http.Request) (raw []byte, empty, handled bool) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"detail": fmt.Sprintf("request body larger than %d bytes", maxBodyBytes)})
+		} else {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"detail": "cannot read the request body"})
+		}
+		return nil, false, true
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return raw, true, false
+	}
+	if !json.Valid(raw) {
+		// FastAPI's shape: the position of the error in the body, the
+		// decoder's message in ctx.
+		var offset int64
+		var syn *json.SyntaxError
+		if err := json.Unmarshal(raw, new(any)); errors.As(err, &syn) {
+			offset = syn.Offset
+		}
+		msg := "invalid JSON"
+		if err := json.Unmarshal(raw, new(any)); err != nil {
+			msg = err.Error()
+		}
+		writeValidation(w, []fieldError{{
+			Type: "json_invalid", Loc: []any{"body", offset}, Msg: "JSON decode error",
+			Input: json.RawMessage("{}"), Ctx: map[string]any{"error": msg},
+		}})
+		return nil, false, true
+	}
+	return raw, false, false
+}
+
+func bodyObjectError(raw []byte) fieldError {
+	return fieldError{
+		Type: "model_attributes_type", Loc: []any{"body"},
+		Msg: "Input should be a valid dictionary or object to extract fields from", Input: compactOrNull(raw),
+	}
+}
+
+// withHTTPEnv builds a fresh environment for one stateless HTTP call, runs
+// fn on it and closes it, whatever fn does.
+func (s *Server) withHTTPEnv(w http.ResponseWriter, r *http.Request, route string, fn func(ctx context.Context, env Env)) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	done, err := s.track(cancel)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"detail": "server shutting down"})
+		return
+	}
+	defer done()
+	select {
+	case s.httpSem <- struct{}{}:
+		defer func() { <-s.httpSem }()
+	case <-ctx.Done():
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"detail": "server shutting down"})
+		return
+	}
+	env, err := s.cfg.Factory()
+	if err != nil {
+		s.log.Error("environment factory failed", "route", route, "err", err)
+		writeInternalError(w)
+		return
+	}
+	defer func() {
+		if err := env.Close(); err != nil {
+			s.log.Error("close environment", "route", route, "err", err)
+		}
+	}()
+	fn(ctx, env)
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	raw, empty, handled := readBody(w, r)
+	if handled {
+		return
+	}
+	obj := object{fields: map[string]json.RawMessage{}}
+	if !empty {
+		var ok bool
+		if obj, ok = decodeObject(raw); !ok {
+			writeValidation(w, []fieldError{bodyObjectError(raw)})
+			return
+		}
+	}
+	opts, errs := resetRequest(obj)
+	if errs != nil {
+		writeValidation(w, withLocPrefix(errs, "body"))
+		return
+	}
+	s.withHTTPEnv(w, r, "/reset", func(ctx context.Context, env Env) {
+		obs, err := env.Reset(ctx, opts)
+		if errors.Is(err, tasks.ErrUnknownTask) {
+			in, _ := json.Marshal(opts.TaskID)
+			msg := fmt.Sprintf("unknown task_id %q", opts.TaskID)
+			writeValidation(w, []fieldError{{
+				Type: "value_error", Loc: []any{"body", "task_id"}, Msg: "Value error, " + msg,
+				Input: in, Ctx: map[string]any{"error": msg},
+			}})
+			return
+		}
+		if err != nil {
+			s.log.Error("reset failed", "route", "/reset", "err", err)
+			writeInternalError(w)
+			return
+		}
+		writeJSON(w, http.StatusOK, envelope(obs))
+	})
+}
+
+func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
+	raw, empty, handled := readBody(w, r)
+	if handled {
+		return
+	}
+	if empty {
+		writeValidation(w, []fieldError{{Type: "missing", Loc: []any{"body"}, Msg: "Field required", Input: nullJSON}})
+		return
+	}
+	obj, ok := decodeObject(raw)
+	if !ok {
+		writeValidation(w, []fieldError{bodyObjectError(raw)})
+		return
+	}
+	if errs := stepRequest(obj); errs != nil {
+		writeValidation(w, withLocPrefix(errs, "body"))
+		return
+	}
+	action, errs := validateAction(obj.fields["action"])
+	if errs != nil {
+		writeValidation(w, withURLs(errs))
+		return
+	}
+	s.withHTTPEnv(w, r, "/step", func(ctx context.Context, env Env) {
+		obs, err := env.Step(ctx, action)
+		if err != nil {
+			s.log.Error("step failed", "route", "/step", "err", err)
+			writeInternalError(w)
+			return
+		}
+		writeJSON(w, http.StatusOK, envelope(obs))
+	})
+}
+
+// stepRequest validates the StepRequest fields of an HTTP /step body:
+// action an object, timeout_s a number > 0 or null, request_id a string of
+// at most 255 characters or null; other keys are allowed and ignored.
+func stepRequest(obj object) []fieldError {
+	var errs []fieldError
+	if v, ok := obj.fields["action"]; !ok {
+		errs = append(errs, fieldError{Type: "missing", Loc: []any{"action"}, Msg: "Field required", Input: obj.raw()})
+	} else if jsonKind(v) != 'o' {
+		errs = append(errs, dictTypeError("action", v))
+	}
+	if v, ok := obj.fields["timeout_s"]; ok && jsonKind(v) != 'n' {
+		var f float64
+		if jsonKind(v) != 'd' || json.Unmarshal(v, &f) != nil {
+			errs = append(errs, fieldError{Type: "float_type", Loc: []any{"timeout_s"}, Msg: "Input should be a valid number", Input: v})
+		} else if f <= 0 {
+			errs = append(errs, fieldError{Type: "greater_than", Loc: []any{"timeout_s"}, Msg: "Input should be greater than 0", Input: v, Ctx: map[string]any{"gt": pyFloat(0)}})
+		}
+	}
+	if v, ok := obj.fields["request_id"]; ok && jsonKind(v) != 'n' {
+		var s string
+		if jsonKind(v) != 's' || json.Unmarshal(v, &s) != nil {
+			errs = append(errs, fieldError{Type: "string_type", Loc: []any{"request_id"}, Msg: "Input should be a valid string", Input: v})
+		} else if utf8.RuneCountInString(s) > 255 {
+			errs = append(errs, fieldError{Type: "string_too_long", Loc: []any{"request_id"}, Msg: "String should have at most 255 characters", Input: v, Ctx: map[string]any{"max_length": 255}})
+		}
+	}
+	return errs
+}
+
+func (s *Server) handleState(w http.ResponseWriter, r *http.Request) {
+	s.withHTTPEnv(w, r, "/state", func(_ context.Context, env Env) {
+		writeJSON(w, http.StatusOK, stateOf(env.State()))
+	})
+}
+
+//go:embed schema.json
+var schemaJSON []byte
+
+func (s *Server) handleSchema(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(schemaJSON)
+}
+
+// metadataKeys are the fields of OpenEnv's EnvironmentMetadata, all always
+// present.
+var metadataKeys = []string{"name", "description", "readme_content", "version", "author", "documentation_url"}
+
+func (s *Server) handleMetadata(w http.ResponseWriter, _ *http.Request) {
+	md := map[string]any{}
+	for _, k := range metadataKeys {
+		md[k] = nil
+	}
+	for k, v := range s.cfg.Metadata {
+		md[k] = v
+	}
+	writeJSON(w, http.StatusOK, md)
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "healthy"})
+}

@@ -1,0 +1,282 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/agentpen/agentpen/workbench/episode"
+	"github.com/go-chi/chi/v5"
+)
+
+// Env is the environment the server drives: one per WebSocket session and one
+// per stateless HTTP call. *episode.Environment implements it.
+type Env interface {
+	// Reset starts a new episode and returns its first observation.
+	Reset(ctx context.Context, opts episode.ResetOptions) (episode.Observation, error)
+	// Step runs one action.
+	Step(ctx context.Context, a episode.Action) (episode.Observation, error)
+	// State returns the episode's id and step count.
+	State() episode.State
+	// Close releases everything the environment holds. The server calls it
+	// exactly once per environment.
+	Close() error
+}
+
+// Factory builds a fresh Env.
+type Factory func() (Env, error)
+
+// Defaults of Config's zero values.
+const (
+	DefaultMaxSessions = 8
+	DefaultMaxHTTPEnvs = 32
+	// MaxFrameBytes is the largest WebSocket message a client may send
+	// (uvicorn's ws_max_size).
+	MaxFrameBytes = 16 << 20
+)
+
+// Config configures a Server. Fields may not change after New.
+type Config struct {
+	// Factory builds environments. Required.
+	Factory Factory
+	// FactoryName names the factory in FACTORY_ERROR messages; empty means
+	// "Environment".
+	FactoryName string
+	// MaxSessions caps concurrent WebSocket sessions, counting sessions whose
+	// environment is still being built; 0 means DefaultMaxSessions.
+	MaxSessions int
+	// MaxHTTPEnvs caps environments held at once by stateless HTTP calls;
+	// further calls wait. 0 means DefaultMaxHTTPEnvs.
+	MaxHTTPEnvs int
+	// IdleTimeout reaps a WebSocket session that has had no reset or step for
+	// this long and closes its socket; 0 means sessions are never reaped.
+	IdleTimeout time.Duration
+	// Metadata is served at GET /metadata. The six OpenEnv keys (name,
+	// description, readme_content, version, author, documentation_url) are
+	// always present; a missing one is null. Other keys pass through.
+	Metadata map[string]any
+	// EpisodeUID reports whether a uid belongs to episode code (the uid
+	// sandbox's range). When it is nil no connection is refused: without the
+	// sandbox, episode code has no uid of its own to tell it by.
+	EpisodeUID func(uid uint32) bool
+	// Logger receives one line per session start and end, and every
+	// internal error. Nil discards.
+	Logger *slog.Logger
+}
+
+// Server serves Config.Factory's environments over HTTP and WebSocket.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	refuse  *refuser
+	handler http.Handler
+	httpSem chan struct{}
+
+	mu       sync.Mutex
+	closing  bool
+	sessions int // WebSocket slots in use, placeholders included
+	cancels  map[uint64]context.CancelFunc
+	nextID   uint64
+	wg       sync.WaitGroup // every tracked session and HTTP env call
+}
+
+// New validates cfg and returns a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Factory == nil {
+		return nil, errors.New("server: Config.Factory is required")
+	}
+	if cfg.MaxSessions < 0 {
+		return nil, fmt.Errorf("server: Config.MaxSessions %d: must not be negative", cfg.MaxSessions)
+	}
+	if cfg.MaxHTTPEnvs < 0 {
+		return nil, fmt.Errorf("server: Config.MaxHTTPEnvs %d: must not be negative", cfg.MaxHTTPEnvs)
+	}
+	if cfg.IdleTimeout < 0 {
+		return nil, fmt.Errorf("server: Config.IdleTimeout %v: must not be negative", cfg.IdleTimeout)
+	}
+	if cfg.MaxSessions == 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.MaxHTTPEnvs == 0 {
+		cfg.MaxHTTPEnvs = DefaultMaxHTTPEnvs
+	}
+	if cfg.FactoryName == "" {
+		cfg.FactoryName = "Environment"
+	}
+	s := &Server{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		httpSem: make(chan struct{}, cfg.MaxHTTPEnvs),
+		cancels: map[uint64]context.CancelFunc{},
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.EpisodeUID != nil {
+		s.refuse = &refuser{episodeUID: cfg.EpisodeUID, tables: procNetTables}
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler returns the server's routes. Serve uses it; tests may mount it on
+// an httptest.Server (TCP only; see the package doc on unix sockets).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(s.refuseEpisodeClients)
+	r.Post("/reset", s.handleReset)
+	r.Post("/step", s.handleStep)
+	r.Get("/state", s.handleState)
+	r.Get("/schema", s.handleSchema)
+	r.Get("/metadata", s.handleMetadata)
+	r.Get("/health", s.handleHealth)
+	r.Get("/ws", s.handleWS)
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
+	})
+	return r
+}
+
+// ErrShuttingDown is what an environment user gets from the server once
+// Shutdown has begun.
+var ErrShuttingDown = errors.New("server: shutting down")
+
+// track registers one user of an environment (a WebSocket session or an
+// HTTP call) so Shutdown can cancel it and wait for it. The returned done
+// must be called when the user has closed its environment.
+func (s *Server) track(cancel context.CancelFunc) (done func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, ErrShuttingDown
+	}
+	id := s.nextID
+	s.nextID++
+	s.cancels[id] = cancel
+	s.wg.Add(1)
+	return func() {
+		s.mu.Lock()
+		delete(s.cancels, id)
+		s.mu.Unlock()
+		s.wg.Done()
+	}, nil
+}
+
+// reserve takes a WebSocket slot; it reports the slots in use when none is
+// free.
+func (s *Server) reserve() (release func(), active int, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions >= s.cfg.MaxSessions {
+		return nil, s.sessions, false
+	}
+	s.sessions++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.sessions--
+			s.mu.Unlock()
+		})
+	}, s.sessions, true
+}
+
+// ActiveSessions reports the WebSocket slots in use, sessions still being
+// built included.
+func (s *Server) ActiveSessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions
+}
+
+// Shutdown cancels every session and HTTP environment call, and waits until
+// each has closed its environment or ctx is done. New sessions and calls are
+// refused from the first call on. It does not close listeners; Serve does.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for _, cancel := range s.cancels {
+		cancel()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("server: shutdown: waiting for sessions to close: %w", ctx.Err())
+	}
+}
+
+// ShutdownTimeout bounds how long Serve waits for sessions and requests once
+// its context is done.
+const ShutdownTimeout = 20 * time.Second
+
+// Serve serves on every listener until ctx is done, then stops accepting,
+// closes every session (each closing its environment) and returns nil once
+// everything has finished, or an error if that takes longer than
+// ShutdownTimeout. It records each unix-socket peer's credentials for the
+// episode-client check. Serve closes the listeners.
+func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
+	if len(listeners) == 0 {
+		return errors.New("server: Serve needs at least one listener")
+	}
+	hs := &http.Server{
+		Handler:           s.handler,
+		ConnContext:       withPeerCred,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, len(listeners))
+	var serving sync.WaitGroup
+	for _, ln := range listeners {
+		serving.Go(func() {
+			s.log.Info("listening", "addr", listenerName(ln))
+			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("server: serve %s: %w", listenerName(ln), err)
+			}
+		})
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	s.log.Info("shutting down", "sessions", s.ActiveSessions())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	defer cancel()
+	// Sessions first: http.Server.Shutdown neither tracks nor cancels hijacked
+	// WebSocket connections, and it would wait for in-flight HTTP calls that
+	// only Shutdown cancels.
+	shutdownErr := s.Shutdown(sctx)
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+		shutdownErr = errors.Join(shutdownErr, fmt.Errorf("server: http shutdown: %w", err))
+	}
+	serving.Wait()
+	s.log.Info("stopped")
+	return errors.Join(serveErr, shutdownErr)
+}
+
+func listenerName(ln net.Listener) string {
+	a := ln.Addr()
+	if a.Network() == "unix" {
+		return "unix://" + a.String()
+	}
+	return a.Network() + "://" + a.String()
+}

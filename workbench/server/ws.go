@@ -1,0 +1,375 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentpen/agentpen/workbench/episode"
+	"github.com/coder/websocket"
+)
+
+// WebSocket error codes (OpenEnv's WSErrorCode).
+const (
+	CodeInvalidJSON     = "INVALID_JSON"
+	CodeUnknownType     = "UNKNOWN_TYPE"
+	CodeValidationError = "VALIDATION_ERROR"
+	CodeExecutionError  = "EXECUTION_ERROR"
+	CodeCapacityReached = "CAPACITY_REACHED"
+	CodeFactoryError    = "FACTORY_ERROR"
+	CodeSessionError    = "SESSION_ERROR"
+)
+
+const (
+	// refusalGrace is how long a session refused at the start (capacity,
+	// factory) waits for the client's first frame before closing, so that
+	// frame is answered by the queued error instead of a closed socket.
+	refusalGrace = 5 * time.Second
+	// writeTimeout bounds one frame's write to a client that stopped
+	// reading.
+	writeTimeout = 30 * time.Second
+)
+
+// Close reasons.
+const (
+	reasonIdle     = "idle timeout"
+	reasonShutdown = "server shutting down"
+)
+
+// wsReply is a server frame: {"type": ..., "data": ...}.
+type wsReply struct {
+	Type string `json:"type"`
+	Data any    `json:"data"`
+}
+
+func errorReply(code, message string, extra map[string]any) wsReply {
+	data := map[string]any{"message": message, "code": code}
+	for k, v := range extra {
+		data[k] = v
+	}
+	return wsReply{Type: "error", Data: data}
+}
+
+// frame is one message the reader goroutine read, or the error that ended
+// reading.
+type frame struct {
+	typ  websocket.MessageType
+	data []byte
+	err  error
+}
+
+// startReader reads frames until ctx is done or reading fails, and calls
+// onErr when reading fails first; the caller must cancel ctx and call the
+// returned wait before returning. Reading all the time is what answers
+// pings while a step runs.
+func startReader(ctx context.Context, c *websocket.Conn, onErr func()) (<-chan frame, func()) {
+	out := make(chan frame)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			typ, data, err := c.Read(ctx)
+			if err != nil && ctx.Err() == nil {
+				onErr()
+			}
+			select {
+			case out <- frame{typ: typ, data: data, err: err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	return out, wg.Wait
+}
+
+func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		// Accept has answered the request.
+		s.log.Debug("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	c.SetReadLimit(MaxFrameBytes)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	done, err := s.track(cancel)
+	if err != nil {
+		c.Close(websocket.StatusGoingAway, reasonShutdown)
+		return
+	}
+	defer done()
+	// The reader is not stopped by shutdown (a cancelled Read drops the
+	// connection without a close frame); it stops when the session ends. A
+	// client that goes away cancels the session, and with it a running step.
+	var gone atomic.Bool
+	readCtx, stopReading := context.WithCancel(context.WithoutCancel(ctx))
+	frames, waitReader := startReader(readCtx, c, func() { gone.Store(true); cancel() })
+	defer func() {
+		stopReading()
+		c.CloseNow()
+		waitReader()
+	}()
+
+	release, active, ok := s.reserve()
+	if !ok {
+		s.log.Info("session refused: at capacity", "remote", r.RemoteAddr, "active", active, "max", s.cfg.MaxSessions)
+		s.refuseSession(ctx, c, frames, errorReply(CodeCapacityReached,
+			fmt.Sprintf("Server at capacity: %d/%d sessions active. Cannot accept new connections.", active, s.cfg.MaxSessions),
+			map[string]any{"active_sessions": active, "max_sessions": s.cfg.MaxSessions}))
+		return
+	}
+	defer release()
+
+	env, err := s.cfg.Factory()
+	if err != nil {
+		s.log.Error("session refused: environment factory failed", "remote", r.RemoteAddr, "err", err)
+		s.refuseSession(ctx, c, frames, errorReply(CodeFactoryError,
+			fmt.Sprintf("Environment factory '%s' failed to create instance.", s.cfg.FactoryName),
+			map[string]any{"factory_name": s.cfg.FactoryName}))
+		return
+	}
+	sess := &session{srv: s, c: c, env: env, started: time.Now(), gone: &gone}
+	s.log.Info("session start", "remote", r.RemoteAddr, "active", active)
+	code, reason := sess.run(ctx, frames)
+	if err := env.Close(); err != nil {
+		s.log.Error("close environment", "episode_id", sess.episodeID, "err", err)
+	}
+	release()
+	sess.logEnd(reason)
+	if code != 0 {
+		c.Close(code, reason)
+	}
+}
+
+// refuseSession sends a start-of-session error, then waits for the client's
+// first frame, refusalGrace or shutdown before closing with 1000.
+func (s *Server) refuseSession(ctx context.Context, c *websocket.Conn, frames <-chan frame, reply wsReply) {
+	if err := writeFrame(ctx, c, reply); err != nil {
+		return
+	}
+	t := time.NewTimer(refusalGrace)
+	defer t.Stop()
+	select {
+	case <-frames:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	c.Close(websocket.StatusNormalClosure, "")
+}
+
+func writeFrame(ctx context.Context, c *websocket.Conn, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode frame: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	return c.Write(wctx, websocket.MessageText, b)
+}
+
+// session is one WebSocket connection's environment.
+type session struct {
+	srv     *Server
+	c       *websocket.Conn
+	env     Env
+	started time.Time
+	gone    *atomic.Bool // the reader saw the client go
+
+	// What the end-of-session log line reports.
+	episodeID string
+	taskID    string
+	steps     int
+	reward    float64
+	done      bool
+}
+
+// run answers frames until the session ends, and returns the close code
+// and reason to end it with (code 0: the client is gone, nothing to send).
+func (ss *session) run(ctx context.Context, frames <-chan frame) (websocket.StatusCode, string) {
+	var idle <-chan time.Time
+	var timer *time.Timer
+	if d := ss.srv.cfg.IdleTimeout; d > 0 {
+		timer = time.NewTimer(d)
+		defer timer.Stop()
+		idle = timer.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			if ss.gone.Load() {
+				return 0, "connection lost"
+			}
+			return websocket.StatusGoingAway, reasonShutdown
+		case <-idle:
+			return websocket.StatusNormalClosure, reasonIdle
+		case f := <-frames:
+			if f.err != nil {
+				// The client closed, vanished, or broke the protocol (a
+				// frame over the limit); the library has answered.
+				return 0, closeReason(f.err)
+			}
+			reply, next := ss.handle(ctx, f)
+			if reply != nil {
+				if err := writeFrame(ctx, ss.c, reply); err != nil {
+					return 0, "write failed: " + err.Error()
+				}
+			}
+			switch next {
+			case endSession:
+				return websocket.StatusNormalClosure, "client closed the session"
+			case endWithError:
+				return websocket.StatusNormalClosure, "session error"
+			case active:
+				if timer != nil {
+					timer.Reset(ss.srv.cfg.IdleTimeout)
+				}
+			}
+		}
+	}
+}
+
+func closeReason(err error) string {
+	if st := websocket.CloseStatus(err); st != -1 {
+		return fmt.Sprintf("client closed the connection (%d)", st)
+	}
+	return "connection lost: " + err.Error()
+}
+
+// outcome says what a handled frame does to the session.
+type outcome int
+
+const (
+	keepOpen     outcome = iota // answered; not activity (state, errors)
+	active                      // a reset or step: the idle clock restarts
+	endSession                  // close frame: no reply, close 1000
+	endWithError                // SESSION_ERROR sent: close 1000
+)
+
+// envelopeFields are the keys each client message may carry.
+var envelopeFields = map[string]map[string]bool{
+	"reset": {"type": true, "data": true},
+	"step":  {"type": true, "data": true},
+	"state": {"type": true},
+	"close": {"type": true},
+}
+
+// handle answers one frame as OpenEnv's /ws loop does.
+func (ss *session) handle(ctx context.Context, f frame) (*wsReply, outcome) {
+	if f.typ != websocket.MessageText {
+		r := errorReply(CodeSessionError, "binary frames are not supported; send JSON text frames", nil)
+		return &r, endWithError
+	}
+	var probe any
+	if err := json.Unmarshal(f.data, &probe); err != nil {
+		r := errorReply(CodeInvalidJSON, "Invalid JSON: "+err.Error(), nil)
+		return &r, keepOpen
+	}
+	msg, ok := decodeObject(f.data)
+	if !ok {
+		r := errorReply(CodeSessionError, "a message must be a JSON object with a \"type\"", nil)
+		return &r, endWithError
+	}
+	var typ string
+	rawType, hasType := msg.fields["type"]
+	if hasType && jsonKind(rawType) == 's' {
+		json.Unmarshal(rawType, &typ)
+	}
+	allowed, known := envelopeFields[typ]
+	if !known {
+		shown := typ
+		if hasType && jsonKind(rawType) != 's' {
+			shown = string(compactOrNull(rawType))
+		}
+		r := errorReply(CodeUnknownType, "Unknown message type: "+shown, nil)
+		return &r, keepOpen
+	}
+	var errs []fieldError
+	for _, k := range msg.keys {
+		if !allowed[k] {
+			errs = append(errs, fieldError{Type: "extra_forbidden", Loc: []any{k}, Msg: "Extra inputs are not permitted", Input: msg.fields[k]})
+		}
+	}
+	data, hasData := msg.fields["data"]
+	switch {
+	case typ == "step" && !hasData:
+		errs = append([]fieldError{{Type: "missing", Loc: []any{"data"}, Msg: "Field required", Input: msg.raw()}}, errs...)
+	case hasData && allowed["data"] && jsonKind(data) != 'o':
+		errs = append([]fieldError{dictTypeError("data", data)}, errs...)
+	}
+	if errs != nil {
+		return validationReply(errs), keepOpen
+	}
+
+	switch typ {
+	case "close":
+		return nil, endSession
+	case "state":
+		return &wsReply{Type: "state", Data: stateOf(ss.env.State())}, keepOpen
+	case "reset":
+		obj := object{fields: map[string]json.RawMessage{}}
+		if hasData {
+			obj, _ = decodeObject(data)
+		}
+		opts, err := resetKwargs(obj)
+		if err == nil {
+			var obs episode.Observation
+			if obs, err = ss.env.Reset(ctx, opts); err == nil {
+				ss.observe(obs)
+				return &wsReply{Type: "observation", Data: envelope(obs)}, active
+			}
+		}
+		return executionError(err), active
+	default: // step
+		action, verrs := validateAction(data)
+		if verrs != nil {
+			return validationReply(verrs), keepOpen
+		}
+		obs, err := ss.env.Step(ctx, action)
+		if err != nil {
+			return executionError(err), active
+		}
+		ss.observe(obs)
+		return &wsReply{Type: "observation", Data: envelope(obs)}, active
+	}
+}
+
+func validationReply(errs []fieldError) *wsReply {
+	r := errorReply(CodeValidationError, "Invalid message", map[string]any{"errors": withURLs(errs)})
+	return &r
+}
+
+func executionError(err error) *wsReply {
+	msg := err.Error()
+	if errors.Is(err, context.Canceled) {
+		msg = "the server is shutting down: " + msg
+	}
+	r := errorReply(CodeExecutionError, msg, nil)
+	return &r
+}
+
+// observe records what the end-of-session log line reports.
+func (ss *session) observe(obs episode.Observation) {
+	st := ss.env.State()
+	ss.episodeID, ss.steps = st.EpisodeID, st.StepCount
+	if id, ok := obs.Metadata["task_id"].(string); ok {
+		ss.taskID = id
+	}
+	if obs.Done && !ss.done {
+		ss.srv.log.Info("episode end", "episode_id", ss.episodeID, "task_id", ss.taskID, "steps", ss.steps, "reward", obs.Reward)
+	}
+	ss.reward, ss.done = obs.Reward, obs.Done
+}
+
+func (ss *session) logEnd(reason string) {
+	ss.srv.log.Info("session end",
+		"episode_id", ss.episodeID, "task_id", ss.taskID, "steps", ss.steps,
+		"reward", ss.reward, "done", ss.done, "reason", reason,
+		"duration", time.Since(ss.started).Round(time.Millisecond))
+}
