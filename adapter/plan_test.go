@@ -1,0 +1,255 @@
+package adapter
+
+import (
+	"errors"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func validSpec() CampaignSpec {
+	return CampaignSpec{
+		CampaignID: "camp-1",
+		Server:     ServerSpec{Image: testDigest},
+		Workspaces: []WorkspaceSpec{
+			{TaskID: "software/median@3", Image: testDigest},
+			{TaskID: "data/csv_region_total", Image: "registry.local/agentpen/workbench:dev@" + testDigest},
+		},
+	}
+}
+
+func TestNewPlanValid(t *testing.T) {
+	p, err := NewPlan(validSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Egress != EgressInternal || !p.Network.Internal {
+		t.Fatalf("default egress: %+v", p.Network)
+	}
+	agentRe := regexp.MustCompile(`^agent-[0-9a-f]{24}$`)
+	for _, a := range p.Agents {
+		if !agentRe.MatchString(a.AgentID) {
+			t.Fatalf("agent id %q", a.AgentID)
+		}
+		if !dnsLabelRe.MatchString(a.Alias) || !dnsLabelRe.MatchString(p.Server.Alias) {
+			t.Fatalf("aliases %q %q", a.Alias, p.Server.Alias)
+		}
+		if a.Labels[LabelAgent] != a.AgentID || a.Labels[LabelRole] != RoleWork || a.Labels[LabelCampaign] != "camp-1" || a.Labels[LabelOwner] != OwnerValue {
+			t.Fatalf("labels %v", a.Labels)
+		}
+		if a.Env["AGENTPEN_SERVER_URL"] != p.Server.URL || !strings.Contains(a.Env["NO_PROXY"], p.Server.Alias) {
+			t.Fatalf("env %v", a.Env)
+		}
+		if _, ok := a.Env["DOCKER_HOST"]; ok {
+			t.Fatal("workspace env has DOCKER_HOST")
+		}
+	}
+	if p.Agents[0].AgentID == p.Agents[1].AgentID || p.Agents[0].Name == p.Agents[1].Name {
+		t.Fatal("agents share an id or name")
+	}
+	q, _ := NewPlan(validSpec())
+	if q.Network.Name != p.Network.Name || q.Agents[1].AgentID != p.Agents[1].AgentID {
+		t.Fatal("plans are not deterministic")
+	}
+	other := validSpec()
+	other.CampaignID = "camp-2"
+	r, _ := NewPlan(other)
+	if r.Network.Name == p.Network.Name || r.Server.Name == p.Server.Name || r.Agents[0].AgentID == p.Agents[0].AgentID {
+		t.Fatal("two campaigns share names")
+	}
+}
+
+func TestOpaqueAgentID(t *testing.T) {
+	a := OpaqueAgentID("c", "t", "")
+	if a != OpaqueAgentID("c", "t", "") || a == OpaqueAgentID("c", "t", "2") || a == OpaqueAgentID("c", "t2", "") {
+		t.Fatal("agent ids are not a function of campaign, task and attempt")
+	}
+	// Separators matter: ("ab","c") and ("a","bc") differ.
+	if OpaqueAgentID("ab", "c", "") == OpaqueAgentID("a", "bc", "") {
+		t.Fatal("ambiguous concatenation")
+	}
+}
+
+func TestNewPlanRefusals(t *testing.T) {
+	tests := []struct {
+		name      string
+		mut       func(*CampaignSpec)
+		wantField string
+	}{
+		{"empty_campaign", func(s *CampaignSpec) { s.CampaignID = "" }, "campaign_id"},
+		{"campaign_space", func(s *CampaignSpec) { s.CampaignID = "a b" }, "campaign_id"},
+		{"campaign_dotdot", func(s *CampaignSpec) { s.CampaignID = ".." }, "campaign_id"},
+		{"campaign_slash", func(s *CampaignSpec) { s.CampaignID = "a/b" }, "campaign_id"},
+		{"campaign_too_long", func(s *CampaignSpec) { s.CampaignID = strings.Repeat("a", 129) }, "campaign_id"},
+		{"campaign_unicode", func(s *CampaignSpec) { s.CampaignID = "café" }, "campaign_id"},
+		{"bad_egress", func(s *CampaignSpec) { s.Egress = "open" }, "egress"},
+		{"no_workspaces", func(s *CampaignSpec) { s.Workspaces = nil }, "workspaces"},
+		{"too_many_workspaces", func(s *CampaignSpec) {
+			s.Workspaces = make([]WorkspaceSpec, MaxWorkspaces+1)
+		}, "workspaces"},
+		{"image_tag_only", func(s *CampaignSpec) { s.Server.Image = "agentpen/workbench:dev" }, "server.image"},
+		{"image_latest", func(s *CampaignSpec) { s.Server.Image = "latest" }, "server.image"},
+		{"image_placeholder", func(s *CampaignSpec) { s.Workspaces[0].Image = "${IMAGE}" }, "workspaces[0].image"},
+		{"image_short_digest", func(s *CampaignSpec) { s.Server.Image = "sha256:abc" }, "server.image"},
+		{"image_upper_digest", func(s *CampaignSpec) { s.Server.Image = strings.ToUpper(testDigest) }, "server.image"},
+		{"image_md5", func(s *CampaignSpec) { s.Server.Image = "repo@md5:0123" }, "server.image"},
+		{"port_zero_ok_but_negative", func(s *CampaignSpec) { s.Server.Port = -1 }, "server.port"},
+		{"port_high", func(s *CampaignSpec) { s.Server.Port = 70000 }, "server.port"},
+		{"api_key_env_protected", func(s *CampaignSpec) { s.Server.APIKeyEnv = "DOCKER_HOST" }, "server.api_key_env"},
+		{"api_key_env_bad", func(s *CampaignSpec) { s.Server.APIKeyEnv = "1KEY" }, "server.api_key_env"},
+		{"publish_internal", func(s *CampaignSpec) { s.Server.PublishLoopback = "127.0.0.1:18080" }, "server.publish_loopback"},
+		{"publish_wildcard", func(s *CampaignSpec) { s.Egress = EgressNAT; s.Server.PublishLoopback = "0.0.0.0:18080" }, "server.publish_loopback"},
+		{"publish_v6_wildcard", func(s *CampaignSpec) { s.Egress = EgressNAT; s.Server.PublishLoopback = "[::]:18080" }, "server.publish_loopback"},
+		{"publish_public", func(s *CampaignSpec) { s.Egress = EgressNAT; s.Server.PublishLoopback = "10.0.0.1:18080" }, "server.publish_loopback"},
+		{"publish_name", func(s *CampaignSpec) { s.Egress = EgressNAT; s.Server.PublishLoopback = "localhost:18080" }, "server.publish_loopback"},
+		{"publish_port0", func(s *CampaignSpec) { s.Egress = EgressNAT; s.Server.PublishLoopback = "127.0.0.1:0" }, "server.publish_loopback"},
+		{"env_protected", func(s *CampaignSpec) { s.Workspaces[0].ExtraEnv = map[string]string{"DOCKER_HOST": "unix:///x"} }, "workspaces[0].extra_env.DOCKER_HOST"},
+		{"env_protected_lower", func(s *CampaignSpec) { s.Workspaces[0].ExtraEnv = map[string]string{"http_proxy": "x"} }, "workspaces[0].extra_env.http_proxy"},
+		{"env_agentpen_prefix", func(s *CampaignSpec) { s.Server.ExtraEnv = map[string]string{"AGENTPEN_AGENT_ID": "x"} }, "server.extra_env.AGENTPEN_AGENT_ID"},
+		{"env_secret_value", func(s *CampaignSpec) { s.Server.ExtraEnv = map[string]string{"OPENAI_API_KEY": "sk-x"} }, "server.extra_env.OPENAI_API_KEY"},
+		{"env_token_value", func(s *CampaignSpec) { s.Workspaces[1].ExtraEnv = map[string]string{"GH_TOKEN": "x"} }, "workspaces[1].extra_env.GH_TOKEN"},
+		{"env_bad_name", func(s *CampaignSpec) { s.Server.ExtraEnv = map[string]string{"A-B": "x"} }, "server.extra_env.A-B"},
+		{"env_newline_value", func(s *CampaignSpec) { s.Server.ExtraEnv = map[string]string{"MODE": "a\nb"} }, "server.extra_env.MODE"},
+		{"secret_env_protected", func(s *CampaignSpec) { s.Server.SecretEnv = []string{"PATH"} }, "server.secret_env[0]"},
+		{"label_reserved", func(s *CampaignSpec) { s.Labels = map[string]string{"io.agentpen.owner": "me"} }, "labels"},
+		{"label_reserved_case", func(s *CampaignSpec) { s.Workspaces[0].Labels = map[string]string{"IO.AGENTPEN.ROLE": "server"} }, "workspaces[0].labels"},
+		{"label_space_key", func(s *CampaignSpec) { s.Labels = map[string]string{"a b": "c"} }, "labels key"},
+		{"task_in_env", func(s *CampaignSpec) { s.Workspaces[0].ExtraEnv = map[string]string{"HINT": "software/median@3"} }, "workspaces[0].task_id"},
+		{"task_in_label", func(s *CampaignSpec) { s.Workspaces[1].Labels = map[string]string{"bench": "data/csv_region_total"} }, "workspaces[1].task_id"},
+		{"task_slug_in_label", func(s *CampaignSpec) { s.Workspaces[1].Labels = map[string]string{"bench": "data-csv-region-total"} }, "workspaces[1].task_id"},
+		{"task_in_command", func(s *CampaignSpec) { s.Workspaces[0].Command = []string{"serve", "--task", "software/median@3"} }, "workspaces[0].task_id"},
+		{"task_in_campaign_id", func(s *CampaignSpec) { s.CampaignID = "run-data-csv-region-total"; s.Workspaces[1].TaskID = "data-csv-region-total" }, "workspaces[1].task_id"},
+		{"task_in_path", func(s *CampaignSpec) { s.Workspaces[0].TaskID = "median"; s.Workspaces[0].WorkspaceHostPath = "/srv/median/ws" }, "workspaces[0].task_id"},
+		{"duplicate_attempt", func(s *CampaignSpec) { s.Workspaces[1] = s.Workspaces[0] }, "workspaces[1]"},
+		{"mount_relative", func(s *CampaignSpec) { s.Workspaces[0].WorkspaceHostPath = "srv/ws" }, "workspaces[0].workspace_host_path"},
+		{"mount_dotdot", func(s *CampaignSpec) { s.Server.DataHostPath = "/srv/../etc" }, "server.data_host_path"},
+		{"mount_comma", func(s *CampaignSpec) { s.Server.DataHostPath = "/srv/a,b" }, "server.data_host_path"},
+		{"mount_root", func(s *CampaignSpec) { s.Server.DataHostPath = "/" }, "server.data_host_path"},
+		{"data_target_socket", func(s *CampaignSpec) { s.Server.DataHostPath = "/srv/d"; s.Server.DataContainerPath = DockerSocketTarget }, "server.data_container_path"},
+		{"empty_arg", func(s *CampaignSpec) { s.Server.Command = []string{"serve", ""} }, "server.command[1]"},
+		{"attempt_bad", func(s *CampaignSpec) { s.Workspaces[0].AttemptID = "a b" }, "workspaces[0].attempt_id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := validSpec()
+			tt.mut(&s)
+			p, err := NewPlan(s)
+			if err == nil {
+				t.Fatalf("accepted; plan %+v", p)
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %T %v is not a ValidationError", err, err)
+			}
+			if ve.Field != tt.wantField {
+				t.Fatalf("field %q (%v), want %q", ve.Field, err, tt.wantField)
+			}
+		})
+	}
+}
+
+func TestNewPlanSecretValueNeverInError(t *testing.T) {
+	const canary = "canary-sk-9f8e7d6c5b4a"
+	s := validSpec()
+	s.Server.ExtraEnv = map[string]string{"MY_SECRET": canary}
+	_, err := NewPlan(s)
+	if err == nil || strings.Contains(err.Error(), canary) {
+		t.Fatalf("error %v: must refuse and must not echo the value", err)
+	}
+}
+
+func TestNewPlanNAT(t *testing.T) {
+	s := validSpec()
+	s.Egress = EgressNAT
+	s.Server.PublishLoopback = "127.0.0.1:18080"
+	p, err := NewPlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Network.Internal || p.Server.Publish.Port() != 18080 {
+		t.Fatalf("nat plan %+v", p.Server)
+	}
+}
+
+func TestContainsToken(t *testing.T) {
+	tests := []struct {
+		s, tok string
+		want   bool
+	}{
+		{"task-7", "task-7", true},
+		{"x/task-7/y", "task-7", true},
+		{"task-70", "task-7", false},
+		{"atask-7", "task-7", false},
+		{"TASK-7", "task-7", true},
+		{"", "a", false},
+		{"abc", "", false},
+		{"b-a-b", "a", true},
+	}
+	for _, tt := range tests {
+		if got := containsToken(tt.s, tt.tok); got != tt.want {
+			t.Errorf("containsToken(%q, %q) = %v, want %v", tt.s, tt.tok, got, tt.want)
+		}
+	}
+}
+
+// FuzzPlanIDs: whatever the campaign and task ids, NewPlan never panics; an
+// accepted plan has names Docker accepts, DNS-label aliases, an opaque agent
+// id, and never shows the task id anywhere the agent can see.
+func FuzzPlanIDs(f *testing.F) {
+	f.Add("camp-1", "software/median@3", "")
+	f.Add("run-data-csv-region-total", "data-csv-region-total", "a1")
+	f.Add("..", "x", "")
+	f.Add("a:b", "agent", "")
+	f.Add("c", "server", "1")
+	nameRe := regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
+	agentRe := regexp.MustCompile(`^agent-[0-9a-f]{24}$`)
+	f.Fuzz(func(t *testing.T, campaign, task, attempt string) {
+		s := CampaignSpec{
+			CampaignID: campaign,
+			Server:     ServerSpec{Image: testDigest},
+			Workspaces: []WorkspaceSpec{{TaskID: task, AttemptID: attempt, Image: testDigest}},
+		}
+		p, err := NewPlan(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v is not ErrInvalid", err)
+			}
+			return
+		}
+		a := p.Agents[0]
+		for _, n := range []string{p.Network.Name, p.Server.Name, a.Name} {
+			if !nameRe.MatchString(n) {
+				t.Fatalf("name %q is not a valid Docker name", n)
+			}
+		}
+		for _, al := range []string{p.Server.Alias, a.Alias} {
+			if !dnsLabelRe.MatchString(al) {
+				t.Fatalf("alias %q is not a DNS label", al)
+			}
+		}
+		if !agentRe.MatchString(a.AgentID) || forbiddenNetworks[p.Network.Name] {
+			t.Fatalf("agent id %q network %q", a.AgentID, p.Network.Name)
+		}
+		for _, v := range append([]string{a.Name, a.Alias, p.Server.Alias}, flatten(a.Env, a.Labels)...) {
+			if exposesTask(v, task) {
+				t.Fatalf("task %q visible in %q", task, v)
+			}
+		}
+		if filepath.Base(a.Name) != a.Name {
+			t.Fatalf("name %q has a path separator", a.Name)
+		}
+	})
+}
+
+func flatten(ms ...map[string]string) []string {
+	var out []string
+	for _, m := range ms {
+		for k, v := range m {
+			out = append(out, k, v)
+		}
+	}
+	return out
+}

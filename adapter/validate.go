@@ -1,0 +1,300 @@
+package adapter
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// ErrInvalid is the kind of every *ValidationError: bad launcher input.
+// Nothing is created for an input that fails validation.
+var ErrInvalid = errors.New("invalid")
+
+// ValidationError names the field, the offending value and the rule.
+type ValidationError struct {
+	Field string
+	Value string
+	Msg   string
+}
+
+func (e *ValidationError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("%s: %s", e.Field, e.Msg)
+	}
+	return fmt.Sprintf("%s %q: %s", e.Field, e.Value, e.Msg)
+}
+
+// Unwrap makes every ValidationError match ErrInvalid.
+func (e *ValidationError) Unwrap() error { return ErrInvalid }
+
+func invalid(field, value, format string, args ...any) error {
+	if len(value) > 80 {
+		value = value[:80] + "..."
+	}
+	return &ValidationError{Field: field, Value: value, Msg: fmt.Sprintf(format, args...)}
+}
+
+var (
+	safeIDRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+	taskIDRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$`)
+	envNameRe  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	dnsLabelRe = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
+	digestRe   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	// A repository reference before "@sha256:" (registry, path, optional tag).
+	repoRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:-]{0,254}$`)
+)
+
+// checkText is seed 004's _text: a non-empty string of at most max bytes,
+// valid UTF-8, with no control character and no whitespace.
+func checkText(field, v string, max int) error {
+	if v == "" {
+		return invalid(field, v, "must be a non-empty string")
+	}
+	if len(v) > max {
+		return invalid(field, v, "longer than %d bytes", max)
+	}
+	if !utf8.ValidString(v) {
+		return invalid(field, v, "not valid UTF-8")
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) || unicode.IsSpace(r) {
+			return invalid(field, v, "holds whitespace or a control character")
+		}
+	}
+	return nil
+}
+
+// CheckID validates a campaign, task or attempt id: a letter or digit, then
+// up to 127 of letters, digits, "_", ".", ":" and "-".
+func CheckID(field, v string) error {
+	if err := checkText(field, v, 128); err != nil {
+		return err
+	}
+	if !safeIDRe.MatchString(v) {
+		return invalid(field, v, "must match %s", safeIDRe)
+	}
+	return nil
+}
+
+// CheckTaskID validates a task id: CheckID's alphabet plus "/" and "@", as
+// in the workbench's "domain/family@N", with no "." or ".." path component.
+func CheckTaskID(field, v string) error {
+	if err := checkText(field, v, 128); err != nil {
+		return err
+	}
+	if !taskIDRe.MatchString(v) {
+		return invalid(field, v, "must match %s", taskIDRe)
+	}
+	for _, part := range strings.Split(v, "/") {
+		if part == "" || part == "." || part == ".." {
+			return invalid(field, v, "must not hold empty, '.' or '..' components")
+		}
+	}
+	return nil
+}
+
+// checkEnvName validates an environment variable name.
+func checkEnvName(field, v string) error {
+	if err := checkText(field, v, 128); err != nil {
+		return err
+	}
+	if !envNameRe.MatchString(v) {
+		return invalid(field, v, "not an environment variable name")
+	}
+	return nil
+}
+
+// protectedEnv are the names agentpen sets itself; a launcher may not
+// override them (compared in upper case).
+var protectedEnv = map[string]bool{
+	"DOCKER_HOST": true, "DOCKER_CONFIG": true, "DOCKER_CERT_PATH": true, "DOCKER_TLS_VERIFY": true,
+	"NO_PROXY": true, "HTTP_PROXY": true, "HTTPS_PROXY": true, "ALL_PROXY": true,
+	"PATH": true, "HOME": true, "LD_PRELOAD": true, "LD_LIBRARY_PATH": true,
+	"PYTHONPATH": true, "PYTHONHOME": true, "PYTHONSTARTUP": true,
+}
+
+// secretBearing reports a name that by its spelling carries a secret; such
+// a variable reaches a container only by name (its value is taken from
+// agentpen's environment at create time), never as a value in a spec.
+func secretBearing(name string) bool {
+	u := strings.ToUpper(name)
+	for _, m := range []string{"SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY"} {
+		if strings.Contains(u, m) {
+			return true
+		}
+	}
+	return strings.HasSuffix(u, "_API_KEY") || u == "API_KEY" || strings.HasSuffix(u, "_KEY") && strings.Contains(u, "ACCESS")
+}
+
+// CheckExtraEnv validates launcher environment: names are variable names,
+// not protected (agentpen's own, AGENTPEN_* or WORKBENCH_*), not
+// secret-bearing (those go by name through secret_env), and values are
+// printable single-line text of at most 4096 bytes.
+func CheckExtraEnv(field string, env map[string]string) error {
+	for k, v := range env {
+		f := field + "." + k
+		if err := checkEnvName(f, k); err != nil {
+			return err
+		}
+		u := strings.ToUpper(k)
+		if protectedEnv[u] || strings.HasPrefix(u, "AGENTPEN_") || strings.HasPrefix(u, "WORKBENCH_") {
+			return invalid(f, "", "protected control variable cannot be set by the launcher")
+		}
+		if secretBearing(k) {
+			return invalid(f, "", "secret-bearing variables are passed by name only (secret_env), never by value")
+		}
+		if len(v) > 4096 || !utf8.ValidString(v) || strings.ContainsFunc(v, func(r rune) bool { return unicode.IsControl(r) }) {
+			return invalid(f, "", "value must be printable UTF-8 text of at most 4096 bytes")
+		}
+	}
+	return nil
+}
+
+// ReservedLabelPrefix is the label namespace agentpen owns.
+const ReservedLabelPrefix = "io.agentpen."
+
+// CheckLabels validates launcher labels: keys of at most 256 bytes and
+// values of at most 512, no whitespace or control characters, and no key in
+// agentpen's io.agentpen.* namespace.
+func CheckLabels(field string, labels map[string]string) error {
+	for k, v := range labels {
+		if err := checkText(field+" key", k, 256); err != nil {
+			return err
+		}
+		if strings.HasPrefix(strings.ToLower(k), ReservedLabelPrefix) {
+			return invalid(field, k, "keys under %s are agentpen's and cannot be set or overridden", ReservedLabelPrefix)
+		}
+		if v != "" {
+			if err := checkText(field+"."+k, v, 512); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// placeholderImages are references that name nothing pinned.
+var placeholderImages = map[string]bool{"latest": true, "placeholder": true, "changeme": true, "example": true, "example/image": true, "image": true}
+
+// CheckImage validates a pinned image reference: a local image id
+// ("sha256:<64 hex>") or a repository pinned by digest
+// ("repo[:tag]@sha256:<64 hex>"). Tags alone, "latest", placeholders and
+// template text are refused: the pin is what attestation checks.
+func CheckImage(field, ref string) error {
+	if err := checkText(field, ref, 1024); err != nil {
+		return err
+	}
+	if placeholderImages[strings.ToLower(ref)] || strings.Contains(ref, "${") || strings.ContainsAny(ref, ";,<>") {
+		return invalid(field, ref, "is a placeholder, not an image")
+	}
+	if digestRe.MatchString(ref) {
+		return nil
+	}
+	repo, digest, ok := strings.Cut(ref, "@")
+	if !ok {
+		return invalid(field, ref, "must be pinned: sha256:<64 hex> (local image id) or repo@sha256:<64 hex>")
+	}
+	if !digestRe.MatchString(digest) {
+		return invalid(field, ref, "digest must be sha256:<64 hex>")
+	}
+	if !repoRe.MatchString(repo) {
+		return invalid(field, ref, "repository is not a valid reference")
+	}
+	return nil
+}
+
+// CheckLoopbackPublish validates "IP:PORT" for a loopback-only published
+// port: a numeric loopback address (never a wildcard or a name) and a port
+// in 1..65535.
+func CheckLoopbackPublish(field, v string) (netip.AddrPort, error) {
+	ap, err := netip.ParseAddrPort(v)
+	if err != nil {
+		return netip.AddrPort{}, invalid(field, v, "must be a numeric loopback IP:PORT, e.g. 127.0.0.1:18080")
+	}
+	if ap.Addr().IsUnspecified() {
+		return netip.AddrPort{}, invalid(field, v, "must not be a wildcard address")
+	}
+	if !ap.Addr().Unmap().IsLoopback() {
+		return netip.AddrPort{}, invalid(field, v, "must be a loopback address")
+	}
+	if ap.Port() == 0 {
+		return netip.AddrPort{}, invalid(field, v, "port must be 1..65535")
+	}
+	return ap, nil
+}
+
+// checkPort validates a TCP port.
+func checkPort(field string, p int) error {
+	if p < 1 || p > 65535 {
+		return invalid(field, strconv.Itoa(p), "must be a TCP port 1..65535")
+	}
+	return nil
+}
+
+// checkMountPath validates an absolute, clean mount path (no "..", no
+// wildcards, no commas, not "/").
+func checkMountPath(field, p string) error {
+	if err := checkText(field, p, 4096); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(p, "/") || p == "/" || strings.ContainsAny(p, "*?,:") {
+		return invalid(field, p, "must be an absolute path other than / without wildcards, commas or colons")
+	}
+	for _, part := range strings.Split(p[1:], "/") {
+		if part == "" || part == "." || part == ".." {
+			return invalid(field, p, "must be a clean path without '.', '..' or '//'")
+		}
+	}
+	return nil
+}
+
+// containsToken reports whether token occurs in s (both lower-cased) not
+// flanked by letters or digits: seed 004's task-exposure test.
+func containsToken(s, token string) bool {
+	if token == "" {
+		return false
+	}
+	s, token = strings.ToLower(s), strings.ToLower(token)
+	isAlnum := func(b byte) bool { return b >= 'a' && b <= 'z' || b >= '0' && b <= '9' }
+	for i := 0; ; {
+		j := strings.Index(s[i:], token)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(token)
+		if (start == 0 || !isAlnum(s[start-1])) && (end == len(s) || !isAlnum(s[end])) {
+			return true
+		}
+		i = start + 1
+	}
+}
+
+// exposesTask reports whether v spells the task id (raw or as a DNS slug).
+func exposesTask(v, taskID string) bool {
+	return containsToken(v, taskID) || containsToken(v, dnsSlug(taskID))
+}
+
+// dnsSlug lower-cases s and turns every run of other characters into "-".
+func dnsSlug(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	out := strings.TrimRight(b.String(), "-")
+	if out == "" {
+		return "item"
+	}
+	return out
+}
