@@ -1,0 +1,173 @@
+package episode
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/agentpen/agentpen/workbench/sandbox"
+	"github.com/agentpen/agentpen/workbench/tasks"
+)
+
+// Limits are the seed's episode limits; a zero field takes the default.
+type Limits struct {
+	// MaxSteps is the number of tool calls per episode (default 20).
+	MaxSteps int `json:"max_steps"`
+	// MaxInvalidInARow is how many refused calls in a row end the episode
+	// (default 3).
+	MaxInvalidInARow int `json:"max_invalid_in_a_row"`
+	// MaxChecks is how many times check may be used (default 2).
+	MaxChecks int `json:"max_checks"`
+	// OutputChars is where output is clipped (default 1500).
+	OutputChars int `json:"output_chars"`
+	// ReadLines is how many lines read_file shows (default 60).
+	ReadLines int `json:"read_lines"`
+	// PythonTimeout bounds each Python run (default 10 s).
+	PythonTimeout time.Duration `json:"python_timeout_ns"`
+	// WriteChars bounds write_file's content (default 20,000 characters).
+	WriteChars int `json:"write_chars"`
+}
+
+// DefaultLimits are the seed's limits.
+var DefaultLimits = Limits{
+	MaxSteps:         20,
+	MaxInvalidInARow: 3,
+	MaxChecks:        2,
+	OutputChars:      1500,
+	ReadLines:        60,
+	PythonTimeout:    10 * time.Second,
+	WriteChars:       20000,
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	set := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&l.MaxSteps, d.MaxSteps)
+	set(&l.MaxInvalidInARow, d.MaxInvalidInARow)
+	set(&l.MaxChecks, d.MaxChecks)
+	set(&l.OutputChars, d.OutputChars)
+	set(&l.ReadLines, d.ReadLines)
+	set(&l.WriteChars, d.WriteChars)
+	if l.PythonTimeout <= 0 {
+		l.PythonTimeout = d.PythonTimeout
+	}
+	return l
+}
+
+// Catalogue is where an environment finds its tasks. A task it builds may
+// carry an empty Key when a Grader holds the answers.
+type Catalogue interface {
+	IDs() []string
+	Build(id string) (*tasks.Task, error)
+}
+
+// Output is what one hidden case of a code task printed.
+type Output struct {
+	// Value is the JSON value the function returned; nil when the probe
+	// printed none, or the case was void (it changed the workspace, or a
+	// case before it did).
+	Value []byte `json:"value"`
+}
+
+// Grader grades answers without handing the answer key to the
+// environment, so a remote grader can hold the key in another process.
+// Any error is shown to the agent as a refusal of that step; it never
+// earns credit and never ends the episode by itself.
+type Grader interface {
+	// ScoreAnswer grades a non-code answer: credit in [0, 1] and a reason.
+	ScoreAnswer(ctx context.Context, taskID, answer string) (credit float64, reason string, err error)
+	// HiddenInputs returns the argument lists of a code task's hidden
+	// cases, in order; their expected values stay with the grader.
+	HiddenInputs(ctx context.Context, taskID string) ([][]any, error)
+	// Judge grades a code task from whether every visible case passed and
+	// what each hidden case returned (one Output per HiddenInputs entry).
+	Judge(ctx context.Context, taskID string, visiblePassed []bool, hidden []Output) (credit float64, reason string, err error)
+}
+
+// Config configures an Environment. The zero value is the seed's
+// defaults with the task package's catalogue and in-process grading.
+type Config struct {
+	// Limits are the episode limits; zero fields take DefaultLimits.
+	Limits Limits
+	// RunLimits bound every Python run (processes, file size, open files,
+	// CPU, address space); zero fields take sandbox.DefaultLimits.
+	RunLimits sandbox.Limits
+	// Python is the interpreter agent code runs with; empty means
+	// WORKBENCH_SANDBOX_PYTHON, else /usr/bin/python3. It must be readable
+	// and executable by the sandbox uids.
+	Python string
+	// Catalogue holds the tasks; nil means package tasks.
+	Catalogue Catalogue
+	// Grader grades answers; nil grades in-process from the catalogue's
+	// answer keys (package tasks).
+	Grader Grader
+	// HomeDir is where episode homes are made; empty means
+	// /run/agent-workbench/homes as root, else os.TempDir().
+	HomeDir string
+	// UIDLockDir is the uid lock directory; empty means sandbox.LockDir().
+	UIDLockDir string
+}
+
+// taskCatalogue is package tasks as a Catalogue.
+type taskCatalogue struct{}
+
+func (taskCatalogue) IDs() []string                        { return tasks.IDs() }
+func (taskCatalogue) Build(id string) (*tasks.Task, error) { return tasks.Build(id) }
+
+// resolved is a Config with every default filled in.
+func (c Config) resolved() Config {
+	c.Limits = c.Limits.withDefaults()
+	c.RunLimits = c.RunLimits.WithDefaults()
+	if c.Python == "" {
+		c.Python = os.Getenv("WORKBENCH_SANDBOX_PYTHON")
+	}
+	if c.Python == "" {
+		c.Python = "/usr/bin/python3"
+	}
+	if c.Catalogue == nil {
+		c.Catalogue = taskCatalogue{}
+	}
+	if c.Grader == nil {
+		c.Grader = localGrader{c.Catalogue}
+	}
+	if c.HomeDir == "" {
+		if sandbox.Available() {
+			c.HomeDir = "/run/agent-workbench/homes"
+		} else {
+			c.HomeDir = os.TempDir()
+		}
+	}
+	if c.UIDLockDir == "" {
+		c.UIDLockDir = sandbox.LockDir()
+	}
+	return c
+}
+
+// Metadata describes the configuration for the server's GET /metadata:
+// the sandbox mode ("uid sandbox" or "unsandboxed: not root"), the episode
+// limits and the per-run resource limits.
+func (c Config) Metadata() map[string]any {
+	r := c.resolved()
+	mode := "unsandboxed: not root"
+	if sandbox.Available() {
+		mode = "uid sandbox"
+	}
+	l := r.Limits
+	return map[string]any{
+		"sandbox": mode,
+		"limits": map[string]any{
+			"max_steps":            l.MaxSteps,
+			"max_invalid_in_a_row": l.MaxInvalidInARow,
+			"max_checks":           l.MaxChecks,
+			"output_chars":         l.OutputChars,
+			"read_lines":           l.ReadLines,
+			"python_timeout_s":     l.PythonTimeout.Seconds(),
+			"write_chars":          l.WriteChars,
+		},
+		"run_limits": r.RunLimits,
+	}
+}

@@ -1,0 +1,64 @@
+// Package episode is the workbench environment, a port of seed 001
+// (AgentWorkbenchEnvironment): one task per episode, a private workspace,
+// eight tools (list_files, read_file, run_python, write_file, run_tests,
+// check, submit, and the trainer's finish), and a reward on the final
+// observation only:
+//
+//	0.7 x correctness + 0.1 read a file or ran code + 0.1 verified
+//	+ 0.1 no invalid call, rounded to 4 places; 0 without a submitted answer.
+//
+// "Verified" means check said correct for exactly the submitted answer, or,
+// for a code task, the tests passed and the workspace digest is unchanged
+// since. The limits (Limits) are the seed's and configurable; refusals,
+// their wording and their order follow the seed.
+//
+// # Sandbox
+//
+// As root, each live episode claims its own uid from package sandbox's
+// pool, kills whatever a previous holder of the uid left running and sweeps
+// its shared-tmp files, and gets a home (root's, 0711) holding its
+// workspace (the uid's, 0700) under Config.HomeDir. Agent code runs through
+// sandbox.Run: the launcher re-exec (so main, and TestMain of every package
+// running episodes, must call sandbox.RunLauncherIfRequested first), with
+// the per-run rlimits of Config.RunLimits, a cleared environment and
+// `python3 -E -s`; when it returns, no process of the uid is left. Every
+// file operation on the workspace runs as the uid (sandbox.AsUID), so the
+// root server never follows an agent's link to a file the uid could not
+// reach, and the container needs only CAP_SETUID, CAP_SETGID, CAP_CHOWN
+// and CAP_KILL (see package sandbox for which operation needs which). A
+// consequence: a file or directory the agent made unreadable to itself
+// (chmod 000) is unreadable to read_file, left out of list_files, and
+// makes the workspace digest fail (no verification credit, and graded
+// cases fail), where the seed, reading as root, would read it.
+//
+// Without root there is no uid: code runs as the server's user, as the
+// seed does, and Config.Metadata says "unsandboxed: not root".
+//
+// # Grading
+//
+// Non-code answers go to Grader.ScoreAnswer. A code task is graded by
+// running the task's function on each case alone: before each case no
+// process of the uid is left, none of its files in the shared tmp
+// directories, the workspace directory's user xattrs, ACLs and times are
+// reset, and a case that changes the workspace digest is void, as is every
+// case after it. The probe gets the arguments on stdin (not argv, which
+// other uids can read in /proc). Visible cases are compared here (their
+// expected values are in test_solution.py anyway); the hidden cases'
+// arguments come from Grader.HiddenInputs and their outputs go to
+// Grader.Judge, so with a remote Grader the hidden expected values and the
+// answer key never enter this process. A Grader error refuses the step
+// (the agent sees a reason, the episode goes on); it never gives credit.
+// A nil Config.Grader grades in-process from package tasks.
+//
+// # Deviations from the seed
+//
+//   - Output beyond 1 MiB per stream is read and counted, not kept; the
+//     clip marker counts those bytes as characters.
+//   - A process the agent leaves holding the output pipes is killed when
+//     the script's own process exits, instead of making the run time out.
+//   - A code task's cases: a case that changes the workspace voids every
+//     later case even if a later one changes it back.
+//   - Agent code runs with umask 077 and no_new_privs, and its stdin is
+//     /dev/null.
+//   - read_file refuses files over 64 MiB.
+package episode

@@ -1,0 +1,338 @@
+package episode
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/agentpen/agentpen/workbench/sandbox"
+	"github.com/agentpen/agentpen/workbench/tasks"
+)
+
+// Environment is one episode at a time of the workbench: a task, a private
+// workspace, and the tool calls of an agent. Its methods are safe for
+// concurrent use; calls are served one at a time.
+type Environment struct {
+	cfg  Config
+	pool *sandbox.Pool
+
+	mu     sync.Mutex
+	closed bool
+	state  State
+	task   *tasks.Task
+	ws     *workspace // nil once cleaned up
+	done   bool
+	reward float64
+
+	invalidTotal, invalidRun int
+	inspected                bool
+	checked                  map[string]bool
+	checks                   int
+	testedLastChange         bool
+	testedDigest             string // "" when the tests did not pass on a readable workspace
+
+	// testHookBeforeRelease, when set (tests), runs after the workspace and
+	// the uid's processes and files are gone, just before the uid is
+	// released.
+	testHookBeforeRelease func(uid int, home string)
+}
+
+// ErrClosed is returned (wrapped) by Reset and Step after Close.
+var ErrClosed = errors.New("environment closed")
+
+// New returns an environment with cfg (zero fields take their defaults).
+// It holds nothing until the first Reset.
+func New(cfg Config) (*Environment, error) {
+	r := cfg.resolved()
+	if len(r.Catalogue.IDs()) == 0 {
+		return nil, errors.New("episode: config.Catalogue: has no tasks")
+	}
+	if !strings.HasPrefix(r.Python, "/") {
+		return nil, fmt.Errorf("episode: config.Python %q: must be an absolute path", r.Python)
+	}
+	e := &Environment{cfg: r}
+	if sandbox.Available() {
+		e.pool = sandbox.PoolFor(r.UIDLockDir)
+	}
+	return e, nil
+}
+
+// Reset ends the running episode, if any, and starts one on opts.TaskID
+// (default: ids[seed % len(ids)] of the sorted catalogue). An unknown task
+// id is refused with an error wrapping tasks.ErrUnknownTask before
+// anything of the running episode is touched.
+func (e *Environment) Reset(ctx context.Context, opts ResetOptions) (Observation, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return Observation{}, fmt.Errorf("reset: %w", ErrClosed)
+	}
+	return e.reset(ctx, opts)
+}
+
+func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation, error) {
+	taskID := opts.TaskID
+	if taskID == "" {
+		ids := append([]string(nil), e.cfg.Catalogue.IDs()...)
+		sort.Strings(ids)
+		var seed int64
+		if opts.Seed != nil {
+			seed = *opts.Seed
+		}
+		// Python's % is never negative for a positive divisor.
+		i := seed % int64(len(ids))
+		if i < 0 {
+			i += int64(len(ids))
+		}
+		taskID = ids[i]
+	}
+	task, err := e.cfg.Catalogue.Build(taskID)
+	if err != nil {
+		// Refused before anything is torn down.
+		return Observation{}, fmt.Errorf("reset: task_id %q: %w", taskID, err)
+	}
+	cleanupErr := e.cleanup()
+	e.task = task
+	episodeID := opts.EpisodeID
+	if episodeID == "" {
+		episodeID = newUUID()
+	}
+	e.state = State{EpisodeID: episodeID}
+	e.done, e.reward = false, 0
+	e.invalidTotal, e.invalidRun = 0, 0
+	e.inspected = false
+	e.checked = map[string]bool{}
+	e.checks = 0
+	e.testedLastChange, e.testedDigest = false, ""
+	ws, err := newWorkspace(e.cfg, e.pool, task.Files)
+	if err != nil {
+		e.task = nil
+		return Observation{}, fmt.Errorf("reset %s: %w", taskID, errors.Join(err, cleanupErr))
+	}
+	e.ws = ws
+	listing, err := e.listing()
+	if err != nil {
+		listing = "(empty)"
+	}
+	return Observation{
+		Task:      task.Instruction,
+		Tools:     toolsText(e.cfg.Limits),
+		Output:    sendable("Workspace files:\n" + listing),
+		StepsLeft: e.cfg.Limits.MaxSteps,
+		Metadata:  map[string]any{"task_id": task.TaskID, "domain": task.Domain},
+	}, nil
+}
+
+// Step runs one tool call. Before any Reset it resets to the default task
+// first (a stateless HTTP /step). After the episode ended it returns the
+// final state again. Refusals are observations with Error set, not errors;
+// an error means the environment itself failed.
+func (e *Environment) Step(ctx context.Context, a Action) (Observation, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return Observation{}, fmt.Errorf("step: %w", ErrClosed)
+	}
+	if e.task == nil {
+		if _, err := e.reset(ctx, ResetOptions{}); err != nil {
+			return Observation{}, fmt.Errorf("step: %w", err)
+		}
+	}
+	if e.done {
+		return e.obs("The episode has ended.", true, nil), nil
+	}
+	e.state.StepCount++
+	handler, ok := e.tools()[a.Tool]
+	if !ok {
+		return e.refuse(fmt.Sprintf("unknown tool %s; use one of the tools listed at reset", pyRepr(a.Tool))), nil
+	}
+	obs, err := handler(ctx, a.Args)
+	var r *refusal
+	if errors.As(err, &r) {
+		return e.refuse(r.reason), nil
+	}
+	if err != nil {
+		return Observation{}, fmt.Errorf("step %s: %w", a.Tool, err)
+	}
+	e.invalidRun = 0
+	if e.done {
+		return obs, nil
+	}
+	if e.state.StepCount >= e.cfg.Limits.MaxSteps {
+		return e.finish(ctx, nil, "No tool calls left; the episode ends without a submitted answer.")
+	}
+	return obs, nil
+}
+
+// State returns the episode id and how many tool calls it has made.
+func (e *Environment) State() State {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state
+}
+
+// Close ends the running episode: its processes, files and uid are freed.
+// It is idempotent; Reset and Step fail after it.
+func (e *Environment) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	return e.cleanup()
+}
+
+// refusal is a tool call refused with a reason shown to the agent.
+type refusal struct{ reason string }
+
+func (r *refusal) Error() string { return r.reason }
+
+func refusef(format string, args ...any) error {
+	return &refusal{fmt.Sprintf(format, args...)}
+}
+
+func (e *Environment) refuse(reason string) Observation {
+	e.invalidTotal++
+	e.invalidRun++
+	if e.invalidRun >= e.cfg.Limits.MaxInvalidInARow {
+		obs, _ := e.finish(context.Background(), nil, fmt.Sprintf("Refused: %s. %s invalid calls in a row end the episode.",
+			reason, countWord(e.cfg.Limits.MaxInvalidInARow)))
+		return obs
+	}
+	if e.state.StepCount >= e.cfg.Limits.MaxSteps {
+		obs, _ := e.finish(context.Background(), nil, fmt.Sprintf("Refused: %s. No tool calls left.", reason))
+		return obs
+	}
+	obs := e.obs("", false, nil)
+	obs.Error = sendable(reason)
+	return obs
+}
+
+func (e *Environment) obs(output string, done bool, correctness *float64) Observation {
+	meta := map[string]any{"task_id": e.task.TaskID, "domain": e.task.Domain}
+	if correctness != nil {
+		meta["correctness"] = *correctness
+	}
+	o := Observation{
+		Output:    sendable(output),
+		StepsLeft: max(0, e.cfg.Limits.MaxSteps-e.state.StepCount),
+		Done:      done,
+		Metadata:  meta,
+	}
+	if done {
+		o.Reward = e.reward
+	}
+	return o
+}
+
+// finish grades answer (nil: none was submitted), sets the reward, ends
+// the episode and frees its workspace. A grading failure is a refusal and
+// leaves the episode running.
+func (e *Environment) finish(ctx context.Context, answer *string, note string) (Observation, error) {
+	correctness, why := 0.0, "no answer was submitted"
+	if answer != nil {
+		var err error
+		correctness, why, err = e.score(ctx, *answer)
+		if err != nil {
+			return Observation{}, err
+		}
+	}
+	var verified bool
+	if e.task.Kind == tasks.KindCode {
+		// The files the tests passed on are still the files being graded.
+		verified = e.testedLastChange && e.testedDigest != "" && e.digest() == e.testedDigest
+	} else {
+		verified = answer != nil && e.checked[strings.TrimSpace(*answer)]
+	}
+	submitted := answer != nil
+	reward := 0.7 * correctness
+	reward += 0.1 * b2f(e.inspected && submitted)
+	reward += 0.1 * b2f(verified && submitted)
+	reward += 0.1 * b2f(e.invalidTotal == 0 && submitted)
+	e.reward = math.Round(math.Min(1, math.Max(0, reward))*10000) / 10000
+	e.done = true
+	// Nothing of a finished episode is needed again, and a stateless caller
+	// may never close it.
+	if err := e.cleanup(); err != nil {
+		return Observation{}, fmt.Errorf("finish: %w", err)
+	}
+	if note == "" {
+		note = fmt.Sprintf("Submitted. Result: %s.", why)
+	}
+	return e.obs(note, true, &correctness), nil
+}
+
+func (e *Environment) score(ctx context.Context, answer string) (float64, string, error) {
+	if e.task.Kind != tasks.KindCode {
+		credit, why, err := e.cfg.Grader.ScoreAnswer(ctx, e.task.TaskID, answer)
+		if err != nil {
+			return 0, "", refusef("the answer cannot be graded now: %v", err)
+		}
+		return credit, why, nil
+	}
+	return e.gradeCode(ctx)
+}
+
+// cleanup frees the running episode's workspace and uid, if any.
+func (e *Environment) cleanup() error {
+	if e.ws == nil {
+		return nil
+	}
+	ws := e.ws
+	e.ws = nil
+	return ws.destroy(e.testHookBeforeRelease)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func countWord(n int) string {
+	words := []string{"Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten"}
+	if n >= 0 && n < len(words) {
+		return words[n]
+	}
+	return fmt.Sprint(n)
+}
+
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// toolsText is the tools text shown at reset, as the seed words it.
+func toolsText(l Limits) string {
+	return `Reply with exactly one JSON object per turn: {"tool": <name>, "args": {...}}.` + "\n" +
+		"list_files {} - list the files in your workspace.\n" +
+		`read_file {"path": str, "start": int (optional, 1-based line), "end": int (optional)} - ` +
+		fmt.Sprintf("show up to %d numbered lines.\n", l.ReadLines) +
+		`run_python {"code": str} - run a Python 3 script in your workspace (cwd) and show its output; ` +
+		fmt.Sprintf("%s s limit, no network needed.\n", seconds(l.PythonTimeout.Seconds())) +
+		`write_file {"path": str, "content": str} - create or replace a file in your workspace.` + "\n" +
+		"run_tests {} - code tasks only: run the examples of test_solution.py as given.\n" +
+		fmt.Sprintf(`check {"answer": str} - ask whether an answer is correct before you submit (at most %d times).`, l.MaxChecks) + "\n" +
+		`submit {"answer": str} - give your final answer and end the episode.` + "\n" +
+		fmt.Sprintf("You have %d tool calls. Read the inputs before answering, and verify before you submit.", l.MaxSteps)
+}
+
+func seconds(s float64) string {
+	if s == math.Trunc(s) {
+		return fmt.Sprint(int64(s))
+	}
+	return fmt.Sprint(s)
+}
+
+var _ = json.RawMessage(nil)

@@ -1,0 +1,270 @@
+package episode
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"strings"
+
+	"github.com/agentpen/agentpen/workbench/tasks"
+)
+
+// probe is the script one graded case runs: it imports the solution with
+// the workspace off sys.path until json is imported, so no file of the
+// agent's stands in for it, reads the arguments from stdin (not argv,
+// which other uids can read in /proc), and prints the value only when JSON
+// keeps it as it is (a tuple, or a dict with non-string keys, fails here
+// as it fails the test file's ==).
+func probe(function string) string {
+	return "import os, sys\n" +
+		"here = os.path.realpath(os.getcwd())\n" +
+		"sys.path[:] = [p for p in sys.path if os.path.realpath(p or '.') != here]\n" +
+		"import json\n" +
+		"sys.path.insert(0, here)\n" +
+		"args = json.loads(sys.stdin.read())\n" +
+		"from solution import " + function + "\n" +
+		"value = " + function + "(*args)\n" +
+		"text = json.dumps(value)\n" +
+		"print(text if json.loads(text) == value else 'not a JSON value')\n"
+}
+
+// runCases runs the task's function on each argument list, each case on
+// its own: before it, no process of the agent's is left and none of its
+// files is in the shared tmp directories. It returns what each printed as
+// JSON, nil for a case without a value. A case that leaves the workspace
+// different is void, and so is every case after it, so no call can hand
+// state to the next. The process runs the agent's code, so what it prints
+// can be forged: the visible cases only gate the credit, and the credit
+// comes from hidden cases whose expected values never enter the workspace.
+func (e *Environment) runCases(ctx context.Context, cases [][]any) ([][]byte, error) {
+	before := e.ws.digest()
+	tainted := before == ""
+	out := make([][]byte, len(cases))
+	for i, callArgs := range cases {
+		if err := e.ws.clearAgentState(); err != nil {
+			return nil, err
+		}
+		if err := e.ws.writePrivate(".grade.py", probe(e.task.Function)); err != nil {
+			return nil, err
+		}
+		reset := e.ws.resetDir()
+		stdin, err := json.Marshal(callArgs)
+		if err != nil {
+			return nil, fmt.Errorf("case %d of %s: arguments are not JSON: %w", i, e.task.TaskID, err)
+		}
+		res, err := e.ws.run(ctx, []string{"-E", "-s", "-B", ".grade.py"}, stdin)
+		if err != nil {
+			return nil, err
+		}
+		if e.ws.digest() != before {
+			tainted = true
+		}
+		if tainted || !reset || res.TimedOut {
+			continue
+		}
+		out[i] = lastJSONLine(res.Stdout)
+	}
+	return out, nil
+}
+
+// lastJSONLine returns the last non-blank line of out when it is one JSON
+// value, else nil.
+func lastJSONLine(out []byte) []byte {
+	lines := splitLines(decodeReplace(out))
+	for i := len(lines) - 1; i >= 0; i-- {
+		if pyStrip(lines[i]) == "" {
+			continue
+		}
+		line := []byte(pyStrip(lines[i]))
+		if !json.Valid(line) {
+			return nil
+		}
+		return line
+	}
+	return nil
+}
+
+// gradeVisible runs the visible cases and says which returned the expected
+// value.
+func (e *Environment) gradeVisible(ctx context.Context) ([]bool, error) {
+	var argsList [][]any
+	for _, c := range e.task.Visible {
+		argsList = append(argsList, c.Args)
+	}
+	outs, err := e.runCases(ctx, argsList)
+	if err != nil {
+		return nil, err
+	}
+	passed := make([]bool, len(outs))
+	for i, o := range outs {
+		passed[i] = o != nil && jsonEqualValue(o, e.task.Visible[i].Want)
+	}
+	return passed, nil
+}
+
+// gradeCode grades a submitted code task: the visible cases here, then the
+// hidden ones, in one sequence against one digest, judged by the Grader.
+func (e *Environment) gradeCode(ctx context.Context) (float64, string, error) {
+	hidden, err := e.cfg.Grader.HiddenInputs(ctx, e.task.TaskID)
+	if err != nil {
+		return 0, "", refusef("the answer cannot be graded now: %v", err)
+	}
+	var argsList [][]any
+	for _, c := range e.task.Visible {
+		argsList = append(argsList, c.Args)
+	}
+	nv := len(argsList)
+	argsList = append(argsList, hidden...)
+	outs, err := e.runCases(ctx, argsList)
+	if err != nil {
+		return 0, "", err
+	}
+	visible := make([]bool, nv)
+	for i := range nv {
+		visible[i] = outs[i] != nil && jsonEqualValue(outs[i], e.task.Visible[i].Want)
+	}
+	hiddenOut := make([]Output, len(hidden))
+	for i := range hidden {
+		hiddenOut[i] = Output{Value: outs[nv+i]}
+	}
+	credit, why, err := e.cfg.Grader.Judge(ctx, e.task.TaskID, visible, hiddenOut)
+	if err != nil {
+		return 0, "", refusef("the answer cannot be graded now: %v", err)
+	}
+	return credit, why, nil
+}
+
+func (e *Environment) digest() string {
+	if e.ws == nil {
+		return ""
+	}
+	return e.ws.digest()
+}
+
+// localGrader grades in this process from the catalogue's answer keys.
+type localGrader struct{ cat Catalogue }
+
+var _ Grader = localGrader{}
+
+func (g localGrader) task(taskID string) (*tasks.Task, error) {
+	t, err := g.cat.Build(taskID)
+	if err != nil {
+		return nil, fmt.Errorf("grade %s: %w", taskID, err)
+	}
+	return t, nil
+}
+
+func (g localGrader) ScoreAnswer(_ context.Context, taskID, answer string) (float64, string, error) {
+	t, err := g.task(taskID)
+	if err != nil {
+		return 0, "", err
+	}
+	c, why := tasks.ScoreAnswer(t, answer)
+	return c, why, nil
+}
+
+func (g localGrader) HiddenInputs(_ context.Context, taskID string) ([][]any, error) {
+	t, err := g.task(taskID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]any, len(t.Key.Hidden))
+	for i, c := range t.Key.Hidden {
+		out[i] = c.Args
+	}
+	return out, nil
+}
+
+func (g localGrader) Judge(_ context.Context, taskID string, visible []bool, hidden []Output) (float64, string, error) {
+	t, err := g.task(taskID)
+	if err != nil {
+		return 0, "", err
+	}
+	if len(hidden) != len(t.Key.Hidden) {
+		return 0, "", fmt.Errorf("judge %s: %d outputs for %d hidden cases", taskID, len(hidden), len(t.Key.Hidden))
+	}
+	passed := make([]bool, len(hidden))
+	for i, o := range hidden {
+		passed[i] = o.Value != nil && jsonEqualValue(o.Value, t.Key.Hidden[i].Want)
+	}
+	c, why := tasks.ScoreCode(visible, passed)
+	return c, why, nil
+}
+
+// jsonEqualValue compares a printed JSON value with an expected Go value
+// as Python's == compares json.loads of both.
+func jsonEqualValue(got []byte, want any) bool {
+	wantJSON, err := json.Marshal(want)
+	if err != nil {
+		return false
+	}
+	a, okA := decodeJSON(got)
+	b, okB := decodeJSON(wantJSON)
+	return okA && okB && pyEqual(a, b)
+}
+
+func decodeJSON(b []byte) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil || dec.More() {
+		return nil, false
+	}
+	return v, true
+}
+
+// pyEqual is Python's == on values json.loads makes: numbers compare by
+// value (1 == 1.0), and True == 1, False == 0.
+func pyEqual(a, b any) bool {
+	if ra, ok := pyNumeric(a); ok {
+		rb, ok := pyNumeric(b)
+		return ok && ra.Cmp(rb) == 0
+	}
+	switch x := a.(type) {
+	case nil:
+		return b == nil
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !pyEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !pyEqual(v, w) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func pyNumeric(v any) (*big.Rat, bool) {
+	switch x := v.(type) {
+	case bool:
+		if x {
+			return big.NewRat(1, 1), true
+		}
+		return new(big.Rat), true
+	case json.Number:
+		r, ok := new(big.Rat).SetString(strings.TrimSpace(string(x)))
+		return r, ok
+	}
+	return nil, false
+}

@@ -1,0 +1,434 @@
+package episode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/agentpen/agentpen/workbench/sandbox"
+	"github.com/agentpen/agentpen/workbench/tasks"
+	"golang.org/x/sys/unix"
+)
+
+// serverFiles are the files the server writes into a workspace to run the
+// agent's code and to grade it.
+var serverFiles = []string{".run.py", ".grade.py", ".grade_tests.py"}
+
+// maxReadBytes bounds what read_file reads of one file.
+const maxReadBytes = 64 << 20
+
+// workspace is one episode's home and workspace, and the uid that owns the
+// workspace (-1 when unsandboxed).
+type workspace struct {
+	cfg  Config
+	pool *sandbox.Pool
+	uid  int
+	home string
+	dir  string
+}
+
+// newWorkspace claims a uid, clears anything a previous holder of it left,
+// and makes the home (root's, 0711) and the workspace (the uid's, 0700)
+// with the task's files.
+func newWorkspace(cfg Config, pool *sandbox.Pool, files []tasks.File) (_ *workspace, err error) {
+	w := &workspace{cfg: cfg, pool: pool, uid: -1}
+	defer func() {
+		if err != nil {
+			// A half-built episode holds a uid and a directory nothing else
+			// would release.
+			err = errors.Join(err, w.destroy(nil))
+		}
+	}()
+	if pool != nil {
+		uid, err := pool.Claim()
+		if err != nil {
+			return nil, err
+		}
+		w.uid = uid
+		// A holder that died may have left processes and files behind.
+		if err := sandbox.KillUntilNone(uid); err != nil {
+			return nil, err
+		}
+		if err := sandbox.RemoveSharedTmp(uid, nil); err != nil {
+			return nil, fmt.Errorf("clear shared tmp of uid %d: %w", uid, err)
+		}
+	}
+	base := cfg.HomeDir
+	if err := os.MkdirAll(base, 0o711); err != nil {
+		return nil, fmt.Errorf("home dir %s: %w", base, err)
+	}
+	home, err := os.MkdirTemp(base, "wb-")
+	if err != nil {
+		return nil, fmt.Errorf("home dir %s: %w", base, err)
+	}
+	w.home = home
+	w.dir = filepath.Join(home, "ws")
+	if err := unix.Mkdir(w.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("mkdir %s: %w", w.dir, err)
+	}
+	if w.uid >= 0 {
+		// The uid may pass through its home, not write it; the home's
+		// parents must let it pass too.
+		if err := unix.Chmod(home, 0o711); err != nil {
+			return nil, fmt.Errorf("chmod %s: %w", home, err)
+		}
+		if err := checkSearchable(base); err != nil {
+			return nil, err
+		}
+		if err := unix.Chmod(w.dir, 0o700); err != nil {
+			return nil, fmt.Errorf("chmod %s: %w", w.dir, err)
+		}
+		if err := unix.Lchown(w.dir, w.uid, w.uid); err != nil {
+			return nil, fmt.Errorf("chown %s to %d: %w", w.dir, w.uid, err)
+		}
+	}
+	err = sandbox.AsUID(w.uid, func() error {
+		for _, f := range files {
+			parts, err := sandbox.SplitPath(f.Path)
+			if err != nil {
+				return fmt.Errorf("task file %q: %w", f.Path, err)
+			}
+			fh, err := sandbox.OpenFile(w.dir, parts, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644, true)
+			if err != nil {
+				return fmt.Errorf("task file %q: %w", f.Path, err)
+			}
+			_, err = io.WriteString(fh, f.Content)
+			if cerr := fh.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("task file %q: %w", f.Path, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// checkSearchable returns an error unless dir and every directory above it
+// let others pass (mode o+x) and only their owner write.
+func checkSearchable(dir string) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		var st unix.Stat_t
+		if err := unix.Stat(d, &st); err != nil {
+			return fmt.Errorf("home dir %s: %w", d, err)
+		}
+		if st.Mode&0o001 == 0 {
+			return fmt.Errorf("home dir %s: mode %#o does not let the sandbox uids pass (needs o+x)", d, st.Mode&0o7777)
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// destroy kills the uid's processes, removes its files from the shared tmp
+// directories and the workspace and home, then releases the uid. It goes
+// on past errors and returns them all.
+func (w *workspace) destroy(beforeRelease func(uid int, home string)) error {
+	var errs []error
+	if w.uid >= 0 {
+		// Processes first, so nothing writes into a tree being removed.
+		errs = append(errs, sandbox.KillUntilNone(w.uid))
+		errs = append(errs, sandbox.RemoveSharedTmp(w.uid, nil))
+	}
+	if w.home != "" {
+		errs = append(errs, sandbox.AsUID(w.uid, func() error { return sandbox.EmptyDir(w.dir) }))
+		// Root owns the home: the workspace entry (whatever it now is) and
+		// the home go with unlink/rmdir in directories root owns.
+		var st unix.Stat_t
+		if unix.Lstat(w.dir, &st) == nil {
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				errs = append(errs, ignoreMissing(unix.Rmdir(w.dir)))
+			} else {
+				errs = append(errs, ignoreMissing(unix.Unlink(w.dir)))
+			}
+		}
+		if err := unix.Rmdir(w.home); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, sandbox.RemoveTree(w.home))
+		}
+	}
+	if w.uid >= 0 {
+		if beforeRelease != nil {
+			beforeRelease(w.uid, w.home)
+		}
+		w.pool.Release(w.uid)
+	}
+	return errors.Join(errs...)
+}
+
+func ignoreMissing(err error) error {
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return err
+}
+
+// check returns a refusal when agent code removed the workspace or made it
+// something else, and gives it back mode 0700 when agent code took it away.
+// Call it as the uid.
+func (w *workspace) check() error {
+	var st unix.Stat_t
+	if err := unix.Lstat(w.dir, &st); err != nil {
+		return refusef("the workspace directory is gone; nothing can run in it")
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return refusef("the workspace is no longer a directory; nothing can run in it")
+	}
+	if st.Mode&0o7777 != 0o700 {
+		if err := unix.Chmod(w.dir, 0o700); err != nil {
+			return refusef("the workspace cannot be used: %s", strerror(err))
+		}
+	}
+	return nil
+}
+
+// as runs fn as the workspace's uid after checking the workspace.
+func (w *workspace) as(fn func() error) error {
+	return sandbox.AsUID(w.uid, func() error {
+		if err := w.check(); err != nil {
+			return err
+		}
+		return fn()
+	})
+}
+
+// listing lists the regular files, without symlinks and names starting
+// with "."; what cannot be read, under a directory the agent locked, is
+// left out.
+func (w *workspace) listing(limit int) (string, error) {
+	var rows []string
+	err := w.as(func() error {
+		return sandbox.Walk(w.dir, func(*sandbox.Entry) bool { return true }, false, func(e *sandbox.Entry) error {
+			if !e.Left && e.Stat.Mode&unix.S_IFMT == unix.S_IFREG && !strings.HasPrefix(e.Name, ".") {
+				rows = append(rows, fmt.Sprintf("%s (%d bytes)", e.Rel, e.Stat.Size))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(rows)
+	text := strings.Join(rows, "\n")
+	if text == "" {
+		text = "(empty)"
+	}
+	return clip(decodeReplace([]byte(text)), limit, 0), nil
+}
+
+// open opens a regular file of the workspace as the uid; errors are
+// refusals worded as the seed's.
+func (w *workspace) open(parts []string, shown string, flags int, mkdirs bool) (*os.File, error) {
+	f, err := sandbox.OpenFile(w.dir, parts, flags, 0o644, mkdirs)
+	if err == nil {
+		return f, nil
+	}
+	var pe *os.PathError
+	switch {
+	case errors.Is(err, sandbox.ErrSymlink):
+		return nil, refusef("paths must stay inside the workspace and may not pass through a symlink")
+	case errors.Is(err, sandbox.ErrNotRegular):
+		return nil, refusef("%s is not a regular file", pyRepr(shown))
+	case errors.As(err, &pe) && pe.Op == "walk":
+		return nil, refusef("cannot use the path %s: %s", pyRepr(shown), strerror(pe.Err))
+	case errors.As(err, &pe) && pe.Op == "mkdir":
+		return nil, refusef("cannot write %s: %s", pyRepr(shown), strerror(pe.Err))
+	case errors.Is(err, unix.ENOENT):
+		return nil, refusef("no such file: %s", pyRepr(shown))
+	case errors.As(err, &pe):
+		return nil, refusef("cannot open %s: %s", pyRepr(shown), strerror(pe.Err))
+	}
+	return nil, err
+}
+
+// strerror words an errno as C's strerror (and Python's) does.
+func strerror(err error) string {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		s := errno.Error()
+		if s != "" {
+			return strings.ToUpper(s[:1]) + s[1:]
+		}
+	}
+	return err.Error()
+}
+
+// readFile returns a file's bytes.
+func (w *workspace) readFile(parts []string, shown string) ([]byte, error) {
+	var data []byte
+	err := w.as(func() error {
+		f, err := w.open(parts, shown, unix.O_RDONLY, false)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		data, err = io.ReadAll(io.LimitReader(f, maxReadBytes+1))
+		if err != nil {
+			return refusef("cannot read %s: %s", pyRepr(shown), strerror(err))
+		}
+		if len(data) > maxReadBytes {
+			return refusef("%s is too large to read (over %d MiB)", pyRepr(shown), maxReadBytes>>20)
+		}
+		return nil
+	})
+	return data, err
+}
+
+// writeFile creates or replaces a regular file, making missing
+// directories; it is truncated only once known to be a regular file.
+func (w *workspace) writeFile(parts []string, shown string, data []byte) error {
+	return w.as(func() error {
+		f, err := w.open(parts, shown, unix.O_WRONLY|unix.O_CREAT, true)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := f.Truncate(0); err != nil {
+			return refusef("cannot write %s: %s", pyRepr(shown), strerror(err))
+		}
+		if _, err := f.Write(data); err != nil {
+			return refusef("cannot write %s: %s", pyRepr(shown), strerror(err))
+		}
+		return nil
+	})
+}
+
+// writePrivate writes one of the server's files, after removing whatever
+// agent code put at its name (a symlink, a locked directory, a FIFO).
+func (w *workspace) writePrivate(name, text string) error {
+	return w.as(func() error {
+		if err := w.clearPrivate(name); err != nil {
+			return err
+		}
+		f, err := sandbox.OpenFile(w.dir, []string{name}, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644, false)
+		if err != nil {
+			return refusef("cannot prepare %s: %s", name, strerror(err))
+		}
+		_, err = io.WriteString(f, text)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return refusef("cannot prepare %s: %s", name, strerror(err))
+		}
+		return nil
+	})
+}
+
+// clearPrivate removes what is at a server file's name; as the uid.
+func (w *workspace) clearPrivate(name string) error {
+	path := filepath.Join(w.dir, name)
+	if err := sandbox.RemoveTree(path); err != nil {
+		return refusef("cannot prepare %s: %s", name, strerror(err))
+	}
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) == nil {
+		return refusef("cannot prepare %s: it could not be removed", name)
+	}
+	return nil
+}
+
+// digest hashes the workspace but the server's files (see
+// sandbox.Digest); "" when it cannot be read or is too large.
+func (w *workspace) digest() string {
+	var sum string
+	err := w.as(func() error {
+		var err error
+		sum, err = sandbox.Digest(w.dir, isServerFile, sandbox.DigestBytes)
+		return err
+	})
+	if err != nil {
+		return ""
+	}
+	return sum
+}
+
+func isServerFile(rel string) bool {
+	for _, s := range serverFiles {
+		if rel == s || strings.HasPrefix(rel, s+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// resetDir clears what agent code can set on the workspace directory
+// itself: its user extended attributes and ACLs, and its times. The digest
+// leaves that directory out, since the server's own files come and go in
+// it, so this keeps it from carrying anything from one graded call to the
+// next. False when it could not.
+func (w *workspace) resetDir() bool {
+	err := w.as(func() error {
+		buf := make([]byte, 64<<10)
+		n, err := unix.Llistxattr(w.dir, buf)
+		if err != nil && !errors.Is(err, unix.ENOTSUP) {
+			return err
+		}
+		for _, name := range strings.Split(string(buf[:max(n, 0)]), "\x00") {
+			if strings.HasPrefix(name, "user.") || strings.HasPrefix(name, "system.posix_acl_") {
+				if err := unix.Lremovexattr(w.dir, name); err != nil {
+					return err
+				}
+			}
+		}
+		zero := []unix.Timespec{{}, {}}
+		return unix.UtimesNanoAt(unix.AT_FDCWD, w.dir, zero, unix.AT_SYMLINK_NOFOLLOW)
+	})
+	return err == nil
+}
+
+// clearAgentState leaves nothing of the agent's running or in the shared
+// tmp directories, and none of the server's script files in the
+// workspace, so the next run starts from the workspace alone.
+func (w *workspace) clearAgentState() error {
+	if w.uid >= 0 {
+		if err := sandbox.KillUntilNone(w.uid); err != nil {
+			return err
+		}
+		if err := sandbox.RemoveSharedTmp(w.uid, nil); err != nil {
+			return err
+		}
+	}
+	return w.as(func() error {
+		for _, name := range []string{".run.py", ".grade_tests.py"} {
+			if err := w.clearPrivate(name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// run runs Python with argv (after the interpreter) in the workspace.
+func (w *workspace) run(ctx context.Context, argv []string, stdin []byte) (sandbox.Result, error) {
+	if err := w.as(func() error { return nil }); err != nil {
+		return sandbox.Result{}, err
+	}
+	res, err := sandbox.Run(ctx, sandbox.Command{
+		Argv: append([]string{w.cfg.Python}, argv...),
+		Dir:  w.dir,
+		Env: []string{
+			"PATH=/usr/local/bin:/usr/bin:/bin",
+			"HOME=" + w.dir,
+			"PYTHONDONTWRITEBYTECODE=1",
+			"LANG=C.UTF-8",
+		},
+		UID:     w.uid,
+		Limits:  w.cfg.RunLimits,
+		Stdin:   stdin,
+		Timeout: w.cfg.Limits.PythonTimeout,
+	})
+	if errors.Is(err, sandbox.ErrLaunch) {
+		return res, refusef("cannot run in the workspace: %v", err)
+	}
+	return res, err
+}

@@ -1,0 +1,66 @@
+// Package sandbox runs untrusted agent code as an unprivileged, per-episode
+// uid and cleans up after it: the uid pool, the launcher that drops
+// privileges, the /proc-scan kill, the shared-tmp sweep, and the
+// descriptor-based file walks (tree removal, workspace digest, safe open)
+// the workbench needs to touch files agent code could have booby-trapped.
+//
+// # Uids
+//
+// Each live episode holds one uid in UIDBase..UIDBase+UIDSlots-1. A Pool
+// hands them out in rotation; a uid is held by an exclusive flock(2) on
+// <lock dir>/<uid>, in a directory only the server's user may write
+// (0700), so two workbench processes on one machine never hand out the
+// same uid and a process that dies frees its uids with its descriptors.
+//
+// # Running code
+//
+// Run starts the current binary again (os.Executable) as a launcher, in a
+// new session. The launcher, still root, sets the per-run rlimits (Limits:
+// processes of the uid, file size, open files, CPU seconds, address
+// space), drops supplementary groups, sets gid and uid, sets umask 077 and
+// no_new_privs, changes into the workspace (as the uid, so root needs no
+// access to it) and execs the program with the environment it was given.
+// prlimit(2) on the child from outside is not used: it needs
+// CAP_SYS_RESOURCE and races the child's start. Every binary that calls
+// Run must call RunLauncherIfRequested first thing in main (and in
+// TestMain); it returns at once unless the process was started as a
+// launcher, and never returns when it was.
+//
+// When Run returns, no process of the uid is left: the process group and
+// then every process whose real, effective, saved or filesystem uid is the
+// episode's are sent SIGKILL, scanning /proc until a scan finds none
+// (bounded; zombies are not counted). Matching on the uids in
+// /proc/<pid>/status, not on the owner of /proc/<pid>, also finds a process
+// that made itself non-dumpable.
+//
+// # Files as the uid
+//
+// Every operation on a workspace or on the uid's files in the shared tmp
+// directories runs through AsUID: on a locked OS thread whose filesystem
+// uid and gid (setfsuid(2), setfsgid(2)) are the episode's. The kernel then
+// checks permissions as the uid (root's file capabilities are dropped from
+// the thread while it is not fsuid 0) and files it creates belong to the
+// uid. So the server never reads or writes through a link to a file the
+// uid could not reach itself, and it needs no DAC_OVERRIDE or FOWNER.
+//
+// # Capabilities
+//
+// Running as root in a container, the sandbox needs exactly these four:
+//   - CAP_SETUID: the launcher's setuid, and setfsuid in AsUID;
+//   - CAP_SETGID: the launcher's setgroups([]) and setgid, and setfsgid;
+//   - CAP_CHOWN: giving a new workspace directory to the uid, and handing a
+//     directory of the uid's in a shared tmp directory that still holds
+//     another uid's files to root (RemoveSharedTmp);
+//   - CAP_KILL: the process-group and /proc-scan kills.
+//
+// DAC_OVERRIDE, DAC_READ_SEARCH and FOWNER are not needed: the root side
+// only makes the episode's home (root-owned, 0711) and its workspace
+// directory (mkdir, chmod, then chown), removes both with rmdir/unlink in
+// directories root owns, and does everything inside the workspace as the
+// uid.
+//
+// Without root (Available reports false) there is no uid: code runs as
+// the server's own user, still in a new session with the rlimits other than
+// the process count, and only its process group is killed, as the seed
+// does.
+package sandbox

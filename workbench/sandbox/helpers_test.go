@@ -1,0 +1,97 @@
+package sandbox
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/agentpen/agentpen/internal/testenv"
+	"golang.org/x/sys/unix"
+)
+
+// helperEnv selects a helper process mode of the test binary (see
+// runHelperIfRequested).
+const helperEnv = "SANDBOX_TEST_HELPER"
+
+// runHelperIfRequested turns the test binary into a helper process when
+// helperEnv says so:
+//
+//	claim: claim SANDBOX_TEST_CLAIMS uids from SANDBOX_TEST_LOCKDIR, print
+//	each, print "ready", and hold them until stdin closes.
+func runHelperIfRequested() {
+	switch os.Getenv(helperEnv) {
+	case "":
+		return
+	case "claim":
+		n, _ := strconv.Atoi(os.Getenv("SANDBOX_TEST_CLAIMS"))
+		p := PoolFor(os.Getenv("SANDBOX_TEST_LOCKDIR"))
+		w := bufio.NewWriter(os.Stdout)
+		for range n {
+			uid, err := p.Claim()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+			fmt.Fprintln(w, uid)
+		}
+		fmt.Fprintln(w, "ready")
+		w.Flush()
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}
+	fmt.Fprintln(os.Stderr, "unknown helper", os.Getenv(helperEnv))
+	os.Exit(2)
+}
+
+// claimUID claims a uid from the machine's shared pool for the test and
+// releases it, with nothing of it left running, when the test ends.
+func claimUID(t *testing.T) int {
+	t.Helper()
+	testenv.RequireRoot(t)
+	p := PoolFor("")
+	uid, err := p.Claim()
+	if err != nil {
+		t.Fatalf("claim uid: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := KillUntilNone(uid); err != nil {
+			t.Errorf("kill uid %d: %v", uid, err)
+		}
+		p.Release(uid)
+	})
+	if err := KillUntilNone(uid); err != nil {
+		t.Fatal(err)
+	}
+	return uid
+}
+
+// uidDir makes a 0700 directory owned by uid inside a root-owned 0711
+// directory, as an episode's workspace, and removes both at the end.
+func uidDir(t *testing.T, uid int) string {
+	t.Helper()
+	home, err := os.MkdirTemp("", "sbx-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		AsUID(uid, func() error { return EmptyDir(filepath.Join(home, "ws")) })
+		if err := RemoveTree(home); err != nil {
+			t.Errorf("remove %s: %v", home, err)
+		}
+	})
+	if err := os.Chmod(home, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(home, "ws")
+	if err := unix.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(ws, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}

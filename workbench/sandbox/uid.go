@@ -1,0 +1,167 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// UIDBase is the first uid the sandbox hands out.
+const UIDBase = 20000
+
+// UIDSlots is how many uids the sandbox hands out: UIDBase..UIDBase+UIDSlots-1.
+const UIDSlots = 1024
+
+// DefaultLockDir is where uid lock files live unless WORKBENCH_UID_LOCK_DIR
+// names another directory.
+const DefaultLockDir = "/run/agent-workbench/uids"
+
+// ErrNoFreeUID is returned (wrapped) by Claim when every uid is held.
+var ErrNoFreeUID = errors.New("no free sandbox uid: too many live episodes")
+
+// Available reports whether the uid sandbox can be used: the process runs
+// as root.
+func Available() bool { return os.Geteuid() == 0 }
+
+// IsSandboxUID reports whether uid is one the sandbox hands out, so a
+// server can refuse connections from episode code.
+func IsSandboxUID(uid int) bool { return uid >= UIDBase && uid < UIDBase+UIDSlots }
+
+// LockDir returns the uid lock directory: WORKBENCH_UID_LOCK_DIR, or
+// DefaultLockDir when that is empty.
+func LockDir() string {
+	if d := os.Getenv("WORKBENCH_UID_LOCK_DIR"); d != "" {
+		return d
+	}
+	return DefaultLockDir
+}
+
+// Pool hands out sandbox uids, each held by an exclusive flock on its own
+// file in Dir. Use PoolFor so every user of one directory in a process
+// shares the rotation.
+type Pool struct {
+	dir string
+
+	mu   sync.Mutex
+	held map[int]*os.File
+	next int
+}
+
+var (
+	poolsMu sync.Mutex
+	pools   = map[string]*Pool{}
+)
+
+// PoolFor returns the process's pool for the lock directory dir (LockDir()
+// when empty).
+func PoolFor(dir string) *Pool {
+	if dir == "" {
+		dir = LockDir()
+	}
+	dir = filepath.Clean(dir)
+	poolsMu.Lock()
+	defer poolsMu.Unlock()
+	p, ok := pools[dir]
+	if !ok {
+		p = &Pool{dir: dir, held: map[int]*os.File{}}
+		pools[dir] = p
+	}
+	return p
+}
+
+// Dir returns the pool's lock directory.
+func (p *Pool) Dir() string { return p.dir }
+
+// Claim returns a uid that no other episode of any process using the same
+// lock directory holds. Slots are handed out in rotation, so a uid just
+// released is the last to be reused.
+func (p *Pool) Claim() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := EnsurePrivateDir(p.dir); err != nil {
+		return 0, err
+	}
+	for step := range UIDSlots {
+		slot := (p.next + step) % UIDSlots
+		uid := UIDBase + slot
+		if _, mine := p.held[uid]; mine {
+			continue
+		}
+		path := filepath.Join(p.dir, strconv.Itoa(uid))
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return 0, fmt.Errorf("open uid lock %s: %w", path, err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				continue // another process holds it
+			}
+			return 0, fmt.Errorf("lock %s: %w", path, err)
+		}
+		p.held[uid] = f
+		p.next = (slot + 1) % UIDSlots
+		return uid, nil
+	}
+	return 0, fmt.Errorf("claim uid in %s: %w", p.dir, ErrNoFreeUID)
+}
+
+// Release frees uid; releasing a uid the pool does not hold does nothing.
+func (p *Pool) Release(uid int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f, ok := p.held[uid]; ok {
+		delete(p.held, uid)
+		f.Close()
+	}
+}
+
+// Holds reports whether this process holds uid through p.
+func (p *Pool) Holds(uid int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.held[uid]
+	return ok
+}
+
+// EnsurePrivateDir makes dir (mode 0700, missing parents 0755) when it is
+// missing, and returns an error unless it is a directory, not a symlink,
+// owned by this process's user and writable by no one else.
+func EnsurePrivateDir(dir string) error {
+	if err := ensureDir(dir, 0o700); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return fmt.Errorf("%s must be a directory only uid %d can write (mode %#o, owner %d)", dir, os.Geteuid(), st.Mode&0o7777, st.Uid)
+	}
+	return nil
+}
+
+// ensureDir makes dir with mode when missing; missing parents get 0755 so
+// a directory below them stays reachable.
+func ensureDir(dir string, mode uint32) error {
+	if _, err := os.Lstat(dir); err == nil {
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := ensureDir(parent, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mkdir(dir, mode); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	if err := unix.Chmod(dir, mode); err != nil {
+		return fmt.Errorf("chmod %s: %w", dir, err)
+	}
+	return nil
+}
