@@ -41,6 +41,7 @@ type dockerAPI interface {
 	Info(ctx context.Context) (system.Info, error)
 	ImageList(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
 	Close() error
+	campaignAPI
 }
 
 var _ dockerAPI = (*client.Client)(nil)

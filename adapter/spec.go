@@ -1,0 +1,159 @@
+package adapter
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/go-connections/nat"
+)
+
+// WorkspaceCaps are the only capabilities a workspace container keeps; all
+// others are dropped. The workbench's uid sandbox needs exactly these
+// (measured in docs: each one's absence breaks a check):
+//   - CAP_SETUID, CAP_SETGID: the launcher drops to the episode's uid with
+//     setgroups([]), setgid and setuid; without them nothing runs as the uid.
+//   - CAP_CHOWN: the server gives each episode's workspace to its uid.
+//   - CAP_KILL: the server kills every process of an episode's uid (the
+//     /proc scan), which it does not own.
+var WorkspaceCaps = []string{"CAP_CHOWN", "CAP_KILL", "CAP_SETGID", "CAP_SETUID"}
+
+// Resource requests of a workspace. Rootless Docker on cgroup v1 records and
+// does not enforce them; the attestation says which are enforced.
+const (
+	WorkspaceMemory    = 2 << 30 // bytes
+	WorkspacePidsLimit = 512
+)
+
+// workspaceTmpfs are the writable places of a workspace's read-only root.
+// Sizes are explicit (an unsized tmpfs is half the host's memory) and so are
+// modes; Docker adds noexec unless "exec" is given.
+var workspaceTmpfs = map[string]string{
+	"/tmp":     "rw,nosuid,nodev,noexec,size=256m,mode=1777",
+	"/var/tmp": "rw,nosuid,nodev,noexec,size=64m,mode=1777",
+	"/dev/shm": "rw,nosuid,nodev,noexec,size=64m,mode=1777",
+	"/run":     "rw,nosuid,nodev,noexec,size=16m,mode=0755",
+}
+
+// containerSpec is everything ContainerCreate takes, built from a plan
+// before any call.
+type containerSpec struct {
+	Name       string
+	Role       string
+	Config     *container.Config
+	HostConfig *container.HostConfig
+	Networking *network.NetworkingConfig
+}
+
+func networkCreateOptions(p *Plan) network.CreateOptions {
+	return network.CreateOptions{
+		Driver:   "bridge",
+		Internal: p.Network.Internal,
+		Labels:   clone(p.Network.Labels),
+	}
+}
+
+func endpoint(p *Plan, alias string) *network.NetworkingConfig {
+	return &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+		p.Network.Name: {Aliases: []string{alias}},
+	}}
+}
+
+// serverSpec builds the server container. apiKey is the value of
+// Spec.APIKeyEnv in agentpen's environment ("" when unset; the variable is
+// then passed unset). It goes into the create call only, never a log or
+// the journal. dockerSocket is the rootless daemon's socket path.
+func serverSpec(p *Plan, apiKey string, secrets map[string]string, dockerSocket string) containerSpec {
+	s := p.Server.Spec
+	env := []string{}
+	for _, k := range sortedKeys(s.ExtraEnv) {
+		env = append(env, k+"="+s.ExtraEnv[k])
+	}
+	if apiKey != "" {
+		env = append(env, s.APIKeyEnv+"="+apiKey)
+	}
+	for _, k := range s.SecretEnv {
+		if v, ok := secrets[k]; ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	env = append(env, "AGENTPEN_API_KEY_ENV="+s.APIKeyEnv, "AGENTPEN_ROLE="+RoleServer)
+	hc := &container.HostConfig{
+		Init:          ptr(true),
+		NetworkMode:   container.NetworkMode(p.Network.Name),
+		CapDrop:       []string{"ALL"},
+		SecurityOpt:   []string{"no-new-privileges"},
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+	}
+	if s.MountDockerSocket {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: dockerSocket, Target: DockerSocketTarget})
+		env = append(env, "DOCKER_HOST=unix://"+DockerSocketTarget)
+	}
+	if s.DataHostPath != "" {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: s.DataHostPath, Target: s.DataContainerPath, ReadOnly: true})
+	}
+	cfg := &container.Config{
+		Image:  s.Image,
+		Cmd:    slices.Clone(s.Command),
+		Env:    env,
+		Labels: clone(p.Server.Labels),
+	}
+	if p.Server.Publish.IsValid() {
+		port := nat.Port(strconv.Itoa(p.Server.Port) + "/tcp")
+		cfg.ExposedPorts = nat.PortSet{port: struct{}{}}
+		hc.PortBindings = nat.PortMap{port: {{HostIP: p.Server.Publish.Addr().String(), HostPort: strconv.Itoa(int(p.Server.Publish.Port()))}}}
+	}
+	return containerSpec{Name: p.Server.Name, Role: RoleServer, Config: cfg, HostConfig: hc, Networking: endpoint(p, p.Server.Alias)}
+}
+
+// workspaceSpec builds one workspace container. runDir is the host
+// directory (0700, owned by the daemon's user) mounted at /run/workbench.
+func workspaceSpec(p *Plan, a AgentPlan, runDir string) containerSpec {
+	env := make([]string, 0, len(a.Env))
+	for _, k := range sortedKeys(a.Env) {
+		env = append(env, k+"="+a.Env[k])
+	}
+	hc := &container.HostConfig{
+		Init:           ptr(true),
+		NetworkMode:    container.NetworkMode(p.Network.Name),
+		CapDrop:        []string{"ALL"},
+		CapAdd:         slices.Clone(WorkspaceCaps),
+		SecurityOpt:    []string{"no-new-privileges"},
+		ReadonlyRootfs: true,
+		Tmpfs:          clone(workspaceTmpfs),
+		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		Resources: container.Resources{
+			Memory:    WorkspaceMemory,
+			PidsLimit: ptr(int64(WorkspacePidsLimit)),
+		},
+		Mounts: []mount.Mount{{Type: mount.TypeBind, Source: runDir, Target: WorkbenchRunDir}},
+	}
+	if a.Spec.WorkspaceHostPath != "" {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: a.Spec.WorkspaceHostPath, Target: DefaultWorkspaceTarget})
+	}
+	cfg := &container.Config{
+		Image:  a.Spec.Image,
+		Cmd:    slices.Clone(a.Spec.Command),
+		Env:    env,
+		Labels: clone(a.Labels),
+	}
+	return containerSpec{Name: a.Name, Role: RoleWork, Config: cfg, HostConfig: hc, Networking: endpoint(p, a.Alias)}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func clone(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// String describes a spec without its environment values.
+func (s containerSpec) String() string {
+	return fmt.Sprintf("%s %s (image %s)", s.Role, s.Name, s.Config.Image)
+}
