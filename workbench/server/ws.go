@@ -164,12 +164,14 @@ func (s *Server) refuseSession(ctx context.Context, c *websocket.Conn, frames <-
 	c.Close(websocket.StatusNormalClosure, "")
 }
 
+// writeFrame writes one JSON text frame. Shutdown does not cut a reply off
+// (a cancelled write drops the connection); writeTimeout bounds it.
 func writeFrame(ctx context.Context, c *websocket.Conn, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode frame: %w", err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	return c.Write(wctx, websocket.MessageText, b)
 }

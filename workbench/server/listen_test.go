@@ -1,0 +1,193 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+func TestListen(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, dir string) string // returns the address
+		wantErr string
+	}{
+		{name: "unix_new_dir", setup: func(t *testing.T, dir string) string { return "unix://" + filepath.Join(dir, "run", "wb.sock") }},
+		{name: "unix_existing_0700", setup: func(t *testing.T, dir string) string {
+			os.Mkdir(filepath.Join(dir, "run"), 0o700)
+			return "unix://" + filepath.Join(dir, "run", "wb.sock")
+		}},
+		{name: "unix_dir_too_open", setup: func(t *testing.T, dir string) string {
+			os.Mkdir(filepath.Join(dir, "run"), 0o755)
+			os.Chmod(filepath.Join(dir, "run"), 0o755)
+			return "unix://" + filepath.Join(dir, "run", "wb.sock")
+		}, wantErr: "mode 0755"},
+		{name: "unix_dir_symlink", setup: func(t *testing.T, dir string) string {
+			os.Mkdir(filepath.Join(dir, "real"), 0o700)
+			os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "run"))
+			return "unix://" + filepath.Join(dir, "run", "wb.sock")
+		}, wantErr: "not a directory"},
+		{name: "unix_stale_socket_replaced", setup: func(t *testing.T, dir string) string {
+			os.Mkdir(filepath.Join(dir, "run"), 0o700)
+			p := filepath.Join(dir, "run", "wb.sock")
+			ln, err := net.Listen("unix", p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln.(*net.UnixListener).SetUnlinkOnClose(false)
+			ln.Close()
+			return "unix://" + p
+		}},
+		{name: "unix_socket_in_use", setup: func(t *testing.T, dir string) string {
+			os.Mkdir(filepath.Join(dir, "run"), 0o700)
+			p := filepath.Join(dir, "run", "wb.sock")
+			ln, err := net.Listen("unix", p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			return "unix://" + p
+		}, wantErr: "in use"},
+		{name: "unix_regular_file", setup: func(t *testing.T, dir string) string {
+			os.Mkdir(filepath.Join(dir, "run"), 0o700)
+			p := filepath.Join(dir, "run", "wb.sock")
+			os.WriteFile(p, []byte("x"), 0o600)
+			return "unix://" + p
+		}, wantErr: "not a socket"},
+		{name: "unix_relative", setup: func(t *testing.T, dir string) string { return "unix://run/wb.sock" }, wantErr: "must be absolute"},
+		{name: "tcp_plain", setup: func(t *testing.T, dir string) string { return "127.0.0.1:0" }},
+		{name: "tcp_scheme", setup: func(t *testing.T, dir string) string { return "tcp://127.0.0.1:0" }},
+		{name: "tcp_no_port", setup: func(t *testing.T, dir string) string { return "127.0.0.1" }, wantErr: "want host:port"},
+		{name: "bad_scheme", setup: func(t *testing.T, dir string) string { return "http://127.0.0.1:0" }, wantErr: "scheme"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			addr := tt.setup(t, t.TempDir())
+			ln, err := Listen(t.Context(), addr)
+			if tt.wantErr != "" {
+				if err == nil {
+					ln.Close()
+					t.Fatalf("Listen(%q) succeeded, want an error with %q", addr, tt.wantErr)
+				}
+				if !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Listen(%q): %v, want %q", addr, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Listen(%q): %v", addr, err)
+			}
+			defer ln.Close()
+			if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+				fi, err := os.Lstat(path)
+				if err != nil || fi.Mode().Perm() != 0o600 || fi.Mode()&os.ModeSocket == 0 {
+					t.Errorf("socket %s: %v %v, want a 0600 socket", path, fi.Mode(), err)
+				}
+				di, _ := os.Lstat(filepath.Dir(path))
+				if di.Mode().Perm()&0o077 != 0 {
+					t.Errorf("socket directory mode %v", di.Mode())
+				}
+				ln.Close()
+				if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("socket left behind after Close: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestServeShutdown: cancelling Serve's context (what SIGTERM does in
+// `workbench serve`) closes every session with 1001, cancels a running
+// step, closes every environment, serves TCP and unix at once, and returns
+// nil.
+func TestServeShutdown(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld()
+	s, err := New(Config{Factory: w.factory})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp, err := Listen(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "run", "wb.sock")
+	ux, err := Listen(t.Context(), "unix://"+sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(ctx, tcp, ux) }()
+
+	cctx := t.Context()
+	base := "http://" + tcp.Addr().String()
+	idle := dialEnv(t, cctx, base)
+	if _, err := idle.reset(cctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A session over the unix socket, blocked in a step.
+	uc, _, err := websocket.Dial(cctx, "ws://workbench/ws", &websocket.DialOptions{HTTPClient: unixClient(sock)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.CloseNow()
+	busy := &envClient{c: uc}
+	// Both clients keep reading, as a real client's library does, so the
+	// close handshakes complete at once.
+	stepErr := make(chan error, 1)
+	busyClose := make(chan error, 1)
+	go func() {
+		_, err := busy.step(cctx, map[string]any{"tool": "block"})
+		stepErr <- err
+		_, err = busy.recv(cctx)
+		busyClose <- err
+	}()
+	idleClose := make(chan error, 1)
+	go func() {
+		_, err := idle.recv(cctx)
+		idleClose <- err
+	}()
+	<-w.blocked
+	start := time.Now()
+
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("Serve: %v, want nil", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Serve did not return after its context was cancelled")
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("shutdown took %v with cooperative clients", el)
+	}
+	if err := <-idleClose; websocket.CloseStatus(err) != websocket.StatusGoingAway {
+		t.Errorf("idle session: %v, want close 1001", err)
+	}
+	// The blocked step was cancelled and answered, then the session closed.
+	if err := <-stepErr; codeOf(err) != CodeExecutionError {
+		t.Errorf("blocked step: %v, want EXECUTION_ERROR", err)
+	}
+	if err := <-busyClose; websocket.CloseStatus(err) != websocket.StatusGoingAway {
+		t.Errorf("busy session: %v, want close 1001", err)
+	}
+	w.checkAllClosed(t)
+	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("unix socket left after shutdown: %v", err)
+	}
+	if _, err := net.Dial("tcp", tcp.Addr().String()); err == nil {
+		t.Error("TCP listener still accepting after shutdown")
+	}
+}
