@@ -577,3 +577,29 @@ func short(id string) string {
 	}
 	return id
 }
+
+// TearDown removes, by exact id, everything a campaign's journal records as
+// created and not removed, and journals each removal. It never looks
+// anything up by name or label. (The cleanup report, with verification, is
+// package cleanup's; this is the removal itself.)
+func (a *Adapter) TearDown(ctx context.Context, campaignID string) error {
+	if err := CheckID("campaign_id", campaignID); err != nil {
+		return err
+	}
+	dir := a.CampaignDir(campaignID)
+	if _, err := os.Stat(filepath.Join(dir, JournalFile)); err != nil {
+		return fmt.Errorf("campaign %q: no journal in %s: %w", campaignID, dir, err)
+	}
+	j, err := OpenJournal(dir)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	j.Append(Record{Op: OpNote, Note: "teardown started"})
+	err = a.rollback(ctx, j)
+	if err == nil {
+		os.Remove(a.runRoot(&Plan{Key: campaignKey(campaignID)}))
+		j.Append(Record{Op: OpNote, Note: "teardown complete"})
+	}
+	return err
+}
