@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/internal/testenv"
 	"github.com/coder/websocket"
 )
 
@@ -265,17 +266,6 @@ func TestRefuseLiveUnix(t *testing.T) {
 	}
 }
 
-// requireRoot fails in CI and skips elsewhere when not root.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("this test needs root (it runs a client as a sandbox uid); run CI as root")
-		}
-		t.Skip("needs root: run as root to test refusing sandbox uids")
-	}
-}
-
 // clientScript is run as a sandbox uid: it makes one HTTP request over TCP
 // (argv[1] host:port) or a unix socket (argv[1] a path) and prints the
 // status and body, or the connect error.
@@ -324,7 +314,7 @@ func runAsUID(t *testing.T, uid uint32, target string) string {
 // refuses it. A root client on the same server is served.
 func TestRefuseSandboxUIDs(t *testing.T) {
 	t.Parallel()
-	requireRoot(t)
+	testenv.RequireRoot(t)
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Fatalf("need /usr/bin/python3 (a python the sandbox uid can run): %v", err)
 	}

@@ -1,0 +1,36 @@
+// Command workbench is the agentpen workbench: an OpenEnv-compatible episode
+// server (`workbench serve`) and its task catalogue (`workbench tasks`).
+//
+// main only parses the command line and calls run; every subcommand lives in
+// its own file. The binary is also the uid sandbox's launcher: main first
+// hands the process to sandbox.RunLauncherIfRequested, which never returns
+// when the sandbox started this process to run agent code.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/agentpen/agentpen/workbench/sandbox"
+)
+
+func main() {
+	sandbox.RunLauncherIfRequested()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, "workbench:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "workbench:", err)
+		os.Exit(1)
+	}
+}

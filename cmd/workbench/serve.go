@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/agentpen/agentpen/workbench/episode"
+	"github.com/agentpen/agentpen/workbench/sandbox"
+	"github.com/agentpen/agentpen/workbench/server"
+)
+
+const serveSynopsis = `Usage: workbench serve [flags]
+
+Serves workbench episodes with OpenEnv's protocol: POST /reset, POST /step,
+GET /state, GET /schema, GET /metadata, GET /health and WS /ws (one episode
+per WebSocket connection). As root, every episode's code runs as its own
+sandbox uid, and connections opened by such code are refused.
+SIGTERM or SIGINT closes every session, cleans every episode and exits 0.
+
+Flags:
+`
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// serveOptions are `workbench serve`'s flags.
+type serveOptions struct {
+	listen      listFlag
+	maxSessions int
+	idleTimeout time.Duration
+	logFormat   string
+	logLevel    string
+	python      string
+	homeDir     string
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o serveOptions
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.Var(&o.listen, "listen", "address to serve on, repeatable: host:port, tcp://host:port or unix:///abs/path.sock (the socket is made 0600 in a 0700 directory) (default "+server.DefaultListen+")")
+	fs.IntVar(&o.maxSessions, "max-sessions", server.DefaultMaxSessions, "most concurrent WebSocket sessions; one more gets CAPACITY_REACHED")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", 30*time.Minute, "close a WebSocket session with no reset or step for this long (0: never)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format on stderr: text or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.python, "python", "", "interpreter for agent code; must be runnable by the sandbox uids (default $WORKBENCH_SANDBOX_PYTHON, else /usr/bin/python3)")
+	fs.StringVar(&o.homeDir, "home-dir", "", "where episode homes are made (default /run/agent-workbench/homes as root, else the temp directory)")
+	if err := parseFlags(fs, args, stdout, stderr, serveSynopsis); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
+	}
+	if o.maxSessions < 1 {
+		return fmt.Errorf("%w: --max-sessions %d: must be at least 1", errUsage, o.maxSessions)
+	}
+	if o.idleTimeout < 0 {
+		return fmt.Errorf("%w: --idle-timeout %v: must not be negative", errUsage, o.idleTimeout)
+	}
+	log, err := newLogger(stderr, o.logFormat, o.logLevel)
+	if err != nil {
+		return err
+	}
+	if len(o.listen) == 0 {
+		o.listen = listFlag{server.DefaultListen}
+	}
+
+	ecfg := episode.Config{Python: o.python, HomeDir: o.homeDir}
+	metadata := ecfg.Metadata()
+	metadata["name"] = "AgentWorkbenchEnvironment"
+	metadata["description"] = "Agent Workbench: tool-using tasks across eight work domains, one task per episode in a private workspace."
+	metadata["version"] = "1.0.0"
+	cfg := server.Config{
+		Factory: func() (server.Env, error) {
+			env, err := episode.New(ecfg)
+			if err != nil {
+				return nil, err
+			}
+			return env, nil
+		},
+		FactoryName: "AgentWorkbenchEnvironment",
+		MaxSessions: o.maxSessions,
+		IdleTimeout: o.idleTimeout,
+		Metadata:    metadata,
+		Logger:      log,
+	}
+	if sandbox.Available() {
+		cfg.EpisodeUID = func(uid uint32) bool { return sandbox.IsSandboxUID(int(uid)) }
+	} else {
+		log.Warn("not root: agent code runs as the server's own user, unsandboxed, and episode clients cannot be told apart")
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	var lns []net.Listener
+	for _, addr := range o.listen {
+		ln, err := server.Listen(ctx, addr)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return err
+		}
+		lns = append(lns, ln)
+	}
+	return srv.Serve(ctx, lns...)
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", errUsage, level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("%w: --log-format %q: want text or json", errUsage, format)
+}
