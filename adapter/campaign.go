@@ -124,7 +124,7 @@ func (a *Adapter) getenv(k string) string {
 
 // CampaignDir returns the state directory of a campaign id.
 func (a *Adapter) CampaignDir(campaignID string) string {
-	return filepath.Join(a.StateRoot, "campaigns", campaignKey(campaignID))
+	return filepath.Join(a.StateRoot, "campaigns", CampaignKey(campaignID))
 }
 
 // runRoot is where workspaces' /run/workbench directories live: beside the
@@ -598,7 +598,7 @@ func (a *Adapter) TearDown(ctx context.Context, campaignID string) error {
 	j.Append(Record{Op: OpNote, Note: "teardown started"})
 	err = a.rollback(ctx, j)
 	if err == nil {
-		os.Remove(a.runRoot(&Plan{Key: campaignKey(campaignID)}))
+		os.Remove(a.runRoot(&Plan{Key: CampaignKey(campaignID)}))
 		j.Append(Record{Op: OpNote, Note: "teardown complete"})
 	}
 	return err

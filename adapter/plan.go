@@ -175,9 +175,9 @@ func shortHash(n int, parts ...string) string {
 	return hex.EncodeToString(sum[:])[:n]
 }
 
-// campaignKey is the name component of a campaign: a readable slug and a
+// CampaignKey is the name component of a campaign: a readable slug and a
 // hash of the exact id, so distinct ids never share names.
-func campaignKey(campaignID string) string {
+func CampaignKey(campaignID string) string {
 	slug := dnsSlug(campaignID)
 	if len(slug) > 24 {
 		slug = strings.TrimRight(slug[:24], "-")
@@ -221,7 +221,7 @@ func NewPlan(spec CampaignSpec) (*Plan, error) {
 	if n := len(spec.Workspaces); n < 1 || n > MaxWorkspaces {
 		return nil, invalid("workspaces", strconv.Itoa(n), "need 1..%d workspaces", MaxWorkspaces)
 	}
-	key := campaignKey(spec.CampaignID)
+	key := CampaignKey(spec.CampaignID)
 	p := &Plan{CampaignID: spec.CampaignID, Key: key, Egress: egress}
 	p.Network = NetworkPlan{
 		Name:     "agentpen-" + key,

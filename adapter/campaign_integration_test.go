@@ -1,0 +1,311 @@
+package adapter_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+
+	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/internal/testenv"
+)
+
+const pythonBase = "agentpen/python-base:bookworm"
+
+// TestMain lets the test binary act as an agentpen process that is killed
+// in the middle of a bring-up (TestBringUpKilled).
+func TestMain(m *testing.M) {
+	if os.Getenv("AGENTPEN_TEST_BRINGUP_CHILD") == "1" {
+		os.Exit(bringUpChild())
+	}
+	os.Exit(m.Run())
+}
+
+// realDocker connects to the rootless daemon or skips/fails per testenv.
+func realDocker(t *testing.T) (*adapter.Docker, *client.Client) {
+	t.Helper()
+	raw := testenv.RequireDocker(t)
+	host, err := adapter.ResolveHost(raw, os.Getenv("AGENTPEN_ALLOW_CUSTOM_SOCKET") == "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := adapter.Connect(t.Context(), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	cli, err := client.NewClientWithOpts(client.WithHost(host.URL), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return d, cli
+}
+
+// imageID returns the local id of ref, failing when it is missing.
+func imageID(t *testing.T, cli *client.Client, ref string) string {
+	t.Helper()
+	img, err := cli.ImageInspect(t.Context(), ref)
+	if err != nil {
+		t.Fatalf("image %s: %v (make images builds it)", ref, err)
+	}
+	return img.ID
+}
+
+func uniqueCampaign(t *testing.T) string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	return "t-" + name[:min(30, len(name))] + "-" + hex.EncodeToString(b)
+}
+
+// owned lists the containers and networks carrying the campaign's label.
+// Tests use it to verify; agentpen itself never deletes by label.
+func owned(t *testing.T, cli *client.Client, campaignID string) (containers, networks map[string]string) {
+	t.Helper()
+	f := filters.NewArgs(filters.Arg("label", adapter.LabelCampaign+"="+campaignID))
+	cs, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	containers = map[string]string{}
+	for _, c := range cs {
+		containers[strings.TrimPrefix(c.Names[0], "/")] = c.ID
+	}
+	ns, err := cli.NetworkList(context.Background(), network.ListOptions{Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	networks = map[string]string{}
+	for _, n := range ns {
+		networks[n.Name] = n.ID
+	}
+	return containers, networks
+}
+
+// forceRemove is the tests' own last-resort cleanup of a campaign's
+// leftovers (by the ids the label listing found).
+func forceRemove(cli *client.Client, campaignID string) {
+	ctx := context.Background()
+	f := filters.NewArgs(filters.Arg("label", adapter.LabelCampaign+"="+campaignID))
+	cs, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	for _, c := range cs {
+		cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+	}
+	ns, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	for _, n := range ns {
+		cli.NetworkRemove(ctx, n.ID)
+	}
+	if sock := strings.TrimPrefix(os.Getenv("DOCKER_HOST"), "unix://"); sock != "" {
+		os.RemoveAll(filepath.Join(filepath.Dir(sock), "agentpen", adapter.CampaignKey(campaignID)))
+	}
+}
+
+func sleeperSpec(campaignID, img string, n int) adapter.CampaignSpec {
+	s := adapter.CampaignSpec{
+		CampaignID: campaignID,
+		Server:     adapter.ServerSpec{Image: img, Command: []string{"sleep", "600"}},
+	}
+	for i := range n {
+		s.Workspaces = append(s.Workspaces, adapter.WorkspaceSpec{TaskID: fmt.Sprintf("software/median@%d", i), Image: img, Command: []string{"sleep", "600"}})
+	}
+	return s
+}
+
+func TestBringUpBadImage(t *testing.T) {
+	d, cli := realDocker(t)
+	id := uniqueCampaign(t)
+	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir()}
+	spec := sleeperSpec(id, "sha256:"+strings.Repeat("ab", 32), 1)
+	_, err := a.BringUp(t.Context(), spec)
+	if !errors.Is(err, adapter.ErrInvalid) || !strings.Contains(err.Error(), "no such image") {
+		t.Fatalf("err = %v; want a validation error naming the missing image", err)
+	}
+	if cs, ns := owned(t, cli, id); len(cs)+len(ns) != 0 {
+		t.Fatalf("a refused campaign created %v %v", cs, ns)
+	}
+	if _, err := os.Stat(a.CampaignDir(id)); !os.IsNotExist(err) {
+		t.Fatalf("a refused campaign left a state directory: %v", err)
+	}
+}
+
+func TestBringUpNameConflict(t *testing.T) {
+	d, cli := realDocker(t)
+	img := imageID(t, cli, pythonBase)
+	id := uniqueCampaign(t)
+	t.Cleanup(func() { forceRemove(cli, id) })
+	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir()}
+	spec := sleeperSpec(id, img, 1)
+	plan, err := adapter.NewPlan(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone else's container already has the server's name.
+	squatter, err := cli.ContainerCreate(t.Context(), &container.Config{Image: img, Cmd: []string{"true"}}, nil, nil, nil, plan.Server.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.ContainerRemove(context.Background(), squatter.ID, container.RemoveOptions{Force: true}) })
+
+	_, err = a.BringUp(t.Context(), spec)
+	if err == nil || !strings.Contains(err.Error(), plan.Server.Name) {
+		t.Fatalf("err = %v; want a conflict naming %s", err, plan.Server.Name)
+	}
+	if _, err := cli.ContainerInspect(t.Context(), squatter.ID); err != nil {
+		t.Fatalf("rollback touched a container it did not create: %v", err)
+	}
+	cs, ns := owned(t, cli, id)
+	if len(cs)+len(ns) != 0 {
+		t.Fatalf("rollback left %v %v", cs, ns)
+	}
+	recs, err := adapter.ReadJournal(filepath.Join(a.CampaignDir(id), adapter.JournalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range adapter.Resources(recs) {
+		if r.ID != "" && !r.Removed {
+			t.Fatalf("journal: %+v created and not removed", r)
+		}
+	}
+	if last := recs[len(recs)-1]; !strings.Contains(last.Note, "rolled back") {
+		t.Fatalf("last journal record %+v does not say the bring-up was rolled back", last)
+	}
+}
+
+func TestBringUpNeverReady(t *testing.T) {
+	d, cli := realDocker(t)
+	img := imageID(t, cli, pythonBase)
+	id := uniqueCampaign(t)
+	t.Cleanup(func() { forceRemove(cli, id) })
+	a := &adapter.Adapter{
+		Docker: d, StateRoot: t.TempDir(), ReadyTimeout: 3 * time.Second,
+		ServerReady: func(*adapter.Plan) []string { return []string{"true"} },
+	}
+	spec := sleeperSpec(id, img, 2)
+	spec.Workspaces[1].Command = []string{"sh", "-c", "echo workbench-not-starting >&2; sleep 600"}
+	start := time.Now()
+	_, err := a.BringUp(t.Context(), spec)
+	if !errors.Is(err, adapter.ErrNotReady) {
+		t.Fatalf("err = %v; want ErrNotReady", err)
+	}
+	if !strings.Contains(err.Error(), "workspace agent-") || !strings.Contains(err.Error(), "workbench-not-starting") {
+		t.Fatalf("error should name the workspace and carry its last log lines: %v", err)
+	}
+	if el := time.Since(start); el > 60*time.Second {
+		t.Fatalf("took %s", el)
+	}
+	if cs, ns := owned(t, cli, id); len(cs)+len(ns) != 0 {
+		t.Fatalf("rollback left %v %v", cs, ns)
+	}
+}
+
+// bringUpChild is the process TestBringUpKilled kills: a bring-up of many
+// workspaces that never become ready.
+func bringUpChild() int {
+	host, err := adapter.ResolveHost(os.Getenv("DOCKER_HOST"), os.Getenv("AGENTPEN_ALLOW_CUSTOM_SOCKET") == "1")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	d, err := adapter.Connect(context.Background(), host)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	a := &adapter.Adapter{Docker: d, StateRoot: os.Getenv("STATE_ROOT"), Parallelism: 2, ReadyTimeout: 10 * time.Minute,
+		ServerReady: func(*adapter.Plan) []string { return []string{"true"} }}
+	_, err = a.BringUp(context.Background(), sleeperSpec(os.Getenv("CAMPAIGN"), os.Getenv("IMAGE"), 8))
+	fmt.Fprintln(os.Stderr, "bring-up returned:", err)
+	return 4
+}
+
+func TestBringUpKilled(t *testing.T) {
+	_, cli := realDocker(t)
+	img := imageID(t, cli, pythonBase)
+	id := uniqueCampaign(t)
+	t.Cleanup(func() { forceRemove(cli, id) })
+	state := t.TempDir()
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), "AGENTPEN_TEST_BRINGUP_CHILD=1", "STATE_ROOT="+state, "CAMPAIGN="+id, "IMAGE="+img)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	journal := filepath.Join((&adapter.Adapter{StateRoot: state}).CampaignDir(id), adapter.JournalFile)
+	// Kill it once some workspaces exist and others are on their way.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		recs, _ := adapter.ReadJournal(journal)
+		created := 0
+		for _, r := range recs {
+			if r.Op == adapter.OpCreated && r.Kind == adapter.KindContainer {
+				created++
+			}
+		}
+		if created >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("bring-up made no progress; child said: %s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	// Let any create the daemon was already running finish.
+	time.Sleep(2 * time.Second)
+
+	recs, err := adapter.ReadJournal(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]adapter.Resource{}
+	for _, r := range adapter.Resources(recs) {
+		named[r.Name] = r
+	}
+	cs, ns := owned(t, cli, id)
+	if len(cs) < 4 {
+		t.Fatalf("only %d containers exist after the kill; the test did not kill mid-bring-up", len(cs))
+	}
+	for name, cid := range cs {
+		r, ok := named[name]
+		if !ok || r.Kind != adapter.KindContainer {
+			t.Errorf("container %s (%s) exists but the journal does not name it", name, cid[:12])
+		}
+		if ok && r.ID != "" && r.ID != cid {
+			t.Errorf("journal id %s for %s, daemon has %s", r.ID, name, cid)
+		}
+	}
+	for name := range ns {
+		if _, ok := named[name]; !ok {
+			t.Errorf("network %s exists but the journal does not name it", name)
+		}
+	}
+	// And every journalled id exists (nothing was removed).
+	for _, r := range adapter.Resources(recs) {
+		if r.Kind == adapter.KindContainer && r.ID != "" {
+			if cs[r.Name] != r.ID {
+				t.Errorf("journal says %s is %s; daemon has %q", r.Name, r.ID, cs[r.Name])
+			}
+		}
+	}
+}
