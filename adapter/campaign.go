@@ -171,6 +171,7 @@ func (a *Adapter) BringUp(ctx context.Context, spec CampaignSpec) (*Campaign, er
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
 		rbErr := a.rollback(rctx, j)
+		os.Remove(a.runRoot(p)) // only when empty
 		note := "bring-up failed: " + err.Error() + "; rolled back"
 		if rbErr != nil {
 			note += " with errors: " + rbErr.Error()

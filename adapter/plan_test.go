@@ -121,14 +121,23 @@ func TestNewPlanRefusals(t *testing.T) {
 		{"task_in_label", func(s *CampaignSpec) { s.Workspaces[1].Labels = map[string]string{"bench": "data/csv_region_total"} }, "workspaces[1].task_id"},
 		{"task_slug_in_label", func(s *CampaignSpec) { s.Workspaces[1].Labels = map[string]string{"bench": "data-csv-region-total"} }, "workspaces[1].task_id"},
 		{"task_in_command", func(s *CampaignSpec) { s.Workspaces[0].Command = []string{"serve", "--task", "software/median@3"} }, "workspaces[0].task_id"},
-		{"task_in_campaign_id", func(s *CampaignSpec) { s.CampaignID = "run-data-csv-region-total"; s.Workspaces[1].TaskID = "data-csv-region-total" }, "workspaces[1].task_id"},
-		{"task_in_path", func(s *CampaignSpec) { s.Workspaces[0].TaskID = "median"; s.Workspaces[0].WorkspaceHostPath = "/srv/median/ws" }, "workspaces[0].task_id"},
+		{"task_in_campaign_id", func(s *CampaignSpec) {
+			s.CampaignID = "run-data-csv-region-total"
+			s.Workspaces[1].TaskID = "data-csv-region-total"
+		}, "workspaces[1].task_id"},
+		{"task_in_path", func(s *CampaignSpec) {
+			s.Workspaces[0].TaskID = "median"
+			s.Workspaces[0].WorkspaceHostPath = "/srv/median/ws"
+		}, "workspaces[0].task_id"},
 		{"duplicate_attempt", func(s *CampaignSpec) { s.Workspaces[1] = s.Workspaces[0] }, "workspaces[1]"},
 		{"mount_relative", func(s *CampaignSpec) { s.Workspaces[0].WorkspaceHostPath = "srv/ws" }, "workspaces[0].workspace_host_path"},
 		{"mount_dotdot", func(s *CampaignSpec) { s.Server.DataHostPath = "/srv/../etc" }, "server.data_host_path"},
 		{"mount_comma", func(s *CampaignSpec) { s.Server.DataHostPath = "/srv/a,b" }, "server.data_host_path"},
 		{"mount_root", func(s *CampaignSpec) { s.Server.DataHostPath = "/" }, "server.data_host_path"},
-		{"data_target_socket", func(s *CampaignSpec) { s.Server.DataHostPath = "/srv/d"; s.Server.DataContainerPath = DockerSocketTarget }, "server.data_container_path"},
+		{"data_target_socket", func(s *CampaignSpec) {
+			s.Server.DataHostPath = "/srv/d"
+			s.Server.DataContainerPath = DockerSocketTarget
+		}, "server.data_container_path"},
 		{"empty_arg", func(s *CampaignSpec) { s.Server.Command = []string{"serve", ""} }, "server.command[1]"},
 		{"attempt_bad", func(s *CampaignSpec) { s.Workspaces[0].AttemptID = "a b" }, "workspaces[0].attempt_id"},
 	}
