@@ -194,8 +194,8 @@ func TestBringUpNeverReady(t *testing.T) {
 		Docker: d, StateRoot: t.TempDir(), ReadyTimeout: 3 * time.Second,
 		ServerReady: func(*adapter.Plan) []string { return []string{"true"} },
 	}
-	spec := sleeperSpec(id, img, 2)
-	spec.Workspaces[1].Command = []string{"sh", "-c", "echo workbench-not-starting >&2; sleep 600"}
+	spec := sleeperSpec(id, img, 1)
+	spec.Workspaces[0].Command = []string{"sh", "-c", "echo workbench-not-starting >&2; sleep 600"}
 	start := time.Now()
 	_, err := a.BringUp(t.Context(), spec)
 	if !errors.Is(err, adapter.ErrNotReady) {
