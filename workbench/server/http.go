@@ -38,13 +38,13 @@ func readBody(w http.ResponseWriter, r *http.Request) (raw []byte, empty, handle
 		// FastAPI's shape: the position of the error in the body, the
 		// decoder's message in ctx.
 		var offset int64
-		var syn *json.SyntaxError
-		if err := json.Unmarshal(raw, new(any)); errors.As(err, &syn) {
-			offset = syn.Offset
-		}
 		msg := "invalid JSON"
 		if err := json.Unmarshal(raw, new(any)); err != nil {
 			msg = err.Error()
+			var syn *json.SyntaxError
+			if errors.As(err, &syn) {
+				offset = syn.Offset
+			}
 		}
 		writeValidation(w, []fieldError{{
 			Type: "json_invalid", Loc: []any{"body", offset}, Msg: "JSON decode error",
