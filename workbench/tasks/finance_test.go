@@ -55,7 +55,9 @@ func checkTraps(t *testing.T, domain string, traps []trapFamily, table []trapCas
 				keys[fmt.Sprint(task.Key)] = true
 				checkNoAnswerInFiles(t, task)
 				if task.Kind == KindCode {
-					checkCodeTrap(t, task, mistake, tc.reason)
+					if v <= 1 { // python runs are slow; two variants prove the point
+						checkCodeTrap(t, task, mistake, tc.reason)
+					}
 					continue
 				}
 				if c, why := ScoreAnswer(task, mistake); c >= 1 || why != tc.reason {
@@ -71,14 +73,11 @@ func checkTraps(t *testing.T, domain string, traps []trapFamily, table []trapCas
 }
 
 // checkCodeTrap runs a plausible but incomplete fix of a code task on its
-// visible and hidden cases and checks it scores below 1 with reason; the
-// buggy solution.py itself must fail too.
+// visible and hidden cases and checks it scores below 1 with reason (that
+// the shipped solution.py fails is TestOracles' check).
 func checkCodeTrap(t *testing.T, task *Task, mistake, reason string) {
 	t.Helper()
 	dir := materialize(t, task)
-	if c, _ := ScoreCode(runCases(t, dir, task.Function, task.Visible), runCases(t, dir, task.Function, task.Key.Hidden)); c >= 1 {
-		t.Errorf("%s: the shipped solution.py scores %v", task.TaskID, c)
-	}
 	if err := os.WriteFile(filepath.Join(dir, "solution.py"), []byte(mistake), 0o644); err != nil {
 		t.Fatal(err)
 	}
