@@ -57,7 +57,8 @@
 //   - A process the agent leaves holding the output pipes is killed when
 //     the script's own process exits, instead of making the run time out.
 //   - A code task's cases: a case that changes the workspace voids every
-//     later case even if a later one changes it back.
+//     later case even if a later one changes it back, and the void cases
+//     are not run at all.
 //   - Agent code runs with umask 077 and no_new_privs, and its stdin is
 //     /dev/null.
 //   - read_file refuses files over 64 MiB.

@@ -1,0 +1,3 @@
+import time
+print("sleeping", flush=True)
+time.sleep(10**6)

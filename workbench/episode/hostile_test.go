@@ -1,0 +1,451 @@
+package episode
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentpen/agentpen/workbench/sandbox"
+	"golang.org/x/sys/unix"
+)
+
+// hostileRun is one hostile agent's live episode.
+type hostileRun struct {
+	env  *Environment
+	code string // the agent file, placeholders replaced
+	uid  int
+	home string
+	dir  string
+}
+
+// run runs the agent's file with run_python and checks that nothing of
+// the uid survived the run itself.
+func (h *hostileRun) run(t *testing.T) Observation {
+	t.Helper()
+	o := step(t, h.env, "run_python", map[string]any{"code": h.code})
+	noProcesses(t, h.uid)
+	return o
+}
+
+func (h *hostileRun) write(t *testing.T, path string) Observation {
+	t.Helper()
+	return step(t, h.env, "write_file", map[string]any{"path": path, "content": h.code})
+}
+
+type hostileCase struct {
+	file string
+	task string
+	cfg  func(*Config)
+	play func(t *testing.T, h *hostileRun)
+}
+
+func wantIn(t *testing.T, what, text string, subs ...string) {
+	t.Helper()
+	for _, s := range subs {
+		if !strings.Contains(text, s) {
+			t.Fatalf("%s: want %q in %q", what, s, text)
+		}
+	}
+}
+
+func wantRefused(t *testing.T, o Observation, sub string) {
+	t.Helper()
+	if !strings.Contains(o.Error, sub) {
+		t.Fatalf("want a refusal containing %q, got error %q output %q", sub, o.Error, o.Output)
+	}
+}
+
+const (
+	taskCSV    = "data/csv_region_total"
+	taskMedian = "software/median"
+)
+
+func submitMedian(t *testing.T, h *hostileRun) Observation {
+	t.Helper()
+	o := step(t, h.env, "submit", map[string]any{"answer": "done"})
+	if !o.Done {
+		t.Fatalf("submit did not end the episode: %+v", o)
+	}
+	return o
+}
+
+var hostileCases = []hostileCase{
+	{file: "fork_bomb.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		o := h.run(t)
+		wantIn(t, "fork bomb", o.Output, "forked")
+		n, _ := strconv.Atoi(strings.Fields(strings.SplitN(o.Output, "forked ", 2)[1])[0])
+		if n >= sandbox.DefaultLimits.Processes {
+			t.Fatalf("forked %d processes, limit %d", n, sandbox.DefaultLimits.Processes)
+		}
+	}},
+	{file: "setsid_daemon.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		wantIn(t, "daemon", h.run(t).Output, "daemon started")
+		// Nothing may keep writing after the run: the daemon's file stops.
+		time.Sleep(100 * time.Millisecond) // a live daemon would write twice in this time
+		noUIDFilesUnder(t, h.uid, "/tmp", true)
+	}},
+	{file: "sleep_forever.py", task: taskCSV, cfg: func(c *Config) { c.Limits.PythonTimeout = time.Second }, play: func(t *testing.T, h *hostileRun) {
+		start := time.Now()
+		o := h.run(t)
+		if o.Output != "timed out after 1 s" {
+			t.Fatalf("output %q, want the timeout", o.Output)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("a 1 s timeout took %v", d)
+		}
+	}},
+	{file: "tmp_litter.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		wantIn(t, "litter", h.run(t).Output, "littered")
+		step(t, h.env, "finish", nil)
+	}},
+	{file: "shadow_symlink.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		wantIn(t, "links", h.run(t).Output, "linked")
+		for _, p := range []string{"shadow", "etc/shadow", "target", "etc/passwd"} {
+			o := step(t, h.env, "read_file", map[string]any{"path": p})
+			wantRefused(t, o, "may not pass through a symlink")
+			step(t, h.env, "list_files", nil) // three refusals in a row would end the episode
+		}
+		wantRefused(t, step(t, h.env, "write_file", map[string]any{"path": "etc/ep3-evil", "content": "x"}), "symlink")
+		if _, err := os.Lstat("/etc/ep3-evil"); err == nil {
+			t.Fatal("/etc/ep3-evil was created")
+		}
+	}},
+	{file: "hardlink_shadow.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		o := h.run(t)
+		wantIn(t, "hardlinks", o.Output, "link refused sh", "link refused tg")
+		wantIn(t, "read of a missing link", step(t, h.env, "read_file", map[string]any{"path": "sh"}).Error, "no such file")
+	}},
+	{file: "chmod_000.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		wantIn(t, "chmod", h.run(t).Output, "locked")
+		o := step(t, h.env, "list_files", nil)
+		wantIn(t, "listing after chmod 000", o.Output, "sales.csv")
+		// Cleanup on reset, with everything locked.
+		reset(t, h.env, taskCSV)
+	}},
+	{file: "deep_tree.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		wantIn(t, "deep tree", h.run(t).Output, "deep 10000")
+		wantIn(t, "listing a deep tree", step(t, h.env, "list_files", nil).Output, "sales.csv")
+		step(t, h.env, "submit", map[string]any{"answer": "1"})
+	}},
+	{file: "fifo_solution.py", task: taskMedian, play: func(t *testing.T, h *hostileRun) {
+		wantIn(t, "fifo", h.run(t).Output, "fifo planted")
+		start := time.Now()
+		wantRefused(t, step(t, h.env, "read_file", map[string]any{"path": "solution.py"}), "is not a regular file")
+		wantRefused(t, step(t, h.env, "write_file", map[string]any{"path": "solution.py", "content": "x"}), "cannot open 'solution.py'")
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("refusing a FIFO took %v", d)
+		}
+		step(t, h.env, "finish", nil)
+	}},
+	{file: "fifo_during_grading.py", task: taskMedian, cfg: func(c *Config) { c.Limits.PythonTimeout = time.Second }, play: func(t *testing.T, h *hostileRun) {
+		h.write(t, "solution.py")
+		start := time.Now()
+		o := submitMedian(t, h)
+		if o.Metadata["correctness"] != 0.0 {
+			t.Fatalf("a solution that changes the workspace while graded got correctness %v", o.Metadata["correctness"])
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Fatalf("grading took %v", d)
+		}
+	}},
+	{file: "xattr_state.py", task: taskMedian, play: func(t *testing.T, h *hostileRun) {
+		h.write(t, "solution.py")
+		// Every case starts without the previous case's xattr, so the
+		// correct solution passes them all.
+		if o := submitMedian(t, h); o.Metadata["correctness"] != 1.0 {
+			t.Fatalf("state passed between cases through an xattr: correctness %v (%s)", o.Metadata["correctness"], o.Output)
+		}
+	}},
+	{file: "tmp_state_between_cases.py", task: taskMedian, play: func(t *testing.T, h *hostileRun) {
+		h.write(t, "solution.py")
+		if o := submitMedian(t, h); o.Metadata["correctness"] != 1.0 {
+			t.Fatalf("state passed between cases through shared tmp: correctness %v (%s)", o.Metadata["correctness"], o.Output)
+		}
+	}},
+	{file: "workspace_change_case.py", task: taskMedian, play: func(t *testing.T, h *hostileRun) {
+		h.write(t, "solution.py")
+		o := step(t, h.env, "run_tests", nil)
+		wantIn(t, "run_tests", o.Output, "graded: 0 of 3")
+		if o := submitMedian(t, h); o.Metadata["correctness"] != 0.0 || o.Reward > 0.3 {
+			t.Fatalf("a solution that changes the workspace got correctness %v reward %v", o.Metadata["correctness"], o.Reward)
+		}
+	}},
+	{file: "read_other_workspace.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		o := h.run(t)
+		wantIn(t, "other workspace", o.Output, "denied 3")
+		if strings.Contains(o.Output, "ALLOWED") {
+			t.Fatalf("reached the other workspace: %s", o.Output)
+		}
+	}},
+	{file: "signal_server.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		o := h.run(t)
+		wantIn(t, "signals", o.Output, fmt.Sprintf("EPERM %d 9", os.Getpid()), "EPERM 1 9")
+		if strings.Contains(o.Output, "SENT") {
+			t.Fatalf("a signal was delivered: %s", o.Output)
+		}
+	}},
+	{file: "invalid_utf8.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		wantIn(t, "invalid UTF-8", h.run(t).Output, "bad \uFFFD\uFFFD", "end", "err \uFFFD\uFFFD")
+		wantIn(t, "listing", step(t, h.env, "list_files", nil).Output, "bad\uFFFDname.txt", "ok.txt")
+		wantIn(t, "read", step(t, h.env, "read_file", map[string]any{"path": "ok.txt"}).Output, "\uFFFD\uFFFD")
+	}},
+	{file: "big_output.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		o := h.run(t)
+		if len(o.Output) > 2000 {
+			t.Fatalf("output is %d bytes", len(o.Output))
+		}
+		wantIn(t, "clip", o.Output, "more characters not shown]")
+		var more int
+		fmt.Sscanf(o.Output[strings.LastIndex(o.Output, "[... ")+len("[... "):], "%d", &more)
+		if more < 10_000_000-2000 {
+			t.Fatalf("clip says %d more characters, want about 10,000,000", more)
+		}
+	}},
+	{file: "big_file.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		o := h.run(t)
+		wantIn(t, "file size", o.Output, "stopped 27") // EFBIG
+		var st unix.Stat_t
+		if err := unix.Stat(filepath.Join(h.dir, "huge.bin"), &st); err != nil || st.Size > sandbox.DefaultLimits.FileSize {
+			t.Fatalf("huge.bin: size %d, err %v; limit %d", st.Size, err, sandbox.DefaultLimits.FileSize)
+		}
+	}},
+	{file: "nondumpable_daemon.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		wantIn(t, "hidden daemon", h.run(t).Output, "hidden daemon started")
+	}},
+	{file: "pipe_holder.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		start := time.Now()
+		wantIn(t, "pipe holder", h.run(t).Output, "parent done", "[exit code 0]")
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("a child holding the pipe kept the run for %v", d)
+		}
+	}},
+	{file: "symlink_write.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		wantIn(t, "plant", h.run(t).Output, "planted")
+		for _, p := range []string{"note.txt", "out/ep3-evil", "dangling.txt"} {
+			wantRefused(t, step(t, h.env, "write_file", map[string]any{"path": p, "content": "pwned"}), "symlink")
+			step(t, h.env, "list_files", nil) // three refusals in a row would end the episode
+		}
+		if _, err := os.Lstat("/nonexistent-ep3-dangling"); err == nil {
+			t.Fatal("the dangling link's target was created")
+		}
+	}},
+	{file: "reserved_planting.py", task: taskMedian, play: func(t *testing.T, h *hostileRun) {
+		wantIn(t, "plant", h.run(t).Output, "planted")
+		wantIn(t, "run after planting", step(t, h.env, "run_python", map[string]any{"code": "print('still runs')"}).Output, "still runs")
+		wantIn(t, "tests after planting", step(t, h.env, "run_tests", nil).Output, "graded: ")
+	}},
+	{file: "fd_exhaust.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		o := h.run(t)
+		wantIn(t, "fds", o.Output, "errno 24")
+		var n int
+		fmt.Sscanf(strings.SplitN(o.Output, "open files ", 2)[1], "%d", &n)
+		if n >= sandbox.DefaultLimits.OpenFiles {
+			t.Fatalf("opened %d files, limit %d", n, sandbox.DefaultLimits.OpenFiles)
+		}
+	}},
+	{file: "memory_hog.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		wantIn(t, "memory", h.run(t).Output, "MemoryError")
+	}},
+	{file: "cpu_spin.py", task: taskCSV, cfg: func(c *Config) { c.Limits.PythonTimeout = time.Second }, play: func(t *testing.T, h *hostileRun) {
+		wantIn(t, "spin", h.run(t).Output, "timed out after 1 s")
+	}},
+	{file: "escape_home.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		o := h.run(t)
+		wantIn(t, "escape", o.Output, "denied 5")
+		entries, _ := os.ReadDir(h.home)
+		if len(entries) != 1 || entries[0].Name() != "ws" {
+			t.Fatalf("the home holds %v", entries)
+		}
+	}},
+}
+
+// TestHostileAgents runs every agent in testdata/agents through a real
+// episode as root and asserts containment after the attack and after
+// cleanup.
+func TestHostileAgents(t *testing.T) {
+	requireRoot(t)
+	dir := filepath.Join("..", "..", "testdata", "agents")
+	files, err := filepath.Glob(filepath.Join(dir, "*.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, c := range hostileCases {
+		known[c.file] = true
+	}
+	for _, f := range files {
+		if !known[filepath.Base(f)] {
+			t.Errorf("testdata/agents/%s has no case in hostileCases", filepath.Base(f))
+		}
+	}
+	if len(hostileCases) < 20 {
+		t.Errorf("%d hostile agents, want at least 20", len(hostileCases))
+	}
+
+	target := filepath.Join(t.TempDir(), "target")
+	if err := os.WriteFile(target, []byte("target file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(target), 0o755)
+	os.Chmod(filepath.Dir(filepath.Dir(target)), 0o755)
+	shadowBefore := fileHash(t, "/etc/shadow")
+	t.Cleanup(func() {
+		if got := fileHash(t, "/etc/shadow"); got != shadowBefore {
+			t.Errorf("/etc/shadow changed")
+		}
+		if got, _ := os.ReadFile(target); string(got) != "target file\n" {
+			t.Errorf("the root-owned target changed: %q", got)
+		}
+	})
+
+	// A second live episode whose workspace the agents may try to reach.
+	other := newEnv(t, Config{})
+	reset(t, other, taskCSV)
+	otherWS := other.ws.dir
+
+	for _, c := range hostileCases {
+		t.Run(strings.TrimSuffix(c.file, ".py"), func(t *testing.T) {
+			t.Parallel()
+			src, err := os.ReadFile(filepath.Join(dir, c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			code := strings.NewReplacer("{{OTHER_WS}}", otherWS, "{{SERVER_PID}}", strconv.Itoa(os.Getpid()),
+				"{{TARGET}}", target).Replace(string(src))
+			cfg := Config{}
+			if c.cfg != nil {
+				c.cfg(&cfg)
+			}
+			env, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var released []int
+			env.testHookBeforeRelease = func(uid int, home string) {
+				assertContained(t, uid, home)
+				released = append(released, uid)
+			}
+			reset(t, env, c.task)
+			h := &hostileRun{env: env, code: code, uid: env.ws.uid, home: env.ws.home, dir: env.ws.dir}
+			c.play(t, h)
+			if err := env.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			if len(released) == 0 || released[0] != h.uid {
+				t.Fatalf("uid %d was not released through cleanup (released %v)", h.uid, released)
+			}
+			assertUIDFree(t, env.pool, h.uid)
+			// The other episode is untouched.
+			if _, err := os.Stat(filepath.Join(otherWS, "sales.csv")); err != nil {
+				t.Errorf("the other episode's workspace lost sales.csv: %v", err)
+			}
+			if _, err := os.Lstat(filepath.Join(otherWS, "planted.txt")); err == nil {
+				t.Errorf("a file was planted in the other episode's workspace")
+			}
+		})
+	}
+}
+
+// assertContained checks that nothing of uid is left: no process, no file
+// under the shared tmp directories, and the episode's home is gone.
+func assertContained(t *testing.T, uid int, home string) {
+	t.Helper()
+	noProcesses(t, uid)
+	for _, d := range []string{"/tmp", "/var/tmp", "/dev/shm"} {
+		noUIDFilesUnder(t, uid, d, false)
+	}
+	if _, err := os.Lstat(home); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("home %s is still there (%v)", home, err)
+	}
+}
+
+func noProcesses(t *testing.T, uid int) {
+	t.Helper()
+	pids, err := sandbox.Processes(uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pids) > 0 {
+		t.Errorf("processes of uid %d left: %v", uid, pids)
+	}
+}
+
+// noUIDFilesUnder walks dir as root and fails on any entry uid owns
+// (allowed: only a "daemon-alive" file, when daemonFileOK, whose size must
+// not grow).
+func noUIDFilesUnder(t *testing.T, uid int, dir string, daemonFileOK bool) {
+	t.Helper()
+	var found []string
+	sizes := map[string]int64{}
+	walk := func() {
+		found = found[:0]
+		sandbox.Walk(dir, func(*sandbox.Entry) bool { return true }, false, func(e *sandbox.Entry) error {
+			if !e.Left && int(e.Stat.Uid) == uid {
+				if daemonFileOK && e.Name == "daemon-alive" {
+					if old, ok := sizes[e.Rel]; ok && old != e.Stat.Size {
+						t.Errorf("%s/%s is still growing: a daemon survived", dir, e.Rel)
+					}
+					sizes[e.Rel] = e.Stat.Size
+					return nil
+				}
+				found = append(found, e.Rel)
+			}
+			return nil
+		})
+	}
+	walk()
+	if daemonFileOK {
+		time.Sleep(150 * time.Millisecond) // the daemon wrote every 50 ms
+		walk()
+	}
+	if len(found) > 0 {
+		t.Errorf("files of uid %d left under %s: %v", uid, dir, found)
+	}
+}
+
+// assertUIDFree checks that this process no longer holds uid's lock: not
+// in the pool, and no flock of this pid on the uid's lock file.
+func assertUIDFree(t *testing.T, pool *sandbox.Pool, uid int) {
+	t.Helper()
+	if pool.Holds(uid) {
+		t.Fatalf("the pool still holds uid %d", uid)
+	}
+	var st unix.Stat_t
+	lock := filepath.Join(pool.Dir(), strconv.Itoa(uid))
+	if err := unix.Stat(lock, &st); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open("/proc/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	inode := ":" + strconv.FormatUint(st.Ino, 10)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		// "1: FLOCK ADVISORY WRITE <pid> <maj>:<min>:<inode> 0 EOF"
+		if len(fields) >= 6 && fields[1] == "FLOCK" && strings.HasSuffix(fields[5], inode) && fields[4] == strconv.Itoa(os.Getpid()) {
+			t.Fatalf("this process still holds the lock of uid %d: %s", uid, sc.Text())
+		}
+	}
+}
+
+func fileHash(t *testing.T, path string) [32]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256.Sum256(b)
+}
+
+var _ = context.Background
