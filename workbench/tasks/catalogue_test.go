@@ -648,11 +648,4 @@ func quoted(t *testing.T, s, prefix string) string {
 	return v
 }
 
-func mapKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+
