@@ -1,0 +1,117 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const python = "/usr/bin/python3"
+
+func runPy(t *testing.T, uid int, dir, code string, lim Limits, timeout time.Duration) Result {
+	t.Helper()
+	res, err := Run(context.Background(), Command{
+		Argv: []string{python, "-E", "-s", "-c", code}, Dir: dir, UID: uid,
+		Env: []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}, Limits: lim, Timeout: timeout,
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return res
+}
+
+// TestRunIdentityAndLimits: the program runs as the uid, without groups
+// or capabilities, in its own session, with exactly the limits.
+func TestRunIdentityAndLimits(t *testing.T) {
+	uid := claimUID(t)
+	ws := uidDir(t, uid)
+	code := `import os, resource
+print(os.getuid(), os.geteuid(), os.getgid(), os.getegid(), os.getgroups())
+print(os.getsid(0) == os.getpid(), os.getcwd())
+for r in ("NPROC", "FSIZE", "NOFILE", "CPU", "AS"):
+    print(r, *resource.getrlimit(getattr(resource, "RLIMIT_" + r)))
+st = open("/proc/self/status").read()
+print([l for l in st.splitlines() if l.startswith(("CapEff", "NoNewPrivs"))])
+print(oct(os.umask(0)), sorted(os.environ))
+`
+	lim := Limits{Processes: 32, FileSize: 1 << 20, OpenFiles: 64, CPUSeconds: 5, AddressSpace: 512 << 20}
+	res := runPy(t, uid, ws, code, lim, 10*time.Second)
+	out := string(res.Stdout)
+	for _, want := range []string{
+		strings.Repeat(strconv.Itoa(uid)+" ", 4) + "[]",
+		"True " + ws,
+		"NPROC 32 32", "FSIZE 1048576 1048576", "NOFILE 64 64", "CPU 5 5", "AS 536870912 536870912",
+		"CapEff:\\t0000000000000000", "NoNewPrivs:\\t1",
+		"0o77 ['LANG', 'PATH']",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s%s", want, out, res.Stderr)
+		}
+	}
+}
+
+// TestRunKillsEverything: a fork bomb and a setsid daemon leave no process
+// once Run returns; a timeout is reported and kills too.
+func TestRunKillsEverything(t *testing.T) {
+	uid := claimUID(t)
+	ws := uidDir(t, uid)
+	bomb := `import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(1000)
+for _ in range(200):
+    try:
+        if os.fork() == 0:
+            while True:
+                try: os.fork()
+                except OSError: time.sleep(0.01)
+    except OSError:
+        break
+print("done")
+`
+	res := runPy(t, uid, ws, bomb, Limits{Processes: 32}, 10*time.Second)
+	if !strings.Contains(string(res.Stdout), "done") {
+		t.Fatalf("stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	if pids, _ := Processes(uid); len(pids) > 0 {
+		t.Fatalf("processes left: %v", pids)
+	}
+	start := time.Now()
+	res = runPy(t, uid, ws, "import time\nwhile True: time.sleep(1)", Limits{}, 500*time.Millisecond)
+	if !res.TimedOut || time.Since(start) > 5*time.Second {
+		t.Fatalf("timed out %v after %v", res.TimedOut, time.Since(start))
+	}
+	if pids, _ := Processes(uid); len(pids) > 0 {
+		t.Fatalf("processes left after a timeout: %v", pids)
+	}
+}
+
+// TestRunLaunchFailure: a launcher that cannot enter the directory reports
+// ErrLaunch, and the program never runs.
+func TestRunLaunchFailure(t *testing.T) {
+	uid := claimUID(t)
+	_, err := Run(context.Background(), Command{Argv: []string{python, "-c", "print('ran')"}, Dir: "/root", UID: uid})
+	if err == nil || !strings.Contains(err.Error(), "chdir /root") {
+		t.Fatalf("err %v, want a chdir failure", err)
+	}
+}
+
+func TestRunOutputCap(t *testing.T) {
+	dir := t.TempDir()
+	res, err := Run(context.Background(), Command{
+		Argv: []string{python, "-c", "import sys; sys.stdout.write('x' * 3000000)"}, Dir: dir, UID: -1,
+		OutputBytes: 1000, Timeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Stdout) != 1000 || res.StdoutDropped != 3000000-1000 {
+		t.Fatalf("kept %d, dropped %d", len(res.Stdout), res.StdoutDropped)
+	}
+	_ = os.Remove(filepath.Join(dir, "x"))
+}

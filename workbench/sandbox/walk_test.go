@@ -1,0 +1,165 @@
+package sandbox
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestEmptyDirLockedAndDeep: as the uid, a tree whose directories lost
+// every permission and a tree deeper than WalkDepth (and PATH_MAX) are
+// removed.
+func TestEmptyDirLockedAndDeep(t *testing.T) {
+	uid := claimUID(t)
+	ws := uidDir(t, uid)
+	err := AsUID(uid, func() error {
+		mustWrite(t, filepath.Join(ws, "a", "b", "c.txt"), "x")
+		for _, p := range []string{"a/b/c.txt", "a/b", "a"} {
+			if err := os.Chmod(filepath.Join(ws, p), 0); err != nil {
+				return err
+			}
+		}
+		fd, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return err
+		}
+		for range 3 * WalkDepth {
+			if err := unix.Mkdirat(fd, "d", 0o700); err != nil {
+				return err
+			}
+			next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+			unix.Close(fd)
+			if err != nil {
+				return err
+			}
+			fd = next
+		}
+		unix.Close(fd)
+		return os.Chmod(ws, 0)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := AsUID(uid, func() error { return EmptyDir(ws) }); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(ws)
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("left: %v, %v", entries, err)
+	}
+}
+
+// TestAsUIDChecksAsTheUID: as the uid, root's files are out of reach and
+// what is created belongs to the uid; afterwards the thread is root again.
+func TestAsUIDChecksAsTheUID(t *testing.T) {
+	uid := claimUID(t)
+	ws := uidDir(t, uid)
+	err := AsUID(uid, func() error {
+		if _, err := os.ReadFile("/etc/shadow"); !errors.Is(err, os.ErrPermission) {
+			t.Errorf("read /etc/shadow as uid: %v", err)
+		}
+		return os.WriteFile(filepath.Join(ws, "f"), []byte("x"), 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(ws, "f"), &st); err != nil || int(st.Uid) != uid || int(st.Gid) != uid {
+		t.Fatalf("created file owner %d:%d, err %v", st.Uid, st.Gid, err)
+	}
+	if _, err := os.ReadFile("/etc/shadow"); err != nil {
+		t.Fatalf("root again afterwards: %v", err)
+	}
+}
+
+func TestDigest(t *testing.T) {
+	root := t.TempDir()
+	mustWrite(t, filepath.Join(root, "a.txt"), "a")
+	mustWrite(t, filepath.Join(root, "sub", "b.txt"), "b")
+	mustWrite(t, filepath.Join(root, ".run.py"), "server")
+	skip := func(rel string) bool { return rel == ".run.py" }
+	base, err := Digest(root, skip, DigestBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := Digest(root, skip, DigestBytes); again != base {
+		t.Fatal("digest is not stable")
+	}
+	mustWrite(t, filepath.Join(root, ".run.py"), "changed server file")
+	if got, _ := Digest(root, skip, DigestBytes); got != base {
+		t.Fatal("a skipped file changed the digest")
+	}
+	changes := []struct {
+		name string
+		do   func() error
+	}{
+		{"content", func() error { return os.WriteFile(filepath.Join(root, "a.txt"), []byte("A"), 0o644) }},
+		{"mode", func() error { return os.Chmod(filepath.Join(root, "sub", "b.txt"), 0o600) }},
+		{"new_file", func() error { return os.WriteFile(filepath.Join(root, "sub", "c"), nil, 0o644) }},
+		{"symlink", func() error { return os.Symlink("a.txt", filepath.Join(root, "l")) }},
+		{"xattr", func() error { return unix.Lsetxattr(filepath.Join(root, "a.txt"), "user.x", []byte("1"), 0) }},
+	}
+	prev := base
+	for _, c := range changes {
+		if err := c.do(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		got, err := Digest(root, skip, DigestBytes)
+		if err != nil || got == prev {
+			t.Fatalf("%s: digest %q unchanged (err %v)", c.name, got, err)
+		}
+		prev = got
+	}
+	if _, err := Digest(root, skip, 1); !errors.Is(err, ErrDigestTooLarge) {
+		t.Fatalf("cap: %v", err)
+	}
+}
+
+// TestRemoveSharedTmp: only the uid's entries go; its own directory that
+// holds another uid's file is handed to root as 1777 and the file stays.
+func TestRemoveSharedTmp(t *testing.T) {
+	a, b := claimUID(t), claimUID(t)
+	shared, err := os.MkdirTemp("", "sbx-shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shared) })
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	err = AsUID(a, func() error {
+		mustWrite(t, filepath.Join(shared, "a-dir", "deep", "f"), "x")
+		mustWrite(t, filepath.Join(shared, "a-file"), "x")
+		return os.Chmod(filepath.Join(shared, "a-dir"), 0o777)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := AsUID(b, func() error { return os.WriteFile(filepath.Join(shared, "a-dir", "b-file"), []byte("b"), 0o644) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveSharedTmp(a, []string{shared}); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(filepath.Join(shared, "a-dir"), &st); err != nil || st.Uid != 0 || st.Mode&0o7777 != 0o1777 {
+		t.Fatalf("a-dir: uid %d mode %#o err %v; want root 1777", st.Uid, st.Mode&0o7777, err)
+	}
+	if _, err := os.Lstat(filepath.Join(shared, "a-dir", "b-file")); err != nil {
+		t.Fatalf("b's file is gone: %v", err)
+	}
+	for _, p := range []string{"a-file", "a-dir/deep"} {
+		if _, err := os.Lstat(filepath.Join(shared, p)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s of uid %d left: %v", p, a, err)
+		}
+	}
+	if err := RemoveSharedTmp(b, []string{shared}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(shared, "a-dir", "b-file")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("b's file left after b's sweep: %v", err)
+	}
+}
