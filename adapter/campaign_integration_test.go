@@ -309,3 +309,5 @@ func TestBringUpKilled(t *testing.T) {
 		}
 	}
 }
+
+func netInspectOpts() network.InspectOptions { return network.InspectOptions{} }

@@ -1,0 +1,319 @@
+package adapter_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/internal/oracle"
+	"github.com/agentpen/agentpen/workbench/tasks"
+)
+
+const workbenchImage = "agentpen/workbench:dev"
+
+// e2eTasks are the tasks of the four workspaces: a code task and three
+// answer kinds.
+var e2eTasks = []string{"software/median@2", "data/csv_region_total@5", "logs/first_error@1", "config/port_conflict"}
+
+func workbenchSpec(campaignID, img string, taskIDs []string) adapter.CampaignSpec {
+	s := adapter.CampaignSpec{
+		CampaignID: campaignID,
+		Labels:     map[string]string{"com.example.launcher": "e2e"},
+		Server: adapter.ServerSpec{
+			Image:   img,
+			Command: []string{"grader", "--listen", ":8080"},
+		},
+	}
+	for i, id := range taskIDs {
+		s.Workspaces = append(s.Workspaces, adapter.WorkspaceSpec{TaskID: id, AttemptID: fmt.Sprint("a", i), Image: img})
+	}
+	return s
+}
+
+// TestCampaignEndToEnd brings up a server and four workspaces on the real
+// daemon, proves every setting from docker inspect, plays an oracle episode
+// through each workspace's unix socket, and runs a second campaign beside
+// it.
+func TestCampaignEndToEnd(t *testing.T) {
+	d, cli := realDocker(t)
+	img := imageID(t, cli, workbenchImage)
+	for _, id := range e2eTasks {
+		if _, err := tasks.Lookup(id); err != nil {
+			t.Fatalf("e2e task %s: %v", id, err)
+		}
+	}
+	const canary = "canary-key-7d1f0c2b9e"
+	getenv := func(k string) string {
+		if k == adapter.DefaultAPIKeyEnv {
+			return canary
+		}
+		return ""
+	}
+	state := t.TempDir()
+	newAdapter := func() *adapter.Adapter {
+		return &adapter.Adapter{Docker: d, StateRoot: state, Getenv: getenv, ReadyTimeout: 60 * time.Second}
+	}
+	idA, idB := uniqueCampaign(t), uniqueCampaign(t)
+	t.Cleanup(func() { forceRemove(cli, idA); forceRemove(cli, idB) })
+
+	var (
+		wg         sync.WaitGroup
+		campA, cB  *adapter.Campaign
+		errA, errB error
+	)
+	wg.Go(func() { campA, errA = newAdapter().BringUp(t.Context(), workbenchSpec(idA, img, e2eTasks)) })
+	wg.Go(func() { cB, errB = newAdapter().BringUp(t.Context(), workbenchSpec(idB, img, e2eTasks[:1])) })
+	wg.Wait()
+	if errA != nil || errB != nil {
+		t.Fatalf("bring-up: %v / %v", errA, errB)
+	}
+	if campA.NetworkID == cB.NetworkID || campA.ServerID == cB.ServerID || campA.Workspaces[0].ContainerID == cB.Workspaces[0].ContainerID {
+		t.Fatal("two campaigns share resources")
+	}
+
+	inspectCampaign(t, cli, campA, canary)
+
+	// An episode through each workspace's unix socket reaches reward 1.0.
+	var pw sync.WaitGroup
+	for i, ws := range campA.Workspaces {
+		pw.Go(func() { playOverSocket(t, ws.Socket, e2eTasks[i]) })
+	}
+	pw.Wait()
+	// The second campaign still works and sees only its own files.
+	playOverSocket(t, cB.Workspaces[0].Socket, e2eTasks[0])
+
+	for _, c := range []*adapter.Campaign{campA, cB} {
+		if err := newAdapter().TearDown(t.Context(), c.Plan.CampaignID); err != nil {
+			t.Fatal(err)
+		}
+		if cs, ns := owned(t, cli, c.Plan.CampaignID); len(cs)+len(ns) != 0 {
+			t.Fatalf("teardown left %v %v", cs, ns)
+		}
+		for _, ws := range c.Workspaces {
+			if _, err := os.Stat(ws.RunDir); !os.IsNotExist(err) {
+				t.Fatalf("teardown left run dir %s", ws.RunDir)
+			}
+		}
+	}
+}
+
+// inspectCampaign proves the campaign's settings from docker inspect.
+func inspectCampaign(t *testing.T, cli *client.Client, c *adapter.Campaign, canary string) {
+	t.Helper()
+	ctx := t.Context()
+	p := c.Plan
+	net, err := cli.NetworkInspect(ctx, c.NetworkID, netInspectOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !net.Internal || net.Driver != "bridge" || net.Name != p.Network.Name || net.Labels[adapter.LabelCampaign] != p.CampaignID || net.Labels[adapter.LabelOwner] != adapter.OwnerValue {
+		t.Fatalf("network %s: internal=%v driver=%s labels=%v", net.Name, net.Internal, net.Driver, net.Labels)
+	}
+	srv, err := cli.ContainerInspect(ctx, c.ServerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCommon(t, srv, p, p.Server.Alias, adapter.RoleServer)
+	if !hasEnvName(srv.Config.Env, adapter.DefaultAPIKeyEnv) {
+		t.Fatalf("server env lacks %s", adapter.DefaultAPIKeyEnv)
+	}
+	if len(srv.HostConfig.PortBindings) != 0 || len(srv.NetworkSettings.Ports) != 0 && anyBound(srv) {
+		t.Fatalf("server publishes ports: %v", srv.HostConfig.PortBindings)
+	}
+	for i, ws := range c.Workspaces {
+		info, err := cli.ContainerInspect(ctx, ws.ContainerID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := p.Agents[i]
+		checkCommon(t, info, p, a.Alias, adapter.RoleWork)
+		hc := info.HostConfig
+		if info.Config.Labels[adapter.LabelAgent] != a.AgentID {
+			t.Fatalf("workspace labels %v", info.Config.Labels)
+		}
+		if !hc.ReadonlyRootfs || len(hc.CapDrop) != 1 || hc.CapDrop[0] != "ALL" || strings.Join(hc.CapAdd, ",") != strings.Join(adapter.WorkspaceCaps, ",") {
+			t.Fatalf("workspace hardening: ro=%v drop=%v add=%v", hc.ReadonlyRootfs, hc.CapDrop, hc.CapAdd)
+		}
+		if hc.PidsLimit == nil || *hc.PidsLimit != adapter.WorkspacePidsLimit || hc.Memory != adapter.WorkspaceMemory {
+			t.Fatalf("workspace limits: pids=%v mem=%d", hc.PidsLimit, hc.Memory)
+		}
+		for _, tmp := range []string{"/tmp", "/var/tmp", "/dev/shm", "/run"} {
+			if !strings.Contains(hc.Tmpfs[tmp], "size=") {
+				t.Fatalf("tmpfs %s = %q", tmp, hc.Tmpfs[tmp])
+			}
+		}
+		var runMount bool
+		for _, m := range info.Mounts {
+			if m.Destination == adapter.WorkbenchRunDir && m.Source == ws.RunDir {
+				runMount = true
+			}
+			if strings.Contains(m.Source, "docker.sock") || strings.Contains(m.Destination, "docker.sock") {
+				t.Fatalf("workspace mounts a docker socket: %+v", m)
+			}
+		}
+		if !runMount {
+			t.Fatalf("workspace mounts %+v lack %s", info.Mounts, adapter.WorkbenchRunDir)
+		}
+		for _, name := range []string{"AGENTPEN_AGENT_ID", "AGENTPEN_SERVER_URL", "AGENTPEN_GRADER_URL", "AGENTPEN_GRADER_KEY_ENV", "NO_PROXY"} {
+			if !hasEnvName(info.Config.Env, name) {
+				t.Fatalf("workspace env lacks %s: %v", name, envNames(info.Config.Env))
+			}
+		}
+		if hasEnvName(info.Config.Env, "DOCKER_HOST") || hasEnvName(info.Config.Env, adapter.DefaultAPIKeyEnv) {
+			t.Fatalf("workspace env has DOCKER_HOST or the API key: %v", envNames(info.Config.Env))
+		}
+		// No task id anywhere in what docker knows about the workspace.
+		raw, _ := json.Marshal(info)
+		family, _, _ := tasks.ParseID(e2eTasks[i])
+		for _, id := range []string{e2eTasks[i], family, strings.ReplaceAll(family, "/", "-"), strings.SplitN(family, "/", 2)[1]} {
+			if strings.Contains(string(raw), id) {
+				t.Fatalf("workspace %d inspect JSON contains the task id %q", i, id)
+			}
+		}
+		if strings.Contains(string(raw), canary) {
+			t.Fatalf("workspace %d inspect JSON contains the API key", i)
+		}
+	}
+}
+
+func checkCommon(t *testing.T, info container.InspectResponse, p *adapter.Plan, alias, role string) {
+	t.Helper()
+	if info.HostConfig.Init == nil || !*info.HostConfig.Init {
+		t.Fatalf("%s: init not set", info.Name)
+	}
+	if !strings.Contains(strings.Join(info.HostConfig.SecurityOpt, ","), "no-new-privileges") {
+		t.Fatalf("%s: security opts %v", info.Name, info.HostConfig.SecurityOpt)
+	}
+	l := info.Config.Labels
+	if l[adapter.LabelCampaign] != p.CampaignID || l[adapter.LabelRole] != role || l[adapter.LabelOwner] != adapter.OwnerValue || l[adapter.LabelNetwork] != p.Network.Name || l["com.example.launcher"] != "e2e" {
+		t.Fatalf("%s: labels %v", info.Name, l)
+	}
+	ep, ok := info.NetworkSettings.Networks[p.Network.Name]
+	if !ok || !contains(ep.Aliases, alias) {
+		t.Fatalf("%s: networks %v (want alias %s on %s)", info.Name, info.NetworkSettings.Networks, alias, p.Network.Name)
+	}
+	if len(info.NetworkSettings.Networks) != 1 {
+		t.Fatalf("%s: on %d networks", info.Name, len(info.NetworkSettings.Networks))
+	}
+	if !info.State.Running {
+		t.Fatalf("%s: not running", info.Name)
+	}
+}
+
+func anyBound(info container.InspectResponse) bool {
+	for _, b := range info.NetworkSettings.Ports {
+		if len(b) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func hasEnvName(env []string, name string) bool {
+	for _, e := range env {
+		if strings.HasPrefix(e, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+func envNames(env []string) []string {
+	var out []string
+	for _, e := range env {
+		k, _, _ := strings.Cut(e, "=")
+		out = append(out, k)
+	}
+	return out
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// playOverSocket plays taskID's oracle over a WebSocket session on the
+// workbench's unix socket and requires reward 1.0.
+func playOverSocket(t *testing.T, socket, taskID string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	hc := adapter.UnixHTTPClient(socket, 30*time.Second)
+	hc.Timeout = 0
+	conn, _, err := websocket.Dial(ctx, "ws://workbench/ws", &websocket.DialOptions{HTTPClient: hc})
+	if err != nil {
+		t.Errorf("%s: dial %s: %v", taskID, socket, err)
+		return
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(16 << 20)
+	call := func(msg map[string]any) (map[string]any, error) {
+		b, _ := json.Marshal(msg)
+		if err := conn.Write(ctx, websocket.MessageText, b); err != nil {
+			return nil, err
+		}
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var reply map[string]any
+		if err := json.Unmarshal(data, &reply); err != nil {
+			return nil, err
+		}
+		if reply["type"] == "error" {
+			return nil, fmt.Errorf("server error: %v", reply["data"])
+		}
+		return reply["data"].(map[string]any), nil
+	}
+	first, err := call(map[string]any{"type": "reset", "data": map[string]any{"task_id": taskID}})
+	if err != nil {
+		t.Errorf("%s: reset: %v", taskID, err)
+		return
+	}
+	obs := first["observation"].(map[string]any)
+	task, _ := tasks.Build(taskID)
+	orc, err := oracle.Load(taskID)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	step := func(tool string, args map[string]any) (oracle.Result, error) {
+		d, err := call(map[string]any{"type": "step", "data": map[string]any{"tool": tool, "args": args}})
+		if err != nil {
+			return oracle.Result{}, err
+		}
+		o := d["observation"].(map[string]any)
+		r := oracle.Result{Output: fmt.Sprint(o["output"]), Error: fmt.Sprint(o["error"]), Done: d["done"] == true}
+		if r.Error == "<nil>" {
+			r.Error = ""
+		}
+		if f, ok := d["reward"].(float64); ok {
+			r.Reward = f
+		}
+		return r, nil
+	}
+	final, err := oracle.Play(task.Kind, fmt.Sprint(obs["task"]), orc, task.Files[0].Path, step)
+	if err != nil {
+		t.Errorf("%s over %s: %v", taskID, socket, err)
+		return
+	}
+	if !final.Done || final.Reward != 1.0 {
+		t.Errorf("%s over %s: final %+v, want done with reward 1.0", taskID, socket, final)
+	}
+	conn.Write(ctx, websocket.MessageText, []byte(`{"type":"close"}`))
+}
+
