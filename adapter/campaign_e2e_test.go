@@ -316,4 +316,3 @@ func playOverSocket(t *testing.T, socket, taskID string) {
 	}
 	conn.Write(ctx, websocket.MessageText, []byte(`{"type":"close"}`))
 }
-
