@@ -18,6 +18,9 @@ ENV WORKBENCH_SANDBOX_PYTHON=${SANDBOX_PYTHON} \
     PYTHONDONTWRITEBYTECODE=1
 
 COPY bin/workbench /usr/local/bin/workbench
+# Root-only: episode code runs as sandbox uids and must not read the binary, which carries the task
+# generator (in a campaign the answer keys live only with the grader).
+RUN chmod 0700 /usr/local/bin/workbench
 
 LABEL io.agentpen.image="workbench"
 ENTRYPOINT ["/usr/local/bin/workbench"]
