@@ -48,7 +48,10 @@
 // Grader.Judge, so with a remote Grader the hidden expected values and the
 // answer key never enter this process. A Grader error refuses the step
 // (the agent sees a reason, the episode goes on); it never gives credit.
-// A nil Config.Grader grades in-process from package tasks.
+// A nil Config.Grader grades in-process from package tasks (LocalGrader).
+// With any other Grader, Reset drops the built task's Key at once (on a
+// copy) and nothing but LocalGrader's methods reads a Key (keyread_test.go
+// checks the source), so the environment holds no answer key.
 //
 // # Deviations from the seed
 //

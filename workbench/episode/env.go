@@ -97,6 +97,14 @@ func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation
 		// Refused before anything is torn down.
 		return Observation{}, fmt.Errorf("reset: task_id %q: %w", taskID, err)
 	}
+	if _, local := e.cfg.Grader.(localGrader); !local {
+		// Another process grades: the key is dropped here, on a copy (the
+		// catalogue may share its tasks), and nothing of this environment
+		// ever reads it.
+		keyless := *task
+		keyless.Key = tasks.Key{}
+		task = &keyless
+	}
 	cleanupErr := e.cleanup()
 	e.task = task
 	episodeID := opts.EpisodeID
