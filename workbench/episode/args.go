@@ -104,11 +104,9 @@ func pyNumber(lit string) (string, bool) {
 	if lit == "" || !(lit[0] == '-' || lit[0] >= '0' && lit[0] <= '9') {
 		return "", false
 	}
-	var probe any
-	if json.Unmarshal([]byte(lit), &probe) != nil {
-		return "", false
-	}
-	if _, isNum := probe.(float64); !isNum {
+	// A JSON number (json.Valid with a leading digit or minus); its value
+	// may be out of float64 range, which json.loads makes inf.
+	if !json.Valid([]byte(lit)) || strings.ContainsAny(lit, "\"[{ntf") {
 		return "", false
 	}
 	if !strings.ContainsAny(lit, ".eE") {
