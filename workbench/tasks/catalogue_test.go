@@ -647,5 +647,3 @@ func quoted(t *testing.T, s, prefix string) string {
 	}
 	return v
 }
-
-
