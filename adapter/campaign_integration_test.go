@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -311,3 +313,108 @@ func TestBringUpKilled(t *testing.T) {
 }
 
 func netInspectOpts() network.InspectOptions { return network.InspectOptions{} }
+
+// TestBringUpCancelled cancels the context in the middle of a bring-up:
+// BringUp returns the cancellation and removes everything it created.
+func TestBringUpCancelled(t *testing.T) {
+	d, cli := realDocker(t)
+	img := imageID(t, cli, pythonBase)
+	id := uniqueCampaign(t)
+	t.Cleanup(func() { forceRemove(cli, id) })
+	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Parallelism: 2, ReadyTimeout: time.Minute,
+		ServerReady: func(*adapter.Plan) []string { return []string{"true"} }}
+	ctx, cancel := context.WithCancel(t.Context())
+	journal := filepath.Join(a.CampaignDir(id), adapter.JournalFile)
+	go func() {
+		defer cancel()
+		for range 3000 {
+			recs, _ := adapter.ReadJournal(journal)
+			n := 0
+			for _, r := range recs {
+				if r.Op == adapter.OpCreated && r.Kind == adapter.KindContainer {
+					n++
+				}
+			}
+			if n >= 3 {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	_, err := a.BringUp(ctx, sleeperSpec(id, img, 6))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v; want context.Canceled", err)
+	}
+	if cs, ns := owned(t, cli, id); len(cs)+len(ns) != 0 {
+		t.Fatalf("cancelled bring-up left %v %v", cs, ns)
+	}
+	recs, _ := adapter.ReadJournal(journal)
+	for _, r := range adapter.Resources(recs) {
+		if r.ID != "" && !r.Removed {
+			t.Fatalf("journal: %+v not removed", r)
+		}
+	}
+}
+
+// TestCampaignNATPublish: with egress "nat" and a loopback publish, the
+// server is reachable from the host on that loopback address only.
+func TestCampaignNATPublish(t *testing.T) {
+	d, cli := realDocker(t)
+	base := imageID(t, cli, pythonBase)
+	wb := imageID(t, cli, workbenchImage)
+	id := uniqueCampaign(t)
+	t.Cleanup(func() { forceRemove(cli, id) })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	spec := adapter.CampaignSpec{
+		CampaignID: id,
+		Egress:     adapter.EgressNAT,
+		Server: adapter.ServerSpec{
+			Image: base, Command: []string{"python3", "-m", "http.server", "8080"},
+			PublishLoopback: fmt.Sprintf("127.0.0.1:%d", port),
+		},
+		Workspaces: []adapter.WorkspaceSpec{{TaskID: "data/csv_region_total", Image: wb}},
+	}
+	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), ServerReady: func(*adapter.Plan) []string {
+		return []string{"python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/')"}
+	}}
+	c, err := a.BringUp(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.TearDown(context.Background(), id)
+	netw, err := cli.NetworkInspect(t.Context(), c.NetworkID, network.InspectOptions{})
+	if err != nil || netw.Internal {
+		t.Fatalf("nat network internal=%v err=%v", netw.Internal, err)
+	}
+	info, err := cli.ContainerInspect(t.Context(), c.ServerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range info.HostConfig.PortBindings {
+		for _, pb := range b {
+			if pb.HostIP != "127.0.0.1" {
+				t.Fatalf("bound on %q", pb.HostIP)
+			}
+		}
+	}
+	var resp *http.Response
+	for i := 0; i < 50; i++ {
+		resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+		if err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("published server unreachable on loopback: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,101 @@
+package adapter
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestServerSpec(t *testing.T) {
+	s := validSpec()
+	s.Egress = EgressNAT
+	s.Server.PublishLoopback = "127.0.0.1:18080"
+	s.Server.MountDockerSocket = true
+	s.Server.DataHostPath = "/srv/data"
+	s.Server.SecretEnv = []string{"GRADER_TOKEN"}
+	s.Server.ExtraEnv = map[string]string{"MODE": "strict"}
+	p, err := NewPlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := serverSpec(p, "k3y", map[string]string{"GRADER_TOKEN": "t0k"}, "/run/user/1001/docker.sock")
+	env := strings.Join(cs.Config.Env, "\n")
+	for _, want := range []string{"AGENTPEN_API_KEY=k3y", "GRADER_TOKEN=t0k", "MODE=strict", "DOCKER_HOST=unix://" + DockerSocketTarget} {
+		if !strings.Contains(env, want) {
+			t.Errorf("env lacks %q: %q", want, env)
+		}
+	}
+	if len(cs.HostConfig.Mounts) != 2 {
+		t.Fatalf("mounts %+v", cs.HostConfig.Mounts)
+	}
+	sock, data := cs.HostConfig.Mounts[0], cs.HostConfig.Mounts[1]
+	if sock.Source != "/run/user/1001/docker.sock" || sock.Target != DockerSocketTarget {
+		t.Errorf("socket mount %+v", sock)
+	}
+	if data.Source != "/srv/data" || data.Target != "/srv/data" || !data.ReadOnly {
+		t.Errorf("data mount %+v", data)
+	}
+	b := cs.HostConfig.PortBindings["8080/tcp"]
+	if len(b) != 1 || b[0].HostIP != "127.0.0.1" || b[0].HostPort != "18080" {
+		t.Errorf("port bindings %+v", cs.HostConfig.PortBindings)
+	}
+	if *cs.HostConfig.Init != true || cs.HostConfig.CapDrop[0] != "ALL" {
+		t.Errorf("hardening %+v", cs.HostConfig)
+	}
+	if s := cs.String(); strings.Contains(s, "k3y") || strings.Contains(s, "t0k") {
+		t.Errorf("spec string shows a secret: %s", s)
+	}
+}
+
+func TestServerSpecDefaults(t *testing.T) {
+	p, err := NewPlan(validSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := serverSpec(p, "", nil, "/run/user/1/docker.sock")
+	if len(cs.HostConfig.Mounts) != 0 || len(cs.HostConfig.PortBindings) != 0 || len(cs.Config.ExposedPorts) != 0 {
+		t.Fatalf("default server mounts or publishes: %+v %+v", cs.HostConfig.Mounts, cs.HostConfig.PortBindings)
+	}
+	for _, e := range cs.Config.Env {
+		if strings.HasPrefix(e, "DOCKER_HOST=") || strings.HasPrefix(e, "AGENTPEN_API_KEY=") {
+			t.Fatalf("default server env has %s", e)
+		}
+	}
+}
+
+func TestWorkspaceSpec(t *testing.T) {
+	s := validSpec()
+	s.Workspaces[0].WorkspaceHostPath = "/srv/ws0"
+	p, err := NewPlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := workspaceSpec(p, p.Agents[0], "/run/user/1/agentpen/x/agent")
+	hc := cs.HostConfig
+	if !hc.ReadonlyRootfs || hc.CapDrop[0] != "ALL" || strings.Join(hc.CapAdd, ",") != "CAP_CHOWN,CAP_KILL,CAP_SETGID,CAP_SETUID" {
+		t.Fatalf("hardening %+v", hc)
+	}
+	if hc.SecurityOpt[0] != "no-new-privileges" || *hc.PidsLimit != WorkspacePidsLimit || hc.Memory != WorkspaceMemory {
+		t.Fatalf("limits %+v", hc.Resources)
+	}
+	for dir, opts := range hc.Tmpfs {
+		if !strings.Contains(opts, "size=") || !strings.Contains(opts, "mode=") || !strings.Contains(opts, "nosuid") {
+			t.Errorf("tmpfs %s %q", dir, opts)
+		}
+	}
+	if len(hc.Mounts) != 2 || hc.Mounts[0].Target != WorkbenchRunDir || hc.Mounts[1].Target != DefaultWorkspaceTarget {
+		t.Fatalf("mounts %+v", hc.Mounts)
+	}
+	for _, m := range hc.Mounts {
+		if strings.Contains(m.Source, "docker.sock") {
+			t.Fatal("workspace mounts the docker socket")
+		}
+	}
+	for _, e := range cs.Config.Env {
+		if strings.HasPrefix(e, "DOCKER_HOST=") || strings.Contains(e, "software/median") {
+			t.Fatalf("workspace env %s", e)
+		}
+	}
+	if len(hc.PortBindings) != 0 {
+		t.Fatal("workspace publishes a port")
+	}
+}
