@@ -647,3 +647,45 @@ func quoted(t *testing.T, s, prefix string) string {
 	}
 	return v
 }
+
+// TestManyVariants builds 150 variants of every family and checks each key
+// is well formed: it grades itself 1, a number key parses, a set or list
+// has at least two distinct items, and a code task has 5 to 10 hidden
+// cases. Builders that retry draws would hang or panic here first.
+func TestManyVariants(t *testing.T) {
+	t.Parallel()
+	for _, id := range IDs() {
+		for v := range 150 {
+			task, err := Build(id + "@" + strconv.Itoa(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch task.Kind {
+			case KindCode:
+				if n := len(task.Key.Hidden); n < 5 || n > 10 {
+					t.Errorf("%s: %d hidden cases, want 5..10", task.TaskID, n)
+				}
+				continue
+			case KindNumber:
+				if _, ok := ParseNumber(task.Key.Answer); !ok {
+					t.Errorf("%s: number key %q does not parse", task.TaskID, task.Key.Answer)
+				}
+			case KindSet, KindList:
+				seen := map[string]bool{}
+				for _, it := range task.Key.Items {
+					n := NormalizeText(it)
+					if seen[n] || n == "" || len(SplitItems(it)) != 1 {
+						t.Errorf("%s: key item %q is empty, repeated or splits in two", task.TaskID, it)
+					}
+					seen[n] = true
+				}
+				if len(seen) < 2 {
+					t.Errorf("%s: %d key items, want at least 2", task.TaskID, len(seen))
+				}
+			}
+			if c, why := ScoreAnswer(task, keyAnswer(task)); c != 1 {
+				t.Errorf("%s: the key's own answer scores %v (%s)", task.TaskID, c, why)
+			}
+		}
+	}
+}

@@ -443,9 +443,19 @@ func buildPercentChange(r *Rand, _ int) Built {
 		}
 		return b.String(), total
 	}
-	q1, t1 := quarter("Q1")
-	q2, t2 := quarter("Q2")
-	change := (float64(t2) - float64(t1)) / float64(t1) * 100
+	// Draw until the change is clear of the tolerance, so dividing by Q2
+	// instead of Q1 gives a visibly different percentage.
+	var q1, q2 string
+	var change float64
+	for {
+		var t1, t2 int
+		q1, t1 = quarter("Q1")
+		q2, t2 = quarter("Q2")
+		change = (float64(t2) - float64(t1)) / float64(t1) * 100
+		if math.Abs(change-(float64(t2)-float64(t1))/float64(t2)*100) > 0.5 {
+			break
+		}
+	}
 	return Built{
 		Instruction: fmt.Sprintf("q1.csv and q2.csv list the invoices of two quarters. By what percent did "+
 			"the total net_amount of category %q change from Q1 to Q2, relative to Q1? Answer with the "+

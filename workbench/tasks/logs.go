@@ -105,6 +105,14 @@ func buildFailedRequests(r *Rand, _ int) Built {
 	for k := r.Range(3, 6); len(failing) < k; {
 		failing[r.IntN(n)] = true
 	}
+	// At least one client error and one body size that reads like a 5xx.
+	clientErr, sizeTrap := r.IntN(n), r.IntN(n)
+	for failing[clientErr] {
+		clientErr = (clientErr + 1) % n
+	}
+	for failing[sizeTrap] || sizeTrap == clientErr {
+		sizeTrap = (sizeTrap + 1) % n
+	}
 	for i := range n {
 		at = at.Add(time.Duration(r.Range(1, 40)) * time.Second)
 		e := accessEntry{ip: randomIP(r), method: Pick(r, []string{"GET", "GET", "GET", "POST", "PUT"}),
@@ -114,9 +122,9 @@ func buildFailedRequests(r *Rand, _ int) Built {
 		case failing[i]:
 			e.status = Pick(r, []int{500, 502, 503, 504})
 			want = append(want, e.rid)
-		case r.Chance(0.12):
+		case i == clientErr || r.Chance(0.12):
 			e.status = Pick(r, []int{400, 401, 403, 404, 429})
-		case r.Chance(0.1):
+		case i == sizeTrap || r.Chance(0.1):
 			e.size = Pick(r, []int{500, 502, 503}) // a body size that looks like a status
 		}
 		lines = append(lines, e.line(r))
