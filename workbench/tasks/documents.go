@@ -300,7 +300,8 @@ func genTeamTable(r *Rand, _ int) (Built, string) {
 	return Built{
 		Instruction: fmt.Sprintf("team.md has a markdown table of the people in engineering. Among the %s team "+
 			"members whose role is exactly \"Engineer\" or \"Senior Engineer\", who has been there longest "+
-			"(earliest start date)? Answer with the name as written in the table.", target),
+			"(earliest start date)? Answer with the name as written in the table (case and surrounding spaces "+
+			"are ignored).", target),
 		Files: map[string]string{"team.md": b.String()},
 		Key:   Key{Answer: wantName},
 	}, mistakeName
@@ -495,7 +496,7 @@ func genRequirementsCount(r *Rand, _ int) (Built, string) {
 	return Built{
 		Instruction: fmt.Sprintf("requirements.md is a requirements specification. How many mandatory "+
 			"requirements (SHALL or MUST) does it hold, not counting withdrawn ones nor those in the %q "+
-			"section? Answer with the number.", deferred),
+			"section? Answer with the exact count.", deferred),
 		Files: map[string]string{"requirements.md": b.String()},
 		Key:   Key{Answer: fmt.Sprint(want)},
 	}, fmt.Sprint(withWithdrawn)

@@ -630,7 +630,8 @@ func genJournalImbalance(r *Rand, _ int) (Built, string) {
 	return Built{
 		Instruction: "journal.csv holds a month of general-journal lines; the lines of one entry share an " +
 			"entry_id (not every line sits next to the rest of its entry). Every entry should balance: its " +
-			"debits should add up to its credits. Exactly one entry does not. Answer with its entry_id.",
+			"debits should add up to its credits. Exactly one entry does not. Answer with its entry_id (case is " +
+			"ignored).",
 		Files: map[string]string{"journal.csv": b.String()},
 		Key:   Key{Answer: badID},
 	}, splitID

@@ -268,7 +268,7 @@ func genTopCustomer(r *Rand, _ int) (Built, string) {
 	return Built{
 		Instruction: sqlLoadHint + "Revenue is the sum of quantity × unit_price over an order's items, and only " +
 			"orders with status 'delivered' or 'shipped' count. Which customer brought in the most revenue? " +
-			"Answer with the customer's name as stored.",
+			"Answer with the customer's name as stored (case and surrounding spaces are ignored).",
 		Files: map[string]string{"shop.sql": s.dump()},
 		Key:   Key{Answer: s.customers[good[0]-1].name},
 	}, s.customers[runnerUp-1].name
