@@ -459,8 +459,8 @@ func buildPercentChange(r *Rand, _ int) Built {
 	return Built{
 		Instruction: fmt.Sprintf("q1.csv and q2.csv list the invoices of two quarters. By what percent did "+
 			"the total net_amount of category %q change from Q1 to Q2, relative to Q1? Answer with the "+
-			"number of percent (negative for a decrease), e.g. -12.3; within 0.05 counts.", target),
+			"number of percent with two decimals (negative for a decrease), e.g. -12.34; within 0.05 counts.", target),
 		Files: map[string]string{"q1.csv": q1, "q2.csv": q2},
-		Key:   Key{Answer: fmt.Sprintf("%.2f", math.Round(change*100)/100), Tolerance: 0.05},
+		Key:   Key{Answer: fmt.Sprintf("%.4f", change), Tolerance: 0.05},
 	}
 }
