@@ -45,6 +45,17 @@ target_uid() {
 	fi
 }
 
+# alive PID: true when PID is a live (not zombie) process of the daemon's tree (setsid, setpriv,
+# dockerd-rootless.sh, then rootlesskit, all with dockerd-rootless.sh in their command line), so a stale pid file left by
+# a killed daemon, or a pid reused by another program, is not mistaken for our daemon.
+alive() {
+	local pid=$1 state
+	[ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 1
+	state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || return 1
+	[ "$state" != Z ] || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'dockerd-rootless'
+}
+
 socket_of() { printf '/run/user/%s/docker.sock' "$1"; }
 export_line() { printf 'export DOCKER_HOST=unix://%s\n' "$(socket_of "$1")"; }
 
@@ -103,7 +114,7 @@ start_daemon() {
 		return 0
 	fi
 	# A daemon that died leaves pid files that make the next start refuse.
-	if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+	if [ -f "$pidfile" ] && alive "$(cat "$pidfile")"; then
 		log "a daemon process $(cat "$pidfile") exists but does not answer yet; waiting for it"
 	else
 		rm -f "$runtime/docker.pid" "$pidfile" "$sock"
@@ -122,7 +133,7 @@ start_daemon() {
 			export_line "$uid"
 			return 0
 		fi
-		if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+		if ! alive "$(cat "$pidfile")"; then
 			tail -n 20 "$runtime/dockerd-rootless.log" >&2 || true
 			die "dockerd-rootless.sh exited; see $runtime/dockerd-rootless.log"
 		fi
@@ -174,14 +185,14 @@ cmd_stop() {
 		return 0
 	fi
 	pid=$(cat "$pidfile")
-	if kill -0 "$pid" 2>/dev/null; then
+	if alive "$pid"; then
 		log "stopping rootlesskit tree $pid"
 		kill -TERM "$pid" 2>/dev/null || true
 		for ((i = 0; i < 40; i++)); do
-			kill -0 "$pid" 2>/dev/null || break
+			alive "$pid" || break
 			sleep 0.25
 		done
-		kill -0 "$pid" 2>/dev/null && die "process $pid did not exit after SIGTERM"
+		alive "$pid" && die "process $pid did not exit after SIGTERM"
 	fi
 	rm -f "$pidfile"
 	log "stopped"
