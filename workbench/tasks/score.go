@@ -243,6 +243,11 @@ from solution import %[1]s
 CASES = json.loads(r'''%[2]s''')
 
 
+def short(value, limit=200):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def main():
     failed = 0
     for i, case in enumerate(CASES, 1):
@@ -253,7 +258,7 @@ def main():
             got, ok = f"raised {type(exc).__name__}: {exc}", False
         if not ok:
             failed += 1
-        print(f"example {i}: {'ok' if ok else 'FAIL'}: %[1]s(*{case['args']!r}) -> {got!r}, want {case['want']!r}")
+        print(f"example {i}: {'ok' if ok else 'FAIL'}: %[1]s(*{short(case['args'])}) -> {short(got)}, want {short(case['want'])}")
     print(f"{len(CASES) - failed} of {len(CASES)} examples pass")
     raise SystemExit(1 if failed else 0)
 
