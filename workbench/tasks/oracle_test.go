@@ -83,7 +83,10 @@ func oracleScript(instruction, oracle string) string {
 // returned the wanted JSON value.
 func runCases(t *testing.T, dir, fn string, cases []Case) []bool {
 	t.Helper()
-	probe := "import json, sys\nfrom solution import " + fn + "\nfor a in json.loads(sys.stdin.read()):\n    print(json.dumps(" + fn + "(*a)))\n"
+	// A case that raises is a failed case (as in the episode's grading),
+	// not a failed run.
+	probe := "import json, sys\nfrom solution import " + fn + "\nfor a in json.loads(sys.stdin.read()):\n" +
+		"    try:\n        print(json.dumps(" + fn + "(*a)))\n    except Exception:\n        print('\"raised\"')\n"
 	if err := os.WriteFile(filepath.Join(dir, "probe_cases.py"), []byte(probe), 0o644); err != nil {
 		t.Fatal(err)
 	}
