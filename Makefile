@@ -26,7 +26,7 @@ deps: ## install what the build and tests need (Debian packages; Go must be inst
 	@scripts/deps.sh
 
 docker: deps ## start (or find) the rootless Docker daemon and print its DOCKER_HOST
-	@scripts/rootless-docker.sh
+	@scripts/rootless-docker.sh >/dev/null
 
 docker-stop: ## stop the rootless daemon this project started
 	@scripts/rootless-docker.sh stop
@@ -36,10 +36,13 @@ build: ## build static binaries into bin/
 
 images: docker build ## build the local images: agentpen/python-base:bookworm and agentpen/workbench:dev
 	@$(WITH_DOCKER) scripts/python-base.sh
-	@$(WITH_DOCKER) DOCKER_BUILDKIT=0 docker build -q \
+	@# The legacy builder (no buildx here) never pulls a base that exists locally; its
+	@# deprecation notice is dropped, any other message is kept.
+	@$(WITH_DOCKER) set -o pipefail; DOCKER_BUILDKIT=0 docker build -q \
 		--build-arg PYTHON_BASE=agentpen/python-base:bookworm \
 		--build-arg SANDBOX_PYTHON=/usr/bin/python3 \
-		-t agentpen/workbench:dev . >/dev/null && docker image inspect --format 'agentpen/workbench:dev {{.Id}}' agentpen/workbench:dev
+		-t agentpen/workbench:dev . 2>&1 >/dev/null | { grep -v -e DEPRECATED -e 'BuildKit is currently disabled' -e 'environment-variable' -e '^$$' >&2 || true; } && \
+		docker image inspect --format 'agentpen/workbench:dev {{.Id}}' agentpen/workbench:dev
 
 vet:
 	$(GO) vet ./...
