@@ -91,6 +91,8 @@ func TestCampaignEndToEnd(t *testing.T) {
 	pw.Wait()
 	// The second campaign still works and sees only its own files.
 	playOverSocket(t, cB.Workspaces[0].Socket, e2eTasks[0])
+	// What episode code inside a workspace container can and cannot do.
+	checkContainment(t, campA.Workspaces[1].Socket, campA.Plan.Server.URL)
 
 	for _, c := range []*adapter.Campaign{campA, cB} {
 		if err := newAdapter().TearDown(t.Context(), c.Plan.CampaignID); err != nil {
@@ -246,67 +248,94 @@ func contains(s []string, v string) bool {
 	return false
 }
 
+// session is one WebSocket episode session on a workbench unix socket.
+type session struct {
+	t    *testing.T
+	ctx  context.Context
+	conn *websocket.Conn
+}
+
+func dialSession(t *testing.T, ctx context.Context, socket string) (*session, error) {
+	hc := adapter.UnixHTTPClient(socket, 30*time.Second)
+	hc.Timeout = 0
+	conn, _, err := websocket.Dial(ctx, "ws://workbench/ws", &websocket.DialOptions{HTTPClient: hc})
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", socket, err)
+	}
+	conn.SetReadLimit(16 << 20)
+	return &session{t: t, ctx: ctx, conn: conn}, nil
+}
+
+func (s *session) close() {
+	s.conn.Write(s.ctx, websocket.MessageText, []byte(`{"type":"close"}`))
+	s.conn.CloseNow()
+}
+
+func (s *session) call(msg map[string]any) (map[string]any, error) {
+	b, _ := json.Marshal(msg)
+	if err := s.conn.Write(s.ctx, websocket.MessageText, b); err != nil {
+		return nil, err
+	}
+	_, data, err := s.conn.Read(s.ctx)
+	if err != nil {
+		return nil, err
+	}
+	var reply map[string]any
+	if err := json.Unmarshal(data, &reply); err != nil {
+		return nil, err
+	}
+	if reply["type"] == "error" {
+		return nil, fmt.Errorf("server error: %v", reply["data"])
+	}
+	return reply["data"].(map[string]any), nil
+}
+
+// reset starts an episode of taskID and returns its instruction.
+func (s *session) reset(taskID string) (string, error) {
+	d, err := s.call(map[string]any{"type": "reset", "data": map[string]any{"task_id": taskID}})
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprint(d["observation"].(map[string]any)["task"]), nil
+}
+
+func (s *session) step(tool string, args map[string]any) (oracle.Result, error) {
+	d, err := s.call(map[string]any{"type": "step", "data": map[string]any{"tool": tool, "args": args}})
+	if err != nil {
+		return oracle.Result{}, err
+	}
+	o := d["observation"].(map[string]any)
+	r := oracle.Result{Done: d["done"] == true}
+	r.Output, _ = o["output"].(string)
+	r.Error, _ = o["error"].(string)
+	r.Reward, _ = d["reward"].(float64)
+	return r, nil
+}
+
 // playOverSocket plays taskID's oracle over a WebSocket session on the
 // workbench's unix socket and requires reward 1.0.
 func playOverSocket(t *testing.T, socket, taskID string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	hc := adapter.UnixHTTPClient(socket, 30*time.Second)
-	hc.Timeout = 0
-	conn, _, err := websocket.Dial(ctx, "ws://workbench/ws", &websocket.DialOptions{HTTPClient: hc})
+	s, err := dialSession(t, ctx, socket)
 	if err != nil {
-		t.Errorf("%s: dial %s: %v", taskID, socket, err)
+		t.Errorf("%s: %v", taskID, err)
 		return
 	}
-	defer conn.CloseNow()
-	conn.SetReadLimit(16 << 20)
-	call := func(msg map[string]any) (map[string]any, error) {
-		b, _ := json.Marshal(msg)
-		if err := conn.Write(ctx, websocket.MessageText, b); err != nil {
-			return nil, err
-		}
-		_, data, err := conn.Read(ctx)
-		if err != nil {
-			return nil, err
-		}
-		var reply map[string]any
-		if err := json.Unmarshal(data, &reply); err != nil {
-			return nil, err
-		}
-		if reply["type"] == "error" {
-			return nil, fmt.Errorf("server error: %v", reply["data"])
-		}
-		return reply["data"].(map[string]any), nil
-	}
-	first, err := call(map[string]any{"type": "reset", "data": map[string]any{"task_id": taskID}})
+	defer s.close()
+	instruction, err := s.reset(taskID)
 	if err != nil {
 		t.Errorf("%s: reset: %v", taskID, err)
 		return
 	}
-	obs := first["observation"].(map[string]any)
 	task, _ := tasks.Build(taskID)
 	orc, err := oracle.Load(taskID)
 	if err != nil {
 		t.Error(err)
 		return
 	}
-	step := func(tool string, args map[string]any) (oracle.Result, error) {
-		d, err := call(map[string]any{"type": "step", "data": map[string]any{"tool": tool, "args": args}})
-		if err != nil {
-			return oracle.Result{}, err
-		}
-		o := d["observation"].(map[string]any)
-		r := oracle.Result{Output: fmt.Sprint(o["output"]), Error: fmt.Sprint(o["error"]), Done: d["done"] == true}
-		if r.Error == "<nil>" {
-			r.Error = ""
-		}
-		if f, ok := d["reward"].(float64); ok {
-			r.Reward = f
-		}
-		return r, nil
-	}
-	final, err := oracle.Play(task.Kind, fmt.Sprint(obs["task"]), orc, task.Files[0].Path, step)
+	final, err := oracle.Play(task.Kind, instruction, orc, task.Files[0].Path, s.step)
 	if err != nil {
 		t.Errorf("%s over %s: %v", taskID, socket, err)
 		return
@@ -314,5 +343,95 @@ func playOverSocket(t *testing.T, socket, taskID string) {
 	if !final.Done || final.Reward != 1.0 {
 		t.Errorf("%s over %s: final %+v, want done with reward 1.0", taskID, socket, final)
 	}
-	conn.Write(ctx, websocket.MessageText, []byte(`{"type":"close"}`))
+}
+
+// containmentProbe runs as episode code inside a workspace container and
+// prints what it could do; checkContainment says what it must not. Episode
+// code gets a cleared environment, so the grader's URL is written into
+// the code (GRADER_URL) as an agent that learned it would.
+const containmentProbe = `import json, os, socket, urllib.request, urllib.error
+r = {"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups()}
+for line in open("/proc/self/status"):
+    if line.startswith(("CapEff", "CapPrm", "CapBnd", "NoNewPrivs")):
+        k, v = line.split(":", 1)
+        r[k] = v.strip()
+def attempt(name, fn):
+    try:
+        fn()
+        r[name] = "ok"
+    except Exception as e:
+        r[name] = type(e).__name__
+attempt("read_binary", lambda: open("/usr/local/bin/workbench", "rb").read(16))
+def wb():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect("/run/workbench/wb.sock")
+attempt("connect_workbench_socket", wb)
+attempt("list_run_workbench", lambda: os.listdir("/run/workbench"))
+attempt("write_root_fs", lambda: open("/etc/agentpen-probe", "w"))
+attempt("docker_socket", lambda: os.stat("/var/run/docker.sock"))
+r["docker_host_env"] = "DOCKER_HOST" in os.environ
+r["key_env"] = any("API_KEY" in k and k != "AGENTPEN_GRADER_KEY_ENV" for k in os.environ)
+def score():
+    req = urllib.request.Request(GRADER_URL + "/v1/score", data=b'{"task_id":"x","answer":"1"}', headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(req, timeout=5)
+        r["grader_unauthenticated"] = 200
+    except urllib.error.HTTPError as e:
+        r["grader_unauthenticated"] = e.code
+    except Exception as e:
+        r["grader_unauthenticated"] = type(e).__name__
+score()
+print(json.dumps(r))
+`
+
+// checkContainment runs containmentProbe through run_python in a workspace.
+func checkContainment(t *testing.T, socket, graderURL string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	s, err := dialSession(t, ctx, socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	if _, err := s.reset(e2eTasks[1]); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.step("run_python", map[string]any{"code": fmt.Sprintf("GRADER_URL = %q\n", graderURL) + containmentProbe})
+	if err != nil || res.Error != "" {
+		t.Fatalf("run_python: %v %q", err, res.Error)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(oracle.LastLine(strings.Split(res.Output, "\n[exit code")[0])), &got); err != nil {
+		t.Fatalf("probe output %q: %v", res.Output, err)
+	}
+	t.Logf("containment probe: %v", got)
+	if uid, _ := got["uid"].(float64); uid < 20000 || uid >= 21024 {
+		t.Errorf("episode code runs as uid %v, want a sandbox uid", got["uid"])
+	}
+	if g, _ := got["groups"].([]any); len(g) != 0 {
+		t.Errorf("supplementary groups %v", g)
+	}
+	for _, k := range []string{"CapEff", "CapPrm"} {
+		if got[k] != "0000000000000000" {
+			t.Errorf("%s = %v, want none", k, got[k])
+		}
+	}
+	if got["NoNewPrivs"] != "1" {
+		t.Errorf("NoNewPrivs = %v", got["NoNewPrivs"])
+	}
+	for _, k := range []string{"read_binary", "connect_workbench_socket", "list_run_workbench"} {
+		if got[k] != "PermissionError" {
+			t.Errorf("%s = %v, want PermissionError", k, got[k])
+		}
+	}
+	if got["write_root_fs"] != "OSError" && got["write_root_fs"] != "PermissionError" {
+		t.Errorf("write to the read-only root = %v", got["write_root_fs"])
+	}
+	if got["docker_socket"] != "FileNotFoundError" || got["docker_host_env"] != false || got["key_env"] != false {
+		t.Errorf("docker socket %v, DOCKER_HOST %v, key env %v", got["docker_socket"], got["docker_host_env"], got["key_env"])
+	}
+	if code, _ := got["grader_unauthenticated"].(float64); code != 401 && code != 403 && code != 404 {
+		t.Errorf("unauthenticated grader call from the workspace = %v, want 401/403/404", got["grader_unauthenticated"])
+	}
 }
