@@ -67,7 +67,9 @@ func TestClientFailures(t *testing.T) {
 				writeError(w, 401, "unauthorized", "missing or wrong API key")
 			}},
 		{name: "internal_not_retried", wantCalls: 1, status: 500, wantErr: "status 500 (internal)",
-			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { writeError(w, 500, "internal", "internal error") }},
+			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) {
+				writeError(w, 500, "internal", "internal error")
+			}},
 		{name: "unavailable_retried_then_ok", wantCalls: 2,
 			handler: func(n int64, w http.ResponseWriter, _ *http.Request) {
 				if n == 1 {
