@@ -81,10 +81,6 @@ type Adapter struct {
 	ReadyTimeout time.Duration
 	// Parallelism bounds concurrent workspace creates (default 4).
 	Parallelism int
-	// ServerReady is the command run in the server container (by exec) to
-	// check readiness; nil means the workbench probe of the server's
-	// /health. Exit status 0 is ready.
-	ServerReady func(p *Plan) []string
 }
 
 // Campaign is a brought-up campaign: the plan and the ids of what exists.
@@ -378,10 +374,7 @@ func (a *Adapter) makeRunDir(j *Journal, p *Plan, ag AgentPlan) (string, error) 
 // waitServer runs the readiness command in the server container until it
 // exits 0.
 func (a *Adapter) waitServer(ctx context.Context, c *Campaign) error {
-	cmd := []string{"/usr/local/bin/workbench", "probe", "--expect-status", "200", fmt.Sprintf("http://127.0.0.1:%d/health", c.Plan.Server.Port)}
-	if a.ServerReady != nil {
-		cmd = a.ServerReady(c.Plan)
-	}
+	cmd := c.Plan.Server.Spec.ReadyCommand
 	var last error
 	err := a.poll(ctx, func(ctx context.Context) (bool, error) {
 		code, out, err := a.Exec(ctx, c.ServerID, cmd)

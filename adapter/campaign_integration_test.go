@@ -119,7 +119,7 @@ func forceRemove(cli *client.Client, campaignID string) {
 func sleeperSpec(campaignID, img string, n int) adapter.CampaignSpec {
 	s := adapter.CampaignSpec{
 		CampaignID: campaignID,
-		Server:     adapter.ServerSpec{Image: img, Command: []string{"sleep", "600"}},
+		Server:     adapter.ServerSpec{Image: img, Command: []string{"sleep", "600"}, ReadyCommand: []string{"true"}},
 	}
 	for i := range n {
 		s.Workspaces = append(s.Workspaces, adapter.WorkspaceSpec{TaskID: fmt.Sprintf("software/median@%d", i), Image: img, Command: []string{"sleep", "600"}})
@@ -194,7 +194,6 @@ func TestBringUpNeverReady(t *testing.T) {
 	t.Cleanup(func() { forceRemove(cli, id) })
 	a := &adapter.Adapter{
 		Docker: d, StateRoot: t.TempDir(), ReadyTimeout: 3 * time.Second,
-		ServerReady: func(*adapter.Plan) []string { return []string{"true"} },
 	}
 	spec := sleeperSpec(id, img, 1)
 	spec.Workspaces[0].Command = []string{"sh", "-c", "echo workbench-not-starting >&2; sleep 600"}
@@ -227,8 +226,7 @@ func bringUpChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
-	a := &adapter.Adapter{Docker: d, StateRoot: os.Getenv("STATE_ROOT"), Parallelism: 2, ReadyTimeout: 10 * time.Minute,
-		ServerReady: func(*adapter.Plan) []string { return []string{"true"} }}
+	a := &adapter.Adapter{Docker: d, StateRoot: os.Getenv("STATE_ROOT"), Parallelism: 2, ReadyTimeout: 10 * time.Minute}
 	_, err = a.BringUp(context.Background(), sleeperSpec(os.Getenv("CAMPAIGN"), os.Getenv("IMAGE"), 8))
 	fmt.Fprintln(os.Stderr, "bring-up returned:", err)
 	return 4
@@ -321,8 +319,7 @@ func TestBringUpCancelled(t *testing.T) {
 	img := imageID(t, cli, pythonBase)
 	id := uniqueCampaign(t)
 	t.Cleanup(func() { forceRemove(cli, id) })
-	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Parallelism: 2, ReadyTimeout: time.Minute,
-		ServerReady: func(*adapter.Plan) []string { return []string{"true"} }}
+	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Parallelism: 2, ReadyTimeout: time.Minute}
 	ctx, cancel := context.WithCancel(t.Context())
 	journal := filepath.Join(a.CampaignDir(id), adapter.JournalFile)
 	go func() {
@@ -376,12 +373,11 @@ func TestCampaignNATPublish(t *testing.T) {
 		Server: adapter.ServerSpec{
 			Image: base, Command: []string{"python3", "-m", "http.server", "8080"},
 			PublishLoopback: fmt.Sprintf("127.0.0.1:%d", port),
+			ReadyCommand:    []string{"python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/')"},
 		},
 		Workspaces: []adapter.WorkspaceSpec{{TaskID: "data/csv_region_total", Image: wb}},
 	}
-	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), ServerReady: func(*adapter.Plan) []string {
-		return []string{"python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/')"}
-	}}
+	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir()}
 	c, err := a.BringUp(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)

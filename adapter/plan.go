@@ -91,6 +91,9 @@ type ServerSpec struct {
 	// address; only with egress "nat". Empty: nothing is published and host
 	// calls go through docker exec.
 	PublishLoopback string `json:"publish_loopback,omitempty"`
+	// ReadyCommand is run in the server container (by docker exec) until it
+	// exits 0; empty means the workbench probe of http://127.0.0.1:Port/health.
+	ReadyCommand []string `json:"ready_command,omitempty"`
 	// ExtraEnv is plain configuration (see CheckExtraEnv).
 	ExtraEnv map[string]string `json:"extra_env,omitempty"`
 	// SecretEnv names variables passed through from agentpen's environment.
@@ -300,6 +303,12 @@ func planServer(p *Plan, spec CampaignSpec) (ServerPlan, error) {
 	}
 	if err := checkArgs("server.command", s.Command); err != nil {
 		return ServerPlan{}, err
+	}
+	if err := checkArgs("server.ready_command", s.ReadyCommand); err != nil {
+		return ServerPlan{}, err
+	}
+	if len(s.ReadyCommand) == 0 {
+		s.ReadyCommand = []string{"/usr/local/bin/workbench", "probe", "--expect-status", "200", fmt.Sprintf("http://127.0.0.1:%d/health", s.Port)}
 	}
 	if err := CheckExtraEnv("server.extra_env", s.ExtraEnv); err != nil {
 		return ServerPlan{}, err

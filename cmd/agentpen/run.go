@@ -32,6 +32,8 @@ Usage:
 Commands:
   doctor    check DOCKER_HOST, the daemon (must be rootless), resource-limit
             enforcement and the local agentpen images
+  up        bring a campaign up from a JSON spec and print its ids as JSON
+  down      remove a campaign's resources by the ids its journal recorded
   help      show this text
 
 DOCKER_HOST must name the rootless daemon's unix socket explicitly, for example
@@ -52,6 +54,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return nil
 	case "doctor":
 		return doctor(ctx, args[1:], stdout, stderr, getenv)
+	case "up":
+		return up(ctx, args[1:], stdout, stderr, getenv)
+	case "down":
+		return down(ctx, args[1:], stdout, stderr, getenv)
 	}
 	fmt.Fprint(stderr, usage)
 	return usageError{fmt.Sprintf("unknown command %q", args[0])}

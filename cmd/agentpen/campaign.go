@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agentpen/agentpen/adapter"
+)
+
+// campaignFlags are the flags up and down share.
+type campaignFlags struct {
+	stateRoot   string
+	allowCustom bool
+	logFormat   string
+}
+
+func (c *campaignFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&c.stateRoot, "state-root", defaultStateRoot(getenv), "directory holding one state directory (journal, spec) per campaign")
+	fs.BoolVar(&c.allowCustom, "allow-custom-socket", false, "accept a DOCKER_HOST socket path that does not look rootless (the daemon must still say rootless)")
+	fs.StringVar(&c.logFormat, "log-format", "text", "progress log format on stderr: text or json")
+}
+
+// defaultStateRoot is $XDG_STATE_HOME/agentpen, else ~/.local/state/agentpen.
+func defaultStateRoot(getenv func(string) string) string {
+	if d := getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "agentpen")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".local", "state", "agentpen")
+	}
+	return filepath.Join(os.TempDir(), "agentpen-state")
+}
+
+func (c *campaignFlags) adapter(ctx context.Context, stderr io.Writer, getenv func(string) string) (*adapter.Adapter, error) {
+	var h slog.Handler
+	switch c.logFormat {
+	case "text":
+		h = slog.NewTextHandler(stderr, nil)
+	case "json":
+		h = slog.NewJSONHandler(stderr, nil)
+	default:
+		return nil, usageError{fmt.Sprintf("--log-format %q: want text or json", c.logFormat)}
+	}
+	host, err := adapter.HostFromEnv(getenv, c.allowCustom)
+	if err != nil {
+		return nil, err
+	}
+	d, err := adapter.Connect(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	return &adapter.Adapter{Docker: d, StateRoot: c.stateRoot, Logger: slog.New(h), Getenv: getenv}, nil
+}
+
+// upResult is what up prints on stdout.
+type upResult struct {
+	CampaignID string        `json:"campaign_id"`
+	StateDir   string        `json:"state_dir"`
+	Network    string        `json:"network_id"`
+	Server     upServer      `json:"server"`
+	Workspaces []upWorkspace `json:"workspaces"`
+}
+
+type upServer struct {
+	ContainerID string `json:"container_id"`
+	Alias       string `json:"alias"`
+	URL         string `json:"url"`
+}
+
+type upWorkspace struct {
+	Index       int    `json:"index"`
+	AgentID     string `json:"agent_id"`
+	ContainerID string `json:"container_id"`
+	Socket      string `json:"socket"`
+}
+
+func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := newFlagSet("up [flags] SPEC.json|-",
+		"Validates a campaign spec (JSON; see adapter.CampaignSpec), then creates its network, server and\n"+
+			"workspaces on the rootless daemon, journalling each create, and waits until all are ready.\n"+
+			"Prints the campaign's ids as JSON on stdout; progress goes to stderr. On failure everything\n"+
+			"created is removed by id and the journal says so. Images are never pulled.",
+		stderr)
+	var cf campaignFlags
+	cf.register(fs, getenv)
+	timeout := fs.Duration("ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
+	parallel := fs.Int("parallel", adapter.DefaultParallelism, "workspaces created at once")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() != 1 {
+		return usageError{"up needs one spec file (or - for stdin)"}
+	}
+	var in io.Reader = os.Stdin
+	if name := fs.Arg(0); name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return fmt.Errorf("spec: %w", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	var spec adapter.CampaignSpec
+	dec := json.NewDecoder(io.LimitReader(in, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return fmt.Errorf("spec %s: %w", fs.Arg(0), err)
+	}
+	// Bad input is refused before any daemon is asked anything.
+	if _, err := adapter.NewPlan(spec); err != nil {
+		return err
+	}
+	a, err := cf.adapter(ctx, stderr, getenv)
+	if err != nil {
+		return err
+	}
+	defer a.Docker.Close()
+	a.ReadyTimeout, a.Parallelism = *timeout, *parallel
+	start := time.Now()
+	c, err := a.BringUp(ctx, spec)
+	if err != nil {
+		return err
+	}
+	a.Logger.Info("campaign up", "campaign", spec.CampaignID, "took", time.Since(start).Round(time.Millisecond))
+	res := upResult{
+		CampaignID: c.Plan.CampaignID, StateDir: c.Dir, Network: c.NetworkID,
+		Server: upServer{ContainerID: c.ServerID, Alias: c.Plan.Server.Alias, URL: c.Plan.Server.URL},
+	}
+	for i, ws := range c.Workspaces {
+		res.Workspaces = append(res.Workspaces, upWorkspace{Index: i, AgentID: ws.AgentID, ContainerID: ws.ContainerID, Socket: ws.Socket})
+	}
+	return writeJSON(stdout, res)
+}
+
+func down(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := newFlagSet("down [flags] CAMPAIGN_ID",
+		"Removes, by exact id, every resource the campaign's journal records as created and not yet\n"+
+			"removed, and journals each removal. Nothing is looked up by name or label.",
+		stderr)
+	var cf campaignFlags
+	cf.register(fs, getenv)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() != 1 {
+		return usageError{"down needs one campaign id"}
+	}
+	a, err := cf.adapter(ctx, stderr, getenv)
+	if err != nil {
+		return err
+	}
+	defer a.Docker.Close()
+	if err := a.TearDown(ctx, fs.Arg(0)); err != nil {
+		return err
+	}
+	return writeJSON(stdout, map[string]any{"campaign_id": fs.Arg(0), "removed": true})
+}
