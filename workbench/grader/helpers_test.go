@@ -121,6 +121,7 @@ type recorder struct {
 	mu        sync.Mutex
 	b         bytes.Buffer
 	responses int
+	bodies    [][]byte // each response's body, as read
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -133,22 +134,33 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.b.WriteString(resp.Proto + " " + resp.Status + "\r\n")
 	resp.Header.Write(&r.b)
 	r.b.WriteString("\r\n")
+	r.bodies = append(r.bodies, nil)
+	i := len(r.bodies) - 1
 	r.mu.Unlock()
-	resp.Body = &teeBody{ReadCloser: resp.Body, r: r}
+	resp.Body = &teeBody{ReadCloser: resp.Body, r: r, i: i}
 	return resp, nil
 }
 
 type teeBody struct {
 	io.ReadCloser
 	r *recorder
+	i int
 }
 
 func (t *teeBody) Read(p []byte) (int, error) {
 	n, err := t.ReadCloser.Read(p)
 	t.r.mu.Lock()
 	t.r.b.Write(p[:n])
+	t.r.bodies[t.i] = append(t.r.bodies[t.i], p[:n]...)
 	t.r.mu.Unlock()
 	return n, err
+}
+
+// bodyList returns each response body recorded so far.
+func (r *recorder) bodyList() [][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]byte(nil), r.bodies...)
 }
 
 // all returns everything recorded so far.
