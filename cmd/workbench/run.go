@@ -16,6 +16,8 @@ const usage = `workbench: the agentpen workbench, an OpenEnv-compatible episode 
 
 Usage:
   workbench serve [flags]        serve episodes over HTTP and WebSocket
+  workbench grader [flags]       serve the answer keys to episode servers (serve --grader URL)
+  workbench probe URL [flags]    make one HTTP request and print a JSON result (exit 0 when expected)
   workbench tasks [--json]       list the task catalogue
   workbench tasks show ID        show a task's instruction and files (never its answer)
 
@@ -34,6 +36,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runServe(ctx, args[1:], stdout, stderr)
 	case "tasks":
 		return runTasks(ctx, args[1:], stdout, stderr)
+	case "grader":
+		return runGrader(ctx, args[1:], stdout, stderr)
+	case "probe":
+		return runProbe(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return flag.ErrHelp

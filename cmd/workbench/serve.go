@@ -7,10 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/agentpen/agentpen/workbench/episode"
+	"github.com/agentpen/agentpen/workbench/grader"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/server"
 )
@@ -22,6 +24,9 @@ GET /state, GET /schema, GET /metadata, GET /health and WS /ws (one episode
 per WebSocket connection). As root, every episode's code runs as its own
 sandbox uid, and connections opened by such code are refused.
 SIGTERM or SIGINT closes every session, cleans every episode and exits 0.
+With --grader URL, answers are graded by a "workbench grader" there (the
+key in the variable --grader-key-env names); a grader that fails refuses
+that step, and no answer key is kept in this process.
 
 Flags:
 `
@@ -41,6 +46,10 @@ type serveOptions struct {
 	logLevel    string
 	python      string
 	homeDir     string
+	// graderURL selects the remote grader; empty grades in-process.
+	graderURL     string
+	graderKeyEnv  string
+	graderTimeout time.Duration
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -53,11 +62,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.python, "python", "", "interpreter for agent code; must be runnable by the sandbox uids (default $WORKBENCH_SANDBOX_PYTHON, else /usr/bin/python3)")
 	fs.StringVar(&o.homeDir, "home-dir", "", "where episode homes are made (default /run/agent-workbench/homes as root, else the temp directory)")
+	fs.StringVar(&o.graderURL, "grader", "", "grade with the workbench grader at this URL (http://alias:8080), so no answer key enters this process; default: grade in-process")
+	fs.StringVar(&o.graderKeyEnv, "grader-key-env", grader.DefaultKeyEnv, "name of the environment variable holding the grader's API key")
+	fs.DurationVar(&o.graderTimeout, "grader-timeout", grader.DefaultTimeout, "bound on each call to the grader; a call that fails refuses that step")
 	if err := parseFlags(fs, args, stdout, stderr, serveSynopsis); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
+	}
+	if o.graderTimeout <= 0 {
+		return fmt.Errorf("%w: --grader-timeout %v: must be positive", errUsage, o.graderTimeout)
+	}
+	if !envName.MatchString(o.graderKeyEnv) {
+		return fmt.Errorf("%w: --grader-key-env %q: must name an environment variable", errUsage, o.graderKeyEnv)
 	}
 	if o.maxSessions < 1 {
 		return fmt.Errorf("%w: --max-sessions %d: must be at least 1", errUsage, o.maxSessions)
@@ -74,6 +92,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	ecfg := episode.Config{Python: o.python, HomeDir: o.homeDir}
+	if o.graderURL != "" {
+		key := os.Getenv(o.graderKeyEnv)
+		if key == "" {
+			return fmt.Errorf("serve: --grader: the key variable %s is unset or empty", o.graderKeyEnv)
+		}
+		c, err := grader.NewClient(grader.ClientConfig{URL: o.graderURL, Key: key, Timeout: o.graderTimeout, Logger: log})
+		if err != nil {
+			return fmt.Errorf("serve: --grader: %w", err)
+		}
+		ecfg.Grader = c
+		log.Info("grading remotely: answer keys stay with the grader", "grader", o.graderURL, "key_env", o.graderKeyEnv)
+	}
 	metadata := ecfg.Metadata()
 	metadata["name"] = "AgentWorkbenchEnvironment"
 	metadata["description"] = "Agent Workbench: tool-using tasks across eight work domains, one task per episode in a private workspace."
