@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestProbeCommand: `workbench probe` prints one JSON line and returns
+// nil (exit 0) for an expected status, errProbeFailed (exit 1) otherwise,
+// errUsage (exit 2) for bad flags; a --header-env value reaches the
+// server and never the output.
+func TestProbeCommand(t *testing.T) {
+	const secret = "probe-secret-91c2"
+	t.Setenv("WB_PROBE_KEY", secret)
+	t.Setenv("WB_PROBE_EMPTY", "")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/health":
+			w.Write([]byte(`{"status":"healthy"}`))
+		case "/keyed":
+			if r.Header.Get("X-API-Key") != secret || r.Method != http.MethodPost {
+				w.WriteHeader(401)
+				return
+			}
+			w.WriteHeader(204)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		want   error // nil, errProbeFailed or errUsage
+		status int
+	}{
+		{name: "ok", args: []string{srv.URL + "/health"}, status: 200},
+		{name: "flags_before_url", args: []string{"--expect-status", "200", srv.URL + "/health"}, status: 200},
+		{name: "flags_after_url", args: []string{srv.URL + "/health", "--expect-status", "201,202"}, want: errProbeFailed, status: 200},
+		{name: "not_found", args: []string{srv.URL + "/nope"}, want: errProbeFailed, status: 404},
+		{name: "not_found_expected", args: []string{srv.URL + "/nope", "--expect-status=404"}, status: 404},
+		{name: "header_env", args: []string{"--method", "POST", "--header-env", "X-API-Key=WB_PROBE_KEY", srv.URL + "/keyed"}, status: 204},
+		{name: "header_plain", args: []string{srv.URL + "/keyed", "--method=post", "--header", "X-API-Key=" + secret}, status: 204},
+		{name: "wrong_method", args: []string{srv.URL + "/keyed", "--header-env", "X-API-Key=WB_PROBE_KEY"}, want: errProbeFailed, status: 401},
+		{name: "no_url", args: []string{"--method", "GET"}, want: errUsage},
+		{name: "two_urls", args: []string{srv.URL, srv.URL}, want: errUsage},
+		{name: "bad_status", args: []string{srv.URL, "--expect-status", "2000"}, want: errUsage},
+		{name: "bad_method", args: []string{srv.URL, "--method", "DELETE"}, want: errUsage},
+		{name: "bad_timeout", args: []string{srv.URL, "--timeout", "0s"}, want: errUsage},
+		{name: "bad_scheme", args: []string{"file:///etc/passwd"}, want: errUsage},
+		{name: "header_env_unset", args: []string{srv.URL, "--header-env", "X-API-Key=WB_PROBE_UNSET_VAR"}, want: errUsage},
+		{name: "header_env_empty", args: []string{srv.URL, "--header-env", "X-API-Key=WB_PROBE_EMPTY"}, want: errUsage},
+		{name: "header_env_bad_name", args: []string{srv.URL, "--header-env", "X-API-Key=1-bad"}, want: errUsage},
+		{name: "header_without_value", args: []string{srv.URL, "--header", "X-API-Key"}, want: errUsage},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), append([]string{"probe"}, tt.args...), &stdout, &stderr)
+			if (tt.want == nil) != (err == nil) || (tt.want != nil && !errors.Is(err, tt.want)) {
+				t.Fatalf("err = %v, want %v\nstderr: %s", err, tt.want, stderr.String())
+			}
+			if strings.Contains(stdout.String()+stderr.String()+errString(err), secret) {
+				t.Errorf("output holds the header value:\n%s%s", stdout.String(), stderr.String())
+			}
+			if errors.Is(tt.want, errUsage) {
+				if stdout.Len() != 0 {
+					t.Errorf("bad flags printed a result: %s", stdout.String())
+				}
+				return
+			}
+			var res struct {
+				URL, Method, Error string
+				Status             int
+				OK                 bool
+				LatencyMS          *float64 `json:"latency_ms"`
+			}
+			lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+			if len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &res) != nil {
+				t.Fatalf("stdout is not one JSON line: %q", stdout.String())
+			}
+			if res.Status != tt.status || res.OK != (tt.want == nil) || res.LatencyMS == nil || (res.Error == "") != res.OK {
+				t.Errorf("result %s, want status %d ok %v", lines[0], tt.status, tt.want == nil)
+			}
+		})
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
