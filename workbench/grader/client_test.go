@@ -61,6 +61,7 @@ func TestClientFailures(t *testing.T) {
 		wantCalls int64
 		wantErr   string // substring of the error; "" means success
 		status    int
+		timeout   time.Duration // 0 means 200 ms
 	}{
 		{name: "unauthorized_not_retried", wantCalls: 1, status: 401, wantErr: "grader POST /v1/score: status 401 (unauthorized): missing or wrong API key",
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) {
@@ -95,7 +96,7 @@ func TestClientFailures(t *testing.T) {
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, verdict{Credit: 1.5}) }},
 		{name: "not_json", wantCalls: 1, status: 200, wantErr: "bad reply",
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { w.Write([]byte("<html>")) }},
-		{name: "reply_too_large", wantCalls: 1, status: 200, wantErr: "reply too large",
+		{name: "reply_too_large", wantCalls: 1, status: 200, wantErr: "reply too large", timeout: 10 * time.Second,
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) {
 				w.Write([]byte(`{"credit":1,"reason":"`))
 				w.Write(make([]byte, maxResponseBytes+10))
@@ -121,7 +122,11 @@ func TestClientFailures(t *testing.T) {
 				tt.handler(calls.Add(1), w, r)
 			}))
 			defer hs.Close()
-			c, err := NewClient(ClientConfig{URL: hs.URL, Key: key, Timeout: 200 * time.Millisecond, Attempts: tt.attempts})
+			timeout := tt.timeout
+			if timeout == 0 {
+				timeout = 200 * time.Millisecond
+			}
+			c, err := NewClient(ClientConfig{URL: hs.URL, Key: key, Timeout: timeout, Attempts: tt.attempts})
 			if err != nil {
 				t.Fatal(err)
 			}
