@@ -256,7 +256,7 @@ func (a *Adapter) bringUp(ctx context.Context, j *Journal, c *Campaign) error {
 			if err != nil {
 				return err
 			}
-			id, err := a.createStart(gctx, j, workspaceSpec(p, ag, runDir))
+			id, err := a.createStart(gctx, j, workspaceSpec(p, ag, runDir, apiKey))
 			if err != nil {
 				return err
 			}

@@ -1,10 +1,14 @@
 package adapter_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -29,10 +33,7 @@ func workbenchSpec(campaignID, img string, taskIDs []string) adapter.CampaignSpe
 	s := adapter.CampaignSpec{
 		CampaignID: campaignID,
 		Labels:     map[string]string{"com.example.launcher": "e2e"},
-		Server: adapter.ServerSpec{
-			Image:   img,
-			Command: []string{"grader", "--listen", ":8080"},
-		},
+		Server:     adapter.ServerSpec{Image: img},
 	}
 	for i, id := range taskIDs {
 		s.Workspaces = append(s.Workspaces, adapter.WorkspaceSpec{TaskID: id, AttemptID: fmt.Sprint("a", i), Image: img})
@@ -60,8 +61,10 @@ func TestCampaignEndToEnd(t *testing.T) {
 		return ""
 	}
 	state := t.TempDir()
+	var logs syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	newAdapter := func() *adapter.Adapter {
-		return &adapter.Adapter{Docker: d, StateRoot: state, Getenv: getenv, ReadyTimeout: 60 * time.Second}
+		return &adapter.Adapter{Docker: d, StateRoot: state, Getenv: getenv, ReadyTimeout: 60 * time.Second, Logger: logger}
 	}
 	idA, idB := uniqueCampaign(t), uniqueCampaign(t)
 	t.Cleanup(func() { forceRemove(cli, idA); forceRemove(cli, idB) })
@@ -93,6 +96,20 @@ func TestCampaignEndToEnd(t *testing.T) {
 	playOverSocket(t, cB.Workspaces[0].Socket, e2eTasks[0])
 	// What episode code inside a workspace container can and cannot do.
 	checkContainment(t, campA.Workspaces[1].Socket, campA.Plan.Server.URL)
+
+	// The key reached the containers and nothing else: not the logs, not
+	// the state directory (journal, spec).
+	if strings.Contains(logs.String(), canary) || !strings.Contains(logs.String(), "campaign ready") {
+		t.Fatalf("adapter logs hold the key, or are missing: %s", logs.String())
+	}
+	filepath.WalkDir(state, func(path string, de fs.DirEntry, err error) error {
+		if err == nil && !de.IsDir() {
+			if b, _ := os.ReadFile(path); strings.Contains(string(b), canary) {
+				t.Errorf("%s holds the API key", path)
+			}
+		}
+		return nil
+	})
 
 	for _, c := range []*adapter.Campaign{campA, cB} {
 		if err := newAdapter().TearDown(t.Context(), c.Plan.CampaignID); err != nil {
@@ -171,8 +188,13 @@ func inspectCampaign(t *testing.T, cli *client.Client, c *adapter.Campaign, cana
 				t.Fatalf("workspace env lacks %s: %v", name, envNames(info.Config.Env))
 			}
 		}
-		if hasEnvName(info.Config.Env, "DOCKER_HOST") || hasEnvName(info.Config.Env, adapter.DefaultAPIKeyEnv) {
-			t.Fatalf("workspace env has DOCKER_HOST or the API key: %v", envNames(info.Config.Env))
+		if hasEnvName(info.Config.Env, "DOCKER_HOST") {
+			t.Fatalf("workspace env has DOCKER_HOST: %v", envNames(info.Config.Env))
+		}
+		// The episode server grades through the campaign's grader, with the
+		// key (which episode code cannot read: checkContainment).
+		if got := strings.Join(info.Config.Cmd, " "); !strings.Contains(got, "--grader "+p.Server.URL) {
+			t.Fatalf("workspace command %q does not grade remotely", got)
 		}
 		// No task id anywhere in what docker knows about the workspace.
 		raw, _ := json.Marshal(info)
@@ -181,9 +203,6 @@ func inspectCampaign(t *testing.T, cli *client.Client, c *adapter.Campaign, cana
 			if strings.Contains(string(raw), id) {
 				t.Fatalf("workspace %d inspect JSON contains the task id %q", i, id)
 			}
-		}
-		if strings.Contains(string(raw), canary) {
-			t.Fatalf("workspace %d inspect JSON contains the API key", i)
 		}
 	}
 }
@@ -369,6 +388,11 @@ attempt("connect_workbench_socket", wb)
 attempt("list_run_workbench", lambda: os.listdir("/run/workbench"))
 attempt("write_root_fs", lambda: open("/etc/agentpen-probe", "w"))
 attempt("docker_socket", lambda: os.stat("/var/run/docker.sock"))
+# The episode server (root) holds the grader key in its environment.
+servers = [p for p in os.listdir("/proc") if p.isdigit() and b"workbench" in open("/proc/%s/cmdline" % p, "rb").read()]
+r["server_pids"] = len(servers)
+for p in servers + ["1"]:
+    attempt("environ_" + ("init" if p == "1" else "server"), lambda p=p: open("/proc/%s/environ" % p, "rb").read())
 r["docker_host_env"] = "DOCKER_HOST" in os.environ
 r["key_env"] = any("API_KEY" in k and k != "AGENTPEN_GRADER_KEY_ENV" for k in os.environ)
 def score():
@@ -428,10 +452,36 @@ func checkContainment(t *testing.T, socket, graderURL string) {
 	if got["write_root_fs"] != "OSError" && got["write_root_fs"] != "PermissionError" {
 		t.Errorf("write to the read-only root = %v", got["write_root_fs"])
 	}
+	if n, _ := got["server_pids"].(float64); n < 1 {
+		t.Errorf("the probe found no episode server process to try")
+	}
+	for _, k := range []string{"environ_server", "environ_init"} {
+		if got[k] != "PermissionError" {
+			t.Errorf("%s = %v, want PermissionError (the grader key is there)", k, got[k])
+		}
+	}
 	if got["docker_socket"] != "FileNotFoundError" || got["docker_host_env"] != false || got["key_env"] != false {
 		t.Errorf("docker socket %v, DOCKER_HOST %v, key env %v", got["docker_socket"], got["docker_host_env"], got["key_env"])
 	}
 	if code, _ := got["grader_unauthenticated"].(float64); code != 401 && code != 403 && code != 404 {
 		t.Errorf("unauthenticated grader call from the workspace = %v, want 401/403/404", got["grader_unauthenticated"])
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -73,7 +73,8 @@ type CampaignSpec struct {
 type ServerSpec struct {
 	// Image is a pinned reference (see CheckImage).
 	Image string `json:"image"`
-	// Command overrides the image's command; empty keeps it.
+	// Command overrides the image's command; empty means the workbench
+	// grader ("grader --listen :Port").
 	Command []string `json:"command,omitempty"`
 	// Port is the port the server listens on inside the network (default 8080).
 	Port int `json:"port,omitempty"`
@@ -109,7 +110,10 @@ type WorkspaceSpec struct {
 	AttemptID string `json:"attempt_id,omitempty"`
 	// Image is a pinned reference (see CheckImage).
 	Image string `json:"image"`
-	// Command overrides the image's command; empty keeps it (workbench serve).
+	// Command overrides the image's command; empty means the workbench
+	// episode server on /run/workbench/wb.sock grading through the
+	// campaign's grader (WorkbenchCommand), so no answer key enters the
+	// workspace.
 	Command []string `json:"command,omitempty"`
 	// WorkspaceHostPath, when set, is bind-mounted at /workspace.
 	WorkspaceHostPath string `json:"workspace_host_path,omitempty"`
@@ -307,6 +311,9 @@ func planServer(p *Plan, spec CampaignSpec) (ServerPlan, error) {
 	if err := checkArgs("server.ready_command", s.ReadyCommand); err != nil {
 		return ServerPlan{}, err
 	}
+	if len(s.Command) == 0 {
+		s.Command = []string{"grader", "--listen", fmt.Sprintf(":%d", s.Port), "--key-env", s.APIKeyEnv}
+	}
 	if len(s.ReadyCommand) == 0 {
 		s.ReadyCommand = []string{"/usr/local/bin/workbench", "probe", "--expect-status", "200", fmt.Sprintf("http://127.0.0.1:%d/health", s.Port)}
 	}
@@ -396,6 +403,9 @@ func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec) (AgentPlan, 
 		Spec:    ws,
 		taskID:  ws.TaskID,
 	}
+	if len(ws.Command) == 0 {
+		a.Spec.Command = WorkbenchCommand(p.Server.URL, p.Server.Spec.APIKeyEnv)
+	}
 	a.Labels = p.labels(spec.Labels, RoleWork, id)
 	for k, v := range ws.Labels {
 		a.Labels[k] = v
@@ -414,7 +424,7 @@ func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec) (AgentPlan, 
 	}
 	// Nothing the agent can see may spell the task id.
 	visible := []string{a.Name, a.Alias, ws.WorkspaceHostPath}
-	visible = append(visible, ws.Command...)
+	visible = append(visible, a.Spec.Command...)
 	for k, v := range a.Labels {
 		visible = append(visible, k, v)
 	}
@@ -427,6 +437,14 @@ func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec) (AgentPlan, 
 		}
 	}
 	return a, nil
+}
+
+// WorkbenchCommand is a workspace's default command: the episode server on
+// its unix socket, grading through the campaign's grader with the key in
+// the variable keyEnv (set in the workspace's environment at create time,
+// never visible to episode code, which runs with a cleared environment).
+func WorkbenchCommand(graderURL, keyEnv string) []string {
+	return []string{"serve", "--listen", "unix://" + WorkbenchSocket, "--grader", graderURL, "--grader-key-env", keyEnv}
 }
 
 func checkArgs(field string, args []string) error {

@@ -111,10 +111,16 @@ func serverSpec(p *Plan, apiKey string, secrets map[string]string, dockerSocket 
 
 // workspaceSpec builds one workspace container. runDir is the host
 // directory (0700, owned by the daemon's user) mounted at /run/workbench.
-func workspaceSpec(p *Plan, a AgentPlan, runDir string) containerSpec {
-	env := make([]string, 0, len(a.Env))
+// apiKey (the value of the server's APIKeyEnv, "" when unset) lets the
+// workspace's episode server call the grader; it goes into the create call
+// only.
+func workspaceSpec(p *Plan, a AgentPlan, runDir, apiKey string) containerSpec {
+	env := make([]string, 0, len(a.Env)+1)
 	for _, k := range sortedKeys(a.Env) {
 		env = append(env, k+"="+a.Env[k])
+	}
+	if apiKey != "" {
+		env = append(env, p.Server.Spec.APIKeyEnv+"="+apiKey)
 	}
 	hc := &container.HostConfig{
 		Init:           ptr(true),

@@ -69,7 +69,7 @@ func TestWorkspaceSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := workspaceSpec(p, p.Agents[0], "/run/user/1/agentpen/x/agent")
+	cs := workspaceSpec(p, p.Agents[0], "/run/user/1/agentpen/x/agent", "k3y")
 	hc := cs.HostConfig
 	if !hc.ReadonlyRootfs || hc.CapDrop[0] != "ALL" || strings.Join(hc.CapAdd, ",") != "CAP_CHOWN,CAP_KILL,CAP_SETGID,CAP_SETUID" {
 		t.Fatalf("hardening %+v", hc)
@@ -97,5 +97,12 @@ func TestWorkspaceSpec(t *testing.T) {
 	}
 	if len(hc.PortBindings) != 0 {
 		t.Fatal("workspace publishes a port")
+	}
+	if !strings.Contains(strings.Join(cs.Config.Env, "\n"), "AGENTPEN_API_KEY=k3y") {
+		t.Fatal("workspace env lacks the grader key its episode server needs")
+	}
+	want := "serve --listen unix:///run/workbench/wb.sock --grader " + p.Server.URL + " --grader-key-env AGENTPEN_API_KEY"
+	if got := strings.Join(cs.Config.Cmd, " "); got != want {
+		t.Fatalf("workspace command %q, want %q", got, want)
 	}
 }
