@@ -139,6 +139,9 @@ func (a *Adapter) BringUp(ctx context.Context, spec CampaignSpec) (*Campaign, er
 	if err != nil {
 		return nil, err
 	}
+	if err := a.checkKey(p); err != nil {
+		return nil, err
+	}
 	if err := a.checkImages(ctx, p); err != nil {
 		return nil, err
 	}
@@ -187,6 +190,20 @@ func writeSpec(dir string, spec CampaignSpec) error {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "campaign.json"), append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("write campaign spec: %w", err)
+	}
+	return nil
+}
+
+// checkKey refuses a campaign whose default grader or episode servers need
+// the API key when agentpen's environment does not hold it: they would
+// refuse to start, after everything was created.
+func (a *Adapter) checkKey(p *Plan) error {
+	needs := p.Server.NeedsKey
+	for _, ag := range p.Agents {
+		needs = needs || ag.NeedsKey
+	}
+	if needs && a.getenv(p.Server.Spec.APIKeyEnv) == "" {
+		return invalid("server.api_key_env", p.Server.Spec.APIKeyEnv, "is unset or empty in agentpen's environment; the grader and the workspaces' episode servers need it")
 	}
 	return nil
 }

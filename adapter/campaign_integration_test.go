@@ -127,6 +127,22 @@ func sleeperSpec(campaignID, img string, n int) adapter.CampaignSpec {
 	return s
 }
 
+func TestBringUpNeedsKey(t *testing.T) {
+	d, cli := realDocker(t)
+	img := imageID(t, cli, pythonBase)
+	id := uniqueCampaign(t)
+	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: func(string) string { return "" }}
+	spec := sleeperSpec(id, img, 1)
+	spec.Workspaces[0].Command = nil // the default: the episode server grading remotely
+	_, err := a.BringUp(t.Context(), spec)
+	if !errors.Is(err, adapter.ErrInvalid) || !strings.Contains(err.Error(), adapter.DefaultAPIKeyEnv) {
+		t.Fatalf("err = %v; want a validation error naming %s", err, adapter.DefaultAPIKeyEnv)
+	}
+	if cs, ns := owned(t, cli, id); len(cs)+len(ns) != 0 {
+		t.Fatalf("a refused campaign created %v %v", cs, ns)
+	}
+}
+
 func TestBringUpBadImage(t *testing.T) {
 	d, cli := realDocker(t)
 	id := uniqueCampaign(t)
@@ -377,7 +393,9 @@ func TestCampaignNATPublish(t *testing.T) {
 		},
 		Workspaces: []adapter.WorkspaceSpec{{TaskID: "data/csv_region_total", Image: wb}},
 	}
-	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir()}
+	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: func(k string) string {
+		return map[string]string{adapter.DefaultAPIKeyEnv: "nat-test-key"}[k]
+	}}
 	c, err := a.BringUp(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)

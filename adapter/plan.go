@@ -144,23 +144,29 @@ type NetworkPlan struct {
 
 // ServerPlan is the server container.
 type ServerPlan struct {
-	Name    string
-	Alias   string
-	Port    int
-	URL     string
-	Labels  map[string]string
-	Spec    ServerSpec
-	Publish netip.AddrPort
+	// NeedsKey is true when the server runs the default command, the
+	// workbench grader, which refuses to start without its API key.
+	NeedsKey bool
+	Name     string
+	Alias    string
+	Port     int
+	URL      string
+	Labels   map[string]string
+	Spec     ServerSpec
+	Publish  netip.AddrPort
 }
 
 // AgentPlan is one workspace container.
 type AgentPlan struct {
 	// Index is the position in CampaignSpec.Workspaces.
-	Index   int
-	AgentID string
-	Name    string
-	Alias   string
-	Labels  map[string]string
+	Index int
+	// NeedsKey is true when the workspace runs the default command, whose
+	// episode server calls the grader with the API key.
+	NeedsKey bool
+	AgentID  string
+	Name     string
+	Alias    string
+	Labels   map[string]string
 	// Env is the complete environment (names and values; no secrets).
 	Env  map[string]string
 	Spec WorkspaceSpec
@@ -311,8 +317,10 @@ func planServer(p *Plan, spec CampaignSpec) (ServerPlan, error) {
 	if err := checkArgs("server.ready_command", s.ReadyCommand); err != nil {
 		return ServerPlan{}, err
 	}
+	needsKey := false
 	if len(s.Command) == 0 {
 		s.Command = []string{"grader", "--listen", fmt.Sprintf(":%d", s.Port), "--key-env", s.APIKeyEnv}
+		needsKey = true
 	}
 	if len(s.ReadyCommand) == 0 {
 		s.ReadyCommand = []string{"/usr/local/bin/workbench", "probe", "--expect-status", "200", fmt.Sprintf("http://127.0.0.1:%d/health", s.Port)}
@@ -343,11 +351,12 @@ func planServer(p *Plan, spec CampaignSpec) (ServerPlan, error) {
 		}
 	}
 	sp := ServerPlan{
-		Name:   "agentpen-" + p.Key + "-server",
-		Alias:  DNSAlias(p.CampaignID, RoleServer, "campaign"),
-		Port:   s.Port,
-		Labels: p.labels(spec.Labels, RoleServer, ""),
-		Spec:   s,
+		NeedsKey: needsKey,
+		Name:     "agentpen-" + p.Key + "-server",
+		Alias:    DNSAlias(p.CampaignID, RoleServer, "campaign"),
+		Port:     s.Port,
+		Labels:   p.labels(spec.Labels, RoleServer, ""),
+		Spec:     s,
 	}
 	sp.Labels[LabelNetwork] = p.Network.Name
 	sp.URL = "http://" + sp.Alias + ":" + strconv.Itoa(sp.Port)
@@ -405,6 +414,7 @@ func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec) (AgentPlan, 
 	}
 	if len(ws.Command) == 0 {
 		a.Spec.Command = WorkbenchCommand(p.Server.URL, p.Server.Spec.APIKeyEnv)
+		a.NeedsKey = true
 	}
 	a.Labels = p.labels(spec.Labels, RoleWork, id)
 	for k, v := range ws.Labels {

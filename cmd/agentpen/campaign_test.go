@@ -76,7 +76,7 @@ func TestUpDownRealDaemon(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "spec.json")
 	os.WriteFile(f, b, 0o600)
-	env := map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": dir}
+	env := map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": dir, "AGENTPEN_API_KEY": "cli-test-key"}
 	getenv := func(k string) string { return env[k] }
 	var out, errb bytes.Buffer
 	if err := run(t.Context(), []string{"up", "--log-format", "json", f}, &out, &errb, getenv); err != nil {
