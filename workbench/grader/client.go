@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -95,10 +96,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	tr := cfg.Transport
 	if tr == nil {
 		tr = &http.Transport{
-			Proxy:                 nil,
-			MaxIdleConnsPerHost:   8,
-			IdleConnTimeout:       90 * time.Second,
-			ResponseHeaderTimeout: cfg.Timeout,
+			Proxy:               nil,
+			MaxIdleConnsPerHost: 8,
+			IdleConnTimeout:     90 * time.Second,
 		}
 	}
 	log := cfg.Logger
@@ -250,7 +250,8 @@ func (c *Client) attempt(ctx context.Context, route string, body []byte, out any
 		switch {
 		case ctx.Err() != nil:
 			return &Error{Route: route, Message: "cancelled", Err: ctx.Err()}, false
-		case actx.Err() != nil:
+		case actx.Err() != nil || isTimeout(err):
+			// A timeout is never retried: the grader may still be working on it.
 			return &Error{Route: route, Message: fmt.Sprintf("no reply within %v", c.timeout), Err: err}, false
 		}
 		msg := "no response"
@@ -291,6 +292,12 @@ func (c *Client) attempt(ctx context.Context, route string, body []byte, out any
 		return &Error{Route: route, Status: resp.StatusCode, Message: "bad reply", Err: err}, false
 	}
 	return nil, false
+}
+
+// isTimeout reports a timeout of any layer (dial, transport, context).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // fail logs a failed call with its cause and returns it.
