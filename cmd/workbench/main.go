@@ -1,5 +1,8 @@
 // Command workbench is the agentpen workbench: an OpenEnv-compatible episode
-// server (`workbench serve`) and its task catalogue (`workbench tasks`).
+// server (`workbench serve`), the task server that keeps answer keys out of
+// the agents' containers (`workbench grader`), a one-request HTTP probe the
+// adapter runs in containers by docker exec (`workbench probe`), and the
+// task catalogue (`workbench tasks`).
 //
 // main only parses the command line and calls run; every subcommand lives in
 // its own file. The binary is also the uid sandbox's launcher: main first
