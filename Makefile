@@ -65,8 +65,9 @@ fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
 bench: ## run the benchmarks
 	@$(WITH_DOCKER) $(GO) test -run '^$$' -bench . -benchmem ./...
 
-run: images ## the main job: start the daemon, build the images, check everything with agentpen doctor
+run: images ## the main job: daemon, images, agentpen doctor, then a demo campaign (up, one episode per workspace, down)
 	@$(WITH_DOCKER) bin/agentpen doctor
+	@$(WITH_DOCKER) scripts/demo.sh
 
 clean:
 	rm -rf bin

@@ -256,7 +256,9 @@ def main(argv):
     rewards = {}
     for item in a.tasks:
         task_id, _, kind = item.partition("=")
-        with open(os.path.join(a.oracles, task_id + ".py"), encoding="utf-8") as fh:
+        # One oracle serves every variant of a family ("domain/family@N").
+        family = task_id.partition("@")[0]
+        with open(os.path.join(a.oracles, family + ".py"), encoding="utf-8") as fh:
             oracle = fh.read()
         client = EnvClient(a.url, a.unix)
         try:

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# demo.sh: the main job end to end on the rootless daemon. Brings a campaign up (a grader and
+# three workspaces, internal network) with `agentpen up`, plays one oracle episode in each
+# workspace through its unix socket with the standard-library OpenEnv client, prints the
+# rewards, and removes the campaign with `agentpen down` (also when something fails).
+#
+# Needs DOCKER_HOST (scripts/rootless-docker.sh), the images (make images) and bin/ (make build).
+# AGENTPEN_API_KEY is generated for the run unless set. Progress goes to stderr.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+: "${DOCKER_HOST:?DOCKER_HOST is not set; run: eval \"\$(scripts/rootless-docker.sh)\"}"
+export AGENTPEN_API_KEY=${AGENTPEN_API_KEY:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
+state=$(mktemp -d /tmp/agentpen-demo.XXXXXX)
+campaign="demo-$(date +%s)"
+tasks=(software/median@7 sql/top_customer@3 security/leaked_secrets@1)
+kinds=(code text set)
+
+img=$(docker image inspect --format '{{.Id}}' agentpen/workbench:dev)
+{
+	printf '{"campaign_id": "%s", "server": {"image": "%s"}, "workspaces": [' "$campaign" "$img"
+	for i in "${!tasks[@]}"; do
+		[ "$i" -gt 0 ] && printf ','
+		printf '{"task_id": "%s", "image": "%s"}' "${tasks[$i]}" "$img"
+	done
+	printf ']}\n'
+} >"$state/spec.json"
+
+cleanup() {
+	echo "demo: agentpen down $campaign" >&2
+	bin/agentpen down --state-root "$state" "$campaign" >/dev/null || true
+	rm -rf "$state"
+}
+trap cleanup EXIT
+
+echo "demo: agentpen up (${#tasks[@]} workspaces)" >&2
+bin/agentpen up --state-root "$state" "$state/spec.json" >"$state/up.json"
+python3 - "$state/up.json" <<'PY' >&2
+import json, sys
+up = json.load(open(sys.argv[1]))
+print(f"demo: campaign {up['campaign_id']}: network {up['network_id'][:12]}, grader {up['server']['url']}")
+for w in up["workspaces"]:
+    print(f"demo:   workspace {w['index']}: {w['agent_id']} container {w['container_id'][:12]}")
+PY
+
+status=0
+for i in "${!tasks[@]}"; do
+	sock=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["workspaces"][int(sys.argv[2])]["socket"])' "$state/up.json" "$i")
+	out=$(python3 testdata/clients/workbench_client.py --unix "$sock" --oracles testdata/oracles \
+		"${tasks[$i]}=${kinds[$i]}") || status=1
+	echo "${out%%$'\n'*}" # "<task> reward=<r> steps=<n>"; the JSON summary line is dropped
+done
+exit $status
