@@ -37,7 +37,9 @@ func TestMain(m *testing.M) {
 }
 
 // realDocker connects to the rootless daemon or skips/fails per testenv.
-func realDocker(t *testing.T) (*adapter.Docker, *client.Client) {
+func realDocker(t *testing.T) (*adapter.Docker, *client.Client) { return realDockerB(t) }
+
+func realDockerB(t testing.TB) (*adapter.Docker, *client.Client) {
 	t.Helper()
 	raw := testenv.RequireDocker(t)
 	host, err := adapter.ResolveHost(raw, os.Getenv("AGENTPEN_ALLOW_CUSTOM_SOCKET") == "1")
@@ -58,7 +60,9 @@ func realDocker(t *testing.T) (*adapter.Docker, *client.Client) {
 }
 
 // imageID returns the local id of ref, failing when it is missing.
-func imageID(t *testing.T, cli *client.Client, ref string) string {
+func imageID(t *testing.T, cli *client.Client, ref string) string { return imageIDB(t, cli, ref) }
+
+func imageIDB(t testing.TB, cli *client.Client, ref string) string {
 	t.Helper()
 	img, err := cli.ImageInspect(t.Context(), ref)
 	if err != nil {
