@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -559,12 +560,27 @@ func (a *Adapter) remove(ctx context.Context, r Resource) error {
 	case KindNetwork:
 		err = a.api().NetworkRemove(ctx, r.ID)
 	case KindDir:
+		if !a.isRunDir(r.ID) {
+			return fmt.Errorf("remove dir %q: not a workspace run directory of this daemon; refusing", r.ID)
+		}
 		err = os.RemoveAll(r.ID)
 	}
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove %s %s (%s): %w", r.Kind, r.Name, short(r.ID), err)
 	}
 	return nil
+}
+
+var runDirBase = regexp.MustCompile(`^agent-[0-9a-f]{24}$`)
+
+// isRunDir reports whether path has the shape of a workspace run directory
+// (<socket dir>/agentpen/<campaign key>/agent-<24 hex>), so a journal
+// entry, however it was written, never makes agentpen remove anything else.
+func (a *Adapter) isRunDir(path string) bool {
+	root := filepath.Join(filepath.Dir(a.Docker.host.SocketPath), "agentpen")
+	return filepath.IsAbs(path) && filepath.Clean(path) == path &&
+		filepath.Dir(filepath.Dir(path)) == root && runDirBase.MatchString(filepath.Base(path)) &&
+		filepath.Base(filepath.Dir(path)) != "." && filepath.Base(filepath.Dir(path)) != ".."
 }
 
 // UnixHTTPClient is an HTTP client whose every request goes to the unix
