@@ -550,15 +550,35 @@ func (a *Adapter) rollback(ctx context.Context, j *Journal) error {
 	return errors.Join(errs...)
 }
 
-// remove deletes one journalled resource by its id; one already gone
-// counts as removed.
+// ErrNotOwned is returned (wrapped) when a journalled id names a resource
+// whose io.agentpen.* labels do not match the journal's intent: it is left
+// alone.
+var ErrNotOwned = errors.New("labels do not prove ownership")
+
+// remove deletes one journalled resource by its id, after its labels prove
+// it is the one the journal's intent describes; one already gone counts as
+// removed.
 func (a *Adapter) remove(ctx context.Context, r Resource) error {
 	var err error
 	switch r.Kind {
 	case KindContainer:
-		err = a.api().ContainerRemove(ctx, r.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		var info container.InspectResponse
+		info, err = a.api().ContainerInspect(ctx, r.ID)
+		if err == nil {
+			if info.Config == nil || !labelsMatch(info.Config.Labels, r.Labels) {
+				return fmt.Errorf("remove container %s (%s): %w", r.Name, short(r.ID), ErrNotOwned)
+			}
+			err = a.api().ContainerRemove(ctx, r.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		}
 	case KindNetwork:
-		err = a.api().NetworkRemove(ctx, r.ID)
+		var info network.Inspect
+		info, err = a.api().NetworkInspect(ctx, r.ID, network.InspectOptions{})
+		if err == nil {
+			if !labelsMatch(info.Labels, r.Labels) {
+				return fmt.Errorf("remove network %s (%s): %w", r.Name, short(r.ID), ErrNotOwned)
+			}
+			err = a.api().NetworkRemove(ctx, r.ID)
+		}
 	case KindDir:
 		if !a.isRunDir(r.ID) {
 			return fmt.Errorf("remove dir %q: not a workspace run directory of this daemon; refusing", r.ID)
