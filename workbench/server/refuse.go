@@ -147,8 +147,12 @@ func (rf *refuser) fromEpisode(r *http.Request) string {
 	return ""
 }
 
+// unmap returns ap as the socket tables print it: an IPv4-mapped address
+// as IPv4, and without a zone (Go reports a link-local peer as
+// "[fe80::1%eth0]:port"; the tables have no zone, and a zoned address
+// would match no row and pass for a remote client).
 func unmap(ap netip.AddrPort) netip.AddrPort {
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	return netip.AddrPortFrom(ap.Addr().Unmap().WithZone(""), ap.Port())
 }
 
 // tcpSocket is one row of /proc/net/tcp{,6}.

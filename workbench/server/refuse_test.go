@@ -72,9 +72,10 @@ func TestFromEpisodeTables(t *testing.T) {
 	t.Parallel()
 	requireLittleEndian(t)
 	const (
-		server  = "0100007F:1F40"                         // 127.0.0.1:8000
-		client  = "0100007F:D431"                         // 127.0.0.1:54321
-		client6 = "0000000000000000FFFF00000100007F:D431" // the same, IPv4-mapped
+		server    = "0100007F:1F40"                         // 127.0.0.1:8000
+		client    = "0100007F:D431"                         // 127.0.0.1:54321
+		client6   = "0000000000000000FFFF00000100007F:D431" // the same, IPv4-mapped
+		linkLocal = "000080FE00000000FF00FC00010000FE"      // fe80::fc:ff:fe00:1
 	)
 	listener := procRow(server, "00000000:0000", 0, 999)
 	serverEnd := procRow(server, client, 0, 1000)
@@ -96,6 +97,10 @@ func TestFromEpisodeTables(t *testing.T) {
 		{name: "episode_socket_in_tcp6", tcp: listener, tcp6: procRow(client6, "0000000000000000FFFF00000100007F:1F40", 20002, 8), remote: "127.0.0.1:54321", local: "127.0.0.1:8000", refused: true},
 		{name: "unparsable_peer_refused", tcp: listener, remote: "@", local: "127.0.0.1:8000", refused: true},
 		{name: "episode_uid_other_port_allowed", tcp: procRow("0100007F:D432", server, 20000, 9), remote: "127.0.0.1:54321", local: "127.0.0.1:8000"},
+		// Go reports a link-local peer with its zone ("%eth0"); the tables
+		// have none.
+		{name: "link_local_zone_refused", tcp: listener, tcp6: procRow(linkLocal+":D431", linkLocal+":1F40", 20000, 10), remote: "[fe80::fc:ff:fe00:1%eth0]:54321", local: "[fe80::fc:ff:fe00:1%eth0]:8000", refused: true},
+		{name: "link_local_zone_root_allowed", tcp: listener, tcp6: procRow(linkLocal+":D431", linkLocal+":1F40", 0, 10), remote: "[fe80::fc:ff:fe00:1%eth0]:54321", local: "[fe80::fc:ff:fe00:1%eth0]:8000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,6 +177,66 @@ func TestRefuseLiveTCP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRefuseLiveLinkLocal: a client that reaches a wildcard listener over
+// an IPv6 link-local address (whose peer address Go reports with a zone,
+// "[fe80::1%eth0]:port", while the socket tables print none) is told
+// apart like any other: refused when its uid is an episode uid.
+func TestRefuseLiveLinkLocal(t *testing.T) {
+	t.Parallel()
+	ll, ok := linkLocalAddr()
+	if !ok {
+		t.Skip("no interface with an IPv6 link-local address")
+	}
+	own := uint32(os.Getuid())
+	w := newFakeWorld()
+	s, err := New(Config{Factory: w.factory, EpisodeUID: func(uid uint32) bool { return uid == own }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "[::]:0")
+	if err != nil {
+		t.Skipf("no IPv6 wildcard listener: %v", err)
+	}
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Listener.Close()
+	ts.Listener = ln
+	ts.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		ts.Close()
+		w.checkAllClosed(t)
+	})
+	port := ln.Addr().(*net.TCPAddr).Port
+	base := "http://" + net.JoinHostPort(ll, fmt.Sprint(port))
+	base = strings.Replace(base, "%", "%25", 1)
+	checkRefusal(t, base, http.DefaultClient, true)
+	if w.built() != 0 {
+		t.Errorf("a refused link-local client got %d environments built", w.built())
+	}
+}
+
+// linkLocalAddr returns "fe80::…%iface" of an up, non-loopback interface.
+func linkLocalAddr() (string, bool) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return "", false
+	}
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() == nil && n.IP.IsLinkLocalUnicast() {
+				return n.IP.String() + "%" + ifc.Name, true
+			}
+		}
+	}
+	return "", false
 }
 
 // checkRefusal makes one HTTP call and one WebSocket session and checks
