@@ -158,11 +158,15 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // ScoreAnswer asks the grader to grade a non-code answer.
 func (c *Client) ScoreAnswer(ctx context.Context, taskID, answer string) (float64, string, error) {
-	var v verdict
-	if err := c.call(ctx, RouteScore, scoreRequest{TaskID: taskID, Answer: answer}, &v); err != nil {
+	var reply verdictReply
+	if err := c.call(ctx, RouteScore, scoreRequest{TaskID: taskID, Answer: answer}, &reply); err != nil {
 		return 0, "", err
 	}
-	if err := checkVerdict(v); err != nil {
+	v, err := reply.verdict()
+	if err == nil {
+		err = checkVerdict(v)
+	}
+	if err != nil {
 		return 0, "", c.fail(&Error{Route: RouteScore, Message: "bad reply", Err: err})
 	}
 	return v.Credit, v.Reason, nil
@@ -199,14 +203,33 @@ func (c *Client) Judge(ctx context.Context, taskID string, visiblePassed []bool,
 			req.Hidden[i].Value = json.RawMessage(o.Value)
 		}
 	}
-	var v verdict
-	if err := c.call(ctx, RouteJudge, req, &v); err != nil {
+	var reply verdictReply
+	if err := c.call(ctx, RouteJudge, req, &reply); err != nil {
 		return 0, "", err
 	}
-	if err := checkVerdict(v); err != nil {
+	v, err := reply.verdict()
+	if err == nil {
+		err = checkVerdict(v)
+	}
+	if err != nil {
 		return 0, "", c.fail(&Error{Route: RouteJudge, Message: "bad reply", Err: err})
 	}
 	return v.Credit, v.Reason, nil
+}
+
+// verdictReply is a verdict as received: both fields must be there, so a
+// 200 that is not a verdict ({}, null, another service's reply) is a
+// failed call, never a grade of 0.
+type verdictReply struct {
+	Credit *float64 `json:"credit"`
+	Reason *string  `json:"reason"`
+}
+
+func (r verdictReply) verdict() (verdict, error) {
+	if r.Credit == nil || r.Reason == nil {
+		return verdict{}, errors.New("not a verdict: credit or reason missing")
+	}
+	return verdict{Credit: *r.Credit, Reason: *r.Reason}, nil
 }
 
 // call posts body to route and decodes a 200 reply into out, trying once

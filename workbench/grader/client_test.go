@@ -94,6 +94,14 @@ func TestClientFailures(t *testing.T) {
 			}},
 		{name: "credit_out_of_range", wantCalls: 1, wantErr: "bad reply",
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, verdict{Credit: 1.5}) }},
+		// A 200 that is not a verdict (another service at the URL, a
+		// broken grader) is a failure, not a grade of 0.
+		{name: "empty_object_is_no_verdict", wantCalls: 1, wantErr: "bad reply",
+			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{}`)) }},
+		{name: "null_is_no_verdict", wantCalls: 1, wantErr: "bad reply",
+			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`null`)) }},
+		{name: "other_service_is_no_verdict", wantCalls: 1, wantErr: "bad reply",
+			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"status":"ok"}`)) }},
 		{name: "not_json", wantCalls: 1, status: 200, wantErr: "bad reply",
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { w.Write([]byte("<html>")) }},
 		{name: "reply_too_large", wantCalls: 1, status: 200, wantErr: "reply too large", timeout: 10 * time.Second,
