@@ -220,6 +220,12 @@ var hostileCases = []hostileCase{
 	{file: "nondumpable_daemon.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
 		wantIn(t, "hidden daemon", h.run(t).Output, "hidden daemon started")
 	}},
+	{file: "zombie_leader.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		// h.run checks that no thread of the uid is alive, whatever state
+		// its process's leader is in.
+		wantIn(t, "zombie leader", h.run(t).Output, "zombie leader started")
+		noUIDFilesUnder(t, h.uid, "/tmp", true)
+	}},
 	{file: "pipe_holder.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
 		start := time.Now()
 		wantIn(t, "pipe holder", h.run(t).Output, "parent done", "[exit code 0]")
@@ -376,6 +382,50 @@ func noProcesses(t *testing.T, uid int) {
 	if len(pids) > 0 {
 		t.Errorf("processes of uid %d left: %v", uid, pids)
 	}
+	if tids := liveTasks(t, uid); len(tids) > 0 {
+		t.Errorf("threads of uid %d left: %v", uid, tids)
+	}
+}
+
+// liveTasks returns "pid/tid" of every thread not dead or a zombie whose
+// uids include uid, read from /proc/<pid>/task/<tid>/status: a check that
+// does not share sandbox.Processes' view of a process as its leader.
+func liveTasks(t *testing.T, uid int) []string {
+	t.Helper()
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strconv.Itoa(uid)
+	var live []string
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		tasks, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "task"))
+		for _, task := range tasks {
+			status, err := os.ReadFile(filepath.Join("/proc", p.Name(), "task", task.Name(), "status"))
+			if err != nil {
+				continue
+			}
+			alive, mine := true, false
+			for _, line := range strings.Split(string(status), "\n") {
+				f := strings.Fields(line)
+				switch {
+				case len(f) > 1 && f[0] == "State:":
+					alive = f[1] != "Z" && f[1] != "X"
+				case len(f) > 1 && f[0] == "Uid:":
+					for _, id := range f[1:] {
+						mine = mine || id == want
+					}
+				}
+			}
+			if alive && mine {
+				live = append(live, p.Name()+"/"+task.Name())
+			}
+		}
+	}
+	return live
 }
 
 // noUIDFilesUnder walks dir as root and fails on any entry uid owns

@@ -29,7 +29,8 @@
 // When Run returns, no process of the uid is left: the process group and
 // then every process whose real, effective, saved or filesystem uid is the
 // episode's are sent SIGKILL, scanning /proc until a scan finds none
-// (bounded; zombies are not counted). Matching on the uids in
+// (bounded; zombies are not counted, but a zombie leader whose other
+// threads still run is). Matching on the uids in
 // /proc/<pid>/status, not on the owner of /proc/<pid>, also finds a process
 // that made itself non-dumpable.
 //

@@ -21,8 +21,9 @@ const killRounds = 200
 // of the uid survived every round.
 var ErrProcessesLeft = errors.New("processes of the uid survived the kill")
 
-// Processes returns the pids of the live (not zombie) processes whose
-// real, effective, saved or filesystem uid is uid.
+// Processes returns the pids of the live processes (not zombies, unless a
+// thread other than the zombie leader still runs) whose real, effective,
+// saved or filesystem uid is uid.
 func Processes(uid int) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -46,9 +47,11 @@ func Processes(uid int) ([]int, error) {
 }
 
 // statusMatches reads a /proc/<pid>/status: whether the process is not a
-// zombie, and whether any of its uids is uid.
+// zombie, and whether any of its uids is uid. A leader that is a zombie
+// while other threads of its process still run (its main thread called
+// exit(2), not exit_group(2)) is live: SIGKILL to its pid ends them all.
 func statusMatches(status []byte, uid int) (live, match bool) {
-	live = true
+	zombie, threads := false, 1
 	want := strconv.Itoa(uid)
 	sc := bufio.NewScanner(bytes.NewReader(status))
 	for sc.Scan() {
@@ -56,8 +59,10 @@ func statusMatches(status []byte, uid int) (live, match bool) {
 		switch {
 		case strings.HasPrefix(line, "State:"):
 			f := strings.Fields(strings.TrimPrefix(line, "State:"))
-			if len(f) > 0 && (f[0] == "Z" || f[0] == "X") {
-				live = false
+			zombie = len(f) > 0 && (f[0] == "Z" || f[0] == "X")
+		case strings.HasPrefix(line, "Threads:"):
+			if n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "Threads:"))); err == nil {
+				threads = n
 			}
 		case strings.HasPrefix(line, "Uid:"):
 			for _, f := range strings.Fields(strings.TrimPrefix(line, "Uid:")) {
@@ -67,7 +72,7 @@ func statusMatches(status []byte, uid int) (live, match bool) {
 			}
 		}
 	}
-	return live, match
+	return !zombie || threads > 1, match
 }
 
 // KillUID sends SIGKILL to every live process of uid (see Processes) and
