@@ -34,7 +34,10 @@
 // IdleTimeout is reaped: its environment is closed, its slot freed and, unlike
 // the Python server (OpenEnv PR #1000), its socket closed with 1000 and reason
 // "idle timeout", so half-open sockets cannot hold slots. Shutdown closes
-// sessions with 1001.
+// sessions with 1001. An HTTP request must be read within 2 minutes (a
+// stalled body gets 408 and its connection closed), a keep-alive
+// connection without a request is closed after 2 minutes, and shutdown
+// cuts requests still being read, so a stalled client cannot hold it up.
 //
 // # Refusing episode code
 //

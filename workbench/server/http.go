@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"unicode/utf8"
 
 	"github.com/agentpen/agentpen/workbench/tasks"
@@ -26,6 +27,9 @@ func readBody(w http.ResponseWriter, r *http.Request) (raw []byte, empty, handle
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"detail": fmt.Sprintf("request body larger than %d bytes", maxBodyBytes)})
+		} else if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Header().Set("Connection", "close")
+			writeJSON(w, http.StatusRequestTimeout, map[string]string{"detail": "the request body did not arrive in time"})
 		} else {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"detail": "cannot read the request body"})
 		}

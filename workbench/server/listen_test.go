@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -189,5 +190,120 @@ func TestServeShutdown(t *testing.T) {
 	}
 	if _, err := net.Dial("tcp", tcp.Addr().String()); err == nil {
 		t.Error("TCP listener still accepting after shutdown")
+	}
+}
+
+// serveTCP runs Serve on a fresh loopback listener; the returned stop
+// cancels it and returns Serve's error and how long it took to return.
+func serveTCP(t *testing.T, s *Server) (addr string, stop func() (error, time.Duration)) {
+	t.Helper()
+	ln, err := Listen(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(ctx, ln) }()
+	stopped := false
+	stop = func() (error, time.Duration) {
+		stopped = true
+		start := time.Now()
+		cancel()
+		select {
+		case err := <-errc:
+			return err, time.Since(start)
+		case <-time.After(ShutdownTimeout + 5*time.Second):
+			t.Fatal("Serve did not return")
+			return nil, 0
+		}
+	}
+	t.Cleanup(func() {
+		if !stopped {
+			stop()
+		}
+	})
+	return ln.Addr().String(), stop
+}
+
+// stalledPost sends the headers of a POST /reset and part of its body,
+// then nothing more.
+func stalledPost(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, "POST /reset HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestServeShutdownStalledBody: a client that stops in the middle of a
+// request body neither holds up shutdown nor makes it fail (SIGTERM must
+// exit 0 at once, not after ShutdownTimeout with an error).
+func TestServeShutdownStalledBody(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld()
+	s, err := New(Config{Factory: w.factory})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, stop := serveTCP(t, s)
+	c := stalledPost(t, addr)
+	waitFor(t, "the request in its handler", func() bool { return s.activeConns() == 1 })
+	err, took := stop()
+	if err != nil {
+		t.Errorf("Serve: %v, want nil", err)
+	}
+	if took > 3*time.Second {
+		t.Errorf("shutdown took %v with one stalled client", took)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	io.ReadAll(c) // the server closed the connection
+	w.checkAllClosed(t)
+}
+
+// TestServeSlowBodyAndIdle: a body that does not arrive within the body
+// timeout is answered and its connection closed, and an idle keep-alive
+// connection is closed after the idle timeout: neither holds a goroutine
+// and a descriptor for ever.
+func TestServeSlowBodyAndIdle(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld()
+	s, err := New(Config{Factory: w.factory})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.readTimeout, s.idleTimeout = 200*time.Millisecond, 200*time.Millisecond
+	addr, _ := serveTCP(t, s)
+
+	c := stalledPost(t, addr)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("stalled body: %v, want the server to answer and close", err)
+	}
+	if !strings.HasPrefix(string(got), "HTTP/1.1 408") {
+		t.Errorf("stalled body answered %q, want 408", got)
+	}
+
+	k, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	io.WriteString(k, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+	k.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err = io.ReadAll(k)
+	if err != nil {
+		t.Fatalf("idle keep-alive connection: %v, want the server to close it", err)
+	}
+	if !strings.HasPrefix(string(got), "HTTP/1.1 200") {
+		t.Errorf("health answered %q", got)
+	}
+	if w.built() != 0 {
+		t.Errorf("%d environments built for a body that never came", w.built())
 	}
 }

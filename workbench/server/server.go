@@ -78,9 +78,16 @@ type Server struct {
 	handler http.Handler
 	httpSem chan struct{}
 
+	// readTimeout bounds reading a request, headers and body (not a
+	// WebSocket, whose deadlines end at the upgrade); idleTimeout closes
+	// a keep-alive connection with no request. Set by New; tests lower
+	// them.
+	readTimeout, idleTimeout time.Duration
+
 	mu       sync.Mutex
 	closing  bool
-	sessions int // WebSocket slots in use, placeholders included
+	conns    map[net.Conn]http.ConnState // open HTTP connections (not hijacked)
+	sessions int                         // WebSocket slots in use, placeholders included
 	cancels  map[uint64]context.CancelFunc
 	nextID   uint64
 	wg       sync.WaitGroup // every tracked session and HTTP env call
@@ -114,6 +121,10 @@ func New(cfg Config) (*Server, error) {
 		log:     cfg.Logger,
 		httpSem: make(chan struct{}, cfg.MaxHTTPEnvs),
 		cancels: map[uint64]context.CancelFunc{},
+		conns:   map[net.Conn]http.ConnState{},
+
+		readTimeout: defaultReadTimeout,
+		idleTimeout: defaultIdleTimeout,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -227,6 +238,53 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // its context is done.
 const ShutdownTimeout = 20 * time.Second
 
+// Bounds on a client's HTTP connection: reading one request (a stalled
+// body is answered 408 and its connection closed), and a keep-alive
+// connection without a request.
+const (
+	defaultReadTimeout = 2 * time.Minute
+	defaultIdleTimeout = 2 * time.Minute
+)
+
+// trackConn is http.Server.ConnState: it keeps the open connections, so
+// shutdown can cut reads that would otherwise hold it up.
+func (s *Server) trackConn(c net.Conn, st http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch st {
+	case http.StateHijacked, http.StateClosed:
+		delete(s.conns, c)
+	default:
+		s.conns[c] = st
+	}
+}
+
+// activeConns counts the connections with a request being read or
+// answered.
+func (s *Server) activeConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, st := range s.conns {
+		if st == http.StateActive {
+			n++
+		}
+	}
+	return n
+}
+
+// cutReads makes every pending read of a request (a body that stalls, a
+// body discarded after the reply) fail now. Serve calls it once every
+// session and environment call has ended, so no step is cut off.
+func (s *Server) cutReads() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for c := range s.conns {
+		c.SetReadDeadline(now)
+	}
+}
+
 // Serve serves on every listener until ctx is done, then stops accepting,
 // closes every session (each closing its environment) and returns nil once
 // everything has finished, or an error if that takes longer than
@@ -239,7 +297,10 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.handler,
 		ConnContext:       withPeerCred,
+		ConnState:         s.trackConn,
 		ReadHeaderTimeout: 30 * time.Second,
+		ReadTimeout:       s.readTimeout,
+		IdleTimeout:       s.idleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, len(listeners))
@@ -264,6 +325,9 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	// WebSocket connections, and it would wait for in-flight HTTP calls that
 	// only Shutdown cancels.
 	shutdownErr := s.Shutdown(sctx)
+	// What is left are requests still being read, which would hold up
+	// http.Server.Shutdown until readTimeout, past sctx.
+	s.cutReads()
 	if err := hs.Shutdown(sctx); err != nil {
 		hs.Close()
 		shutdownErr = errors.Join(shutdownErr, fmt.Errorf("server: http shutdown: %w", err))
