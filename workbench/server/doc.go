@@ -68,4 +68,9 @@
 //   - A WebSocket frame that is JSON but not an object gets SESSION_ERROR and
 //     close 1000, as in Python, with a message that says why.
 //   - MCP routes are not served.
+//   - A WebSocket upgrade whose Origin header names a host other than its
+//     Host header is refused 403 (coder/websocket's check; uvicorn has
+//     none). OpenEnv's clients send no Origin and are never affected; a
+//     web page in a browser on the trainer's machine cannot open
+//     sessions.
 package server
