@@ -238,14 +238,17 @@ func TestWSIdleReaping(t *testing.T) {
 		}
 	}
 	w.mu.Unlock()
-	// Activity keeps a session alive past the timeout.
-	busy := dialEnv(t, ctx, ts.URL)
-	deadline := time.Now().Add(900 * time.Millisecond)
+	// Activity keeps a session alive past the timeout. Its own server has
+	// a timeout ten times the pacing, so a loaded machine (a 300 ms
+	// stall was seen under load 6 on 2 cores) does not reap it.
+	_, ts2 := startServer(t, w, func(c *Config) { c.IdleTimeout = time.Second })
+	busy := dialEnv(t, ctx, ts2.URL)
+	deadline := time.Now().Add(2500 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		if _, err := busy.step(ctx, map[string]any{"tool": "echo"}); err != nil {
 			t.Fatalf("an active session was reaped: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond) // pacing the client, not synchronisation
+		time.Sleep(100 * time.Millisecond) // pacing the client, not synchronisation
 	}
 }
 
