@@ -145,6 +145,8 @@ func (e *fakeEnv) Step(ctx context.Context, a episode.Action) (episode.Observati
 		obs.Output = "submitted " + ans
 	case "boom":
 		return episode.Observation{}, errors.New("boom: the tool broke")
+	case "panic":
+		panic("fake env: a bug in a tool")
 	case "block":
 		e.mu.Unlock()
 		e.world.blocked <- struct{}{}

@@ -137,7 +137,17 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	}
 	sess := &session{srv: s, c: c, env: env, started: time.Now(), gone: &gone}
 	s.log.Info("session start", "remote", r.RemoteAddr, "active", active)
+	closed := false
+	defer func() {
+		// A step that panicked (net/http recovers it) must not leak the
+		// episode's workspace and sandbox uid.
+		if !closed {
+			s.log.Error("session ended by a panic", "episode_id", sess.episodeID)
+			env.Close()
+		}
+	}()
 	code, reason := sess.run(ctx, frames)
+	closed = true
 	if err := env.Close(); err != nil {
 		s.log.Error("close environment", "episode_id", sess.episodeID, "err", err)
 	}

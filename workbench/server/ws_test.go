@@ -359,3 +359,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestEnvPanicReleasesEpisode: a bug that panics in a step (net/http
+// recovers it) still closes the session's environment, so its workspace
+// and sandbox uid are not leaked, and frees its slot.
+func TestEnvPanicReleasesEpisode(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld()
+	s, ts := startServer(t, w, func(c *Config) { c.MaxSessions = 1 })
+	ctx := t.Context()
+	c := dialEnv(t, ctx, ts.URL)
+	if _, err := c.reset(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.step(ctx, map[string]any{"tool": "panic"}); err == nil {
+		t.Fatal("a panicking step got a reply")
+	}
+	waitFor(t, "slot freed", func() bool { return s.ActiveSessions() == 0 })
+	waitFor(t, "environment closed", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.envs[0].closes() == 1
+	})
+}
