@@ -39,7 +39,7 @@
 // Non-code answers go to Grader.ScoreAnswer. A code task is graded by
 // running the task's function on each case alone: before each case no
 // process of the uid is left, none of its files in the shared tmp
-// directories, the workspace directory's user xattrs, ACLs and times are
+// directories and none of its System V IPC objects, the workspace directory's user xattrs, ACLs and times are
 // reset, and a case that changes the workspace digest is void, as is every
 // case after it. The probe gets the arguments on stdin (not argv, which
 // other uids can read in /proc). Visible cases are compared here (their

@@ -170,6 +170,14 @@ var hostileCases = []hostileCase{
 			t.Fatalf("state passed between cases through shared tmp: correctness %v (%s)", o.Metadata["correctness"], o.Output)
 		}
 	}},
+	{file: "sysv_ipc_state.py", task: taskMedian, play: func(t *testing.T, h *hostileRun) {
+		h.write(t, "solution.py")
+		// Every case starts without the previous case's message queue, so
+		// the correct solution passes them all.
+		if o := submitMedian(t, h); o.Metadata["correctness"] != 1.0 {
+			t.Fatalf("state passed between cases through System V IPC: correctness %v (%s)", o.Metadata["correctness"], o.Output)
+		}
+	}},
 	{file: "workspace_change_case.py", task: taskMedian, play: func(t *testing.T, h *hostileRun) {
 		h.write(t, "solution.py")
 		o := step(t, h.env, "run_tests", nil)
@@ -370,6 +378,30 @@ func assertContained(t *testing.T, uid int, home string) {
 	}
 	if _, err := os.Lstat(home); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("home %s is still there (%v)", home, err)
+	}
+	noIPCObjects(t, uid)
+}
+
+// noIPCObjects fails on any System V IPC object whose owner or creator is
+// uid: it would outlive the episode, holding memory or data.
+func noIPCObjects(t *testing.T, uid int) {
+	t.Helper()
+	for _, kind := range []string{"shm", "msg", "sem"} {
+		data, err := os.ReadFile("/proc/sysvipc/" + kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		header := strings.Fields(lines[0])
+		for _, line := range lines[1:] {
+			f := strings.Fields(line)
+			for i, col := range header {
+				if (col == "uid" || col == "cuid") && i < len(f) && f[i] == strconv.Itoa(uid) {
+					t.Errorf("System V %s object of uid %d left: %s", kind, uid, line)
+					break
+				}
+			}
+		}
 	}
 }
 

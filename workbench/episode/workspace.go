@@ -57,6 +57,9 @@ func newWorkspace(cfg Config, pool *sandbox.Pool, files []tasks.File) (_ *worksp
 		if err := sandbox.RemoveSharedTmp(uid, nil); err != nil {
 			return nil, fmt.Errorf("clear shared tmp of uid %d: %w", uid, err)
 		}
+		if err := sandbox.RemoveIPC(uid); err != nil {
+			return nil, err
+		}
 	}
 	base := cfg.HomeDir
 	if err := os.MkdirAll(base, 0o711); err != nil {
@@ -131,7 +134,8 @@ func checkSearchable(dir string) error {
 }
 
 // destroy kills the uid's processes, removes its files from the shared tmp
-// directories and the workspace and home, then releases the uid. It goes
+// directories, its System V IPC objects, and the workspace and home, then
+// releases the uid. It goes
 // on past errors and returns them all.
 func (w *workspace) destroy(beforeRelease func(uid int, home string)) error {
 	var errs []error
@@ -139,6 +143,7 @@ func (w *workspace) destroy(beforeRelease func(uid int, home string)) error {
 		// Processes first, so nothing writes into a tree being removed.
 		errs = append(errs, sandbox.KillUntilNone(w.uid))
 		errs = append(errs, sandbox.RemoveSharedTmp(w.uid, nil))
+		errs = append(errs, sandbox.RemoveIPC(w.uid))
 	}
 	if w.home != "" {
 		errs = append(errs, sandbox.AsUID(w.uid, func() error { return sandbox.EmptyDir(w.dir) }))
@@ -386,15 +391,18 @@ func (w *workspace) resetDir() bool {
 	return err == nil
 }
 
-// clearAgentState leaves nothing of the agent's running or in the shared
-// tmp directories, and none of the server's script files in the
-// workspace, so the next run starts from the workspace alone.
+// clearAgentState leaves nothing of the agent's running, in the shared
+// tmp directories or in System V IPC, and none of the server's script
+// files in the workspace, so the next run starts from the workspace alone.
 func (w *workspace) clearAgentState() error {
 	if w.uid >= 0 {
 		if err := sandbox.KillUntilNone(w.uid); err != nil {
 			return err
 		}
 		if err := sandbox.RemoveSharedTmp(w.uid, nil); err != nil {
+			return err
+		}
+		if err := sandbox.RemoveIPC(w.uid); err != nil {
 			return err
 		}
 	}

@@ -44,10 +44,21 @@
 // uid. So the server never reads or writes through a link to a file the
 // uid could not reach itself, and it needs no DAC_OVERRIDE or FOWNER.
 //
+// # System V IPC
+//
+// Shared memory segments, message queues and semaphore sets outlive the
+// processes that made them, and a segment pins memory no rlimit counts.
+// RemoveIPC removes every object whose owner or creator is the uid; the
+// kernel lets only that effective uid (or CAP_SYS_ADMIN) do it, so it
+// switches the effective uid of one locked OS thread (setresuid on that
+// thread, real and saved uid stay 0) and back. The workbench calls it
+// wherever it sweeps the shared tmp directories.
+//
 // # Capabilities
 //
 // Running as root in a container, the sandbox needs exactly these four:
-//   - CAP_SETUID: the launcher's setuid, and setfsuid in AsUID;
+//   - CAP_SETUID: the launcher's setuid, setfsuid in AsUID, and the
+//     thread's setresuid in RemoveIPC;
 //   - CAP_SETGID: the launcher's setgroups([]) and setgid, and setfsgid;
 //   - CAP_CHOWN: giving a new workspace directory to the uid, and handing a
 //     directory of the uid's in a shared tmp directory that still holds

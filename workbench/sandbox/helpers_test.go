@@ -22,6 +22,7 @@ const helperEnv = "SANDBOX_TEST_HELPER"
 //
 //	claim: claim SANDBOX_TEST_CLAIMS uids from SANDBOX_TEST_LOCKDIR, print
 //	each, print "ready", and hold them until stdin closes.
+//	rmipc: print the CapEff line, then RemoveIPC(SANDBOX_TEST_UID).
 func runHelperIfRequested() {
 	switch os.Getenv(helperEnv) {
 	case "":
@@ -41,6 +42,16 @@ func runHelperIfRequested() {
 		fmt.Fprintln(w, "ready")
 		w.Flush()
 		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	case "rmipc":
+		// Run with only the production capabilities (see TestRemoveIPC).
+		status, _ := os.ReadFile("/proc/self/status")
+		fmt.Println(capEffLine(string(status)))
+		uid, _ := strconv.Atoi(os.Getenv("SANDBOX_TEST_UID"))
+		if err := RemoveIPC(uid); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		os.Exit(0)
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper", os.Getenv(helperEnv))
