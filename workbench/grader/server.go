@@ -70,6 +70,9 @@ type Server struct {
 	keySum  [sha256.Size]byte
 	log     *slog.Logger
 	handler http.Handler
+
+	mu    sync.Mutex
+	conns map[net.Conn]http.ConnState // open connections, for shutdown
 }
 
 // ErrNoKey is returned (wrapped) by NewServer for an empty key without
@@ -84,7 +87,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Catalogue == nil {
 		cfg.Catalogue = tasksCatalogue{}
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	s := &Server{cfg: cfg, log: cfg.Logger, conns: map[net.Conn]http.ConnState{}}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -401,9 +404,51 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 // its context is done.
 const ShutdownTimeout = 10 * time.Second
 
+// shutdownGrace is how long requests in flight may finish on their own at
+// shutdown (grading takes milliseconds); after it, reads still pending
+// (a client stalled in its body) are cut, so they cannot hold shutdown up
+// to ShutdownTimeout and make it fail.
+const shutdownGrace = time.Second
+
+// trackConn is http.Server.ConnState.
+func (s *Server) trackConn(c net.Conn, st http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch st {
+	case http.StateHijacked, http.StateClosed:
+		delete(s.conns, c)
+	default:
+		s.conns[c] = st
+	}
+}
+
+// activeConns counts connections with a request being read or answered.
+func (s *Server) activeConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, st := range s.conns {
+		if st == http.StateActive {
+			n++
+		}
+	}
+	return n
+}
+
+// cutReads makes every pending read on an open connection fail now.
+func (s *Server) cutReads() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for c := range s.conns {
+		c.SetReadDeadline(now)
+	}
+}
+
 // Serve serves on every listener until ctx is done, then stops accepting
 // and returns once the requests in flight finished (or ShutdownTimeout
-// passed). Serve closes the listeners.
+// passed); a request still being read after shutdownGrace (a client
+// stalled in its body) is cut off. Serve closes the listeners.
 func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	if len(listeners) == 0 {
 		return errors.New("grader: Serve needs at least one listener")
@@ -415,6 +460,7 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 		WriteTimeout:      2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
+		ConnState:         s.trackConn,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	if s.cfg.Key == "" {
@@ -438,6 +484,8 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
 	var shutdownErr error
+	cut := time.AfterFunc(shutdownGrace, s.cutReads)
+	defer cut.Stop()
 	if err := hs.Shutdown(sctx); err != nil {
 		hs.Close()
 		shutdownErr = fmt.Errorf("grader: shutdown: %w", err)
