@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -187,7 +188,7 @@ func RemoveEntries(root string, owned, enter func(st *unix.Stat_t) bool, keepDir
 			return false
 		}
 		if owned(&e.Stat) {
-			unix.Fchmodat(e.DirFD, e.Name, 0o700, 0)
+			chmodDirNoFollow(e.DirFD, e.Name, 0o700)
 		}
 		return true
 	}
@@ -219,6 +220,31 @@ func RemoveEntries(root string, owned, enter func(st *unix.Stat_t) bool, keepDir
 		}
 	}
 	return fmt.Errorf("remove under %s: still moving deep directories after %d passes", root, maxPasses)
+}
+
+// chmodDirNoFollow sets the mode of the directory name in dirfd, never
+// through a symlink: the agent may have swapped the directory for a link
+// since the walk read it. fchmodat2(AT_SYMLINK_NOFOLLOW) (Linux 6.6)
+// refuses a link; where it is missing or refuses (a link, or a kernel
+// without it), the directory is opened O_PATH|O_NOFOLLOW|O_DIRECTORY, which
+// fails on a link, and its mode set through /proc/thread-self/fd. Failing
+// is harmless: the removal then finds less to remove.
+func chmodDirNoFollow(dirfd int, name string, mode uint32) {
+	err := unix.Fchmodat(dirfd, name, mode, unix.AT_SYMLINK_NOFOLLOW)
+	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+		return
+	}
+	chmodDirOPath(dirfd, name, mode)
+}
+
+// chmodDirOPath is chmodDirNoFollow without fchmodat2.
+func chmodDirOPath(dirfd int, name string, mode uint32) {
+	fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	unix.Chmod("/proc/thread-self/fd/"+strconv.Itoa(fd), mode)
 }
 
 // EmptyDir gives the directory dir mode 0700 and removes everything in it.

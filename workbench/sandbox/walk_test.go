@@ -163,3 +163,54 @@ func TestRemoveSharedTmp(t *testing.T) {
 		t.Fatalf("b's file left after b's sweep: %v", err)
 	}
 }
+
+// TestChmodDirNoFollow: a symlink put in place of a directory never has
+// its target's mode changed; a real directory gets the mode. Both ways
+// (fchmodat2 and the O_PATH fallback) are checked.
+func TestChmodDirNoFollow(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		chmod func(dirfd int, name string, mode uint32)
+	}{
+		{"fchmodat2", chmodDirNoFollow},
+		{"opath_fallback", chmodDirOPath},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			target := filepath.Join(root, "target")
+			if err := os.Mkdir(target, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(target, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, filepath.Join(root, "link")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(filepath.Join(root, "dir"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			tt.chmod(fd, "link", 0o700)
+			tt.chmod(fd, "dir", 0o700)
+			for _, c := range []struct {
+				path string
+				want os.FileMode
+			}{{target, 0o755}, {filepath.Join(root, "dir"), 0o700}} {
+				st, err := os.Lstat(c.path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Mode().Perm() != c.want {
+					t.Errorf("%s: mode %o, want %o", c.path, st.Mode().Perm(), c.want)
+				}
+			}
+		})
+	}
+}
