@@ -27,8 +27,14 @@
 // launcher, and never returns when it was.
 //
 // When Run returns, no process of the uid is left: the process group and
-// then every process whose real, effective, saved or filesystem uid is the
-// episode's are sent SIGKILL, scanning /proc until a scan finds none
+// then, each round, kill(-1) sent from a thread whose effective uid is the
+// episode's and real uid KillerRealUID (atomic with respect to fork, so a
+// chain of processes that each fork a successor and exit cannot slip
+// between a /proc listing and the status reads; the real uid is not the
+// episode's, so the uid's processes cannot signal that thread, and no
+// process may run as KillerRealUID), then every process whose real,
+// effective, saved or filesystem uid is the episode's are sent SIGKILL,
+// scanning /proc until a scan finds none
 // (bounded; zombies are not counted, but a zombie leader whose other
 // threads still run is). Matching on the uids in
 // /proc/<pid>/status, not on the owner of /proc/<pid>, also finds a process
@@ -58,7 +64,8 @@
 //
 // Running as root in a container, the sandbox needs exactly these four:
 //   - CAP_SETUID: the launcher's setuid, setfsuid in AsUID, and the
-//     thread's setresuid in RemoveIPC;
+//     thread's setresuid in RemoveIPC and KillAllOfUID (KillerRealUID must
+//     be mapped in a user namespace);
 //   - CAP_SETGID: the launcher's setgroups([]) and setgid, and setfsgid;
 //   - CAP_CHOWN: giving a new workspace directory to the uid, and handing a
 //     directory of the uid's in a shared tmp directory that still holds

@@ -22,6 +22,7 @@ const helperEnv = "SANDBOX_TEST_HELPER"
 //
 //	claim: claim SANDBOX_TEST_CLAIMS uids from SANDBOX_TEST_LOCKDIR, print
 //	each, print "ready", and hold them until stdin closes.
+//	hopkill: see hopKill.
 //	rmipc: print the CapEff line, then RemoveIPC(SANDBOX_TEST_UID).
 func runHelperIfRequested() {
 	switch os.Getenv(helperEnv) {
@@ -43,6 +44,8 @@ func runHelperIfRequested() {
 		w.Flush()
 		io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
+	case "hopkill":
+		hopKill()
 	case "rmipc":
 		// Run with only the production capabilities (see TestRemoveIPC).
 		status, _ := os.ReadFile("/proc/self/status")

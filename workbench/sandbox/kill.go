@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // killRounds bounds KillUntilNone. With RLIMIT_NPROC a fork bomb dies in a
@@ -91,13 +93,115 @@ func KillUID(uid int) (int, error) {
 	return len(pids), nil
 }
 
+// KillerRealUID is the real uid of the thread that sends kill(-1) for
+// KillAllOfUID. No process may ever run as it: every such process is
+// killed with each episode's processes.
+const KillerRealUID = UIDBase + UIDSlots
+
+// KillAllOfUID sends SIGKILL with kill(-1) from an OS thread of its own
+// whose effective uid is uid and real uid KillerRealUID (saved uid stays
+// 0, so it can switch back; its effective capabilities are then empty,
+// which is checked before the kill). The kernel then signals exactly the
+// processes whose real or saved uid is uid or KillerRealUID, never root's
+// nor another uid's nor this process, and does it atomically with respect
+// to fork: no process of uid forks a successor the signal misses. The
+// real uid is not uid itself: a thread whose real uid is uid could be sent
+// SIGKILL (tgkill) by the uid's processes, which would end the server.
+// Afterwards the thread's uids and capabilities are checked in
+// /proc/thread-self/status; a thread that could not be restored dies
+// instead of returning to the scheduler.
+func KillAllOfUID(uid int) error {
+	if uid <= 0 || uid == KillerRealUID {
+		return fmt.Errorf("kill(-1) as uid %d: not a sandbox uid", uid)
+	}
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		restored := false
+		defer func() {
+			if restored {
+				runtime.UnlockOSThread()
+			}
+		}()
+		done <- asKillerLocked(uid, &restored, func() error {
+			minus1 := -1
+			_, _, errno := syscall.RawSyscall(unix.SYS_KILL, uintptr(minus1), uintptr(unix.SIGKILL), 0)
+			if errno != 0 && errno != unix.ESRCH {
+				return fmt.Errorf("kill(-1) as uid %d: %w", uid, errno)
+			}
+			return nil
+		})
+	}()
+	return <-done
+}
+
+// threadIDs returns the Uid and CapEff lines of this thread's status.
+func threadIDs() (uids, capEff string, err error) {
+	data, err := os.ReadFile("/proc/thread-self/status")
+	if err != nil {
+		return "", "", err
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "Uid:"); ok {
+			uids = strings.Join(strings.Fields(v), " ")
+		}
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			capEff = strings.TrimSpace(v)
+		}
+	}
+	if uids == "" || capEff == "" {
+		return "", "", fmt.Errorf("/proc/thread-self/status lacks Uid or CapEff")
+	}
+	return uids, capEff, nil
+}
+
+// asKillerLocked runs fn with this thread's real uid KillerRealUID and
+// effective uid uid, only once the switch took and left no effective
+// capability, then switches back to root and checks that. The caller must
+// hold the OS thread locked.
+func asKillerLocked(uid int, restored *bool, fn func() error) (err error) {
+	uidsBefore, capsBefore, err := threadIDs()
+	if err != nil {
+		*restored = true // nothing changed yet
+		return fmt.Errorf("kill as uid %d: %w", uid, err)
+	}
+	if uidsBefore != "0 0 0 0" {
+		*restored = true
+		return fmt.Errorf("kill as uid %d: thread uids %q, want root", uid, uidsBefore)
+	}
+	keep := ^uintptr(0) // -1: leave that id as it is
+	defer func() {
+		syscall.RawSyscall(unix.SYS_SETRESUID, 0, 0, keep)
+		uids, caps, idErr := threadIDs()
+		*restored = idErr == nil && uids == uidsBefore && caps == capsBefore
+		if !*restored && err == nil {
+			err = fmt.Errorf("kill as uid %d: thread not restored (uids %q caps %q, want %q %q; %v)", uid, uids, caps, uidsBefore, capsBefore, idErr)
+		}
+	}()
+	if _, _, errno := syscall.RawSyscall(unix.SYS_SETRESUID, uintptr(KillerRealUID), uintptr(uid), keep); errno != 0 {
+		return fmt.Errorf("kill as uid %d: setresuid: %w", uid, errno)
+	}
+	// With CAP_KILL still effective kill(-1) would reach every process.
+	uids, caps, err := threadIDs()
+	want := fmt.Sprintf("%d %d 0 %d", KillerRealUID, uid, uid)
+	if err != nil || uids != want || caps != "0000000000000000" {
+		return fmt.Errorf("kill as uid %d: switched thread has uids %q caps %q (want %q, none): %v", uid, uids, caps, want, err)
+	}
+	return fn()
+}
+
 // KillUntilNone kills the processes of uid until a scan of /proc finds
-// none, so nothing forks past a single scan.
+// none, so nothing forks past a single scan: each round sends kill(-1) as
+// the uid (KillAllOfUID), which no fork escapes, then SIGKILL to every
+// process the scan finds.
 func KillUntilNone(uid int) error {
 	if uid < 0 {
 		return nil
 	}
 	for range killRounds {
+		if err := KillAllOfUID(uid); err != nil {
+			return err
+		}
 		n, err := KillUID(uid)
 		if err != nil {
 			return err
