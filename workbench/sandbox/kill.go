@@ -86,11 +86,39 @@ func KillUID(uid int) (int, error) {
 		return 0, err
 	}
 	for _, pid := range pids {
-		if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		if err := killPid(pid, uid); err != nil {
 			return len(pids), fmt.Errorf("kill %d of uid %d: %w", pid, uid, err)
 		}
 	}
 	return len(pids), nil
+}
+
+// killPid sends SIGKILL to the process pid if it is still a live process
+// of uid. The scan read its status before, and meanwhile the process may
+// have exited and its pid been reused (even by a thread of this server:
+// kill(2) of a thread id signals its whole process), so it is pinned with
+// a pidfd, its status read again, and the signal sent through the pidfd,
+// which never reaches a later process with the same pid.
+func killPid(pid, uid int) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil // gone
+	}
+	if err != nil {
+		return fmt.Errorf("pidfd_open: %w", err)
+	}
+	defer unix.Close(fd)
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return nil // gone since the scan
+	}
+	if live, match := statusMatches(data, uid); !live || !match {
+		return nil // not (or no longer) a live process of uid
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return err
+	}
+	return nil
 }
 
 // KillerRealUID is the real uid of the thread that sends kill(-1) for

@@ -251,3 +251,37 @@ func TestKillerThreadUnsignalable(t *testing.T) {
 		t.Errorf("control (real uid the uid's): %q, want ok", r[1])
 	}
 }
+
+// TestKillPidChecksAgain: killPid signals only a process that is, when
+// pinned by its pidfd, still a live process of the uid.
+func TestKillPidChecksAgain(t *testing.T) {
+	uid := claimUID(t)
+	start := func(asUID bool) *exec.Cmd {
+		cmd := exec.Command("/bin/sleep", "60")
+		if asUID {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	mine, other := start(true), start(false)
+	if err := killPid(other.Process.Pid, uid); err != nil {
+		t.Fatal(err)
+	}
+	if err := killPid(mine.Process.Pid, uid); err != nil {
+		t.Fatal(err)
+	}
+	if err := mine.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("the uid's process: %v, want killed", err)
+	}
+	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("a root process was signalled: %v", err)
+	}
+	// A pid that is gone is not an error.
+	if err := killPid(mine.Process.Pid, uid); err != nil {
+		t.Fatalf("gone pid: %v", err)
+	}
+}
