@@ -45,15 +45,21 @@ target_uid() {
 	fi
 }
 
-# alive PID: true when PID is a live (not zombie) process of the daemon's tree (setsid, setpriv,
-# dockerd-rootless.sh, then rootlesskit, all with dockerd-rootless.sh in their command line), so a stale pid file left by
-# a killed daemon, or a pid reused by another program, is not mistaken for our daemon.
-alive() {
+# running PID: true when PID exists and is not a zombie.
+running() {
 	local pid=$1 state
 	[ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 1
 	state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || return 1
-	[ "$state" != Z ] || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'dockerd-rootless'
+	[ -n "$state" ] && [ "$state" != Z ]
+}
+
+# alive PID: true when PID is a running process of the daemon's tree (setsid, setpriv, env,
+# dockerd-rootless.sh, then rootlesskit: each has dockerd-rootless.sh in its command line), so a
+# stale pid file left by a killed daemon, or a pid reused by another program, is not mistaken for
+# our daemon. Only for pids this script did not just start: during an exec the command line can
+# read empty for an instant.
+alive() {
+	running "$1" && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q 'dockerd-rootless'
 }
 
 socket_of() { printf '/run/user/%s/docker.sock' "$1"; }
@@ -133,7 +139,7 @@ start_daemon() {
 			export_line "$uid"
 			return 0
 		fi
-		if ! alive "$(cat "$pidfile")"; then
+		if ! running "$(cat "$pidfile")"; then
 			tail -n 20 "$runtime/dockerd-rootless.log" >&2 || true
 			die "dockerd-rootless.sh exited; see $runtime/dockerd-rootless.log"
 		fi
@@ -189,10 +195,10 @@ cmd_stop() {
 		log "stopping rootlesskit tree $pid"
 		kill -TERM "$pid" 2>/dev/null || true
 		for ((i = 0; i < 40; i++)); do
-			alive "$pid" || break
+			running "$pid" || break
 			sleep 0.25
 		done
-		alive "$pid" && die "process $pid did not exit after SIGTERM"
+		running "$pid" && die "process $pid did not exit after SIGTERM"
 	fi
 	rm -f "$pidfile"
 	log "stopped"
