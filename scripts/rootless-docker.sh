@@ -107,6 +107,33 @@ host_fixes() {
 	install -d -m 0700 -o "$uid" -g "$(id -g "$user_name")" "/run/user/$uid"
 }
 
+# reap_orphans RUNTIME UID: a daemon tree killed without its containerd (containerd runs in a
+# session of its own) leaves that containerd holding its socket, and the next start times out
+# waiting for a containerd of its own; a dead one leaves its pid file, which dockerd takes for a
+# live containerd. Stop it, by the pid dockerd recorded, if it is still a containerd of this user,
+# and drop a pid file that names no running process.
+reap_orphans() {
+	local runtime=$1 uid=$2 pid i
+	local pidfile=$runtime/docker/containerd/containerd.pid
+	pid=$(cat "$pidfile" 2>/dev/null) || return 0
+	if ! running "$pid"; then
+		# Dead or a zombie not yet reaped: dockerd would take the pid for a live containerd
+		# ("containerd is still running") and time out waiting for it.
+		rm -f "$pidfile"
+		return 0
+	fi
+	[ "$(stat -c %u "/proc/$pid" 2>/dev/null)" = "$uid" ] || return 0
+	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q '^containerd ' || return 0
+	log "stopping containerd $pid left by a daemon that died"
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 40; i++)); do
+		running "$pid" || return 0
+		sleep 0.25
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	rm -f "$pidfile"
+}
+
 start_daemon() {
 	local uid home runtime sock pidfile
 	uid=$(id -u "$user_name")
@@ -123,6 +150,7 @@ start_daemon() {
 	if [ -f "$pidfile" ] && alive "$(cat "$pidfile")"; then
 		log "a daemon process $(cat "$pidfile") exists but does not answer yet; waiting for it"
 	else
+		reap_orphans "$runtime" "$uid"
 		rm -f "$runtime/docker.pid" "$pidfile" "$sock"
 		log "starting dockerd-rootless.sh as $user_name (uid $uid); log: $runtime/dockerd-rootless.log"
 		# Fix 2: /usr/sbin and /sbin hold dockerd and iptables.
