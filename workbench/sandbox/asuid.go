@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"fmt"
-	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,20 +15,7 @@ func AsUID(uid int, fn func() error) error {
 	if uid < 0 {
 		return fn()
 	}
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		restored := false
-		defer func() {
-			// A thread whose ids could not be put back dies with this
-			// goroutine instead of returning to the scheduler.
-			if restored {
-				runtime.UnlockOSThread()
-			}
-		}()
-		done <- asUIDLocked(uid, fn, &restored)
-	}()
-	return <-done
+	return onOwnThread(func(restored *bool) error { return asUIDLocked(uid, fn, restored) })
 }
 
 func asUIDLocked(uid int, fn func() error, restored *bool) (err error) {

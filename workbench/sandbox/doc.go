@@ -36,7 +36,14 @@
 // effective, saved or filesystem uid is the episode's are sent SIGKILL,
 // scanning /proc until a scan finds none
 // (bounded; zombies are not counted, but a zombie leader whose other
-// threads still run is). Matching on the uids in
+// threads still run is). Each pid the scan found is pinned with a pidfd
+// and its uids read again before the signal goes through the pidfd, so a
+// pid reused meanwhile (even by one of this server's threads) is never
+// hit. Every thread whose ids are switched (AsUID, RemoveIPC,
+// KillAllOfUID) is a locked thread other than the main thread: the main
+// thread's credentials are the process's for /proc and for signal
+// permission checks, so switching it would expose the server to the
+// uid's kill, and to another workbench process's kill(-1). Matching on the uids in
 // /proc/<pid>/status, not on the owner of /proc/<pid>, also finds a process
 // that made itself non-dumpable.
 //

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -72,18 +71,8 @@ func RemoveIPC(uid int) error {
 	if len(objs) == 0 {
 		return nil
 	}
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		restored := false
-		defer func() {
-			// A thread whose ids could not be put back dies with this
-			// goroutine instead of returning to the scheduler.
-			if restored {
-				runtime.UnlockOSThread()
-			}
-		}()
-		done <- asEUIDLocked(uid, &restored, func() error {
+	return onOwnThread(func(restored *bool) error {
+		return asEUIDLocked(uid, restored, func() error {
 			var errs []error
 			for _, o := range objs {
 				err := ipcKinds[o.kind].rmid(o.id)
@@ -93,8 +82,7 @@ func RemoveIPC(uid int) error {
 			}
 			return errors.Join(errs...)
 		})
-	}()
-	return <-done
+	})
 }
 
 // ipcObjectsOf returns the ids of the objects in a /proc/sysvipc listing

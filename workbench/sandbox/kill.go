@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -142,16 +141,8 @@ func KillAllOfUID(uid int) error {
 	if uid <= 0 || uid == KillerRealUID {
 		return fmt.Errorf("kill(-1) as uid %d: not a sandbox uid", uid)
 	}
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		restored := false
-		defer func() {
-			if restored {
-				runtime.UnlockOSThread()
-			}
-		}()
-		done <- asKillerLocked(uid, &restored, func() error {
+	return onOwnThread(func(restored *bool) error {
+		return asKillerLocked(uid, restored, func() error {
 			minus1 := -1
 			_, _, errno := syscall.RawSyscall(unix.SYS_KILL, uintptr(minus1), uintptr(unix.SIGKILL), 0)
 			if errno != 0 && errno != unix.ESRCH {
@@ -159,8 +150,7 @@ func KillAllOfUID(uid int) error {
 			}
 			return nil
 		})
-	}()
-	return <-done
+	})
 }
 
 // threadIDs returns the Uid and CapEff lines of this thread's status.
