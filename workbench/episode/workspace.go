@@ -60,6 +60,9 @@ func newWorkspace(cfg Config, pool *sandbox.Pool, files []tasks.File) (_ *worksp
 		if err := sandbox.RemoveIPC(uid); err != nil {
 			return nil, err
 		}
+		if err := removeStaleHomes(cfg.HomeDir, uid); err != nil {
+			return nil, fmt.Errorf("remove homes a previous holder of uid %d left: %w", uid, err)
+		}
 	}
 	base := cfg.HomeDir
 	if err := os.MkdirAll(base, 0o711); err != nil {
@@ -146,26 +149,57 @@ func (w *workspace) destroy(beforeRelease func(uid int, home string)) error {
 		errs = append(errs, sandbox.RemoveIPC(w.uid))
 	}
 	if w.home != "" {
-		errs = append(errs, sandbox.AsUID(w.uid, func() error { return sandbox.EmptyDir(w.dir) }))
-		// Root owns the home: the workspace entry (whatever it now is) and
-		// the home go with unlink/rmdir in directories root owns.
-		var st unix.Stat_t
-		if unix.Lstat(w.dir, &st) == nil {
-			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				errs = append(errs, ignoreMissing(unix.Rmdir(w.dir)))
-			} else {
-				errs = append(errs, ignoreMissing(unix.Unlink(w.dir)))
-			}
-		}
-		if err := unix.Rmdir(w.home); err != nil && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, sandbox.RemoveTree(w.home))
-		}
+		errs = append(errs, removeHome(w.uid, w.home))
 	}
 	if w.uid >= 0 {
 		if beforeRelease != nil {
 			beforeRelease(w.uid, w.home)
 		}
 		w.pool.Release(w.uid)
+	}
+	return errors.Join(errs...)
+}
+
+// removeHome removes an episode's home: the workspace emptied as the uid,
+// then (root owns the home) the workspace entry, whatever it now is, and
+// the home with unlink/rmdir in directories root owns.
+func removeHome(uid int, home string) error {
+	dir := filepath.Join(home, "ws")
+	var errs []error
+	errs = append(errs, sandbox.AsUID(uid, func() error { return sandbox.EmptyDir(dir) }))
+	var st unix.Stat_t
+	if unix.Lstat(dir, &st) == nil {
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			errs = append(errs, ignoreMissing(unix.Rmdir(dir)))
+		} else {
+			errs = append(errs, ignoreMissing(unix.Unlink(dir)))
+		}
+	}
+	if err := unix.Rmdir(home); err != nil && !errors.Is(err, unix.ENOENT) {
+		errs = append(errs, sandbox.RemoveTree(home))
+	}
+	return errors.Join(errs...)
+}
+
+// removeStaleHomes removes the homes under base whose workspace belongs to
+// uid. The caller holds uid's lock, so no live episode uses them: they were
+// left by a holder that crashed, and the next holder must not find them.
+func removeStaleHomes(base string, uid int) error {
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return ignoreMissing(err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "wb-") || !e.IsDir() {
+			continue
+		}
+		home := filepath.Join(base, e.Name())
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(home, "ws"), &st) != nil || int(st.Uid) != uid {
+			continue
+		}
+		errs = append(errs, removeHome(uid, home))
 	}
 	return errors.Join(errs...)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -224,10 +223,11 @@ func TestKillerThreadUnsignalable(t *testing.T) {
 		line, _ := out.ReadString('\n')
 		return strings.TrimSpace(line)
 	}
-	got := make(chan [2]string, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread's ids were played with
-		var r [2]string
+	// On a thread of its own, never the main one (whose ids are the
+	// process's for other processes' signals), and never unlocked: its ids
+	// were played with.
+	var r [2]string
+	onOwnThread(func(*bool) error {
 		restored := false
 		err := asKillerLocked(uid, &restored, func() error { r[0] = probe(); return nil })
 		if err != nil || !restored {
@@ -241,9 +241,8 @@ func TestKillerThreadUnsignalable(t *testing.T) {
 			r[1] = probe()
 			syscall.RawSyscall(unix.SYS_SETRESUID, 0, 0, keep)
 		}
-		got <- r
-	}()
-	r := <-got
+		return nil
+	})
 	if r[0] != "Operation not permitted" {
 		t.Errorf("a process of the uid probing the switched thread: %q, want %q", r[0], "Operation not permitted")
 	}
