@@ -43,9 +43,9 @@ func TestServeShutdownStalledClients(t *testing.T) {
 	}
 	// Each request is in the server once its connection is active.
 	deadline := time.Now().Add(5 * time.Second)
-	for srv.activeConns() < 3 {
+	for srv.conns.Active() < 3 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of 3 stalled requests reached the server", srv.activeConns())
+			t.Fatalf("%d of 3 stalled requests reached the server", srv.conns.Active())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentpen/agentpen/internal/conntrack"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/go-chi/chi/v5"
@@ -71,8 +72,7 @@ type Server struct {
 	log     *slog.Logger
 	handler http.Handler
 
-	mu    sync.Mutex
-	conns map[net.Conn]http.ConnState // open connections, for shutdown
+	conns conntrack.Tracker // open connections, for shutdown
 }
 
 // ErrNoKey is returned (wrapped) by NewServer for an empty key without
@@ -87,7 +87,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Catalogue == nil {
 		cfg.Catalogue = tasksCatalogue{}
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, conns: map[net.Conn]http.ConnState{}}
+	s := &Server{cfg: cfg, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -410,41 +410,6 @@ const ShutdownTimeout = 10 * time.Second
 // to ShutdownTimeout and make it fail.
 const shutdownGrace = time.Second
 
-// trackConn is http.Server.ConnState.
-func (s *Server) trackConn(c net.Conn, st http.ConnState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch st {
-	case http.StateHijacked, http.StateClosed:
-		delete(s.conns, c)
-	default:
-		s.conns[c] = st
-	}
-}
-
-// activeConns counts connections with a request being read or answered.
-func (s *Server) activeConns() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, st := range s.conns {
-		if st == http.StateActive {
-			n++
-		}
-	}
-	return n
-}
-
-// cutReads makes every pending read on an open connection fail now.
-func (s *Server) cutReads() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := time.Now()
-	for c := range s.conns {
-		c.SetReadDeadline(now)
-	}
-}
-
 // Serve serves on every listener until ctx is done, then stops accepting
 // and returns once the requests in flight finished (or ShutdownTimeout
 // passed); a request still being read after shutdownGrace (a client
@@ -460,7 +425,7 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 		WriteTimeout:      2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ConnState:         s.trackConn,
+		ConnState:         s.conns.ConnState,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	if s.cfg.Key == "" {
@@ -484,7 +449,7 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
 	defer cancel()
 	var shutdownErr error
-	cut := time.AfterFunc(shutdownGrace, s.cutReads)
+	cut := time.AfterFunc(shutdownGrace, s.conns.CutReads)
 	defer cut.Stop()
 	if err := hs.Shutdown(sctx); err != nil {
 		hs.Close()

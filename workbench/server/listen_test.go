@@ -252,7 +252,7 @@ func TestServeShutdownStalledBody(t *testing.T) {
 	}
 	addr, stop := serveTCP(t, s)
 	c := stalledPost(t, addr)
-	waitFor(t, "the request in its handler", func() bool { return s.activeConns() == 1 })
+	waitFor(t, "the request in its handler", func() bool { return s.conns.Active() == 1 })
 	err, took := stop()
 	if err != nil {
 		t.Errorf("Serve: %v, want nil", err)

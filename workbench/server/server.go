@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentpen/agentpen/internal/conntrack"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/go-chi/chi/v5"
 )
@@ -86,8 +87,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	closing  bool
-	conns    map[net.Conn]http.ConnState // open HTTP connections (not hijacked)
-	sessions int                         // WebSocket slots in use, placeholders included
+	conns    conntrack.Tracker // open HTTP connections (not hijacked), for shutdown
+	sessions int               // WebSocket slots in use, placeholders included
 	cancels  map[uint64]context.CancelFunc
 	nextID   uint64
 	wg       sync.WaitGroup // every tracked session and HTTP env call
@@ -121,7 +122,6 @@ func New(cfg Config) (*Server, error) {
 		log:     cfg.Logger,
 		httpSem: make(chan struct{}, cfg.MaxHTTPEnvs),
 		cancels: map[uint64]context.CancelFunc{},
-		conns:   map[net.Conn]http.ConnState{},
 
 		readTimeout: defaultReadTimeout,
 		idleTimeout: defaultIdleTimeout,
@@ -246,45 +246,6 @@ const (
 	defaultIdleTimeout = 2 * time.Minute
 )
 
-// trackConn is http.Server.ConnState: it keeps the open connections, so
-// shutdown can cut reads that would otherwise hold it up.
-func (s *Server) trackConn(c net.Conn, st http.ConnState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch st {
-	case http.StateHijacked, http.StateClosed:
-		delete(s.conns, c)
-	default:
-		s.conns[c] = st
-	}
-}
-
-// activeConns counts the connections with a request being read or
-// answered.
-func (s *Server) activeConns() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, st := range s.conns {
-		if st == http.StateActive {
-			n++
-		}
-	}
-	return n
-}
-
-// cutReads makes every pending read of a request (a body that stalls, a
-// body discarded after the reply) fail now. Serve calls it once every
-// session and environment call has ended, so no step is cut off.
-func (s *Server) cutReads() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := time.Now()
-	for c := range s.conns {
-		c.SetReadDeadline(now)
-	}
-}
-
 // Serve serves on every listener until ctx is done, then stops accepting,
 // closes every session (each closing its environment) and returns nil once
 // everything has finished, or an error if that takes longer than
@@ -297,7 +258,7 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.handler,
 		ConnContext:       withPeerCred,
-		ConnState:         s.trackConn,
+		ConnState:         s.conns.ConnState,
 		ReadHeaderTimeout: 30 * time.Second,
 		ReadTimeout:       s.readTimeout,
 		IdleTimeout:       s.idleTimeout,
@@ -327,7 +288,7 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	shutdownErr := s.Shutdown(sctx)
 	// What is left are requests still being read, which would hold up
 	// http.Server.Shutdown until readTimeout, past sctx.
-	s.cutReads()
+	s.conns.CutReads()
 	if err := hs.Shutdown(sctx); err != nil {
 		hs.Close()
 		shutdownErr = errors.Join(shutdownErr, fmt.Errorf("server: http shutdown: %w", err))
