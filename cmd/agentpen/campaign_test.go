@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
@@ -102,11 +103,11 @@ func TestUpDownRealDaemon(t *testing.T) {
 		t.Fatalf("down: %v", err)
 	}
 	for _, id := range []string{res.Server.ContainerID, res.Workspaces[0].ContainerID} {
-		if _, err := cli.ContainerInspect(t.Context(), id); !client.IsErrNotFound(err) {
+		if _, err := cli.ContainerInspect(t.Context(), id); !cerrdefs.IsNotFound(err) {
 			t.Fatalf("container %s after down: %v", id, err)
 		}
 	}
-	if _, err := cli.NetworkInspect(t.Context(), res.Network, networkInspectOptions()); !client.IsErrNotFound(err) {
+	if _, err := cli.NetworkInspect(t.Context(), res.Network, networkInspectOptions()); !cerrdefs.IsNotFound(err) {
 		t.Fatalf("network after down: %v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -376,16 +375,4 @@ func codeOf(err error) string {
 		return se.Code
 	}
 	return ""
-}
-
-func getJSON(t *testing.T, url string) (int, map[string]any) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var v map[string]any
-	json.NewDecoder(resp.Body).Decode(&v)
-	return resp.StatusCode, v
 }

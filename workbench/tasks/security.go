@@ -188,15 +188,6 @@ type pyVersion [3]int
 
 func (v pyVersion) String() string { return fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2]) }
 
-func (v pyVersion) less(w pyVersion) bool {
-	for i := range v {
-		if v[i] != w[i] {
-			return v[i] < w[i]
-		}
-	}
-	return false
-}
-
 func genVulnerablePins(r *Rand, _ int) (Built, string) {
 	names := Sample(r, []string{"httpkit", "jsonweave", "yamlet", "pixelforge", "sqlbridge", "authlite",
 		"cryptobox", "xmlsift", "taskqueue-py", "templaro", "uploadr", "datebox", "netfetch", "mailmerge-py",
