@@ -1,7 +1,6 @@
 package adapter_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/internal/logbuf"
 	"github.com/agentpen/agentpen/internal/oracle"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
@@ -61,7 +61,7 @@ func TestCampaignEndToEnd(t *testing.T) {
 		return ""
 	}
 	state := t.TempDir()
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	newAdapter := func() *adapter.Adapter {
 		return &adapter.Adapter{Docker: d, StateRoot: state, Getenv: getenv, ReadyTimeout: 60 * time.Second, Logger: logger}
@@ -466,22 +466,4 @@ func checkContainment(t *testing.T, socket, graderURL string) {
 	if code, _ := got["grader_unauthenticated"].(float64); code != 401 && code != 403 && code != 404 {
 		t.Errorf("unauthenticated grader call from the workspace = %v, want 401/403/404", got["grader_unauthenticated"])
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/internal/logbuf"
 	"github.com/agentpen/agentpen/internal/testenv"
 	"github.com/agentpen/agentpen/workbench/grader"
 )
@@ -51,7 +52,7 @@ func isUsage(err error) bool { return err != nil && strings.HasPrefix(err.Error(
 type proc struct {
 	cmd    *exec.Cmd
 	addr   string // from its "listening" log line
-	logs   *syncBuffer
+	logs   *logbuf.Buffer
 	exited chan error
 }
 
@@ -63,7 +64,7 @@ func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	cmd.Env = append(os.Environ(), env...)
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
-	p := &proc{cmd: cmd, logs: &syncBuffer{}, exited: make(chan error, 1)}
+	p := &proc{cmd: cmd, logs: &logbuf.Buffer{}, exited: make(chan error, 1)}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/internal/logbuf"
 	"github.com/agentpen/agentpen/internal/testenv"
 	"github.com/coder/websocket"
 )
@@ -54,25 +55,8 @@ type liveServer struct {
 	base    string // http://127.0.0.1:port
 	sock    string // unix socket path
 	homeDir string
-	logs    *syncBuffer
+	logs    *logbuf.Buffer
 	exited  chan error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startServe runs `workbench serve` on a free TCP port and a unix socket,
@@ -90,7 +74,7 @@ func startServe(t *testing.T, extra ...string) *liveServer {
 		"--log-format", "json", "--home-dir", home}, extra...)
 	cmd := exec.Command(binary(t), args...)
 	pr, pw := io.Pipe()
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	cmd.Stderr = pw
 	cmd.Stdout = os.Stdout
 	if err := cmd.Start(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/agentpen/agentpen/internal/logbuf"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -23,37 +24,19 @@ func (c *countingCatalogue) Build(id string) (*tasks.Task, error) {
 	return tasks.Build(id)
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // testServer is a grader service on a loopback httptest server, with its
 // JSON log and its catalogue's build count.
 type testServer struct {
 	url  string
 	cat  *countingCatalogue
-	logs *syncBuffer
+	logs *logbuf.Buffer
 }
 
 const testKey = "k3y-For-Tests-0f6c1a9e7d2b4c58a1"
 
 func newTestServer(t *testing.T, key string) *testServer {
 	t.Helper()
-	ts := &testServer{cat: &countingCatalogue{}, logs: &syncBuffer{}}
+	ts := &testServer{cat: &countingCatalogue{}, logs: &logbuf.Buffer{}}
 	srv, err := NewServer(ServerConfig{
 		Key:           key,
 		InsecureNoKey: key == "",
