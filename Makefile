@@ -14,7 +14,11 @@ endif
 TEST_TIMEOUT ?= 15m
 FUZZTIME ?= 30s
 
-.PHONY: all deps docker docker-stop build images test unit vet fuzz bench run clean help
+# The concurrent packages run under the race detector in make test (the rest
+# without it, so nothing runs twice).
+RACE_PKGS := ./adapter/... ./workbench/server/... ./workbench/grader/... ./workbench/sandbox/... ./internal/...
+
+.PHONY: all deps docker docker-stop build images test unit vet tidy-check fuzz bench run clean help
 
 all: build
 
@@ -47,9 +51,13 @@ images: docker build ## build the local images: agentpen/python-base:bookworm an
 vet:
 	$(GO) vet ./...
 
-test: images vet ## the test command: daemon, images, go vet, go test (Docker tests fail instead of skip when CI=true)
+tidy-check: ## fail when go mod tidy would change go.mod or go.sum
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy (run: go mod tidy):" >&2; $(GO) mod tidy -diff >&2; exit 1; }
+
+test: images vet tidy-check ## the test command: daemon, images, go vet, tidy check, go test (-race on the concurrent packages; Docker tests fail instead of skip when CI=true)
 	@# -count=1: results of tests against the daemon and as root never come from the cache.
-	@$(WITH_DOCKER) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@$(WITH_DOCKER) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -race $(RACE_PKGS)
+	@$(WITH_DOCKER) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(RACE_PKGS))")
 
 unit: ## go test without starting anything (tests that need Docker skip, or fail with CI=true)
 	$(GO) test ./...

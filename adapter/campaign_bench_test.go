@@ -2,6 +2,7 @@ package adapter_test
 
 import (
 	"fmt"
+	"github.com/agentpen/agentpen/campaign"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ func BenchmarkCampaign(b *testing.B) {
 			d, cli := realDockerB(b)
 			img := imageIDB(b, cli, workbenchImage)
 			a := &adapter.Adapter{Docker: d, StateRoot: b.TempDir(), Getenv: func(k string) string {
-				return map[string]string{adapter.DefaultAPIKeyEnv: "bench-key"}[k]
+				return map[string]string{campaign.DefaultAPIKeyEnv: "bench-key"}[k]
 			}}
 			taskIDs := make([]string, n)
 			for i := range taskIDs {

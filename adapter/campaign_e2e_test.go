@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agentpen/agentpen/campaign"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -29,14 +30,14 @@ const workbenchImage = "agentpen/workbench:dev"
 // answer kinds.
 var e2eTasks = []string{"software/median@2", "data/csv_region_total@5", "logs/first_error@1", "config/port_conflict"}
 
-func workbenchSpec(campaignID, img string, taskIDs []string) adapter.CampaignSpec {
-	s := adapter.CampaignSpec{
+func workbenchSpec(campaignID, img string, taskIDs []string) campaign.CampaignSpec {
+	s := campaign.CampaignSpec{
 		CampaignID: campaignID,
 		Labels:     map[string]string{"com.example.launcher": "e2e"},
-		Server:     adapter.ServerSpec{Image: img},
+		Server:     campaign.ServerSpec{Image: img},
 	}
 	for i, id := range taskIDs {
-		s.Workspaces = append(s.Workspaces, adapter.WorkspaceSpec{TaskID: id, AttemptID: fmt.Sprint("a", i), Image: img})
+		s.Workspaces = append(s.Workspaces, campaign.WorkspaceSpec{TaskID: id, AttemptID: fmt.Sprint("a", i), Image: img})
 	}
 	return s
 }
@@ -55,7 +56,7 @@ func TestCampaignEndToEnd(t *testing.T) {
 	}
 	const canary = "canary-key-7d1f0c2b9e"
 	getenv := func(k string) string {
-		if k == adapter.DefaultAPIKeyEnv {
+		if k == campaign.DefaultAPIKeyEnv {
 			return canary
 		}
 		return ""
@@ -135,16 +136,16 @@ func inspectCampaign(t *testing.T, cli *client.Client, c *adapter.Campaign, cana
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !net.Internal || net.Driver != "bridge" || net.Name != p.Network.Name || net.Labels[adapter.LabelCampaign] != p.CampaignID || net.Labels[adapter.LabelOwner] != adapter.OwnerValue {
+	if !net.Internal || net.Driver != "bridge" || net.Name != p.Network.Name || net.Labels[campaign.LabelCampaign] != p.CampaignID || net.Labels[campaign.LabelOwner] != campaign.OwnerValue {
 		t.Fatalf("network %s: internal=%v driver=%s labels=%v", net.Name, net.Internal, net.Driver, net.Labels)
 	}
 	srv, err := cli.ContainerInspect(ctx, c.ServerID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkCommon(t, srv, p, p.Server.Alias, adapter.RoleServer)
-	if !hasEnvName(srv.Config.Env, adapter.DefaultAPIKeyEnv) {
-		t.Fatalf("server env lacks %s", adapter.DefaultAPIKeyEnv)
+	checkCommon(t, srv, p, p.Server.Alias, campaign.RoleServer)
+	if !hasEnvName(srv.Config.Env, campaign.DefaultAPIKeyEnv) {
+		t.Fatalf("server env lacks %s", campaign.DefaultAPIKeyEnv)
 	}
 	if len(srv.HostConfig.PortBindings) != 0 || len(srv.NetworkSettings.Ports) != 0 && anyBound(srv) {
 		t.Fatalf("server publishes ports: %v", srv.HostConfig.PortBindings)
@@ -155,9 +156,9 @@ func inspectCampaign(t *testing.T, cli *client.Client, c *adapter.Campaign, cana
 			t.Fatal(err)
 		}
 		a := p.Agents[i]
-		checkCommon(t, info, p, a.Alias, adapter.RoleWork)
+		checkCommon(t, info, p, a.Alias, campaign.RoleWork)
 		hc := info.HostConfig
-		if info.Config.Labels[adapter.LabelAgent] != a.AgentID {
+		if info.Config.Labels[campaign.LabelAgent] != a.AgentID {
 			t.Fatalf("workspace labels %v", info.Config.Labels)
 		}
 		if !hc.ReadonlyRootfs || len(hc.CapDrop) != 1 || hc.CapDrop[0] != "ALL" || strings.Join(hc.CapAdd, ",") != strings.Join(adapter.WorkspaceCaps, ",") {
@@ -173,7 +174,7 @@ func inspectCampaign(t *testing.T, cli *client.Client, c *adapter.Campaign, cana
 		}
 		var runMount bool
 		for _, m := range info.Mounts {
-			if m.Destination == adapter.WorkbenchRunDir && m.Source == ws.RunDir {
+			if m.Destination == campaign.WorkbenchRunDir && m.Source == ws.RunDir {
 				runMount = true
 			}
 			if strings.Contains(m.Source, "docker.sock") || strings.Contains(m.Destination, "docker.sock") {
@@ -181,7 +182,7 @@ func inspectCampaign(t *testing.T, cli *client.Client, c *adapter.Campaign, cana
 			}
 		}
 		if !runMount {
-			t.Fatalf("workspace mounts %+v lack %s", info.Mounts, adapter.WorkbenchRunDir)
+			t.Fatalf("workspace mounts %+v lack %s", info.Mounts, campaign.WorkbenchRunDir)
 		}
 		for _, name := range []string{"AGENTPEN_AGENT_ID", "AGENTPEN_SERVER_URL", "AGENTPEN_GRADER_URL", "AGENTPEN_GRADER_KEY_ENV", "NO_PROXY"} {
 			if !hasEnvName(info.Config.Env, name) {
@@ -207,7 +208,7 @@ func inspectCampaign(t *testing.T, cli *client.Client, c *adapter.Campaign, cana
 	}
 }
 
-func checkCommon(t *testing.T, info container.InspectResponse, p *adapter.Plan, alias, role string) {
+func checkCommon(t *testing.T, info container.InspectResponse, p *campaign.Plan, alias, role string) {
 	t.Helper()
 	if info.HostConfig.Init == nil || !*info.HostConfig.Init {
 		t.Fatalf("%s: init not set", info.Name)
@@ -216,7 +217,7 @@ func checkCommon(t *testing.T, info container.InspectResponse, p *adapter.Plan, 
 		t.Fatalf("%s: security opts %v", info.Name, info.HostConfig.SecurityOpt)
 	}
 	l := info.Config.Labels
-	if l[adapter.LabelCampaign] != p.CampaignID || l[adapter.LabelRole] != role || l[adapter.LabelOwner] != adapter.OwnerValue || l[adapter.LabelNetwork] != p.Network.Name || l["com.example.launcher"] != "e2e" {
+	if l[campaign.LabelCampaign] != p.CampaignID || l[campaign.LabelRole] != role || l[campaign.LabelOwner] != campaign.OwnerValue || l[campaign.LabelNetwork] != p.Network.Name || l["com.example.launcher"] != "e2e" {
 		t.Fatalf("%s: labels %v", info.Name, l)
 	}
 	ep, ok := info.NetworkSettings.Networks[p.Network.Name]

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/agentpen/agentpen/campaign"
 	"net"
 	"net/http"
 	"os"
@@ -82,7 +83,7 @@ func uniqueCampaign(t *testing.T) string {
 // Tests use it to verify; agentpen itself never deletes by label.
 func owned(t *testing.T, cli *client.Client, campaignID string) (containers, networks map[string]string) {
 	t.Helper()
-	f := filters.NewArgs(filters.Arg("label", adapter.LabelCampaign+"="+campaignID))
+	f := filters.NewArgs(filters.Arg("label", campaign.LabelCampaign+"="+campaignID))
 	cs, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +107,7 @@ func owned(t *testing.T, cli *client.Client, campaignID string) (containers, net
 // leftovers (by the ids the label listing found).
 func forceRemove(cli *client.Client, campaignID string) {
 	ctx := context.Background()
-	f := filters.NewArgs(filters.Arg("label", adapter.LabelCampaign+"="+campaignID))
+	f := filters.NewArgs(filters.Arg("label", campaign.LabelCampaign+"="+campaignID))
 	cs, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	for _, c := range cs {
 		cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
@@ -116,17 +117,17 @@ func forceRemove(cli *client.Client, campaignID string) {
 		cli.NetworkRemove(ctx, n.ID)
 	}
 	if sock := strings.TrimPrefix(os.Getenv("DOCKER_HOST"), "unix://"); sock != "" {
-		os.RemoveAll(filepath.Join(filepath.Dir(sock), "agentpen", adapter.CampaignKey(campaignID)))
+		os.RemoveAll(filepath.Join(filepath.Dir(sock), "agentpen", campaign.Key(campaignID)))
 	}
 }
 
-func sleeperSpec(campaignID, img string, n int) adapter.CampaignSpec {
-	s := adapter.CampaignSpec{
+func sleeperSpec(campaignID, img string, n int) campaign.CampaignSpec {
+	s := campaign.CampaignSpec{
 		CampaignID: campaignID,
-		Server:     adapter.ServerSpec{Image: img, Command: []string{"sleep", "600"}, ReadyCommand: []string{"true"}},
+		Server:     campaign.ServerSpec{Image: img, Command: []string{"sleep", "600"}, ReadyCommand: []string{"true"}},
 	}
 	for i := range n {
-		s.Workspaces = append(s.Workspaces, adapter.WorkspaceSpec{TaskID: fmt.Sprintf("software/median@%d", i), Image: img, Command: []string{"sleep", "600"}})
+		s.Workspaces = append(s.Workspaces, campaign.WorkspaceSpec{TaskID: fmt.Sprintf("software/median@%d", i), Image: img, Command: []string{"sleep", "600"}})
 	}
 	return s
 }
@@ -139,8 +140,8 @@ func TestBringUpNeedsKey(t *testing.T) {
 	spec := sleeperSpec(id, img, 1)
 	spec.Workspaces[0].Command = nil // the default: the episode server grading remotely
 	_, err := a.BringUp(t.Context(), spec)
-	if !errors.Is(err, adapter.ErrInvalid) || !strings.Contains(err.Error(), adapter.DefaultAPIKeyEnv) {
-		t.Fatalf("err = %v; want a validation error naming %s", err, adapter.DefaultAPIKeyEnv)
+	if !errors.Is(err, campaign.ErrInvalid) || !strings.Contains(err.Error(), campaign.DefaultAPIKeyEnv) {
+		t.Fatalf("err = %v; want a validation error naming %s", err, campaign.DefaultAPIKeyEnv)
 	}
 	if cs, ns := owned(t, cli, id); len(cs)+len(ns) != 0 {
 		t.Fatalf("a refused campaign created %v %v", cs, ns)
@@ -153,7 +154,7 @@ func TestBringUpBadImage(t *testing.T) {
 	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir()}
 	spec := sleeperSpec(id, "sha256:"+strings.Repeat("ab", 32), 1)
 	_, err := a.BringUp(t.Context(), spec)
-	if !errors.Is(err, adapter.ErrInvalid) || !strings.Contains(err.Error(), "no such image") {
+	if !errors.Is(err, campaign.ErrInvalid) || !strings.Contains(err.Error(), "no such image") {
 		t.Fatalf("err = %v; want a validation error naming the missing image", err)
 	}
 	if cs, ns := owned(t, cli, id); len(cs)+len(ns) != 0 {
@@ -171,7 +172,7 @@ func TestBringUpNameConflict(t *testing.T) {
 	t.Cleanup(func() { forceRemove(cli, id) })
 	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir()}
 	spec := sleeperSpec(id, img, 1)
-	plan, err := adapter.NewPlan(spec)
+	plan, err := campaign.NewPlan(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,11 +194,11 @@ func TestBringUpNameConflict(t *testing.T) {
 	if len(cs)+len(ns) != 0 {
 		t.Fatalf("rollback left %v %v", cs, ns)
 	}
-	recs, err := adapter.ReadJournal(filepath.Join(a.CampaignDir(id), adapter.JournalFile))
+	recs, err := campaign.ReadJournal(filepath.Join(a.CampaignDir(id), campaign.JournalFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range adapter.Resources(recs) {
+	for _, r := range campaign.Resources(recs) {
 		if r.ID != "" && !r.Removed {
 			t.Fatalf("journal: %+v created and not removed", r)
 		}
@@ -266,14 +267,14 @@ func TestBringUpKilled(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	journal := filepath.Join((&adapter.Adapter{StateRoot: state}).CampaignDir(id), adapter.JournalFile)
+	journal := filepath.Join((&adapter.Adapter{StateRoot: state}).CampaignDir(id), campaign.JournalFile)
 	// Kill it once some workspaces exist and others are on their way.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		recs, _ := adapter.ReadJournal(journal)
+		recs, _ := campaign.ReadJournal(journal)
 		created := 0
 		for _, r := range recs {
-			if r.Op == adapter.OpCreated && r.Kind == adapter.KindContainer {
+			if r.Op == campaign.OpCreated && r.Kind == campaign.KindContainer {
 				created++
 			}
 		}
@@ -294,12 +295,12 @@ func TestBringUpKilled(t *testing.T) {
 	// Let any create the daemon was already running finish.
 	time.Sleep(2 * time.Second)
 
-	recs, err := adapter.ReadJournal(journal)
+	recs, err := campaign.ReadJournal(journal)
 	if err != nil {
 		t.Fatal(err)
 	}
-	named := map[string]adapter.Resource{}
-	for _, r := range adapter.Resources(recs) {
+	named := map[string]campaign.Resource{}
+	for _, r := range campaign.Resources(recs) {
 		named[r.Name] = r
 	}
 	cs, ns := owned(t, cli, id)
@@ -308,7 +309,7 @@ func TestBringUpKilled(t *testing.T) {
 	}
 	for name, cid := range cs {
 		r, ok := named[name]
-		if !ok || r.Kind != adapter.KindContainer {
+		if !ok || r.Kind != campaign.KindContainer {
 			t.Errorf("container %s (%s) exists but the journal does not name it", name, cid[:12])
 		}
 		if ok && r.ID != "" && r.ID != cid {
@@ -321,8 +322,8 @@ func TestBringUpKilled(t *testing.T) {
 		}
 	}
 	// And every journalled id exists (nothing was removed).
-	for _, r := range adapter.Resources(recs) {
-		if r.Kind == adapter.KindContainer && r.ID != "" {
+	for _, r := range campaign.Resources(recs) {
+		if r.Kind == campaign.KindContainer && r.ID != "" {
 			if cs[r.Name] != r.ID {
 				t.Errorf("journal says %s is %s; daemon has %q", r.Name, r.ID, cs[r.Name])
 			}
@@ -341,14 +342,14 @@ func TestBringUpCancelled(t *testing.T) {
 	t.Cleanup(func() { forceRemove(cli, id) })
 	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Parallelism: 2, ReadyTimeout: time.Minute}
 	ctx, cancel := context.WithCancel(t.Context())
-	journal := filepath.Join(a.CampaignDir(id), adapter.JournalFile)
+	journal := filepath.Join(a.CampaignDir(id), campaign.JournalFile)
 	go func() {
 		defer cancel()
 		for range 3000 {
-			recs, _ := adapter.ReadJournal(journal)
+			recs, _ := campaign.ReadJournal(journal)
 			n := 0
 			for _, r := range recs {
-				if r.Op == adapter.OpCreated && r.Kind == adapter.KindContainer {
+				if r.Op == campaign.OpCreated && r.Kind == campaign.KindContainer {
 					n++
 				}
 			}
@@ -365,8 +366,8 @@ func TestBringUpCancelled(t *testing.T) {
 	if cs, ns := owned(t, cli, id); len(cs)+len(ns) != 0 {
 		t.Fatalf("cancelled bring-up left %v %v", cs, ns)
 	}
-	recs, _ := adapter.ReadJournal(journal)
-	for _, r := range adapter.Resources(recs) {
+	recs, _ := campaign.ReadJournal(journal)
+	for _, r := range campaign.Resources(recs) {
 		if r.ID != "" && !r.Removed {
 			t.Fatalf("journal: %+v not removed", r)
 		}
@@ -387,18 +388,18 @@ func TestCampaignNATPublish(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	spec := adapter.CampaignSpec{
+	spec := campaign.CampaignSpec{
 		CampaignID: id,
-		Egress:     adapter.EgressNAT,
-		Server: adapter.ServerSpec{
+		Egress:     campaign.EgressNAT,
+		Server: campaign.ServerSpec{
 			Image: base, Command: []string{"python3", "-m", "http.server", "8080"},
 			PublishLoopback: fmt.Sprintf("127.0.0.1:%d", port),
 			ReadyCommand:    []string{"python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/')"},
 		},
-		Workspaces: []adapter.WorkspaceSpec{{TaskID: "data/csv_region_total", Image: wb}},
+		Workspaces: []campaign.WorkspaceSpec{{TaskID: "data/csv_region_total", Image: wb}},
 	}
 	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: func(k string) string {
-		return map[string]string{adapter.DefaultAPIKeyEnv: "nat-test-key"}[k]
+		return map[string]string{campaign.DefaultAPIKeyEnv: "nat-test-key"}[k]
 	}}
 	c, err := a.BringUp(t.Context(), spec)
 	if err != nil {

@@ -5,39 +5,54 @@
 // never tcp or ssh, never a default taken from the environment), builds the
 // Docker SDK client pinned to that endpoint with API-version negotiation
 // (Connect), and refuses a daemon whose /info does not carry the
-// name=rootless security option. The daemon identity it reads (Daemon) is
-// what the attestation later proves against.
+// name=rootless security option. The daemon identity it reads
+// (campaign.Daemon) is what the attestation later proves against.
 //
-// # Campaigns
+// It does not decide what a campaign is (package campaign plans it from the
+// launcher's spec, purely) or whether a resource may be removed (package
+// cleanup decides, purely); it does the I/O those packages describe. Files
+// are split by job: the client (docker.go, host.go), bring-up
+// (bringup.go), the Docker create settings (createopts.go), the workspaces'
+// run directories (rundir.go), readiness (ready.go), exec (exec.go),
+// observation (observe.go) and teardown (teardown.go).
 //
-// NewPlan validates a launcher's CampaignSpec and computes every name,
-// alias, label and environment variable before anything is created: one
-// network per campaign (Internal unless egress is "nat"), a server
-// container, and one workspace container per agent, named by an opaque
-// agent id (OpaqueAgentID) so the task id never reaches anything the agent
-// can see. Adapter.BringUp then, for each resource, appends an intent to the
-// campaign's fsync'd Journal, creates it through the SDK, and journals the
-// id the daemon returned; it starts the containers, creates workspaces
-// concurrently (bounded by Parallelism) and waits for readiness: the
-// server's health through docker exec (no port is published unless egress
-// is "nat" and a loopback publish is asked for) and each workbench's
-// /health on the unix socket in its /run/workbench directory. Any failure,
-// including cancellation, removes what was created by exact id and says so
-// in the journal. A crash leaves the journal naming everything that exists;
-// TearDown (and later the cleanup report) removes by those ids only, never
-// by a name pattern or a label filter.
+// # Bring-up
+//
+// Adapter.BringUp plans the campaign (campaign.NewPlan), then, for each
+// resource, appends an intent to the campaign's fsync'd journal, creates it
+// through the SDK, and journals the id the daemon returned; it starts the
+// containers, creates workspaces concurrently (bounded by Parallelism) and
+// waits for readiness: the server's through docker exec of its ready
+// command (no port is published unless egress is "nat" and a loopback
+// publish is asked for) and each workbench's /health on the unix socket in
+// its /run/workbench directory. Any failure, including cancellation,
+// removes what was created by exact id and says so in the journal. A
+// create that failed is never adopted when the daemon said the name was
+// taken (a conflict: a twin campaign's resource carries the same labels);
+// after any other failure the name is looked up and adopted only when its
+// labels prove it is this campaign's.
+//
+// # Removal
+//
+// TearDown (and the rollback) removes, by the ids the journal recorded and
+// never by a name pattern or a label filter, in three steps per resource:
+// observe (inspect by id, or stat a run directory), decide
+// (cleanup.Decide: remove, already gone, not ours, or refuse, with a
+// reason) and act (remove by id). What is not ours or cannot be decided is
+// left alone and named in the error.
 //
 // Workspace containers run with --init, a read-only root with sized tmpfs
 // for /tmp, /var/tmp, /dev/shm and /run, no-new-privileges, every
 // capability dropped but WorkspaceCaps, pids and memory limits requested
-// (whether the daemon enforces them is Daemon's to say), and never the
-// Docker socket or DOCKER_HOST. Decisions beyond DESIGN.md are in
-// docs/decisions.md.
+// (whether the daemon enforces them is campaign.Daemon's to say), and
+// never the Docker socket or DOCKER_HOST. Decisions beyond docs/design.md
+// are in docs/decisions.md.
 //
 // The SDK is used through dockerAPI, a small interface holding only the
 // calls the adapter makes; unit tests fake the daemon at the HTTP transport
-// with the real SDK types, and integration tests run against the real
-// rootless daemon that scripts/rootless-docker.sh starts. The adapter never
-// pulls an image: every image it uses is built locally (make images), and
-// BringUp refuses a campaign whose image is not on the daemon.
+// (internal/dockerfake) with the real SDK types, and integration tests run
+// against the real rootless daemon that scripts/rootless-docker.sh starts.
+// The adapter never pulls an image: every image it uses is built locally
+// (make images), and BringUp refuses a campaign whose image is not on the
+// daemon.
 package adapter

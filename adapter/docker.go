@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentpen/agentpen/campaign"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/system"
@@ -46,38 +47,22 @@ type dockerAPI interface {
 
 var _ dockerAPI = (*client.Client)(nil)
 
-// Daemon is the identity of a validated rootless daemon, read from /info.
-type Daemon struct {
-	ID            string   `json:"id"`
-	Name          string   `json:"name"`
-	ServerVersion string   `json:"server_version"`
-	APIVersion    string   `json:"api_version"`
-	Rootless      bool     `json:"rootless"`
-	DockerRootDir string   `json:"docker_root_dir"`
-	CgroupDriver  string   `json:"cgroup_driver"`
-	CgroupVersion string   `json:"cgroup_version"`
-	SecurityOpts  []string `json:"security_options"`
-	// MemoryLimitEnforced and PidsLimitEnforced say whether a container's
-	// --memory and --pids-limit would be enforced. Rootless on cgroup v1
-	// (CgroupDriver "none") records both and enforces neither.
-	MemoryLimitEnforced bool     `json:"memory_limit_enforced"`
-	PidsLimitEnforced   bool     `json:"pids_limit_enforced"`
-	Warnings            []string `json:"warnings,omitempty"`
-}
-
 // Docker is a client pinned to one validated rootless daemon. Get one from
 // Connect; Close releases its connections.
 type Docker struct {
 	api    dockerAPI
 	host   Host
-	daemon Daemon
+	daemon campaign.Daemon
 }
 
 // Daemon returns the identity Connect read.
-func (d *Docker) Daemon() Daemon { return d.daemon }
+func (d *Docker) Daemon() campaign.Daemon { return d.daemon }
 
 // Host returns the endpoint the client is pinned to.
 func (d *Docker) Host() Host { return d.host }
+
+// sdk is the SDK client, for the adapter's own calls.
+func (d *Docker) sdk() dockerAPI { return d.api }
 
 // Close releases the client's idle connections.
 func (d *Docker) Close() error { return d.api.Close() }
@@ -134,28 +119,28 @@ func identify(ctx context.Context, api interface {
 	Ping(context.Context) (types.Ping, error)
 	Info(context.Context) (system.Info, error)
 	ClientVersion() string
-}, host Host) (Daemon, error) {
+}, host Host) (campaign.Daemon, error) {
 	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
 	if _, err := api.Ping(ctx); err != nil {
-		return Daemon{}, fmt.Errorf("ping %s: %w: %w", host, ErrDaemonUnreachable, err)
+		return campaign.Daemon{}, fmt.Errorf("ping %s: %w: %w", host, ErrDaemonUnreachable, err)
 	}
 	info, err := api.Info(ctx)
 	if err != nil {
-		return Daemon{}, fmt.Errorf("info %s: %w", host, err)
+		return campaign.Daemon{}, fmt.Errorf("info %s: %w", host, err)
 	}
 	d := daemonFromInfo(info)
 	d.APIVersion = api.ClientVersion()
 	if !d.Rootless {
-		return Daemon{}, fmt.Errorf("%s (server %s, security options %v): %w", host, orUnknown(d.ServerVersion), d.SecurityOpts, ErrNotRootless)
+		return campaign.Daemon{}, fmt.Errorf("%s (server %s, security options %v): %w", host, orUnknown(d.ServerVersion), d.SecurityOpts, ErrNotRootless)
 	}
 	return d, nil
 }
 
 // daemonFromInfo reads the identity out of /info. Rootless is true only when
 // a security option is exactly name=rootless.
-func daemonFromInfo(info system.Info) Daemon {
-	d := Daemon{
+func daemonFromInfo(info system.Info) campaign.Daemon {
+	d := campaign.Daemon{
 		ID:            info.ID,
 		Name:          info.Name,
 		ServerVersion: info.ServerVersion,

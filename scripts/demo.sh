@@ -9,7 +9,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-: "${DOCKER_HOST:?DOCKER_HOST is not set; run: eval \"\$(scripts/rootless-docker.sh)\"}"
+prog=demo
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+need_docker_host
 export AGENTPEN_API_KEY=${AGENTPEN_API_KEY:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 state=$(mktemp -d /tmp/agentpen-demo.XXXXXX)
 campaign="demo-$(date +%s)"
@@ -27,13 +30,13 @@ img=$(docker image inspect --format '{{.Id}}' agentpen/workbench:dev)
 } >"$state/spec.json"
 
 cleanup() {
-	echo "demo: agentpen down $campaign" >&2
+	log "agentpen down $campaign"
 	bin/agentpen down --state-root "$state" "$campaign" >/dev/null || true
 	rm -rf "$state"
 }
 trap cleanup EXIT
 
-echo "demo: agentpen up (${#tasks[@]} workspaces)" >&2
+log "agentpen up (${#tasks[@]} workspaces)"
 bin/agentpen up --state-root "$state" "$state/spec.json" >"$state/up.json"
 python3 - "$state/up.json" <<'PY' >&2
 import json, sys

@@ -4,9 +4,13 @@
 # that Go 1.26 is there (it is not a Debian 12 package: install it from go.dev into /usr/local/go).
 # python3 from Debian (/usr/bin/python3) is the interpreter the uid sandbox runs episode code
 # with; debootstrap builds the local python base image; the Docker packages are installed by
-# scripts/rootless-docker.sh. Run as root; a non-root run only reports what is missing.
+# scripts/rootless-docker.sh; gcc and libc6-dev are what go test -race needs (cgo). Run as
+# root; a non-root run only reports what is missing.
 set -euo pipefail
-need=(python3 debootstrap curl ca-certificates make git)
+prog=deps
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
+need=(python3 debootstrap curl ca-certificates make git gcc libc6-dev)
 missing=()
 for p in "${need[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -15,8 +19,7 @@ check_go() {
 	local go
 	go=$(command -v go || echo /usr/local/go/bin/go)
 	if ! "$go" version >/dev/null 2>&1; then
-		echo "deps: Go 1.26 is required: install it into /usr/local/go (https://go.dev/dl)" >&2
-		return 1
+		die "Go 1.26 is required: install it into /usr/local/go (https://go.dev/dl)"
 	fi
 }
 if [ ${#missing[@]} -eq 0 ]; then
@@ -24,10 +27,9 @@ if [ ${#missing[@]} -eq 0 ]; then
 	exit
 fi
 if [ "$(id -u)" -ne 0 ]; then
-	echo "deps: missing Debian packages: ${missing[*]} (install them as root)" >&2
-	exit 1
+	die "missing Debian packages: ${missing[*]} (install them as root)"
 fi
-echo "deps: installing ${missing[*]}" >&2
+log "installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >&2
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

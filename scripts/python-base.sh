@@ -17,10 +17,10 @@ mirror=${AGENTPEN_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 tarball=$cache/python-base-bookworm.tar
 docker=${DOCKER:-docker}
 
-log() { printf 'python-base: %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
-
-[ -n "${DOCKER_HOST:-}" ] || die "DOCKER_HOST is not set; run: eval \"\$(scripts/rootless-docker.sh)\""
+prog=python-base
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
+need_docker_host
 
 rebuild=false
 case "${1:-}" in

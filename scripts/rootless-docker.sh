@@ -23,12 +23,9 @@ wait_seconds=${AGENTPEN_DOCKER_WAIT:-60}
 packages=(docker.io containerd runc rootlesskit slirp4netns uidmap iptables curl ca-certificates)
 rootless_sh=/usr/share/docker.io/contrib/dockerd-rootless.sh
 
-log() { printf 'rootless-docker: %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
-
-usage() {
-	sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
-}
+prog=rootless-docker
+# shellcheck source=scripts/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 # ping SOCKET: true when a daemon answers /_ping on the unix socket.
 ping() {

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/cli"
 )
 
 // campaignFlags are the flags up and down share.
@@ -22,7 +22,7 @@ type campaignFlags struct {
 	logFormat   string
 }
 
-func (c *campaignFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+func (c *campaignFlags) register(fs *cli.FlagSet, getenv func(string) string) {
 	fs.StringVar(&c.stateRoot, "state-root", defaultStateRoot(getenv), "directory holding one state directory (journal, spec) per campaign")
 	fs.BoolVar(&c.allowCustom, "allow-custom-socket", false, "accept a DOCKER_HOST socket path that does not look rootless (the daemon must still say rootless)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "progress log format on stderr: text or json")
@@ -47,7 +47,7 @@ func (c *campaignFlags) adapter(ctx context.Context, stderr io.Writer, getenv fu
 	case "json":
 		h = slog.NewJSONHandler(stderr, nil)
 	default:
-		return nil, usageError{fmt.Sprintf("--log-format %q: want text or json", c.logFormat)}
+		return nil, cli.Usagef("--log-format %q: want text or json", c.logFormat)
 	}
 	host, err := adapter.HostFromEnv(getenv, c.allowCustom)
 	if err != nil {
@@ -83,27 +83,22 @@ type upWorkspace struct {
 }
 
 func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := newFlagSet("up [flags] SPEC.json|-",
-		"Validates a campaign spec (JSON; see adapter.CampaignSpec), then creates its network, server and\n"+
+	fs := cli.NewFlagSet("agentpen", "up", "[flags] SPEC.json|-",
+		"Validates a campaign spec (JSON; see campaign.CampaignSpec), then creates its network, server and\n"+
 			"workspaces on the rootless daemon, journalling each create, and waits until all are ready.\n"+
 			"Prints the campaign's ids as JSON on stdout; progress goes to stderr. On failure everything\n"+
 			"created is removed by id and the journal says so. Images are never pulled.",
-		stderr)
+		stdout)
 	var cf campaignFlags
 	cf.register(fs, getenv)
 	timeout := fs.Duration("ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
 	parallel := fs.Int("parallel", adapter.DefaultParallelism, "workspaces created at once")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() != 1 {
-		return usageError{"up needs one spec file (or - for stdin)"}
+	pos, err := fs.Parse(args, 1, 1)
+	if err != nil {
+		return err
 	}
 	var in io.Reader = os.Stdin
-	if name := fs.Arg(0); name != "-" {
+	if name := pos[0]; name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
 			return fmt.Errorf("spec: %w", err)
@@ -111,14 +106,14 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		defer f.Close()
 		in = f
 	}
-	var spec adapter.CampaignSpec
+	var spec campaign.CampaignSpec
 	dec := json.NewDecoder(io.LimitReader(in, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&spec); err != nil {
-		return fmt.Errorf("spec %s: %w", fs.Arg(0), err)
+		return fmt.Errorf("spec %s: %w", pos[0], err)
 	}
 	// Bad input is refused before any daemon is asked anything.
-	if _, err := adapter.NewPlan(spec); err != nil {
+	if _, err := campaign.NewPlan(spec); err != nil {
 		return err
 	}
 	a, err := cf.adapter(ctx, stderr, getenv)
@@ -140,32 +135,27 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	for i, ws := range c.Workspaces {
 		res.Workspaces = append(res.Workspaces, upWorkspace{Index: i, AgentID: ws.AgentID, ContainerID: ws.ContainerID, Socket: ws.Socket})
 	}
-	return writeJSON(stdout, res)
+	return cli.WriteJSON(stdout, res)
 }
 
 func down(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := newFlagSet("down [flags] CAMPAIGN_ID",
+	fs := cli.NewFlagSet("agentpen", "down", "[flags] CAMPAIGN_ID",
 		"Removes, by exact id, every resource the campaign's journal records as created and not yet\n"+
 			"removed, and journals each removal. Nothing is looked up by name or label.",
-		stderr)
+		stdout)
 	var cf campaignFlags
 	cf.register(fs, getenv)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError{err.Error()}
-	}
-	if fs.NArg() != 1 {
-		return usageError{"down needs one campaign id"}
+	pos, err := fs.Parse(args, 1, 1)
+	if err != nil {
+		return err
 	}
 	a, err := cf.adapter(ctx, stderr, getenv)
 	if err != nil {
 		return err
 	}
 	defer a.Docker.Close()
-	if err := a.TearDown(ctx, fs.Arg(0)); err != nil {
+	if err := a.TearDown(ctx, pos[0]); err != nil {
 		return err
 	}
-	return writeJSON(stdout, map[string]any{"campaign_id": fs.Arg(0), "removed": true})
+	return cli.WriteJSON(stdout, map[string]any{"campaign_id": pos[0], "removed": true})
 }

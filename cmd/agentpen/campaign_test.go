@@ -11,10 +11,10 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/client"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/testenv"
 )
 
@@ -43,35 +43,32 @@ func TestUpRefusesBadSpec(t *testing.T) {
 		})
 	}
 	var out, errb bytes.Buffer
-	if err := run(t.Context(), []string{"up"}, &out, &errb, os.Getenv); exitCode(err) != 2 {
+	if err := run(t.Context(), []string{"up"}, &out, &errb, os.Getenv); cli.ExitCode(err) != 2 {
 		t.Fatalf("up without a spec: %v", err)
 	}
-	if err := run(t.Context(), []string{"down"}, &out, &errb, os.Getenv); exitCode(err) != 2 {
+	if err := run(t.Context(), []string{"down"}, &out, &errb, os.Getenv); cli.ExitCode(err) != 2 {
 		t.Fatalf("down without an id: %v", err)
 	}
 }
 
 func TestUpDownRealDaemon(t *testing.T) {
 	host := testenv.RequireDocker(t)
-	cli, err := client.NewClientWithOpts(client.WithHost(host), client.WithAPIVersionNegotiation())
+	d := connectReal(t, host)
+	ids, err := d.Images(t.Context(), "agentpen/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
-	ids := map[string]string{}
 	for _, ref := range []string{"agentpen/python-base:bookworm", "agentpen/workbench:dev"} {
-		img, err := cli.ImageInspect(t.Context(), ref)
-		if err != nil {
-			t.Fatalf("image %s: %v (make images builds it)", ref, err)
+		if ids[ref] == "" {
+			t.Fatalf("image %s is missing (make images builds it)", ref)
 		}
-		ids[ref] = img.ID
 	}
-	campaign := fmt.Sprintf("cli-%d", time.Now().UnixNano())
-	spec := adapter.CampaignSpec{
-		CampaignID: campaign,
-		Server: adapter.ServerSpec{Image: ids["agentpen/python-base:bookworm"], Command: []string{"sleep", "600"},
+	campaignID := fmt.Sprintf("cli-%d", time.Now().UnixNano())
+	spec := campaign.CampaignSpec{
+		CampaignID: campaignID,
+		Server: campaign.ServerSpec{Image: ids["agentpen/python-base:bookworm"], Command: []string{"sleep", "600"},
 			ReadyCommand: []string{"true"}},
-		Workspaces: []adapter.WorkspaceSpec{{TaskID: "data/csv_region_total", Image: ids["agentpen/workbench:dev"]}},
+		Workspaces: []campaign.WorkspaceSpec{{TaskID: "data/csv_region_total", Image: ids["agentpen/workbench:dev"]}},
 	}
 	b, _ := json.Marshal(spec)
 	dir := t.TempDir()
@@ -87,7 +84,7 @@ func TestUpDownRealDaemon(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("up output %q: %v", out.String(), err)
 	}
-	if res.CampaignID != campaign || len(res.Workspaces) != 1 || !strings.HasPrefix(res.Workspaces[0].AgentID, "agent-") {
+	if res.CampaignID != campaignID || len(res.Workspaces) != 1 || !strings.HasPrefix(res.Workspaces[0].AgentID, "agent-") {
 		t.Fatalf("up result %+v", res)
 	}
 	if _, err := os.Stat(res.Workspaces[0].Socket); err != nil {
@@ -99,17 +96,30 @@ func TestUpDownRealDaemon(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := run(t.Context(), []string{"down", campaign}, &out, &errb, getenv); err != nil {
+	if err := run(t.Context(), []string{"down", campaignID}, &out, &errb, getenv); err != nil {
 		t.Fatalf("down: %v", err)
 	}
 	for _, id := range []string{res.Server.ContainerID, res.Workspaces[0].ContainerID} {
-		if _, err := cli.ContainerInspect(t.Context(), id); !cerrdefs.IsNotFound(err) {
+		if _, err := d.ContainerJSON(t.Context(), id); !cerrdefs.IsNotFound(err) {
 			t.Fatalf("container %s after down: %v", id, err)
 		}
 	}
-	if _, err := cli.NetworkInspect(t.Context(), res.Network, networkInspectOptions()); !cerrdefs.IsNotFound(err) {
+	if _, err := d.NetworkJSON(t.Context(), res.Network); !cerrdefs.IsNotFound(err) {
 		t.Fatalf("network after down: %v", err)
 	}
 }
 
-func networkInspectOptions() network.InspectOptions { return network.InspectOptions{} }
+// connectReal connects to the real daemon at host (a DOCKER_HOST value).
+func connectReal(t *testing.T, host string) *adapter.Docker {
+	t.Helper()
+	h, err := adapter.ResolveHost(host, os.Getenv("AGENTPEN_ALLOW_CUSTOM_SOCKET") == "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := adapter.Connect(t.Context(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}

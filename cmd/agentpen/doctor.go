@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -12,6 +10,8 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/cli"
 )
 
 // Images lists the images agentpen builds locally (make images).
@@ -23,24 +23,21 @@ type doctorReport struct {
 	Error         string            `json:"error,omitempty"`
 	DockerHost    string            `json:"docker_host,omitempty"`
 	CustomSocket  bool              `json:"custom_socket,omitempty"`
-	Daemon        *adapter.Daemon   `json:"daemon,omitempty"`
+	Daemon        *campaign.Daemon  `json:"daemon,omitempty"`
 	Images        map[string]string `json:"images,omitempty"`
 	MissingImages []string          `json:"missing_images,omitempty"`
 }
 
 func doctor(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := newFlagSet("doctor [--json] [--allow-custom-socket]",
+	fs := cli.NewFlagSet("agentpen", "doctor", "[--json] [--allow-custom-socket]",
 		"Resolves DOCKER_HOST, connects to the daemon, refuses it unless it is rootless, and prints\n"+
 			"its identity, whether memory and pids limits are enforced, and which agentpen images exist.\n"+
 			"Exit status: 0 when the daemon is usable, 1 with a one-line reason when it is not, 2 on bad flags.",
-		stderr)
+		stdout)
 	asJSON := fs.Bool("json", false, "print a JSON report on stdout")
 	allowCustom := fs.Bool("allow-custom-socket", false, "accept a unix socket path that does not look rootless (the daemon must still say rootless)")
 	timeout := fs.Duration("timeout", 20*time.Second, "overall deadline")
-	if err := parseFlags(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if _, err := fs.Parse(args, 0, 0); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -50,10 +47,12 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	fail := func(err error) error {
 		rep.Error = err.Error()
 		if *asJSON {
-			writeJSON(stdout, rep)
+			if werr := cli.WriteJSON(stdout, rep); werr != nil {
+				return errors.Join(err, werr)
+			}
 		}
 		fmt.Fprintf(stderr, "agentpen doctor: %v\n", err)
-		return errSilent
+		return fmt.Errorf("doctor: %w", cli.ErrReported)
 	}
 	host, err := adapter.HostFromEnv(getenv, *allowCustom)
 	if err != nil {
@@ -79,16 +78,10 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	}
 	rep.OK = true
 	if *asJSON {
-		return writeJSON(stdout, rep)
+		return cli.WriteJSON(stdout, rep)
 	}
 	printDoctor(stdout, rep)
 	return nil
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func printDoctor(w io.Writer, rep doctorReport) {

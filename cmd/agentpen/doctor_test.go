@@ -3,43 +3,24 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"net"
-	"net/http"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/internal/dockerfake"
 	"github.com/agentpen/agentpen/internal/testenv"
 )
 
-// serveFakeDaemon serves a scripted Docker API on a unix socket in dir.
+// serveFakeDaemon serves a fake daemon with the given security options on
+// a unix socket.
 func serveFakeDaemon(t *testing.T, securityOptions []string) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "rootless", "docker.sock")
-	if err := os.MkdirAll(filepath.Dir(sock), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Api-Version", "1.41")
-		switch {
-		case strings.HasSuffix(r.URL.Path, "/_ping"):
-			w.Write([]byte("OK"))
-		case strings.HasSuffix(r.URL.Path, "/info"):
-			json.NewEncoder(w).Encode(map[string]any{"ID": "FAKE", "ServerVersion": "99.0", "SecurityOptions": securityOptions, "CgroupDriver": "cgroupfs"})
-		case strings.HasSuffix(r.URL.Path, "/images/json"):
-			w.Write([]byte("[]"))
-		default:
-			http.NotFound(w, r)
-		}
-	})}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return "unix://" + sock
+	fake := dockerfake.New()
+	fake.SetInfo(map[string]any{"SecurityOptions": securityOptions, "CgroupDriver": "cgroupfs"})
+	return fake.ServeUnix(t)
 }
 
 func TestDoctorRefusals(t *testing.T) {
@@ -72,7 +53,7 @@ func TestDoctorRefusals(t *testing.T) {
 				t.Fatalf("message %q does not contain %q", msg, tt.wantMsg)
 			}
 			lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
-			if err == errSilent && len(lines) != 1 {
+			if errors.Is(err, cli.ErrReported) && len(lines) != 1 {
 				t.Fatalf("want a one-line reason, got %q", errb.String())
 			}
 		})
@@ -82,7 +63,7 @@ func TestDoctorRefusals(t *testing.T) {
 func TestDoctorJSONFailure(t *testing.T) {
 	var out, errb bytes.Buffer
 	err := run(t.Context(), []string{"doctor", "--json"}, &out, &errb, func(string) string { return "unix:///run/docker.sock" })
-	if err == nil || exitCode(err) != 1 {
+	if err == nil || cli.ExitCode(err) != 1 {
 		t.Fatalf("err = %v", err)
 	}
 	var rep doctorReport
@@ -93,10 +74,10 @@ func TestDoctorJSONFailure(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	var out, errb bytes.Buffer
-	if err := run(t.Context(), nil, &out, &errb, os.Getenv); exitCode(err) != 2 {
+	if err := run(t.Context(), nil, &out, &errb, os.Getenv); cli.ExitCode(err) != 2 {
 		t.Fatalf("no command: %v", err)
 	}
-	if err := run(t.Context(), []string{"frobnicate"}, &out, &errb, os.Getenv); exitCode(err) != 2 || !strings.Contains(err.Error(), "frobnicate") {
+	if err := run(t.Context(), []string{"frobnicate"}, &out, &errb, os.Getenv); cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "frobnicate") {
 		t.Fatalf("unknown command: %v", err)
 	}
 	out.Reset()

@@ -4,8 +4,13 @@
 // Usage:
 //
 //	agentpen doctor [--json] [--allow-custom-socket]
+//	agentpen up [flags] SPEC.json|-
+//	agentpen down [flags] CAMPAIGN_ID
+//	agentpen help
 //
-// Run "agentpen help" for the list of commands.
+// Every command takes --help. main only wires the process (signals, the
+// environment, the exit status) to run, which holds the whole program;
+// each command lives in its own file.
 package main
 
 import (
@@ -14,16 +19,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/agentpen/agentpen/internal/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stop()
-	if err != nil {
-		if err != errSilent {
-			fmt.Fprintf(os.Stderr, "agentpen: %v\n", err)
-		}
-		os.Exit(exitCode(err))
+	if msg := cli.Message("agentpen", err); msg != "" {
+		fmt.Fprintln(os.Stderr, msg)
 	}
+	os.Exit(cli.ExitCode(err))
 }

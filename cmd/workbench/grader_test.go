@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"github.com/agentpen/agentpen/internal/cli"
 	"io"
 	"os"
 	"os/exec"
@@ -38,7 +40,7 @@ func TestGraderCommandNeedsKey(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			os.Unsetenv("AGENTPEN_API_KEY")
 			var stdout, stderr bytes.Buffer
-			err := run(t.Context(), append([]string{"grader"}, tt.args...), &stdout, &stderr)
+			err := run(t.Context(), append([]string{"grader"}, tt.args...), &stdout, &stderr, os.Getenv)
 			if err == nil || !strings.Contains(err.Error(), tt.want) || isUsage(err) != tt.usage {
 				t.Fatalf("err = %v, want %q (usage %v)", err, tt.want, tt.usage)
 			}
@@ -46,7 +48,7 @@ func TestGraderCommandNeedsKey(t *testing.T) {
 	}
 }
 
-func isUsage(err error) bool { return err != nil && strings.HasPrefix(err.Error(), errUsage.Error()) }
+func isUsage(err error) bool { return cli.ExitCode(err) == 2 }
 
 // proc is a running workbench subcommand whose JSON log is collected.
 type proc struct {
@@ -182,7 +184,7 @@ func TestServeWithRemoteGrader(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	t.Setenv("WB_E2E_PROBE_KEY", key)
 	err = run(ctx, []string{"probe", "--method", "POST", "--header-env", grader.KeyHeader + "=WB_E2E_PROBE_KEY",
-		"--expect-status", "400", "http://" + g.addr + grader.RouteCases}, &stdout, &stderr)
+		"--expect-status", "400", "http://" + g.addr + grader.RouteCases}, &stdout, &stderr, os.Getenv)
 	// With the key, the empty body gets past the key check and is refused
 	// as not JSON (400); without it, it would be 401.
 	if err != nil || !strings.Contains(stdout.String(), `"status":400`) {
@@ -214,10 +216,25 @@ func TestServeGraderFlags(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			err := run(t.Context(), append([]string{"serve", "--listen", "127.0.0.1:0"}, tt.args...), &stdout, &stderr)
+			err := run(t.Context(), append([]string{"serve", "--listen", "127.0.0.1:0"}, tt.args...), &stdout, &stderr, os.Getenv)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want %q", err, tt.want)
 			}
 		})
 	}
+}
+
+// errUsage marks a want of exit status 2 in the tables (see matchesWant).
+var errUsage = errors.New("usage error (exit 2)")
+
+// matchesWant reports whether err is what a table wanted: nil, errUsage
+// (any error with exit status 2), or an error errors.Is finds.
+func matchesWant(err, want error) bool {
+	switch {
+	case want == nil:
+		return err == nil
+	case want == errUsage:
+		return cli.ExitCode(err) == 2
+	}
+	return errors.Is(err, want)
 }

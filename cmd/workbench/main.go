@@ -1,39 +1,38 @@
-// Command workbench is the agentpen workbench: an OpenEnv-compatible episode
-// server (`workbench serve`), the task server that keeps answer keys out of
-// the agents' containers (`workbench grader`), a one-request HTTP probe the
-// adapter runs in containers by docker exec (`workbench probe`), and the
-// task catalogue (`workbench tasks`).
+// Command workbench is the agentpen workbench. Its subcommands:
 //
-// main only parses the command line and calls run; every subcommand lives in
-// its own file. The binary is also the uid sandbox's launcher: main first
+//	workbench serve [flags]          the OpenEnv-compatible episode server (HTTP and WebSocket)
+//	workbench grader [flags]         the task server that keeps answer keys out of the agents' containers
+//	workbench probe [flags] URL      one HTTP request, a JSON result (the adapter runs it by docker exec)
+//	workbench tasks [--json]         the task catalogue
+//	workbench tasks show [--json] ID what an agent sees of one task
+//	workbench help                   the list of commands
+//
+// Every subcommand takes --help (printed on stdout, exit 0); a bad command
+// line exits 2. main only wires the process (signals, the environment, the
+// exit status) to run, which holds the whole program; every subcommand lives
+// in its own file. The binary is also the uid sandbox's launcher: main first
 // hands the process to sandbox.RunLauncherIfRequested, which never returns
 // when the sandbox started this process to run agent code.
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
 func main() {
 	sandbox.RunLauncherIfRequested()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stop()
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-	case errors.Is(err, errUsage):
-		fmt.Fprintln(os.Stderr, "workbench:", err)
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, "workbench:", err)
-		os.Exit(1)
+	if msg := cli.Message("workbench", err); msg != "" {
+		fmt.Fprintln(os.Stderr, msg)
 	}
+	os.Exit(cli.ExitCode(err))
 }

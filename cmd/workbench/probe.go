@@ -4,29 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 
+	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/workbench/probe"
 )
 
-const probeSynopsis = `Usage: workbench probe URL [flags]
-
-Makes one HTTP request and prints one JSON line:
+const probeHelp = `Makes one HTTP request and prints one JSON line:
 {"url","method","status","ok","error","latency_ms"}. Exits 0 when the
 status is expected, 1 when it is not (or there was no reply), 2 on bad
 flags. Never uses a proxy and never follows a redirect to another host.
 Flags may come before or after URL. A secret header belongs in
 --header-env, so its value never appears in the command line (which
-other processes can read).
-
-Flags:
-`
+other processes can read).`
 
 // errProbeFailed is a probe whose status was not expected; main exits 1.
 var errProbeFailed = errors.New("probe failed")
@@ -53,8 +47,8 @@ func (s *statusList) Set(v string) error {
 	return nil
 }
 
-func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
+func runProbe(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
+	fs := cli.NewFlagSet(prog, "probe", "[flags] URL", probeHelp, stdout)
 	method := fs.String("method", "GET", "GET, HEAD or POST (a POST has an empty body)")
 	var expect statusList
 	fs.Var(&expect, "expect-status", "statuses that count as success, comma-separated (default any 2xx)")
@@ -62,47 +56,36 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var headers, headerEnvs listFlag
 	fs.Var(&headers, "header", "request header NAME=VALUE, repeatable")
 	fs.Var(&headerEnvs, "header-env", "request header NAME=VAR whose value is environment variable VAR, repeatable")
-	// Flags before and after URL: parse, take URL, parse the rest.
-	if err := parseFlags(fs, args, stdout, stderr, probeSynopsis); err != nil {
+	pos, err := fs.Parse(args, 1, 1)
+	if err != nil {
 		return err
 	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		fmt.Fprint(stderr, probeSynopsis)
-		return fmt.Errorf("%w: probe needs a URL", errUsage)
-	}
-	target := rest[0]
-	if err := parseFlags(fs, rest[1:], stdout, stderr, probeSynopsis); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: probe takes one URL, got also %q", errUsage, fs.Args())
-	}
+	target := pos[0]
 	if *timeout <= 0 {
-		return fmt.Errorf("%w: --timeout %v: must be positive", errUsage, *timeout)
+		return cli.Usagef("--timeout %v: must be positive", *timeout)
 	}
 	h := http.Header{}
 	for _, kv := range headers {
 		name, value, ok := strings.Cut(kv, "=")
 		if !ok || name == "" {
-			return fmt.Errorf("%w: --header: want NAME=VALUE", errUsage)
+			return cli.Usagef("--header: want NAME=VALUE")
 		}
 		h.Add(name, value)
 	}
 	for _, kv := range headerEnvs {
 		name, variable, ok := strings.Cut(kv, "=")
-		if !ok || name == "" || !envName.MatchString(variable) {
-			return fmt.Errorf("%w: --header-env %q: want NAME=VAR with VAR an environment variable name", errUsage, kv)
+		if !ok || name == "" || !isEnvName(variable) {
+			return cli.Usagef("--header-env %q: want NAME=VAR with VAR an environment variable name", kv)
 		}
-		value, set := os.LookupEnv(variable)
-		if !set || value == "" {
-			return fmt.Errorf("%w: --header-env %s: variable %s is unset or empty", errUsage, name, variable)
+		value := getenv(variable)
+		if value == "" {
+			return cli.Usagef("--header-env %s: variable %s is unset or empty", name, variable)
 		}
 		h.Add(name, value)
 	}
 	res, err := probe.Check(ctx, probe.Config{URL: target, Method: strings.ToUpper(*method), Header: h, Timeout: *timeout, Expect: expect})
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return cli.Usagef("%v", err)
 	}
 	line, err := json.Marshal(res)
 	if err != nil {

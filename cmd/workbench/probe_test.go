@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 )
@@ -60,8 +61,8 @@ func TestProbeCommand(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			err := run(t.Context(), append([]string{"probe"}, tt.args...), &stdout, &stderr)
-			if (tt.want == nil) != (err == nil) || (tt.want != nil && !errors.Is(err, tt.want)) {
+			err := run(t.Context(), append([]string{"probe"}, tt.args...), &stdout, &stderr, os.Getenv)
+			if !matchesWant(err, tt.want) {
 				t.Fatalf("err = %v, want %v\nstderr: %s", err, tt.want, stderr.String())
 			}
 			if strings.Contains(stdout.String()+stderr.String()+errString(err), secret) {

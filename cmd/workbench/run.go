@@ -2,70 +2,93 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"strings"
+
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/workbench/server"
 )
 
-// errUsage marks a command line that names no known subcommand or carries
-// bad flags; main exits 2 for it.
-var errUsage = errors.New("usage")
+const prog = "workbench"
 
 const usage = `workbench: the agentpen workbench, an OpenEnv-compatible episode server.
 
 Usage:
-  workbench serve [flags]        serve episodes over HTTP and WebSocket
-  workbench grader [flags]       serve the answer keys to episode servers (serve --grader URL)
-  workbench probe URL [flags]    make one HTTP request and print a JSON result (exit 0 when expected)
-  workbench tasks [--json]       list the task catalogue
-  workbench tasks show ID        show a task's instruction and files (never its answer)
+  workbench serve [flags]           serve episodes over HTTP and WebSocket
+  workbench grader [flags]          serve the answer keys to episode servers (serve --grader URL)
+  workbench probe [flags] URL       make one HTTP request and print a JSON result (exit 0 when expected)
+  workbench tasks [--json]          list the task catalogue
+  workbench tasks show [--json] ID  show a task's instruction and files (never its answer)
+  workbench help                    show this text
 
 Run "workbench COMMAND --help" for a command's flags.
 `
 
-// run dispatches a subcommand. Help goes to stdout and returns
-// flag.ErrHelp.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// run is the whole program: it dispatches a subcommand. It reads the
+// environment only through getenv.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("%w: a command is required", errUsage)
+		return cli.Usagef("a command is required")
 	}
 	switch args[0] {
 	case "serve":
-		return runServe(ctx, args[1:], stdout, stderr)
+		return runServe(ctx, args[1:], stdout, stderr, getenv)
 	case "tasks":
-		return runTasks(ctx, args[1:], stdout, stderr)
+		return runTasks(ctx, args[1:], stdout)
 	case "grader":
-		return runGrader(ctx, args[1:], stdout, stderr)
+		return runGrader(ctx, args[1:], stdout, stderr, getenv)
 	case "probe":
-		return runProbe(ctx, args[1:], stdout, stderr)
+		return runProbe(ctx, args[1:], stdout, getenv)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
-		return flag.ErrHelp
+		return nil
 	}
-	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", args[0]), Hint: "workbench help"}
 }
 
-// parseFlags parses a subcommand's flags; --help prints its usage to
-// stdout, a bad flag prints it to stderr.
-func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, synopsis string) error {
-	fs.SetOutput(io.Discard)
-	printUsage := func(w io.Writer) {
-		fmt.Fprint(w, synopsis)
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// isEnvName reports whether s can name an environment variable.
+func isEnvName(s string) bool { return campaign.CheckEnvName("", s) == nil }
+
+// newLogger builds the slog logger --log-format and --log-level ask for.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, cli.Usagef("--log-level %q: want debug, info, warn or error", level)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(stdout)
-			return flag.ErrHelp
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, cli.Usagef("--log-format %q: want text or json", format)
+}
+
+// listenAll opens a listener on every address; on error it closes those
+// already open.
+func listenAll(ctx context.Context, addrs []string) ([]net.Listener, error) {
+	var lns []net.Listener
+	for _, addr := range addrs {
+		ln, err := server.Listen(ctx, addr)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, err
 		}
-		fmt.Fprintln(stderr, err)
-		printUsage(stderr)
-		return fmt.Errorf("%w: %v", errUsage, err)
+		lns = append(lns, ln)
 	}
-	return nil
+	return lns, nil
 }

@@ -2,40 +2,26 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"os"
-	"strings"
 	"time"
 
+	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/grader"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/server"
 )
 
-const serveSynopsis = `Usage: workbench serve [flags]
-
-Serves workbench episodes with OpenEnv's protocol: POST /reset, POST /step,
+const serveHelp = `Serves workbench episodes with OpenEnv's protocol: POST /reset, POST /step,
 GET /state, GET /schema, GET /metadata, GET /health and WS /ws (one episode
 per WebSocket connection). As root, every episode's code runs as its own
 sandbox uid, and connections opened by such code are refused.
 SIGTERM or SIGINT closes every session, cleans every episode and exits 0.
 With --grader URL, answers are graded by a "workbench grader" there (the
 key in the variable --grader-key-env names); a grader that fails refuses
-that step, and no answer key is kept in this process.
-
-Flags:
-`
-
-// listFlag is a repeatable string flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+that step, and no answer key is kept in this process.`
 
 // serveOptions are `workbench serve`'s flags.
 type serveOptions struct {
@@ -52,9 +38,7 @@ type serveOptions struct {
 	graderTimeout time.Duration
 }
 
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var o serveOptions
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+func (o *serveOptions) register(fs *cli.FlagSet) {
 	fs.Var(&o.listen, "listen", "address to serve on, repeatable: host:port, tcp://host:port or unix:///abs/path.sock (the socket is made 0600 in a 0700 directory) (default "+server.DefaultListen+")")
 	fs.IntVar(&o.maxSessions, "max-sessions", server.DefaultMaxSessions, "most concurrent WebSocket sessions; one more gets CAPACITY_REACHED")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 30*time.Minute, "close a WebSocket session with no reset or step for this long (0: never)")
@@ -65,41 +49,42 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.graderURL, "grader", "", "grade with the workbench grader at this URL (http://alias:8080), so no answer key enters this process; default: grade in-process")
 	fs.StringVar(&o.graderKeyEnv, "grader-key-env", grader.DefaultKeyEnv, "name of the environment variable holding the grader's API key")
 	fs.DurationVar(&o.graderTimeout, "grader-timeout", grader.DefaultTimeout, "bound on each call to the grader; a call that fails refuses that step")
-	if err := parseFlags(fs, args, stdout, stderr, serveSynopsis); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: serve takes no arguments, got %q", errUsage, fs.Args())
-	}
-	if o.graderTimeout <= 0 {
-		return fmt.Errorf("%w: --grader-timeout %v: must be positive", errUsage, o.graderTimeout)
-	}
-	if !envName.MatchString(o.graderKeyEnv) {
-		return fmt.Errorf("%w: --grader-key-env %q: must name an environment variable", errUsage, o.graderKeyEnv)
-	}
-	if o.maxSessions < 1 {
-		return fmt.Errorf("%w: --max-sessions %d: must be at least 1", errUsage, o.maxSessions)
-	}
-	if o.idleTimeout < 0 {
-		return fmt.Errorf("%w: --idle-timeout %v: must not be negative", errUsage, o.idleTimeout)
-	}
-	log, err := newLogger(stderr, o.logFormat, o.logLevel)
-	if err != nil {
-		return err
+}
+
+// validate checks the flags alone, before anything is built.
+func (o *serveOptions) validate() error {
+	switch {
+	case o.graderTimeout <= 0:
+		return cli.Usagef("--grader-timeout %v: must be positive", o.graderTimeout)
+	case !isEnvName(o.graderKeyEnv):
+		return cli.Usagef("--grader-key-env %q: must name an environment variable", o.graderKeyEnv)
+	case o.maxSessions < 1:
+		return cli.Usagef("--max-sessions %d: must be at least 1", o.maxSessions)
+	case o.idleTimeout < 0:
+		return cli.Usagef("--idle-timeout %v: must not be negative", o.idleTimeout)
 	}
 	if len(o.listen) == 0 {
 		o.listen = listFlag{server.DefaultListen}
 	}
+	return nil
+}
 
+// build makes the episode server's configuration: the episode factory,
+// the remote grader client when --grader is set (its key read through
+// getenv), and the refusal of episode clients when the sandbox is on.
+func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (server.Config, error) {
 	ecfg := episode.Config{Python: o.python, HomeDir: o.homeDir}
+	if ecfg.Python == "" {
+		ecfg.Python = getenv("WORKBENCH_SANDBOX_PYTHON")
+	}
 	if o.graderURL != "" {
-		key := os.Getenv(o.graderKeyEnv)
+		key := getenv(o.graderKeyEnv)
 		if key == "" {
-			return fmt.Errorf("serve: --grader: the key variable %s is unset or empty", o.graderKeyEnv)
+			return server.Config{}, fmt.Errorf("serve: --grader: the key variable %s is unset or empty", o.graderKeyEnv)
 		}
 		c, err := grader.NewClient(grader.ClientConfig{URL: o.graderURL, Key: key, Timeout: o.graderTimeout, Logger: log})
 		if err != nil {
-			return fmt.Errorf("serve: --grader: %w", err)
+			return server.Config{}, fmt.Errorf("serve: --grader: %w", err)
 		}
 		ecfg.Grader = c
 		log.Info("grading remotely: answer keys stay with the grader", "grader", o.graderURL, "key_env", o.graderKeyEnv)
@@ -127,35 +112,34 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	} else {
 		log.Warn("not root: agent code runs as the server's own user, unsandboxed, and episode clients cannot be told apart")
 	}
+	return cfg, nil
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	var o serveOptions
+	fs := cli.NewFlagSet(prog, "serve", "[flags]", serveHelp, stdout)
+	o.register(fs)
+	if _, err := fs.Parse(args, 0, 0); err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, o.logFormat, o.logLevel)
+	if err != nil {
+		return err
+	}
+	cfg, err := o.build(getenv, log)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
 	}
-	var lns []net.Listener
-	for _, addr := range o.listen {
-		ln, err := server.Listen(ctx, addr)
-		if err != nil {
-			for _, l := range lns {
-				l.Close()
-			}
-			return err
-		}
-		lns = append(lns, ln)
+	lns, err := listenAll(ctx, o.listen)
+	if err != nil {
+		return err
 	}
 	return srv.Serve(ctx, lns...)
-}
-
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", errUsage, level)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("%w: --log-format %q: want text or json", errUsage, format)
 }

@@ -2,53 +2,42 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
 
+	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
-const tasksSynopsis = `Usage:
-  workbench tasks [--json]          list every task family: id, domain, answer kind, summary
+const tasksHelp = `  workbench tasks [--json]          list every task family: id, domain, answer kind, summary
   workbench tasks show [--json] ID  show what an agent sees of a task at reset: its instruction
                                     and its files' names and sizes, never the answer
 
-An ID is "domain/family", optionally "@N" for variant N (0..99999).
+An ID is "domain/family", optionally "@N" for variant N (0..99999).`
 
-Flags:
-`
-
-func runTasks(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("tasks", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	if err := parseFlags(fs, args, stdout, stderr, tasksSynopsis); err != nil {
+func runTasks(_ context.Context, args []string, stdout io.Writer) error {
+	fs := cli.NewFlagSet(prog, "tasks", "[show] [--json] [ID]", tasksHelp, stdout)
+	asJSON := fs.Bool("json", false, "print JSON instead of a table or text")
+	pos, err := fs.Parse(args, 0, 2)
+	if err != nil {
 		return err
 	}
-	rest := fs.Args()
-	if len(rest) == 0 {
+	switch {
+	case len(pos) == 0:
 		return listTasks(stdout, *asJSON)
+	case pos[0] != "show":
+		return &cli.UsageError{Msg: fmt.Sprintf("tasks: unknown subcommand %q (want show)", pos[0]), Hint: "workbench tasks --help"}
+	case len(pos) != 2:
+		return &cli.UsageError{Msg: "tasks show takes exactly one task id", Hint: "workbench tasks --help"}
 	}
-	if rest[0] != "show" {
-		return fmt.Errorf("%w: tasks: unknown subcommand %q (want show)", errUsage, rest[0])
-	}
-	show := flag.NewFlagSet("tasks show", flag.ContinueOnError)
-	showJSON := show.Bool("json", *asJSON, "print JSON instead of text")
-	if err := parseFlags(show, rest[1:], stdout, stderr, tasksSynopsis); err != nil {
-		return err
-	}
-	if show.NArg() != 1 {
-		return fmt.Errorf("%w: tasks show takes exactly one task id, got %d", errUsage, show.NArg())
-	}
-	return showTask(stdout, show.Arg(0), *showJSON)
+	return showTask(stdout, pos[1], *asJSON)
 }
 
 func listTasks(w io.Writer, asJSON bool) error {
 	specs := tasks.Specs()
 	if asJSON {
-		return writeJSONTo(w, specs)
+		return cli.WriteJSON(w, specs)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tDOMAIN\tANSWER\tSUMMARY")
@@ -85,17 +74,11 @@ func showTask(w io.Writer, id string, asJSON bool) error {
 		st.Files = append(st.Files, shownFile{Path: f.Path, Bytes: len(f.Content)})
 	}
 	if asJSON {
-		return writeJSONTo(w, st)
+		return cli.WriteJSON(w, st)
 	}
 	fmt.Fprintf(w, "%s (%s, answer: %s)\n%s\n\nInstruction:\n%s\n\nFiles:\n", st.ID, st.Domain, st.Kind, st.Summary, st.Instruction)
 	for _, f := range st.Files {
 		fmt.Fprintf(w, "  %s (%d bytes)\n", f.Path, f.Bytes)
 	}
 	return nil
-}
-
-func writeJSONTo(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -473,14 +472,14 @@ print("unix", call(unix))
 func TestTasksCommand(t *testing.T) {
 	t.Parallel()
 	var out, errb strings.Builder
-	if err := run(t.Context(), []string{"tasks"}, &out, &errb); err != nil {
+	if err := run(t.Context(), []string{"tasks"}, &out, &errb, os.Getenv); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(out.String(), "ID") || !strings.Contains(out.String(), "data/csv_region_total") {
 		t.Errorf("tasks table:\n%s", out.String())
 	}
 	out.Reset()
-	if err := run(t.Context(), []string{"tasks", "show", "--json", "data/csv_region_total@3"}, &out, &errb); err != nil {
+	if err := run(t.Context(), []string{"tasks", "show", "--json", "data/csv_region_total@3"}, &out, &errb, os.Getenv); err != nil {
 		t.Fatal(err)
 	}
 	var shown shownTask
@@ -508,11 +507,11 @@ func TestTasksCommand(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var o, e strings.Builder
-			err := run(t.Context(), tt.args, &o, &e)
+			err := run(t.Context(), tt.args, &o, &e, os.Getenv)
 			if err == nil {
 				t.Fatal("want an error")
 			}
-			if tt.want != nil && !errors.Is(err, tt.want) {
+			if tt.want != nil && !matchesWant(err, tt.want) {
 				t.Errorf("got %v, want %v", err, tt.want)
 			}
 		})

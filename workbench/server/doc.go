@@ -7,7 +7,7 @@
 //
 // POST /reset, POST /step, GET /state, GET /schema, GET /metadata,
 // GET /health and WS /ws, with the body shapes of
-// ../shared/docs/openenv-protocol.md. Observations travel as
+// docs/openenv-protocol.md. Observations travel as
 // {"observation":{...},"reward":R,"done":D,"metadata":{...}}: done and reward
 // are hoisted out of the observation and the observation's metadata travels
 // only at the top level (OpenEnv PR #805), never inside "observation", so a

@@ -1,4 +1,4 @@
-package adapter
+package campaign
 
 import (
 	"errors"
@@ -98,8 +98,9 @@ func CheckTaskID(field, v string) error {
 	return nil
 }
 
-// checkEnvName validates an environment variable name.
-func checkEnvName(field, v string) error {
+// CheckEnvName validates an environment variable name: a letter or "_",
+// then up to 127 letters, digits and "_".
+func CheckEnvName(field, v string) error {
 	if err := checkText(field, v, 128); err != nil {
 		return err
 	}
@@ -138,7 +139,7 @@ func secretBearing(name string) bool {
 func CheckExtraEnv(field string, env map[string]string) error {
 	for k, v := range env {
 		f := field + "." + k
-		if err := checkEnvName(f, k); err != nil {
+		if err := CheckEnvName(f, k); err != nil {
 			return err
 		}
 		u := strings.ToUpper(k)
@@ -154,9 +155,6 @@ func CheckExtraEnv(field string, env map[string]string) error {
 	}
 	return nil
 }
-
-// ReservedLabelPrefix is the label namespace agentpen owns.
-const ReservedLabelPrefix = "io.agentpen."
 
 // CheckLabels validates launcher labels: keys of at most 256 bytes and
 // values of at most 512, no whitespace or control characters, and no key in
@@ -251,50 +249,4 @@ func checkMountPath(field, p string) error {
 		}
 	}
 	return nil
-}
-
-// containsToken reports whether token occurs in s (both lower-cased) not
-// flanked by letters or digits: seed 004's task-exposure test.
-func containsToken(s, token string) bool {
-	if token == "" {
-		return false
-	}
-	s, token = strings.ToLower(s), strings.ToLower(token)
-	isAlnum := func(b byte) bool { return b >= 'a' && b <= 'z' || b >= '0' && b <= '9' }
-	for i := 0; ; {
-		j := strings.Index(s[i:], token)
-		if j < 0 {
-			return false
-		}
-		start, end := i+j, i+j+len(token)
-		if (start == 0 || !isAlnum(s[start-1])) && (end == len(s) || !isAlnum(s[end])) {
-			return true
-		}
-		i = start + 1
-	}
-}
-
-// exposesTask reports whether v spells the task id (raw or as a DNS slug).
-func exposesTask(v, taskID string) bool {
-	return containsToken(v, taskID) || containsToken(v, dnsSlug(taskID))
-}
-
-// dnsSlug lower-cases s and turns every run of other characters into "-".
-func dnsSlug(s string) string {
-	var b strings.Builder
-	dash := false
-	for _, r := range strings.ToLower(s) {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
-			b.WriteRune(r)
-			dash = false
-		} else if !dash && b.Len() > 0 {
-			b.WriteByte('-')
-			dash = true
-		}
-	}
-	out := strings.TrimRight(b.String(), "-")
-	if out == "" {
-		return "item"
-	}
-	return out
 }

@@ -1,25 +1,26 @@
 package adapter
 
 import (
+	"github.com/agentpen/agentpen/campaign"
 	"strings"
 	"testing"
 )
 
 func TestServerSpec(t *testing.T) {
-	s := validSpec()
-	s.Egress = EgressNAT
+	s := fakeSpec("camp-1", 2)
+	s.Egress = campaign.EgressNAT
 	s.Server.PublishLoopback = "127.0.0.1:18080"
 	s.Server.MountDockerSocket = true
 	s.Server.DataHostPath = "/srv/data"
 	s.Server.SecretEnv = []string{"GRADER_TOKEN"}
 	s.Server.ExtraEnv = map[string]string{"MODE": "strict"}
-	p, err := NewPlan(s)
+	p, err := campaign.NewPlan(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cs := serverSpec(p, "k3y", map[string]string{"GRADER_TOKEN": "t0k"}, "/run/user/1001/docker.sock")
 	env := strings.Join(cs.Config.Env, "\n")
-	for _, want := range []string{"AGENTPEN_API_KEY=k3y", "GRADER_TOKEN=t0k", "MODE=strict", "DOCKER_HOST=unix://" + DockerSocketTarget} {
+	for _, want := range []string{"AGENTPEN_API_KEY=k3y", "GRADER_TOKEN=t0k", "MODE=strict", "DOCKER_HOST=unix://" + campaign.DockerSocketTarget} {
 		if !strings.Contains(env, want) {
 			t.Errorf("env lacks %q: %q", want, env)
 		}
@@ -28,7 +29,7 @@ func TestServerSpec(t *testing.T) {
 		t.Fatalf("mounts %+v", cs.HostConfig.Mounts)
 	}
 	sock, data := cs.HostConfig.Mounts[0], cs.HostConfig.Mounts[1]
-	if sock.Source != "/run/user/1001/docker.sock" || sock.Target != DockerSocketTarget {
+	if sock.Source != "/run/user/1001/docker.sock" || sock.Target != campaign.DockerSocketTarget {
 		t.Errorf("socket mount %+v", sock)
 	}
 	if data.Source != "/srv/data" || data.Target != "/srv/data" || !data.ReadOnly {
@@ -47,7 +48,7 @@ func TestServerSpec(t *testing.T) {
 }
 
 func TestServerSpecDefaults(t *testing.T) {
-	p, err := NewPlan(validSpec())
+	p, err := campaign.NewPlan(fakeSpec("camp-1", 2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,9 +64,9 @@ func TestServerSpecDefaults(t *testing.T) {
 }
 
 func TestWorkspaceSpec(t *testing.T) {
-	s := validSpec()
+	s := fakeSpec("camp-1", 2)
 	s.Workspaces[0].WorkspaceHostPath = "/srv/ws0"
-	p, err := NewPlan(s)
+	p, err := campaign.NewPlan(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestWorkspaceSpec(t *testing.T) {
 			t.Errorf("tmpfs %s %q", dir, opts)
 		}
 	}
-	if len(hc.Mounts) != 2 || hc.Mounts[0].Target != WorkbenchRunDir || hc.Mounts[1].Target != DefaultWorkspaceTarget {
+	if len(hc.Mounts) != 2 || hc.Mounts[0].Target != campaign.WorkbenchRunDir || hc.Mounts[1].Target != campaign.DefaultWorkspaceTarget {
 		t.Fatalf("mounts %+v", hc.Mounts)
 	}
 	for _, m := range hc.Mounts {

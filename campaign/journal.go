@@ -1,4 +1,4 @@
-package adapter
+package campaign
 
 import (
 	"bufio"
@@ -15,33 +15,42 @@ import (
 // JournalFile is the name of a campaign's journal in its directory.
 const JournalFile = "journal.jsonl"
 
+// Op is what a journal record says happened.
+type Op string
+
 // Journal operations.
 const (
 	// OpIntent is written, and synced, before a create call.
-	OpIntent = "intent"
+	OpIntent Op = "intent"
 	// OpCreated records the id the daemon returned.
-	OpCreated = "created"
+	OpCreated Op = "created"
 	// OpCreateFailed records a create call that returned an error.
-	OpCreateFailed = "create_failed"
+	OpCreateFailed Op = "create_failed"
 	// OpRemoved records a removal by id (or that the id was already gone).
-	OpRemoved = "removed"
+	OpRemoved Op = "removed"
 	// OpNote records a campaign-level event (bring-up failed, rolled back,
 	// ready, cleanup started).
-	OpNote = "note"
+	OpNote Op = "note"
 )
+
+// Kind is the kind of resource a journal record is about.
+type Kind string
 
 // Resource kinds in the journal.
 const (
-	KindNetwork   = "network"
-	KindContainer = "container"
+	KindNetwork   Kind = "network"
+	KindContainer Kind = "container"
+	// KindDir is a host directory agentpen made for a workspace (its
+	// /run/workbench).
+	KindDir Kind = "dir"
 )
 
 // Record is one line of the journal.
 type Record struct {
 	Seq    int               `json:"seq"`
 	Time   time.Time         `json:"time"`
-	Op     string            `json:"op"`
-	Kind   string            `json:"kind,omitempty"`
+	Op     Op                `json:"op"`
+	Kind   Kind              `json:"kind,omitempty"`
 	Role   string            `json:"role,omitempty"`
 	Name   string            `json:"name,omitempty"`
 	ID     string            `json:"id,omitempty"`
@@ -155,7 +164,7 @@ func ReadJournal(path string) ([]Record, error) {
 
 // Resource is one thing the journal says agentpen meant to create.
 type Resource struct {
-	Kind   string
+	Kind   Kind
 	Role   string
 	Name   string
 	ID     string // empty when the create's outcome was never recorded
@@ -171,7 +180,7 @@ func Resources(recs []Record) []Resource {
 	var out []Resource
 	byName := map[string]int{}
 	for _, r := range recs {
-		key := r.Kind + "/" + r.Name
+		key := string(r.Kind) + "/" + r.Name
 		switch r.Op {
 		case OpIntent:
 			if _, ok := byName[key]; !ok {

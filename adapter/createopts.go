@@ -2,9 +2,11 @@ package adapter
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
+	"github.com/agentpen/agentpen/campaign"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
@@ -48,7 +50,7 @@ type containerSpec struct {
 	Networking *network.NetworkingConfig
 }
 
-func networkCreateOptions(p *Plan) network.CreateOptions {
+func networkCreateOptions(p *campaign.Plan) network.CreateOptions {
 	return network.CreateOptions{
 		Driver:   "bridge",
 		Internal: p.Network.Internal,
@@ -56,7 +58,7 @@ func networkCreateOptions(p *Plan) network.CreateOptions {
 	}
 }
 
-func endpoint(p *Plan, alias string) *network.NetworkingConfig {
+func endpoint(p *campaign.Plan, alias string) *network.NetworkingConfig {
 	return &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 		p.Network.Name: {Aliases: []string{alias}},
 	}}
@@ -66,7 +68,7 @@ func endpoint(p *Plan, alias string) *network.NetworkingConfig {
 // Spec.APIKeyEnv in agentpen's environment ("" when unset; the variable is
 // then passed unset). It goes into the create call only, never a log or
 // the journal. dockerSocket is the rootless daemon's socket path.
-func serverSpec(p *Plan, apiKey string, secrets map[string]string, dockerSocket string) containerSpec {
+func serverSpec(p *campaign.Plan, apiKey string, secrets map[string]string, dockerSocket string) containerSpec {
 	s := p.Server.Spec
 	env := []string{}
 	for _, k := range sortedKeys(s.ExtraEnv) {
@@ -80,7 +82,7 @@ func serverSpec(p *Plan, apiKey string, secrets map[string]string, dockerSocket 
 			env = append(env, k+"="+v)
 		}
 	}
-	env = append(env, "AGENTPEN_API_KEY_ENV="+s.APIKeyEnv, "AGENTPEN_ROLE="+RoleServer)
+	env = append(env, "AGENTPEN_API_KEY_ENV="+s.APIKeyEnv, "AGENTPEN_ROLE="+campaign.RoleServer)
 	hc := &container.HostConfig{
 		Init:          ptr(true),
 		NetworkMode:   container.NetworkMode(p.Network.Name),
@@ -89,8 +91,8 @@ func serverSpec(p *Plan, apiKey string, secrets map[string]string, dockerSocket 
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 	}
 	if s.MountDockerSocket {
-		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: dockerSocket, Target: DockerSocketTarget})
-		env = append(env, "DOCKER_HOST=unix://"+DockerSocketTarget)
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: dockerSocket, Target: campaign.DockerSocketTarget})
+		env = append(env, "DOCKER_HOST=unix://"+campaign.DockerSocketTarget)
 	}
 	if s.DataHostPath != "" {
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: s.DataHostPath, Target: s.DataContainerPath, ReadOnly: true})
@@ -106,7 +108,7 @@ func serverSpec(p *Plan, apiKey string, secrets map[string]string, dockerSocket 
 		cfg.ExposedPorts = nat.PortSet{port: struct{}{}}
 		hc.PortBindings = nat.PortMap{port: {{HostIP: p.Server.Publish.Addr().String(), HostPort: strconv.Itoa(int(p.Server.Publish.Port()))}}}
 	}
-	return containerSpec{Name: p.Server.Name, Role: RoleServer, Config: cfg, HostConfig: hc, Networking: endpoint(p, p.Server.Alias)}
+	return containerSpec{Name: p.Server.Name, Role: campaign.RoleServer, Config: cfg, HostConfig: hc, Networking: endpoint(p, p.Server.Alias)}
 }
 
 // workspaceSpec builds one workspace container. runDir is the host
@@ -114,7 +116,7 @@ func serverSpec(p *Plan, apiKey string, secrets map[string]string, dockerSocket 
 // apiKey (the value of the server's APIKeyEnv, "" when unset) lets the
 // workspace's episode server call the grader; it goes into the create call
 // only.
-func workspaceSpec(p *Plan, a AgentPlan, runDir, apiKey string) containerSpec {
+func workspaceSpec(p *campaign.Plan, a campaign.AgentPlan, runDir, apiKey string) containerSpec {
 	env := make([]string, 0, len(a.Env)+1)
 	for _, k := range sortedKeys(a.Env) {
 		env = append(env, k+"="+a.Env[k])
@@ -135,10 +137,10 @@ func workspaceSpec(p *Plan, a AgentPlan, runDir, apiKey string) containerSpec {
 			Memory:    WorkspaceMemory,
 			PidsLimit: ptr(int64(WorkspacePidsLimit)),
 		},
-		Mounts: []mount.Mount{{Type: mount.TypeBind, Source: runDir, Target: WorkbenchRunDir}},
+		Mounts: []mount.Mount{{Type: mount.TypeBind, Source: runDir, Target: campaign.WorkbenchRunDir}},
 	}
 	if a.Spec.WorkspaceHostPath != "" {
-		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: a.Spec.WorkspaceHostPath, Target: DefaultWorkspaceTarget})
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: a.Spec.WorkspaceHostPath, Target: campaign.DefaultWorkspaceTarget})
 	}
 	cfg := &container.Config{
 		Image:  a.Spec.Image,
@@ -146,10 +148,15 @@ func workspaceSpec(p *Plan, a AgentPlan, runDir, apiKey string) containerSpec {
 		Env:    env,
 		Labels: clone(a.Labels),
 	}
-	return containerSpec{Name: a.Name, Role: RoleWork, Config: cfg, HostConfig: hc, Networking: endpoint(p, a.Alias)}
+	return containerSpec{Name: a.Name, Role: campaign.RoleWork, Config: cfg, HostConfig: hc, Networking: endpoint(p, a.Alias)}
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
 
 func clone(m map[string]string) map[string]string {
 	out := make(map[string]string, len(m))

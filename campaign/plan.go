@@ -1,127 +1,11 @@
-package adapter
+package campaign
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 )
-
-// Egress is a campaign's network policy.
-type Egress string
-
-// The egress policies.
-const (
-	// EgressInternal (the default): the campaign network is Docker
-	// Internal=true; containers reach only each other.
-	EgressInternal Egress = "internal"
-	// EgressNAT: an ordinary bridge with outbound NAT (seed 004's network);
-	// only this policy allows a loopback port publish of the server.
-	EgressNAT Egress = "nat"
-)
-
-// Label keys agentpen sets on everything it creates (io.agentpen.*).
-const (
-	LabelCampaign = "io.agentpen.campaign"
-	LabelRole     = "io.agentpen.role"
-	LabelAgent    = "io.agentpen.agent"
-	LabelNetwork  = "io.agentpen.network"
-	LabelOwner    = "io.agentpen.owner"
-	LabelSchema   = "io.agentpen.schema"
-)
-
-// Label values.
-const (
-	OwnerValue  = "agentpen"
-	SchemaValue = "agentpen.v1"
-	RoleNetwork = "network"
-	RoleServer  = "server"
-	RoleWork    = "workspace"
-)
-
-// Defaults of a CampaignSpec.
-const (
-	DefaultServerPort      = 8080
-	DefaultAPIKeyEnv       = "AGENTPEN_API_KEY"
-	DockerSocketTarget     = "/run/agentpen/docker.sock"
-	WorkbenchRunDir        = "/run/workbench"
-	WorkbenchSocket        = WorkbenchRunDir + "/wb.sock"
-	DefaultWorkspaceTarget = "/workspace"
-	MaxWorkspaces          = 64
-)
-
-// CampaignSpec is what a launcher asks for: one network, one server
-// container and one workspace container per agent. Zero values take the
-// documented defaults.
-type CampaignSpec struct {
-	// CampaignID names the campaign (see CheckID); it scopes every name.
-	CampaignID string `json:"campaign_id"`
-	// Egress is "internal" (default) or "nat".
-	Egress Egress `json:"egress,omitempty"`
-	// Labels are added to every resource; keys under io.agentpen. are refused.
-	Labels map[string]string `json:"labels,omitempty"`
-	// Server is the task-server (grader) container.
-	Server ServerSpec `json:"server"`
-	// Workspaces are the agents' containers, 1..MaxWorkspaces.
-	Workspaces []WorkspaceSpec `json:"workspaces"`
-}
-
-// ServerSpec describes the campaign's server container.
-type ServerSpec struct {
-	// Image is a pinned reference (see CheckImage).
-	Image string `json:"image"`
-	// Command overrides the image's command; empty means the workbench
-	// grader ("grader --listen :Port").
-	Command []string `json:"command,omitempty"`
-	// Port is the port the server listens on inside the network (default 8080).
-	Port int `json:"port,omitempty"`
-	// APIKeyEnv names the variable holding the API key (default
-	// AGENTPEN_API_KEY). Its value is read from agentpen's own environment
-	// at create time and never logged or stored.
-	APIKeyEnv string `json:"api_key_env,omitempty"`
-	// MountDockerSocket mounts the rootless daemon's socket (and only it)
-	// at DockerSocketTarget.
-	MountDockerSocket bool `json:"mount_docker_socket,omitempty"`
-	// DataHostPath, when set, is bind-mounted read-only at DataContainerPath.
-	DataHostPath      string `json:"data_host_path,omitempty"`
-	DataContainerPath string `json:"data_container_path,omitempty"`
-	// PublishLoopback ("127.0.0.1:18080") publishes Port on a loopback
-	// address; only with egress "nat". Empty: nothing is published and host
-	// calls go through docker exec.
-	PublishLoopback string `json:"publish_loopback,omitempty"`
-	// ReadyCommand is run in the server container (by docker exec) until it
-	// exits 0; empty means the workbench probe of http://127.0.0.1:Port/health.
-	ReadyCommand []string `json:"ready_command,omitempty"`
-	// ExtraEnv is plain configuration (see CheckExtraEnv).
-	ExtraEnv map[string]string `json:"extra_env,omitempty"`
-	// SecretEnv names variables passed through from agentpen's environment.
-	SecretEnv []string `json:"secret_env,omitempty"`
-}
-
-// WorkspaceSpec describes one agent's workspace container.
-type WorkspaceSpec struct {
-	// TaskID is the benchmark task; it never appears anywhere the agent can
-	// see: names, aliases, labels, env and paths use the opaque agent id.
-	TaskID string `json:"task_id"`
-	// AttemptID distinguishes retries of the same task (optional).
-	AttemptID string `json:"attempt_id,omitempty"`
-	// Image is a pinned reference (see CheckImage).
-	Image string `json:"image"`
-	// Command overrides the image's command; empty means the workbench
-	// episode server on /run/workbench/wb.sock grading through the
-	// campaign's grader (WorkbenchCommand), so no answer key enters the
-	// workspace.
-	Command []string `json:"command,omitempty"`
-	// WorkspaceHostPath, when set, is bind-mounted at /workspace.
-	WorkspaceHostPath string `json:"workspace_host_path,omitempty"`
-	// ExtraEnv and Labels are validated as the campaign's and must not spell
-	// the task id.
-	ExtraEnv map[string]string `json:"extra_env,omitempty"`
-	Labels   map[string]string `json:"labels,omitempty"`
-}
 
 // Plan is a validated campaign: every name, alias, label and environment
 // variable, computed before anything is created.
@@ -174,45 +58,6 @@ type AgentPlan struct {
 	taskID string
 }
 
-// OpaqueAgentID derives "agent-<24 hex>" from the campaign, task and attempt
-// ids, so the agent's identity never reveals the task and a retry (a new
-// attempt id) never collides with an earlier attempt.
-func OpaqueAgentID(campaignID, taskID, attemptID string) string {
-	sum := sha256.Sum256([]byte("agentpen-agent\x00" + campaignID + "\x00" + taskID + "\x00" + attemptID))
-	return "agent-" + hex.EncodeToString(sum[:])[:24]
-}
-
-// shortHash is the first n hex digits of sha256 of the parts joined by NUL.
-func shortHash(n int, parts ...string) string {
-	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
-	return hex.EncodeToString(sum[:])[:n]
-}
-
-// CampaignKey is the name component of a campaign: a readable slug and a
-// hash of the exact id, so distinct ids never share names.
-func CampaignKey(campaignID string) string {
-	slug := dnsSlug(campaignID)
-	if len(slug) > 24 {
-		slug = strings.TrimRight(slug[:24], "-")
-	}
-	return slug + "-" + shortHash(10, "agentpen-campaign", campaignID)
-}
-
-// DNSAlias is a campaign-scoped DNS label for a role ("server", or the
-// agent id for a workspace): at most 63 characters, ending in a hash.
-func DNSAlias(campaignID, role, component string) string {
-	prefix := "agentpen-" + dnsSlug(role) + "-" + dnsSlug(campaignID) + "-" + dnsSlug(component)
-	if len(prefix) > 52 {
-		prefix = prefix[:52]
-	}
-	return strings.TrimRight(prefix, "-") + "-" + shortHash(10, campaignID, role, component)
-}
-
-// NoProxy is the NO_PROXY value for reaching the server alias directly.
-func NoProxy(alias string, port int) string {
-	return alias + "," + alias + ":" + strconv.Itoa(port)
-}
-
 var forbiddenNetworks = map[string]bool{"": true, "none": true, "host": true, "bridge": true, "default": true, "docker0": true}
 
 // NewPlan validates spec and computes the plan. It reads nothing and
@@ -234,7 +79,7 @@ func NewPlan(spec CampaignSpec) (*Plan, error) {
 	if n := len(spec.Workspaces); n < 1 || n > MaxWorkspaces {
 		return nil, invalid("workspaces", strconv.Itoa(n), "need 1..%d workspaces", MaxWorkspaces)
 	}
-	key := CampaignKey(spec.CampaignID)
+	key := Key(spec.CampaignID)
 	p := &Plan{CampaignID: spec.CampaignID, Key: key, Egress: egress}
 	p.Network = NetworkPlan{
 		Name:     "agentpen-" + key,
@@ -305,7 +150,7 @@ func planServer(p *Plan, spec CampaignSpec) (ServerPlan, error) {
 	if s.APIKeyEnv == "" {
 		s.APIKeyEnv = DefaultAPIKeyEnv
 	}
-	if err := checkEnvName("server.api_key_env", s.APIKeyEnv); err != nil {
+	if err := CheckEnvName("server.api_key_env", s.APIKeyEnv); err != nil {
 		return ServerPlan{}, err
 	}
 	if protectedEnv[strings.ToUpper(s.APIKeyEnv)] {
@@ -329,7 +174,7 @@ func planServer(p *Plan, spec CampaignSpec) (ServerPlan, error) {
 		return ServerPlan{}, err
 	}
 	for i, name := range s.SecretEnv {
-		if err := checkEnvName(fmt.Sprintf("server.secret_env[%d]", i), name); err != nil {
+		if err := CheckEnvName(fmt.Sprintf("server.secret_env[%d]", i), name); err != nil {
 			return ServerPlan{}, err
 		}
 		if protectedEnv[strings.ToUpper(name)] {
@@ -474,23 +319,4 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
-}
-
-// AgentIDs returns the plan's agent ids in spec order.
-func (p *Plan) AgentIDs() []string {
-	out := make([]string, len(p.Agents))
-	for i, a := range p.Agents {
-		out[i] = a.AgentID
-	}
-	return out
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

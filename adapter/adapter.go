@@ -1,0 +1,113 @@
+package adapter
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Defaults of an Adapter.
+const (
+	DefaultReadyTimeout = 60 * time.Second
+	DefaultParallelism  = 4
+	rollbackTimeout     = 90 * time.Second
+)
+
+// campaignAPI is what bring-up, readiness and removal call on the SDK
+// client.
+type campaignAPI interface {
+	ImageInspect(ctx context.Context, ref string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
+	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
+	NetworkInspect(ctx context.Context, id string, options network.InspectOptions) (network.Inspect, error)
+	NetworkRemove(ctx context.Context, id string) error
+	ContainerCreate(ctx context.Context, cfg *container.Config, hc *container.HostConfig, nc *network.NetworkingConfig, platform *ocispec.Platform, name string) (container.CreateResponse, error)
+	ContainerStart(ctx context.Context, id string, options container.StartOptions) error
+	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
+	ContainerInspectWithRaw(ctx context.Context, id string, size bool) (container.InspectResponse, []byte, error)
+	NetworkInspectWithRaw(ctx context.Context, id string, options network.InspectOptions) (network.Inspect, []byte, error)
+	ContainerRemove(ctx context.Context, id string, options container.RemoveOptions) error
+	ContainerLogs(ctx context.Context, id string, options container.LogsOptions) (io.ReadCloser, error)
+	ContainerExecCreate(ctx context.Context, id string, options container.ExecOptions) (container.ExecCreateResponse, error)
+	ContainerExecAttach(ctx context.Context, execID string, options container.ExecAttachOptions) (types.HijackedResponse, error)
+	ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error)
+}
+
+var _ campaignAPI = (*client.Client)(nil)
+
+// Adapter brings campaigns up on one validated rootless daemon and records
+// everything it creates in each campaign's journal. Its exported fields
+// may be set until the first method call; zero values take the defaults.
+type Adapter struct {
+	// Docker is the pinned client (required).
+	Docker *Docker
+	// StateRoot holds one directory per campaign (required).
+	StateRoot string
+	// Logger receives progress; nil discards it. Secret values never reach it.
+	Logger *slog.Logger
+	// Getenv reads agentpen's environment for API keys and secret_env; nil
+	// means os.Getenv.
+	Getenv func(string) string
+	// ReadyTimeout bounds waiting for each container's health (default 60 s).
+	ReadyTimeout time.Duration
+	// Parallelism bounds concurrent workspace creates (default 4).
+	Parallelism int
+}
+
+// Campaign is a brought-up campaign: the plan and the ids of what exists.
+type Campaign struct {
+	Plan       *campaign.Plan
+	Dir        string
+	NetworkID  string
+	ServerID   string
+	Workspaces []Workspace
+}
+
+// Workspace is one running workspace container.
+type Workspace struct {
+	AgentID     string
+	ContainerID string
+	// RunDir is the host directory mounted at /run/workbench; Socket is the
+	// workbench's unix socket in it.
+	RunDir string
+	Socket string
+}
+
+func (a *Adapter) api() campaignAPI { return a.Docker.sdk() }
+
+func (a *Adapter) log() *slog.Logger {
+	if a.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return a.Logger
+}
+
+func (a *Adapter) getenv(k string) string {
+	if a.Getenv == nil {
+		return os.Getenv(k)
+	}
+	return a.Getenv(k)
+}
+
+// CampaignDir returns the state directory of a campaign id.
+func (a *Adapter) CampaignDir(campaignID string) string {
+	return filepath.Join(a.StateRoot, "campaigns", campaign.Key(campaignID))
+}
+
+func short(id string) string {
+	if len(id) > 12 && !strings.Contains(id, "/") {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,136 @@
+package adapter
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// ErrNotReady is returned (wrapped) when a container did not become ready
+// before the deadline.
+var ErrNotReady = errors.New("not ready")
+
+// waitServer runs the readiness command in the server container until it
+// exits 0.
+func (a *Adapter) waitServer(ctx context.Context, c *Campaign) error {
+	cmd := c.Plan.Server.Spec.ReadyCommand
+	var last error
+	err := a.poll(ctx, func(ctx context.Context) bool {
+		code, out, err := a.Exec(ctx, c.ServerID, cmd)
+		switch {
+		case err != nil:
+			last = err
+		case code != 0:
+			last = fmt.Errorf("exit %d: %s", code, strings.TrimSpace(truncate(out, 200)))
+		default:
+			return true
+		}
+		return false
+	}, c.ServerID)
+	if err != nil {
+		return fmt.Errorf("server %s: %w (last probe: %v)%s", c.Plan.Server.Name, err, last, a.tail(c.ServerID))
+	}
+	return nil
+}
+
+// waitWorkspace polls GET /health on the workbench's unix socket.
+func (a *Adapter) waitWorkspace(ctx context.Context, ws Workspace) error {
+	hc := UnixHTTPClient(ws.Socket, 2*time.Second)
+	defer hc.CloseIdleConnections()
+	var last error
+	err := a.poll(ctx, func(ctx context.Context) bool {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://workbench/health", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			last = err
+			return false
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			last = fmt.Errorf("status %d", resp.StatusCode)
+			return false
+		}
+		return true
+	}, ws.ContainerID)
+	if err != nil {
+		return fmt.Errorf("workspace %s (container %s): %w (last check: %v)%s", ws.AgentID, short(ws.ContainerID), err, last, a.tail(ws.ContainerID))
+	}
+	return nil
+}
+
+// poll calls ready until it reports true, the container stops running, or
+// ReadyTimeout passes.
+func (a *Adapter) poll(ctx context.Context, ready func(context.Context) bool, id string) error {
+	timeout := a.ReadyTimeout
+	if timeout <= 0 {
+		timeout = DefaultReadyTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	delay := 50 * time.Millisecond
+	for {
+		if ready(ctx) {
+			return nil
+		}
+		if info, err := a.api().ContainerInspect(ctx, id); err == nil && info.State != nil && !info.State.Running {
+			return fmt.Errorf("%w: container exited (status %d)", ErrNotReady, info.State.ExitCode)
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("%w after %s", ErrNotReady, timeout)
+			}
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+// tail returns the container's last log lines as an error suffix.
+func (a *Adapter) tail(id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rc, err := a.api().ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "15"})
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	var out bytes.Buffer
+	stdcopy.StdCopy(&out, &out, io.LimitReader(rc, 64<<10))
+	if out.Len() == 0 {
+		return "; no log output"
+	}
+	return "; last log lines:\n" + strings.TrimRight(out.String(), "\n")
+}
+
+// UnixHTTPClient is an HTTP client whose every request goes to the unix
+// socket at path.
+func UnixHTTPClient(path string, timeout time.Duration) *http.Client {
+	d := &net.Dialer{Timeout: timeout}
+	return &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return d.DialContext(ctx, "unix", path)
+			},
+			DisableKeepAlives: true,
+		},
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,43 @@
+package campaign
+
+import "strings"
+
+// Label keys agentpen sets on everything it creates. Launchers may add
+// labels of their own, never under ReservedLabelPrefix.
+const (
+	LabelCampaign = "io.agentpen.campaign"
+	LabelRole     = "io.agentpen.role"
+	LabelAgent    = "io.agentpen.agent"
+	LabelNetwork  = "io.agentpen.network"
+	LabelOwner    = "io.agentpen.owner"
+	LabelSchema   = "io.agentpen.schema"
+)
+
+// ReservedLabelPrefix is the label namespace agentpen owns.
+const ReservedLabelPrefix = "io.agentpen."
+
+// Label values.
+const (
+	OwnerValue  = "agentpen"
+	SchemaValue = "agentpen.v1"
+	RoleNetwork = "network"
+	RoleServer  = "server"
+	RoleWork    = "workspace"
+)
+
+// OwnedBy reports whether the labels a resource carries (have) prove it is
+// the one an intent described (want): every reserved (io.agentpen.*) label
+// of want is present in have with the same value, and want holds at least
+// one. Launcher labels are not evidence and are ignored.
+func OwnedBy(have, want map[string]string) bool {
+	n := 0
+	for k, v := range want {
+		if strings.HasPrefix(k, ReservedLabelPrefix) {
+			if got, ok := have[k]; !ok || got != v {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/agentpen/agentpen/internal/cli"
+)
+
+// TestHelpEverySubcommand: --help prints the command's usage on stdout,
+// nothing on stderr, and exits 0.
+func TestHelpEverySubcommand(t *testing.T) {
+	for _, cmd := range []string{"doctor", "up", "down"} {
+		t.Run(cmd, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := run(t.Context(), []string{cmd, "--help"}, &out, &errb, os.Getenv)
+			if cli.ExitCode(err) != 0 || cli.Message("agentpen", err) != "" {
+				t.Fatalf("--help: %v", err)
+			}
+			if !strings.HasPrefix(out.String(), "Usage: agentpen "+cmd) || errb.Len() != 0 {
+				t.Fatalf("stdout %q stderr %q", out.String(), errb.String())
+			}
+		})
+	}
+}
+
+// TestUsageErrorOnce: a bad flag is named once, with the way to get help,
+// and exits 2.
+func TestUsageErrorOnce(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := run(t.Context(), []string{"down", "some-id", "--bogus"}, &out, &errb, os.Getenv)
+	msg := cli.Message("agentpen", err) + errb.String()
+	if cli.ExitCode(err) != 2 || strings.Count(msg, "bogus") != 1 || !strings.Contains(msg, "agentpen down --help") {
+		t.Fatalf("exit %d, message %q", cli.ExitCode(err), msg)
+	}
+}

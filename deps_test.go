@@ -1,0 +1,72 @@
+package agentpen_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agentpen/agentpen/internal/deptest"
+)
+
+const module = "github.com/agentpen/agentpen"
+
+// dockerSDK are the Docker client's module paths.
+var dockerSDK = []string{"github.com/docker/", "github.com/moby/"}
+
+// purePackages hold the campaign model and the pure deciders: observations
+// in, reports out. They never talk to Docker, the network or a subprocess,
+// not even through a dependency.
+var purePackages = []string{
+	module + "/campaign",
+	module + "/cleanup",
+	module + "/workbench/tasks",
+}
+
+// impure is what a pure package must never depend on.
+var impure = append([]string{"net", "net/http", "os/exec"}, dockerSDK...)
+
+// TestPurePackages fails when a pure package depends, directly or not, on
+// the Docker SDK, net, net/http or os/exec (test files excepted).
+func TestPurePackages(t *testing.T) {
+	for _, p := range deptest.List(t, purePackages...) {
+		for _, dep := range append(p.Imports, p.Deps...) {
+			if deptest.Matches(dep, impure) {
+				t.Errorf("%s depends on %s; it must stay pure (observations in, reports out)", p.ImportPath, dep)
+			}
+		}
+	}
+}
+
+// TestOnlyAdapterTalksToDocker fails when a package outside adapter/...
+// imports the Docker SDK, in its code or its tests (tests elsewhere use
+// adapter's exported calls or internal/dockerfake).
+func TestOnlyAdapterTalksToDocker(t *testing.T) {
+	pkgs := deptest.List(t, "./...")
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found %d packages; the rule would check nothing", len(pkgs))
+	}
+	for _, p := range pkgs {
+		if p.ImportPath == module+"/adapter" || strings.HasPrefix(p.ImportPath, module+"/adapter/") {
+			continue
+		}
+		for _, imp := range append(append(p.Imports, p.TestImports...), p.XTestImports...) {
+			if deptest.Matches(imp, dockerSDK) {
+				t.Errorf("%s imports %s; only adapter/... may talk to Docker", p.ImportPath, imp)
+			}
+		}
+	}
+}
+
+func TestMatches(t *testing.T) {
+	for _, tt := range []struct {
+		path string
+		want bool
+	}{
+		{"net", true}, {"net/http", true}, {"net/netip", false}, {"os/exec", true}, {"os", false},
+		{"github.com/docker/docker/client", true}, {"github.com/moby/moby/client", true},
+		{"github.com/dockerx/y", false}, {"github.com/containerd/errdefs", false},
+	} {
+		if got := deptest.Matches(tt.path, impure); got != tt.want {
+			t.Errorf("Matches(%q) = %v, want %v", tt.path, got, tt.want)
+		}
+	}
+}
