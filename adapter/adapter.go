@@ -38,6 +38,8 @@ type campaignAPI interface {
 	ContainerInspectWithRaw(ctx context.Context, id string, size bool) (container.InspectResponse, []byte, error)
 	NetworkInspectWithRaw(ctx context.Context, id string, options network.InspectOptions) (network.Inspect, []byte, error)
 	ContainerRemove(ctx context.Context, id string, options container.RemoveOptions) error
+	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
 	ContainerLogs(ctx context.Context, id string, options container.LogsOptions) (io.ReadCloser, error)
 	ContainerExecCreate(ctx context.Context, id string, options container.ExecOptions) (container.ExecCreateResponse, error)
 	ContainerExecAttach(ctx context.Context, execID string, options container.ExecAttachOptions) (types.HijackedResponse, error)
@@ -63,6 +65,9 @@ type Adapter struct {
 	ReadyTimeout time.Duration
 	// Parallelism bounds concurrent workspace creates (default 4).
 	Parallelism int
+	// CleanupTimeout bounds one cleanup, retries of transient daemon
+	// errors included (default DefaultCleanupTimeout).
+	CleanupTimeout time.Duration
 }
 
 // Campaign is a brought-up campaign: the plan and the ids of what exists.

@@ -7,23 +7,38 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/network"
 	"golang.org/x/sync/errgroup"
 )
 
-// ErrCampaignExists is returned by BringUp when the campaign's directory
-// already journals resources that were not removed.
-var ErrCampaignExists = errors.New("campaign already exists")
+// maxSocketPath is the longest path a unix socket address holds.
+const maxSocketPath = 107
 
-// BringUp validates spec, journals and creates the campaign's network,
-// server and workspaces, and waits until each is ready. On any failure
-// (including ctx cancellation) it removes what it created, by exact id, and
-// says so in the journal; the error names the failing resource.
+// ErrConflict is the kind of error (wrapped) when the daemon already holds
+// resources of the campaign id (a twin campaign under another state root,
+// or an earlier generation not cleaned up): nothing is created.
+var ErrConflict = errors.New("conflict")
+
+// ErrCampaignExists is returned (wrapped) by BringUp when the campaign's
+// journal has a generation that is not verified removed. It wraps
+// ErrConflict.
+var ErrCampaignExists = fmt.Errorf("campaign already exists: %w", ErrConflict)
+
+// BringUp validates spec, then, holding the campaign's lock, refuses a
+// campaign id that already has live resources (in this state root's
+// journal or on the daemon, whatever the state root), starts a new
+// generation with a fresh instance nonce, journals and creates the
+// campaign's network, server and workspaces, and waits until each is
+// ready. On any failure (including ctx cancellation) it removes what it
+// created through the cleanup path (by exact id, with proof, verified) and
+// writes the cleanup report; the error names the failing resource and says
+// whether the rollback was verified.
 func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Campaign, error) {
 	p, err := campaign.NewPlan(spec)
 	if err != nil {
@@ -35,13 +50,22 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 	if err := a.checkImages(ctx, p); err != nil {
 		return nil, err
 	}
+	lock, err := a.lockCampaign(ctx, p.Key, DefaultLockWait)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.unlock()
 	dir := a.CampaignDir(p.CampaignID)
-	if recs, err := campaign.ReadJournal(filepath.Join(dir, campaign.JournalFile)); err == nil {
-		for _, r := range campaign.Resources(recs) {
-			if !r.Removed {
-				return nil, fmt.Errorf("campaign %q (%s): %w; clean it up first", p.CampaignID, dir, ErrCampaignExists)
-			}
-		}
+	gen, err := nextGeneration(dir, p.CampaignID)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.refuseLabelled(ctx, p.CampaignID); err != nil {
+		return nil, err
+	}
+	p.Bind(gen, campaign.NewInstance())
+	if n := len(filepath.Join(a.runRoot(p), p.Agents[0].AgentID, filepath.Base(campaign.WorkbenchSocket))); n > maxSocketPath {
+		return nil, fmt.Errorf("the workbench socket path under %s would be %d bytes, over the %d of a unix socket address: use a daemon whose socket path is shorter", a.runBase(), n, maxSocketPath)
 	}
 	j, err := campaign.OpenJournal(dir)
 	if err != nil {
@@ -51,29 +75,68 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 	if err := writeSpec(dir, spec); err != nil {
 		return nil, err
 	}
-	c := &Campaign{Plan: p, Dir: dir}
-	if err := j.Append(campaign.Record{Op: campaign.OpNote, Note: fmt.Sprintf("bring-up started: %d workspaces, egress %s", len(p.Agents), p.Egress)}); err != nil {
+	if err := j.Append(campaign.Record{Op: campaign.OpBegin, Gen: gen, Instance: p.Instance,
+		Note: fmt.Sprintf("bring-up started: %d workspaces, egress %s", len(p.Agents), p.Egress)}); err != nil {
 		return nil, err
 	}
-	if err := a.bringUp(ctx, j, c); err != nil {
-		a.log().Warn("bring-up failed; rolling back", "campaign", p.CampaignID, "err", err)
+	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{}}
+	c := &Campaign{Plan: p, Dir: dir}
+	if err := b.run(ctx, c); err != nil {
+		a.log().Warn("bring-up failed; rolling back", "campaign", p.CampaignID, "generation", gen, "err", err)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
-		rbErr := a.removeJournalled(rctx, j)
-		a.removeRunRoot(p.Key)
-		note := "bring-up failed: " + err.Error() + "; rolled back"
-		if rbErr != nil {
-			note += " with errors: " + rbErr.Error()
-		}
-		return nil, errors.Join(err, rbErr, j.Append(campaign.Record{Op: campaign.OpNote, Note: note}))
+		rep := a.cleanupJournal(rctx, j, p.CampaignID, cleanupOptions{gen: gen, failed: b.failedCreates()})
+		rbErr := a.finishReport(j, &rep)
+		err = fmt.Errorf("%w; rolled back: cleanup %s (%s)", err, rep.Status, filepath.Join(dir, CleanupReportFile))
+		return nil, errors.Join(err, rbErr, j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: "bring-up failed: " + err.Error()}))
 	}
 	// Every id is journalled already; the note only marks the moment, so a
 	// failure to write it is logged rather than undoing a ready campaign.
-	if err := j.Append(campaign.Record{Op: campaign.OpNote, Note: "ready"}); err != nil {
+	if err := j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: "ready"}); err != nil {
 		a.log().Warn("journal the ready note", "campaign", p.CampaignID, "err", err)
 	}
-	a.log().Info("campaign ready", "campaign", p.CampaignID, "network", c.NetworkID, "workspaces", len(c.Workspaces))
+	a.log().Info("campaign ready", "campaign", p.CampaignID, "generation", gen, "network", short(c.NetworkID), "workspaces", len(c.Workspaces))
 	return c, nil
+}
+
+// nextGeneration reads the campaign's journal (if any) and returns the
+// number of the next generation, refusing while an earlier one has
+// resources not verified removed.
+func nextGeneration(dir, campaignID string) (int, error) {
+	recs, err := campaign.ReadJournal(filepath.Join(dir, campaign.JournalFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	next := 1
+	for _, g := range campaign.Generations(recs) {
+		if live := g.Live(); len(live) > 0 {
+			return 0, fmt.Errorf("campaign %q generation %d (%s): %w: %d resources not verified removed; run agentpen down %s first",
+				campaignID, g.N, dir, ErrCampaignExists, len(live), campaignID)
+		}
+		next = max(next, g.N+1)
+	}
+	return next, nil
+}
+
+// refuseLabelled refuses a campaign id that the daemon already has
+// resources of, whatever state root made them, and names them.
+func (a *Adapter) refuseLabelled(ctx context.Context, campaignID string) error {
+	found, err := a.listLabelled(ctx, campaign.LabelCampaign+"="+campaignID)
+	if err != nil {
+		return err
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	var names []string
+	for _, f := range found {
+		names = append(names, fmt.Sprintf("%s %s (%s)", f.Kind, f.Name, short(f.ID)))
+	}
+	return fmt.Errorf("campaign %q: %w: the daemon already has resources labelled with this campaign id (another state root's campaign, or resources no journal here accounts for: see agentpen orphans): %s",
+		campaignID, ErrConflict, strings.Join(names, ", "))
 }
 
 func writeSpec(dir string, spec campaign.CampaignSpec) error {
@@ -119,9 +182,36 @@ func (a *Adapter) checkImages(ctx context.Context, p *campaign.Plan) error {
 	return nil
 }
 
-func (a *Adapter) bringUp(ctx context.Context, j *campaign.Journal, c *Campaign) error {
-	p := c.Plan
-	netID, err := a.createNetwork(ctx, j, p)
+// bringUp is one bring-up in progress: its journal, its bound plan, and
+// the creates that failed (for the rollback to resolve).
+type bringUp struct {
+	a *Adapter
+	j *campaign.Journal
+	p *campaign.Plan
+
+	mu     sync.Mutex
+	failed map[string]failedCreate
+}
+
+func (b *bringUp) failedCreates() map[string]failedCreate {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]failedCreate, len(b.failed))
+	for k, v := range b.failed {
+		out[k] = v
+	}
+	return out
+}
+
+// record journals r in this bring-up's generation.
+func (b *bringUp) record(r campaign.Record) error {
+	r.Gen = b.p.Generation
+	return b.j.Append(r)
+}
+
+func (b *bringUp) run(ctx context.Context, c *Campaign) error {
+	a, p := b.a, b.p
+	netID, err := b.createNetwork(ctx)
 	if err != nil {
 		return err
 	}
@@ -135,7 +225,7 @@ func (a *Adapter) bringUp(ctx context.Context, j *campaign.Journal, c *Campaign)
 			secrets[k] = v
 		}
 	}
-	srvID, err := a.createStart(ctx, j, serverSpec(p, apiKey, secrets, a.Docker.Host().SocketPath))
+	srvID, err := b.createStart(ctx, serverSpec(p, apiKey, secrets, a.Docker.Host().SocketPath))
 	if err != nil {
 		return err
 	}
@@ -151,11 +241,14 @@ func (a *Adapter) bringUp(ctx context.Context, j *campaign.Journal, c *Campaign)
 	g.SetLimit(limit)
 	for i, ag := range p.Agents {
 		g.Go(func() error {
-			runDir, err := a.makeRunDir(j, p, ag)
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			runDir, err := a.makeRunDir(b.j, p, ag)
 			if err != nil {
 				return err
 			}
-			id, err := a.createStart(gctx, j, workspaceSpec(p, ag, runDir, apiKey))
+			id, err := b.createStart(gctx, workspaceSpec(p, ag, runDir, apiKey))
 			if err != nil {
 				return err
 			}
@@ -178,80 +271,62 @@ func (a *Adapter) bringUp(ctx context.Context, j *campaign.Journal, c *Campaign)
 }
 
 // createNetwork journals the intent, creates the campaign network and
-// journals its id. A create that failed with a conflict names another
-// network that already has the name: it is never adopted (a twin
-// campaign's network carries the same campaign labels). Any other failure
-// may still have made the network (a cancelled call): it is adopted only
-// when its labels prove it is this campaign's.
-func (a *Adapter) createNetwork(ctx context.Context, j *campaign.Journal, p *campaign.Plan) (string, error) {
-	if err := j.Append(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindNetwork, Role: campaign.RoleNetwork, Name: p.Network.Name, Labels: p.Network.Labels}); err != nil {
+// journals its id. A conflict (the name is taken: a twin campaign's
+// network carries the same campaign labels) is journalled as never
+// created and never adopted; any other failure is left to the rollback to
+// resolve.
+func (b *bringUp) createNetwork(ctx context.Context) (string, error) {
+	p := b.p
+	if err := b.record(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindNetwork, Role: campaign.RoleNetwork, Name: p.Network.Name, Labels: p.Network.Labels}); err != nil {
 		return "", err
 	}
-	resp, err := a.api().NetworkCreate(ctx, p.Network.Name, networkCreateOptions(p))
+	resp, err := b.a.api().NetworkCreate(ctx, p.Network.Name, networkCreateOptions(p))
 	if err != nil {
 		err = fmt.Errorf("create network %s: %w", p.Network.Name, err)
-		jerr := j.Append(campaign.Record{Op: campaign.OpCreateFailed, Kind: campaign.KindNetwork, Name: p.Network.Name, Note: err.Error()})
-		if !cerrdefs.IsConflict(err) {
-			jerr = errors.Join(jerr, a.adoptNetwork(j, p))
-		}
-		return "", errors.Join(err, jerr)
+		return "", errors.Join(err, b.createFailed(campaign.KindNetwork, p.Network.Name, err))
 	}
-	if err := j.Append(campaign.Record{Op: campaign.OpCreated, Kind: campaign.KindNetwork, Name: p.Network.Name, ID: resp.ID}); err != nil {
+	if err := b.record(campaign.Record{Op: campaign.OpCreated, Kind: campaign.KindNetwork, Role: campaign.RoleNetwork, Name: p.Network.Name, ID: resp.ID}); err != nil {
 		return resp.ID, err
 	}
-	a.log().Info("network created", "name", p.Network.Name, "id", short(resp.ID), "internal", p.Network.Internal)
+	b.a.log().Info("network created", "name", p.Network.Name, "id", short(resp.ID), "internal", p.Network.Internal)
 	return resp.ID, nil
 }
 
 // createStart journals the intent, creates and starts one container, and
-// journals its id. A create that failed may still have made the container
-// (a cancelled call): adopt looks it up by name and records it only when
-// its labels prove it is this campaign's. A conflict names another
-// container that already had the name: it is never adopted.
-func (a *Adapter) createStart(ctx context.Context, j *campaign.Journal, s containerSpec) (string, error) {
-	api := a.api()
-	if err := j.Append(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindContainer, Role: s.Role, Name: s.Name, Labels: s.Config.Labels}); err != nil {
+// journals its id. A failed create is journalled and kept for the
+// rollback, which resolves it (see resolveContainer); a conflict (another
+// container holds the name) is journalled as never created and never
+// adopted.
+func (b *bringUp) createStart(ctx context.Context, s containerSpec) (string, error) {
+	api := b.a.api()
+	if err := b.record(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindContainer, Role: s.Role, Name: s.Name, Labels: s.Config.Labels}); err != nil {
 		return "", err
 	}
 	resp, err := api.ContainerCreate(ctx, s.Config, s.HostConfig, s.Networking, nil, s.Name)
 	if err != nil {
 		err = fmt.Errorf("create %s: %w", s, err)
-		jerr := j.Append(campaign.Record{Op: campaign.OpCreateFailed, Kind: campaign.KindContainer, Name: s.Name, Note: err.Error()})
-		if !cerrdefs.IsConflict(err) {
-			jerr = errors.Join(jerr, a.adoptContainer(j, s))
-		}
-		return "", errors.Join(err, jerr)
+		return "", errors.Join(err, b.createFailed(campaign.KindContainer, s.Name, err))
 	}
-	if err := j.Append(campaign.Record{Op: campaign.OpCreated, Kind: campaign.KindContainer, Role: s.Role, Name: s.Name, ID: resp.ID}); err != nil {
+	if err := b.record(campaign.Record{Op: campaign.OpCreated, Kind: campaign.KindContainer, Role: s.Role, Name: s.Name, ID: resp.ID}); err != nil {
 		return resp.ID, err
 	}
-	a.log().Info("container created", "role", s.Role, "name", s.Name, "id", short(resp.ID))
+	b.a.log().Info("container created", "role", s.Role, "name", s.Name, "id", short(resp.ID))
 	if err := api.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		return resp.ID, fmt.Errorf("start %s %s: %w", s.Role, s.Name, err)
 	}
 	return resp.ID, nil
 }
 
-// adoptContainer records a container a failed create left behind, when its
-// labels prove ownership. Not finding one is not an error; failing to
-// journal one that was found is.
-func (a *Adapter) adoptContainer(j *campaign.Journal, s containerSpec) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	info, err := a.api().ContainerInspect(ctx, s.Name)
-	if err != nil || info.Config == nil || !campaign.OwnedBy(info.Config.Labels, s.Config.Labels) {
-		return nil
+// createFailed journals a failed create. A conflict is definitive and
+// resolved at once (never created by us); anything else is remembered for
+// the rollback's resolution.
+func (b *bringUp) createFailed(kind campaign.Kind, name string, err error) error {
+	jerr := b.record(campaign.Record{Op: campaign.OpCreateFailed, Kind: kind, Name: name, Note: err.Error()})
+	if cerrdefs.IsConflict(err) {
+		return errors.Join(jerr, b.record(campaign.Record{Op: campaign.OpRemoved, Kind: kind, Name: name, Note: "never created: the name is taken by another resource (conflict)"}))
 	}
-	return j.Append(campaign.Record{Op: campaign.OpCreated, Kind: campaign.KindContainer, Role: s.Role, Name: s.Name, ID: info.ID, Note: "found after a failed create"})
-}
-
-// adoptNetwork is adoptContainer for the campaign network.
-func (a *Adapter) adoptNetwork(j *campaign.Journal, p *campaign.Plan) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	info, err := a.api().NetworkInspect(ctx, p.Network.Name, network.InspectOptions{})
-	if err != nil || info.Name != p.Network.Name || !campaign.OwnedBy(info.Labels, p.Network.Labels) {
-		return nil
-	}
-	return j.Append(campaign.Record{Op: campaign.OpCreated, Kind: campaign.KindNetwork, Role: campaign.RoleNetwork, Name: p.Network.Name, ID: info.ID, Note: "found after a failed create"})
+	b.mu.Lock()
+	b.failed[name] = failedCreate{at: time.Now(), answered: daemonAnswered(err)}
+	b.mu.Unlock()
+	return jerr
 }

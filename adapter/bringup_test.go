@@ -1,14 +1,18 @@
 package adapter
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/internal/dockerfake"
 )
 
@@ -18,7 +22,14 @@ const fakeImage = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef012345
 // a temporary directory (run directories are made beside it).
 func fakeAdapter(t *testing.T) (*Adapter, *dockerfake.Daemon) {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "rootless", "docker.sock")
+	// A short directory: workbench socket paths under it must fit in a
+	// unix socket address, as under /run/user/<uid>.
+	base, err := os.MkdirTemp("/tmp", "apf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	sock := filepath.Join(base, "rootless", "docker.sock")
 	if err := os.MkdirAll(filepath.Dir(sock), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +119,8 @@ func TestBringUpFailures(t *testing.T) {
 		wantErr                      string
 		// survivors: model resources that must outlive the rollback.
 		survivors int
+		// noJournal: refused before the campaign's journal was made.
+		noJournal bool
 	}{
 		{
 			name: "network_create_500",
@@ -126,15 +139,30 @@ func TestBringUpFailures(t *testing.T) {
 			wantNetworks: 1, wantErr: "create network",
 		},
 		{
-			// A twin campaign's network has the name and the same labels:
-			// a conflict is never adopted, so it is never removed.
-			name: "network_create_409_never_adopted",
+			// A twin campaign (same id, another state root) already has
+			// resources with the campaign's labels: refused before anything
+			// is created, and nothing of the twin's is touched.
+			name: "twin_refused",
 			script: func(t *testing.T, fake *dockerfake.Daemon, spec campaign.CampaignSpec) {
 				p, err := campaign.NewPlan(spec)
 				if err != nil {
 					t.Fatal(err)
 				}
 				fake.AddNetwork(dockerfake.Network{Name: p.Network.Name, Driver: "bridge", Internal: true, Labels: p.Network.Labels})
+			},
+			wantErr: "conflict", survivors: 1, noJournal: true,
+		},
+		{
+			// The name is taken by a network the label check cannot see
+			// (made between the check and the create): a conflict is never
+			// adopted, so it is never removed.
+			name: "network_create_409_never_adopted",
+			script: func(t *testing.T, fake *dockerfake.Daemon, spec campaign.CampaignSpec) {
+				p, err := campaign.NewPlan(spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fake.AddNetwork(dockerfake.Network{Name: p.Network.Name, Driver: "bridge", Internal: true})
 			},
 			wantErr: "already exists", survivors: 1,
 		},
@@ -152,7 +180,7 @@ func TestBringUpFailures(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				fake.AddContainer(dockerfake.Container{Name: p.Server.Name, Image: fakeImage, Labels: p.Server.Labels})
+				fake.AddContainer(dockerfake.Container{Name: p.Server.Name, Image: fakeImage, Labels: map[string]string{"squatter": "yes"}})
 			},
 			wantNetworks: 1, wantErr: "already in use", survivors: 1,
 		},
@@ -190,6 +218,15 @@ func TestBringUpFailures(t *testing.T) {
 			_, err := a.BringUp(t.Context(), spec)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("BringUp error %v, want one saying %q", err, tt.wantErr)
+			}
+			if tt.noJournal {
+				if _, err := os.Stat(filepath.Join(a.CampaignDir(spec.CampaignID), campaign.JournalFile)); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("a refused bring-up made a journal (%v)", err)
+				}
+				if calls := fake.CallsTo("POST /networks/create"); len(calls) != 0 || len(fake.CallsTo("DELETE /networks/{id}")) != 0 {
+					t.Fatalf("a refused bring-up created or removed something: %v", fake.Calls())
+				}
+				return
 			}
 			containers, networks := checkRolledBack(t, a, fake, spec.CampaignID)
 			if len(containers) != tt.wantContainers || len(networks) != tt.wantNetworks {
@@ -233,12 +270,11 @@ func TestTearDownRequiresOwnership(t *testing.T) {
 		name       string
 		labels     map[string]string
 		wantDelete bool
-		wantErr    error
 	}{
-		{"labels_match", map[string]string{campaign.LabelCampaign: "c", campaign.LabelOwner: campaign.OwnerValue, campaign.LabelRole: campaign.RoleServer, "x": "y"}, true, nil},
-		{"other_campaign", map[string]string{campaign.LabelCampaign: "d", campaign.LabelOwner: campaign.OwnerValue, campaign.LabelRole: campaign.RoleServer}, false, ErrNotOwned},
-		{"no_labels", nil, false, ErrNotOwned},
-		{"missing_role", map[string]string{campaign.LabelCampaign: "c", campaign.LabelOwner: campaign.OwnerValue}, false, ErrNotOwned},
+		{"labels_match", map[string]string{campaign.LabelCampaign: "c", campaign.LabelOwner: campaign.OwnerValue, campaign.LabelRole: campaign.RoleServer, "x": "y"}, true},
+		{"other_campaign", map[string]string{campaign.LabelCampaign: "d", campaign.LabelOwner: campaign.OwnerValue, campaign.LabelRole: campaign.RoleServer}, false},
+		{"no_labels", nil, false},
+		{"missing_role", map[string]string{campaign.LabelCampaign: "c", campaign.LabelOwner: campaign.OwnerValue}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -257,31 +293,36 @@ func TestTearDownRequiresOwnership(t *testing.T) {
 				}
 			}
 			j.Close()
-			err = a.TearDown(t.Context(), "c")
+			rep, err := a.Cleanup(t.Context(), "c")
 			dels := deleted(fake, "containers")
 			if tt.wantDelete {
-				if err != nil || !slices.Equal(dels, []string{"c1"}) {
-					t.Fatalf("err %v, deletes %v; want one delete of c1", err, dels)
+				if err != nil || !slices.Equal(dels, []string{"c1"}) || rep.Status != cleanup.Verified {
+					t.Fatalf("err %v, deletes %v, status %s; want one delete of c1, verified", err, dels, rep.Status)
 				}
 				return
 			}
-			if !errors.Is(err, tt.wantErr) || len(dels) != 0 {
-				t.Fatalf("err %v, deletes %v; want %v and nothing deleted", err, dels, tt.wantErr)
+			if !errors.Is(err, ErrNotVerified) || len(dels) != 0 {
+				t.Fatalf("err %v, deletes %v; want ErrNotVerified and nothing deleted", err, dels)
+			}
+			if len(rep.LeftAlone) != 1 || rep.LeftAlone[0].ID != "c1" || !strings.Contains(rep.LeftAlone[0].Reason, "not_ours") {
+				t.Fatalf("left alone %+v, want c1 as not ours", rep.LeftAlone)
 			}
 		})
 	}
 }
 
-func TestTearDownTransientInspectRefuses(t *testing.T) {
+func TestCleanupTransientInspectRefuses(t *testing.T) {
 	a, fake := fakeAdapter(t)
+	a.CleanupTimeout = 500 * time.Millisecond
 	spec := fakeSpec("transient", 1)
 	fake.On("POST /containers/{id}/start", dockerfake.Reply{Status: 500, Body: "cannot start"})
-	// The rollback's inspect fails with a daemon error: nothing is removed
-	// on unknown evidence, and the journal still names the container.
+	// The rollback's inspect fails with a daemon error until the deadline:
+	// nothing is removed on unknown evidence, the report fails, and the
+	// journal still names the container.
 	fake.On("GET /containers/{id}/json", dockerfake.Reply{Status: 500, Body: "daemon busy"})
 	_, err := a.BringUp(t.Context(), spec)
-	if !errors.Is(err, ErrRefused) {
-		t.Fatalf("BringUp error %v, want the rollback's ErrRefused", err)
+	if !errors.Is(err, ErrNotVerified) {
+		t.Fatalf("BringUp error %v, want the rollback's ErrNotVerified", err)
 	}
 	if dels := deleted(fake, "containers"); len(dels) != 0 {
 		t.Fatalf("removed %v on a 500 inspect", dels)
@@ -298,4 +339,39 @@ func TestTearDownTransientInspectRefuses(t *testing.T) {
 	if got := fake.Containers(); len(got) != 1 {
 		t.Fatalf("the daemon holds %v, want the one container left alone", got)
 	}
+	// The daemon recovers: a later cleanup removes it and verifies.
+	fake.On("GET /containers/{id}/json", dockerfake.Pass)
+	rep, err := a.Cleanup(t.Context(), spec.CampaignID)
+	if err != nil || rep.Status != cleanup.Verified || len(fake.Containers()) != 0 {
+		t.Fatalf("cleanup after recovery: %v, status %s, left %v", err, rep.Status, fake.Containers())
+	}
+}
+
+// TestBringUpCancelledCreateCompletesLater: the bring-up is cancelled
+// while a workspace create is in flight and the daemon completes that
+// create afterwards. The rollback must find it (one inspect right after
+// the cancel used to miss it, and the container leaked in Created state).
+func TestBringUpCancelledCreateCompletesLater(t *testing.T) {
+	a, fake := fakeAdapter(t)
+	spec := fakeSpec("cancelled", 3)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var n atomic.Int32
+	fake.OnFunc("POST /containers/create", func(c dockerfake.Call) dockerfake.Reply {
+		if n.Add(1) == 3 { // the second workspace
+			cancel()
+			time.Sleep(300 * time.Millisecond)
+		}
+		return dockerfake.Pass
+	})
+	_, err := a.BringUp(ctx, spec)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "cleanup verified") {
+		t.Fatalf("BringUp error %v, want cancelled and a verified rollback", err)
+	}
+	// Let the in-flight create land if the rollback did not wait for it.
+	time.Sleep(500 * time.Millisecond)
+	if left := fake.Containers(); len(left) != 0 {
+		t.Fatalf("containers left after the rollback: %v", left)
+	}
+	checkRolledBack(t, a, fake, spec.CampaignID)
 }

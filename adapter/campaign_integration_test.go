@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -109,15 +110,16 @@ func forceRemove(cli *client.Client, campaignID string) {
 	ctx := context.Background()
 	f := filters.NewArgs(filters.Arg("label", campaign.LabelCampaign+"="+campaignID))
 	cs, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	sock := strings.TrimPrefix(os.Getenv("DOCKER_HOST"), "unix://")
 	for _, c := range cs {
 		cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+		if inst := c.Labels[campaign.LabelInstance]; len(inst) >= 16 && sock != "" {
+			os.RemoveAll(filepath.Join(filepath.Dir(sock), "agentpen", "i-"+inst[:16]))
+		}
 	}
 	ns, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
 	for _, n := range ns {
 		cli.NetworkRemove(ctx, n.ID)
-	}
-	if sock := strings.TrimPrefix(os.Getenv("DOCKER_HOST"), "unix://"); sock != "" {
-		os.RemoveAll(filepath.Join(filepath.Dir(sock), "agentpen", campaign.Key(campaignID)))
 	}
 }
 
@@ -247,8 +249,20 @@ func bringUpChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
-	a := &adapter.Adapter{Docker: d, StateRoot: os.Getenv("STATE_ROOT"), Parallelism: 2, ReadyTimeout: 10 * time.Minute}
-	_, err = a.BringUp(context.Background(), sleeperSpec(os.Getenv("CAMPAIGN"), os.Getenv("IMAGE"), 8))
+	n := 8
+	fmt.Sscan(os.Getenv("WORKSPACES"), &n)
+	parallel := 2
+	ctx := context.Background()
+	if os.Getenv("AGENTPEN_TEST_CATCH_SIGNALS") == "1" {
+		// As agentpen up does: a signal cancels the bring-up, which rolls
+		// back before the process exits.
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		parallel = adapter.DefaultParallelism
+	}
+	a := &adapter.Adapter{Docker: d, StateRoot: os.Getenv("STATE_ROOT"), Parallelism: parallel, ReadyTimeout: 10 * time.Minute}
+	_, err = a.BringUp(ctx, sleeperSpec(os.Getenv("CAMPAIGN"), os.Getenv("IMAGE"), n))
 	fmt.Fprintln(os.Stderr, "bring-up returned:", err)
 	return 4
 }

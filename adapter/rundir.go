@@ -18,43 +18,91 @@ func (a *Adapter) runBase() string {
 	return filepath.Join(filepath.Dir(a.Docker.Host().SocketPath), "agentpen")
 }
 
-// runRoot is the directory of one campaign's run directories.
-func (a *Adapter) runRoot(key string) string {
-	return filepath.Join(a.runBase(), key)
+// runRoot is the directory of one bring-up's run directories, named by
+// the first 16 digits of its instance nonce, so two generations, or a twin
+// campaign, never share a directory. (Not by the campaign key too: the
+// workbench's socket path in it must stay under the 107 bytes of a unix
+// socket address.)
+func (a *Adapter) runRoot(p *campaign.Plan) string {
+	return filepath.Join(a.runBase(), runRootName(p.Instance))
 }
 
-// removeRunRoot removes a campaign's run root once it is empty. An error is
-// ignored on purpose: a root that still holds a directory (one left alone,
-// or a twin's) must stay, and an absent one is already gone; the
-// directories inside are journalled and removed one by one.
-func (a *Adapter) removeRunRoot(key string) {
-	_ = os.Remove(a.runRoot(key))
+// runRootName is the run root's name for an instance nonce.
+func runRootName(instance string) string {
+	return "i-" + instance[:min(16, len(instance))]
+}
+
+// removeEmptyRunRoots removes the parents of the given run directories
+// once they are empty. An error is ignored on purpose: a root that still
+// holds a directory (one left alone) must stay, and an absent one is
+// already gone; the directories inside are journalled and removed one by
+// one, by exact path.
+func removeEmptyRunRoots(dirs []string) {
+	for _, d := range dirs {
+		_ = os.Remove(filepath.Dir(d))
+	}
+}
+
+// daemonOwner returns the uid and gid owning the daemon's socket (the
+// rootless user, container root).
+func (a *Adapter) daemonOwner() (uid, gid int, err error) {
+	st, err := os.Stat(a.Docker.Host().SocketPath)
+	if err != nil {
+		return 0, 0, fmt.Errorf("stat docker socket: %w", err)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, fmt.Errorf("stat docker socket: no owner")
+	}
+	return int(sys.Uid), int(sys.Gid), nil
+}
+
+// mkdirOwned makes dir 0700 owned by the daemon's user; an existing one is
+// accepted only when exist is true.
+func (a *Adapter) mkdirOwned(dir string, exist bool) error {
+	uid, gid, err := a.daemonOwner()
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !(exist && errors.Is(err, os.ErrExist)) {
+		return err
+	}
+	return os.Lchown(dir, uid, gid)
+}
+
+// ensureRunBase makes the daemon runtime directory's agentpen directory.
+func (a *Adapter) ensureRunBase() error {
+	if err := a.mkdirOwned(a.runBase(), true); err != nil {
+		return fmt.Errorf("run directory base %s: %w", a.runBase(), err)
+	}
+	return nil
 }
 
 // makeRunDir creates the workspace's /run/workbench on the host: 0700,
-// owned by the daemon's user (container root), journalled for cleanup.
+// owned by the daemon's user (container root), journalled for cleanup. The
+// directory itself must be new: one that exists belongs to somebody else
+// and is never adopted.
 func (a *Adapter) makeRunDir(j *campaign.Journal, p *campaign.Plan, ag campaign.AgentPlan) (string, error) {
-	root := a.runRoot(p.Key)
+	root := a.runRoot(p)
 	dir := filepath.Join(root, ag.AgentID)
-	if err := j.Append(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: dir}); err != nil {
+	if err := j.Append(campaign.Record{Op: campaign.OpIntent, Gen: p.Generation, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: dir}); err != nil {
 		return "", err
 	}
-	st, err := os.Stat(a.Docker.Host().SocketPath)
-	if err != nil {
-		return "", fmt.Errorf("stat docker socket: %w", err)
+	if err := a.ensureRunBase(); err != nil {
+		return "", err
 	}
-	sys, _ := st.Sys().(*syscall.Stat_t)
-	for _, d := range []string{filepath.Dir(root), root, dir} {
-		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return "", fmt.Errorf("workspace run dir %s: %w", d, err)
-		}
-		if sys != nil {
-			if err := os.Lchown(d, int(sys.Uid), int(sys.Gid)); err != nil {
-				return "", fmt.Errorf("workspace run dir %s: %w", d, err)
-			}
-		}
+	if err := a.mkdirOwned(root, true); err != nil {
+		return "", fmt.Errorf("workspace run root %s: %w", root, err)
 	}
-	if err := j.Append(campaign.Record{Op: campaign.OpCreated, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: dir, ID: dir}); err != nil {
+	if err := a.mkdirOwned(dir, false); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			// Not ours: say so in the journal, so the intent is resolved.
+			return "", errors.Join(fmt.Errorf("workspace run dir %s: %w", dir, err),
+				j.Append(campaign.Record{Op: campaign.OpRemoved, Gen: p.Generation, Kind: campaign.KindDir, Name: dir, Note: "never created: the path already existed"}))
+		}
+		return "", fmt.Errorf("workspace run dir %s: %w", dir, err)
+	}
+	if err := j.Append(campaign.Record{Op: campaign.OpCreated, Gen: p.Generation, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: dir, ID: dir}); err != nil {
 		return "", err
 	}
 	return dir, nil

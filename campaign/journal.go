@@ -20,13 +20,19 @@ type Op string
 
 // Journal operations.
 const (
+	// OpBegin opens a generation: one bring-up of the campaign id, with the
+	// instance nonce that labels everything it creates (Record.Gen,
+	// Record.Instance).
+	OpBegin Op = "begin"
 	// OpIntent is written, and synced, before a create call.
 	OpIntent Op = "intent"
 	// OpCreated records the id the daemon returned.
 	OpCreated Op = "created"
 	// OpCreateFailed records a create call that returned an error.
 	OpCreateFailed Op = "create_failed"
-	// OpRemoved records a removal by id (or that the id was already gone).
+	// OpRemoved records a removal by id, confirmed by the daemon saying the
+	// id is gone; without an id, that an intent was confirmed never
+	// created.
 	OpRemoved Op = "removed"
 	// OpNote records a campaign-level event (bring-up failed, rolled back,
 	// ready, cleanup started).
@@ -47,10 +53,15 @@ const (
 
 // Record is one line of the journal.
 type Record struct {
-	Seq    int               `json:"seq"`
-	Time   time.Time         `json:"time"`
-	Op     Op                `json:"op"`
-	Kind   Kind              `json:"kind,omitempty"`
+	Seq  int       `json:"seq"`
+	Time time.Time `json:"time"`
+	Op   Op        `json:"op"`
+	// Gen is the generation the record belongs to (0 in journals older
+	// than generations).
+	Gen int `json:"gen,omitempty"`
+	// Instance is the generation's nonce (on OpBegin records).
+	Instance string            `json:"instance,omitempty"`
+	Kind     Kind              `json:"kind,omitempty"`
 	Role   string            `json:"role,omitempty"`
 	Name   string            `json:"name,omitempty"`
 	ID     string            `json:"id,omitempty"`
@@ -164,40 +175,123 @@ func ReadJournal(path string) ([]Record, error) {
 
 // Resource is one thing the journal says agentpen meant to create.
 type Resource struct {
-	Kind   Kind
-	Role   string
-	Name   string
-	ID     string // empty when the create's outcome was never recorded
+	// Gen is the generation whose bring-up meant to create it.
+	Gen  int
+	Kind Kind
+	Role string
+	Name string
+	// ID is the id the daemon returned (the path, for a directory); empty
+	// when the create's outcome was never recorded.
+	ID     string
 	Labels map[string]string
-	// Removed is true once a removal was recorded.
+	// Intended is when the intent was journalled.
+	Intended time.Time
+	// Removed is true once a removal was recorded: by id, or, for an
+	// intent without one, the confirmation that it was never created.
 	Removed bool
 }
 
-// Resources folds records into the resources they describe, in intent
-// order: every intent, the id its create returned, and whether it was
-// removed.
-func Resources(recs []Record) []Resource {
+// Generation is one bring-up of a campaign id: its nonce and what it meant
+// to create.
+type Generation struct {
+	N        int
+	Instance string
+	Started  time.Time
+	// Resources are in intent order.
+	Resources []Resource
+}
+
+// Live returns the resources not yet removed.
+func (g Generation) Live() []Resource {
 	var out []Resource
-	byName := map[string]int{}
+	for _, r := range g.Resources {
+		if !r.Removed {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Generations folds records into generations and the resources each meant
+// to create. Within a generation the fold is keyed by immutable id, and by
+// kind and name only for intents that have not got an id yet, so a name
+// created again (in a later generation, or after a removal) is a new
+// resource, never the old one. A created record with no intent before it
+// (a resource found by its instance label) is a resource of its own.
+func Generations(recs []Record) []Generation {
+	var gens []Generation
+	type key struct {
+		gen  int
+		kind Kind
+		name string
+	}
+	type idKey struct {
+		gen  int
+		kind Kind
+		id   string
+	}
+	gi := map[int]int{}        // generation number -> index in gens
+	pending := map[key]int{}   // latest intent still without an id
+	byID := map[idKey][2]int{} // -> gens index, resource index
+	gen := func(n int, t time.Time) *Generation {
+		i, ok := gi[n]
+		if !ok {
+			i = len(gens)
+			gi[n] = i
+			gens = append(gens, Generation{N: n, Started: t})
+		}
+		return &gens[i]
+	}
 	for _, r := range recs {
-		key := string(r.Kind) + "/" + r.Name
 		switch r.Op {
+		case OpBegin:
+			g := gen(r.Gen, r.Time)
+			g.Instance, g.Started = r.Instance, r.Time
 		case OpIntent:
-			if _, ok := byName[key]; !ok {
-				byName[key] = len(out)
-				out = append(out, Resource{Kind: r.Kind, Role: r.Role, Name: r.Name, Labels: r.Labels})
-			}
+			g := gen(r.Gen, r.Time)
+			pending[key{r.Gen, r.Kind, r.Name}] = len(g.Resources)
+			g.Resources = append(g.Resources, Resource{Gen: r.Gen, Kind: r.Kind, Role: r.Role, Name: r.Name, Labels: r.Labels, Intended: r.Time})
 		case OpCreated:
-			if i, ok := byName[key]; ok {
-				out[i].ID = r.ID
+			if r.ID == "" {
+				continue
 			}
+			g := gen(r.Gen, r.Time)
+			ik := idKey{r.Gen, r.Kind, r.ID}
+			if _, seen := byID[ik]; seen {
+				continue
+			}
+			k := key{r.Gen, r.Kind, r.Name}
+			if i, ok := pending[k]; ok && g.Resources[i].ID == "" {
+				g.Resources[i].ID = r.ID
+				delete(pending, k)
+				byID[ik] = [2]int{gi[r.Gen], i}
+				continue
+			}
+			byID[ik] = [2]int{gi[r.Gen], len(g.Resources)}
+			g.Resources = append(g.Resources, Resource{Gen: r.Gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Labels: r.Labels, Intended: r.Time})
 		case OpRemoved:
-			for i := range out {
-				if out[i].Kind == r.Kind && (r.ID != "" && out[i].ID == r.ID || r.ID == "" && out[i].Name == r.Name) {
-					out[i].Removed = true
+			if r.ID != "" {
+				if at, ok := byID[idKey{r.Gen, r.Kind, r.ID}]; ok {
+					gens[at[0]].Resources[at[1]].Removed = true
 				}
+				continue
+			}
+			k := key{r.Gen, r.Kind, r.Name}
+			if i, ok := pending[k]; ok {
+				g := gen(r.Gen, r.Time)
+				g.Resources[i].Removed = true
+				delete(pending, k)
 			}
 		}
+	}
+	return gens
+}
+
+// Resources returns the resources of every generation, oldest first.
+func Resources(recs []Record) []Resource {
+	var out []Resource
+	for _, g := range Generations(recs) {
+		out = append(out, g.Resources...)
 	}
 	return out
 }

@@ -124,3 +124,63 @@ func TestJournalConcurrentAppend(t *testing.T) {
 		seen[r.Seq] = true
 	}
 }
+
+// TestGenerations: a name created again in a later generation is a new
+// resource (the fold used to key by kind and name and kept the old
+// generation's removed mark, so the second down removed nothing).
+func TestGenerations(t *testing.T) {
+	recs := []Record{
+		{Op: OpBegin, Gen: 1, Instance: "n1"},
+		{Op: OpIntent, Gen: 1, Kind: KindNetwork, Name: "net"},
+		{Op: OpCreated, Gen: 1, Kind: KindNetwork, Name: "net", ID: "N1"},
+		{Op: OpIntent, Gen: 1, Kind: KindDir, Name: "/r/k/agent-x"},
+		{Op: OpCreated, Gen: 1, Kind: KindDir, Name: "/r/k/agent-x", ID: "/r/k/agent-x"},
+		{Op: OpIntent, Gen: 1, Kind: KindContainer, Name: "srv"}, // never got an id
+		{Op: OpRemoved, Gen: 1, Kind: KindNetwork, ID: "N1"},
+		{Op: OpRemoved, Gen: 1, Kind: KindDir, ID: "/r/k/agent-x"},
+		{Op: OpRemoved, Gen: 1, Kind: KindContainer, Name: "srv"}, // confirmed never created
+		{Op: OpBegin, Gen: 2, Instance: "n2"},
+		{Op: OpIntent, Gen: 2, Kind: KindNetwork, Name: "net"},
+		{Op: OpCreated, Gen: 2, Kind: KindNetwork, Name: "net", ID: "N2"},
+		{Op: OpIntent, Gen: 2, Kind: KindDir, Name: "/r/k/agent-x"},
+		{Op: OpCreated, Gen: 2, Kind: KindDir, Name: "/r/k/agent-x", ID: "/r/k/agent-x"},
+		{Op: OpIntent, Gen: 2, Kind: KindContainer, Name: "srv"},
+		{Op: OpCreated, Gen: 2, Kind: KindContainer, Name: "srv", ID: "C2"},
+		{Op: OpCreated, Gen: 2, Kind: KindContainer, Name: "srv", ID: "C2", Note: "adopted twice"},
+		{Op: OpCreated, Gen: 2, Kind: KindContainer, Name: "late", ID: "C3", Note: "found by instance label"},
+	}
+	gens := Generations(recs)
+	if len(gens) != 2 || gens[0].Instance != "n1" || gens[1].Instance != "n2" {
+		t.Fatalf("generations %+v", gens)
+	}
+	if live := gens[0].Live(); len(live) != 0 {
+		t.Fatalf("generation 1 live: %+v", live)
+	}
+	var got []string
+	for _, r := range gens[1].Live() {
+		got = append(got, string(r.Kind)+":"+r.ID)
+	}
+	want := []string{"network:N2", "dir:/r/k/agent-x", "container:C2", "container:C3"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("generation 2 live = %v, want %v", got, want)
+	}
+	if all := Resources(recs); len(all) != 7 {
+		t.Fatalf("Resources: %d, want 7", len(all))
+	}
+}
+
+// TestGenerationsUnknownIDRemoval: a removal of an id no generation
+// created changes nothing.
+func TestGenerationsUnknownIDRemoval(t *testing.T) {
+	gens := Generations([]Record{
+		{Op: OpBegin, Gen: 1, Instance: "n"},
+		{Op: OpIntent, Gen: 1, Kind: KindContainer, Name: "a"},
+		{Op: OpCreated, Gen: 1, Kind: KindContainer, Name: "a", ID: "A"},
+		{Op: OpRemoved, Gen: 1, Kind: KindContainer, ID: "B"},
+		{Op: OpRemoved, Gen: 2, Kind: KindContainer, ID: "A"},
+		{Op: OpRemoved, Gen: 1, Kind: KindNetwork, ID: "A"},
+	})
+	if live := gens[0].Live(); len(live) != 1 || live[0].ID != "A" {
+		t.Fatalf("live = %+v, want A still live", live)
+	}
+}

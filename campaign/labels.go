@@ -1,6 +1,10 @@
 package campaign
 
-import "strings"
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+)
 
 // Label keys agentpen sets on everything it creates. Launchers may add
 // labels of their own, never under ReservedLabelPrefix.
@@ -11,6 +15,11 @@ const (
 	LabelNetwork  = "io.agentpen.network"
 	LabelOwner    = "io.agentpen.owner"
 	LabelSchema   = "io.agentpen.schema"
+	// LabelInstance carries the nonce of the bring-up (generation) that
+	// created the resource: ownership is the campaign labels and this
+	// instance, which a twin campaign (same id, another state root) does
+	// not share.
+	LabelInstance = "io.agentpen.instance"
 )
 
 // ReservedLabelPrefix is the label namespace agentpen owns.
@@ -40,4 +49,12 @@ func OwnedBy(have, want map[string]string) bool {
 		}
 	}
 	return n > 0
+}
+
+// NewInstance returns a fresh instance nonce: 32 hex digits from the
+// system's random source.
+func NewInstance() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -17,6 +17,22 @@ type Plan struct {
 	Network NetworkPlan
 	Server  ServerPlan
 	Agents  []AgentPlan
+	// Generation and Instance are set by Bind for one bring-up; zero and
+	// empty in a plan that is only being checked.
+	Generation int
+	Instance   string
+}
+
+// Bind makes the plan one bring-up's: generation gen with the instance
+// nonce, whose label (LabelInstance) every resource then carries, so
+// ownership can be proven against this bring-up and no other.
+func (p *Plan) Bind(gen int, instance string) {
+	p.Generation, p.Instance = gen, instance
+	p.Network.Labels[LabelInstance] = instance
+	p.Server.Labels[LabelInstance] = instance
+	for i := range p.Agents {
+		p.Agents[i].Labels[LabelInstance] = instance
+	}
 }
 
 // NetworkPlan is the campaign network.

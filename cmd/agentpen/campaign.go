@@ -63,6 +63,8 @@ func (c *campaignFlags) adapter(ctx context.Context, stderr io.Writer, getenv fu
 // upResult is what up prints on stdout.
 type upResult struct {
 	CampaignID string        `json:"campaign_id"`
+	Generation int           `json:"generation"`
+	Instance   string        `json:"instance"`
 	StateDir   string        `json:"state_dir"`
 	Network    string        `json:"network_id"`
 	Server     upServer      `json:"server"`
@@ -87,7 +89,12 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		"Validates a campaign spec (JSON; see campaign.CampaignSpec), then creates its network, server and\n"+
 			"workspaces on the rootless daemon, journalling each create, and waits until all are ready.\n"+
 			"Prints the campaign's ids as JSON on stdout; progress goes to stderr. On failure everything\n"+
-			"created is removed by id and the journal says so. Images are never pulled.",
+			"created is removed through the cleanup path (by exact id, verified; report in the state\n"+
+			"directory) and the journal says so. Images are never pulled. A campaign id that has live\n"+
+			"resources (in this state root's journal, or on the daemon under any state root) is refused;\n"+
+			"one whose earlier generation was verified removed starts a new generation.\n"+
+			"Exit status: 0 up, 1 failed and rolled back, 2 bad input, 3 daemon unreachable, 4 conflict,\n"+
+			"130/143 interrupted (rolled back; a second signal exits at once, leaving it to agentpen down).",
 		stdout)
 	var cf campaignFlags
 	cf.register(fs, getenv)
@@ -129,33 +136,11 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	}
 	a.Logger.Info("campaign up", "campaign", spec.CampaignID, "took", time.Since(start).Round(time.Millisecond))
 	res := upResult{
-		CampaignID: c.Plan.CampaignID, StateDir: c.Dir, Network: c.NetworkID,
+		CampaignID: c.Plan.CampaignID, Generation: c.Plan.Generation, Instance: c.Plan.Instance, StateDir: c.Dir, Network: c.NetworkID,
 		Server: upServer{ContainerID: c.ServerID, Alias: c.Plan.Server.Alias, URL: c.Plan.Server.URL},
 	}
 	for i, ws := range c.Workspaces {
 		res.Workspaces = append(res.Workspaces, upWorkspace{Index: i, AgentID: ws.AgentID, ContainerID: ws.ContainerID, Socket: ws.Socket})
 	}
 	return cli.WriteJSON(stdout, res)
-}
-
-func down(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := cli.NewFlagSet("agentpen", "down", "[flags] CAMPAIGN_ID",
-		"Removes, by exact id, every resource the campaign's journal records as created and not yet\n"+
-			"removed, and journals each removal. Nothing is looked up by name or label.",
-		stdout)
-	var cf campaignFlags
-	cf.register(fs, getenv)
-	pos, err := fs.Parse(args, 1, 1)
-	if err != nil {
-		return err
-	}
-	a, err := cf.adapter(ctx, stderr, getenv)
-	if err != nil {
-		return err
-	}
-	defer a.Docker.Close()
-	if err := a.TearDown(ctx, pos[0]); err != nil {
-		return err
-	}
-	return cli.WriteJSON(stdout, map[string]any{"campaign_id": pos[0], "removed": true})
 }

@@ -32,7 +32,8 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	fs := cli.NewFlagSet("agentpen", "doctor", "[--json] [--allow-custom-socket]",
 		"Resolves DOCKER_HOST, connects to the daemon, refuses it unless it is rootless, and prints\n"+
 			"its identity, whether memory and pids limits are enforced, and which agentpen images exist.\n"+
-			"Exit status: 0 when the daemon is usable, 1 with a one-line reason when it is not, 2 on bad flags.",
+			"Exit status: 0 when the daemon is usable; otherwise a one-line reason and 2 for a bad\n"+
+			"DOCKER_HOST or flag, 3 when the daemon does not answer, 1 when it is not usable (not rootless).",
 		stdout)
 	asJSON := fs.Bool("json", false, "print a JSON report on stdout")
 	allowCustom := fs.Bool("allow-custom-socket", false, "accept a unix socket path that does not look rootless (the daemon must still say rootless)")
@@ -52,7 +53,7 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 			}
 		}
 		fmt.Fprintf(stderr, "agentpen doctor: %v\n", err)
-		return fmt.Errorf("doctor: %w", cli.ErrReported)
+		return fmt.Errorf("doctor: %w: %w", cli.ErrReported, err)
 	}
 	host, err := adapter.HostFromEnv(getenv, *allowCustom)
 	if err != nil {

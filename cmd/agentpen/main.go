@@ -3,14 +3,20 @@
 //
 // Usage:
 //
-//	agentpen doctor [--json] [--allow-custom-socket]
-//	agentpen up [flags] SPEC.json|-
-//	agentpen down [flags] CAMPAIGN_ID
+//	agentpen doctor [--json]                 check the daemon and the set-up
+//	agentpen up [flags] SPEC.json|-          bring a campaign up
+//	agentpen down [flags] CAMPAIGN_ID        remove it by exact id and verify (cleanup report)
+//	agentpen cleanup verify CAMPAIGN_ID      verify, read-only, that nothing of it remains
+//	agentpen ls [--json]                     the campaigns in the state root
+//	agentpen orphans [--json] [--remove ID]  labelled resources no journal accounts for
 //	agentpen help
 //
-// Every command takes --help. main only wires the process (signals, the
-// environment, the exit status) to run, which holds the whole program;
-// each command lives in its own file.
+// Every command takes --help. Exit status: 0 success, 1 failure (a
+// cleanup not verified), 2 bad input, 3 daemon unreachable, 4 conflict,
+// 130/143 interrupted by SIGINT/SIGTERM (a second signal exits at once;
+// the journal names everything, and agentpen down removes it). main only
+// wires the process (signals, the environment, the exit status) to run,
+// which holds the whole program; each command lives in its own file.
 package main
 
 import (
@@ -18,17 +24,40 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/agentpen/agentpen/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
-	stop()
+	os.Exit(runMain(os.Args[1:], os.Getenv))
+}
+
+// runMain is main's body: run, with SIGINT and SIGTERM cancelling it, the
+// message printed once, and the exit status returned.
+func runMain(args []string, getenv func(string) string) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var caught atomic.Int32
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := (<-sigs).(syscall.Signal)
+		caught.Store(int32(s))
+		cancel()
+		s = (<-sigs).(syscall.Signal)
+		fmt.Fprintf(os.Stderr, "agentpen: %v again: exiting now; the journal names what exists (agentpen down removes it)\n", s)
+		os.Exit(128 + int(s))
+	}()
+	defer signal.Stop(sigs)
+	err := run(ctx, args, os.Stdout, os.Stderr, getenv)
 	if msg := cli.Message("agentpen", err); msg != "" {
 		fmt.Fprintln(os.Stderr, msg)
 	}
-	os.Exit(cli.ExitCode(err))
+	code := exitCode(err)
+	if s := caught.Load(); s != 0 && err != nil {
+		code = 128 + int(s)
+	}
+	return code
 }

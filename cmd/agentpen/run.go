@@ -14,11 +14,20 @@ Usage:
   agentpen <command> [flags] [arguments]
 
 Commands:
-  doctor    check DOCKER_HOST, the daemon (must be rootless), resource-limit
-            enforcement and the local agentpen images
-  up        bring a campaign up from a JSON spec and print its ids as JSON
-  down      remove a campaign's resources by the ids its journal recorded
-  help      show this text
+  doctor          check DOCKER_HOST, the daemon (must be rootless), resource-limit
+                  enforcement and the local agentpen images
+  up              bring a campaign up from a JSON spec and print its ids as JSON
+  down            remove a campaign by the ids its journal recorded, verify, and
+                  write the cleanup report
+  cleanup verify  verify, read-only, that nothing of a campaign remains
+  ls              the campaigns in the state root, their generation and state
+  orphans         agentpen-labelled resources no journal accounts for (--remove ID)
+  help            show this text
+
+Exit status: 0 success; 1 failure (a cleanup not verified, a bring-up rolled back);
+2 bad input; 3 daemon unreachable; 4 conflict (the campaign exists, is locked, or
+another state root's campaign holds its id); 130/143 interrupted (a second signal
+exits at once; agentpen down removes what the journal names).
 
 DOCKER_HOST must name the rootless daemon's unix socket explicitly, for example
   eval "$(scripts/rootless-docker.sh)"
@@ -42,6 +51,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return up(ctx, args[1:], stdout, stderr, getenv)
 	case "down":
 		return down(ctx, args[1:], stdout, stderr, getenv)
+	case "cleanup":
+		return cleanupCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "ls":
+		return ls(ctx, args[1:], stdout, stderr, getenv)
+	case "orphans":
+		return orphans(ctx, args[1:], stdout, stderr, getenv)
 	}
 	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", args[0]), Hint: "agentpen help"}
 }

@@ -16,6 +16,8 @@
 package dockerfake
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -242,14 +244,38 @@ func (d *Daemon) Client() *http.Client {
 
 type roundTripper struct{ d *Daemon }
 
+// RoundTrip serves req in its own goroutine and gives up when the
+// request's context is done, as a client does: the fake, like the daemon,
+// carries the call out anyway (a cancelled create still creates).
 func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	rec := httptest.NewRecorder()
-	if dropped := rt.d.serve(rec, req); dropped {
-		return nil, fmt.Errorf("dockerfake: connection dropped (%s %s)", req.Method, req.URL.Path)
+	var body []byte
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+		req.Body.Close()
 	}
-	resp := rec.Result()
-	resp.Request = req
-	return resp, nil
+	inner := req.Clone(context.WithoutCancel(req.Context()))
+	inner.Body = io.NopCloser(bytes.NewReader(body))
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rec := httptest.NewRecorder()
+		if dropped := rt.d.serve(rec, inner); dropped {
+			done <- result{err: fmt.Errorf("dockerfake: connection dropped (%s %s)", req.Method, req.URL.Path)}
+			return
+		}
+		resp := rec.Result()
+		resp.Request = req
+		done <- result{resp: resp}
+	}()
+	select {
+	case r := <-done:
+		return r.resp, r.err
+	case <-req.Context().Done():
+		return nil, req.Context().Err()
+	}
 }
 
 // ServeUnix serves the fake on a unix socket in a fresh directory until

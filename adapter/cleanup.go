@@ -1,0 +1,415 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/cleanup"
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	"golang.org/x/sync/errgroup"
+)
+
+// Cleanup defaults.
+const (
+	// DefaultCleanupTimeout bounds one cleanup, retries of transient daemon
+	// errors included.
+	DefaultCleanupTimeout = 2 * time.Minute
+	// DefaultRemoveParallelism bounds concurrent container removals.
+	DefaultRemoveParallelism = 8
+	// resolveSettle is how long after its intent a create that was never
+	// recorded can still be completed by the daemon: until then "no such
+	// container" is not a definitive answer.
+	resolveSettle = 10 * time.Second
+	// CleanupReportFile is the cleanup report's name in the campaign's
+	// state directory.
+	CleanupReportFile = "cleanup.json"
+)
+
+// ErrNotOwned is returned (wrapped) when a journalled id names a resource
+// whose io.agentpen.* labels do not match the journal's intent: it is left
+// alone.
+var ErrNotOwned = errors.New("labels do not prove ownership")
+
+// ErrNotVerified is returned (wrapped) by Cleanup and Verify when the
+// report's status is not verified.
+var ErrNotVerified = errors.New("cleanup not verified")
+
+// ErrNoCampaign is returned (wrapped) when the state root has no journal
+// for the campaign id.
+var ErrNoCampaign = errors.New("no such campaign")
+
+// cleanupOptions scope one cleanup.
+type cleanupOptions struct {
+	// readOnly observes and verifies, and removes nothing.
+	readOnly bool
+	// gen limits removal to one generation (a bring-up's rollback); 0
+	// means every generation.
+	gen int
+	// failed are the failed creates of this process's bring-up, by name,
+	// for resolving them (see resolveContainer).
+	failed map[string]failedCreate
+}
+
+// Cleanup removes, by exact id, everything the campaign's journal records
+// and has not removed (resolving first every intent whose create outcome
+// was never recorded, and finding by its instance label anything of the
+// campaign's generations the journal missed), re-inspects each id, lists
+// what still carries the campaign's labels, and writes the report
+// (cleanup.json, atomically) in the campaign's state directory. The error
+// wraps ErrNotVerified when the report is not verified.
+func (a *Adapter) Cleanup(ctx context.Context, campaignID string) (*cleanup.Report, error) {
+	return a.withJournal(ctx, campaignID, func(j *campaign.Journal) (*cleanup.Report, error) {
+		rep := a.cleanupJournal(ctx, j, campaignID, cleanupOptions{})
+		return &rep, a.finishReport(j, &rep)
+	})
+}
+
+// Verify is Cleanup without removal: every id the journal ever recorded
+// must be absent and nothing may carry the campaign's labels. It writes
+// nothing.
+func (a *Adapter) Verify(ctx context.Context, campaignID string) (*cleanup.Report, error) {
+	return a.withJournal(ctx, campaignID, func(j *campaign.Journal) (*cleanup.Report, error) {
+		rep := a.cleanupJournal(ctx, j, campaignID, cleanupOptions{readOnly: true})
+		if !rep.OK {
+			return &rep, fmt.Errorf("campaign %q: %w: %s", campaignID, ErrNotVerified, strings.Join(rep.FailedChecks, ", "))
+		}
+		return &rep, nil
+	})
+}
+
+// TearDown is Cleanup that returns only the error.
+func (a *Adapter) TearDown(ctx context.Context, campaignID string) error {
+	_, err := a.Cleanup(ctx, campaignID)
+	return err
+}
+
+// withJournal validates the id, takes the campaign's lock and opens its
+// journal for fn.
+func (a *Adapter) withJournal(ctx context.Context, campaignID string, fn func(*campaign.Journal) (*cleanup.Report, error)) (*cleanup.Report, error) {
+	if err := campaign.CheckID("campaign_id", campaignID); err != nil {
+		return nil, err
+	}
+	dir := a.CampaignDir(campaignID)
+	if _, err := os.Stat(filepath.Join(dir, campaign.JournalFile)); err != nil {
+		return nil, fmt.Errorf("campaign %q: %w: no journal in %s", campaignID, ErrNoCampaign, dir)
+	}
+	lock, err := a.lockCampaign(ctx, campaign.Key(campaignID), DefaultLockWait)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.unlock()
+	j, err := campaign.OpenJournal(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer j.Close()
+	return fn(j)
+}
+
+// finishReport writes the report, journals its verdict and returns
+// ErrNotVerified (wrapped) unless it is verified.
+func (a *Adapter) finishReport(j *campaign.Journal, rep *cleanup.Report) error {
+	dir := filepath.Dir(j.Path())
+	werr := WriteFileAtomic(filepath.Join(dir, CleanupReportFile), rep)
+	jerr := j.Append(campaign.Record{Op: campaign.OpNote, Note: "cleanup " + string(rep.Status)})
+	if err := errors.Join(werr, jerr); err != nil {
+		return err
+	}
+	if !rep.OK {
+		return fmt.Errorf("campaign %q: %w: %s", rep.CampaignID, ErrNotVerified, strings.Join(rep.FailedChecks, ", "))
+	}
+	return nil
+}
+
+// WriteFileAtomic writes v as indented JSON to path through a temporary
+// file in the same directory, synced and renamed over path, so a reader
+// sees the old report or the new one, never a torn one.
+func WriteFileAtomic(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(append(b, '\n'))
+	err = errors.Join(err, f.Chmod(0o600), f.Sync(), f.Close())
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// cleanupJournal is one cleanup (or verification) of the campaign whose
+// journal j is; see Cleanup.
+func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, campaignID string, opt cleanupOptions) cleanup.Report {
+	timeout := a.CleanupTimeout
+	if timeout <= 0 {
+		timeout = DefaultCleanupTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	in := cleanup.Input{CampaignID: campaignID, ReadOnly: opt.readOnly, Started: time.Now(), Phases: map[string]time.Duration{}}
+	phase := func(name string, start time.Time) { in.Phases[name] = time.Since(start) }
+	recs, err := campaign.ReadJournal(j.Path())
+	if err != nil {
+		in.ListError = "read journal: " + err.Error()
+		in.Finished = time.Now()
+		return cleanup.Build(in)
+	}
+	gens := campaign.Generations(recs)
+	in.Generations = gens
+	inScope := func(gen int) bool { return opt.gen == 0 || gen == opt.gen }
+
+	if opt.readOnly {
+		start := time.Now()
+		for _, g := range gens {
+			for _, r := range g.Resources {
+				if r.ID == "" {
+					if !r.Removed {
+						in.Unresolved = append(in.Unresolved, cleanup.Unresolved{Resource: r, Reason: "its create was never recorded; agentpen down resolves it"})
+					}
+					continue
+				}
+				obs := a.observeRetry(ctx, r)
+				in.Outcomes = append(in.Outcomes, cleanup.Outcome{Resource: r, Decision: cleanup.Decide(r, obs), After: obs})
+			}
+		}
+		phase("observe", start)
+	} else {
+		start := time.Now()
+		in.Unresolved = a.resolveIntents(ctx, j, gens, inScope, opt.failed)
+		a.findByInstance(ctx, j, campaignID, gens, inScope)
+		phase("resolve", start)
+		if recs, err = campaign.ReadJournal(j.Path()); err != nil {
+			in.ListError = "read journal: " + err.Error()
+		}
+		gens = campaign.Generations(recs)
+		in.Generations = gens
+		var live []campaign.Resource
+		for _, g := range gens {
+			if inScope(g.N) {
+				for _, r := range g.Live() {
+					if r.ID != "" {
+						live = append(live, r)
+					}
+				}
+			}
+		}
+		start = time.Now()
+		in.Outcomes = a.removeAll(ctx, j, live)
+		phase("remove", start)
+	}
+	start := time.Now()
+	found, err := a.listLabelled(ctx, campaign.LabelCampaign+"="+campaignID)
+	if err != nil {
+		in.ListError = err.Error()
+	}
+	in.Labelled = found
+	phase("verify", start)
+	in.Finished = time.Now()
+	return cleanup.Build(in)
+}
+
+// removeAll removes the given journalled resources: containers
+// concurrently, then run directories, then networks. Each is observed,
+// decided, acted on, re-inspected and, when the daemon says it is gone,
+// journalled removed.
+func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []campaign.Resource) []cleanup.Outcome {
+	var mu sync.Mutex
+	var out []cleanup.Outcome
+	for _, kind := range []campaign.Kind{campaign.KindContainer, campaign.KindDir, campaign.KindNetwork} {
+		g := new(errgroup.Group)
+		g.SetLimit(DefaultRemoveParallelism)
+		var dirs []string
+		for i := len(live) - 1; i >= 0; i-- {
+			r := live[i]
+			if r.Kind != kind {
+				continue
+			}
+			g.Go(func() error {
+				o := a.removeOne(ctx, j, r)
+				mu.Lock()
+				out = append(out, o)
+				if r.Kind == campaign.KindDir && o.After.State == cleanup.Absent {
+					dirs = append(dirs, r.ID)
+				}
+				mu.Unlock()
+				return nil
+			})
+		}
+		g.Wait()
+		removeEmptyRunRoots(dirs)
+	}
+	slices.SortStableFunc(out, func(x, y cleanup.Outcome) int {
+		return kindOrder(x.Resource.Kind) - kindOrder(y.Resource.Kind)
+	})
+	return out
+}
+
+func kindOrder(k campaign.Kind) int {
+	switch k {
+	case campaign.KindContainer:
+		return 0
+	case campaign.KindDir:
+		return 1
+	}
+	return 2
+}
+
+// removeOne observes r, decides, acts and re-inspects. The outcome's
+// After is a fresh observation: "already gone" counts only after a second
+// answer confirms it.
+func (a *Adapter) removeOne(ctx context.Context, j *campaign.Journal, r campaign.Resource) cleanup.Outcome {
+	o := cleanup.Outcome{Resource: r}
+	obs := a.observeRetry(ctx, r)
+	o.Decision = cleanup.Decide(r, obs)
+	switch o.Decision.Action {
+	case cleanup.Remove:
+		if err := a.retry(ctx, func() error { return a.act(ctx, r) }); err != nil {
+			o.Error = err.Error()
+		}
+		o.After = a.observeRetry(ctx, r)
+	case cleanup.AlreadyGone:
+		o.After = a.observeRetry(ctx, r)
+	default:
+		o.After = obs
+		a.log().Warn("left alone", "kind", r.Kind, "name", r.Name, "id", short(r.ID), "action", o.Decision.Action, "reason", o.Decision.Reason)
+		return o
+	}
+	if o.After.State != cleanup.Absent {
+		a.log().Warn("still there after removal", "kind", r.Kind, "name", r.Name, "id", short(r.ID), "err", o.Error)
+		return o
+	}
+	if err := j.Append(campaign.Record{Op: campaign.OpRemoved, Gen: r.Gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Note: string(o.Decision.Action)}); err != nil {
+		// The daemon says it is gone; the journal could not say so. The
+		// next cleanup finds it absent again.
+		o.Error = "journal: " + err.Error()
+	}
+	a.log().Info(verb(o.Decision.Action), "kind", r.Kind, "role", r.Role, "name", r.Name, "id", short(r.ID))
+	return o
+}
+
+func verb(a cleanup.Action) string {
+	if a == cleanup.AlreadyGone {
+		return "already gone"
+	}
+	return "removed"
+}
+
+// observeRetry observes r, retrying answers that are not definitive until
+// ctx is done.
+func (a *Adapter) observeRetry(ctx context.Context, r campaign.Resource) cleanup.Observation {
+	delay := 50 * time.Millisecond
+	for {
+		obs := a.observe(ctx, r)
+		if obs.State != cleanup.Unknown || ctx.Err() != nil {
+			return obs
+		}
+		select {
+		case <-ctx.Done():
+			return obs
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// retry calls fn until it succeeds, fails with NotFound (the thing is
+// gone: success for a removal), or ctx is done.
+func (a *Adapter) retry(ctx context.Context, fn func() error) error {
+	delay := 50 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// observe asks the daemon (or the file system, for a directory) about one
+// journalled resource, by its id.
+func (a *Adapter) observe(ctx context.Context, r campaign.Resource) cleanup.Observation {
+	var obs cleanup.Observation
+	var err error
+	switch r.Kind {
+	case campaign.KindContainer:
+		var info container.InspectResponse
+		info, err = a.api().ContainerInspect(ctx, r.ID)
+		if err == nil {
+			obs = cleanup.Observation{State: cleanup.Present, ID: info.ID}
+			if info.Config != nil {
+				obs.Labels = info.Config.Labels
+			}
+		}
+	case campaign.KindNetwork:
+		var info network.Inspect
+		info, err = a.api().NetworkInspect(ctx, r.ID, network.InspectOptions{})
+		if err == nil {
+			obs = cleanup.Observation{State: cleanup.Present, ID: info.ID, Labels: info.Labels}
+		}
+	case campaign.KindDir:
+		obs.RunRoot = a.runBase()
+		if _, err = os.Lstat(r.ID); err == nil {
+			obs.State = cleanup.Present
+		} else if errors.Is(err, os.ErrNotExist) {
+			obs.State = cleanup.Absent
+			err = nil
+		}
+	default:
+		err = fmt.Errorf("unknown kind %q", r.Kind)
+	}
+	switch {
+	case err == nil:
+	case cerrdefs.IsNotFound(err):
+		obs.State = cleanup.Absent
+	default:
+		obs.State, obs.Err = cleanup.Unknown, err.Error()
+	}
+	return obs
+}
+
+// act removes one resource whose removal was decided.
+func (a *Adapter) act(ctx context.Context, r campaign.Resource) error {
+	switch r.Kind {
+	case campaign.KindContainer:
+		return a.api().ContainerRemove(ctx, r.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	case campaign.KindNetwork:
+		return a.api().NetworkRemove(ctx, r.ID)
+	case campaign.KindDir:
+		return os.RemoveAll(r.ID)
+	}
+	return fmt.Errorf("unknown kind %q", r.Kind)
+}

@@ -1,0 +1,52 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/cleanup"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+)
+
+// listLabelled lists every container (running or not) and network that
+// carries all the given labels ("key=value", or "key" for any value). It
+// is how agentpen looks for what it may have lost track of, and how it
+// proves nothing is left; it never chooses what to remove by itself.
+func (a *Adapter) listLabelled(ctx context.Context, labels ...string) ([]cleanup.Found, error) {
+	args := filters.NewArgs()
+	for _, l := range labels {
+		args.Add("label", l)
+	}
+	var out []cleanup.Found
+	cs, err := a.api().ContainerList(ctx, container.ListOptions{All: true, Filters: args})
+	if err != nil {
+		return nil, fmt.Errorf("list containers labelled %v: %w", labels, err)
+	}
+	for _, c := range cs {
+		name := ""
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		out = append(out, cleanup.Found{Kind: campaign.KindContainer, ID: c.ID, Name: name, Labels: c.Labels})
+	}
+	ns, err := a.api().NetworkList(ctx, network.ListOptions{Filters: args})
+	if err != nil {
+		return nil, fmt.Errorf("list networks labelled %v: %w", labels, err)
+	}
+	for _, n := range ns {
+		out = append(out, cleanup.Found{Kind: campaign.KindNetwork, ID: n.ID, Name: n.Name, Labels: n.Labels})
+	}
+	slices.SortFunc(out, func(x, y cleanup.Found) int { return strings.Compare(string(x.Kind)+x.Name+x.ID, string(y.Kind)+y.Name+y.ID) })
+	return out, nil
+}
+
+// Labelled lists the containers and networks carrying every given label
+// (read-only), for the CLI's ls and orphans.
+func (a *Adapter) Labelled(ctx context.Context, labels ...string) ([]cleanup.Found, error) {
+	return a.listLabelled(ctx, labels...)
+}

@@ -1,0 +1,104 @@
+package adapter
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/agentpen/agentpen/campaign"
+)
+
+// CampaignState is what a state root's journal says of one campaign.
+type CampaignState struct {
+	CampaignID string
+	Dir        string
+	// Generations are the journal's, oldest first.
+	Generations []campaign.Generation
+	// Ready is true when the latest generation reached readiness.
+	Ready bool
+	// LastCleanup is the status of the last cleanup ("verified",
+	// "failed"; "" for none) and whether it came after the latest
+	// generation began.
+	LastCleanup string
+}
+
+// Latest returns the newest generation (the zero Generation for none).
+func (s CampaignState) Latest() campaign.Generation {
+	if len(s.Generations) == 0 {
+		return campaign.Generation{}
+	}
+	return s.Generations[len(s.Generations)-1]
+}
+
+// Live returns the resources of every generation not yet removed.
+func (s CampaignState) Live() []campaign.Resource {
+	var out []campaign.Resource
+	for _, g := range s.Generations {
+		out = append(out, g.Live()...)
+	}
+	return out
+}
+
+// Campaigns reads every campaign journal in the state root, sorted by
+// campaign id. It talks to no daemon.
+func (a *Adapter) Campaigns() ([]CampaignState, error) {
+	root := filepath.Join(a.StateRoot, "campaigns")
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state root: %w", err)
+	}
+	var out []CampaignState
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		st, err := readCampaignState(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // a directory without a journal is not a campaign
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(x, y CampaignState) int { return strings.Compare(x.CampaignID, y.CampaignID) })
+	return out, nil
+}
+
+func readCampaignState(dir string) (CampaignState, error) {
+	recs, err := campaign.ReadJournal(filepath.Join(dir, campaign.JournalFile))
+	if err != nil {
+		return CampaignState{}, err
+	}
+	st := CampaignState{Dir: dir, Generations: campaign.Generations(recs)}
+	var spec struct {
+		CampaignID string `json:"campaign_id"`
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "campaign.json")); err == nil && json.Unmarshal(b, &spec) == nil {
+		st.CampaignID = spec.CampaignID
+	}
+	if st.CampaignID == "" {
+		st.CampaignID = filepath.Base(dir) // the key; the spec is missing
+	}
+	latest := st.Latest().N
+	for _, r := range recs {
+		if r.Op != campaign.OpNote {
+			continue
+		}
+		switch {
+		case r.Note == "ready" && r.Gen == latest:
+			st.Ready = true
+		case strings.HasPrefix(r.Note, "cleanup "):
+			st.LastCleanup = strings.TrimPrefix(r.Note, "cleanup ")
+		}
+	}
+	return st, nil
+}

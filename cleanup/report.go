@@ -1,0 +1,279 @@
+package cleanup
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentpen/agentpen/campaign"
+)
+
+// Schema is the schema string of a cleanup report.
+const Schema = "agentpen.cleanup.v1"
+
+// Status is a cleanup report's verdict.
+type Status string
+
+// The verdicts.
+const (
+	// Verified: every expected resource is confirmed absent by the daemon
+	// and nothing carrying the campaign's labels remains.
+	Verified Status = "verified"
+	// Failed: anything else, including evidence that could not be had.
+	Failed Status = "failed"
+)
+
+// Outcome is what happened to one journalled resource during a cleanup.
+type Outcome struct {
+	Resource campaign.Resource
+	// Decision is Decide's answer before acting.
+	Decision Decision
+	// Error is why the removal call failed ("" when it succeeded or was
+	// not made).
+	Error string
+	// After is the re-inspection after acting (for an already-gone
+	// resource, the confirming one).
+	After Observation
+}
+
+// Unresolved is an intent whose create outcome was never recorded and that
+// could not be resolved by name and instance label.
+type Unresolved struct {
+	Resource campaign.Resource
+	Reason   string
+}
+
+// Found is a resource the daemon listed by label.
+type Found struct {
+	Kind   campaign.Kind     `json:"kind"`
+	ID     string            `json:"id"`
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Input is everything a cleanup report is computed from: the adapter
+// gathers it, Build judges it.
+type Input struct {
+	CampaignID  string
+	Generations []campaign.Generation
+	// Outcomes are the journalled resources with an id (including intents
+	// resolved by name), each observed, decided, acted on and re-inspected.
+	Outcomes   []Outcome
+	Unresolved []Unresolved
+	// Labelled is everything the daemon listed with the campaign's label
+	// after the removals; ListError says the listing failed.
+	Labelled  []Found
+	ListError string
+	// ReadOnly marks a verification that removes nothing (agentpen cleanup
+	// verify): outcomes carry only their observation.
+	ReadOnly bool
+	Started  time.Time
+	Finished time.Time
+	// Phases are durations by phase name (resolve, remove, verify).
+	Phases map[string]time.Duration
+}
+
+// Entry names one resource in a report.
+type Entry struct {
+	Kind   campaign.Kind `json:"kind"`
+	Role   string        `json:"role,omitempty"`
+	Name   string        `json:"name,omitempty"`
+	ID     string        `json:"id,omitempty"`
+	Gen    int           `json:"generation,omitempty"`
+	Reason string        `json:"reason,omitempty"`
+}
+
+// Evidence is why a removed resource was agentpen's: the reserved labels
+// the daemon reported that matched the journal's intent.
+type Evidence struct {
+	ID     string            `json:"id"`
+	Kind   campaign.Kind     `json:"kind"`
+	Labels map[string]string `json:"labels"`
+}
+
+// Check is one verification: what was observed, what was expected, and
+// whether they agree.
+type Check struct {
+	Observed any  `json:"observed"`
+	Expected any  `json:"expected"`
+	Pass     bool `json:"pass"`
+}
+
+// GenerationInfo names a generation and its instance nonce.
+type GenerationInfo struct {
+	N        int    `json:"n"`
+	Instance string `json:"instance"`
+}
+
+// Timings are a cleanup's durations in milliseconds.
+type Timings struct {
+	Started  time.Time        `json:"started"`
+	Finished time.Time        `json:"finished"`
+	TotalMS  int64            `json:"total_ms"`
+	PhasesMS map[string]int64 `json:"phases_ms,omitempty"`
+}
+
+// Report is the cleanup report (schema agentpen.cleanup.v1).
+type Report struct {
+	Schema       string           `json:"schema"`
+	CampaignID   string           `json:"campaign_id"`
+	Status       Status           `json:"status"`
+	OK           bool             `json:"ok"`
+	ReadOnly     bool             `json:"read_only,omitempty"`
+	FailedChecks []string         `json:"failed_checks"`
+	Generations  []GenerationInfo `json:"generations"`
+	Expected     []Entry          `json:"expected"`
+	Removed      []Entry          `json:"removed"`
+	AlreadyGone  []Entry          `json:"already_gone"`
+	LeftAlone    []Entry          `json:"left_alone"`
+	Unexpected   []Found          `json:"unexpected"`
+	Networks     []string         `json:"networks"`
+	RunDirs      []string         `json:"run_dirs"`
+	Ownership    []Evidence       `json:"ownership"`
+	Checks       map[string]Check `json:"checks"`
+	Timings      Timings          `json:"timings"`
+}
+
+// Build judges a cleanup. It fails closed: a resource is counted gone only
+// when its re-inspection says absent; one left alone, an intent left
+// unresolved, an id journalled twice, anything still carrying the
+// campaign's labels, and a label listing that failed each fail a check,
+// and any failed check makes the status Failed.
+func Build(in Input) Report {
+	r := Report{
+		Schema: Schema, CampaignID: in.CampaignID, ReadOnly: in.ReadOnly,
+		FailedChecks: []string{}, Generations: []GenerationInfo{}, Expected: []Entry{}, Removed: []Entry{},
+		AlreadyGone: []Entry{}, LeftAlone: []Entry{}, Unexpected: []Found{}, Networks: []string{},
+		RunDirs: []string{}, Ownership: []Evidence{}, Checks: map[string]Check{},
+	}
+	for _, g := range in.Generations {
+		r.Generations = append(r.Generations, GenerationInfo{N: g.N, Instance: g.Instance})
+	}
+	check := func(name string, observed, expected any, pass bool) {
+		r.Checks[name] = Check{Observed: observed, Expected: expected, Pass: pass}
+	}
+	seen := map[string]int{}
+	for _, o := range in.Outcomes {
+		res := o.Resource
+		e := entry(res)
+		r.Expected = append(r.Expected, e)
+		seen[string(res.Kind)+"/"+res.ID]++
+		switch res.Kind {
+		case campaign.KindNetwork:
+			r.Networks = append(r.Networks, res.ID)
+		case campaign.KindDir:
+			r.RunDirs = append(r.RunDirs, res.ID)
+		}
+		name := fmt.Sprintf("gone/%s/%s", res.Kind, res.ID)
+		check(name, stateText(o.After), "absent", o.After.State == Absent)
+		if in.ReadOnly {
+			// A verification removes nothing: it only says what is gone.
+			if o.After.State == Absent {
+				r.AlreadyGone = append(r.AlreadyGone, e)
+			} else {
+				e.Reason = stateText(o.After) + " (a verification removes nothing)"
+				r.LeftAlone = append(r.LeftAlone, e)
+			}
+			continue
+		}
+		switch o.Decision.Action {
+		case Remove:
+			switch {
+			case o.Error != "":
+				e.Reason = "removal failed: " + o.Error
+				r.LeftAlone = append(r.LeftAlone, e)
+			default:
+				r.Removed = append(r.Removed, e)
+				r.Ownership = append(r.Ownership, Evidence{ID: res.ID, Kind: res.Kind, Labels: reserved(res.Labels)})
+			}
+		case AlreadyGone:
+			r.AlreadyGone = append(r.AlreadyGone, e)
+		default:
+			e.Reason = string(o.Decision.Action) + ": " + o.Decision.Reason
+			r.LeftAlone = append(r.LeftAlone, e)
+		}
+	}
+	for _, u := range in.Unresolved {
+		e := entry(u.Resource)
+		e.Reason = "unresolved: " + u.Reason
+		r.Expected = append(r.Expected, e)
+		r.LeftAlone = append(r.LeftAlone, e)
+		check(fmt.Sprintf("resolved/%s/%s", u.Resource.Kind, u.Resource.Name), "unresolved: "+u.Reason, "absent or removed", false)
+	}
+	var dups []string
+	for k, n := range seen {
+		if n > 1 {
+			dups = append(dups, k)
+		}
+	}
+	slices.Sort(dups)
+	check("unique_ids", orEmpty(dups), []string{}, len(dups) == 0)
+
+	r.Unexpected = append(r.Unexpected, in.Labelled...)
+	slices.SortFunc(r.Unexpected, func(a, b Found) int { return strings.Compare(string(a.Kind)+a.ID, string(b.Kind)+b.ID) })
+	left := []string{}
+	for _, f := range r.Unexpected {
+		left = append(left, string(f.Kind)+"/"+f.ID)
+	}
+	if in.ListError != "" {
+		check("labelled_none_left", "listing failed: "+in.ListError, []string{}, false)
+	} else {
+		check("labelled_none_left", left, []string{}, len(left) == 0)
+	}
+
+	for _, name := range slices.Sorted(maps.Keys(r.Checks)) {
+		if !r.Checks[name].Pass {
+			r.FailedChecks = append(r.FailedChecks, name)
+		}
+	}
+	r.OK = len(r.FailedChecks) == 0
+	r.Status = Failed
+	if r.OK {
+		r.Status = Verified
+	}
+	r.Timings = Timings{Started: in.Started.UTC(), Finished: in.Finished.UTC(), TotalMS: in.Finished.Sub(in.Started).Milliseconds()}
+	if len(in.Phases) > 0 {
+		r.Timings.PhasesMS = map[string]int64{}
+		for k, d := range in.Phases {
+			r.Timings.PhasesMS[k] = d.Milliseconds()
+		}
+	}
+	return r
+}
+
+func entry(r campaign.Resource) Entry {
+	return Entry{Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Gen: r.Gen}
+}
+
+// reserved returns the io.agentpen.* labels of m.
+func reserved(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if strings.HasPrefix(k, campaign.ReservedLabelPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func stateText(o Observation) string {
+	switch o.State {
+	case Absent:
+		return "absent"
+	case Present:
+		return "present"
+	}
+	if o.Err != "" {
+		return "unknown: " + o.Err
+	}
+	return "unknown"
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/cli"
+)
+
+// Exit statuses (documented in the usage text, the package doc and the
+// README).
+const (
+	exitFailure     = 1 // the command failed: a cleanup not verified, a bring-up rolled back
+	exitBadInput    = 2 // a bad command line, spec, campaign id or DOCKER_HOST
+	exitUnreachable = 3 // the daemon did not answer
+	exitConflict    = 4 // the campaign exists, is locked, or a twin holds its id
+)
+
+// exitCode maps an error to the exit status its class has.
+func exitCode(err error) int {
+	var he *adapter.HostError
+	switch {
+	case err == nil, errors.Is(err, cli.ErrHelp):
+		return 0
+	case cli.ExitCode(err) != 1:
+		return cli.ExitCode(err)
+	case errors.Is(err, campaign.ErrInvalid), errors.As(err, &he), errors.Is(err, adapter.ErrNoCampaign):
+		return exitBadInput
+	case errors.Is(err, adapter.ErrDaemonUnreachable):
+		return exitUnreachable
+	case errors.Is(err, adapter.ErrConflict), errors.Is(err, adapter.ErrLocked):
+		return exitConflict
+	}
+	return exitFailure
+}

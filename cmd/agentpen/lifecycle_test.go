@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/testenv"
+)
+
+// TestMain lets the test binary be agentpen itself (runMain, signals and
+// exit status included) for the interruption tests.
+func TestMain(m *testing.M) {
+	if os.Getenv("AGENTPEN_TEST_MAIN") == "1" {
+		os.Exit(runMain(os.Args[1:], os.Getenv))
+	}
+	os.Exit(m.Run())
+}
+
+// cliEnv is a real-daemon environment for run: DOCKER_HOST, a state root
+// and the API key.
+type cliEnv struct {
+	t     *testing.T
+	env   map[string]string
+	dir   string
+	ids   map[string]string // image ref -> id
+	state string
+}
+
+func newCLIEnv(t *testing.T) *cliEnv {
+	t.Helper()
+	host := testenv.RequireDocker(t)
+	d := connectReal(t, host)
+	ids, err := d.Images(t.Context(), "agentpen/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	e := &cliEnv{t: t, dir: dir, ids: ids, state: filepath.Join(dir, "agentpen"),
+		env: map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": dir, "AGENTPEN_API_KEY": "cli-test-key-0123456789abcdef"}}
+	return e
+}
+
+func (e *cliEnv) getenv(k string) string { return e.env[k] }
+
+// run runs agentpen with args and returns stdout, stderr and the exit
+// status main would use.
+func (e *cliEnv) run(args ...string) (string, string, int) {
+	var out, errb bytes.Buffer
+	err := run(e.t.Context(), args, &out, &errb, e.getenv)
+	if msg := messageFor(err); msg != "" {
+		errb.WriteString(msg + "\n")
+	}
+	return out.String(), errb.String(), exitCode(err)
+}
+
+func messageFor(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// spec writes a campaign spec of a sleeping server and n workbench
+// workspaces and returns its path.
+func (e *cliEnv) spec(id string, n int) string {
+	s := campaign.CampaignSpec{
+		CampaignID: id,
+		Server: campaign.ServerSpec{Image: e.ids["agentpen/python-base:bookworm"], Command: []string{"sleep", "600"},
+			ReadyCommand: []string{"true"}},
+	}
+	for i := range n {
+		s.Workspaces = append(s.Workspaces, campaign.WorkspaceSpec{TaskID: "data/csv_region_total", AttemptID: fmt.Sprint(i), Image: e.ids["agentpen/workbench:dev"]})
+	}
+	b, _ := json.Marshal(s)
+	f := filepath.Join(e.dir, id+".json")
+	if err := os.WriteFile(f, b, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return f
+}
+
+func TestCLICampaignLifecycle(t *testing.T) {
+	e := newCLIEnv(t)
+	id := fmt.Sprintf("cli-life-%d", time.Now().UnixNano())
+	spec := e.spec(id, 1)
+	t.Cleanup(func() { e.run("down", id) })
+
+	if _, errs, code := e.run("up", spec); code != 0 {
+		t.Fatalf("up: exit %d\n%s", code, errs)
+	}
+	// The same id again: a conflict, exit 4, nothing created.
+	if _, errs, code := e.run("up", spec); code != exitConflict || !strings.Contains(errs, "already exists") {
+		t.Fatalf("second up: exit %d, want %d\n%s", code, exitConflict, errs)
+	}
+	// While it is up, verification fails (exit 1) and ls says up.
+	if out, _, code := e.run("cleanup", "verify", id); code != exitFailure || !strings.Contains(out, "failed") {
+		t.Fatalf("verify while up: exit %d\n%s", code, out)
+	}
+	out, errs, code := e.run("ls", "--json")
+	if code != 0 {
+		t.Fatalf("ls: exit %d\n%s", code, errs)
+	}
+	var entries []lsEntry
+	if err := json.Unmarshal([]byte(out), &entries); err != nil || len(entries) != 1 || entries[0].State != "up" || entries[0].LiveContainers != 2 || entries[0].Generation != 1 {
+		t.Fatalf("ls while up: %v %s", err, out)
+	}
+	// Down: verified, exit 0; the report is on disk.
+	out, errs, code = e.run("down", id, "--json")
+	if code != 0 {
+		t.Fatalf("down: exit %d\n%s%s", code, out, errs)
+	}
+	var rep struct {
+		Status  string
+		Removed []struct{ Kind, ID string }
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Status != "verified" || len(rep.Removed) != 4 {
+		t.Fatalf("down report: %v %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(entries[0].StateDir, "cleanup.json")); err != nil {
+		t.Fatalf("cleanup.json: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(errs), "\n") {
+		if !strings.Contains(line, "removed") {
+			t.Errorf("a progress line that is not a removal: %q", line)
+		}
+	}
+	if out, _, code := e.run("cleanup", "verify", id); code != 0 || !strings.Contains(out, "verified") {
+		t.Fatalf("verify after down: exit %d\n%s", code, out)
+	}
+	out, _, _ = e.run("ls")
+	if !strings.Contains(out, "down-verified") {
+		t.Fatalf("ls after down:\n%s", out)
+	}
+	// A new generation after a verified down.
+	if _, errs, code := e.run("up", spec); code != 0 {
+		t.Fatalf("up again: exit %d\n%s", code, errs)
+	}
+	if out, _, code := e.run("down", id); code != 0 || !strings.Contains(out, "verified (4 removed") {
+		t.Fatalf("second down: exit %d\n%s", code, out)
+	}
+}
+
+func TestCLIExitCodes(t *testing.T) {
+	e := newCLIEnv(t)
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want int
+	}{
+		{"no_such_campaign", []string{"down", "never-brought-up"}, nil, exitBadInput},
+		{"bad_campaign_id", []string{"down", "bad id!"}, nil, exitBadInput},
+		{"verify_no_such_campaign", []string{"cleanup", "verify", "never-brought-up"}, nil, exitBadInput},
+		{"daemon_unreachable", []string{"ls"}, map[string]string{"DOCKER_HOST": "unix:///run/user/1/docker.sock"}, exitUnreachable},
+		{"docker_host_unset", []string{"ls"}, map[string]string{"DOCKER_HOST": ""}, exitBadInput},
+		{"remove_unknown_orphan", []string{"orphans", "--remove", "0123456789ab"}, nil, exitFailure},
+		{"orphans_id_without_remove", []string{"orphans", "0123456789ab"}, nil, exitBadInput},
+		{"cleanup_without_verify", []string{"cleanup"}, nil, exitBadInput},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			saved := map[string]string{}
+			for k, v := range tt.env {
+				saved[k] = e.env[k]
+				e.env[k] = v
+			}
+			defer func() {
+				for k, v := range saved {
+					e.env[k] = v
+				}
+			}()
+			if _, errs, code := e.run(tt.args...); code != tt.want {
+				t.Fatalf("exit %d, want %d\n%s", code, tt.want, errs)
+			}
+		})
+	}
+}
+
+// TestCLIInterruptedUp: SIGINT or SIGTERM during agentpen up rolls the
+// bring-up back and exits 130 or 143; down afterwards is verified.
+func TestCLIInterruptedUp(t *testing.T) {
+	e := newCLIEnv(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(strings.ToLower(sig.String()), func(t *testing.T) {
+			id := fmt.Sprintf("cli-int-%d", time.Now().UnixNano())
+			t.Cleanup(func() { e.run("down", id) })
+			cmd := exec.Command(exe, "up", "--ready-timeout", "10m", e.spec(id, 6))
+			cmd.Env = []string{"AGENTPEN_TEST_MAIN=1"}
+			for k, v := range e.env {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Interrupt once a workspace exists.
+			journal := filepath.Join(e.state, "campaigns", campaign.Key(id), campaign.JournalFile)
+			deadline := time.Now().Add(2 * time.Minute)
+			for {
+				recs, _ := campaign.ReadJournal(journal)
+				n := 0
+				for _, r := range recs {
+					if r.Op == campaign.OpCreated && r.Role == campaign.RoleWork {
+						n++
+					}
+				}
+				if n > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					t.Fatalf("no workspace created:\n%s", stderr.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			cmd.Process.Signal(sig)
+			err := cmd.Wait()
+			code := cmd.ProcessState.ExitCode()
+			if code != 128+int(sig) {
+				t.Fatalf("exit %d (%v), want %d\n%s", code, err, 128+int(sig), stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "rolled back: cleanup verified") {
+				t.Fatalf("the interrupted up did not say its rollback was verified:\n%s", stderr.String())
+			}
+			if out, errs, code := e.run("down", id); code != 0 {
+				t.Fatalf("down after the interrupt: exit %d\n%s%s", code, out, errs)
+			}
+		})
+	}
+}
