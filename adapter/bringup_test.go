@@ -375,3 +375,79 @@ func TestBringUpCancelledCreateCompletesLater(t *testing.T) {
 	}
 	checkRolledBack(t, a, fake, spec.CampaignID)
 }
+
+// TestCleanupRetriesThroughARestart: the daemon drops connections and
+// answers 503 for a while (a restart) in the middle of a cleanup; the
+// cleanup retries within its deadline and ends verified.
+func TestCleanupRetriesThroughARestart(t *testing.T) {
+	a, fake := fakeAdapter(t)
+	a.CleanupTimeout = 300 * time.Millisecond
+	spec := fakeSpec("restart", 2)
+	fake.On("POST /containers/{id}/start", dockerfake.Reply{Status: 500, Body: "cannot start"})
+	fake.On("GET /containers/{id}/json", dockerfake.Reply{Status: 500, Body: "busy"})
+	if _, err := a.BringUp(t.Context(), spec); err == nil {
+		t.Fatal("bring-up succeeded")
+	}
+	a.CleanupTimeout = 30 * time.Second
+	down := []dockerfake.Reply{{Drop: true}, {Status: 503, Body: "restarting"}, {Drop: true}, dockerfake.Pass}
+	fake.On("GET /containers/{id}/json", down...)
+	fake.On("DELETE /containers/{id}", down...)
+	fake.On("GET /networks/{id}", down...)
+	fake.On("GET /containers/json", down...)
+	rep, err := a.Cleanup(t.Context(), spec.CampaignID)
+	if err != nil || rep.Status != cleanup.Verified {
+		t.Fatalf("cleanup through a restart: %v (failed %v)", err, rep.FailedChecks)
+	}
+	if left := fake.Containers(); len(left) != 0 {
+		t.Fatalf("left %v", left)
+	}
+}
+
+// TestBringUpRefusesLongSocketPath: a daemon whose socket directory is too
+// long for the workbench's socket address is refused before anything is
+// created.
+func TestBringUpRefusesLongSocketPath(t *testing.T) {
+	base, err := os.MkdirTemp("/tmp", "apl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	// Short enough for the daemon's own socket, too long for the
+	// workbench's below it.
+	long := filepath.Join(base, strings.Repeat("d", 40), "rootless", "docker.sock")
+	if err := os.MkdirAll(filepath.Dir(long), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(long, nil, 0o600)
+	host, err := ResolveHost("unix://"+long, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := dockerfake.New()
+	fake.AddImage("x", fakeImage)
+	d, err := connect(t.Context(), host, fake.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: func(string) string { return "k" }}
+	if _, err := a.BringUp(t.Context(), fakeSpec("long", 1)); err == nil || !strings.Contains(err.Error(), "unix socket address") {
+		t.Fatalf("BringUp: %v, want the socket-path refusal", err)
+	}
+	if calls := fake.CallsTo("POST /networks/create"); len(calls) != 0 {
+		t.Fatalf("created a network: %v", calls)
+	}
+}
+
+// TestCleanupListingFailsClosed: a label listing that never answers (here
+// a 404 for the list route itself) is not "nothing left".
+func TestCleanupListingFailsClosed(t *testing.T) {
+	a, fake := fakeAdapter(t)
+	a.CleanupTimeout = 300 * time.Millisecond
+	spec := fakeSpec("listing", 1)
+	fake.On("POST /containers/{id}/start", dockerfake.Reply{Status: 500, Body: "cannot start"})
+	fake.On("GET /containers/json", dockerfake.Reply{Status: 404, Body: "page not found"})
+	_, err := a.BringUp(t.Context(), spec)
+	if !errors.Is(err, ErrNotVerified) || !strings.Contains(err.Error(), "labelled_none_left") {
+		t.Fatalf("BringUp: %v, want a rollback not verified on labelled_none_left", err)
+	}
+}

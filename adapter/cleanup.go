@@ -227,7 +227,11 @@ func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, campa
 		phase("remove", start)
 	}
 	start := time.Now()
-	found, err := a.listLabelled(ctx, campaign.LabelCampaign+"="+campaignID)
+	var found []cleanup.Found
+	err = a.retry(ctx, false, func() (err error) {
+		found, err = a.listLabelled(ctx, campaign.LabelCampaign+"="+campaignID)
+		return err
+	})
 	if err != nil {
 		in.ListError = err.Error()
 	}
@@ -292,7 +296,7 @@ func (a *Adapter) removeOne(ctx context.Context, j *campaign.Journal, r campaign
 	o.Decision = cleanup.Decide(r, obs)
 	switch o.Decision.Action {
 	case cleanup.Remove:
-		if err := a.retry(ctx, func() error { return a.act(ctx, r) }); err != nil {
+		if err := a.retry(ctx, true, func() error { return a.act(ctx, r) }); err != nil {
 			o.Error = err.Error()
 		}
 		o.After = a.observeRetry(ctx, r)
@@ -341,13 +345,16 @@ func (a *Adapter) observeRetry(ctx context.Context, r campaign.Resource) cleanup
 	}
 }
 
-// retry calls fn until it succeeds, fails with NotFound (the thing is
-// gone: success for a removal), or ctx is done.
-func (a *Adapter) retry(ctx context.Context, fn func() error) error {
+// retry calls fn until it succeeds or ctx is done; with goneIsDone, a
+// NotFound also ends it successfully (the thing is gone: success for a
+// removal). Every other error is taken for a transient one (a daemon
+// restarting, a dropped connection): only a definitive answer ends the
+// retries before the deadline.
+func (a *Adapter) retry(ctx context.Context, goneIsDone bool, fn func() error) error {
 	delay := 50 * time.Millisecond
 	for {
 		err := fn()
-		if err == nil || cerrdefs.IsNotFound(err) {
+		if err == nil || goneIsDone && cerrdefs.IsNotFound(err) {
 			return nil
 		}
 		select {

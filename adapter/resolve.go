@@ -208,7 +208,11 @@ func (a *Adapter) findByInstance(ctx context.Context, j *campaign.Journal, campa
 		for _, r := range g.Resources {
 			known[r.ID] = true
 		}
-		found, err := a.listLabelled(ctx, campaign.LabelCampaign+"="+campaignID, campaign.LabelInstance+"="+g.Instance)
+		var found []cleanup.Found
+		err := a.retry(ctx, false, func() (err error) {
+			found, err = a.listLabelled(ctx, campaign.LabelCampaign+"="+campaignID, campaign.LabelInstance+"="+g.Instance)
+			return err
+		})
 		if err != nil {
 			a.log().Warn("list by instance label", "generation", g.N, "err", err)
 			continue
