@@ -445,7 +445,8 @@ func TestCleanupListingFailsClosed(t *testing.T) {
 	a.CleanupTimeout = 300 * time.Millisecond
 	spec := fakeSpec("listing", 1)
 	fake.On("POST /containers/{id}/start", dockerfake.Reply{Status: 500, Body: "cannot start"})
-	fake.On("GET /containers/json", dockerfake.Reply{Status: 404, Body: "page not found"})
+	// The first listing (the twin check) answers; every later one is a 404.
+	fake.On("GET /containers/json", dockerfake.Pass, dockerfake.Reply{Status: 404, Body: "page not found"})
 	_, err := a.BringUp(t.Context(), spec)
 	if !errors.Is(err, ErrNotVerified) || !strings.Contains(err.Error(), "labelled_none_left") {
 		t.Fatalf("BringUp: %v, want a rollback not verified on labelled_none_left", err)
