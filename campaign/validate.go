@@ -32,6 +32,27 @@ func (e *ValidationError) Error() string {
 // Unwrap makes every ValidationError match ErrInvalid.
 func (e *ValidationError) Unwrap() error { return ErrInvalid }
 
+// ValidationErrors is every field a spec got wrong, in the order found.
+type ValidationErrors []*ValidationError
+
+func (e ValidationErrors) Error() string {
+	msgs := make([]string, len(e))
+	for i, ve := range e {
+		msgs[i] = ve.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Unwrap returns the field errors, so errors.Is(err, ErrInvalid) holds and
+// errors.As finds the first *ValidationError.
+func (e ValidationErrors) Unwrap() []error {
+	out := make([]error, len(e))
+	for i, ve := range e {
+		out[i] = ve
+	}
+	return out
+}
+
 func invalid(field, value, format string, args ...any) error {
 	if len(value) > 80 {
 		value = value[:80] + "..."

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -113,10 +112,8 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		defer f.Close()
 		in = f
 	}
-	var spec campaign.CampaignSpec
-	dec := json.NewDecoder(io.LimitReader(in, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
+	spec, err := campaign.DecodeSpec(in)
+	if err != nil {
 		return fmt.Errorf("spec %s: %w", pos[0], err)
 	}
 	// Bad input is refused before any daemon is asked anything.
