@@ -23,7 +23,7 @@ func TestUpRefusesBadSpec(t *testing.T) {
 		name, spec, want string
 	}{
 		{"not_json", "{", "spec"},
-		{"unknown_field", `{"campaign_id":"c","bogus":1}`, `unknown field "bogus"`},
+		{"unknown_field", `{"campaign_id":"c","bogus":1}`, `bogus: unknown field`},
 		{"no_workspaces", `{"campaign_id":"c","server":{"image":"sha256:` + strings.Repeat("a", 64) + `"}}`, "workspaces"},
 	}
 	for _, tt := range tests {
