@@ -124,6 +124,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if sandbox.Available() {
 		cfg.EpisodeUID = func(uid uint32) bool { return sandbox.IsSandboxUID(int(uid)) }
+		// Found once, now: a host where the sweep would be blind (no view of
+		// the POSIX message queues) fails here, not at the first episode.
+		places, err := sandbox.DefaultSharedPlaces()
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		log.Info("shared places swept after every run", "dirs", places.Dirs, "queues", places.Queues)
+		for _, s := range places.Skipped {
+			log.Warn("shared places: not searched", "what", s)
+		}
 	} else {
 		log.Warn("not root: agent code runs as the server's own user, unsandboxed, and episode clients cannot be told apart")
 	}
