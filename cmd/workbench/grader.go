@@ -10,6 +10,7 @@ import (
 	"regexp"
 
 	"github.com/agentpen/agentpen/workbench/grader"
+	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/server"
 )
 
@@ -20,7 +21,9 @@ for episode servers started with "workbench serve --grader URL", so no key
 enters the agent's container. GET /health and GET /docs are public;
 POST /v1/score, /v1/cases and /v1/judge need the API key in the X-API-Key
 header. The key is read from the environment variable --key-env names; it
-is never logged. SIGTERM or SIGINT stops it (exit 0).
+is never logged. Connections are capped per peer and in all (--max-conns*);
+as root, connections from sandbox uids on this host are closed at accept.
+SIGTERM or SIGINT stops it (exit 0).
 
 Flags:
 `
@@ -46,11 +49,16 @@ func runGrader(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	insecure := fs.Bool("insecure-no-key", false, "serve without a key when the variable is empty: every route is open (local tests only)")
 	logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	maxConns := fs.Int("max-conns", 0, "most connections open at once; more are closed at accept (0: 1024, or half the open-file limit when less)")
+	maxPerPeer := fs.Int("max-conns-per-peer", 0, "most connections open at once from one peer, a remote address or a local uid (0: 64)")
 	if err := parseFlags(fs, args, stdout, stderr, graderSynopsis); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: grader takes no arguments, got %q", errUsage, fs.Args())
+	}
+	if *maxConns < 0 || *maxPerPeer < 0 {
+		return fmt.Errorf("%w: --max-conns %d, --max-conns-per-peer %d: must not be negative", errUsage, *maxConns, *maxPerPeer)
 	}
 	if !envName.MatchString(*keyEnv) {
 		return fmt.Errorf("%w: --key-env %q: must name an environment variable", errUsage, *keyEnv)
@@ -63,7 +71,13 @@ func runGrader(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if key == "" && !*insecure {
 		return fmt.Errorf("grader: the API key variable %s is unset or empty; set it (or pass --insecure-no-key for local tests)", *keyEnv)
 	}
-	srv, err := grader.NewServer(grader.ServerConfig{Key: key, InsecureNoKey: *insecure, Logger: log})
+	cfg := grader.ServerConfig{Key: key, InsecureNoKey: *insecure, MaxConns: *maxConns, MaxConnsPerPeer: *maxPerPeer, Logger: log}
+	if sandbox.Available() {
+		// On a host that runs episodes too, their code is refused at
+		// accept; in a campaign the workspaces are remote peers.
+		cfg.EpisodeUID = func(uid uint32) bool { return sandbox.IsSandboxUID(int(uid)) }
+	}
+	srv, err := grader.NewServer(cfg)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,9 @@ const serveSynopsis = `Usage: workbench serve [flags]
 Serves workbench episodes with OpenEnv's protocol: POST /reset, POST /step,
 GET /state, GET /schema, GET /metadata, GET /health and WS /ws (one episode
 per WebSocket connection). As root, every episode's code runs as its own
-sandbox uid, and connections opened by such code are refused.
+sandbox uid, connections opened by such code are closed at accept, and
+the server refuses to start from a binary such code could read or run.
+Connections are capped per peer and in all (--max-conns*).
 SIGTERM or SIGINT closes every session, cleans every episode and exits 0.
 With --grader URL, answers are graded by a "workbench grader" there (the
 key in the variable --grader-key-env names); a grader that fails refuses
@@ -50,6 +52,8 @@ type serveOptions struct {
 	graderURL     string
 	graderKeyEnv  string
 	graderTimeout time.Duration
+	maxConns      int
+	maxPerPeer    int
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -65,6 +69,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.graderURL, "grader", "", "grade with the workbench grader at this URL (http://alias:8080), so no answer key enters this process; default: grade in-process")
 	fs.StringVar(&o.graderKeyEnv, "grader-key-env", grader.DefaultKeyEnv, "name of the environment variable holding the grader's API key")
 	fs.DurationVar(&o.graderTimeout, "grader-timeout", grader.DefaultTimeout, "bound on each call to the grader; a call that fails refuses that step")
+	fs.IntVar(&o.maxConns, "max-conns", 0, "most connections open at once; more are closed at accept (0: 1024, or half the open-file limit when less)")
+	fs.IntVar(&o.maxPerPeer, "max-conns-per-peer", 0, "most connections open at once from one peer, a local uid or a remote address (0: 2*max-sessions+32, at least 64)")
 	if err := parseFlags(fs, args, stdout, stderr, serveSynopsis); err != nil {
 		return err
 	}
@@ -79,6 +85,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if o.maxSessions < 1 {
 		return fmt.Errorf("%w: --max-sessions %d: must be at least 1", errUsage, o.maxSessions)
+	}
+	if o.maxConns < 0 || o.maxPerPeer < 0 {
+		return fmt.Errorf("%w: --max-conns %d, --max-conns-per-peer %d: must not be negative", errUsage, o.maxConns, o.maxPerPeer)
 	}
 	if o.idleTimeout < 0 {
 		return fmt.Errorf("%w: --idle-timeout %v: must not be negative", errUsage, o.idleTimeout)
@@ -116,13 +125,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 			return env, nil
 		},
-		FactoryName: "AgentWorkbenchEnvironment",
-		MaxSessions: o.maxSessions,
-		IdleTimeout: o.idleTimeout,
-		Metadata:    metadata,
-		Logger:      log,
+		FactoryName:     "AgentWorkbenchEnvironment",
+		MaxSessions:     o.maxSessions,
+		IdleTimeout:     o.idleTimeout,
+		MaxConns:        o.maxConns,
+		MaxConnsPerPeer: o.maxPerPeer,
+		Metadata:        metadata,
+		Logger:          log,
 	}
 	if sandbox.Available() {
+		if err := checkBinaryPrivate(); err != nil {
+			return err
+		}
 		cfg.EpisodeUID = func(uid uint32) bool { return sandbox.IsSandboxUID(int(uid)) }
 		// Found once, now: a host where the sweep would be blind (no view of
 		// the POSIX message queues) fails here, not at the first episode.
@@ -153,6 +167,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		lns = append(lns, ln)
 	}
 	return srv.Serve(ctx, lns...)
+}
+
+// checkBinaryPrivate refuses a binary the sandbox uids could read or
+// execute: it holds the task generator with every answer key, so episode
+// code could run a grader of its own from it.
+func checkBinaryPrivate() error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("serve: find this binary: %w", err)
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	mounts, err := sandbox.ParseMountinfo(b)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if err := sandbox.CheckUnexposed(exe, mounts); err != nil {
+		return fmt.Errorf("serve: refusing to start from a binary episode code could run (it holds every answer key): %w; install it root-only: make build (mode 0700), or chmod 0700 %s", err, exe)
+	}
+	return nil
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

@@ -11,6 +11,8 @@ import (
 type Mount struct {
 	// ID and Parent are the mount's id and its parent's.
 	ID, Parent int
+	// Major and Minor are the device of the file system (st_dev).
+	Major, Minor uint32
 	// Root is the directory of the file system mounted here; Point is
 	// where, both unescaped.
 	Root, Point string
@@ -85,9 +87,13 @@ func parseMountLine(line string) (Mount, error) {
 	if m.Parent, err = strconv.Atoi(f[1]); err != nil {
 		return Mount{}, fmt.Errorf("parent id %q: %w", f[1], err)
 	}
-	if maj, min, ok := strings.Cut(f[2], ":"); !ok || !isDigits(maj) || !isDigits(min) {
+	maj, min, ok := strings.Cut(f[2], ":")
+	major, err1 := strconv.ParseUint(maj, 10, 32)
+	minor, err2 := strconv.ParseUint(min, 10, 32)
+	if !ok || !isDigits(maj) || !isDigits(min) || err1 != nil || err2 != nil {
 		return Mount{}, fmt.Errorf("device %q: want major:minor", f[2])
 	}
+	m.Major, m.Minor = uint32(major), uint32(minor)
 	if m.Root, err = unescapeMountField(f[3]); err != nil {
 		return Mount{}, fmt.Errorf("root: %w", err)
 	}

@@ -16,15 +16,15 @@ var mountinfoTests = []struct {
 	bad  bool
 }{
 	{name: "proc_man_page", line: "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue",
-		want: Mount{ID: 36, Parent: 35, Root: "/mnt1", Point: "/mnt2", Options: []string{"rw", "noatime"}, FSType: "ext3", Source: "/dev/root", SuperOptions: []string{"rw", "errors=continue"}}},
+		want: Mount{ID: 36, Parent: 35, Major: 98, Root: "/mnt1", Point: "/mnt2", Options: []string{"rw", "noatime"}, FSType: "ext3", Source: "/dev/root", SuperOptions: []string{"rw", "errors=continue"}}},
 	{name: "no_optional_fields", line: "25 24 0:23 / /dev/shm rw,relatime - tmpfs tmpfs rw,size=24731708k",
-		want: Mount{ID: 25, Parent: 24, Root: "/", Point: "/dev/shm", Options: []string{"rw", "relatime"}, FSType: "tmpfs", Source: "tmpfs", SuperOptions: []string{"rw", "size=24731708k"}}},
+		want: Mount{ID: 25, Parent: 24, Minor: 23, Root: "/", Point: "/dev/shm", Options: []string{"rw", "relatime"}, FSType: "tmpfs", Source: "tmpfs", SuperOptions: []string{"rw", "size=24731708k"}}},
 	{name: "several_optional_fields", line: "40 1 0:40 / /run/lock rw,nosuid shared:7 master:3 propagate_from:2 - tmpfs none rw,mode=1777",
-		want: Mount{ID: 40, Parent: 1, Root: "/", Point: "/run/lock", Options: []string{"rw", "nosuid"}, FSType: "tmpfs", Source: "none", SuperOptions: []string{"rw", "mode=1777"}}},
+		want: Mount{ID: 40, Parent: 1, Minor: 40, Root: "/", Point: "/run/lock", Options: []string{"rw", "nosuid"}, FSType: "tmpfs", Source: "none", SuperOptions: []string{"rw", "mode=1777"}}},
 	{name: "escaped_space_tab_newline_backslash", line: `50 1 8:1 /a\040b /mnt/x\011y\012z\134w ro - fuse.sshfs me@host:/a\040b ro,user_id=0`,
-		want: Mount{ID: 50, Parent: 1, Root: "/a b", Point: "/mnt/x\ty\nz\\w", Options: []string{"ro"}, FSType: "fuse.sshfs", Source: "me@host:/a b", SuperOptions: []string{"ro", "user_id=0"}}},
+		want: Mount{ID: 50, Parent: 1, Major: 8, Minor: 1, Root: "/a b", Point: "/mnt/x\ty\nz\\w", Options: []string{"ro"}, FSType: "fuse.sshfs", Source: "me@host:/a b", SuperOptions: []string{"ro", "user_id=0"}}},
 	{name: "empty_source", line: "60 1 0:50 / /dev/mqueue rw,nosuid - mqueue  rw",
-		want: Mount{ID: 60, Parent: 1, Root: "/", Point: "/dev/mqueue", Options: []string{"rw", "nosuid"}, FSType: "mqueue", Source: "", SuperOptions: []string{"rw"}}},
+		want: Mount{ID: 60, Parent: 1, Minor: 50, Root: "/", Point: "/dev/mqueue", Options: []string{"rw", "nosuid"}, FSType: "mqueue", Source: "", SuperOptions: []string{"rw"}}},
 	{name: "too_few_fields", line: "36 35 98:0 /mnt1 /mnt2 rw", bad: true},
 	{name: "no_separator", line: "36 35 98:0 /mnt1 /mnt2 rw master:1 ext3 /dev/root rw", bad: true},
 	{name: "nothing_after_separator", line: "36 35 98:0 /mnt1 /mnt2 rw - ext3 /dev/root", bad: true},
@@ -32,6 +32,7 @@ var mountinfoTests = []struct {
 	{name: "relative_point", line: "36 35 98:0 / mnt rw - ext3 /dev/root rw", bad: true},
 	{name: "bad_id", line: "x 35 98:0 / /mnt rw - ext3 /dev/root rw", bad: true},
 	{name: "bad_device", line: "36 35 98 / /mnt rw - ext3 /dev/root rw", bad: true},
+	{name: "device_too_big", line: "36 35 98:4294967296 / /mnt rw - ext3 /dev/root rw", bad: true},
 	{name: "bad_escape", line: `36 35 98:0 / /mnt\04 rw - ext3 /dev/root rw`, bad: true},
 	{name: "escape_not_a_byte", line: `36 35 98:0 / /mnt\777 rw - ext3 /dev/root rw`, bad: true},
 	{name: "empty_type", line: "36 35 98:0 / /mnt rw -  /dev/root rw", bad: true},
@@ -100,7 +101,7 @@ func TestParseMountinfoSelf(t *testing.T) {
 
 // formatMount writes m as the kernel would.
 func formatMount(m Mount) string {
-	return fmt.Sprintf("%d %d 0:1 %s %s %s - %s %s %s", m.ID, m.Parent, escapeMountField(m.Root), escapeMountField(m.Point),
+	return fmt.Sprintf("%d %d %d:%d %s %s %s - %s %s %s", m.ID, m.Parent, m.Major, m.Minor, escapeMountField(m.Root), escapeMountField(m.Point),
 		strings.Join(m.Options, ","), m.FSType, escapeMountField(m.Source), strings.Join(m.SuperOptions, ","))
 }
 
