@@ -50,6 +50,7 @@ func runGrader(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	maxConns := fs.Int("max-conns", 0, "most connections open at once; more are closed at accept (0: 1024, or half the open-file limit when less)")
+	debugListen := fs.String("debug-listen", "", "serve net/http/pprof at /debug/pprof/ on this loopback address (127.0.0.1:6061); off by default")
 	maxPerPeer := fs.Int("max-conns-per-peer", 0, "most connections open at once from one peer, a remote address or a local uid (0: 64)")
 	if err := parseFlags(fs, args, stdout, stderr, graderSynopsis); err != nil {
 		return err
@@ -59,6 +60,11 @@ func runGrader(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *maxConns < 0 || *maxPerPeer < 0 {
 		return fmt.Errorf("%w: --max-conns %d, --max-conns-per-peer %d: must not be negative", errUsage, *maxConns, *maxPerPeer)
+	}
+	if *debugListen != "" {
+		if err := checkDebugAddr(*debugListen); err != nil {
+			return err
+		}
 	}
 	if !envName.MatchString(*keyEnv) {
 		return fmt.Errorf("%w: --key-env %q: must name an environment variable", errUsage, *keyEnv)
@@ -96,5 +102,5 @@ func runGrader(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		lns = append(lns, ln)
 	}
 	log.Info("grader starting", "key_env", *keyEnv, "key_set", key != "")
-	return srv.Serve(ctx, lns...)
+	return serveWithDebug(ctx, *debugListen, cfg.EpisodeUID, log, lns, srv.Serve)
 }

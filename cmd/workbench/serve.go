@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -54,6 +55,7 @@ type serveOptions struct {
 	graderTimeout time.Duration
 	maxConns      int
 	maxPerPeer    int
+	debugListen   string
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -71,6 +73,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&o.graderTimeout, "grader-timeout", grader.DefaultTimeout, "bound on each call to the grader; a call that fails refuses that step")
 	fs.IntVar(&o.maxConns, "max-conns", 0, "most connections open at once; more are closed at accept (0: 1024, or half the open-file limit when less)")
 	fs.IntVar(&o.maxPerPeer, "max-conns-per-peer", 0, "most connections open at once from one peer, a local uid or a remote address (0: 2*max-sessions+32, at least 64)")
+	fs.StringVar(&o.debugListen, "debug-listen", "", "serve net/http/pprof at /debug/pprof/ on this loopback address (127.0.0.1:6060); off by default")
 	if err := parseFlags(fs, args, stdout, stderr, serveSynopsis); err != nil {
 		return err
 	}
@@ -88,6 +91,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if o.maxConns < 0 || o.maxPerPeer < 0 {
 		return fmt.Errorf("%w: --max-conns %d, --max-conns-per-peer %d: must not be negative", errUsage, o.maxConns, o.maxPerPeer)
+	}
+	if o.debugListen != "" {
+		if err := checkDebugAddr(o.debugListen); err != nil {
+			return err
+		}
 	}
 	if o.idleTimeout < 0 {
 		return fmt.Errorf("%w: --idle-timeout %v: must not be negative", errUsage, o.idleTimeout)
@@ -148,6 +156,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		for _, s := range places.Skipped {
 			log.Warn("shared places: not searched", "what", s)
 		}
+		// The search walked the host's directories once; give back what it
+		// allocated, so the idle server holds only what it uses (it never
+		// grows enough for a collection on its own while idle).
+		debug.FreeOSMemory()
 	} else {
 		log.Warn("not root: agent code runs as the server's own user, unsandboxed, and episode clients cannot be told apart")
 	}
@@ -166,7 +178,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		lns = append(lns, ln)
 	}
-	return srv.Serve(ctx, lns...)
+	return serveWithDebug(ctx, o.debugListen, cfg.EpisodeUID, log, lns, srv.Serve)
 }
 
 // checkBinaryPrivate refuses a binary the sandbox uids could read or

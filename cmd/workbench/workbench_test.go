@@ -35,7 +35,11 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 	// to start from one they could read or run).
 	os.Chmod(dir, 0o755)
 	bin := filepath.Join(dir, "workbench")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	// As make build builds it: static, stripped (the memory targets are
+	// for this binary).
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
@@ -68,6 +72,12 @@ type liveServer struct {
 // with episode homes in a fresh directory, and stops it at cleanup.
 func startServe(t *testing.T, extra ...string) *liveServer {
 	t.Helper()
+	return startServeBinary(t, binary(t), extra...)
+}
+
+// startServeBinary is startServe with the binary at bin.
+func startServeBinary(t *testing.T, bin string, extra ...string) *liveServer {
+	t.Helper()
 	home, err := os.MkdirTemp("", "wb-homes")
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +87,7 @@ func startServe(t *testing.T, extra ...string) *liveServer {
 	sock := filepath.Join(t.TempDir(), "run", "wb.sock")
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--listen", "unix://" + sock,
 		"--log-format", "json", "--home-dir", home}, extra...)
-	cmd := exec.Command(binary(t), args...)
+	cmd := exec.Command(bin, args...)
 	pr, pw := io.Pipe()
 	logs := &logbuf.Buffer{}
 	cmd.Stderr = pw

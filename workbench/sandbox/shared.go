@@ -194,10 +194,13 @@ func findWorldWritable(point string, budget *int) (found, skipped []string) {
 		return found, skipped
 	}
 	stack := []dir{{fd: fd, path: point, ww: rootWW}}
+	buf := make([]byte, direntBufSize)
+	var names []string
 	for len(stack) > 0 {
 		d := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		names, err := readSubdirs(d.fd, budget)
+		var err error
+		names, err = readSubdirs(d.fd, buf, names[:0], budget)
 		if err != nil {
 			skipped = append(skipped, fmt.Sprintf("%s: %v", d.path, err))
 		}
@@ -247,31 +250,35 @@ func worldWritable(st *unix.Stat_t) bool {
 	return st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&unix.S_IWOTH != 0 && st.Mode&unix.S_IXOTH != 0
 }
 
+// direntBufSize is the getdents buffer of a walk: one, reused for every
+// directory, so a walk of a whole host leaves little garbage behind.
+const direntBufSize = 8 << 10
+
 // readDirNames lists the directory open at fd, taking each name read from
 // budget; it stops when budget runs out.
 func readDirNames(fd int, budget *int) ([]string, error) {
 	var names []string
-	err := readDirents(fd, budget, func(name string, _ byte) { names = append(names, name) })
+	err := readDirents(fd, make([]byte, direntBufSize), budget, func(name []byte, _ byte) { names = append(names, string(name)) })
 	return names, err
 }
 
-// readSubdirs lists the names in the directory open at fd that may be
-// directories: the file system says so, or does not say (DT_UNKNOWN).
-// Each entry read is taken from budget; it stops when budget runs out.
-func readSubdirs(fd int, budget *int) ([]string, error) {
-	var names []string
-	err := readDirents(fd, budget, func(name string, typ byte) {
+// readSubdirs appends to names those in the directory open at fd that may
+// be directories: the file system says so, or does not say
+// (DT_UNKNOWN). buf is getdents' buffer. Each entry read is taken from
+// budget; it stops when budget runs out.
+func readSubdirs(fd int, buf []byte, names []string, budget *int) ([]string, error) {
+	err := readDirents(fd, buf, budget, func(name []byte, typ byte) {
 		if typ == unix.DT_DIR || typ == unix.DT_UNKNOWN {
-			names = append(names, name)
+			names = append(names, string(name))
 		}
 	})
 	return names, err
 }
 
 // readDirents calls fn with the name and type of each entry of the
-// directory open at fd but "." and "..", from fd's current offset.
-func readDirents(fd int, budget *int, fn func(name string, typ byte)) error {
-	buf := make([]byte, 32<<10)
+// directory open at fd but "." and "..", from fd's current offset, reading
+// into buf. name is valid during the call only.
+func readDirents(fd int, buf []byte, budget *int, fn func(name []byte, typ byte)) error {
 	for *budget > 0 {
 		n, err := unix.Getdents(fd, buf)
 		if err != nil {
@@ -291,9 +298,9 @@ func readDirents(fd int, budget *int, fn func(name string, typ byte)) error {
 			if i := bytes.IndexByte(name, 0); i >= 0 {
 				name = name[:i]
 			}
-			if s := string(name); s != "." && s != ".." {
+			if !(len(name) == 1 && name[0] == '.') && !(len(name) == 2 && name[0] == '.' && name[1] == '.') {
 				*budget--
-				fn(s, b[18])
+				fn(name, b[18])
 			}
 			b = b[reclen:]
 		}

@@ -343,3 +343,34 @@ exec setpriv --bounding-set=-all,+setuid,+setgid,+chown,+kill -- "$3"`
 		t.Errorf("queues of uid %d left: %v", uid, got)
 	}
 }
+
+// BenchmarkSweep: one sweep of a uid that left nothing, over this host's
+// shared places, the cost every run and graded case pays; and the part of
+// it the old fixed list paid (its tmp directories and System V IPC).
+func BenchmarkSweep(b *testing.B) {
+	testenv.RequireRoot(b)
+	p, err := DefaultSharedPlaces()
+	if err != nil {
+		b.Fatal(err)
+	}
+	// A uid of its own, so no other test's files are swept.
+	pool := PoolFor("")
+	uid, err := pool.Claim()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Release(uid)
+	b.Run("shared_places", func(b *testing.B) {
+		for b.Loop() {
+			if err := p.Sweep(uid); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("old_fixed_list", func(b *testing.B) {
+		for b.Loop() {
+			RemoveSharedTmp(uid, []string{"/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue"})
+			RemoveIPC(uid)
+		}
+	})
+}
