@@ -155,10 +155,12 @@ func file(rel string, mode os.FileMode, uid, gid int) func(t *testing.T, root st
 		if err := os.WriteFile(p, []byte("#!/bin/true\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Chown(p, uid, gid); err != nil {
+		// The mode first: root without CAP_FOWNER (the workspace
+		// container) cannot chmod a file it gave away.
+		if err := os.Chmod(p, mode); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Chmod(p, mode); err != nil {
+		if err := os.Chown(p, uid, gid); err != nil {
 			t.Fatal(err)
 		}
 		return p

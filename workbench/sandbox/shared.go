@@ -168,7 +168,9 @@ func findWorldWritable(point string, budget *int) (found, skipped []string) {
 	const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	fd, err := unix.Open(point, dirFlags, 0)
 	if err != nil {
-		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EACCES) {
+		// A mount of a file (Docker masks paths with /dev/null) holds no
+		// directory; one that is gone or closed to root holds none either.
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.ENOTDIR) {
 			skipped = append(skipped, fmt.Sprintf("%s: %v", point, err))
 		}
 		return nil, skipped

@@ -141,6 +141,20 @@ func TestFindSharedPlaces(t *testing.T) {
 		{Point: filepath.Join(closed, "mnt"), FSType: "tmpfs", Options: []string{"rw"}, SuperOptions: []string{"rw"}},
 		{Point: open, FSType: "ext4", Options: []string{"rw"}, SuperOptions: []string{"rw"}}, // walked once
 	}
+	// The real mqueue mounts, for a container's view of the queues.
+	self, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, err := ParseMountinfo(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range real {
+		if m.FSType == "mqueue" {
+			mounts = append(mounts, m)
+		}
+	}
 	p, err := FindSharedPlaces(mounts)
 	if err != nil {
 		t.Fatal(err)
@@ -175,14 +189,26 @@ func TestDefaultSharedPlaces(t *testing.T) {
 	}
 }
 
+// testQueueView returns a view of the POSIX message queues of the test's
+// own: a private mount (root on a host), else /dev/mqueue (a container).
+func testQueueView(t *testing.T) int {
+	t.Helper()
+	fd, err := privateQueueMount()
+	if err == nil {
+		return fd
+	}
+	fd, err2 := unix.Open("/dev/mqueue", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err2 != nil {
+		t.Fatalf("no view of the POSIX message queues: private mount: %v; /dev/mqueue: %v", err, err2)
+	}
+	return fd
+}
+
 // queuesOf lists the POSIX message queues uid owns, through a view of the
 // test's own.
 func queuesOf(t *testing.T, uid int) []string {
 	t.Helper()
-	fd, err := privateQueueMount()
-	if err != nil {
-		t.Fatalf("mqueue mount: %v", err)
-	}
+	fd := testQueueView(t)
 	defer unix.Close(fd)
 	dfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -258,11 +284,7 @@ func TestSweep(t *testing.T) {
 	makeQueue(t, a, tag+"a2")
 	makeQueue(t, b, tag+"b")
 
-	view, err := privateQueueMount()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &SharedPlaces{Dirs: []string{ww}, queueDir: view}
+	p := &SharedPlaces{Dirs: []string{ww}, queueDir: testQueueView(t)}
 	t.Cleanup(func() { p.Close() })
 	if err := p.Sweep(a); err != nil {
 		t.Fatal(err)
