@@ -88,7 +88,8 @@ func New(cfg Config) (*Gate, error) {
 	return g, nil
 }
 
-// MaxConns and MaxPerPeer report the caps in force.
+// MaxConns reports the cap of connections open at once, its default
+// resolved.
 func (g *Gate) MaxConns() int { return g.cfg.MaxConns }
 
 // MaxPerPeer reports the cap of connections from one peer.
