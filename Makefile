@@ -35,8 +35,11 @@ docker: deps ## start (or find) the rootless Docker daemon and print its DOCKER_
 docker-stop: ## stop the rootless daemon this project started
 	@scripts/rootless-docker.sh stop
 
-build: ## build static binaries into bin/
+build: ## build static binaries into bin/ (workbench root-only, 0700: it holds every answer key)
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o bin/ ./cmd/...
+	@# As root with the sandbox on, `workbench serve` refuses to start from a binary the
+	@# sandbox uids could read or run: they would run a grader of their own from it.
+	chmod 0700 bin/workbench
 
 images: docker build ## build the local images: agentpen/python-base:bookworm and agentpen/workbench:dev
 	@$(WITH_DOCKER) scripts/python-base.sh

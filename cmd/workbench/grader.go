@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/workbench/grader"
+	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
 const graderHelp = `Serves the grader: it holds the task catalogue's answer keys and grades
@@ -14,15 +15,20 @@ for episode servers started with "workbench serve --grader URL", so no key
 enters the agent's container. GET /health and GET /docs are public;
 POST /v1/score, /v1/cases and /v1/judge need the API key in the X-API-Key
 header. The key is read from the environment variable --key-env names; it
-is never logged. SIGTERM or SIGINT stops it (exit 0).`
+is never logged. Connections are capped per peer and in all (--max-conns*);
+as root, connections from sandbox uids on this host are closed at accept.
+SIGTERM or SIGINT stops it (exit 0).`
 
 // graderOptions are `workbench grader`'s flags.
 type graderOptions struct {
-	listen    listFlag
-	keyEnv    string
-	insecure  bool
-	logFormat string
-	logLevel  string
+	listen      listFlag
+	keyEnv      string
+	insecure    bool
+	logFormat   string
+	logLevel    string
+	maxConns    int
+	maxPerPeer  int
+	debugListen string
 }
 
 func (o *graderOptions) register(fs *cli.FlagSet) {
@@ -31,6 +37,9 @@ func (o *graderOptions) register(fs *cli.FlagSet) {
 	fs.BoolVar(&o.insecure, "insecure-no-key", false, "serve without a key when the variable is empty: every route is open (local tests only)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.IntVar(&o.maxConns, "max-conns", 0, "most connections open at once; more are closed at accept (0: 1024, or half the open-file limit when less)")
+	fs.IntVar(&o.maxPerPeer, "max-conns-per-peer", 0, "most connections open at once from one peer, a remote address or a local uid (0: 64)")
+	fs.StringVar(&o.debugListen, "debug-listen", "", "serve net/http/pprof at /debug/pprof/ on this loopback address (127.0.0.1:6061); off by default")
 }
 
 // validate checks the flags and fills the defaults: the key variable is
@@ -45,6 +54,14 @@ func (o *graderOptions) validate(getenv func(string) string) error {
 	}
 	if !isEnvName(o.keyEnv) {
 		return cli.Usagef("--key-env %q: must name an environment variable", o.keyEnv)
+	}
+	if o.maxConns < 0 || o.maxPerPeer < 0 {
+		return cli.Usagef("--max-conns %d, --max-conns-per-peer %d: must not be negative", o.maxConns, o.maxPerPeer)
+	}
+	if o.debugListen != "" {
+		if err := checkDebugAddr(o.debugListen); err != nil {
+			return err
+		}
 	}
 	if len(o.listen) == 0 {
 		o.listen = listFlag{":8080"}
@@ -70,7 +87,13 @@ func runGrader(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if key == "" && !o.insecure {
 		return fmt.Errorf("grader: the API key variable %s is unset or empty; set it (or pass --insecure-no-key for local tests)", o.keyEnv)
 	}
-	srv, err := grader.NewServer(grader.ServerConfig{Key: key, InsecureNoKey: o.insecure, Logger: log})
+	cfg := grader.ServerConfig{Key: key, InsecureNoKey: o.insecure, MaxConns: o.maxConns, MaxConnsPerPeer: o.maxPerPeer, Logger: log}
+	if sandbox.Available() {
+		// On a host that runs episodes too, their code is refused at
+		// accept; in a campaign the workspaces are remote peers.
+		cfg.EpisodeUID = func(uid uint32) bool { return sandbox.IsSandboxUID(int(uid)) }
+	}
+	srv, err := grader.NewServer(cfg)
 	if err != nil {
 		return err
 	}
@@ -79,5 +102,5 @@ func runGrader(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		return err
 	}
 	log.Info("grader starting", "key_env", o.keyEnv, "key_set", key != "")
-	return srv.Serve(ctx, lns...)
+	return serveWithDebug(ctx, o.debugListen, cfg.EpisodeUID, log, lns, srv.Serve)
 }

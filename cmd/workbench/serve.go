@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/agentpen/agentpen/internal/cli"
@@ -17,7 +19,9 @@ import (
 const serveHelp = `Serves workbench episodes with OpenEnv's protocol: POST /reset, POST /step,
 GET /state, GET /schema, GET /metadata, GET /health and WS /ws (one episode
 per WebSocket connection). As root, every episode's code runs as its own
-sandbox uid, and connections opened by such code are refused.
+sandbox uid, connections opened by such code are closed at accept, and
+the server refuses to start from a binary such code could read or run.
+Connections are capped per peer and in all (--max-conns*).
 SIGTERM or SIGINT closes every session, cleans every episode and exits 0.
 With --grader URL, answers are graded by a "workbench grader" there (the
 key in the variable --grader-key-env names); a grader that fails refuses
@@ -36,6 +40,9 @@ type serveOptions struct {
 	graderURL     string
 	graderKeyEnv  string
 	graderTimeout time.Duration
+	maxConns      int
+	maxPerPeer    int
+	debugListen   string
 }
 
 func (o *serveOptions) register(fs *cli.FlagSet) {
@@ -49,6 +56,9 @@ func (o *serveOptions) register(fs *cli.FlagSet) {
 	fs.StringVar(&o.graderURL, "grader", "", "grade with the workbench grader at this URL (http://alias:8080), so no answer key enters this process; default: grade in-process")
 	fs.StringVar(&o.graderKeyEnv, "grader-key-env", grader.DefaultKeyEnv, "name of the environment variable holding the grader's API key")
 	fs.DurationVar(&o.graderTimeout, "grader-timeout", grader.DefaultTimeout, "bound on each call to the grader; a call that fails refuses that step")
+	fs.IntVar(&o.maxConns, "max-conns", 0, "most connections open at once; more are closed at accept (0: 1024, or half the open-file limit when less)")
+	fs.IntVar(&o.maxPerPeer, "max-conns-per-peer", 0, "most connections open at once from one peer, a local uid or a remote address (0: 2*max-sessions+32, at least 64)")
+	fs.StringVar(&o.debugListen, "debug-listen", "", "serve net/http/pprof at /debug/pprof/ on this loopback address (127.0.0.1:6060); off by default")
 }
 
 // validate checks the flags alone, before anything is built.
@@ -62,6 +72,13 @@ func (o *serveOptions) validate() error {
 		return cli.Usagef("--max-sessions %d: must be at least 1", o.maxSessions)
 	case o.idleTimeout < 0:
 		return cli.Usagef("--idle-timeout %v: must not be negative", o.idleTimeout)
+	case o.maxConns < 0 || o.maxPerPeer < 0:
+		return cli.Usagef("--max-conns %d, --max-conns-per-peer %d: must not be negative", o.maxConns, o.maxPerPeer)
+	}
+	if o.debugListen != "" {
+		if err := checkDebugAddr(o.debugListen); err != nil {
+			return err
+		}
 	}
 	if len(o.listen) == 0 {
 		o.listen = listFlag{server.DefaultListen}
@@ -101,14 +118,33 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 			}
 			return env, nil
 		},
-		FactoryName: "AgentWorkbenchEnvironment",
-		MaxSessions: o.maxSessions,
-		IdleTimeout: o.idleTimeout,
-		Metadata:    metadata,
-		Logger:      log,
+		FactoryName:     "AgentWorkbenchEnvironment",
+		MaxSessions:     o.maxSessions,
+		IdleTimeout:     o.idleTimeout,
+		MaxConns:        o.maxConns,
+		MaxConnsPerPeer: o.maxPerPeer,
+		Metadata:        metadata,
+		Logger:          log,
 	}
 	if sandbox.Available() {
+		if err := checkBinaryPrivate(); err != nil {
+			return server.Config{}, err
+		}
 		cfg.EpisodeUID = func(uid uint32) bool { return sandbox.IsSandboxUID(int(uid)) }
+		// Found once, now: a host where the sweep would be blind (no view of
+		// the POSIX message queues) fails here, not at the first episode.
+		places, err := sandbox.DefaultSharedPlaces()
+		if err != nil {
+			return server.Config{}, fmt.Errorf("serve: %w", err)
+		}
+		log.Info("shared places swept after every run", "dirs", places.Dirs, "queues", places.Queues)
+		for _, s := range places.Skipped {
+			log.Warn("shared places: not searched", "what", s)
+		}
+		// The search walked the host's directories once; give back what it
+		// allocated, so the idle server holds only what it uses (it never
+		// grows enough for a collection on its own while idle).
+		debug.FreeOSMemory()
 	} else {
 		log.Warn("not root: agent code runs as the server's own user, unsandboxed, and episode clients cannot be told apart")
 	}
@@ -141,5 +177,27 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if err != nil {
 		return err
 	}
-	return srv.Serve(ctx, lns...)
+	return serveWithDebug(ctx, o.debugListen, cfg.EpisodeUID, log, lns, srv.Serve)
+}
+
+// checkBinaryPrivate refuses a binary the sandbox uids could read or
+// execute: it holds the task generator with every answer key, so episode
+// code could run a grader of its own from it.
+func checkBinaryPrivate() error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("serve: find this binary: %w", err)
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	mounts, err := sandbox.ParseMountinfo(b)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if err := sandbox.CheckUnexposed(exe, mounts); err != nil {
+		return fmt.Errorf("serve: refusing to start from a binary episode code could run (it holds every answer key): %w; install it root-only: make build (mode 0700), or chmod 0700 %s", err, exe)
+	}
+	return nil
 }

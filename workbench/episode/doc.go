@@ -16,7 +16,7 @@
 //
 // As root, each live episode claims its own uid from package sandbox's
 // pool, kills whatever a previous holder of the uid left running and sweeps
-// its shared-tmp files, and gets a home (root's, 0711) holding its
+// what it left in the shared places (sandbox.Sweep), and gets a home (root's, 0711) holding its
 // workspace (the uid's, 0700) under Config.HomeDir. Agent code runs through
 // sandbox.Run: the launcher re-exec (so main, and TestMain of every package
 // running episodes, must call sandbox.RunLauncherIfRequested first), with
@@ -38,9 +38,10 @@
 //
 // Non-code answers go to Grader.ScoreAnswer. A code task is graded by
 // running the task's function on each case alone: before each case no
-// process of the uid is left, none of its files in the shared tmp
-// directories and none of its System V IPC objects, the workspace directory's user xattrs, ACLs and times are
-// reset, and a case that changes the workspace digest is void, as is every
+// process of the uid is left, nothing of it in the shared places (files
+// in world-writable directories, POSIX message queues, System V IPC
+// objects: sandbox.Sweep), the workspace directory's user xattrs, ACLs and
+// times are reset, and a case that changes the workspace digest is void, as is every
 // case after it. The probe gets the arguments on stdin (not argv, which
 // other uids can read in /proc). Visible cases are compared here (their
 // expected values are in test_solution.py anyway); the hidden cases'

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/agentpen/agentpen/workbench/sandbox"
 	"golang.org/x/sys/unix"
@@ -21,9 +22,12 @@ import (
 type hostileRun struct {
 	env  *Environment
 	code string // the agent file, placeholders replaced
-	uid  int
-	home string
-	dir  string
+	// runID is {{RUN_ID}}: unique to this test run, so names an agent
+	// leaves in global places never meet a previous run's.
+	runID string
+	uid   int
+	home  string
+	dir   string
 }
 
 // run runs the agent's file with run_python and checks that nothing of
@@ -176,6 +180,47 @@ var hostileCases = []hostileCase{
 		// the correct solution passes them all.
 		if o := submitMedian(t, h); o.Metadata["correctness"] != 1.0 {
 			t.Fatalf("state passed between cases through System V IPC: correctness %v (%s)", o.Metadata["correctness"], o.Output)
+		}
+	}},
+	{file: "posix_mq_leak.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		o := h.run(t)
+		wantIn(t, "first episode", o.Output, "no queue left")
+		if !strings.Contains(o.Output, "queue planted") && !strings.Contains(o.Output, "create refused") {
+			t.Fatalf("first episode: %q", o.Output)
+		}
+		t.Cleanup(func() { unlinkQueue("/wb-hostile-mq-" + h.runID) })
+		// A later, unrelated episode under another uid looks for the queue.
+		later := laterEpisode(t, h)
+		if o := step(t, later, "run_python", map[string]any{"code": h.code}); !strings.Contains(o.Output, "no queue left") || strings.Contains(o.Output, "LEAKED") {
+			t.Fatalf("a POSIX message queue outlived its episode: %q", o.Output)
+		}
+	}},
+	{file: "posix_mq_state.py", task: taskMedian, play: func(t *testing.T, h *hostileRun) {
+		h.write(t, "solution.py")
+		t.Cleanup(func() { unlinkQueue(fmt.Sprintf("/wb-state-%d", h.uid)) })
+		// Every case starts without the previous case's queue, so the
+		// correct solution passes them all.
+		if o := submitMedian(t, h); o.Metadata["correctness"] != 1.0 {
+			t.Fatalf("state passed between cases through a POSIX message queue: correctness %v (%s)", o.Metadata["correctness"], o.Output)
+		}
+	}},
+	{file: "shared_dir_litter.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		o := h.run(t)
+		wantIn(t, "first episode", o.Output, "planted in ")
+		if extraSharedDir != "" {
+			wantIn(t, "first episode", o.Output, extraSharedDir)
+		}
+		t.Cleanup(func() {
+			for _, d := range strings.Fields(o.Output[strings.Index(o.Output, ": ")+2:]) {
+				if filepath.IsAbs(d) {
+					os.Remove(filepath.Join(d, "wb-hostile-"+h.runID))
+					os.RemoveAll(filepath.Join(d, "wb-hostile-"+h.runID+".d"))
+				}
+			}
+		})
+		later := laterEpisode(t, h)
+		if o := step(t, later, "run_python", map[string]any{"code": h.code}); strings.Contains(o.Output, "FOUND") || !strings.Contains(o.Output, "planted in ") {
+			t.Fatalf("files in a world-writable directory outlived their episode: %q", o.Output)
 		}
 	}},
 	{file: "workspace_change_case.py", task: taskMedian, play: func(t *testing.T, h *hostileRun) {
@@ -332,8 +377,9 @@ func TestHostileAgents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			runID := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 			code := strings.NewReplacer("{{OTHER_WS}}", otherWS, "{{SERVER_PID}}", strconv.Itoa(os.Getpid()),
-				"{{TARGET}}", target).Replace(string(src))
+				"{{TARGET}}", target, "{{RUN_ID}}", runID).Replace(string(src))
 			cfg := Config{}
 			if c.cfg != nil {
 				c.cfg(&cfg)
@@ -348,7 +394,7 @@ func TestHostileAgents(t *testing.T) {
 				released = append(released, uid)
 			}
 			reset(t, env, c.task)
-			h := &hostileRun{env: env, code: code, uid: env.ws.uid, home: env.ws.home, dir: env.ws.dir}
+			h := &hostileRun{env: env, code: code, runID: runID, uid: env.ws.uid, home: env.ws.home, dir: env.ws.dir}
 			c.play(t, h)
 			if err := env.Close(); err != nil {
 				t.Errorf("Close: %v", err)
@@ -368,18 +414,89 @@ func TestHostileAgents(t *testing.T) {
 	}
 }
 
+// laterEpisode ends h's episode (its uid is cleaned up and released) and
+// starts an unrelated one, on another uid, that the test closes.
+func laterEpisode(t *testing.T, h *hostileRun) *Environment {
+	t.Helper()
+	// Holding a uid keeps the pool's rotation from handing h's out again.
+	later := newEnv(t, Config{})
+	reset(t, later, taskCSV)
+	reset(t, h.env, taskCSV)
+	if later.ws.uid == h.uid {
+		t.Fatalf("the later episode got the same uid %d", h.uid)
+	}
+	return later
+}
+
 // assertContained checks that nothing of uid is left: no process, no file
-// under the shared tmp directories, and the episode's home is gone.
+// under the shared tmp directories (the test's own world-writable
+// directory and /run/lock among them), no System V IPC object, no POSIX
+// message queue, and the episode's home is gone.
 func assertContained(t *testing.T, uid int, home string) {
 	t.Helper()
 	noProcesses(t, uid)
-	for _, d := range []string{"/tmp", "/var/tmp", "/dev/shm"} {
-		noUIDFilesUnder(t, uid, d, false)
+	for _, d := range []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock", extraSharedDir} {
+		if d != "" {
+			noUIDFilesUnder(t, uid, d, false)
+		}
 	}
 	if _, err := os.Lstat(home); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("home %s is still there (%v)", home, err)
 	}
 	noIPCObjects(t, uid)
+	noPOSIXQueues(t, uid)
+}
+
+// noPOSIXQueues fails on any POSIX message queue uid owns, seen through a
+// mount of this IPC namespace's mqueue file system of the test's own: a
+// private one (fsopen, as root on a host) or /dev/mqueue.
+func noPOSIXQueues(t *testing.T, uid int) {
+	t.Helper()
+	dir, err := openQueueDir()
+	if err != nil {
+		t.Fatalf("no view of the POSIX message queues: %v", err)
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(int(dir.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && int(st.Uid) == uid {
+			t.Errorf("POSIX message queue /%s of uid %d left", n, uid)
+		}
+	}
+}
+
+func openQueueDir() (*os.File, error) {
+	fsfd, err := unix.Fsopen("mqueue", unix.FSOPEN_CLOEXEC)
+	if err == nil {
+		defer unix.Close(fsfd)
+		if err := unix.FsconfigCreate(fsfd); err != nil {
+			return nil, err
+		}
+		mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		defer unix.Close(mfd)
+		// A mount fd is a path; the directory is opened through it.
+		fd, err := unix.Openat(mfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		return os.NewFile(uintptr(fd), "mqueue"), nil
+	}
+	return os.Open("/dev/mqueue")
+}
+
+// unlinkQueue removes a queue a failed test left (mq_unlink as root).
+func unlinkQueue(name string) {
+	p, err := unix.BytePtrFromString(strings.TrimPrefix(name, "/"))
+	if err == nil {
+		unix.Syscall(unix.SYS_MQ_UNLINK, uintptr(unsafe.Pointer(p)), 0, 0)
+	}
 }
 
 // noIPCObjects fails on any System V IPC object whose owner or creator is

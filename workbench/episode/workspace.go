@@ -54,11 +54,8 @@ func newWorkspace(cfg Config, pool *sandbox.Pool, files []tasks.File) (_ *worksp
 		if err := sandbox.KillUntilNone(uid); err != nil {
 			return nil, err
 		}
-		if err := sandbox.RemoveSharedTmp(uid, nil); err != nil {
-			return nil, fmt.Errorf("clear shared tmp of uid %d: %w", uid, err)
-		}
-		if err := sandbox.RemoveIPC(uid); err != nil {
-			return nil, err
+		if err := sandbox.Sweep(uid); err != nil {
+			return nil, fmt.Errorf("clear the shared places of uid %d: %w", uid, err)
 		}
 		if err := removeStaleHomes(cfg.HomeDir, uid); err != nil {
 			return nil, fmt.Errorf("remove homes a previous holder of uid %d left: %w", uid, err)
@@ -136,17 +133,16 @@ func checkSearchable(dir string) error {
 	}
 }
 
-// destroy kills the uid's processes, removes its files from the shared tmp
-// directories, its System V IPC objects, and the workspace and home, then
-// releases the uid. It goes
+// destroy kills the uid's processes, removes what it left in the shared
+// places (sandbox.Sweep), and the workspace and home, then releases the
+// uid. It goes
 // on past errors and returns them all.
 func (w *workspace) destroy(beforeRelease func(uid int, home string)) error {
 	var errs []error
 	if w.uid >= 0 {
 		// Processes first, so nothing writes into a tree being removed.
 		errs = append(errs, sandbox.KillUntilNone(w.uid))
-		errs = append(errs, sandbox.RemoveSharedTmp(w.uid, nil))
-		errs = append(errs, sandbox.RemoveIPC(w.uid))
+		errs = append(errs, sandbox.Sweep(w.uid))
 	}
 	if w.home != "" {
 		errs = append(errs, removeHome(w.uid, w.home))
@@ -425,18 +421,15 @@ func (w *workspace) resetDir() bool {
 	return err == nil
 }
 
-// clearAgentState leaves nothing of the agent's running, in the shared
-// tmp directories or in System V IPC, and none of the server's script
+// clearAgentState leaves nothing of the agent's running or in the shared
+// places (sandbox.Sweep), and none of the server's script
 // files in the workspace, so the next run starts from the workspace alone.
 func (w *workspace) clearAgentState() error {
 	if w.uid >= 0 {
 		if err := sandbox.KillUntilNone(w.uid); err != nil {
 			return err
 		}
-		if err := sandbox.RemoveSharedTmp(w.uid, nil); err != nil {
-			return err
-		}
-		if err := sandbox.RemoveIPC(w.uid); err != nil {
+		if err := sandbox.Sweep(w.uid); err != nil {
 			return err
 		}
 	}

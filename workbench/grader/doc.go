@@ -34,6 +34,18 @@
 // per request with the route pattern (never the raw path), status and
 // duration; no header or body value ever reaches it.
 //
+// # Connections
+//
+// Serve puts a gate (package gate) in front of every listener: a
+// connection over ServerConfig.MaxConnsPerPeer from one peer (an episode
+// server's address, in a campaign; its uid on the same host) or over
+// ServerConfig.MaxConns in all is closed as it is accepted, before any
+// request is read, so a flood from one workspace cannot take the
+// descriptors the grader needs for the others. With
+// ServerConfig.EpisodeUID set (`workbench grader` as root), connections
+// from episode code on the same host are closed at accept too. The gate
+// logs each kind of refusal at most once per 10 s.
+//
 // # Client
 //
 // Every call has a timeout (ClientConfig.Timeout, default 10 s per

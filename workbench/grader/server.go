@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentpen/agentpen/internal/conntrack"
 	"github.com/agentpen/agentpen/workbench/episode"
+	"github.com/agentpen/agentpen/workbench/gate"
 	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/go-chi/chi/v5"
 )
@@ -58,6 +59,19 @@ type ServerConfig struct {
 	InsecureNoKey bool
 	// Catalogue builds the tasks to grade; nil means package tasks.
 	Catalogue Catalogue
+	// EpisodeUID reports whether a uid belongs to episode code: Serve's
+	// gate refuses such local peers at accept (a grader on the same host
+	// as the episodes). Nil refuses none for who it is; remote peers (the
+	// workspaces of a campaign) are only capped.
+	EpisodeUID func(uid uint32) bool
+	// MaxConns caps the connections open at once; 0 means
+	// gate.DefaultMaxConns, or half the process's RLIMIT_NOFILE when that
+	// is less.
+	MaxConns int
+	// MaxConnsPerPeer caps the connections open at once from one peer (an
+	// episode server: its address when remote, its uid when local); 0
+	// means gate.DefaultMaxPerPeer.
+	MaxConnsPerPeer int
 	// Logger receives one line per request (method, route pattern,
 	// status, duration) and every internal error; never a header, a body
 	// or a path as the client sent it. Nil discards.
@@ -71,6 +85,7 @@ type Server struct {
 	keySum  [sha256.Size]byte
 	log     *slog.Logger
 	handler http.Handler
+	gate    *gate.Gate
 
 	conns conntrack.Tracker // open connections, for shutdown
 }
@@ -92,12 +107,21 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s.keySum = sha256.Sum256([]byte(cfg.Key))
+	g, err := gate.New(gate.Config{EpisodeUID: cfg.EpisodeUID, MaxConns: cfg.MaxConns, MaxPerPeer: cfg.MaxConnsPerPeer, Logger: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("grader: %w", err)
+	}
+	s.gate = g
 	s.handler = s.routes()
 	return s, nil
 }
 
-// Handler returns the service's routes.
+// Handler returns the service's routes. Serve uses them behind its gate;
+// mounted elsewhere (tests) they refuse no peer.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// Gate returns the gate Serve puts in front of every listener.
+func (s *Server) Gate() *gate.Gate { return s.gate }
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
@@ -217,6 +241,31 @@ func (s *Server) task(w http.ResponseWriter, r *http.Request, id string, wantCod
 	return t
 }
 
+// taskRequest is the body of a protected route: it names a task.
+type taskRequest interface{ taskID() string }
+
+func (r scoreRequest) taskID() string { return r.TaskID }
+func (r casesRequest) taskID() string { return r.TaskID }
+func (r judgeRequest) taskID() string { return r.TaskID }
+
+// readTaskRequest is the first half of every protected route: read the
+// bounded body, decode it with decode, and build the task it names, which
+// must be a code task when wantCode and must not be one otherwise. When a
+// step fails it has answered the request, and ok is false.
+func readTaskRequest[R taskRequest](s *Server, w http.ResponseWriter, r *http.Request, decode func([]byte) (R, error), wantCode bool) (req R, t *tasks.Task, ok bool) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return req, nil, false
+	}
+	req, err := decode(body)
+	if err != nil {
+		refuseDecode(w, err)
+		return req, nil, false
+	}
+	t = s.task(w, r, req.taskID(), wantCode)
+	return req, t, t != nil
+}
+
 // grader is the in-process grader over one already-built task.
 func grader(t *tasks.Task) episode.Grader { return episode.LocalGrader(builtTask{t}) }
 
@@ -233,17 +282,8 @@ func (b builtTask) Build(id string) (*tasks.Task, error) {
 }
 
 func (s *Server) handleScore(w http.ResponseWriter, r *http.Request) {
-	body, ok := readBody(w, r)
+	req, t, ok := readTaskRequest(s, w, r, decodeScore, false)
 	if !ok {
-		return
-	}
-	req, err := decodeScore(body)
-	if err != nil {
-		refuseDecode(w, err)
-		return
-	}
-	t := s.task(w, r, req.TaskID, false)
-	if t == nil {
 		return
 	}
 	credit, why, err := grader(t).ScoreAnswer(r.Context(), t.TaskID, req.Answer)
@@ -255,17 +295,8 @@ func (s *Server) handleScore(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleCases(w http.ResponseWriter, r *http.Request) {
-	body, ok := readBody(w, r)
+	_, t, ok := readTaskRequest(s, w, r, decodeCases, true)
 	if !ok {
-		return
-	}
-	req, err := decodeCases(body)
-	if err != nil {
-		refuseDecode(w, err)
-		return
-	}
-	t := s.task(w, r, req.TaskID, true)
-	if t == nil {
 		return
 	}
 	inputs, err := grader(t).HiddenInputs(r.Context(), t.TaskID)
@@ -285,17 +316,8 @@ func (s *Server) handleCases(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleJudge(w http.ResponseWriter, r *http.Request) {
-	body, ok := readBody(w, r)
+	req, t, ok := readTaskRequest(s, w, r, decodeJudge, true)
 	if !ok {
-		return
-	}
-	req, err := decodeJudge(body)
-	if err != nil {
-		refuseDecode(w, err)
-		return
-	}
-	t := s.task(w, r, req.TaskID, true)
-	if t == nil {
 		return
 	}
 	// The counts are not secret (the episode server asked for the cases),
@@ -410,7 +432,8 @@ const ShutdownTimeout = 10 * time.Second
 // to ShutdownTimeout and make it fail.
 const shutdownGrace = time.Second
 
-// Serve serves on every listener until ctx is done, then stops accepting
+// Serve serves on every listener, behind the gate (Gate), until ctx is
+// done, then stops accepting
 // and returns once the requests in flight finished (or ShutdownTimeout
 // passed); a request still being read after shutdownGrace (a client
 // stalled in its body) is cut off. Serve closes the listeners.
@@ -436,7 +459,7 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	for _, ln := range listeners {
 		serving.Go(func() {
 			s.log.Info("listening", "addr", ln.Addr().Network()+"://"+ln.Addr().String())
-			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := hs.Serve(s.gate.Listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("grader: serve %s: %w", ln.Addr(), err)
 			}
 		})

@@ -1,6 +1,6 @@
 // Package sandbox runs untrusted agent code as an unprivileged, per-episode
 // uid and cleans up after it: the uid pool, the launcher that drops
-// privileges, the /proc-scan kill, the shared-tmp sweep, and the
+// privileges, the /proc-scan kill, the sweep of the shared places, and the
 // descriptor-based file walks (tree removal, workspace digest, safe open)
 // the workbench needs to touch files agent code could have booby-trapped.
 //
@@ -57,6 +57,33 @@
 // uid. So the server never reads or writes through a link to a file the
 // uid could not reach itself, and it needs no DAC_OVERRIDE or FOWNER.
 //
+// # Shared places
+//
+// Outside its workspace, episode code can leave something for a later run
+// or episode wherever every uid may write. Sweep removes all of a uid's:
+//   - its files, at any depth, in every world-writable directory of the
+//     mount table: DefaultSharedPlaces walks every writable mount that
+//     holds files (not proc, sysfs, cgroup and the like) once, at the first
+//     call, bounded in depth and entries, never through a symlink, never
+//     into another mount or a directory others cannot pass through, and
+//     keeps each world-writable directory a sandbox uid can write
+//     (faccessat as UIDBase). On a Debian host that is /tmp, /var/tmp,
+//     /dev/shm and /run/lock; in the workspace container the tmpfs
+//     mounts. A directory made world-writable after the first call, or
+//     writable by the uids only through an ACL, is not found;
+//   - its POSIX message queues, which mq_open makes whether or not the
+//     mqueue file system is mounted anywhere: they are listed through a
+//     private mount of it attached nowhere (fsopen/fsmount, root on a
+//     host: CAP_SYS_ADMIN), else through an mqueue mount of the mount
+//     table that shows a queue this process makes (Docker mounts one at
+//     /dev/mqueue in every container). With neither, DefaultSharedPlaces
+//     fails (ErrNoQueueView) rather than sweep blind;
+//   - its System V IPC objects (RemoveIPC, below).
+//
+// The files and queues are removed as the uid (AsUID), so the kernel lets
+// the sweep remove the uid's own entries only, never another uid's or
+// root's, and never follows a link to a place the uid could not reach.
+//
 // # System V IPC
 //
 // Shared memory segments, message queues and semaphore sets outlive the
@@ -65,7 +92,7 @@
 // kernel lets only that effective uid (or CAP_SYS_ADMIN) do it, so it
 // switches the effective uid of one locked OS thread (setresuid on that
 // thread, real and saved uid stay 0) and back. The workbench calls it
-// wherever it sweeps the shared tmp directories.
+// through Sweep.
 //
 // # Capabilities
 //

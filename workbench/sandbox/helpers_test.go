@@ -24,6 +24,8 @@ const helperEnv = "SANDBOX_TEST_HELPER"
 //	each, print "ready", and hold them until stdin closes.
 //	hopkill: see hopKill.
 //	rmipc: print the CapEff line, then RemoveIPC(SANDBOX_TEST_UID).
+//	sweep: print the CapEff line, find the shared places, print how the
+//	queues are seen, then sweep SANDBOX_TEST_UID.
 func runHelperIfRequested() {
 	switch os.Getenv(helperEnv) {
 	case "":
@@ -52,6 +54,23 @@ func runHelperIfRequested() {
 		fmt.Println(capEffLine(string(status)))
 		uid, _ := strconv.Atoi(os.Getenv("SANDBOX_TEST_UID"))
 		if err := RemoveIPC(uid); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	case "sweep":
+		// Run with only the production capabilities (see
+		// TestSweepProductionCapabilities).
+		status, _ := os.ReadFile("/proc/self/status")
+		fmt.Println(capEffLine(string(status)))
+		p, err := DefaultSharedPlaces()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println("queues: " + p.Queues)
+		uid, _ := strconv.Atoi(os.Getenv("SANDBOX_TEST_UID"))
+		if err := p.Sweep(uid); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -6,23 +6,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// SharedTmpDirs are the world-writable places agent code can leave files
-// in outside its workspace. /dev/mqueue is swept too when it exists.
-var SharedTmpDirs = []string{"/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue"}
-
 // RemoveSharedTmp removes every entry uid owns, at any depth, under each
-// of dirs (SharedTmpDirs when nil), working as the uid (AsUID). Only
+// of dirs (Sweep passes the shared places' Dirs), working as the uid
+// (AsUID); it never follows a symlink. Only
 // directories the uid could have written in are entered, its own and
 // world-writable ones, so no other episode's files are touched. A
 // directory of the uid's that still holds another uid's files is handed to
 // root as a sticky, world-writable directory (mode 1777), so the other uid
 // keeps its files and the uid's next holder inherits nothing.
 func RemoveSharedTmp(uid int, dirs []string) error {
-	if uid < 0 {
+	if uid < 0 || len(dirs) == 0 {
 		return nil
-	}
-	if dirs == nil {
-		dirs = SharedTmpDirs
 	}
 	owned := func(st *unix.Stat_t) bool { return int(st.Uid) == uid }
 	enter := func(st *unix.Stat_t) bool { return int(st.Uid) == uid || st.Mode&unix.S_IWOTH != 0 }

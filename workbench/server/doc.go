@@ -39,25 +39,31 @@
 // connection without a request is closed after 2 minutes, and shutdown
 // cuts requests still being read, so a stalled client cannot hold it up.
 //
-// # Refusing episode code
+// # Refusing episode code, capping connections
 //
 // Episode code runs in the same container as the server and can reach its
-// port; if it could open episodes of its own it could use check and submit of
-// a fresh episode as an answer oracle. When Config.EpisodeUID is set (the
-// server runs as root with the uid sandbox), a request is refused with 403
-// "episode code cannot use this server" (a WebSocket upgrade is accepted and
-// closed with 1008 and that reason) when:
-//   - over TCP, the client's socket in /proc/net/tcp or tcp6 (IPv4-mapped
-//     addresses read as IPv4) is owned by an episode uid, or every such socket
-//     is held by no process any longer (inode 0), so nothing vouches for it;
-//   - over a unix socket, the peer's SO_PEERCRED uid is an episode uid, or
-//     the credentials cannot be read;
-//   - the peer's address cannot be parsed at all.
+// port; if it could open episodes of its own it could use check and submit
+// of a fresh episode as an answer oracle, and a flood of its connections
+// would take the descriptors the server needs for everyone's episodes.
+// Serve therefore puts a gate (package gate) in front of every listener,
+// which decides on each connection as it is accepted, before the HTTP
+// server sees it. When Config.EpisodeUID is set (the server runs as root
+// with the uid sandbox), a connection is closed at once, without a reply,
+// when its peer is an episode uid (SO_PEERCRED on a unix socket; over
+// TCP, the owner of the client's socket, found by an exact sock_diag
+// lookup, or in /proc/net/tcp and tcp6), when its socket is held by no
+// process any longer, or when the peer cannot be told. Every connection
+// also counts against Config.MaxConnsPerPeer (per uid when local, per
+// address when remote) and Config.MaxConns; one over a cap is closed the
+// same way. Refusals and caps are logged at most once per 10 s per kind,
+// with a count of the rest. So a refused connection costs an accept, a
+// lookup and a close, and never holds a descriptor.
 //
-// The unix-socket check needs the credentials captured when the connection
-// is accepted, which Serve does (http.Server.ConnContext); serve a unix
-// listener through Serve, not through Handler alone, or every unix request is
-// refused. The server never trusts proxy headers.
+// There is no per-request check any more: the peer of a connection cannot
+// change after accept (a TCP socket keeps the uid of its creator, a unix
+// socket its peer's credentials), so a second look at each request would
+// only repeat the first. Handler, mounted without Serve, refuses no peer.
+// The server never trusts proxy headers.
 //
 // # Deviations from the Python server
 //

@@ -191,7 +191,10 @@ func startServer(t *testing.T, w *fakeWorld, mutate func(*Config)) (*Server, *ht
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(s.Handler())
+	// Behind the server's gate, as Serve puts it.
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Listener = s.Gate().Listener(ts.Listener)
+	ts.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentpen/agentpen/internal/conntrack"
 	"github.com/agentpen/agentpen/workbench/episode"
+	"github.com/agentpen/agentpen/workbench/gate"
 	"github.com/go-chi/chi/v5"
 )
 
@@ -63,9 +64,19 @@ type Config struct {
 	// always present; a missing one is null. Other keys pass through.
 	Metadata map[string]any
 	// EpisodeUID reports whether a uid belongs to episode code (the uid
-	// sandbox's range). When it is nil no connection is refused: without the
-	// sandbox, episode code has no uid of its own to tell it by.
+	// sandbox's range). When it is nil no connection is refused for who
+	// its peer is: without the sandbox, episode code has no uid of its own
+	// to tell it by.
 	EpisodeUID func(uid uint32) bool
+	// MaxConns caps the connections open at once (Serve's gate, package
+	// gate); 0 means gate.DefaultMaxConns, or half the process's
+	// RLIMIT_NOFILE when that is less.
+	MaxConns int
+	// MaxConnsPerPeer caps the connections open at once from one peer
+	// (a uid when local, an address when remote); 0 means
+	// 2*MaxSessions+MaxHTTPEnvs, at least gate.DefaultMaxPerPeer, so one
+	// trainer can always fill every session and HTTP slot.
+	MaxConnsPerPeer int
 	// Logger receives one line per session start and end, and every
 	// internal error. Nil discards.
 	Logger *slog.Logger
@@ -75,7 +86,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	refuse  *refuser
+	gate    *gate.Gate
 	handler http.Handler
 	httpSem chan struct{}
 
@@ -105,6 +116,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxHTTPEnvs < 0 {
 		return nil, fmt.Errorf("server: Config.MaxHTTPEnvs %d: must not be negative", cfg.MaxHTTPEnvs)
 	}
+	if cfg.MaxConns < 0 || cfg.MaxConnsPerPeer < 0 {
+		return nil, fmt.Errorf("server: Config.MaxConns %d, MaxConnsPerPeer %d: must not be negative", cfg.MaxConns, cfg.MaxConnsPerPeer)
+	}
 	if cfg.IdleTimeout < 0 {
 		return nil, fmt.Errorf("server: Config.IdleTimeout %v: must not be negative", cfg.IdleTimeout)
 	}
@@ -113,6 +127,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxHTTPEnvs == 0 {
 		cfg.MaxHTTPEnvs = DefaultMaxHTTPEnvs
+	}
+	if cfg.MaxConnsPerPeer == 0 {
+		cfg.MaxConnsPerPeer = max(gate.DefaultMaxPerPeer, 2*cfg.MaxSessions+cfg.MaxHTTPEnvs)
 	}
 	if cfg.FactoryName == "" {
 		cfg.FactoryName = "Environment"
@@ -129,20 +146,24 @@ func New(cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if cfg.EpisodeUID != nil {
-		s.refuse = &refuser{episodeUID: cfg.EpisodeUID, tables: procNetTables}
+	g, err := gate.New(gate.Config{EpisodeUID: cfg.EpisodeUID, MaxConns: cfg.MaxConns, MaxPerPeer: cfg.MaxConnsPerPeer, Logger: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
+	s.gate = g
 	s.handler = s.routes()
 	return s, nil
 }
 
-// Handler returns the server's routes. Serve uses it; tests may mount it on
-// an httptest.Server (TCP only; see the package doc on unix sockets).
+// Handler returns the server's routes. Serve uses it behind its gate;
+// mounted elsewhere (an httptest.Server in tests) it refuses no peer.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// Gate returns the gate Serve puts in front of every listener.
+func (s *Server) Gate() *gate.Gate { return s.gate }
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.refuseEpisodeClients)
 	r.Post("/reset", s.handleReset)
 	r.Post("/step", s.handleStep)
 	r.Get("/state", s.handleState)
@@ -246,18 +267,17 @@ const (
 	defaultIdleTimeout = 2 * time.Minute
 )
 
-// Serve serves on every listener until ctx is done, then stops accepting,
-// closes every session (each closing its environment) and returns nil once
-// everything has finished, or an error if that takes longer than
-// ShutdownTimeout. It records each unix-socket peer's credentials for the
-// episode-client check. Serve closes the listeners.
+// Serve serves on every listener, behind the server's gate (Gate), until
+// ctx is done, then stops accepting, closes every session (each closing
+// its environment) and returns nil once everything has finished, or an
+// error if that takes longer than ShutdownTimeout. Serve closes the
+// listeners.
 func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	if len(listeners) == 0 {
 		return errors.New("server: Serve needs at least one listener")
 	}
 	hs := &http.Server{
 		Handler:           s.handler,
-		ConnContext:       withPeerCred,
 		ConnState:         s.conns.ConnState,
 		ReadHeaderTimeout: 30 * time.Second,
 		ReadTimeout:       s.readTimeout,
@@ -269,7 +289,7 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 	for _, ln := range listeners {
 		serving.Go(func() {
 			s.log.Info("listening", "addr", listenerName(ln))
-			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := hs.Serve(s.gate.Listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("server: serve %s: %w", listenerName(ln), err)
 			}
 		})
