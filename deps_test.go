@@ -39,6 +39,20 @@ func TestPurePackages(t *testing.T) {
 // TestOnlyAdapterTalksToDocker fails when a package outside adapter/...
 // imports the Docker SDK, in its code or its tests (tests elsewhere use
 // adapter's exported calls or internal/dockerfake).
+// TestCampaignStandardLibrary: the campaign model uses the standard
+// library and, for image references, the registry's own grammar only.
+func TestCampaignStandardLibrary(t *testing.T) {
+	allowed := []string{"github.com/distribution/reference", "github.com/opencontainers/go-digest"}
+	for _, p := range deptest.List(t, module+"/campaign") {
+		for _, dep := range p.Deps {
+			first, _, _ := strings.Cut(dep, "/")
+			if strings.Contains(first, ".") && !deptest.Matches(dep, allowed) {
+				t.Errorf("campaign depends on %s; it uses the standard library and %v only", dep, allowed)
+			}
+		}
+	}
+}
+
 func TestOnlyAdapterTalksToDocker(t *testing.T) {
 	pkgs := deptest.List(t, "./...")
 	if len(pkgs) < 10 {

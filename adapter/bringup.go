@@ -174,7 +174,12 @@ func (a *Adapter) checkImages(ctx context.Context, p *campaign.Plan) error {
 	for _, ref := range sortedKeys(refs) {
 		if _, err := a.api().ImageInspect(ctx, ref); err != nil {
 			if cerrdefs.IsNotFound(err) {
-				return &campaign.ValidationError{Field: refs[ref], Value: ref, Msg: "no such image on the daemon (agentpen never pulls; build or load it first)"}
+				msg := "no such image on the daemon (agentpen never pulls; build or load it first)"
+				if strings.Contains(ref, "@sha256:") {
+					msg = "no such image on the daemon: repo@sha256:<digest> must be one of the image's registry digests (RepoDigests), and a locally built image has none; " +
+						"pin it by its image id instead: " + campaign.ImageIDCommand + "<repo:tag> (agentpen never pulls)"
+				}
+				return &campaign.ValidationError{Field: refs[ref], Value: ref, Msg: msg}
 			}
 			return fmt.Errorf("inspect image %s: %w", ref, err)
 		}

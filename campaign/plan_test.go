@@ -160,6 +160,30 @@ func TestNewPlanRefusals(t *testing.T) {
 	}
 }
 
+func TestCheckImageMessages(t *testing.T) {
+	tests := []struct {
+		ref, want string
+	}{
+		{"agentpen/workbench:dev", "a tag is not a pin: give the local image id (docker image inspect --format '{{.Id}}' agentpen/workbench:dev)"},
+		{"sha256:abc", "an image id is sha256: and 64 lower-case hex digits"},
+		{"Agentpen/Workbench@" + testDigest, "is not an image reference"},
+		{"registry.local:5000/team/img:1.2@" + testDigest, ""},
+		{testDigest, ""},
+	}
+	for _, tt := range tests {
+		err := CheckImage("server.image", tt.ref)
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("CheckImage(%q) = %v", tt.ref, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("CheckImage(%q) = %v, want it to say %q", tt.ref, err, tt.want)
+		}
+	}
+}
+
 func TestNewPlanSecretValueNeverInError(t *testing.T) {
 	const canary = "canary-sk-9f8e7d6c5b4a"
 	s := validSpec()

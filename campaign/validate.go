@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/distribution/reference"
 )
 
 // ErrInvalid is the kind of every *ValidationError: bad launcher input.
@@ -66,8 +68,6 @@ var (
 	envNameRe  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 	dnsLabelRe = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
 	digestRe   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-	// A repository reference before "@sha256:" (registry, path, optional tag).
-	repoRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:-]{0,254}$`)
 )
 
 // checkText is seed 004's _text: a non-empty string of at most max bytes,
@@ -200,10 +200,17 @@ func CheckLabels(field string, labels map[string]string) error {
 // placeholderImages are references that name nothing pinned.
 var placeholderImages = map[string]bool{"latest": true, "placeholder": true, "changeme": true, "example": true, "example/image": true, "image": true}
 
+// ImageIDCommand is the command that prints a local image's id, the value
+// a spec pins a locally built image with.
+const ImageIDCommand = "docker image inspect --format '{{.Id}}' "
+
 // CheckImage validates a pinned image reference: a local image id
-// ("sha256:<64 hex>") or a repository pinned by digest
-// ("repo[:tag]@sha256:<64 hex>"). Tags alone, "latest", placeholders and
-// template text are refused: the pin is what attestation checks.
+// ("sha256:<64 hex>", what `docker image inspect --format '{{.Id}}'`
+// prints) or a repository pinned by its registry digest
+// ("repo[:tag]@sha256:<64 hex>", one of the image's RepoDigests), in the
+// registry's own reference grammar (github.com/distribution/reference).
+// Tags alone, "latest", placeholders and template text are refused: the
+// pin is what attestation checks, and a tag can be moved.
 func CheckImage(field, ref string) error {
 	if err := checkText(field, ref, 1024); err != nil {
 		return err
@@ -214,15 +221,19 @@ func CheckImage(field, ref string) error {
 	if digestRe.MatchString(ref) {
 		return nil
 	}
-	repo, digest, ok := strings.Cut(ref, "@")
+	if strings.HasPrefix(ref, "sha256:") {
+		return invalid(field, ref, "an image id is sha256: and 64 lower-case hex digits; get it with: %s<repo:tag>", ImageIDCommand)
+	}
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return invalid(field, ref, "is not an image reference (%v)", err)
+	}
+	canonical, ok := named.(reference.Canonical)
 	if !ok {
-		return invalid(field, ref, "must be pinned: sha256:<64 hex> (local image id) or repo@sha256:<64 hex>")
+		return invalid(field, ref, "a tag is not a pin: give the local image id (%s%s) or repo@sha256:<registry digest>", ImageIDCommand, ref)
 	}
-	if !digestRe.MatchString(digest) {
-		return invalid(field, ref, "digest must be sha256:<64 hex>")
-	}
-	if !repoRe.MatchString(repo) {
-		return invalid(field, ref, "repository is not a valid reference")
+	if canonical.Digest().Algorithm() != "sha256" {
+		return invalid(field, ref, "the digest must be sha256")
 	}
 	return nil
 }
