@@ -4,7 +4,9 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
-GOFLAGS_BUILD := -trimpath -ldflags='-s -w'
+STAMP := -X github.com/agentpen/agentpen/internal/cli.Stamp=$$(git describe --always --dirty 2>/dev/null || echo devel) \
+	-X github.com/agentpen/agentpen/internal/cli.StampCommit=$$(git rev-parse HEAD 2>/dev/null || echo unknown)
+GOFLAGS_BUILD := -trimpath -ldflags="-s -w $(STAMP)"
 # Sets DOCKER_HOST for the rest of a recipe line.
 WITH_DOCKER := eval "$$(scripts/rootless-docker.sh)" &&
 # In CI a test that needs Docker or root fails instead of skipping.

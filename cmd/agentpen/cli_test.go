@@ -36,3 +36,16 @@ func TestUsageErrorOnce(t *testing.T) {
 		t.Fatalf("exit %d, message %q", cli.ExitCode(err), msg)
 	}
 }
+
+func TestVersion(t *testing.T) {
+	var out, errb bytes.Buffer
+	env := map[string]string{"DOCKER_HOST": ""}
+	if err := run(t.Context(), []string{"version", "--json"}, &out, &errb, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"go_version": "go1.`, `"docker_sdk": "v28.`, `"daemon_error": "DOCKER_HOST must be explicitly set`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("version lacks %s:\n%s", want, out.String())
+		}
+	}
+}

@@ -9,6 +9,7 @@
 //	agentpen cleanup verify CAMPAIGN_ID      verify, read-only, that nothing of it remains
 //	agentpen ls [--json]                     the campaigns in the state root
 //	agentpen orphans [--json] [--remove ID]  labelled resources no journal accounts for
+//	agentpen version [--json]                versions, and the daemon's when it answers
 //	agentpen help
 //
 // Every command takes --help. Exit status: 0 success, 1 failure (a

@@ -22,6 +22,7 @@ Commands:
   cleanup verify  verify, read-only, that nothing of a campaign remains
   ls              the campaigns in the state root, their generation and state
   orphans         agentpen-labelled resources no journal accounts for (--remove ID)
+  version         agentpen's version, commit, Go and Docker SDK versions, the daemon's
   help            show this text
 
 Exit status: 0 success; 1 failure (a cleanup not verified, a bring-up rolled back);
@@ -57,6 +58,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return ls(ctx, args[1:], stdout, stderr, getenv)
 	case "orphans":
 		return orphans(ctx, args[1:], stdout, stderr, getenv)
+	case "version", "--version":
+		return version(ctx, args[1:], stdout, stderr, getenv)
 	}
 	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", args[0]), Hint: "agentpen help"}
 }

@@ -5,6 +5,7 @@
 //	workbench probe [flags] URL      one HTTP request, a JSON result (the adapter runs it by docker exec)
 //	workbench tasks [--json]         the task catalogue
 //	workbench tasks show [--json] ID what an agent sees of one task
+//	workbench version [--json]       version, commit and Go version
 //	workbench help                   the list of commands
 //
 // Every subcommand takes --help (printed on stdout, exit 0); a bad command

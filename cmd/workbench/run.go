@@ -23,6 +23,7 @@ Usage:
   workbench probe [flags] URL       make one HTTP request and print a JSON result (exit 0 when expected)
   workbench tasks [--json]          list the task catalogue
   workbench tasks show [--json] ID  show a task's instruction and files (never its answer)
+  workbench version                 show the version, commit and Go version
   workbench help                    show this text
 
 Run "workbench COMMAND --help" for a command's flags.
@@ -44,6 +45,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return runGrader(ctx, args[1:], stdout, stderr, getenv)
 	case "probe":
 		return runProbe(ctx, args[1:], stdout, getenv)
+	case "version", "--version":
+		return runVersion(args[1:], stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
