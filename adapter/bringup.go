@@ -88,15 +88,24 @@ func writeSpec(dir string, spec campaign.CampaignSpec) error {
 }
 
 // checkKey refuses a campaign whose default grader or episode servers need
-// the API key when agentpen's environment does not hold it: they would
-// refuse to start, after everything was created.
+// the API key when agentpen's environment does not hold it (they would
+// refuse to start, after everything was created) or holds a placeholder
+// (apikey.Policy: the same list the attestation applies).
 func (a *Adapter) checkKey(p *campaign.Plan) error {
 	needs := p.Server.NeedsKey
 	for _, ag := range p.Agents {
 		needs = needs || ag.NeedsKey
 	}
-	if needs && a.getenv(p.Server.Spec.APIKeyEnv) == "" {
+	if !needs {
+		return nil
+	}
+	st := a.keyPolicy().Check(a.getenv(p.Server.Spec.APIKeyEnv))
+	switch {
+	case !st.Present:
 		return &campaign.ValidationError{Field: "server.api_key_env", Value: p.Server.Spec.APIKeyEnv, Msg: "is unset or empty in agentpen's environment; the grader and the workspaces' episode servers need it"}
+	case st.Placeholder:
+		// The value is never repeated; its fingerprint names it.
+		return &campaign.ValidationError{Field: "server.api_key_env", Value: p.Server.Spec.APIKeyEnv, Msg: "holds a placeholder or a publicly documented example key (fingerprint " + st.Fingerprint + "), not a real key"}
 	}
 	return nil
 }
