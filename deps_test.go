@@ -17,6 +17,7 @@ var dockerSDK = []string{"github.com/docker/", "github.com/moby/"}
 // not even through a dependency.
 var purePackages = []string{
 	module + "/apikey",
+	module + "/attest",
 	module + "/campaign",
 	module + "/cleanup",
 	module + "/workbench/tasks",
