@@ -51,6 +51,9 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 	if err := writeSpec(dir, spec); err != nil {
 		return nil, err
 	}
+	if err := a.recordDaemon(dir); err != nil {
+		return nil, err
+	}
 	c := &Campaign{Plan: p, Dir: dir}
 	if err := j.Append(campaign.Record{Op: campaign.OpNote, Note: fmt.Sprintf("bring-up started: %d workspaces, egress %s", len(p.Agents), p.Egress)}); err != nil {
 		return nil, err
@@ -81,7 +84,7 @@ func writeSpec(dir string, spec campaign.CampaignSpec) error {
 	if err != nil {
 		return fmt.Errorf("campaign spec: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "campaign.json"), append(b, '\n'), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, SpecFile), append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("write campaign spec: %w", err)
 	}
 	return nil

@@ -26,8 +26,8 @@ const (
 )
 
 // Check is one attested fact: what was observed, what was expected, and
-// whether they agree. Reason says why a check failed (or, when it passed,
-// anything a reader must know).
+// whether they agree. Reason says why a check failed (empty when it
+// passed).
 type Check struct {
 	Observed any    `json:"observed"`
 	Expected any    `json:"expected"`
@@ -47,6 +47,9 @@ func (s *Section) add(name string, observed, expected any, pass bool, reason str
 	}
 	if _, dup := s.Checks[name]; dup {
 		panic("attest: check " + name + " added twice")
+	}
+	if pass {
+		reason = "" // a reason says why a check failed
 	}
 	s.Checks[name] = Check{Observed: observed, Expected: expected, Pass: pass, Reason: reason}
 }

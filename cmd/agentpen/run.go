@@ -18,6 +18,8 @@ Commands:
             enforcement and the local agentpen images
   up        bring a campaign up from a JSON spec and print its ids as JSON
   down      remove a campaign's resources by the ids its journal recorded
+  attest    prove what a campaign is (daemon, network, containers, hardening,
+            probes from inside) and write its attestation report
   help      show this text
 
 DOCKER_HOST must name the rootless daemon's unix socket explicitly, for example
@@ -42,6 +44,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return up(ctx, args[1:], stdout, stderr, getenv)
 	case "down":
 		return down(ctx, args[1:], stdout, stderr, getenv)
+	case "attest":
+		return attestCmd(ctx, args[1:], stdout, stderr, getenv)
 	}
 	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", args[0]), Hint: "agentpen help"}
 }
