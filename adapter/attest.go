@@ -59,23 +59,29 @@ type AttestOptions struct {
 // directory, an unreadable journal, a report that cannot be written); a
 // campaign that is not what it should be is a report with OK false.
 func (a *Adapter) Attest(ctx context.Context, campaignID string, opts AttestOptions) (*attest.Report, error) {
+	_, _, rep, err := a.attest(ctx, campaignID, opts)
+	return rep, err
+}
+
+// attest is Attest, also returning the evidence (for the fixtures).
+func (a *Adapter) attest(ctx context.Context, campaignID string, opts AttestOptions) (attest.Source, attest.Observation, *attest.Report, error) {
 	start := time.Now()
 	src, err := a.attestSource(campaignID)
 	if err != nil {
-		return nil, err
+		return src, attest.Observation{}, nil, err
 	}
 	obs, err := a.observeCampaign(ctx, src, opts)
 	if err != nil {
-		return nil, err
+		return src, obs, nil, err
 	}
+	obs.Timings.TotalMS = msSince(start)
 	rep := attest.Evaluate(src, obs)
-	rep.Timings.TotalMS = msSince(start)
 	if err := a.writeReport(campaignID, rep); err != nil {
-		return rep, err
+		return src, obs, rep, err
 	}
 	a.log().Info("attestation", "campaign", campaignID, "ok", rep.OK, "failed_checks", len(rep.FailedChecks),
 		"daemon_ms", rep.Timings.DaemonMS, "probes_ms", rep.Timings.ProbesMS)
-	return rep, nil
+	return src, obs, rep, nil
 }
 
 // AttestationPath is where Attest writes a campaign's report.
@@ -234,8 +240,8 @@ func (a *Adapter) observeCampaign(ctx context.Context, src attest.Source, opts A
 }
 
 // observeDaemon reads /info, the journalled network and containers (by
-// id), their images, and the lists of everything carrying the campaign's
-// label, at most attestParallelism calls at once.
+// id), the images the plan pins, and the lists of everything carrying the
+// campaign's label, at most attestParallelism calls at once.
 func (a *Adapter) observeDaemon(ctx context.Context, src attest.Source, obs *attest.Observation) {
 	var mu sync.Mutex
 	set := func(f func()) { mu.Lock(); f(); mu.Unlock() }
@@ -271,26 +277,21 @@ func (a *Adapter) observeDaemon(ctx context.Context, src attest.Source, obs *att
 				b, err := a.Docker.ContainerJSON(gctx, res.ID)
 				r := toRaw(b, err)
 				set(func() { obs.Containers[res.ID] = r })
-				if err != nil {
-					return nil
-				}
-				var img struct{ Image string }
-				if json.Unmarshal(b, &img) != nil || img.Image == "" {
-					return nil
-				}
-				mu.Lock()
-				_, seen := obs.Images[img.Image]
-				if !seen {
-					obs.Images[img.Image] = attest.Raw{Err: "pending"}
-				}
-				mu.Unlock()
-				if !seen {
-					r := a.Docker.rawGet(gctx, "/images/"+url.PathEscape(img.Image)+"/json", nil)
-					set(func() { obs.Images[img.Image] = r })
-				}
 				return nil
 			})
 		}
+	}
+	// The images the plan pins, by the pinned reference.
+	refs := map[string]bool{src.Spec.Server.Image: true}
+	for _, w := range src.Spec.Workspaces {
+		refs[w.Image] = true
+	}
+	for ref := range refs {
+		g.Go(func() error {
+			r := a.Docker.rawGet(gctx, "/images/"+ref+"/json", nil)
+			set(func() { obs.Images[ref] = r })
+			return nil
+		})
 	}
 	g.Wait()
 }

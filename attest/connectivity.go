@@ -210,11 +210,7 @@ func checkCustody(r *Report, e *expectation, obs Observation, decoded map[string
 		problems = append(problems, "serves "+p.Serves)
 	}
 	d := decoded[c.Subject]
-	var img image
-	imgOK := false
-	if d != nil {
-		img, imgOK = imageOf(obs, d.Image)
-	}
+	img, imgOK := plannedImage(obs, c.Image)
 	if imgOK {
 		argv := append(slices.Clone(img.Entrypoint), c.Cmd...)
 		cwd := img.WorkDir
@@ -229,7 +225,7 @@ func checkCustody(r *Report, e *expectation, obs Observation, decoded map[string
 			problems = append(problems, "another working directory")
 		}
 	} else {
-		problems = append(problems, "the container or its image was not observed: the planned command line is unknown")
+		problems = append(problems, "the planned image was not observed: the planned command line is unknown")
 	}
 	wantNNP, _ := splitNNP(c.Settings.SecurityOpt)
 	want["no_new_privs"] = wantNNP

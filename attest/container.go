@@ -40,20 +40,20 @@ func checkContainer(r *Report, e *expectation, c *containerExp, obs Observation)
 	}
 	r.Containers.add(s+".present", d.ID, c.ID, true, "")
 	r.Containers.add(s+".id", d.ID, c.ID, d.ID == c.ID, "the daemon answered the journalled id with another container")
-	r.Containers.add(s+".name", d.Name, "/"+c.Name, d.Name == "/"+c.Name, "")
+	r.Containers.add(s+".name", d.Name, "/"+c.Name, d.Name == "/"+c.Name, "the container has another name than the plan's")
 	addLabels(&r.Containers, s, d.Labels, c.Labels)
 	running := d.HasState && d.Running && d.Status == "running" && !d.Paused && !d.Restart && d.Pid > 0
-	r.Containers.add(s+".running", map[string]any{"status": d.Status, "running": d.Running, "pid": d.Pid}, map[string]any{"status": "running", "running": true, "pid": "> 0"}, running, "")
-	img, imgOK := imageOf(obs, d.Image)
+	r.Containers.add(s+".running", map[string]any{"status": d.Status, "running": d.Running, "pid": d.Pid}, map[string]any{"status": "running", "running": true, "pid": "> 0"}, running, "the container is not running with a pid")
+	img, imgOK := plannedImage(obs, c.Image)
 	checkImage(r, c, d, img, imgOK)
 	checkCommand(r, c, d, img, imgOK)
 
 	// Network.
-	r.Network.add(s+".network_mode", d.NetworkMode, e.NetworkName, d.NetworkMode == e.NetworkName, "")
+	r.Network.add(s+".network_mode", d.NetworkMode, e.NetworkName, d.NetworkMode == e.NetworkName, "the network mode is not the campaign network")
 	ep, on := d.Networks[e.NetworkName]
 	member := map[string]any{"attached": on, "network_id": ep.NetworkID, "aliases": nonNil(ep.Aliases)}
 	memberOK := on && e.NetworkID != "" && ep.NetworkID == e.NetworkID && slices.Contains(ep.Aliases, c.Alias)
-	r.Network.add(s+".network_membership", member, map[string]any{"attached": true, "network_id": e.NetworkID, "alias": c.Alias}, memberOK, "")
+	r.Network.add(s+".network_membership", member, map[string]any{"attached": true, "network_id": e.NetworkID, "alias": c.Alias}, memberOK, "not attached to the campaign network (by its journalled id) with its planned alias")
 	var forbidden, unplanned []string
 	for name := range d.Networks {
 		switch {
@@ -67,7 +67,7 @@ func checkContainer(r *Report, e *expectation, c *containerExp, obs Observation)
 	sort.Strings(unplanned)
 	r.Network.add(s+".networks_forbidden", nonNil(forbidden), []string{}, len(forbidden) == 0, "attached to host, bridge, default or none")
 	r.Network.add(s+".networks_unplanned", nonNil(unplanned), []string{}, len(unplanned) == 0, "attached to a network outside the plan")
-	r.Network.add(s+".dns", normDNS(d.DNS), normDNS(c.Settings.DNS), dnsEqual(d.DNS, c.Settings.DNS), "")
+	r.Network.add(s+".dns", normDNS(d.DNS), normDNS(c.Settings.DNS), dnsEqual(d.DNS, c.Settings.DNS), "the DNS configuration is not the planned one")
 
 	// The Docker socket, and the other mounts.
 	sockMounts, rest := splitSocketMounts(d.Mounts, e.Source.SocketPath)
@@ -81,7 +81,7 @@ func checkContainer(r *Report, e *expectation, c *containerExp, obs Observation)
 		map[bool]string{true: "the daemon socket must be mounted at " + campaign.DockerSocketTarget + " and nowhere else", false: "the Docker socket (or a directory holding it) is visible"}[c.DockerSocket])
 	wantRest := slices.DeleteFunc(slices.Clone(c.Mounts), func(m mountInfo) bool { return isSocketMount(m, e.Source.SocketPath) })
 	sortMounts(rest)
-	r.Hardening.add(s+".mounts", nonNilM(rest), nonNilM(wantRest), mountsEqual(rest, wantRest), "")
+	r.Hardening.add(s+".mounts", nonNilM(rest), nonNilM(wantRest), mountsEqual(rest, wantRest), "the mounts are not exactly the planned ones")
 
 	// Publish.
 	checkPublish(r, c, d)
@@ -90,14 +90,14 @@ func checkContainer(r *Report, e *expectation, c *containerExp, obs Observation)
 	h := c.Settings
 	r.Hardening.add(s+".caps", map[string]any{"cap_add": normCaps(d.CapAdd), "cap_drop": normCaps(d.CapDrop)}, map[string]any{"cap_add": normCaps(h.CapAdd), "cap_drop": normCaps(h.CapDrop)},
 		slices.Equal(normCaps(d.CapAdd), normCaps(h.CapAdd)) && slices.Equal(normCaps(d.CapDrop), normCaps(h.CapDrop)), "the capability set is not exactly the planned one")
-	r.Hardening.add(s+".privileged", map[string]any{"privileged": d.Privileged, "devices": d.Devices}, map[string]any{"privileged": false, "devices": 0}, !d.Privileged && d.Devices == 0, "")
+	r.Hardening.add(s+".privileged", map[string]any{"privileged": d.Privileged, "devices": d.Devices}, map[string]any{"privileged": false, "devices": 0}, !d.Privileged && d.Devices == 0, "privileged, or host devices added")
 	nnp, otherOpts := splitNNP(d.SecurityOpt)
 	wantNNP, wantOther := splitNNP(h.SecurityOpt)
-	r.Hardening.add(s+".no_new_privileges", nnp, wantNNP, nnp == wantNNP, "")
+	r.Hardening.add(s+".no_new_privileges", nnp, wantNNP, nnp == wantNNP, "no-new-privileges is not as planned")
 	r.Hardening.add(s+".security_opt", nonNil(otherOpts), nonNil(wantOther), slices.Equal(otherOpts, wantOther), "security options other than no-new-privileges differ from the plan")
-	r.Hardening.add(s+".read_only_root", d.ReadOnlyRoot, h.ReadOnlyRoot, d.ReadOnlyRoot == h.ReadOnlyRoot, "")
+	r.Hardening.add(s+".read_only_root", d.ReadOnlyRoot, h.ReadOnlyRoot, d.ReadOnlyRoot == h.ReadOnlyRoot, "the root file system is not as planned (read-only or not)")
 	r.Hardening.add(s+".tmpfs", nonNilMap(d.Tmpfs), nonNilMap(h.Tmpfs), maps.Equal(d.Tmpfs, h.Tmpfs), "tmpfs mounts or their sizes differ from the plan")
-	r.Hardening.add(s+".init", d.Init, h.Init, d.Init == h.Init, "")
+	r.Hardening.add(s+".init", d.Init, h.Init, d.Init == h.Init, "the init process is not as planned")
 	var shared []string
 	for _, ns := range []string{"pid", "ipc", "uts", "userns"} {
 		if m := d.Namespaces[ns]; m == "host" || strings.HasPrefix(m, "container:") {
@@ -112,37 +112,53 @@ func checkContainer(r *Report, e *expectation, c *containerExp, obs Observation)
 	return &d
 }
 
-func imageOf(obs Observation, id string) (image, bool) {
-	raw, ok := obs.Images[id]
+// plannedImage is the image the plan pins, as the daemon described it
+// (Observation.Images is keyed by the planned reference): for an image id
+// its Id must be that id, for repo@sha256 its repo digests must hold it.
+func plannedImage(obs Observation, ref string) (image, bool) {
+	raw, ok := obs.Images[ref]
 	if !ok || rawProblem("image", raw, true) != "" {
 		return image{}, false
 	}
 	im, err := decodeImage(raw.JSON)
-	return im, err == nil && im.ID == id
+	if err != nil || im.ID == "" {
+		return image{}, false
+	}
+	if strings.HasPrefix(ref, "sha256:") {
+		return im, im.ID == ref
+	}
+	return im, slices.Contains(im.RepoDigests, repoDigest(ref))
 }
 
-// checkImage: a local image id must be the container's image id; a
-// repo@sha256 pin must be among its image's repo digests.
+// repoDigest is repo@sha256:... without a tag beside the digest.
+func repoDigest(ref string) string {
+	repo, digest, _ := strings.Cut(ref, "@")
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	return repo + "@" + digest
+}
+
+// checkImage: the container runs the image the plan pins: its image id is
+// the pinned id, or the id of the image carrying the pinned repo digest.
 func checkImage(r *Report, c *containerExp, d container, img image, imgOK bool) {
 	s := c.Subject + ".image"
 	if strings.HasPrefix(c.Image, "sha256:") {
 		r.Containers.add(s, d.Image, c.Image, d.Image == c.Image, "the container runs another image")
 		return
 	}
-	repo, digest, _ := strings.Cut(c.Image, "@")
-	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
-		repo = repo[:i] // a tag beside the digest
+	var want any = repoDigest(c.Image) + " (not observed)"
+	if imgOK {
+		want = map[string]any{"image_id": img.ID, "repo_digest": repoDigest(c.Image)}
 	}
-	want := repo + "@" + digest
-	obs := map[string]any{"image_id": d.Image, "repo_digests": nonNil(img.RepoDigests)}
-	r.Containers.add(s, obs, want, imgOK && slices.Contains(img.RepoDigests, want), "the container's image does not carry the pinned digest (or was not observed)")
+	r.Containers.add(s, d.Image, want, imgOK && d.Image == img.ID, "the container does not run the image carrying the pinned digest (or that image was not observed)")
 }
 
 // checkCommand: what the daemon ran is the image's entrypoint and the
 // planned command.
 func checkCommand(r *Report, c *containerExp, d container, img image, imgOK bool) {
 	if !imgOK {
-		r.Containers.add(c.Subject+".command", argvDigest(d.Argv), nil, false, "the container's image was not observed: its entrypoint is unknown")
+		r.Containers.add(c.Subject+".command", argvDigest(d.Argv), nil, false, "the planned image was not observed: its entrypoint is unknown")
 		return
 	}
 	want := append(slices.Clone(img.Entrypoint), c.Cmd...)
@@ -174,7 +190,9 @@ func checkPublish(r *Report, c *containerExp, d container) {
 }
 
 // checkKeys: the server holds a real key, every workspace that needs one
-// holds the same, and agentpen's own (when it has one) is that key.
+// holds the same, and agentpen's own (when it has one) is that key. Like
+// every daemon-side check, a container's key check is made only when the
+// daemon answered for it (its .present check says when not).
 func checkKeys(r *Report, e *expectation, decoded map[string]*container) {
 	needed := e.Server.NeedsKey
 	for _, c := range e.Containers {
@@ -184,34 +202,31 @@ func checkKeys(r *Report, e *expectation, decoded map[string]*container) {
 		return
 	}
 	k := &r.APIKey
-	srv := decoded[e.Server.Subject]
-	if srv == nil {
-		k.add("api_key", nil, "present, not a placeholder", false, "the server container was not observed")
-	} else {
+	if ak := e.Source.AgentpenKey; ak.Present {
+		k.Agentpen = &ak
+	}
+	ref := "" // the fingerprint every workspace must hold
+	if srv := decoded[e.Server.Subject]; srv != nil {
 		k.Server = srv.Key
 		if e.Source.KeyPolicy.IsPublicDefault(k.Server.Fingerprint) {
 			k.Server.Placeholder = true
 		}
-		ok := k.Server.OK()
+		ok := k.Server.OK() && len(k.Server.Fingerprint) == 16
 		reason := "the server's key (" + e.KeyEnv + ") is missing or a placeholder"
-		if ak := e.Source.AgentpenKey; ak.Present {
-			k.Agentpen = &ak
-			if ak.Fingerprint != k.Server.Fingerprint {
-				ok, reason = false, "the server holds another key than agentpen's environment"
-			}
+		if k.Agentpen != nil && k.Agentpen.Fingerprint != k.Server.Fingerprint {
+			ok, reason = false, "the server holds another key than agentpen's environment"
 		}
-		k.add("api_key", k.Server, map[string]any{"present": true, "placeholder": false, "fingerprint": "16 hex digits"}, ok && len(k.Server.Fingerprint) == 16, reason)
+		k.add("api_key", k.Server, map[string]any{"present": true, "placeholder": false, "fingerprint": "16 hex digits"}, ok, reason)
+		ref = k.Server.Fingerprint
+	} else if k.Agentpen != nil {
+		ref = k.Agentpen.Fingerprint
 	}
 	for _, c := range e.Containers {
 		d := decoded[c.Subject]
 		if !c.NeedsKey || c.Role == campaign.RoleServer || d == nil {
 			continue
 		}
-		want := ""
-		if srv != nil {
-			want = srv.Key.Fingerprint
-		}
-		k.add(c.Subject+".api_key", d.Key.Fingerprint, want, d.Key.Present && want != "" && d.Key.Fingerprint == want, "the workspace does not hold the server's key")
+		k.add(c.Subject+".api_key", d.Key.Fingerprint, ref, d.Key.Present && ref != "" && d.Key.Fingerprint == ref, "the workspace does not hold the server's key")
 	}
 }
 

@@ -33,7 +33,8 @@ type Observation struct {
 	Endpoint string `json:"endpoint"`
 	Info     Raw    `json:"info"`
 	Network  Raw    `json:"network"`
-	// Containers are keyed by the journalled id; Images by image id.
+	// Containers are keyed by the journalled id; Images by the image
+	// reference the plan pins (an image id, or repo@sha256:...).
 	Containers map[string]Raw `json:"containers"`
 	Images     map[string]Raw `json:"images"`
 	// ContainerList and NetworkList are the daemon's lists filtered by
@@ -168,8 +169,8 @@ func checkNetwork(r *Report, e *expectation, obs Observation) {
 	}
 	s.add("network.present", n.ID, e.NetworkID, true, "")
 	s.add("network.id", n.ID, e.NetworkID, n.ID == e.NetworkID, "the daemon answered with another id")
-	s.add("network.name", n.Name, e.NetworkName, n.Name == e.NetworkName, "")
-	s.add("network.driver", n.Driver, "bridge", n.Driver == "bridge", "")
+	s.add("network.name", n.Name, e.NetworkName, n.Name == e.NetworkName, "the network has another name than the plan's")
+	s.add("network.driver", n.Driver, "bridge", n.Driver == "bridge", "the network's driver is not bridge")
 	s.add("network.internal", n.Internal, e.Internal, n.Internal == e.Internal, "Internal does not match egress "+string(e.Egress))
 	addLabels(s, "network", n.Labels, e.NetworkLabels)
 	live := map[string]bool{}
@@ -200,7 +201,7 @@ func addLabels(s *Section, subject string, have, intent map[string]string) {
 		if ok {
 			obs = got
 		}
-		s.add(subject+".label."+k, obs, want[k], ok && got == want[k], "")
+		s.add(subject+".label."+k, obs, want[k], ok && got == want[k], "the ownership label is missing or has another value than the journal's intent")
 	}
 }
 

@@ -48,8 +48,11 @@ func (s *Section) add(name string, observed, expected any, pass bool, reason str
 	if _, dup := s.Checks[name]; dup {
 		panic("attest: check " + name + " added twice")
 	}
-	if pass {
+	switch {
+	case pass:
 		reason = "" // a reason says why a check failed
+	case reason == "":
+		reason = "the observed value is not the expected one"
 	}
 	s.Checks[name] = Check{Observed: observed, Expected: expected, Pass: pass, Reason: reason}
 }
