@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -83,7 +84,7 @@ func TestCaptureAttestFixtures(t *testing.T) {
 			if _, err := a.BringUp(t.Context(), fx.spec); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { a.TearDown(t.Context(), fx.spec.CampaignID) })
+			t.Cleanup(func() { a.TearDown(context.Background(), fx.spec.CampaignID) })
 			src, obs, rep, err := a.attest(t.Context(), fx.spec.CampaignID, AttestOptions{EgressTarget: fx.egress})
 			if err != nil {
 				t.Fatal(err)

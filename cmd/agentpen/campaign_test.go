@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -73,7 +74,7 @@ func TestUpDownRealDaemon(t *testing.T) {
 		run(t.Context(), []string{"down", campaignID}, io.Discard, io.Discard, getenv)
 		t.Fatalf("up: %v\n%s", err, errb.String())
 	}
-	t.Cleanup(func() { run(t.Context(), []string{"down", campaignID}, io.Discard, io.Discard, getenv) })
+	t.Cleanup(func() { run(context.Background(), []string{"down", campaignID}, io.Discard, io.Discard, getenv) })
 	var res upResult
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("up output %q: %v", out.String(), err)
@@ -154,7 +155,7 @@ func TestUpFailsClosed(t *testing.T) {
 		os.WriteFile(f, b, 0o600)
 		env := map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": dir, "AGENTPEN_API_KEY": "cli-fail-key-77a1"}
 		getenv := func(k string) string { return env[k] }
-		t.Cleanup(func() { run(t.Context(), []string{"down", campaignID}, io.Discard, io.Discard, getenv) })
+		t.Cleanup(func() { run(context.Background(), []string{"down", campaignID}, io.Discard, io.Discard, getenv) })
 		args := []string{"up", f, "--probe-timeout-ms", "500"}
 		if keep {
 			args = append(args, "--keep-failed")
