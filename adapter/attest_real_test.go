@@ -183,6 +183,14 @@ func TestAttestTampered(t *testing.T) {
 					t.Fatal(err)
 				}
 			}},
+		// On the default bridge the workspace has outbound NAT: the host's
+		// addresses answer, and agentpen's listener there sees it.
+		{name: "default_bridge", exact: []string{"workspaces[0].networks_forbidden", "workspaces[0].probe.host_addresses", "connectivity.host_listener"},
+			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+				if err := cli.NetworkConnect(t.Context(), "bridge", c.Workspaces[0].ContainerID, nil); err != nil {
+					t.Fatal(err)
+				}
+			}},
 		{name: "extra_labelled_container", exact: []string{"campaign.unexpected_containers"},
 			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
 				handMade(t, cli, &container.Config{Image: c.Plan.Server.Spec.Image, Cmd: []string{"sleep", "600"}, Labels: clone(c.Plan.Server.Labels)}, nil, "agentpen-test-"+c.Plan.Key+"-extra", false)
