@@ -491,6 +491,25 @@ func TestNeverOKWithoutEvidence(t *testing.T) {
 				f.obs.Runs[i].Stdout = f.obs.Runs[i].Stdout[:len(f.obs.Runs[i].Stdout)/2]
 			}
 		}},
+		{"output_of_another_container", func(f *fixture) {
+			for i := range f.obs.Runs {
+				if f.obs.Runs[i].Phase == PhaseMain {
+					f.obs.Runs[i].Stdout = strings.Replace(f.obs.Runs[i].Stdout, `"container_id":"`, `"container_id":"0`, 1)
+				}
+			}
+		}},
+		{"a_result_twice", func(f *fixture) {
+			for i := range f.obs.Runs {
+				if f.obs.Runs[i].Phase == PhaseMain {
+					var out map[string]any
+					json.Unmarshal([]byte(f.obs.Runs[i].Stdout), &out)
+					rs := out["results"].([]any)
+					out["results"] = append(rs, rs[0])
+					b, _ := json.Marshal(out)
+					f.obs.Runs[i].Stdout = string(b)
+				}
+			}
+		}},
 		{"results_of_another_exec", func(f *fixture) {
 			// Every workspace run answers with the first workspace's output:
 			// ids do not match, nothing is evidence.

@@ -40,7 +40,19 @@ func gather(plan *probePlan, obs Observation) evidence {
 				ev.execErr[key] = err.Error()
 				continue
 			}
+			// The output must come from the container probed (the id the
+			// probe read from its own mounts), and name each probe once.
+			if out.ContainerID != x.ContainerID {
+				ev.execErr[key] = fmt.Sprintf("the probe output comes from container %q, not the journalled %s", short(out.ContainerID), short(x.ContainerID))
+				continue
+			}
+			seen := map[string]bool{}
 			for _, res := range out.Results {
+				if seen[res.ID] {
+					ev.execErr[key] = "the probe output names " + res.ID + " twice"
+					break
+				}
+				seen[res.ID] = true
 				ev.results[key+"|"+res.ID] = res
 			}
 		}
@@ -244,6 +256,8 @@ func checkCustody(r *Report, e *expectation, obs Observation, decoded map[string
 	} else {
 		problems = append(problems, "the plan does not drop ALL capabilities: the bounding set is not known")
 	}
+	// The container id is evidence: gather accepted this output only from
+	// a probe whose own mounts name this container.
 	rec := Process{Subject: c.Subject, ContainerID: c.ID, Pid: p.Pid, CommandDigest: p.ArgvDigest, Cwd: p.Cwd, Serves: p.Serves, Exe: p.Exe}
 	if d != nil {
 		rec.HostPid = d.Pid

@@ -338,7 +338,8 @@ func decodeList(raw []byte) ([]listed, error) {
 
 // probeOutput is what `workbench probe --batch` printed.
 type probeOutput struct {
-	Results []probeResult `json:"results"`
+	ContainerID string        `json:"container_id"`
+	Results     []probeResult `json:"results"`
 }
 
 type probeResult struct {

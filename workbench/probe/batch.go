@@ -62,10 +62,15 @@ type Request struct {
 	TimeoutMS int `json:"timeout_ms,omitempty"`
 }
 
-// BatchResult is what RunBatch prints: one Outcome per request, in the
-// requests' order.
+// BatchResult is what RunBatch prints: the id of the container it ran in
+// and one Outcome per request, in the requests' order.
 type BatchResult struct {
-	Results []Outcome `json:"results"`
+	// ContainerID is the Docker container this process runs in, read from
+	// /proc/self/mountinfo (the daemon bind-mounts
+	// <root>/containers/<id>/hostname at /etc/hostname); empty when it is
+	// not found. It ties the results to a container.
+	ContainerID string    `json:"container_id,omitempty"`
+	Results     []Outcome `json:"results"`
 }
 
 // Outcome is the result of one probe of a batch.
@@ -132,7 +137,7 @@ func RunBatch(ctx context.Context, b Batch, getenv func(string) string) (BatchRe
 	if err := b.Validate(); err != nil {
 		return BatchResult{}, err
 	}
-	out := BatchResult{Results: make([]Outcome, len(b.Probes))}
+	out := BatchResult{ContainerID: containerID("/proc/self/mountinfo"), Results: make([]Outcome, len(b.Probes))}
 	var wg sync.WaitGroup
 	for i, r := range b.Probes {
 		wg.Go(func() { out.Results[i] = runOne(ctx, r, getenv) })

@@ -305,3 +305,20 @@ func TestFindProcess(t *testing.T) {
 		t.Error("digest ambiguity")
 	}
 }
+
+func TestContainerID(t *testing.T) {
+	id := strings.Repeat("ab", 32)
+	f := filepath.Join(t.TempDir(), "mountinfo")
+	os.WriteFile(f, []byte("150 133 254:0 /home/u/.local/share/docker/containers/"+id+"/resolv.conf /etc/resolv.conf rw - ext4 /dev/vda rw\n"+
+		"151 133 254:0 /home/u/.local/share/docker/containers/"+id+"/hostname /etc/hostname rw - ext4 /dev/vda rw\n"), 0o600)
+	if got := containerID(f); got != id {
+		t.Fatalf("containerID = %q, want %q", got, id)
+	}
+	os.WriteFile(f, []byte("151 133 254:0 /tmp/x/hostname /etc/hostname rw - ext4 /dev/vda rw\n"), 0o600)
+	if got := containerID(f); got != "" {
+		t.Fatalf("containerID outside a container = %q", got)
+	}
+	if got := containerID(filepath.Join(t.TempDir(), "none")); got != "" {
+		t.Fatalf("no mountinfo: %q", got)
+	}
+}

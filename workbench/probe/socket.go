@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -94,6 +95,29 @@ func findSockets(ctx context.Context, root string, getenv func(string) string) [
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
+}
+
+var hostnameRoot = regexp.MustCompile(`/containers/([0-9a-f]{64})/hostname$`)
+
+// containerID is the id in the root of the /etc/hostname mount of a
+// mountinfo file, or "".
+func containerID(mountinfo string) string {
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 5 && unescapeMount(fields[4]) == "/etc/hostname" {
+			if m := hostnameRoot.FindStringSubmatch(unescapeMount(fields[3])); m != nil {
+				return m[1]
+			}
+		}
+	}
+	return ""
 }
 
 // mountPoints reads the mount points of a mountinfo file (field 5, with
