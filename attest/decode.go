@@ -179,7 +179,6 @@ func decodeContainer(raw []byte, keyEnv string, policy apikey.Policy) (container
 				c.Key = policy.Check(value)
 			}
 		}
-		cf.Env = nil // values go no further
 		sort.Strings(c.EnvNames)
 	}
 	if ns := in.NetworkSettings; ns != nil {

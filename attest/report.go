@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/agentpen/agentpen/apikey"
@@ -274,10 +273,4 @@ func (r *Report) Marshal() ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
-}
-
-func joinSorted(ss []string) string {
-	c := append([]string(nil), ss...)
-	sort.Strings(c)
-	return strings.Join(c, ",")
 }
