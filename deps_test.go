@@ -16,6 +16,8 @@ var dockerSDK = []string{"github.com/docker/", "github.com/moby/"}
 // in, reports out. They never talk to Docker, the network or a subprocess,
 // not even through a dependency.
 var purePackages = []string{
+	module + "/apikey",
+	module + "/attest",
 	module + "/campaign",
 	module + "/cleanup",
 	module + "/workbench/tasks",

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
@@ -68,6 +69,9 @@ type Adapter struct {
 	// CleanupTimeout bounds one cleanup, retries of transient daemon
 	// errors included (default DefaultCleanupTimeout).
 	CleanupTimeout time.Duration
+	// KeyPolicy says which API keys are placeholders; nil means
+	// apikey.Default().
+	KeyPolicy *apikey.Policy
 }
 
 // Campaign is a brought-up campaign: the plan and the ids of what exists.
@@ -96,6 +100,13 @@ func (a *Adapter) log() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return a.Logger
+}
+
+func (a *Adapter) keyPolicy() apikey.Policy {
+	if a.KeyPolicy == nil {
+		return apikey.Default()
+	}
+	return *a.KeyPolicy
 }
 
 func (a *Adapter) getenv(k string) string {

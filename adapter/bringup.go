@@ -75,6 +75,9 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 	if err := writeSpec(dir, spec); err != nil {
 		return nil, err
 	}
+	if err := a.recordDaemon(dir); err != nil {
+		return nil, err
+	}
 	if err := j.Append(campaign.Record{Op: campaign.OpBegin, Gen: gen, Instance: p.Instance,
 		Note: fmt.Sprintf("bring-up started: %d workspaces, egress %s", len(p.Agents), p.Egress)}); err != nil {
 		return nil, err
@@ -144,22 +147,31 @@ func writeSpec(dir string, spec campaign.CampaignSpec) error {
 	if err != nil {
 		return fmt.Errorf("campaign spec: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "campaign.json"), append(b, '\n'), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, SpecFile), append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("write campaign spec: %w", err)
 	}
 	return nil
 }
 
 // checkKey refuses a campaign whose default grader or episode servers need
-// the API key when agentpen's environment does not hold it: they would
-// refuse to start, after everything was created.
+// the API key when agentpen's environment does not hold it (they would
+// refuse to start, after everything was created) or holds a placeholder
+// (apikey.Policy: the same list the attestation applies).
 func (a *Adapter) checkKey(p *campaign.Plan) error {
 	needs := p.Server.NeedsKey
 	for _, ag := range p.Agents {
 		needs = needs || ag.NeedsKey
 	}
-	if needs && a.getenv(p.Server.Spec.APIKeyEnv) == "" {
+	if !needs {
+		return nil
+	}
+	st := a.keyPolicy().Check(a.getenv(p.Server.Spec.APIKeyEnv))
+	switch {
+	case !st.Present:
 		return &campaign.ValidationError{Field: "server.api_key_env", Value: p.Server.Spec.APIKeyEnv, Msg: "is unset or empty in agentpen's environment; the grader and the workspaces' episode servers need it"}
+	case st.Placeholder:
+		// The value is never repeated; its fingerprint names it.
+		return &campaign.ValidationError{Field: "server.api_key_env", Value: p.Server.Spec.APIKeyEnv, Msg: "holds a placeholder or a publicly documented example key (fingerprint " + st.Fingerprint + "), not a real key"}
 	}
 	return nil
 }

@@ -452,3 +452,24 @@ func TestCleanupListingFailsClosed(t *testing.T) {
 		t.Fatalf("BringUp: %v, want a rollback not verified on labelled_none_left", err)
 	}
 }
+
+// TestBringUpRefusesPlaceholderKey: a placeholder or publicly documented
+// key is refused before anything is created, and the error names its
+// fingerprint, never its value.
+func TestBringUpRefusesPlaceholderKey(t *testing.T) {
+	for _, key := range []string{"changeme", "${AGENTPEN_API_KEY}", "replace-me-please"} {
+		a, fake := fakeAdapter(t)
+		a.Getenv = func(k string) string { return map[string]string{campaign.DefaultAPIKeyEnv: key}[k] }
+		_, err := a.BringUp(t.Context(), fakeSpec("placeholder-key", 1))
+		var ve *campaign.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "server.api_key_env" {
+			t.Fatalf("key %q: err %v, want a ValidationError on server.api_key_env", key, err)
+		}
+		if strings.Contains(err.Error(), key) {
+			t.Fatalf("the error repeats the key: %v", err)
+		}
+		if n := len(fake.CallsTo("POST /networks/create")) + len(fake.CallsTo("POST /containers/create")); n != 0 {
+			t.Fatalf("%d creates for a placeholder key", n)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
 	cerrdefs "github.com/containerd/errdefs"
@@ -71,8 +71,27 @@ type cleanupOptions struct {
 func (a *Adapter) Cleanup(ctx context.Context, campaignID string) (*cleanup.Report, error) {
 	return a.withJournal(ctx, campaignID, func(j *campaign.Journal) (*cleanup.Report, error) {
 		rep := a.cleanupJournal(ctx, j, campaignID, cleanupOptions{})
-		return &rep, a.finishReport(j, &rep)
+		err := a.finishReport(j, &rep)
+		return &rep, errors.Join(err, a.markAttestation(filepath.Dir(j.Path()), rep.Status))
 	})
+}
+
+// markAttestation sets the cleanup status of the campaign's attestation
+// report, when there is one, to the cleanup's verdict.
+func (a *Adapter) markAttestation(dir string, status cleanup.Status) error {
+	path := filepath.Join(dir, attest.FileName)
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("attestation: %w", err)
+	}
+	out, err := attest.SetCleanupStatus(raw, string(status))
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, out)
 }
 
 // Verify is Cleanup without removal: every id the journal ever recorded
@@ -121,7 +140,7 @@ func (a *Adapter) withJournal(ctx context.Context, campaignID string, fn func(*c
 // ErrNotVerified (wrapped) unless it is verified.
 func (a *Adapter) finishReport(j *campaign.Journal, rep *cleanup.Report) error {
 	dir := filepath.Dir(j.Path())
-	werr := WriteFileAtomic(filepath.Join(dir, CleanupReportFile), rep)
+	werr := writeJSONAtomic(filepath.Join(dir, CleanupReportFile), rep)
 	jerr := j.Append(campaign.Record{Op: campaign.OpNote, Note: "cleanup " + string(rep.Status)})
 	if err := errors.Join(werr, jerr); err != nil {
 		return err
@@ -130,40 +149,6 @@ func (a *Adapter) finishReport(j *campaign.Journal, rep *cleanup.Report) error {
 		return fmt.Errorf("campaign %q: %w: %s", rep.CampaignID, ErrNotVerified, strings.Join(rep.FailedChecks, ", "))
 	}
 	return nil
-}
-
-// WriteFileAtomic writes v as indented JSON to path through a temporary
-// file in the same directory, synced and renamed over path, so a reader
-// sees the old report or the new one, never a torn one.
-func WriteFileAtomic(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(append(b, '\n'))
-	err = errors.Join(err, f.Chmod(0o600), f.Sync(), f.Close())
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // cleanupJournal is one cleanup (or verification) of the campaign whose

@@ -41,6 +41,10 @@ type dockerAPI interface {
 	Ping(ctx context.Context) (types.Ping, error)
 	Info(ctx context.Context) (system.Info, error)
 	ImageList(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
+	// HTTPClient and ClientVersion let the attestation read the daemon's
+	// answers as the daemon wrote them (rawGet).
+	HTTPClient() *http.Client
+	ClientVersion() string
 	Close() error
 	campaignAPI
 }

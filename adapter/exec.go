@@ -14,20 +14,31 @@ import (
 // code and combined output (at most 1 MiB). This is how the host reaches a
 // server that publishes no port.
 func (a *Adapter) Exec(ctx context.Context, id string, cmd []string) (int, string, error) {
+	code, stdout, stderr, err := a.execOutput(ctx, id, cmd, false)
+	return code, stdout + stderr, err
+}
+
+// execOutput runs cmd in the container and returns its exit code, stdout
+// and stderr (at most 1 MiB together). A privileged exec holds every
+// capability of the container's user namespace (never more than the
+// rootless daemon's user has on the host): the attestation's probe needs
+// CAP_SYS_PTRACE to read /proc/PID/fd, exe and cwd of a server that made
+// itself non-dumpable (any credential switch on one of its threads does).
+func (a *Adapter) execOutput(ctx context.Context, id string, cmd []string, privileged bool) (int, string, string, error) {
 	api := a.api()
-	ex, err := api.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	ex, err := api.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true, Privileged: privileged})
 	if err != nil {
-		return -1, "", fmt.Errorf("exec create in %s: %w", short(id), err)
+		return -1, "", "", fmt.Errorf("exec create in %s: %w", short(id), err)
 	}
 	att, err := api.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
 	if err != nil {
-		return -1, "", fmt.Errorf("exec attach in %s: %w", short(id), err)
+		return -1, "", "", fmt.Errorf("exec attach in %s: %w", short(id), err)
 	}
 	defer att.Close()
-	var out bytes.Buffer
+	var stdout, stderr bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(&out, &out, io.LimitReader(att.Reader, 1<<20))
+		_, err := stdcopy.StdCopy(&stdout, &stderr, io.LimitReader(att.Reader, 1<<20))
 		done <- err
 	}()
 	select {
@@ -35,14 +46,14 @@ func (a *Adapter) Exec(ctx context.Context, id string, cmd []string) (int, strin
 	case <-ctx.Done():
 		att.Close()
 		<-done
-		return -1, out.String(), ctx.Err()
+		return -1, stdout.String(), stderr.String(), ctx.Err()
 	}
 	if err != nil {
-		return -1, out.String(), fmt.Errorf("exec output in %s: %w", short(id), err)
+		return -1, stdout.String(), stderr.String(), fmt.Errorf("exec output in %s: %w", short(id), err)
 	}
 	insp, err := api.ContainerExecInspect(ctx, ex.ID)
 	if err != nil {
-		return -1, out.String(), fmt.Errorf("exec inspect in %s: %w", short(id), err)
+		return -1, stdout.String(), stderr.String(), fmt.Errorf("exec inspect in %s: %w", short(id), err)
 	}
-	return insp.ExitCode, out.String(), nil
+	return insp.ExitCode, stdout.String(), stderr.String(), nil
 }

@@ -41,7 +41,9 @@ func (a *Adapter) listLabelled(ctx context.Context, labels ...string) ([]cleanup
 	for _, n := range ns {
 		out = append(out, cleanup.Found{Kind: campaign.KindNetwork, ID: n.ID, Name: n.Name, Labels: n.Labels})
 	}
-	slices.SortFunc(out, func(x, y cleanup.Found) int { return strings.Compare(string(x.Kind)+x.Name+x.ID, string(y.Kind)+y.Name+y.ID) })
+	slices.SortFunc(out, func(x, y cleanup.Found) int {
+		return strings.Compare(string(x.Kind)+x.Name+x.ID, string(y.Kind)+y.Name+y.ID)
+	})
 	return out, nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
 )
@@ -61,13 +63,19 @@ func (c *campaignFlags) adapter(ctx context.Context, stderr io.Writer, getenv fu
 
 // upResult is what up prints on stdout.
 type upResult struct {
-	CampaignID string        `json:"campaign_id"`
-	Generation int           `json:"generation"`
-	Instance   string        `json:"instance"`
-	StateDir   string        `json:"state_dir"`
-	Network    string        `json:"network_id"`
-	Server     upServer      `json:"server"`
-	Workspaces []upWorkspace `json:"workspaces"`
+	CampaignID  string        `json:"campaign_id"`
+	Generation  int           `json:"generation"`
+	Instance    string        `json:"instance"`
+	StateDir    string        `json:"state_dir"`
+	Network     string        `json:"network_id"`
+	Server      upServer      `json:"server"`
+	Workspaces  []upWorkspace `json:"workspaces"`
+	Attestation upAttestation `json:"attestation"`
+}
+
+type upAttestation struct {
+	OK     bool   `json:"ok"`
+	Report string `json:"report"`
 }
 
 type upServer struct {
@@ -87,6 +95,8 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	fs := cli.NewFlagSet("agentpen", "up", "[flags] SPEC.json|-",
 		"Validates a campaign spec (JSON; see campaign.CampaignSpec), then creates its network, server and\n"+
 			"workspaces on the rootless daemon, journalling each create, and waits until all are ready.\n"+
+			"Then attests it (see agentpen attest) and fails closed: a campaign whose attestation fails is\n"+
+			"removed by exact id and up exits 1 printing the failed checks (--keep-failed keeps it).\n"+
 			"Prints the campaign's ids as JSON on stdout; progress goes to stderr. On failure everything\n"+
 			"created is removed through the cleanup path (by exact id, verified; report in the state\n"+
 			"directory) and the journal says so. Images are never pulled. A campaign id that has live\n"+
@@ -97,9 +107,16 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		stdout)
 	var cf campaignFlags
 	cf.register(fs, getenv)
+	var af attestFlags
+	af.register(fs)
+	keepFailed := fs.Bool("keep-failed", false, "keep a campaign whose attestation failed (for debugging; remove it with agentpen down)")
 	timeout := fs.Duration("ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
 	parallel := fs.Int("parallel", adapter.DefaultParallelism, "workspaces created at once")
 	pos, err := fs.Parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	opts, err := af.options()
 	if err != nil {
 		return err
 	}
@@ -132,12 +149,47 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		return err
 	}
 	a.Logger.Info("campaign up", "campaign", spec.CampaignID, "took", time.Since(start).Round(time.Millisecond))
+	rep, err := a.Attest(ctx, spec.CampaignID, opts)
+	if err != nil || !rep.OK {
+		return failedAttestation(ctx, a, spec.CampaignID, rep, err, *keepFailed, stderr)
+	}
 	res := upResult{
 		CampaignID: c.Plan.CampaignID, Generation: c.Plan.Generation, Instance: c.Plan.Instance, StateDir: c.Dir, Network: c.NetworkID,
-		Server: upServer{ContainerID: c.ServerID, Alias: c.Plan.Server.Alias, URL: c.Plan.Server.URL},
+		Server:      upServer{ContainerID: c.ServerID, Alias: c.Plan.Server.Alias, URL: c.Plan.Server.URL},
+		Attestation: upAttestation{OK: rep.OK, Report: a.AttestationPath(spec.CampaignID)},
 	}
 	for i, ws := range c.Workspaces {
 		res.Workspaces = append(res.Workspaces, upWorkspace{Index: i, AgentID: ws.AgentID, ContainerID: ws.ContainerID, Socket: ws.Socket})
 	}
 	return cli.WriteJSON(stdout, res)
+}
+// failedAttestation ends an up whose campaign did not attest: it prints
+// the failed checks on stderr and removes the campaign by exact id (the
+// journal's ids, as down does) unless keep.
+func failedAttestation(ctx context.Context, a *adapter.Adapter, id string, rep *attest.Report, err error, keep bool, stderr io.Writer) error {
+	fmt.Fprintf(stderr, "agentpen up: campaign %s did not attest; it is not handed to agents\n", id)
+	if err != nil {
+		fmt.Fprintf(stderr, "  attestation error: %v\n", err)
+	}
+	if rep != nil {
+		for _, line := range rep.FailureLines() {
+			fmt.Fprintf(stderr, "  %s\n", line)
+		}
+		fmt.Fprintf(stderr, "  report: %s\n", a.AttestationPath(id))
+	}
+	if keep {
+		fmt.Fprintf(stderr, "agentpen up: kept for debugging (--keep-failed); remove it with: agentpen down %s\n", id)
+		return errNotAttested
+	}
+	// The removal runs even when ctx was cancelled (an interrupted
+	// attestation): a campaign that did not attest is never left behind.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 90*time.Second)
+	defer cancel()
+	crep, terr := a.Cleanup(rctx, id)
+	if terr != nil {
+		fmt.Fprintf(stderr, "agentpen up: removing the campaign failed: %v\n", terr)
+		return errors.Join(errNotAttested, terr)
+	}
+	fmt.Fprintf(stderr, "agentpen up: removed the campaign by its journalled ids: cleanup %s (%s)\n", crep.Status, filepath.Join(a.CampaignDir(id), adapter.CleanupReportFile))
+	return errNotAttested
 }

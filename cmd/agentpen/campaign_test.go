@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,38 +56,34 @@ func TestUpRefusesBadSpec(t *testing.T) {
 func TestUpDownRealDaemon(t *testing.T) {
 	host := testenv.RequireDocker(t)
 	d := connectReal(t, host)
-	ids, err := d.Images(t.Context(), "agentpen/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ref := range []string{"agentpen/python-base:bookworm", "agentpen/workbench:dev"} {
-		if ids[ref] == "" {
-			t.Fatalf("image %s is missing (make images builds it)", ref)
-		}
-	}
+	wb := imageIDOf(t, d, testenv.WorkbenchImage())
 	campaignID := fmt.Sprintf("cli-%d", time.Now().UnixNano())
 	spec := campaign.CampaignSpec{
 		CampaignID: campaignID,
-		Server: campaign.ServerSpec{Image: ids["agentpen/python-base:bookworm"], Command: []string{"sleep", "600"},
-			ReadyCommand: []string{"true"}},
-		Workspaces: []campaign.WorkspaceSpec{{TaskID: "data/csv_region_total", Image: ids["agentpen/workbench:dev"]}},
+		Server:     campaign.ServerSpec{Image: wb},
+		Workspaces: []campaign.WorkspaceSpec{{TaskID: "data/csv_region_total", Image: wb}},
 	}
 	b, _ := json.Marshal(spec)
 	dir := t.TempDir()
 	f := filepath.Join(dir, "spec.json")
 	os.WriteFile(f, b, 0o600)
-	env := map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": dir, "AGENTPEN_API_KEY": "cli-test-key"}
+	env := map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": dir, "AGENTPEN_API_KEY": "cli-test-key-5d0c8e"}
 	getenv := func(k string) string { return env[k] }
 	var out, errb bytes.Buffer
 	if err := run(t.Context(), []string{"up", "--log-format", "json", f}, &out, &errb, getenv); err != nil {
+		run(t.Context(), []string{"down", campaignID}, io.Discard, io.Discard, getenv)
 		t.Fatalf("up: %v\n%s", err, errb.String())
 	}
+	t.Cleanup(func() { run(context.Background(), []string{"down", campaignID}, io.Discard, io.Discard, getenv) })
 	var res upResult
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("up output %q: %v", out.String(), err)
 	}
 	if res.CampaignID != campaignID || len(res.Workspaces) != 1 || !strings.HasPrefix(res.Workspaces[0].AgentID, "agent-") {
 		t.Fatalf("up result %+v", res)
+	}
+	if !res.Attestation.OK || filepath.Base(res.Attestation.Report) != "attestation.json" {
+		t.Fatalf("up attestation %+v", res.Attestation)
 	}
 	if _, err := os.Stat(res.Workspaces[0].Socket); err != nil {
 		t.Fatalf("workbench socket: %v", err)
@@ -94,6 +92,26 @@ func TestUpDownRealDaemon(t *testing.T) {
 		if !json.Valid([]byte(line)) {
 			t.Fatalf("log line is not JSON: %q", line)
 		}
+	}
+	// attest again: the human summary, --strict, --json.
+	out.Reset()
+	if err := run(t.Context(), []string{"attest", campaignID, "--strict"}, &out, io.Discard, getenv); err != nil {
+		t.Fatalf("attest --strict: %v\n%s", err, out.String())
+	}
+	if !strings.HasPrefix(out.String(), "attestation ok: ") {
+		t.Fatalf("attest summary %q", out.String())
+	}
+	out.Reset()
+	if err := run(t.Context(), []string{"attest", "--json", campaignID}, &out, io.Discard, getenv); err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Schema       string
+		OK           bool
+		FailedChecks []string `json:"failed_checks"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Schema != "agentpen.attestation.v1" || !rep.OK || rep.FailedChecks == nil {
+		t.Fatalf("attest --json: %v %+v", err, rep)
 	}
 	out.Reset()
 	if err := run(t.Context(), []string{"down", campaignID}, &out, &errb, getenv); err != nil {
@@ -107,6 +125,79 @@ func TestUpDownRealDaemon(t *testing.T) {
 	if _, err := d.NetworkJSON(t.Context(), res.Network); !cerrdefs.IsNotFound(err) {
 		t.Fatalf("network after down: %v", err)
 	}
+	// After down, attest --strict fails: nothing of the campaign is there.
+	out.Reset()
+	if err := run(t.Context(), []string{"attest", "--strict", campaignID}, &out, io.Discard, getenv); cli.ExitCode(err) != 1 || !strings.Contains(out.String(), "attestation FAILED") {
+		t.Fatalf("attest --strict after down: %v\n%s", err, out.String())
+	}
+}
+
+// TestUpFailsClosed: a campaign whose attestation fails (its server image
+// has no probe, so custody and the grader's counters have no evidence) is
+// removed by up, which exits 1 naming the failed checks; --keep-failed
+// keeps it.
+func TestUpFailsClosed(t *testing.T) {
+	host := testenv.RequireDocker(t)
+	d := connectReal(t, host)
+	base := imageIDOf(t, d, "agentpen/python-base:bookworm")
+	wb := imageIDOf(t, d, testenv.WorkbenchImage())
+	for _, keep := range []bool{false, true} {
+		campaignID := fmt.Sprintf("cli-fail-%v-%d", keep, time.Now().UnixNano())
+		spec := campaign.CampaignSpec{
+			CampaignID: campaignID,
+			Server: campaign.ServerSpec{Image: base, Command: []string{"python3", "-m", "http.server", "8080"},
+				ReadyCommand: []string{"python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/')"}},
+			Workspaces: []campaign.WorkspaceSpec{{TaskID: "data/csv_region_total", Image: wb}},
+		}
+		b, _ := json.Marshal(spec)
+		dir := t.TempDir()
+		f := filepath.Join(dir, "spec.json")
+		os.WriteFile(f, b, 0o600)
+		env := map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": dir, "AGENTPEN_API_KEY": "cli-fail-key-77a1"}
+		getenv := func(k string) string { return env[k] }
+		t.Cleanup(func() { run(context.Background(), []string{"down", campaignID}, io.Discard, io.Discard, getenv) })
+		args := []string{"up", f, "--probe-timeout-ms", "500"}
+		if keep {
+			args = append(args, "--keep-failed")
+		}
+		var out, errb bytes.Buffer
+		err := run(t.Context(), args, &out, &errb, getenv)
+		if cli.ExitCode(err) != 1 || cli.Message("agentpen", err) != "" || out.Len() != 0 {
+			t.Fatalf("keep=%v: err %v (exit %d), stdout %q", keep, err, cli.ExitCode(err), out.String())
+		}
+		if !strings.Contains(errb.String(), "server.process:") || !strings.Contains(errb.String(), "did not attest") {
+			t.Fatalf("keep=%v: stderr does not name the failed checks:\n%s", keep, errb.String())
+		}
+		a := &adapter.Adapter{Docker: d, StateRoot: filepath.Join(dir, "agentpen")}
+		recs, err := campaign.ReadJournal(filepath.Join(a.CampaignDir(campaignID), campaign.JournalFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		live := 0
+		for _, r := range campaign.Resources(recs) {
+			if r.ID != "" && !r.Removed && r.Kind == campaign.KindContainer {
+				live++
+				if _, err := d.ContainerJSON(t.Context(), r.ID); err != nil {
+					t.Errorf("keep=%v: container %s: %v", keep, r.Name, err)
+				}
+			}
+		}
+		if keep != (live == 2) {
+			t.Fatalf("keep=%v: %d live containers journalled", keep, live)
+		}
+	}
+}
+
+func imageIDOf(t *testing.T, d *adapter.Docker, ref string) string {
+	t.Helper()
+	ids, err := d.Images(t.Context(), strings.SplitN(ref, ":", 2)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids[ref] == "" {
+		t.Fatalf("image %s is missing (make images builds agentpen/workbench:dev and the python base; %s=%s picks another)", ref, testenv.WorkbenchImageEnv, ref)
+	}
+	return ids[ref]
 }
 
 // connectReal connects to the real daemon at host (a DOCKER_HOST value).

@@ -12,7 +12,7 @@ import (
 // TestHelpEverySubcommand: --help prints the command's usage on stdout,
 // nothing on stderr, and exits 0.
 func TestHelpEverySubcommand(t *testing.T) {
-	for _, cmd := range []string{"doctor", "up", "down"} {
+	for _, cmd := range []string{"doctor", "up", "down", "attest"} {
 		t.Run(cmd, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			err := run(t.Context(), []string{cmd, "--help"}, &out, &errb, os.Getenv)
@@ -46,6 +46,25 @@ func TestVersion(t *testing.T) {
 	for _, want := range []string{`"go_version": "go1.`, `"docker_sdk": "v28.`, `"daemon_error": "DOCKER_HOST must be explicitly set`} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("version lacks %s:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestAttestUsage: attest needs one campaign id and a sane probe timeout;
+// a bad command line exits 2 before any daemon is asked.
+func TestAttestUsage(t *testing.T) {
+	env := map[string]string{"DOCKER_HOST": "unix:///run/user/1/docker.sock", "HOME": t.TempDir()}
+	getenv := func(k string) string { return env[k] }
+	for _, args := range [][]string{
+		{"attest"},
+		{"attest", "a", "b"},
+		{"attest", "c", "--probe-timeout-ms", "5"},
+		{"attest", "c", "--bogus"},
+		{"up", "spec.json", "--probe-timeout-ms", "99999"},
+	} {
+		var out, errb bytes.Buffer
+		if err := run(t.Context(), args, &out, &errb, getenv); cli.ExitCode(err) != 2 || out.Len() != 0 {
+			t.Errorf("%q: exit %d (%v), stdout %q", args, cli.ExitCode(err), err, out.String())
 		}
 	}
 }

@@ -69,13 +69,12 @@ func messageFor(err error) string {
 	return err.Error()
 }
 
-// spec writes a campaign spec of a sleeping server and n workbench
+// spec writes a campaign spec of the workbench grader and n workbench
 // workspaces and returns its path.
 func (e *cliEnv) spec(id string, n int) string {
 	s := campaign.CampaignSpec{
 		CampaignID: id,
-		Server: campaign.ServerSpec{Image: e.ids["agentpen/python-base:bookworm"], Command: []string{"sleep", "600"},
-			ReadyCommand: []string{"true"}},
+		Server:     campaign.ServerSpec{Image: e.ids["agentpen/workbench:dev"]},
 	}
 	for i := range n {
 		s.Workspaces = append(s.Workspaces, campaign.WorkspaceSpec{TaskID: "data/csv_region_total", AttemptID: fmt.Sprint(i), Image: e.ids["agentpen/workbench:dev"]})
@@ -127,6 +126,12 @@ func TestCLICampaignLifecycle(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(entries[0].StateDir, "cleanup.json")); err != nil {
 		t.Fatalf("cleanup.json: %v", err)
+	}
+	var att struct {
+		Cleanup struct{ Status string }
+	}
+	if b, err := os.ReadFile(filepath.Join(entries[0].StateDir, "attestation.json")); err != nil || json.Unmarshal(b, &att) != nil || att.Cleanup.Status != "verified" {
+		t.Fatalf("the attestation's cleanup status after down: %q (%v)", att.Cleanup.Status, err)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(errs), "\n") {
 		if !strings.Contains(line, "removed") {

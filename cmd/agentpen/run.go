@@ -19,6 +19,8 @@ Commands:
   up              bring a campaign up from a JSON spec and print its ids as JSON
   down            remove a campaign by the ids its journal recorded, verify, and
                   write the cleanup report
+  attest          prove what a campaign is (daemon, network, containers, hardening,
+                  probes from inside) and write its attestation report
   cleanup verify  verify, read-only, that nothing of a campaign remains
   ls              the campaigns in the state root, their generation and state
   orphans         agentpen-labelled resources no journal accounts for (--remove ID)
@@ -60,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return orphans(ctx, args[1:], stdout, stderr, getenv)
 	case "version", "--version":
 		return version(ctx, args[1:], stdout, stderr, getenv)
+	case "attest":
+		return attestCmd(ctx, args[1:], stdout, stderr, getenv)
 	}
 	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", args[0]), Hint: "agentpen help"}
 }

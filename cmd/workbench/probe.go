@@ -20,7 +20,13 @@ status is expected, 1 when it is not (or there was no reply), 2 on bad
 flags. Never uses a proxy and never follows a redirect to another host.
 Flags may come before or after URL. A secret header belongs in
 --header-env, so its value never appears in the command line (which
-other processes can read).`
+other processes can read).
+
+With --batch JSON (and no URL) it runs a batch of probes at once (see
+package probe: http, tcp, socket and process probes, each with its own
+timeout) and prints one JSON line {"results":[...]} whose outcomes tell a
+timeout from a refusal; it exits 0 once the batch ran, whatever the
+outcomes (the caller judges them), and 2 for a bad batch.`
 
 // errProbeFailed is a probe whose status was not expected; main exits 1.
 var errProbeFailed = errors.New("probe failed")
@@ -56,9 +62,19 @@ func runProbe(ctx context.Context, args []string, stdout io.Writer, getenv func(
 	var headers, headerEnvs listFlag
 	fs.Var(&headers, "header", "request header NAME=VALUE, repeatable")
 	fs.Var(&headerEnvs, "header-env", "request header NAME=VAR whose value is environment variable VAR, repeatable")
-	pos, err := fs.Parse(args, 1, 1)
+	batch := fs.String("batch", "", "run a JSON batch of probes (see package probe) instead of one URL")
+	pos, err := fs.Parse(args, 0, 1)
 	if err != nil {
 		return err
+	}
+	if *batch != "" {
+		if len(pos) != 0 {
+			return cli.Usagef("--batch takes no URL")
+		}
+		return runBatch(ctx, *batch, stdout, getenv)
+	}
+	if len(pos) != 1 {
+		return &cli.UsageError{Msg: prog + " probe needs a URL or --batch", Hint: prog + " probe --help"}
 	}
 	target := pos[0]
 	if *timeout <= 0 {
@@ -95,5 +111,25 @@ func runProbe(ctx context.Context, args []string, stdout io.Writer, getenv func(
 	if !res.OK {
 		return fmt.Errorf("%w: %s", errProbeFailed, res.Error)
 	}
+	return nil
+}
+
+// runBatch runs a --batch of probes and prints the results on one line.
+func runBatch(ctx context.Context, raw string, stdout io.Writer, getenv func(string) string) error {
+	var b probe.Batch
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return cli.Usagef("--batch: %v", err)
+	}
+	res, err := probe.RunBatch(ctx, b, getenv)
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	line, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s\n", line)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -96,4 +97,53 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestProbeBatchCommand: --batch runs every probe and exits 0 whatever the
+// outcomes; a bad batch, or a batch with a URL, is a usage error.
+func TestProbeBatchCommand(t *testing.T) {
+	const secret = "probe-batch-secret-77"
+	t.Setenv("WB_PROBE_BATCH_KEY", secret)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-API-Key") != secret {
+			w.WriteHeader(401)
+		}
+	}))
+	defer srv.Close()
+	batch := `{"probes":[{"id":"h","kind":"http","url":"` + srv.URL + `/x","header_env":{"X-API-Key":"WB_PROBE_BATCH_KEY"}},` +
+		`{"id":"n","kind":"http","url":"` + srv.URL + `/x","method":"POST","expect":[401]},{"id":"s","kind":"socket"}]}`
+	var stdout bytes.Buffer
+	if err := run(t.Context(), []string{"probe", "--batch", batch}, &stdout, io.Discard, os.Getenv); err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Results []struct {
+			ID, Outcome string
+			Status      int
+		}
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil || len(res.Results) != 3 {
+		t.Fatalf("stdout %q: %v", stdout.String(), err)
+	}
+	if r := res.Results[0]; r.ID != "h" || r.Outcome != "reply" || r.Status != 200 {
+		t.Errorf("keyed probe %+v", r)
+	}
+	if r := res.Results[1]; r.Status != 401 {
+		t.Errorf("unkeyed probe %+v", r)
+	}
+	if strings.Contains(stdout.String(), secret) {
+		t.Fatal("the output holds the key")
+	}
+	for _, args := range [][]string{
+		{"probe", "--batch", "{"},
+		{"probe", "--batch", `{"probes":[]}`},
+		{"probe", "--batch", `{"probes":[{"id":"a","kind":"socket"}],"extra":1}`},
+		{"probe", "--batch", `{"probes":[{"id":"a","kind":"socket"}]}`, srv.URL},
+		{"probe"},
+	} {
+		err := run(t.Context(), args, io.Discard, io.Discard, os.Getenv)
+		if !errors.Is(err, errUsage) && !matchesWant(err, errUsage) {
+			t.Errorf("%q: err %v, want a usage error", args, err)
+		}
+	}
 }

@@ -39,3 +39,21 @@ func RequireDocker(t testing.TB) string {
 	c.Close()
 	return host
 }
+
+// WorkbenchImageEnv names the variable that picks the workbench image the
+// tests that attest run in (their probes need its workbench binary);
+// DefaultWorkbenchImage when unset.
+const WorkbenchImageEnv = "AGENTPEN_TEST_WORKBENCH_IMAGE"
+
+// DefaultWorkbenchImage is the image those tests use by default: built
+// from this tree (make images builds agentpen/workbench:dev; a branch whose
+// workbench binary changed builds its own tag until it is merged).
+const DefaultWorkbenchImage = "agentpen/workbench:dev"
+
+// WorkbenchImage is the workbench image for tests that attest.
+func WorkbenchImage() string {
+	if v := os.Getenv(WorkbenchImageEnv); v != "" {
+		return v
+	}
+	return DefaultWorkbenchImage
+}

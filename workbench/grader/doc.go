@@ -18,6 +18,12 @@
 //	POST /v1/score {task_id, answer}                  -> {credit, reason}
 //	POST /v1/cases {task_id}                          -> {inputs: [[arg, ...], ...]}
 //	POST /v1/judge {task_id, visible_passed, hidden}  -> {credit, reason}
+//	GET  /v1/counters                                 -> {routes: {route: {requests, authorized, refused}}}
+//
+// The counters (counters.go) count each protected route's requests before
+// and after the key check, so the attestation proves that requests sent
+// without the key were refused and reached no handler: it reads them with
+// the key before and after its probes and compares.
 //
 // /v1/cases returns only the arguments of a code task's hidden cases;
 // /v1/judge takes whether each visible case passed and, per hidden case,

@@ -87,7 +87,8 @@ type Server struct {
 	handler http.Handler
 	gate    *gate.Gate
 
-	conns conntrack.Tracker // open connections, for shutdown
+	conns  conntrack.Tracker // open connections, for shutdown
+	counts counters          // protected routes' requests (counters.go)
 }
 
 // ErrNoKey is returned (wrapped) by NewServer for an empty key without
@@ -131,7 +132,10 @@ func (s *Server) routes() http.Handler {
 	})
 	r.Get(RouteDocs, s.handleDocs)
 	r.Group(func(r chi.Router) {
+		r.Use(s.counts.arrive)
 		r.Use(s.requireKey)
+		r.Use(s.counts.authorize)
+		r.Get(RouteCounters, s.handleCounters)
 		r.Post(RouteScore, s.handleScore)
 		r.Post(RouteCases, s.handleCases)
 		r.Post(RouteJudge, s.handleJudge)
@@ -155,6 +159,7 @@ var docs = map[string]any{
 		{"method": "POST", "path": RouteScore, "auth": true, "does": "grade a non-code answer: {task_id, answer} -> {credit, reason}"},
 		{"method": "POST", "path": RouteCases, "auth": true, "does": "a code task's hidden case arguments: {task_id} -> {inputs: [[arg, ...], ...]}"},
 		{"method": "POST", "path": RouteJudge, "auth": true, "does": "grade a code task: {task_id, visible_passed: [bool], hidden: [{value: V} or {}]} -> {credit, reason}"},
+		{"method": "GET", "path": RouteCounters, "auth": true, "does": "request counters of the protected routes: {routes: {route: {requests, authorized, refused}}}"},
 	},
 }
 

@@ -1,7 +1,12 @@
-// Package probe is the tiny HTTP client behind `workbench probe`: one
-// request, one JSON result ({url, method, status, ok, error, latency_ms}).
-// The adapter runs it inside containers with docker exec to check
-// readiness and connectivity, since the images carry no curl.
+// Package probe is the tiny client behind `workbench probe`: one HTTP
+// request, one JSON result ({url, method, status, ok, error, latency_ms,
+// outcome}), or a Batch of probes run concurrently in one process (HTTP
+// requests, TCP connects, a search for a visible Docker socket, and the
+// custody evidence of the process serving a socket or port, read from
+// /proc). The adapter runs it inside containers with docker exec to check
+// readiness and to attest connectivity, since the images carry no curl.
+// Every failed connection says whether it timed out or was refused
+// (Outcome*), so silence is never mistaken for a refusal.
 //
 // It never uses a proxy from the environment, never follows a redirect to
 // another scheme or host:port (the result is then the redirect itself),
@@ -45,6 +50,11 @@ type Config struct {
 	// Transport carries the request; nil means a fresh transport that
 	// ignores proxy settings.
 	Transport http.RoundTripper
+
+	// keepBody makes Check store up to 64 KiB of the reply body in *body
+	// (for a batch probe that asks for it).
+	keepBody bool
+	body     *[]byte
 }
 
 // Result is what one probe found.
@@ -62,6 +72,11 @@ type Result struct {
 	// LatencyMS is the time from the request to the end of the reply
 	// body, in milliseconds.
 	LatencyMS float64 `json:"latency_ms"`
+	// Outcome is OutcomeReply when a reply came (whatever its status), or
+	// what stopped the request: OutcomeTimeout, OutcomeRefused,
+	// OutcomeUnreachable, OutcomeDNS or OutcomeError. A probe that timed
+	// out is thus told apart from one that was refused.
+	Outcome string `json:"outcome"`
 }
 
 // ErrInvalid is returned (wrapped) by Check for a Config it cannot use.
@@ -175,9 +190,16 @@ func Check(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		res.LatencyMS = ms(time.Since(start))
 		res.Error = describe(err, ctx, timeout)
+		res.Outcome = Classify(ctx, err)
 		return res, nil
 	}
-	_, readErr := io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	res.Outcome = OutcomeReply
+	var readErr error
+	if cfg.keepBody && cfg.body != nil {
+		*cfg.body, readErr = io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	} else {
+		_, readErr = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	}
 	resp.Body.Close()
 	res.LatencyMS = ms(time.Since(start))
 	res.Status = resp.StatusCode

@@ -1,0 +1,342 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentpen/agentpen/apikey"
+	"github.com/agentpen/agentpen/attest"
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/logbuf"
+	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+)
+
+// realAdapter is an Adapter on the real rootless daemon whose environment
+// holds key, logging into logs; cli is its SDK client, for the tests' own
+// tampering.
+func realAdapter(t testing.TB, key string, logs *logbuf.Buffer) (*Adapter, *client.Client) {
+	t.Helper()
+	raw := testenv.RequireDocker(t)
+	host, err := ResolveHost(raw, os.Getenv("AGENTPEN_ALLOW_CUSTOM_SOCKET") == "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Connect(context.Background(), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	a := &Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: func(k string) string {
+		return map[string]string{campaign.DefaultAPIKeyEnv: key}[k]
+	}}
+	if logs != nil {
+		a.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return a, d.api.(*client.Client)
+}
+
+// realCampaign brings up the workbench grader and n workspaces of the
+// workbench image and removes them when the test ends (by the journal,
+// then, as a last resort, whatever still carries the campaign's label).
+func realCampaign(t testing.TB, a *Adapter, cli *client.Client, n int) *Campaign {
+	t.Helper()
+	img, err := cli.ImageInspect(context.Background(), testenv.WorkbenchImage())
+	if err != nil {
+		t.Fatalf("image %s: %v (make images; %s picks another)", testenv.WorkbenchImage(), err, testenv.WorkbenchImageEnv)
+	}
+	id := fmt.Sprintf("attest-%d", time.Now().UnixNano())
+	spec := campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: img.ID}}
+	tasks := []string{"software/median@2", "data/csv_region_total@5", "logs/first_error@1", "config/port_conflict"}
+	for i := range n {
+		spec.Workspaces = append(spec.Workspaces, campaign.WorkspaceSpec{TaskID: tasks[i%len(tasks)], AttemptID: fmt.Sprint("a", i), Image: img.ID})
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		a.TearDown(ctx, id)
+		f := filters.NewArgs(filters.Arg("label", campaign.LabelCampaign+"="+id))
+		cs, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+		for _, c := range cs {
+			cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+		}
+		ns, _ := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+		for _, n := range ns {
+			cli.NetworkRemove(ctx, n.ID)
+		}
+		for _, c := range cs {
+			if inst := c.Labels[campaign.LabelInstance]; len(inst) >= 16 {
+				os.RemoveAll(filepath.Join(a.runBase(), runRootName(inst)))
+			}
+		}
+	})
+	c, err := a.BringUp(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestAttestRealCampaign: a fresh campaign on the real daemon attests ok
+// with every probe, and the canary key is nowhere but in the containers:
+// not in the report, the logs, an error or any file under the state
+// directory; its fingerprint is in the report.
+func TestAttestRealCampaign(t *testing.T) {
+	const canary = "canary-attest-key-6b1e94d07c2f"
+	var logs logbuf.Buffer
+	a, cli := realAdapter(t, canary, &logs)
+	c := realCampaign(t, a, cli, 2)
+	rep, err := a.Attest(t.Context(), c.Plan.CampaignID, AttestOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK {
+		t.Fatalf("a fresh campaign does not attest:\n%s", strings.Join(rep.FailureLines(), "\n"))
+	}
+	// Every probe of the table ran, in every workspace, and passed.
+	want := []string{"control", "grader_health", "grader_protected", "host_loopback", "host_addresses", "docker_socket"}
+	for _, ws := range []string{"workspaces[0]", "workspaces[1]"} {
+		for _, p := range want {
+			if _, ok := rep.Connectivity.Checks[ws+".probe."+p]; !ok {
+				t.Errorf("no %s.probe.%s check", ws, p)
+			}
+		}
+		if !rep.Custody.Checks[ws+".process"].Pass {
+			t.Errorf("%s custody", ws)
+		}
+	}
+	for _, pr := range rep.Connectivity.Probes {
+		if !pr.Pass || pr.Outcome == "" {
+			t.Errorf("probe %+v", pr)
+		}
+	}
+	if len(rep.Connectivity.Probes) < 2*(1+1+len(attest.GraderProtectedRoutes)+1+1) {
+		t.Errorf("only %d probes", len(rep.Connectivity.Probes))
+	}
+	if rep.Limits.MemoryEnforced || !strings.Contains(rep.Limits.Note, "NOT enforced") {
+		t.Errorf("limits on this rootless cgroup v1 daemon: %+v", rep.Limits)
+	}
+	// The canary: nowhere in the state directory, the logs or the report.
+	b, err := os.ReadFile(a.AttestationPath(c.Plan.CampaignID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), apikey.Fingerprint(canary)) {
+		t.Fatal("the report does not name the key's fingerprint")
+	}
+	if strings.Contains(logs.String(), canary) || !strings.Contains(logs.String(), `"msg":"attestation"`) {
+		t.Fatalf("logs hold the key, or no attestation line:\n%s", logs.String())
+	}
+	filepath.WalkDir(a.StateRoot, func(path string, de fs.DirEntry, err error) error {
+		if err == nil && !de.IsDir() {
+			if b, _ := os.ReadFile(path); strings.Contains(string(b), canary) {
+				t.Errorf("%s holds the key", path)
+			}
+		}
+		return nil
+	})
+	// A failed attestation's lines and errors carry no key either.
+	cli.ContainerRemove(t.Context(), c.Workspaces[1].ContainerID, container.RemoveOptions{Force: true})
+	rep, err = a.Attest(t.Context(), c.Plan.CampaignID, AttestOptions{ProbeTimeout: 500 * time.Millisecond})
+	if err != nil || rep.OK {
+		t.Fatalf("after removing a workspace: err %v ok %v", err, rep.OK)
+	}
+	if strings.Contains(strings.Join(rep.FailureLines(), "\n"), canary) {
+		t.Fatal("failure lines hold the key")
+	}
+}
+
+// tamper is one way to break a campaign through the daemon after
+// bring-up, and the checks the attestation must then fail.
+type tamper struct {
+	name string
+	do   func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign)
+	// exact are the failed checks, exactly; atLeast, some of them (when
+	// the tampering also takes away the evidence of other checks).
+	exact, atLeast []string
+}
+
+// TestAttestTampered: tampering through the daemon after bring-up makes
+// the attestation fail with the right checks.
+func TestAttestTampered(t *testing.T) {
+	const key = "tamper-test-key-2f8c61d9"
+	for _, tt := range []tamper{
+		{name: "second_network", exact: []string{"workspaces[0].networks_unplanned"},
+			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+				n, err := cli.NetworkCreate(t.Context(), "agentpen-test-"+c.Plan.Key+"-second", network.CreateOptions{Internal: true, Labels: map[string]string{"agentpen-test": c.Plan.CampaignID}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					cli.NetworkDisconnect(context.Background(), n.ID, c.Workspaces[0].ContainerID, true)
+					cli.NetworkRemove(context.Background(), n.ID)
+				})
+				if err := cli.NetworkConnect(t.Context(), n.ID, c.Workspaces[0].ContainerID, nil); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		// On the default bridge the workspace has outbound NAT: the host's
+		// addresses answer, and agentpen's listener there sees it.
+		{name: "default_bridge", exact: []string{"workspaces[0].networks_forbidden", "workspaces[0].probe.host_addresses", "connectivity.host_listener"},
+			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+				if err := cli.NetworkConnect(t.Context(), "bridge", c.Workspaces[0].ContainerID, nil); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "extra_labelled_container", exact: []string{"campaign.unexpected_containers"},
+			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+				handMade(t, cli, &container.Config{Image: c.Plan.Server.Spec.Image, Cmd: []string{"sleep", "600"}, Labels: clone(c.Plan.Server.Labels)}, nil, "agentpen-test-"+c.Plan.Key+"-extra", false)
+			}},
+		{name: "replaced_other_labels", atLeast: []string{"workspaces[0].present", "network.members"},
+			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+				ag := c.Plan.Agents[0]
+				cli.ContainerRemove(t.Context(), c.Workspaces[0].ContainerID, container.RemoveOptions{Force: true})
+				s := workspaceSpec(c.Plan, ag, c.Workspaces[0].RunDir, key)
+				s.Config.Labels = map[string]string{"com.example": "impostor"}
+				handMade(t, cli, s.Config, s.HostConfig, ag.Name, true, s.Networking)
+			}},
+		{name: "replaced_other_image", atLeast: []string{"workspaces[0].present", "campaign.unexpected_containers"},
+			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+				ag := c.Plan.Agents[0]
+				cli.ContainerRemove(t.Context(), c.Workspaces[0].ContainerID, container.RemoveOptions{Force: true})
+				base, err := cli.ImageInspect(t.Context(), "agentpen/python-base:bookworm")
+				if err != nil {
+					t.Fatal(err)
+				}
+				handMade(t, cli, &container.Config{Image: base.ID, Cmd: []string{"sleep", "600"}, Labels: clone(ag.Labels)}, nil, ag.Name, true)
+			}},
+		{name: "socket_in_workspace", exact: []string{"workspaces[0].docker_socket", "workspaces[0].probe.docker_socket"},
+			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+				handMadeWorkspace(t, a, cli, c, key, func(s *containerSpec) {
+					s.HostConfig.Mounts = append(s.HostConfig.Mounts, mount.Mount{Type: mount.TypeBind, Source: a.Docker.Host().SocketPath, Target: "/var/run/docker.sock"})
+				})
+			}},
+		{name: "extra_capability", exact: []string{"workspaces[0].caps", "workspaces[0].process"},
+			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+				handMadeWorkspace(t, a, cli, c, key, func(s *containerSpec) {
+					s.HostConfig.CapAdd = append(s.HostConfig.CapAdd, "CAP_NET_RAW")
+				})
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, cli := realAdapter(t, key, nil)
+			c := realCampaign(t, a, cli, 1)
+			tt.do(t, a, cli, c)
+			rep, err := a.Attest(t.Context(), c.Plan.CampaignID, AttestOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.OK {
+				t.Fatal("a tampered campaign attests ok")
+			}
+			if tt.exact != nil {
+				want := slices.Clone(tt.exact)
+				sort.Strings(want)
+				if !slices.Equal(rep.FailedChecks, want) {
+					t.Fatalf("failed %v, want exactly %v:\n%s", rep.FailedChecks, want, strings.Join(rep.FailureLines(), "\n"))
+				}
+			}
+			for _, w := range tt.atLeast {
+				if !slices.Contains(rep.FailedChecks, w) {
+					t.Errorf("%s not among the failed checks %v", w, rep.FailedChecks)
+				}
+			}
+		})
+	}
+}
+
+// handMade creates (and, when start, starts) a container the test owns
+// and removes when it ends.
+func handMade(t *testing.T, cli *client.Client, cfg *container.Config, hc *container.HostConfig, name string, start bool, nc ...*network.NetworkingConfig) string {
+	t.Helper()
+	var netc *network.NetworkingConfig
+	if len(nc) > 0 {
+		netc = nc[0]
+	}
+	resp, err := cli.ContainerCreate(t.Context(), cfg, hc, netc, nil, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.ContainerRemove(context.Background(), resp.ID, container.RemoveOptions{Force: true}) })
+	if start {
+		if err := cli.ContainerStart(t.Context(), resp.ID, container.StartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.ID
+}
+
+// handMadeWorkspace replaces workspace 0 by one the test creates by hand
+// from the same spec, changed by edit, journals it as the campaign's (its
+// intent, its id, the old id removed) and waits until it serves.
+func handMadeWorkspace(t *testing.T, a *Adapter, cli *client.Client, c *Campaign, key string, edit func(*containerSpec)) {
+	t.Helper()
+	old := c.Workspaces[0]
+	ag := c.Plan.Agents[0]
+	if err := cli.ContainerRemove(t.Context(), old.ContainerID, container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	s := workspaceSpec(c.Plan, ag, old.RunDir, key)
+	edit(&s)
+	id := handMade(t, cli, s.Config, s.HostConfig, s.Name, true, s.Networking)
+	j, err := campaign.OpenJournal(c.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	gen := c.Plan.Generation
+	for _, r := range []campaign.Record{
+		{Op: campaign.OpIntent, Gen: gen, Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: s.Name, Labels: s.Config.Labels, Note: "created by hand (test)"},
+		{Op: campaign.OpCreated, Gen: gen, Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: s.Name, ID: id},
+		{Op: campaign.OpRemoved, Gen: gen, Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: s.Name, ID: old.ContainerID},
+	} {
+		if err := j.Append(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.waitWorkspace(t.Context(), Workspace{AgentID: ag.AgentID, ContainerID: id, Socket: old.Socket}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkAttest attests a campaign of the workbench grader and 16
+// workspaces on the real daemon (brought up once, outside the timing).
+// daemon-ms is the daemon calls (/info, inspects, lists), probes-ms the
+// probes (execs, and their timeouts: the workspaces' unreachable probes
+// wait out ProbeTimeout together), total-ms both and the rest. Run with:
+//
+//	go test -run '^$' -bench Attest -benchtime 5x ./adapter
+func BenchmarkAttest(b *testing.B) {
+	a, cli := realAdapter(b, "bench-attest-key-0c1d2e3f", nil)
+	c := realCampaign(b, a, cli, 16)
+	var daemon, probes, total float64
+	b.ResetTimer()
+	for range b.N {
+		rep, err := a.Attest(context.Background(), c.Plan.CampaignID, AttestOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !rep.OK {
+			b.Fatalf("not ok: %v", rep.FailureLines())
+		}
+		daemon += rep.Timings.DaemonMS
+		probes += rep.Timings.ProbesMS
+		total += rep.Timings.TotalMS
+	}
+	n := float64(b.N)
+	b.ReportMetric(daemon/n, "daemon-ms")
+	b.ReportMetric(probes/n, "probes-ms")
+	b.ReportMetric(total/n, "total-ms")
+}

@@ -1,0 +1,172 @@
+package adapter
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentpen/agentpen/attest"
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/dockerfake"
+)
+
+// TestAttestObservationFaults: daemon answers that fail (a 500, a dropped
+// connection, a 404) fail the checks that needed them, the report is
+// still written, and nothing is ok on the fake (it runs no exec: every
+// probe fails closed).
+func TestAttestObservationFaults(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		script func(fake *dockerfake.Daemon, c *Campaign)
+		want   []string
+	}{
+		{"no_fault", func(*dockerfake.Daemon, *Campaign) {}, []string{"workspaces[0].probe.control", "server.process"}},
+		{"workspace_inspect_500", func(fake *dockerfake.Daemon, c *Campaign) {
+			fake.OnFunc("GET /containers/{id}/json", func(call dockerfake.Call) dockerfake.Reply {
+				if strings.Contains(call.Path, c.Workspaces[0].ContainerID) {
+					return dockerfake.Reply{Status: 500, Body: "boom"}
+				}
+				return dockerfake.Pass
+			})
+		}, []string{"workspaces[0].present"}},
+		{"server_gone", func(fake *dockerfake.Daemon, c *Campaign) {
+			fake.OnFunc("GET /containers/{id}/json", func(call dockerfake.Call) dockerfake.Reply {
+				if strings.Contains(call.Path, c.ServerID) {
+					return dockerfake.Reply{Status: 404, Body: "No such container"}
+				}
+				return dockerfake.Pass
+			})
+		}, []string{"server.present"}},
+		{"network_dropped", func(fake *dockerfake.Daemon, c *Campaign) {
+			fake.On("GET /networks/{id}", dockerfake.Reply{Drop: true})
+		}, []string{"network.present"}},
+		{"info_500", func(fake *dockerfake.Daemon, c *Campaign) {
+			fake.On("GET /info", dockerfake.Reply{Status: 500, Body: "busy"})
+		}, []string{"daemon.info"}},
+		{"lists_500", func(fake *dockerfake.Daemon, c *Campaign) {
+			fake.On("GET /containers/json", dockerfake.Reply{Status: 500, Body: "busy"})
+			fake.On("GET /networks", dockerfake.Reply{Status: 500, Body: "busy"})
+		}, []string{"campaign.unexpected_containers", "campaign.unexpected_networks"}},
+		{"extra_labelled_container", func(fake *dockerfake.Daemon, c *Campaign) {
+			fake.AddContainer(dockerfake.Container{Name: "stranger", Image: fakeImage, Labels: map[string]string{campaign.LabelCampaign: c.Plan.CampaignID}})
+		}, []string{"campaign.unexpected_containers"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, fake := fakeAdapter(t)
+			const canary = "canary-fake-key-31f0aa9c"
+			a.Getenv = func(k string) string { return map[string]string{campaign.DefaultAPIKeyEnv: canary}[k] }
+			c := fakeCampaign(t, a, fakeSpec("attest-faults", 2), canary)
+			tt.script(fake, c)
+			rep, err := a.Attest(t.Context(), "attest-faults", AttestOptions{ProbeTimeout: 200e6})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.OK {
+				t.Fatal("ok on a fake daemon that runs no probe")
+			}
+			for _, w := range tt.want {
+				if !slices.Contains(rep.FailedChecks, w) {
+					t.Errorf("%s not among the failed checks %v", w, rep.FailedChecks)
+				}
+			}
+			b, err := os.ReadFile(a.AttestationPath("attest-faults"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var onDisk attest.Report
+			if err := json.Unmarshal(b, &onDisk); err != nil || onDisk.OK || onDisk.Cleanup.Status != attest.CleanupPending {
+				t.Fatalf("report on disk: %v ok=%v cleanup=%+v", err, onDisk.OK, onDisk.Cleanup)
+			}
+			if strings.Contains(string(b), canary) {
+				t.Fatal("the report holds the key")
+			}
+			if fi, _ := os.Stat(a.AttestationPath("attest-faults")); fi.Mode().Perm() != 0o600 {
+				t.Fatalf("report mode %v", fi.Mode())
+			}
+			left, _ := filepath.Glob(filepath.Join(a.CampaignDir("attest-faults"), ".attestation.json.tmp-*"))
+			if len(left) != 0 {
+				t.Fatalf("temporary files left: %v", left)
+			}
+		})
+	}
+}
+
+// TestAttestNoCampaign: a campaign with no state directory is an error,
+// not a report.
+func TestAttestNoCampaign(t *testing.T) {
+	a, _ := fakeAdapter(t)
+	if _, err := a.Attest(t.Context(), "never-brought-up", AttestOptions{}); err == nil {
+		t.Fatal("attested a campaign that does not exist")
+	}
+	if _, err := a.Attest(t.Context(), "../escape", AttestOptions{}); err == nil {
+		t.Fatal("accepted a bad campaign id")
+	}
+}
+
+// TestRoleSettingsFromCreateSpecs: the expected hardening is read from the
+// specs bring-up creates with.
+func TestRoleSettingsFromCreateSpecs(t *testing.T) {
+	p, err := campaign.NewPlan(fakeSpec("roles", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := roleSettings(p, "/run/user/1/docker.sock")
+	w := rs[campaign.RoleWork]
+	if !slices.Equal(w.CapAdd, WorkspaceCaps) || !w.ReadOnlyRoot || !w.Init || w.Memory != WorkspaceMemory || w.PidsLimit != WorkspacePidsLimit || len(w.Tmpfs) != len(workspaceTmpfs) {
+		t.Fatalf("workspace settings %+v", w)
+	}
+	s := rs[campaign.RoleServer]
+	if len(s.CapAdd) != 0 || !slices.Equal(s.CapDrop, []string{"ALL"}) || s.ReadOnlyRoot || !s.Init || !slices.Equal(s.SecurityOpt, []string{"no-new-privileges"}) {
+		t.Fatalf("server settings %+v", s)
+	}
+}
+
+// fakeCampaign does a bring-up on the fake daemon without the readiness
+// wait (the fake runs no process): spec, daemon record, journal and every
+// create, as BringUp does them.
+func fakeCampaign(t *testing.T, a *Adapter, spec campaign.CampaignSpec, key string) *Campaign {
+	t.Helper()
+	p, err := campaign.NewPlan(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Bind(1, campaign.NewInstance())
+	dir := a.CampaignDir(p.CampaignID)
+	j, err := campaign.OpenJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if err := j.Append(campaign.Record{Op: campaign.OpBegin, Gen: 1, Instance: p.Instance}); err != nil {
+		t.Fatal(err)
+	}
+	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{}}
+	if err := writeSpec(dir, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.recordDaemon(dir); err != nil {
+		t.Fatal(err)
+	}
+	c := &Campaign{Plan: p, Dir: dir}
+	if c.NetworkID, err = b.createNetwork(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if c.ServerID, err = b.createStart(t.Context(), serverSpec(p, key, nil, a.Docker.Host().SocketPath)); err != nil {
+		t.Fatal(err)
+	}
+	for _, ag := range p.Agents {
+		dir, err := a.makeRunDir(j, p, ag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := b.createStart(t.Context(), workspaceSpec(p, ag, dir, key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Workspaces = append(c.Workspaces, Workspace{AgentID: ag.AgentID, ContainerID: id, RunDir: dir})
+	}
+	return c
+}

@@ -1,0 +1,113 @@
+// Package apikey judges an API key without keeping it: whether it is
+// present, whether it is a known placeholder or a publicly documented
+// default, and its fingerprint (the first 16 hex digits of its SHA-256),
+// which is all agentpen ever records or prints about a key.
+//
+// One Policy (the list of placeholder values and of public-default
+// fingerprints) serves every check: agentpen up's refusal of a key before
+// anything is created, and the attestation of the key the containers were
+// given. It is pure (standard library only) and never logs, stores or
+// returns a key's value; a Status holds only the fingerprint.
+//
+// It does not judge a key's strength beyond that: a short or guessable key
+// that is not on the list passes.
+package apikey
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// FingerprintLen is the number of hex digits of a fingerprint.
+const FingerprintLen = 16
+
+// Fingerprint returns the first FingerprintLen hex digits of the SHA-256
+// of v: enough to tell keys apart in a report, too short to help guess one.
+func Fingerprint(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return hex.EncodeToString(sum[:])[:FingerprintLen]
+}
+
+var fingerprintRe = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+// ValidFingerprint reports whether s has a fingerprint's shape (16
+// lower-case hex digits).
+func ValidFingerprint(s string) bool { return fingerprintRe.MatchString(s) }
+
+// Policy says which keys are placeholders. The zero Policy knows none;
+// Default returns agentpen's.
+type Policy struct {
+	// Placeholders are values (compared lower-cased, trimmed) that name no
+	// real key: "changeme", "your-api-key", ...
+	Placeholders []string
+	// PlaceholderPrefixes are lower-case prefixes of such values
+	// ("replace-me...", "your_...").
+	PlaceholderPrefixes []string
+	// PublicDefaults are fingerprints (see Fingerprint) of keys published
+	// in some project's documentation as an example. The key itself is
+	// never kept in source.
+	PublicDefaults []string
+}
+
+// Default returns agentpen's policy: seed 004's placeholder list, the
+// usual template spellings, agentpen's own variable names used as values,
+// and the fingerprint of the public example key of the upstream CyberGym
+// distribution. A fresh copy each call, so a caller may extend it.
+func Default() Policy {
+	return Policy{
+		Placeholders: []string{
+			"placeholder", "changeme", "change-me", "change_me", "your_api_key", "your-api-key", "yourapikey",
+			"api_key", "api-key", "apikey", "test-key", "test_key", "testkey", "none", "null", "nil",
+			"undefined", "secret", "password", "xxx", "xxxx", "xxxxxxxx", "todo", "fixme", "dummy", "example",
+			"<api-key>", "<api_key>", "<key>", "${cybergym_api_key}", "cybergym_api_key", "your-cybergym-api-key",
+			"agentpen_api_key", "${agentpen_api_key}", "$agentpen_api_key", "your-agentpen-api-key",
+		},
+		PlaceholderPrefixes: []string{"replace_me", "replace-me", "replaceme", "your_", "your-", "<your", "${", "{{"},
+		PublicDefaults:      []string{"9605ed570966a4e0"},
+	}
+}
+
+// Status is what may be recorded about a key: never its value.
+type Status struct {
+	// Present is true for a non-empty value.
+	Present bool `json:"present"`
+	// Placeholder is true when the value is on the policy's list, starts
+	// with one of its prefixes, or has a public default's fingerprint.
+	Placeholder bool `json:"placeholder"`
+	// Fingerprint is Fingerprint(value); empty when the key is absent.
+	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// OK reports whether the key may be used: present and not a placeholder.
+func (s Status) OK() bool { return s.Present && !s.Placeholder }
+
+// Check judges value. Only its Status leaves this function.
+func (p Policy) Check(value string) Status {
+	if value == "" {
+		return Status{}
+	}
+	fp := Fingerprint(value)
+	return Status{Present: true, Placeholder: p.isPlaceholder(value, fp), Fingerprint: fp}
+}
+
+// IsPublicDefault reports whether fingerprint is one of the policy's
+// public-default fingerprints (for evidence that carries only a digest).
+func (p Policy) IsPublicDefault(fingerprint string) bool {
+	return fingerprint != "" && slices.Contains(p.PublicDefaults, strings.ToLower(fingerprint))
+}
+
+func (p Policy) isPlaceholder(value, fp string) bool {
+	v := strings.ToLower(strings.TrimSpace(value))
+	if v == "" || p.IsPublicDefault(fp) || slices.Contains(p.Placeholders, v) {
+		return true
+	}
+	for _, pre := range p.PlaceholderPrefixes {
+		if strings.HasPrefix(v, pre) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,647 @@
+package attest
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/agentpen/agentpen/apikey"
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden reports in testdata/attest")
+
+// TestGoodFixturesAttest: each captured campaign attests ok, and its
+// report equals the golden one (regenerate with go test ./attest -update).
+func TestGoodFixturesAttest(t *testing.T) {
+	for _, name := range fixtureNames {
+		t.Run(name, func(t *testing.T) {
+			f := loadFixture(t, name)
+			rep := Evaluate(f.src, f.obs)
+			if !rep.OK || len(rep.FailedChecks) != 0 {
+				t.Fatalf("a good campaign does not attest: %v", rep.FailureLines())
+			}
+			got, err := rep.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("..", "testdata", "attest", name, "report.golden.json")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (generate it with go test ./attest -update)", err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Fatalf("report differs from %s (-want +got):\n%s", golden, diff)
+			}
+		})
+	}
+}
+
+// mutation is one row of the table: a one-field change of a good fixture
+// and exactly the checks it must fail.
+type mutation struct {
+	name    string
+	fixture string // "internal" (default) or "nat"
+	what    string // the change, in words
+	mutate  func(t *testing.T, f *fixture)
+	want    []string
+}
+
+const (
+	srv = "server"
+	ws0 = "workspaces[0]"
+)
+
+func mutations() []mutation {
+	otherID := strings.Repeat("f", 64)
+	ms := []mutation{
+		// Daemon identity.
+		{name: "daemon_id", what: "/info ID is another daemon's", want: []string{"daemon.id"},
+			mutate: func(t *testing.T, f *fixture) { f.info(t, func(m map[string]any) { m["ID"] = "OTHR:DAEM:ON00" }) }},
+		{name: "daemon_version", what: "/info ServerVersion changed", want: []string{"daemon.version"},
+			mutate: func(t *testing.T, f *fixture) { f.info(t, func(m map[string]any) { m["ServerVersion"] = "24.0.7" }) }},
+		{name: "daemon_not_rootless", what: "/info SecurityOptions without name=rootless", want: []string{"daemon.rootless"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.info(t, func(m map[string]any) { m["SecurityOptions"] = []any{"name=seccomp,profile=default"} })
+			}},
+		{name: "daemon_endpoint", what: "the selected socket is another one than the one observed and recorded", want: []string{"daemon.endpoint"},
+			mutate: func(t *testing.T, f *fixture) { f.src.Endpoint = "unix:///run/user/4242/docker.sock" }},
+		{name: "daemon_root_dir", what: "/info DockerRootDir is the rootful default", want: []string{"daemon.root_dir"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.info(t, func(m map[string]any) { m["DockerRootDir"] = "/var/lib/docker" })
+			}},
+		{name: "daemon_info_unread", what: "/info could not be read", want: []string{"daemon.info"},
+			mutate: func(t *testing.T, f *fixture) { f.obs.Info = Raw{Err: "connection reset"} }},
+		// The campaign network.
+		{name: "network_absent", what: "the network inspect answers 404", want: []string{"network.present"},
+			mutate: func(t *testing.T, f *fixture) { f.obs.Network = Raw{NotFound: true} }},
+		{name: "network_id", what: "network Id is another", want: []string{"network.id"},
+			mutate: func(t *testing.T, f *fixture) { f.network(t, func(m map[string]any) { m["Id"] = otherID }) }},
+		{name: "network_name", what: "network Name is another", want: []string{"network.name"},
+			mutate: func(t *testing.T, f *fixture) { f.network(t, func(m map[string]any) { m["Name"] = "agentpen-other" }) }},
+		{name: "network_driver", what: "network Driver macvlan", want: []string{"network.driver"},
+			mutate: func(t *testing.T, f *fixture) { f.network(t, func(m map[string]any) { m["Driver"] = "macvlan" }) }},
+		{name: "network_not_internal", what: "network Internal false under egress internal", want: []string{"network.internal"},
+			mutate: func(t *testing.T, f *fixture) { f.network(t, func(m map[string]any) { m["Internal"] = false }) }},
+		{name: "network_internal_under_nat", fixture: "nat", what: "network Internal true under egress nat", want: []string{"network.internal"},
+			mutate: func(t *testing.T, f *fixture) { f.network(t, func(m map[string]any) { m["Internal"] = true }) }},
+		{name: "network_stranger_member", what: "a container the journal does not know is on the network", want: []string{"network.members"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.network(t, func(m map[string]any) { at(m, "Containers")[otherID] = map[string]any{"Name": "intruder"} })
+			}},
+		// Containers: identity.
+		{name: "server_absent", what: "the server's inspect answers 404", want: []string{"server.present"},
+			mutate: func(t *testing.T, f *fixture) { f.obs.Containers[f.id(t, srv)] = Raw{NotFound: true} }},
+		{name: "workspace_unreadable", what: "a workspace's inspect failed (500)", want: []string{ws0 + ".present"},
+			mutate: func(t *testing.T, f *fixture) { f.obs.Containers[f.id(t, ws0)] = Raw{Err: "status 500"} }},
+		{name: "workspace_intent_unlabelled", what: "the journal's intent carries no io.agentpen labels", want: []string{ws0 + ".labels"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.intent(t, ws0, func(map[string]string) map[string]string { return map[string]string{"team": "x"} })
+			}},
+		{name: "workspace_no_pid", what: "State.Pid 0", want: []string{ws0 + ".running"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, ws0, func(m map[string]any) { at(m, "State")["Pid"] = 0 })
+			}},
+		{name: "workspace_image", what: "the workspace runs another image than the one pinned", want: []string{ws0 + ".image"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, ws0, func(m map[string]any) { m["Image"] = "sha256:" + strings.Repeat("e", 64) })
+			}},
+		{name: "server_image", what: "the server runs another image than the one pinned", want: []string{"server.image"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, srv, func(m map[string]any) { m["Image"] = "sha256:" + strings.Repeat("e", 64) })
+			}},
+		// Containers: network.
+		{name: "workspace_dns", what: "HostConfig.Dns set", want: []string{ws0 + ".dns"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, ws0, func(m map[string]any) { at(m, "HostConfig")["Dns"] = []any{"8.8.8.8"} })
+			}},
+		{name: "server_extra_hosts", what: "HostConfig.ExtraHosts host-gateway", want: []string{"server.dns"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, srv, func(m map[string]any) { at(m, "HostConfig")["ExtraHosts"] = []any{"host.docker.internal:host-gateway"} })
+			}},
+		// The Docker socket.
+		{name: "workspace_socket_mount", what: "the daemon socket bind-mounted into a workspace", want: []string{ws0 + ".docker_socket"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, ws0, func(m map[string]any) {
+					m["Mounts"] = append(m["Mounts"].([]any), map[string]any{"Type": "bind", "Source": f.src.SocketPath, "Destination": "/var/run/docker.sock", "RW": true})
+				})
+			}},
+		{name: "workspace_runtime_dir_mount", what: "the daemon user's runtime directory (holding the socket) mounted into a workspace", want: []string{ws0 + ".docker_socket"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, ws0, func(m map[string]any) {
+					m["Mounts"] = append(m["Mounts"].([]any), map[string]any{"Type": "bind", "Source": filepath.Dir(f.src.SocketPath), "Destination": "/mnt/run", "RW": false})
+				})
+			}},
+		{name: "server_docker_host_env", what: "DOCKER_HOST in the server's environment, no socket asked for", want: []string{"server.docker_socket"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, srv, func(m map[string]any) {
+					cfg := at(m, "Config")
+					cfg["Env"] = append(cfg["Env"].([]any), "DOCKER_HOST=tcp://10.0.0.1:2375")
+				})
+			}},
+		{name: "server_socket_missing", fixture: "nat", what: "the socket the plan asks for is not mounted in the server", want: []string{"server.docker_socket"},
+			mutate: func(t *testing.T, f *fixture) { f.container(t, srv, func(m map[string]any) { m["Mounts"] = []any{} }) }},
+		// Publish.
+		{name: "server_published_wildcard", what: "the server publishes 8080 on 0.0.0.0", want: []string{"server.publish"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, srv, func(m map[string]any) {
+					at(m, "HostConfig")["PortBindings"] = map[string]any{"8080/tcp": []any{map[string]any{"HostIp": "0.0.0.0", "HostPort": "8080"}}}
+				})
+			}},
+		{name: "nat_publish_not_loopback", fixture: "nat", what: "the planned loopback binding is active on 0.0.0.0", want: []string{"server.publish"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, srv, func(m map[string]any) {
+					for _, bs := range at(m, "NetworkSettings", "Ports") {
+						for _, b := range bs.([]any) {
+							b.(map[string]any)["HostIp"] = "0.0.0.0"
+						}
+					}
+				})
+			}},
+		{name: "workspace_publish_all", what: "PublishAllPorts true", want: []string{ws0 + ".publish"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, ws0, func(m map[string]any) { at(m, "HostConfig")["PublishAllPorts"] = true })
+			}},
+		// Hardening.
+		{name: "server_caps_not_dropped", what: "CapDrop empty", want: []string{"server.caps"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, srv, func(m map[string]any) { at(m, "HostConfig")["CapDrop"] = nil })
+			}},
+		// Limits.
+		{name: "workspace_memory_not_recorded", what: "HostConfig.Memory 0 (2 GiB requested)", want: []string{ws0 + ".limits"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, ws0, func(m map[string]any) { at(m, "HostConfig")["Memory"] = 0 })
+			}},
+		{name: "server_pids_limit", what: "HostConfig.PidsLimit 10 (none requested)", want: []string{"server.limits"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, srv, func(m map[string]any) { at(m, "HostConfig")["PidsLimit"] = 10 })
+			}},
+		// The API key.
+		{name: "key_public_default", what: "the key policy lists the server key's fingerprint as a public default", want: []string{"api_key"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.src.KeyPolicy.PublicDefaults = append(f.src.KeyPolicy.PublicDefaults, f.src.AgentpenKey.Fingerprint)
+			}},
+		{name: "key_not_agentpens", what: "agentpen's environment holds another key than the server", want: []string{"api_key"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.src.AgentpenKey = apikey.Default().Check("another-key-entirely-0001")
+			}},
+		{name: "workspace_other_key", what: "a workspace holds another key than the server", want: []string{ws0 + ".api_key"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, ws0, func(m map[string]any) {
+					env := at(m, "Config")["Env"].([]any)
+					for i, kv := range env {
+						if strings.HasPrefix(kv.(string), campaign.DefaultAPIKeyEnv+"=") {
+							env[i] = campaign.DefaultAPIKeyEnv + "=another-key-entirely-0001"
+						}
+					}
+				})
+			}},
+		// Custody.
+		{name: "server_process_argv", what: "the process serving the server's port runs another argv", want: []string{"server.process"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseBefore, srv, "server/process/0", func(m map[string]any) { at(m, "process")["argv_digest"] = "sha256:" + strings.Repeat("0", 64) })
+			}},
+		{name: "workspace_process_extra_cap", what: "the workspace's serving process has CAP_NET_RAW in its bounding set", want: []string{ws0 + ".process"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/process/0", func(m map[string]any) { at(m, "process")["cap_bnd"] = "00000000000020e1" })
+			}},
+		{name: "workspace_process_missing", what: "nothing listens on the workbench socket", want: []string{ws0 + ".process"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/process/0", func(m map[string]any) { m["outcome"] = "not_found"; delete(m, "process") })
+			}},
+		// Connectivity.
+		{name: "control_failed", what: "the positive control timed out (the negative probes of that exec are then no evidence)",
+			want: []string{ws0 + ".probe.control", ws0 + ".probe.host_addresses", ws0 + ".probe.host_loopback"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/control/0", func(m map[string]any) { m["outcome"] = "timeout" })
+			}},
+		{name: "grader_health_down", what: "grader /health answers 503", want: []string{ws0 + ".probe.grader_health"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/grader_health/0", func(m map[string]any) { m["status"] = 503 })
+			}},
+		{name: "grader_route_open", what: "a protected route answers 200 without the key", want: []string{ws0 + ".probe.grader_protected"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/grader_protected/1", func(m map[string]any) { m["status"] = 200 })
+			}},
+		{name: "host_loopback_reached", what: "the host loopback listener connected", want: []string{ws0 + ".probe.host_loopback"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/host_loopback/0", func(m map[string]any) { m["outcome"] = "connected" })
+			}},
+		{name: "host_address_reached", what: "a host address listener connected under internal egress", want: []string{ws0 + ".probe.host_addresses"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/host_addresses/0", func(m map[string]any) { m["outcome"] = "connected" })
+			}},
+		{name: "host_probe_error", what: "a host probe ended in an unclassified error (no evidence)", want: []string{ws0 + ".probe.host_loopback"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/host_loopback/0", func(m map[string]any) { m["outcome"] = "error" })
+			}},
+		{name: "egress_blocked_under_nat", fixture: "nat", what: "the egress target timed out under egress nat", want: []string{ws0 + ".probe.egress"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/egress/0", func(m map[string]any) { m["outcome"] = "timeout" })
+			}},
+		{name: "workspace_sees_socket", what: "the socket probe found a socket at /var/run/docker.sock", want: []string{ws0 + ".probe.docker_socket"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/docker_socket/0", func(m map[string]any) {
+					m["sockets"] = []any{map[string]any{"path": "/var/run/docker.sock", "how": "known_path", "is_socket": true}}
+				})
+			}},
+		{name: "server_sees_socket", what: "the server's socket probe found a socket (none asked for)", want: []string{"server.probe.docker_socket"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseBefore, srv, "server/docker_socket/0", func(m map[string]any) {
+					m["sockets"] = []any{map[string]any{"path": "/run/user/1001/docker.sock", "how": "glob", "is_socket": true}}
+				})
+			}},
+		{name: "server_socket_not_visible", fixture: "nat", what: "the socket asked for is not visible in the server", want: []string{"server.probe.docker_socket"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseBefore, srv, "server/docker_socket/0", func(m map[string]any) { m["sockets"] = []any{} })
+			}},
+		{name: "counters_unread", what: "the counters could not be read after the probes (side effects are then unproven)",
+			want: []string{"server.grader_counters", "server.grader_side_effects"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseAfter, srv, "server/counters_after/0", func(m map[string]any) { m["status"] = 500 })
+			}},
+		{name: "side_effect", what: "a request without the key reached the /v1/score handler", want: []string{"server.grader_side_effects"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseAfter, srv, "server/counters_after/0", func(m map[string]any) {
+					body := m["body"].(map[string]any)
+					r := at(body, "routes", "/v1/score")
+					r["authorized"] = r["authorized"].(float64) + 1
+				})
+			}},
+		{name: "probes_not_arrived", what: "the grader counted fewer refused requests than were sent", want: []string{"server.grader_side_effects"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseAfter, srv, "server/counters_after/0", func(m map[string]any) {
+					at(m["body"], "routes", "/v1/judge")["requests"] = 0
+				})
+			}},
+		{name: "host_listener_accepted", what: "agentpen's loopback listener accepted a connection", want: []string{"connectivity.host_listener"},
+			mutate: func(t *testing.T, f *fixture) { f.obs.Listeners[0].Accepted = 1 }},
+		// Campaign-wide.
+		{name: "extra_labelled_container", what: "a container carrying the campaign's label that the journal does not account for", want: []string{"campaign.unexpected_containers"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.list(t, &f.obs.ContainerList, map[string]any{"Id": otherID, "Names": []any{"/extra"}, "Labels": map[string]any{campaign.LabelCampaign: f.src.Spec.CampaignID}})
+			}},
+		{name: "extra_labelled_network", what: "a network carrying the campaign's label that the journal does not account for", want: []string{"campaign.unexpected_networks"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.list(t, &f.obs.NetworkList, map[string]any{"Id": otherID, "Name": "extra", "Labels": map[string]any{campaign.LabelCampaign: f.src.Spec.CampaignID}})
+			}},
+	}
+	// The checks every container has, once for the server and once for a
+	// workspace.
+	for _, sub := range []string{srv, ws0} {
+		role := map[string]string{srv: "server", ws0: "workspace"}[sub]
+		hc := func(t *testing.T, f *fixture, fn func(hc map[string]any)) {
+			f.container(t, sub, func(m map[string]any) { fn(at(m, "HostConfig")) })
+		}
+		ms = append(ms,
+			mutation{name: role + "_id", what: "the daemon answers the journalled id with another Id", want: []string{sub + ".id"},
+				mutate: func(t *testing.T, f *fixture) { f.container(t, sub, func(m map[string]any) { m["Id"] = otherID }) }},
+			mutation{name: role + "_name", what: "container Name is another", want: []string{sub + ".name"},
+				mutate: func(t *testing.T, f *fixture) {
+					f.container(t, sub, func(m map[string]any) { m["Name"] = "/impostor" })
+				}},
+			mutation{name: role + "_not_running", what: "State.Running false", want: []string{sub + ".running"},
+				mutate: func(t *testing.T, f *fixture) {
+					f.container(t, sub, func(m map[string]any) { at(m, "State")["Running"] = false })
+				}},
+			mutation{name: role + "_command", what: "Args differ from the planned command", want: []string{sub + ".command"},
+				mutate: func(t *testing.T, f *fixture) {
+					f.container(t, sub, func(m map[string]any) { m["Args"] = []any{"grader", "--listen", ":9999"} })
+				}},
+			mutation{name: role + "_network_mode_host", what: "HostConfig.NetworkMode host", want: []string{sub + ".network_mode"},
+				mutate: func(t *testing.T, f *fixture) { hc(t, f, func(h map[string]any) { h["NetworkMode"] = "host" }) }},
+			mutation{name: role + "_alias", what: "its alias on the campaign network is another", want: []string{sub + ".network_membership"},
+				mutate: func(t *testing.T, f *fixture) {
+					f.container(t, sub, func(m map[string]any) {
+						at(m, "NetworkSettings", "Networks", f.exp.NetworkName)["Aliases"] = []any{"someone-else"}
+					})
+				}},
+			mutation{name: role + "_on_bridge", what: "also attached to the default bridge", want: []string{sub + ".networks_forbidden"},
+				mutate: func(t *testing.T, f *fixture) {
+					f.container(t, sub, func(m map[string]any) {
+						at(m, "NetworkSettings", "Networks")["bridge"] = map[string]any{"NetworkID": otherID}
+					})
+				}},
+			mutation{name: role + "_second_network", what: "also attached to a network outside the plan", want: []string{sub + ".networks_unplanned"},
+				mutate: func(t *testing.T, f *fixture) {
+					f.container(t, sub, func(m map[string]any) {
+						at(m, "NetworkSettings", "Networks")["other-net"] = map[string]any{"NetworkID": otherID}
+					})
+				}},
+			mutation{name: role + "_extra_mount", what: "an unplanned bind mount of /etc", want: []string{sub + ".mounts"},
+				mutate: func(t *testing.T, f *fixture) {
+					f.container(t, sub, func(m map[string]any) {
+						ms, _ := m["Mounts"].([]any)
+						m["Mounts"] = append(ms, map[string]any{"Type": "bind", "Source": "/etc", "Destination": "/host-etc", "RW": false})
+					})
+				}},
+			mutation{name: role + "_extra_cap", what: "CapAdd gains CAP_NET_RAW", want: []string{sub + ".caps"},
+				mutate: func(t *testing.T, f *fixture) {
+					hc(t, f, func(h map[string]any) { caps, _ := h["CapAdd"].([]any); h["CapAdd"] = append(caps, "CAP_NET_RAW") })
+				}},
+			mutation{name: role + "_privileged", what: "Privileged true", want: []string{sub + ".privileged"},
+				mutate: func(t *testing.T, f *fixture) { hc(t, f, func(h map[string]any) { h["Privileged"] = true }) }},
+			mutation{name: role + "_no_nnp", what: "SecurityOpt without no-new-privileges", want: []string{sub + ".no_new_privileges"},
+				mutate: func(t *testing.T, f *fixture) { hc(t, f, func(h map[string]any) { h["SecurityOpt"] = []any{} }) }},
+			mutation{name: role + "_seccomp_unconfined", what: "SecurityOpt gains seccomp=unconfined", want: []string{sub + ".security_opt"},
+				mutate: func(t *testing.T, f *fixture) {
+					hc(t, f, func(h map[string]any) { h["SecurityOpt"] = []any{"no-new-privileges", "seccomp=unconfined"} })
+				}},
+			mutation{name: role + "_read_only_root_flipped", what: "ReadonlyRootfs the other way than planned", want: []string{sub + ".read_only_root"},
+				mutate: func(t *testing.T, f *fixture) {
+					hc(t, f, func(h map[string]any) { h["ReadonlyRootfs"] = !h["ReadonlyRootfs"].(bool) })
+				}},
+			mutation{name: role + "_tmpfs_unsized", what: "a /tmp tmpfs without a size", want: []string{sub + ".tmpfs"},
+				mutate: func(t *testing.T, f *fixture) {
+					f.container(t, sub, func(m map[string]any) { at(m, "HostConfig", "Tmpfs")["/tmp"] = "rw,nosuid,nodev,noexec" })
+				}},
+			mutation{name: role + "_no_init", what: "Init false", want: []string{sub + ".init"},
+				mutate: func(t *testing.T, f *fixture) { hc(t, f, func(h map[string]any) { h["Init"] = false }) }},
+			mutation{name: role + "_host_pid", what: "PidMode host", want: []string{sub + ".namespaces"},
+				mutate: func(t *testing.T, f *fixture) { hc(t, f, func(h map[string]any) { h["PidMode"] = "host" }) }},
+		)
+	}
+	// Every ownership label, of the network and of each container role.
+	for _, k := range []string{campaign.LabelCampaign, campaign.LabelInstance, campaign.LabelNetwork, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema} {
+		ms = append(ms, mutation{name: "network_label_" + strings.TrimPrefix(k, "io.agentpen."), what: "network label " + k + " forged", want: []string{"network.label." + k},
+			mutate: func(t *testing.T, f *fixture) { f.network(t, func(m map[string]any) { at(m, "Labels")[k] = "forged" }) }})
+		ms = append(ms, mutation{name: "server_label_" + strings.TrimPrefix(k, "io.agentpen."), what: "server label " + k + " removed", want: []string{"server.label." + k},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, srv, func(m map[string]any) { delete(at(m, "Config", "Labels"), k) })
+			}})
+	}
+	for _, k := range []string{campaign.LabelAgent, campaign.LabelCampaign, campaign.LabelInstance, campaign.LabelNetwork, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema} {
+		ms = append(ms, mutation{name: "workspace_label_" + strings.TrimPrefix(k, "io.agentpen."), what: "workspace label " + k + " forged", want: []string{ws0 + ".label." + k},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, ws0, func(m map[string]any) { at(m, "Config", "Labels")[k] = "forged" })
+			}})
+	}
+	return ms
+}
+
+// TestMutations: each one-field mutation of a good fixture makes the
+// report not ok and fails exactly the checks of its row.
+func TestMutations(t *testing.T) {
+	seen := map[string]bool{}
+	for _, m := range mutations() {
+		if seen[m.name] {
+			t.Fatalf("duplicate row %s", m.name)
+		}
+		seen[m.name] = true
+		t.Run(m.name, func(t *testing.T) {
+			name := m.fixture
+			if name == "" {
+				name = "internal"
+			}
+			f := loadFixture(t, name)
+			m.mutate(t, f)
+			rep := Evaluate(f.src, f.obs)
+			want := slices.Clone(m.want)
+			sort.Strings(want)
+			if rep.OK {
+				t.Fatalf("%s: still ok", m.what)
+			}
+			if diff := cmp.Diff(want, rep.FailedChecks); diff != "" {
+				t.Fatalf("%s: failed checks (-want +got):\n%s\n%s", m.what, diff, strings.Join(rep.FailureLines(), "\n"))
+			}
+			for _, c := range rep.FailedChecks {
+				if rep.Checks()[c].Reason == "" {
+					t.Errorf("%s failed without a reason", c)
+				}
+			}
+		})
+	}
+}
+
+// TestMutationsCoverEveryCheck: every check a good report makes (any
+// workspace standing for all), in either fixture, is the target of a row
+// of the table.
+func TestMutationsCoverEveryCheck(t *testing.T) {
+	covered := map[string]bool{}
+	for _, m := range mutations() {
+		for _, c := range m.want {
+			covered[normalize(c)] = true
+		}
+	}
+	for _, name := range fixtureNames {
+		rep := Evaluate(loadFixture(t, name).src, loadFixture(t, name).obs)
+		for c := range rep.Checks() {
+			if !covered[normalize(c)] {
+				t.Errorf("%s: check %s has no mutation in the table", name, c)
+			}
+		}
+	}
+	if os.Getenv("ATTEST_PRINT_TABLE") == "1" {
+		var b bytes.Buffer
+		for _, m := range mutations() {
+			fx := m.fixture
+			if fx == "" {
+				fx = "internal"
+			}
+			fmt.Fprintf(&b, "| %s | %s (%s) |\n", strings.Join(m.want, ", "), m.what, fx)
+		}
+		t.Log("\n" + b.String())
+	}
+}
+
+// TestNeverOKWithoutEvidence: take any one piece of evidence away and the
+// report is not ok (the lie "ok" cannot be told by omission).
+func TestNeverOKWithoutEvidence(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		drop func(f *fixture)
+	}{
+		{"no_info", func(f *fixture) { f.obs.Info = Raw{} }},
+		{"no_network", func(f *fixture) { f.obs.Network = Raw{} }},
+		{"no_containers", func(f *fixture) { f.obs.Containers = nil }},
+		{"no_images", func(f *fixture) { f.obs.Images = nil }},
+		{"no_container_list", func(f *fixture) { f.obs.ContainerList = Raw{} }},
+		{"no_network_list", func(f *fixture) { f.obs.NetworkList = Raw{} }},
+		{"no_runs", func(f *fixture) { f.obs.Runs = nil }},
+		{"no_listeners", func(f *fixture) { f.obs.Listeners = nil }},
+		{"no_endpoint", func(f *fixture) { f.obs.Endpoint = "" }},
+		{"no_bringup_record", func(f *fixture) { f.src.Bringup = DaemonRecord{} }},
+		{"no_journal", func(f *fixture) { f.src.Records = nil }},
+		{"no_roles", func(f *fixture) { f.src.Roles = nil }},
+		{"empty_observation", func(f *fixture) { f.obs = Observation{} }},
+		{"bad_spec", func(f *fixture) { f.src.Spec.CampaignID = "" }},
+		{"main_exec_failed", func(f *fixture) {
+			for i := range f.obs.Runs {
+				if f.obs.Runs[i].Phase == PhaseMain {
+					f.obs.Runs[i].ExitCode = 2
+				}
+			}
+		}},
+		{"stdout_truncated", func(f *fixture) {
+			for i := range f.obs.Runs {
+				f.obs.Runs[i].Stdout = f.obs.Runs[i].Stdout[:len(f.obs.Runs[i].Stdout)/2]
+			}
+		}},
+		{"output_of_another_container", func(f *fixture) {
+			for i := range f.obs.Runs {
+				if f.obs.Runs[i].Phase == PhaseMain {
+					f.obs.Runs[i].Stdout = strings.Replace(f.obs.Runs[i].Stdout, `"container_id":"`, `"container_id":"0`, 1)
+				}
+			}
+		}},
+		{"a_result_twice", func(f *fixture) {
+			for i := range f.obs.Runs {
+				if f.obs.Runs[i].Phase == PhaseMain {
+					var out map[string]any
+					json.Unmarshal([]byte(f.obs.Runs[i].Stdout), &out)
+					rs := out["results"].([]any)
+					out["results"] = append(rs, rs[0])
+					b, _ := json.Marshal(out)
+					f.obs.Runs[i].Stdout = string(b)
+				}
+			}
+		}},
+		{"results_of_another_exec", func(f *fixture) {
+			// Every workspace run answers with the first workspace's output:
+			// ids do not match, nothing is evidence.
+			var first string
+			for _, r := range f.obs.Runs {
+				if r.Phase == PhaseMain && first == "" {
+					first = r.Stdout
+				}
+			}
+			for i := range f.obs.Runs {
+				if f.obs.Runs[i].Phase == PhaseMain {
+					f.obs.Runs[i].Stdout = strings.ReplaceAll(first, "workspaces[0]/", "workspaces[9]/")
+				}
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, name := range fixtureNames {
+				f := loadFixture(t, name)
+				tt.drop(f)
+				if rep := Evaluate(f.src, f.obs); rep.OK || len(rep.FailedChecks) == 0 {
+					t.Fatalf("%s: ok without the evidence", name)
+				}
+			}
+		})
+	}
+}
+
+// TestReportHasNoEnvValues: a value that is only in the containers'
+// environment (the fixture's API key, and every other variable's value)
+// never reaches the report; the key's fingerprint does.
+func TestReportHasNoEnvValues(t *testing.T) {
+	for _, name := range fixtureNames {
+		f := loadFixture(t, name)
+		b, _ := Evaluate(f.src, f.obs).Marshal()
+		var values []string
+		for _, raw := range f.obs.Containers {
+			var c struct{ Config struct{ Env []string } }
+			json.Unmarshal(raw.JSON, &c)
+			for _, kv := range c.Config.Env {
+				_, v, _ := strings.Cut(kv, "=")
+				values = append(values, v)
+			}
+		}
+		key := ""
+		for _, v := range values {
+			if apikey.Fingerprint(v) == f.src.AgentpenKey.Fingerprint {
+				key = v
+			}
+		}
+		if key == "" || !bytes.Contains(b, []byte(apikey.Fingerprint(key))) {
+			t.Fatalf("%s: the key's fingerprint is not in the report", name)
+		}
+		if bytes.Contains(b, []byte(key)) {
+			t.Fatalf("%s: the report holds the key", name)
+		}
+		for _, v := range values {
+			// Values that are also names, paths or URLs of the plan are
+			// expected elsewhere; the key and "C.UTF-8"-like settings are not.
+			// The agent id is the agent's public name (also a label).
+			if len(v) >= 8 && !strings.Contains(v, "agentpen") && !strings.HasPrefix(v, "agent-") && !strings.Contains(v, "/") && bytes.Contains(b, []byte(v)) {
+				t.Errorf("%s: the report holds an environment value %q", name, v)
+			}
+		}
+	}
+}
+
+func TestSetCleanupStatus(t *testing.T) {
+	f := loadFixture(t, "internal")
+	raw, _ := Evaluate(f.src, f.obs).Marshal()
+	out, err := SetCleanupStatus(raw, CleanupVerified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Report
+	if err := json.Unmarshal(out, &r); err != nil || r.Cleanup.Status != CleanupVerified || !r.OK || r.Schema != Schema {
+		t.Fatalf("after SetCleanupStatus: %v %+v", err, r.Cleanup)
+	}
+	var before, after map[string]json.RawMessage
+	json.Unmarshal(raw, &before)
+	json.Unmarshal(out, &after)
+	for k, v := range before {
+		if k != "cleanup" && !jsonEqual(v, after[k]) {
+			t.Errorf("field %s changed", k)
+		}
+	}
+	for _, bad := range [][]byte{[]byte("{"), []byte(`{"schema":"other"}`)} {
+		if _, err := SetCleanupStatus(bad, CleanupVerified); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+	if _, err := SetCleanupStatus(raw, "removed"); err == nil {
+		t.Error("accepted status removed")
+	}
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	json.Unmarshal(a, &x)
+	json.Unmarshal(b, &y)
+	return cmp.Equal(x, y)
+}
+
+// TestImageRepoDigest: a server pinned as repo@sha256 attests when the
+// container runs the image carrying that repo digest, and not otherwise.
+func TestImageRepoDigest(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("a", 64)
+	for _, tt := range []struct {
+		name    string
+		digests []any
+		ok      bool
+	}{
+		{"carries_it", []any{"agentpen/workbench@" + digest}, true},
+		{"another_digest", []any{"agentpen/workbench@sha256:" + strings.Repeat("b", 64)}, false},
+		{"other_repo", []any{"evil/workbench@" + digest}, false},
+		{"none", nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := loadFixture(t, "internal")
+			id := f.src.Spec.Server.Image
+			ref := "agentpen/workbench:v1@" + digest // a tag beside the digest is allowed
+			f.src.Spec.Server.Image = ref
+			img := f.obs.Images[id]
+			img.JSON = editJSON(t, img.JSON, func(v any) any { v.(map[string]any)["RepoDigests"] = tt.digests; return v })
+			f.obs.Images[ref] = img
+			rep := Evaluate(f.src, f.obs)
+			if rep.OK != tt.ok {
+				t.Fatalf("ok %v, want %v: %v", rep.OK, tt.ok, rep.FailureLines())
+			}
+			if !tt.ok && !slices.Contains(rep.FailedChecks, "server.image") {
+				t.Fatalf("failed %v, want server.image among them", rep.FailedChecks)
+			}
+		})
+	}
+}

@@ -1,0 +1,339 @@
+package attest
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/agentpen/agentpen/campaign"
+)
+
+// evidence is what the probe runs returned, by probe id, and why an exec
+// gave none.
+type evidence struct {
+	results map[string]probeResult
+	execErr map[string]string // phase/subject -> why
+}
+
+func gather(plan *probePlan, obs Observation) evidence {
+	ev := evidence{results: map[string]probeResult{}, execErr: map[string]string{}}
+	runs := map[string]ProbeRun{}
+	for _, run := range obs.Runs {
+		runs[run.Phase+"/"+run.Subject] = run
+	}
+	for _, x := range plan.execs() {
+		key := x.Phase + "/" + x.Subject
+		run, ok := runs[key]
+		switch {
+		case x.ContainerID == "":
+			ev.execErr[key] = "no journalled container to probe in"
+		case !ok:
+			ev.execErr[key] = "the probe exec was not run"
+		case run.Err != "":
+			ev.execErr[key] = "the probe exec failed: " + run.Err
+		case run.ExitCode != 0:
+			ev.execErr[key] = fmt.Sprintf("the probe exited %d: %s", run.ExitCode, clip(strings.TrimSpace(run.Stdout), 200))
+		default:
+			out, err := decodeProbeOutput(run.Stdout)
+			if err != nil {
+				ev.execErr[key] = err.Error()
+				continue
+			}
+			// The output must come from the container probed (the id the
+			// probe read from its own mounts), and name each probe once.
+			if out.ContainerID != x.ContainerID {
+				ev.execErr[key] = fmt.Sprintf("the probe output comes from container %q, not the journalled %s", short(out.ContainerID), short(x.ContainerID))
+				continue
+			}
+			seen := map[string]bool{}
+			for _, res := range out.Results {
+				if seen[res.ID] {
+					ev.execErr[key] = "the probe output names " + res.ID + " twice"
+					break
+				}
+				seen[res.ID] = true
+				ev.results[key+"|"+res.ID] = res
+			}
+		}
+	}
+	return ev
+}
+
+// result is the probe's result, or why there is none.
+func (ev evidence) result(pr probe) (probeResult, string) {
+	key := pr.phase + "/" + pr.subject
+	if why := ev.execErr[key]; why != "" {
+		return probeResult{}, why
+	}
+	res, ok := ev.results[key+"|"+pr.req.ID]
+	if !ok {
+		return probeResult{}, "the probe returned no result for " + pr.req.ID
+	}
+	if res.Kind != pr.req.Kind {
+		return probeResult{}, fmt.Sprintf("result of kind %q for a %s probe", res.Kind, pr.req.Kind)
+	}
+	return res, ""
+}
+
+var unreachableOutcomes = []string{"timeout", "refused", "unreachable", "dns"}
+
+func wantText(pr probe) string {
+	if pr.want == "status" {
+		return fmt.Sprintf("status %d", pr.status)
+	}
+	return pr.want
+}
+
+// judge says whether one connectivity probe found what it must.
+func judge(pr probe, res probeResult) (bool, string) {
+	switch pr.want {
+	case wantConnected:
+		return res.Outcome == "connected", "not connected: " + res.Outcome
+	case wantUnreachable:
+		return slices.Contains(unreachableOutcomes, res.Outcome), "reachable, or no definite answer: " + res.Outcome
+	case "status":
+		return res.Outcome == "reply" && res.Status == pr.status, fmt.Sprintf("outcome %s, status %d", res.Outcome, res.Status)
+	case wantNoSocket:
+		for _, s := range res.Sockets {
+			if s.IsSocket || s.How == "env" {
+				return false, "a Docker socket (or DOCKER_HOST) is visible at " + s.Path
+			}
+		}
+		return res.Outcome == "none", "outcome " + res.Outcome
+	case wantSocket:
+		var socks []string
+		for _, s := range res.Sockets {
+			if s.IsSocket {
+				socks = append(socks, s.Path)
+			}
+		}
+		return slices.Equal(socks, []string{campaign.DockerSocketTarget}), "sockets visible: " + strings.Join(socks, ", ")
+	}
+	return false, "unknown expectation " + pr.want
+}
+
+func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]*container) {
+	plan := planProbes(e, obs.ProbeEnv, obs.Listeners)
+	ev := gather(plan, obs)
+	conn := &r.Connectivity
+	conn.Probes = []ProbeRecord{}
+	conn.Listeners = append([]Listener{}, obs.Listeners...)
+	conn.Egress = Egress{Policy: string(e.Egress), Target: obs.ProbeEnv.EgressTarget, Probed: obs.ProbeEnv.EgressTarget != ""}
+	if conn.Egress.Probed {
+		conn.Egress.AttestedFrom = "a probe of " + obs.ProbeEnv.EgressTarget + " from every workspace, and the network's Internal flag"
+	} else {
+		conn.Egress.AttestedFrom = "the network's Internal flag alone: no egress target was configured, so no egress probe ran"
+	}
+	if e.GraderRoutes {
+		conn.ProtectedRoutes = "probed without the key from every workspace; the grader's counters were read before and after"
+	} else {
+		conn.ProtectedRoutes = "not probed: the server runs a launcher's command, not the workbench grader, and its protected routes are unknown to agentpen"
+	}
+
+	controlOK := map[string]bool{}
+	for _, pr := range plan.probes {
+		if pr.control {
+			res, why := ev.result(pr)
+			controlOK[pr.phase+"/"+pr.subject] = why == "" && res.Outcome == "connected"
+		}
+	}
+	type agg struct {
+		recs    []ProbeRecord
+		pass    bool
+		reasons []string
+		want    string
+	}
+	checks := map[string]*agg{}
+	var counters []probe
+	for _, pr := range plan.probes {
+		switch pr.want {
+		case wantProcess:
+			checkCustody(r, e, obs, decoded, pr, ev)
+			continue
+		case wantCounters:
+			counters = append(counters, pr)
+			continue
+		}
+		rec := ProbeRecord{ID: pr.req.ID, Check: pr.check, Target: pr.target, Want: wantText(pr)}
+		res, why := ev.result(pr)
+		pass := false
+		if why == "" {
+			rec.Outcome, rec.Status, rec.Error, rec.LatencyMS = res.Outcome, res.Status, res.Error, res.LatencyMS
+			pass, why = judge(pr, res)
+			if pass {
+				why = ""
+			}
+		}
+		if pass && pr.negative && !controlOK[pr.phase+"/"+pr.subject] {
+			pass, why = false, "the positive control in the same exec failed: a refusal or a timeout there is no evidence"
+		}
+		rec.Pass = pass
+		conn.Probes = append(conn.Probes, rec)
+		a := checks[pr.check]
+		if a == nil {
+			a = &agg{pass: true, want: wantText(pr)}
+			checks[pr.check] = a
+		}
+		a.recs = append(a.recs, rec)
+		if !pass {
+			a.pass = false
+			a.reasons = append(a.reasons, pr.target+": "+why)
+		}
+	}
+	for name, a := range checks {
+		obsv := make([]map[string]any, 0, len(a.recs))
+		for _, rec := range a.recs {
+			m := map[string]any{"target": rec.Target, "outcome": rec.Outcome}
+			if rec.Status != 0 {
+				m["status"] = rec.Status
+			}
+			obsv = append(obsv, m)
+		}
+		conn.add(name, obsv, a.want, a.pass, strings.Join(a.reasons, "; "))
+	}
+	checkCounters(r, e, plan, ev, counters)
+	checkListeners(r, obs)
+}
+
+func checkCustody(r *Report, e *expectation, obs Observation, decoded map[string]*container, pr probe, ev evidence) {
+	var c *containerExp
+	for i := range e.Containers {
+		if e.Containers[i].Subject == pr.subject {
+			c = &e.Containers[i]
+		}
+	}
+	want := map[string]any{"serves": orMain(c.Serves)}
+	res, why := ev.result(pr)
+	if why == "" && (res.Outcome != "found" || res.Process == nil) {
+		why = "no process found: " + res.Error
+	}
+	if why != "" {
+		r.Custody.add(pr.check, nil, want, false, why)
+		return
+	}
+	p := res.Process
+	observed := map[string]any{"pid": p.Pid, "argv_digest": p.ArgvDigest, "cwd": p.Cwd, "serves": p.Serves, "cap_bnd": p.CapBnd, "no_new_privs": p.NoNewPrivs}
+	var problems []string
+	if p.Pid <= 0 {
+		problems = append(problems, "no pid")
+	}
+	if p.Serves != orMain(c.Serves) {
+		problems = append(problems, "serves "+p.Serves)
+	}
+	d := decoded[c.Subject]
+	img, imgOK := plannedImage(obs, c.Image)
+	if imgOK {
+		argv := append(slices.Clone(img.Entrypoint), c.Cmd...)
+		cwd := img.WorkDir
+		if cwd == "" {
+			cwd = "/"
+		}
+		want["argv_digest"], want["cwd"] = argvDigest(argv), cwd
+		if p.ArgvDigest != argvDigest(argv) {
+			problems = append(problems, "another command line")
+		}
+		if p.Cwd != cwd {
+			problems = append(problems, "another working directory")
+		}
+	} else {
+		problems = append(problems, "the planned image was not observed: the planned command line is unknown")
+	}
+	wantNNP, _ := splitNNP(c.Settings.SecurityOpt)
+	want["no_new_privs"] = wantNNP
+	if p.NoNewPrivs != wantNNP {
+		problems = append(problems, "no_new_privs differs")
+	}
+	if slices.Contains(normCaps(c.Settings.CapDrop), "ALL") {
+		if mask, ok := capMask(c.Settings.CapAdd); ok {
+			want["cap_bnd"] = mask
+			if !strings.EqualFold(strings.TrimLeft(p.CapBnd, "0"), strings.TrimLeft(mask, "0")) {
+				problems = append(problems, "another capability bounding set")
+			}
+		} else {
+			problems = append(problems, "a planned capability is unknown")
+		}
+	} else {
+		problems = append(problems, "the plan does not drop ALL capabilities: the bounding set is not known")
+	}
+	// The container id is evidence: gather accepted this output only from
+	// a probe whose own mounts name this container.
+	rec := Process{Subject: c.Subject, ContainerID: c.ID, Pid: p.Pid, CommandDigest: p.ArgvDigest, Cwd: p.Cwd, Serves: p.Serves, Exe: p.Exe}
+	if d != nil {
+		rec.HostPid = d.Pid
+	}
+	r.Custody.Processes = append(r.Custody.Processes, rec)
+	sort.Slice(r.Custody.Processes, func(i, j int) bool { return r.Custody.Processes[i].Subject < r.Custody.Processes[j].Subject })
+	r.Custody.add(pr.check, observed, want, len(problems) == 0, strings.Join(problems, "; "))
+}
+
+// checkCounters: the grader's counters were read before and after, and
+// the requests sent without the key arrived and reached no handler.
+func checkCounters(r *Report, e *expectation, plan *probePlan, ev evidence, probes []probe) {
+	if !e.GraderRoutes {
+		return
+	}
+	name := e.Server.Subject + ".grader_counters"
+	read := map[string]counts{}
+	var problems []string
+	for _, pr := range probes {
+		res, why := ev.result(pr)
+		if why == "" && (res.Outcome != "reply" || res.Status != 200) {
+			why = fmt.Sprintf("outcome %s, status %d %s", res.Outcome, res.Status, res.Error)
+		}
+		if why == "" {
+			c, err := decodeCounts(res.Body)
+			if err != nil {
+				why = err.Error()
+			} else {
+				read[pr.phase] = c
+			}
+		}
+		if why != "" {
+			problems = append(problems, pr.phase+": "+why)
+		}
+	}
+	r.Connectivity.add(name, map[string]bool{"before": read[PhaseBefore].Routes != nil, "after": read[PhaseAfter].Routes != nil}, map[string]bool{"before": true, "after": true},
+		len(problems) == 0, strings.Join(problems, "; "))
+	sent := map[string]int{}
+	for _, pr := range plan.probes {
+		if pr.route != "" && pr.route != graderCountersRoute {
+			sent[pr.route]++
+		}
+	}
+	before, after := read[PhaseBefore], read[PhaseAfter]
+	observed := map[string]map[string]int64{}
+	expected := map[string]map[string]int64{}
+	ok := before.Routes != nil && after.Routes != nil
+	for route, n := range sent {
+		b, okB := before.Routes[route]
+		a, okA := after.Routes[route]
+		observed[route] = map[string]int64{"authorized_delta": a.Authorized - b.Authorized, "requests_delta": a.Requests - b.Requests}
+		expected[route] = map[string]int64{"authorized_delta": 0, "requests_delta_at_least": int64(n)}
+		if !okB || !okA || a.Authorized != b.Authorized || a.Requests-b.Requests < int64(n) {
+			ok = false
+		}
+	}
+	r.Connectivity.add(e.Server.Subject+".grader_side_effects", observed, expected, ok,
+		"requests sent without the key reached a handler, did not all arrive, or the counters were not read")
+}
+
+func checkListeners(r *Report, obs Observation) {
+	loopback := 0
+	accepted := map[string]int{}
+	for _, l := range obs.Listeners {
+		if l.Kind == ListenerLoopback {
+			loopback++
+		}
+		accepted[l.Addr] = l.Accepted
+	}
+	ok := loopback > 0
+	for _, n := range accepted {
+		ok = ok && n == 0
+	}
+	reason := "a connection reached agentpen's own host listener during the probes"
+	if loopback == 0 {
+		reason = "agentpen opened no loopback listener on the host: the host's loopback was not probed"
+	}
+	r.Connectivity.add("connectivity.host_listener", accepted, "no connection accepted on any listener", ok, reason)
+}

@@ -1,0 +1,255 @@
+package attest
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/agentpen/agentpen/apikey"
+	"github.com/agentpen/agentpen/campaign"
+)
+
+// DaemonRecord is the daemon a campaign was brought up on, as bring-up
+// recorded it in the campaign's state directory: the attestation proves
+// the campaign is still on that daemon.
+type DaemonRecord struct {
+	// ID, ServerVersion and RootDir are what /info said at bring-up.
+	ID            string `json:"id"`
+	ServerVersion string `json:"server_version"`
+	RootDir       string `json:"docker_root_dir"`
+	// Rootless is whether /info listed name=rootless.
+	Rootless bool `json:"rootless"`
+	// Endpoint is the socket agentpen was pinned to ("unix:///run/...").
+	Endpoint string `json:"endpoint"`
+}
+
+// RoleSettings are the create settings of one role (campaign.RoleServer,
+// campaign.RoleWork) as the adapter asks the daemon for them: the
+// hardening, the limits requested and the DNS configuration. Empty slices
+// and maps mean none.
+type RoleSettings struct {
+	CapAdd       []string          `json:"cap_add"`
+	CapDrop      []string          `json:"cap_drop"`
+	SecurityOpt  []string          `json:"security_opt"`
+	ReadOnlyRoot bool              `json:"read_only_root"`
+	Tmpfs        map[string]string `json:"tmpfs"`
+	Init         bool              `json:"init"`
+	// Memory (bytes) and PidsLimit are the limits requested; 0 is none.
+	Memory    int64     `json:"memory"`
+	PidsLimit int64     `json:"pids_limit"`
+	DNS       dnsConfig `json:"dns"`
+}
+
+// Source is what an expectation is derived from: the campaign's spec and
+// journal, the daemon recorded at bring-up, the endpoint selected now, and
+// the adapter's create settings per role.
+type Source struct {
+	// Spec is the campaign's spec (campaign.json); the plan is computed
+	// from it again.
+	Spec campaign.CampaignSpec `json:"spec"`
+	// Records is the campaign's journal.
+	Records []campaign.Record `json:"records"`
+	// Bringup is the daemon recorded at bring-up; zero is unknown (every
+	// daemon check then fails).
+	Bringup DaemonRecord `json:"bringup_daemon"`
+	// Endpoint is the daemon socket selected now (DOCKER_HOST resolved),
+	// and SocketPath its path: the one socket a server may have mounted.
+	Endpoint   string `json:"endpoint"`
+	SocketPath string `json:"socket_path"`
+	// Roles are the create settings by role.
+	Roles map[string]RoleSettings `json:"roles"`
+	// AgentpenKey is the API key in agentpen's environment now (its
+	// status only); not present means it was not there to compare.
+	AgentpenKey apikey.Status `json:"agentpen_key"`
+	// KeyPolicy judges the keys the containers hold.
+	KeyPolicy apikey.Policy `json:"key_policy"`
+}
+
+// containerExp is what one container must be.
+type containerExp struct {
+	Subject      string // "server" or "workspaces[N]"
+	Role         string
+	AgentID      string
+	Name         string
+	Alias        string
+	ID           string // journalled; empty when none was
+	Removed      bool   // the journal records its removal
+	Labels       map[string]string
+	Image        string
+	Cmd          []string
+	NeedsKey     bool
+	Serves       string // "tcp:PORT", "unix:PATH" or "" (the main process)
+	Settings     RoleSettings
+	DockerSocket bool   // the daemon socket is mounted (server, when asked)
+	Publish      string // "127.0.0.1:18080" or ""
+	Port         int    // the server's port inside the network
+	Mounts       []mountInfo
+	IDProblem    string // why ID is empty or unusable
+}
+
+// expectation is the whole campaign as planned and journalled.
+type expectation struct {
+	CampaignID    string
+	Egress        campaign.Egress
+	NetworkName   string
+	NetworkID     string
+	NetworkLabels map[string]string
+	NetworkIssue  string
+	Internal      bool
+	Containers    []containerExp
+	Server        *containerExp
+	ServerAlias   string
+	ServerPort    int
+	ServerURL     string
+	KeyEnv        string
+	GraderRoutes  bool // the server runs the workbench grader (its routes are known)
+	Source        Source
+	Plan          *campaign.Plan
+}
+
+// expect derives the expectation; an error means the spec no longer makes
+// a plan (the campaign cannot be attested at all).
+func expect(src Source) (*expectation, error) {
+	p, err := campaign.NewPlan(src.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("campaign spec: %w", err)
+	}
+	res := campaign.Resources(src.Records)
+	e := &expectation{
+		CampaignID: p.CampaignID, Egress: p.Egress, NetworkName: p.Network.Name, Internal: p.Network.Internal,
+		ServerAlias: p.Server.Alias, ServerPort: p.Server.Port, ServerURL: p.Server.URL,
+		KeyEnv: p.Server.Spec.APIKeyEnv, GraderRoutes: p.Server.NeedsKey, Source: src, Plan: p,
+	}
+	// The network: exactly one live journalled network of the plan's name.
+	var nets []campaign.Resource
+	for _, r := range res {
+		if r.Kind == campaign.KindNetwork && r.Name == p.Network.Name {
+			nets = append(nets, r)
+		}
+	}
+	switch live := liveOf(nets); {
+	case len(nets) == 0:
+		e.NetworkIssue = "the journal has no intent for the campaign network"
+	case len(live) > 1:
+		e.NetworkIssue = "the journal has more than one live network of this name"
+	case len(live) == 0:
+		e.NetworkIssue = "the journal records the network removed, or never created"
+	default:
+		e.NetworkID, e.NetworkLabels = live[0].ID, live[0].Labels
+	}
+	dirs := map[string]string{} // agent id -> run dir
+	for _, r := range res {
+		if r.Kind == campaign.KindDir && r.ID != "" && !r.Removed {
+			dirs[path.Base(r.ID)] = r.ID
+		}
+	}
+	find := func(c *containerExp) {
+		var all []campaign.Resource
+		for _, r := range res {
+			if r.Kind == campaign.KindContainer && r.Name == c.Name {
+				all = append(all, r)
+			}
+		}
+		live := liveOf(all)
+		switch {
+		case len(all) == 0:
+			c.IDProblem = "the journal has no intent for this container"
+		case len(live) > 1:
+			c.IDProblem = "the journal has more than one live container of this name"
+		case len(live) == 0:
+			c.Removed = all[len(all)-1].Removed
+			c.IDProblem = "the journal records no live id (removed, or the create never returned one)"
+			c.Labels = all[len(all)-1].Labels
+		default:
+			c.ID, c.Labels = live[0].ID, live[0].Labels
+		}
+	}
+	srvSettings := src.Roles[campaign.RoleServer]
+	srv := containerExp{
+		Subject: "server", Role: campaign.RoleServer, Name: p.Server.Name, Alias: p.Server.Alias,
+		Image: p.Server.Spec.Image, Cmd: p.Server.Spec.Command, NeedsKey: p.Server.NeedsKey,
+		Serves: "tcp:" + strconv.Itoa(p.Server.Port), Settings: srvSettings, DockerSocket: p.Server.Spec.MountDockerSocket,
+		Port: p.Server.Port,
+	}
+	if p.Server.Publish.IsValid() {
+		srv.Publish = p.Server.Publish.String()
+	}
+	if p.Server.Spec.MountDockerSocket {
+		srv.Mounts = append(srv.Mounts, mountInfo{Type: "bind", Source: src.SocketPath, Destination: campaign.DockerSocketTarget, RW: true})
+	}
+	if p.Server.Spec.DataHostPath != "" {
+		srv.Mounts = append(srv.Mounts, mountInfo{Type: "bind", Source: p.Server.Spec.DataHostPath, Destination: p.Server.Spec.DataContainerPath})
+	}
+	find(&srv)
+	e.Containers = append(e.Containers, srv)
+	for _, a := range p.Agents {
+		c := containerExp{
+			Subject: fmt.Sprintf("workspaces[%d]", a.Index), Role: campaign.RoleWork, AgentID: a.AgentID,
+			Name: a.Name, Alias: a.Alias, Image: a.Spec.Image, Cmd: a.Spec.Command, NeedsKey: a.NeedsKey,
+			Settings: src.Roles[campaign.RoleWork],
+		}
+		if a.NeedsKey {
+			c.Serves = "unix:" + campaign.WorkbenchSocket
+		}
+		if dir, ok := dirs[a.AgentID]; ok {
+			c.Mounts = append(c.Mounts, mountInfo{Type: "bind", Source: dir, Destination: campaign.WorkbenchRunDir, RW: true})
+		} else {
+			c.Mounts = append(c.Mounts, mountInfo{Type: "bind", Source: "(no run directory journalled)", Destination: campaign.WorkbenchRunDir, RW: true})
+		}
+		if a.Spec.WorkspaceHostPath != "" {
+			c.Mounts = append(c.Mounts, mountInfo{Type: "bind", Source: a.Spec.WorkspaceHostPath, Destination: campaign.DefaultWorkspaceTarget, RW: true})
+		}
+		find(&c)
+		e.Containers = append(e.Containers, c)
+	}
+	e.Server = &e.Containers[0]
+	for i := range e.Containers {
+		sortMounts(e.Containers[i].Mounts)
+	}
+	return e, nil
+}
+
+// liveOf are the resources with an id and no recorded removal.
+func liveOf(rs []campaign.Resource) []campaign.Resource {
+	var out []campaign.Resource
+	for _, r := range rs {
+		if r.ID != "" && !r.Removed {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// journalledIDs are every container id the journal recorded (live or
+// not), for telling journalled resources from strangers.
+func (e *expectation) journalledIDs(kind campaign.Kind) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range e.Source.Records {
+		if r.Kind == kind && r.ID != "" && (r.Op == campaign.OpCreated) {
+			out[r.ID] = true
+		}
+	}
+	return out
+}
+
+func sortMounts(ms []mountInfo) {
+	sort.Slice(ms, func(i, j int) bool {
+		if ms[i].Destination != ms[j].Destination {
+			return ms[i].Destination < ms[j].Destination
+		}
+		return ms[i].Source < ms[j].Source
+	})
+}
+
+// reservedLabels are the io.agentpen.* labels of m.
+func reservedLabels(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if strings.HasPrefix(k, campaign.ReservedLabelPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,404 @@
+package attest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/agentpen/agentpen/campaign"
+)
+
+// Probe phases: the server is read before and after the workspaces are
+// probed, so the grader's counters bracket the probes.
+const (
+	PhaseBefore = "before"
+	PhaseMain   = "main"
+	PhaseAfter  = "after"
+)
+
+// Default probe settings.
+const (
+	// DefaultProbeTimeoutMS bounds each probe.
+	DefaultProbeTimeoutMS = 2000
+	// DefaultHostLoopback is where a rootless container would reach the
+	// host's loopback: slirp4netns maps its gateway 10.0.2.2 to the host's
+	// 127.0.0.1 unless started with --disable-host-loopback.
+	DefaultHostLoopback = "10.0.2.2"
+)
+
+// DefaultProbeCommand is the probe inside every container: the workbench
+// binary (root-only in the image, run by docker exec as root).
+func DefaultProbeCommand() []string { return []string{"/usr/local/bin/workbench", "probe"} }
+
+// GraderRoute is a protected route of the workbench grader.
+type GraderRoute struct {
+	Method string `json:"method"`
+	Path   string `json:"path"`
+}
+
+// GraderProtectedRoutes are the workbench grader's routes that need the
+// API key (package grader; a test in the adapter keeps the lists equal).
+// Each is probed from every workspace without the key and must answer
+// 401; the counters route reads the others' counters.
+var GraderProtectedRoutes = []GraderRoute{
+	{"POST", "/v1/score"}, {"POST", "/v1/cases"}, {"POST", "/v1/judge"}, {"GET", "/v1/counters"},
+}
+
+// graderCountersRoute is the keyed route the counters are read from.
+const graderCountersRoute = "/v1/counters"
+
+// ProbeEnv is how the probes were run: the command, the timeout, and
+// where the host's loopback and the egress target are.
+type ProbeEnv struct {
+	// Command is the probe in the containers; empty means
+	// DefaultProbeCommand.
+	Command []string `json:"command"`
+	// TimeoutMS bounds each probe; zero means DefaultProbeTimeoutMS.
+	TimeoutMS int `json:"timeout_ms"`
+	// HostLoopback are the addresses inside a container that would reach
+	// the host's loopback; empty means DefaultHostLoopback.
+	HostLoopback []string `json:"host_loopback"`
+	// EgressTarget is a host:port reachable only through outbound NAT;
+	// empty means egress is attested from the network's Internal flag.
+	EgressTarget string `json:"egress_target,omitempty"`
+}
+
+// Listener is one of agentpen's own listeners on the host: loopback (the
+// host's 127.0.0.1) or a host address (probed under internal egress).
+type Listener struct {
+	Kind     string `json:"kind"` // ListenerLoopback or ListenerHostAddress
+	Addr     string `json:"addr"` // host:port on the host
+	Accepted int    `json:"accepted"`
+}
+
+// Listener kinds.
+const (
+	ListenerLoopback    = "loopback"
+	ListenerHostAddress = "host_address"
+)
+
+// Exec is one docker exec the adapter runs: Cmd in the container with id
+// ContainerID, in Phase.
+type Exec struct {
+	Phase       string
+	Subject     string
+	ContainerID string
+	Cmd         []string
+}
+
+// ProbeRun is what one Exec returned.
+type ProbeRun struct {
+	Phase    string `json:"phase"`
+	Subject  string `json:"subject"`
+	ExitCode int    `json:"exit_code"`
+	Stdout   string `json:"stdout"`
+	// Err says why the exec itself failed (no exit code).
+	Err string `json:"error,omitempty"`
+}
+
+// wire is a probe request as `workbench probe --batch` takes it.
+type wire struct {
+	ID        string            `json:"id"`
+	Kind      string            `json:"kind"`
+	URL       string            `json:"url,omitempty"`
+	Method    string            `json:"method,omitempty"`
+	Expect    []int             `json:"expect,omitempty"`
+	HeaderEnv map[string]string `json:"header_env,omitempty"`
+	Body      bool              `json:"body,omitempty"`
+	Addr      string            `json:"addr,omitempty"`
+	Listen    string            `json:"listen,omitempty"`
+	TimeoutMS int               `json:"timeout_ms,omitempty"`
+}
+
+// What a probe must find.
+const (
+	wantConnected   = "connected"
+	wantUnreachable = "unreachable" // timeout, refused, no route or no name: never connected
+	wantNoSocket    = "no_docker_socket"
+	wantSocket      = "docker_socket_at_target"
+	wantProcess     = "serving_process"
+	wantCounters    = "counters"
+)
+
+// probe is one planned probe: the request, the check it feeds and what
+// it must find. negative probes are evidence only next to a passing
+// positive control in the same exec.
+type probe struct {
+	phase, subject string
+	req            wire
+	check          string
+	target         string
+	want           string
+	status         int // for want "status"
+	negative       bool
+	control        bool
+	route          string // a protected route probed without the key
+}
+
+// probePlan collects the probes of a campaign.
+type probePlan struct {
+	e         *expectation
+	env       ProbeEnv
+	listeners []Listener
+	probes    []probe
+	n         map[string]int
+}
+
+func (p *probePlan) add(pr probe, name string) {
+	key := pr.subject + "/" + name
+	pr.req.ID = fmt.Sprintf("%s/%d", key, p.n[key])
+	p.n[key]++
+	if pr.phase == "" {
+		pr.phase = PhaseMain
+	}
+	if pr.req.Kind == "tcp" || pr.req.Kind == "http" {
+		pr.req.TimeoutMS = p.timeout()
+	}
+	p.probes = append(p.probes, pr)
+}
+
+func (p *probePlan) timeout() int {
+	if p.env.TimeoutMS > 0 {
+		return p.env.TimeoutMS
+	}
+	return DefaultProbeTimeoutMS
+}
+
+// workspaces are the workspace expectations.
+func (p *probePlan) workspaces() []*containerExp {
+	var out []*containerExp
+	for i := range p.e.Containers {
+		if p.e.Containers[i].Role == campaign.RoleWork {
+			out = append(out, &p.e.Containers[i])
+		}
+	}
+	return out
+}
+
+// probeRule adds the probes of one kind. probeRules is the connectivity
+// table: each entry is one line of the policy, and the agent-isolation
+// work adds agent -> agent rules (each workspace against every other) the
+// same way.
+type probeRule struct {
+	name string
+	add  func(p *probePlan)
+}
+
+var probeRules = []probeRule{
+	// Positive control: in the same exec as the negative probes, a
+	// connect that must succeed, so a refusal or a timeout elsewhere in
+	// that exec is evidence and not a broken exec or network stack.
+	{"control", func(p *probePlan) {
+		for _, w := range p.workspaces() {
+			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.control", control: true, want: wantConnected,
+				target: p.serverAddr(), req: wire{Kind: "tcp", Addr: p.serverAddr()}}, "control")
+		}
+	}},
+	// Workspace -> grader /health: reachable.
+	{"grader_health", func(p *probePlan) {
+		for _, w := range p.workspaces() {
+			u := p.e.ServerURL + "/health"
+			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.grader_health", want: "status", status: 200, target: u,
+				req: wire{Kind: "http", URL: u, Expect: []int{200}}}, "grader_health")
+		}
+	}},
+	// Workspace -> every protected grader route without the key: 401, and
+	// (checked with the counters) no handler reached.
+	{"grader_protected", func(p *probePlan) {
+		if !p.e.GraderRoutes {
+			return
+		}
+		for _, w := range p.workspaces() {
+			for _, r := range GraderProtectedRoutes {
+				u := p.e.ServerURL + r.Path
+				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.grader_protected", want: "status", status: 401,
+					target: r.Method + " " + u, route: r.Path, req: wire{Kind: "http", URL: u, Method: r.Method, Expect: []int{401}}}, "grader_protected")
+			}
+		}
+	}},
+	// Workspace -> the host's loopback (agentpen's own listener there):
+	// unreachable.
+	{"host_loopback", func(p *probePlan) {
+		for _, l := range p.listeners {
+			if l.Kind != ListenerLoopback {
+				continue
+			}
+			_, port := splitHostPort(l.Addr)
+			for _, w := range p.workspaces() {
+				for _, h := range p.hostLoopback() {
+					addr := joinHostPort(h, port)
+					p.add(probe{subject: w.Subject, check: w.Subject + ".probe.host_loopback", want: wantUnreachable, negative: true,
+						target: addr + " (host " + l.Addr + ")", req: wire{Kind: "tcp", Addr: addr}}, "host_loopback")
+				}
+			}
+		}
+	}},
+	// Under internal egress, workspace -> every other host address
+	// (agentpen listens on each): unreachable.
+	{"host_addresses", func(p *probePlan) {
+		if !p.e.Internal {
+			return
+		}
+		for _, l := range p.listeners {
+			if l.Kind != ListenerHostAddress {
+				continue
+			}
+			for _, w := range p.workspaces() {
+				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.host_addresses", want: wantUnreachable, negative: true,
+					target: l.Addr, req: wire{Kind: "tcp", Addr: l.Addr}}, "host_addresses")
+			}
+		}
+	}},
+	// Workspace -> the egress target: reachable only under nat.
+	{"egress", func(p *probePlan) {
+		if p.env.EgressTarget == "" {
+			return
+		}
+		want, neg := wantUnreachable, true
+		if !p.e.Internal {
+			want, neg = wantConnected, false
+		}
+		for _, w := range p.workspaces() {
+			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.egress", want: want, negative: neg,
+				target: p.env.EgressTarget, req: wire{Kind: "tcp", Addr: p.env.EgressTarget}}, "egress")
+		}
+	}},
+	// No Docker socket visible in a workspace; in the server only when
+	// asked for, at its target.
+	{"docker_socket", func(p *probePlan) {
+		for _, w := range p.workspaces() {
+			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.docker_socket", want: wantNoSocket, target: "known socket paths, mounts, DOCKER_HOST",
+				req: wire{Kind: "socket"}}, "docker_socket")
+		}
+		s := p.e.Server
+		want := wantNoSocket
+		if s.DockerSocket {
+			want = wantSocket
+		}
+		p.add(probe{phase: PhaseBefore, subject: s.Subject, check: s.Subject + ".probe.docker_socket", want: want, target: "known socket paths, mounts, DOCKER_HOST",
+			req: wire{Kind: "socket"}}, "docker_socket")
+	}},
+	// Custody: the process serving each container's socket or port.
+	{"process", func(p *probePlan) {
+		for i := range p.e.Containers {
+			c := &p.e.Containers[i]
+			phase := PhaseMain
+			if c.Role == campaign.RoleServer {
+				phase = PhaseBefore
+			}
+			p.add(probe{phase: phase, subject: c.Subject, check: c.Subject + ".process", want: wantProcess, target: orMain(c.Serves),
+				req: wire{Kind: "process", Listen: c.Serves}}, "process")
+		}
+	}},
+	// The grader's counters, read with the key (from the server's own
+	// environment) before and after the workspaces' probes.
+	{"grader_counters", func(p *probePlan) {
+		if !p.e.GraderRoutes {
+			return
+		}
+		s := p.e.Server
+		u := "http://127.0.0.1:" + strconv.Itoa(p.e.ServerPort) + graderCountersRoute
+		for _, phase := range []string{PhaseBefore, PhaseAfter} {
+			p.add(probe{phase: phase, subject: s.Subject, check: s.Subject + ".grader_counters", want: wantCounters, target: u,
+				req: wire{Kind: "http", URL: u, Expect: []int{200}, HeaderEnv: map[string]string{"X-API-Key": p.e.KeyEnv}, Body: true}}, "counters_"+phase)
+		}
+	}},
+}
+
+func orMain(serves string) string {
+	if serves == "" {
+		return "main"
+	}
+	return serves
+}
+
+func (p *probePlan) serverAddr() string {
+	return joinHostPort(p.e.ServerAlias, strconv.Itoa(p.e.ServerPort))
+}
+
+func (p *probePlan) hostLoopback() []string {
+	if len(p.env.HostLoopback) > 0 {
+		return p.env.HostLoopback
+	}
+	return []string{DefaultHostLoopback}
+}
+
+func (p *probePlan) command() []string {
+	if len(p.env.Command) > 0 {
+		return p.env.Command
+	}
+	return DefaultProbeCommand()
+}
+
+func planProbes(e *expectation, env ProbeEnv, listeners []Listener) *probePlan {
+	p := &probePlan{e: e, env: env, listeners: listeners, n: map[string]int{}}
+	for _, r := range probeRules {
+		r.add(p)
+	}
+	return p
+}
+
+// execs groups the probes into one exec per phase and container, in
+// phase order, server first.
+func (p *probePlan) execs() []Exec {
+	var out []Exec
+	for _, phase := range []string{PhaseBefore, PhaseMain, PhaseAfter} {
+		for _, c := range p.e.Containers {
+			var reqs []wire
+			for _, pr := range p.probes {
+				if pr.phase == phase && pr.subject == c.Subject {
+					reqs = append(reqs, pr.req)
+				}
+			}
+			if len(reqs) == 0 {
+				continue
+			}
+			b, _ := json.Marshal(struct {
+				Probes []wire `json:"probes"`
+			}{reqs})
+			cmd := append(append([]string(nil), p.command()...), "--batch", string(b))
+			out = append(out, Exec{Phase: phase, Subject: c.Subject, ContainerID: c.ID, Cmd: cmd})
+		}
+	}
+	return out
+}
+
+// PlanExecs is the probe plan of a campaign: the execs the adapter runs,
+// phase by phase (every exec of a phase may run at once). listeners are
+// agentpen's host listeners (their ports are probe targets). A container
+// without a journalled id is still in the plan with an empty ContainerID:
+// its exec cannot run and its probe checks fail.
+func PlanExecs(src Source, env ProbeEnv, listeners []Listener) ([]Exec, error) {
+	e, err := expect(src)
+	if err != nil {
+		return nil, err
+	}
+	return planProbes(e, env, listeners).execs(), nil
+}
+
+// argvDigest is the digest workbench probe reports for a process's argv:
+// "sha256:" and the hex SHA-256 of the arguments joined by NUL.
+func argvDigest(argv []string) string {
+	sum := sha256.Sum256([]byte(strings.Join(argv, "\x00")))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// splitHostPort splits "host:port" or "[v6]:port" (package net is not
+// imported here: this package stays pure).
+func splitHostPort(addr string) (host, port string) {
+	i := strings.LastIndex(addr, ":")
+	if i < 0 {
+		return addr, ""
+	}
+	return strings.Trim(addr[:i], "[]"), addr[i+1:]
+}
+
+func joinHostPort(host, port string) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]:" + port
+	}
+	return host + ":" + port
+}
