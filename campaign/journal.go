@@ -62,11 +62,11 @@ type Record struct {
 	// Instance is the generation's nonce (on OpBegin records).
 	Instance string            `json:"instance,omitempty"`
 	Kind     Kind              `json:"kind,omitempty"`
-	Role   string            `json:"role,omitempty"`
-	Name   string            `json:"name,omitempty"`
-	ID     string            `json:"id,omitempty"`
-	Labels map[string]string `json:"labels,omitempty"`
-	Note   string            `json:"note,omitempty"`
+	Role     string            `json:"role,omitempty"`
+	Name     string            `json:"name,omitempty"`
+	ID       string            `json:"id,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Note     string            `json:"note,omitempty"`
 }
 
 // Journal is a campaign's append-only, fsync'd record of what agentpen

@@ -163,6 +163,7 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	}
 	return cli.WriteJSON(stdout, res)
 }
+
 // failedAttestation ends an up whose campaign did not attest: it prints
 // the failed checks on stderr and removes the campaign by exact id (the
 // journal's ids, as down does) unless keep.
