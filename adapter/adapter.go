@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"net/netip"
 	"io"
 	"log/slog"
 	"os"
@@ -41,6 +42,7 @@ type campaignAPI interface {
 	ContainerRemove(ctx context.Context, id string, options container.RemoveOptions) error
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
 	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
+	NetworkConnect(ctx context.Context, networkID, containerID string, config *network.EndpointSettings) error
 	ContainerLogs(ctx context.Context, id string, options container.LogsOptions) (io.ReadCloser, error)
 	ContainerExecCreate(ctx context.Context, id string, options container.ExecOptions) (container.ExecCreateResponse, error)
 	ContainerExecAttach(ctx context.Context, execID string, options container.ExecAttachOptions) (types.HijackedResponse, error)
@@ -69,6 +71,9 @@ type Adapter struct {
 	// CleanupTimeout bounds one cleanup, retries of transient daemon
 	// errors included (default DefaultCleanupTimeout).
 	CleanupTimeout time.Duration
+	// SubnetPool is where agent networks get their /28 subnets (default
+	// DefaultSubnetPool); no subnet of any network on the daemon is reused.
+	SubnetPool netip.Prefix
 	// KeyPolicy says which API keys are placeholders; nil means
 	// apikey.Default().
 	KeyPolicy *apikey.Policy
@@ -76,9 +81,14 @@ type Adapter struct {
 
 // Campaign is a brought-up campaign: the plan and the ids of what exists.
 type Campaign struct {
-	Plan       *campaign.Plan
-	Dir        string
-	NetworkID  string
+	Plan *campaign.Plan
+	Dir  string
+	// NetworkIDs are the agents' networks, in agent order (none for
+	// campaign.TopologyNone).
+	NetworkIDs []string
+	// GraderDir is the host directory of the grader's socket
+	// (campaign.TopologyNone; "" otherwise).
+	GraderDir  string
 	ServerID   string
 	Workspaces []Workspace
 }
@@ -91,6 +101,8 @@ type Workspace struct {
 	// workbench's unix socket in it.
 	RunDir string
 	Socket string
+	// UIDBase is the first uid of its block (campaign.UIDBlockSize uids).
+	UIDBase int
 }
 
 func (a *Adapter) api() campaignAPI { return a.Docker.sdk() }

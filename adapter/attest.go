@@ -160,9 +160,9 @@ func roleSettings(p *campaign.Plan, socket string) map[string]attest.RoleSetting
 		rs.DNS.Servers, rs.DNS.Search, rs.DNS.Options, rs.DNS.ExtraHosts = hc.DNS, hc.DNSSearch, hc.DNSOptions, hc.ExtraHosts
 		return rs
 	}
-	out := map[string]attest.RoleSettings{campaign.RoleServer: from(serverSpec(p, "", nil, socket).HostConfig)}
+	out := map[string]attest.RoleSettings{campaign.RoleServer: from(serverSpec(p, "", nil, socket, "/").HostConfig)}
 	if len(p.Agents) > 0 {
-		out[campaign.RoleWork] = from(workspaceSpec(p, p.Agents[0], "/", "").HostConfig)
+		out[campaign.RoleWork] = from(workspaceSpec(p, p.Agents[0], "/", "/", "").HostConfig)
 	}
 	return out
 }
@@ -170,13 +170,13 @@ func roleSettings(p *campaign.Plan, socket string) map[string]attest.RoleSetting
 // observeCampaign asks the daemon about everything the journal recorded
 // and runs the probes.
 func (a *Adapter) observeCampaign(ctx context.Context, src attest.Source, opts AttestOptions) (attest.Observation, error) {
-	obs := attest.Observation{At: time.Now().UTC(), Endpoint: a.Docker.Host().URL, Containers: map[string]attest.Raw{}, Images: map[string]attest.Raw{}}
+	obs := attest.Observation{At: time.Now().UTC(), Endpoint: a.Docker.Host().URL, Networks: map[string]attest.Raw{}, Containers: map[string]attest.Raw{}, Images: map[string]attest.Raw{}}
 	start := time.Now()
 	a.observeDaemon(ctx, src, &obs)
 	obs.Timings.DaemonMS = msSince(start)
 
 	start = time.Now()
-	env := attest.ProbeEnv{Command: opts.ProbeCommand, HostLoopback: opts.HostLoopback, EgressTarget: opts.EgressTarget}
+	env := attest.ProbeEnv{Command: opts.ProbeCommand, HostLoopback: opts.HostLoopback, EgressTarget: opts.EgressTarget, Peers: attest.PeerAddrs(src, obs)}
 	if opts.ProbeTimeout > 0 {
 		env.TimeoutMS = int(opts.ProbeTimeout / time.Millisecond)
 	}
@@ -185,7 +185,7 @@ func (a *Adapter) observeCampaign(ctx context.Context, src attest.Source, opts A
 	if err != nil {
 		return obs, err
 	}
-	ls, err := openListeners(p.Network.Internal)
+	ls, err := openListeners(p.Egress == campaign.EgressInternal)
 	if err != nil {
 		return obs, err
 	}
@@ -222,6 +222,12 @@ func (a *Adapter) observeDaemon(ctx context.Context, src attest.Source, obs *att
 		set(func() { obs.NetworkList = r })
 		return nil
 	})
+	g.Go(func() error {
+		q := url.Values{"all": {"1"}, "filters": {`{"label":{"` + campaign.LabelUIDBlock + `":true}}`}}
+		r := a.Docker.rawGet(gctx, "/containers/json", q)
+		set(func() { obs.UIDBlocks = r })
+		return nil
+	})
 	for _, res := range campaign.Resources(src.Records) {
 		if res.ID == "" || res.Removed {
 			continue
@@ -231,7 +237,7 @@ func (a *Adapter) observeDaemon(ctx context.Context, src attest.Source, obs *att
 			g.Go(func() error {
 				b, err := a.Docker.NetworkJSON(gctx, res.ID)
 				r := toRaw(b, err)
-				set(func() { obs.Network = r })
+				set(func() { obs.Networks[res.ID] = r })
 				return nil
 			})
 		case campaign.KindContainer:

@@ -72,7 +72,7 @@ func TestCaptureAttestFixtures(t *testing.T) {
 			Egress: campaign.EgressNAT,
 			Server: campaign.ServerSpec{Image: img, MountDockerSocket: true, PublishLoopback: "127.0.0.1:" + freePort(t)},
 			Workspaces: []campaign.WorkspaceSpec{
-				{TaskID: "logs/first_error@1", Image: img},
+				{TaskID: "logs/first_error@1", Image: img}, {TaskID: "config/port_conflict", Image: img},
 			},
 		}},
 	} {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func realAdapter(t testing.TB, key string, logs *logbuf.Buffer) (*Adapter, *clie
 // realCampaign brings up the workbench grader and n workspaces of the
 // workbench image and removes them when the test ends (by the journal,
 // then, as a last resort, whatever still carries the campaign's label).
-func realCampaign(t testing.TB, a *Adapter, cli *client.Client, n int) *Campaign {
+func realCampaign(t testing.TB, a *Adapter, cli *client.Client, n int, edit ...func(*campaign.CampaignSpec)) *Campaign {
 	t.Helper()
 	img, err := cli.ImageInspect(context.Background(), testenv.WorkbenchImage())
 	if err != nil {
@@ -63,6 +64,9 @@ func realCampaign(t testing.TB, a *Adapter, cli *client.Client, n int) *Campaign
 	tasks := []string{"software/median@2", "data/csv_region_total@5", "logs/first_error@1", "config/port_conflict"}
 	for i := range n {
 		spec.Workspaces = append(spec.Workspaces, campaign.WorkspaceSpec{TaskID: tasks[i%len(tasks)], AttemptID: fmt.Sprint("a", i), Image: img.ID})
+	}
+	for _, e := range edit {
+		e(&spec)
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
@@ -166,14 +170,20 @@ type tamper struct {
 	// exact are the failed checks, exactly; atLeast, some of them (when
 	// the tampering also takes away the evidence of other checks).
 	exact, atLeast []string
+	// perAgent runs it on a campaign with a network per agent (the
+	// default campaign has no network to tamper with).
+	perAgent bool
 }
+
+// agentReachable makes a campaign with a network per agent.
+func agentReachable(s *campaign.CampaignSpec) { s.Server.AgentReachable = true }
 
 // TestAttestTampered: tampering through the daemon after bring-up makes
 // the attestation fail with the right checks.
 func TestAttestTampered(t *testing.T) {
 	const key = "tamper-test-key-2f8c61d9"
 	for _, tt := range []tamper{
-		{name: "second_network", exact: []string{"workspaces[0].networks_unplanned"},
+		{name: "second_network", exact: []string{"workspaces[0].networks_unplanned"}, perAgent: true,
 			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
 				n, err := cli.NetworkCreate(t.Context(), "agentpen-test-"+c.Plan.Key+"-second", network.CreateOptions{Internal: true, Labels: map[string]string{"agentpen-test": c.Plan.CampaignID}})
 				if err != nil {
@@ -189,7 +199,7 @@ func TestAttestTampered(t *testing.T) {
 			}},
 		// On the default bridge the workspace has outbound NAT: the host's
 		// addresses answer, and agentpen's listener there sees it.
-		{name: "default_bridge", exact: []string{"workspaces[0].networks_forbidden", "workspaces[0].probe.host_addresses", "connectivity.host_listener"},
+		{name: "default_bridge", exact: []string{"workspaces[0].networks_forbidden", "workspaces[0].probe.host_addresses", "connectivity.host_listener"}, perAgent: true,
 			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
 				if err := cli.NetworkConnect(t.Context(), "bridge", c.Workspaces[0].ContainerID, nil); err != nil {
 					t.Fatal(err)
@@ -199,11 +209,32 @@ func TestAttestTampered(t *testing.T) {
 			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
 				handMade(t, cli, &container.Config{Image: c.Plan.Server.Spec.Image, Cmd: []string{"sleep", "600"}, Labels: clone(c.Plan.Server.Labels)}, nil, "agentpen-test-"+c.Plan.Key+"-extra", false)
 			}},
-		{name: "replaced_other_labels", atLeast: []string{"workspaces[0].present", "network.members"},
+		// A workspace joined to another agent's network: a path between
+		// agents, which the network's members and the probes show.
+		{name: "another_agents_network", atLeast: []string{"workspaces[0].networks_unplanned", "networks[1].members", "workspaces[0].probe.agent_to_agent"}, perAgent: true,
+			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+				if err := cli.NetworkConnect(t.Context(), c.NetworkIDs[1], c.Workspaces[0].ContainerID, nil); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		// Two workspaces given the same uid block by hand.
+		{name: "same_uid_block", atLeast: []string{"isolation.uid_blocks_disjoint", "workspaces[0].label.io.agentpen.uid-block", "workspaces[0].probe.uid_block"},
+			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+				other := c.Plan.Agents[1]
+				handMadeWorkspace(t, a, cli, c, key, func(s *containerSpec) {
+					s.Config.Labels[campaign.LabelUIDBlock] = other.Labels[campaign.LabelUIDBlock]
+					for i, e := range s.Config.Env {
+						if strings.HasPrefix(e, "WORKBENCH_UID_BASE=") {
+							s.Config.Env[i] = "WORKBENCH_UID_BASE=" + strconv.Itoa(other.UIDBase)
+						}
+					}
+				}, true)
+			}},
+		{name: "replaced_other_labels", atLeast: []string{"workspaces[0].present", "networks[0].members"}, perAgent: true,
 			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
 				ag := c.Plan.Agents[0]
 				cli.ContainerRemove(t.Context(), c.Workspaces[0].ContainerID, container.RemoveOptions{Force: true})
-				s := workspaceSpec(c.Plan, ag, c.Workspaces[0].RunDir, key)
+				s := workspaceSpec(c.Plan, ag, c.Workspaces[0].RunDir, c.GraderDir, key)
 				s.Config.Labels = map[string]string{"com.example": "impostor"}
 				handMade(t, cli, s.Config, s.HostConfig, ag.Name, true, s.Networking)
 			}},
@@ -232,7 +263,11 @@ func TestAttestTampered(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a, cli := realAdapter(t, key, nil)
-			c := realCampaign(t, a, cli, 1)
+			var edit []func(*campaign.CampaignSpec)
+			if tt.perAgent {
+				edit = append(edit, agentReachable)
+			}
+			c := realCampaign(t, a, cli, 2, edit...)
 			tt.do(t, a, cli, c)
 			rep, err := a.Attest(t.Context(), c.Plan.CampaignID, AttestOptions{})
 			if err != nil {
@@ -281,14 +316,15 @@ func handMade(t *testing.T, cli *client.Client, cfg *container.Config, hc *conta
 // handMadeWorkspace replaces workspace 0 by one the test creates by hand
 // from the same spec, changed by edit, journals it as the campaign's (its
 // intent, its id, the old id removed) and waits until it serves.
-func handMadeWorkspace(t *testing.T, a *Adapter, cli *client.Client, c *Campaign, key string, edit func(*containerSpec)) {
+func handMadeWorkspace(t *testing.T, a *Adapter, cli *client.Client, c *Campaign, key string, edit func(*containerSpec), journalOld ...bool) {
 	t.Helper()
 	old := c.Workspaces[0]
 	ag := c.Plan.Agents[0]
 	if err := cli.ContainerRemove(t.Context(), old.ContainerID, container.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	s := workspaceSpec(c.Plan, ag, old.RunDir, key)
+	s := workspaceSpec(c.Plan, ag, old.RunDir, c.GraderDir, key)
+	intent := clone(s.Config.Labels)
 	edit(&s)
 	id := handMade(t, cli, s.Config, s.HostConfig, s.Name, true, s.Networking)
 	j, err := campaign.OpenJournal(c.Dir)
@@ -297,8 +333,14 @@ func handMadeWorkspace(t *testing.T, a *Adapter, cli *client.Client, c *Campaign
 	}
 	defer j.Close()
 	gen := c.Plan.Generation
+	if len(journalOld) == 0 || !journalOld[0] {
+		// The hand-made container's own labels are its intent; with
+		// journalOld, the journal keeps the planned ones (the tampering is
+		// then in the labels).
+		intent = s.Config.Labels
+	}
 	for _, r := range []campaign.Record{
-		{Op: campaign.OpIntent, Gen: gen, Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: s.Name, Labels: s.Config.Labels, Note: "created by hand (test)"},
+		{Op: campaign.OpIntent, Gen: gen, Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: s.Name, Labels: intent, Note: "created by hand (test)"},
 		{Op: campaign.OpCreated, Gen: gen, Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: s.Name, ID: id},
 		{Op: campaign.OpRemoved, Gen: gen, Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: s.Name, ID: old.ContainerID},
 	} {

@@ -42,7 +42,7 @@ func TestAttestObservationFaults(t *testing.T) {
 		}, []string{"server.present"}},
 		{"network_dropped", func(fake *dockerfake.Daemon, c *Campaign) {
 			fake.On("GET /networks/{id}", dockerfake.Reply{Drop: true})
-		}, []string{"network.present"}},
+		}, []string{"networks[0].present", "networks[1].present"}},
 		{"info_500", func(fake *dockerfake.Daemon, c *Campaign) {
 			fake.On("GET /info", dockerfake.Reply{Status: 500, Body: "busy"})
 		}, []string{"daemon.info"}},
@@ -58,7 +58,9 @@ func TestAttestObservationFaults(t *testing.T) {
 			a, fake := fakeAdapter(t)
 			const canary = "canary-fake-key-31f0aa9c"
 			a.Getenv = func(k string) string { return map[string]string{campaign.DefaultAPIKeyEnv: canary}[k] }
-			c := fakeCampaign(t, a, fakeSpec("attest-faults", 2), canary)
+			spec := fakeSpec("attest-faults", 2)
+			spec.Server.AgentReachable = true // per-agent networks
+			c := fakeCampaign(t, a, spec, canary)
 			tt.script(fake, c)
 			rep, err := a.Attest(t.Context(), "attest-faults", AttestOptions{ProbeTimeout: 200e6})
 			if err != nil {
@@ -151,22 +153,8 @@ func fakeCampaign(t *testing.T, a *Adapter, spec campaign.CampaignSpec, key stri
 		t.Fatal(err)
 	}
 	c := &Campaign{Plan: p, Dir: dir}
-	if c.NetworkID, err = b.createNetwork(t.Context()); err != nil {
+	if err := b.create(t.Context(), c); err != nil {
 		t.Fatal(err)
-	}
-	if c.ServerID, err = b.createStart(t.Context(), serverSpec(p, key, nil, a.Docker.Host().SocketPath)); err != nil {
-		t.Fatal(err)
-	}
-	for _, ag := range p.Agents {
-		dir, err := a.makeRunDir(j, p, ag)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, err := b.createStart(t.Context(), workspaceSpec(p, ag, dir, key))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Workspaces = append(c.Workspaces, Workspace{AgentID: ag.AgentID, ContainerID: id, RunDir: dir})
 	}
 	return c
 }

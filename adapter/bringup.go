@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/agentpen/agentpen/campaign"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -98,7 +100,7 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 	if err := j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: "ready"}); err != nil {
 		a.log().Warn("journal the ready note", "campaign", p.CampaignID, "err", err)
 	}
-	a.log().Info("campaign ready", "campaign", p.CampaignID, "generation", gen, "network", short(c.NetworkID), "workspaces", len(c.Workspaces))
+	a.log().Info("campaign ready", "campaign", p.CampaignID, "generation", gen, "topology", p.Topology, "networks", len(c.NetworkIDs), "workspaces", len(c.Workspaces))
 	return c, nil
 }
 
@@ -227,12 +229,42 @@ func (b *bringUp) record(r campaign.Record) error {
 }
 
 func (b *bringUp) run(ctx context.Context, c *Campaign) error {
+	if err := b.create(ctx, c); err != nil {
+		return err
+	}
+	return b.ready(ctx, c)
+}
+
+// create makes the campaign's networks, directories, server and
+// workspaces, journalling each.
+func (b *bringUp) create(ctx context.Context, c *Campaign) error {
 	a, p := b.a, b.p
-	netID, err := b.createNetwork(ctx)
+	// One network per agent (TopologyPerAgent), on subnets agentpen picks.
+	if len(p.Networks) > 0 {
+		ids, err := b.createNetworks(ctx)
+		if err != nil {
+			return err
+		}
+		c.NetworkIDs = ids
+	}
+	// The grader's socket directory (TopologyNone).
+	graderDir := ""
+	if p.Topology == campaign.TopologyNone {
+		var err error
+		if graderDir, err = a.makeGraderDir(b.j, p); err != nil {
+			return err
+		}
+		c.GraderDir = graderDir
+	}
+	// A uid block per workspace, claimed until the workspaces carry them.
+	bases, claim, err := a.claimUIDBlocks(ctx, len(p.Agents))
 	if err != nil {
 		return err
 	}
-	c.NetworkID = netID
+	defer claim.release()
+	for i := range p.Agents {
+		p.SetUIDBlock(i, bases[i])
+	}
 
 	// Server.
 	apiKey := a.getenv(p.Server.Spec.APIKeyEnv)
@@ -242,11 +274,14 @@ func (b *bringUp) run(ctx context.Context, c *Campaign) error {
 			secrets[k] = v
 		}
 	}
-	srvID, err := b.createStart(ctx, serverSpec(p, apiKey, secrets, a.Docker.Host().SocketPath))
+	srvID, err := b.createStart(ctx, serverSpec(p, apiKey, secrets, a.Docker.Host().SocketPath, graderDir))
 	if err != nil {
 		return err
 	}
 	c.ServerID = srvID
+	if err := b.connectServer(ctx, c); err != nil {
+		return err
+	}
 
 	// Workspaces, concurrently with a bound.
 	c.Workspaces = make([]Workspace, len(p.Agents))
@@ -265,20 +300,25 @@ func (b *bringUp) run(ctx context.Context, c *Campaign) error {
 			if err != nil {
 				return err
 			}
-			id, err := b.createStart(gctx, workspaceSpec(p, ag, runDir, apiKey))
+			id, err := b.createStart(gctx, workspaceSpec(p, ag, runDir, graderDir, apiKey))
 			if err != nil {
 				return err
 			}
-			c.Workspaces[i] = Workspace{AgentID: ag.AgentID, ContainerID: id, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(campaign.WorkbenchSocket))}
+			c.Workspaces[i] = Workspace{AgentID: ag.AgentID, ContainerID: id, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: ag.UIDBase}
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
+	return g.Wait()
+}
 
-	// Readiness.
-	g, gctx = errgroup.WithContext(ctx)
+// ready waits until the server and every workspace answer.
+func (b *bringUp) ready(ctx context.Context, c *Campaign) error {
+	a := b.a
+	limit := a.Parallelism
+	if limit <= 0 {
+		limit = DefaultParallelism
+	}
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(limit + 1)
 	g.Go(func() error { return a.waitServer(gctx, c) })
 	for _, ws := range c.Workspaces {
@@ -287,25 +327,67 @@ func (b *bringUp) run(ctx context.Context, c *Campaign) error {
 	return g.Wait()
 }
 
-// createNetwork journals the intent, creates the campaign network and
-// journals its id. A conflict (the name is taken: a twin campaign's
-// network carries the same campaign labels) is journalled as never
+// createNetworks creates every agent network, each on a /28 of the subnet
+// pool that no network on the daemon uses, holding the daemon-wide subnet
+// lock until they exist.
+func (b *bringUp) createNetworks(ctx context.Context) ([]string, error) {
+	lock, err := b.a.lockFile(ctx, subnetLock)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.unlock()
+	subnets, err := b.a.allocateSubnets(ctx, len(b.p.Networks))
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(b.p.Networks))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(DefaultParallelism)
+	for i, n := range b.p.Networks {
+		g.Go(func() (err error) {
+			ids[i], err = b.createNetwork(gctx, n, subnets[i])
+			return err
+		})
+	}
+	return ids, g.Wait()
+}
+
+// connectServer joins the server to every agent network but the first
+// (which it was created on), under its alias.
+func (b *bringUp) connectServer(ctx context.Context, c *Campaign) error {
+	if len(c.NetworkIDs) < 2 {
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(DefaultParallelism)
+	for _, id := range c.NetworkIDs[1:] {
+		g.Go(func() error {
+			if err := b.a.api().NetworkConnect(gctx, id, c.ServerID, &network.EndpointSettings{Aliases: []string{b.p.Server.Alias}}); err != nil {
+				return fmt.Errorf("connect the server to network %s: %w", short(id), err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// createNetwork journals the intent, creates one agent network and
+// journals its id. A conflict (the name is taken) is journalled as never
 // created and never adopted; any other failure is left to the rollback to
 // resolve.
-func (b *bringUp) createNetwork(ctx context.Context) (string, error) {
-	p := b.p
-	if err := b.record(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindNetwork, Role: campaign.RoleNetwork, Name: p.Network.Name, Labels: p.Network.Labels}); err != nil {
+func (b *bringUp) createNetwork(ctx context.Context, n campaign.NetworkPlan, subnet netip.Prefix) (string, error) {
+	if err := b.record(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindNetwork, Role: campaign.RoleNetwork, Name: n.Name, Labels: n.Labels}); err != nil {
 		return "", err
 	}
-	resp, err := b.a.api().NetworkCreate(ctx, p.Network.Name, networkCreateOptions(p))
+	resp, err := b.a.api().NetworkCreate(ctx, n.Name, networkCreateOptions(n, subnet))
 	if err != nil {
-		err = fmt.Errorf("create network %s: %w", p.Network.Name, err)
-		return "", errors.Join(err, b.createFailed(campaign.KindNetwork, p.Network.Name, err))
+		err = fmt.Errorf("create network %s: %w", n.Name, err)
+		return "", errors.Join(err, b.createFailed(campaign.KindNetwork, n.Name, err))
 	}
-	if err := b.record(campaign.Record{Op: campaign.OpCreated, Kind: campaign.KindNetwork, Role: campaign.RoleNetwork, Name: p.Network.Name, ID: resp.ID}); err != nil {
+	if err := b.record(campaign.Record{Op: campaign.OpCreated, Kind: campaign.KindNetwork, Role: campaign.RoleNetwork, Name: n.Name, ID: resp.ID}); err != nil {
 		return resp.ID, err
 	}
-	b.a.log().Info("network created", "name", p.Network.Name, "id", short(resp.ID), "internal", p.Network.Internal)
+	b.a.log().Info("network created", "name", n.Name, "id", short(resp.ID), "subnet", subnet, "internal", n.Internal)
 	return resp.ID, nil
 }
 

@@ -121,6 +121,9 @@ func TestBringUpFailures(t *testing.T) {
 		survivors int
 		// noJournal: refused before the campaign's journal was made.
 		noJournal bool
+		// none: the default topology (no network); the rest have a network
+		// per agent.
+		none bool
 	}{
 		{
 			name: "network_create_500",
@@ -136,7 +139,7 @@ func TestBringUpFailures(t *testing.T) {
 			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
 				fake.On("POST /networks/create", dockerfake.Reply{Status: 500, Body: "timeout", Apply: true})
 			},
-			wantNetworks: 1, wantErr: "create network",
+			wantNetworks: 2, wantErr: "create network",
 		},
 		{
 			// A twin campaign (same id, another state root) already has
@@ -148,7 +151,7 @@ func TestBringUpFailures(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				fake.AddNetwork(dockerfake.Network{Name: p.Network.Name, Driver: "bridge", Internal: true, Labels: p.Network.Labels})
+				fake.AddNetwork(dockerfake.Network{Name: p.Networks[0].Name, Driver: "bridge", Internal: true, Labels: p.Networks[0].Labels})
 			},
 			wantErr: "conflict", survivors: 1, noJournal: true,
 		},
@@ -162,16 +165,30 @@ func TestBringUpFailures(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				fake.AddNetwork(dockerfake.Network{Name: p.Network.Name, Driver: "bridge", Internal: true})
+				fake.AddNetwork(dockerfake.Network{Name: p.Networks[0].Name, Driver: "bridge", Internal: true})
 			},
-			wantErr: "already exists", survivors: 1,
+			wantNetworks: 1, wantErr: "already exists", survivors: 1,
 		},
 		{
 			name: "server_create_500",
 			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
 				fake.On("POST /containers/create", dockerfake.Reply{Status: 500, Body: "boom"})
 			},
-			wantNetworks: 1, wantErr: "create server",
+			wantNetworks: 2, wantErr: "create server",
+		},
+		{
+			name: "none_server_create_500", none: true,
+			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+				fake.On("POST /containers/create", dockerfake.Reply{Status: 500, Body: "boom"})
+			},
+			wantErr: "create server",
+		},
+		{
+			name: "none_second_workspace_create_500", none: true,
+			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+				fake.On("POST /containers/create", dockerfake.Pass, dockerfake.Pass, dockerfake.Reply{Status: 500, Body: "boom"})
+			},
+			wantContainers: 2, wantErr: "create workspace",
 		},
 		{
 			name: "server_create_409_never_adopted",
@@ -182,21 +199,21 @@ func TestBringUpFailures(t *testing.T) {
 				}
 				fake.AddContainer(dockerfake.Container{Name: p.Server.Name, Image: fakeImage, Labels: map[string]string{"squatter": "yes"}})
 			},
-			wantNetworks: 1, wantErr: "already in use", survivors: 1,
+			wantNetworks: 2, wantErr: "already in use", survivors: 1,
 		},
 		{
 			name: "server_start_500",
 			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
 				fake.On("POST /containers/{id}/start", dockerfake.Reply{Status: 500, Body: "cannot start"})
 			},
-			wantContainers: 1, wantNetworks: 1, wantErr: "start server",
+			wantContainers: 1, wantNetworks: 2, wantErr: "start server",
 		},
 		{
 			name: "second_workspace_create_500",
 			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
 				fake.On("POST /containers/create", dockerfake.Pass, dockerfake.Pass, dockerfake.Reply{Status: 500, Body: "boom"})
 			},
-			wantContainers: 2, wantNetworks: 1, wantErr: "create workspace",
+			wantContainers: 2, wantNetworks: 2, wantErr: "create workspace",
 		},
 		{
 			// The container went away between the rollback's inspect and
@@ -206,13 +223,14 @@ func TestBringUpFailures(t *testing.T) {
 				fake.On("POST /containers/{id}/start", dockerfake.Reply{Status: 500, Body: "cannot start"})
 				fake.On("DELETE /containers/{id}", dockerfake.Reply{Status: 404, Body: "No such container", Apply: true})
 			},
-			wantContainers: 1, wantNetworks: 1, wantErr: "start server",
+			wantContainers: 1, wantNetworks: 2, wantErr: "start server",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a, fake := fakeAdapter(t)
 			spec := fakeSpec("fail-"+tt.name, 2)
+			spec.Server.AgentReachable = !tt.none
 			tt.script(t, fake, spec)
 			before := len(fake.Containers()) + len(fake.Networks())
 			_, err := a.BringUp(t.Context(), spec)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -75,17 +76,32 @@ func TestCampaignEndToEnd(t *testing.T) {
 		campA, cB  *adapter.Campaign
 		errA, errB error
 	)
+	// A: the default topology (no network); B: a network per agent (a
+	// server agent code must reach).
+	specB := workbenchSpec(idB, img, e2eTasks[:2])
+	specB.Server.AgentReachable = true
 	wg.Go(func() { campA, errA = newAdapter().BringUp(t.Context(), workbenchSpec(idA, img, e2eTasks)) })
-	wg.Go(func() { cB, errB = newAdapter().BringUp(t.Context(), workbenchSpec(idB, img, e2eTasks[:1])) })
+	wg.Go(func() { cB, errB = newAdapter().BringUp(t.Context(), specB) })
 	wg.Wait()
 	if errA != nil || errB != nil {
 		t.Fatalf("bring-up: %v / %v", errA, errB)
 	}
-	if campA.NetworkID == cB.NetworkID || campA.ServerID == cB.ServerID || campA.Workspaces[0].ContainerID == cB.Workspaces[0].ContainerID {
+	if campA.ServerID == cB.ServerID || campA.Workspaces[0].ContainerID == cB.Workspaces[0].ContainerID {
 		t.Fatal("two campaigns share resources")
 	}
-
+	if campA.Plan.Topology != campaign.TopologyNone || len(campA.NetworkIDs) != 0 || cB.Plan.Topology != campaign.TopologyPerAgent || len(cB.NetworkIDs) != 2 {
+		t.Fatalf("topologies: A %s %v, B %s %v", campA.Plan.Topology, campA.NetworkIDs, cB.Plan.Topology, cB.NetworkIDs)
+	}
 	inspectCampaign(t, cli, campA, canary)
+	inspectCampaign(t, cli, cB, canary)
+	// No two workspaces anywhere share a uid block.
+	blocks := map[int]bool{}
+	for _, ws := range append(slices.Clone(campA.Workspaces), cB.Workspaces...) {
+		if ws.UIDBase < campaign.UIDBlockFirst || blocks[ws.UIDBase] {
+			t.Fatalf("uid block %d given twice or out of range", ws.UIDBase)
+		}
+		blocks[ws.UIDBase] = true
+	}
 
 	// An episode through each workspace's unix socket reaches reward 1.0.
 	var pw sync.WaitGroup
@@ -96,7 +112,8 @@ func TestCampaignEndToEnd(t *testing.T) {
 	// The second campaign still works and sees only its own files.
 	playOverSocket(t, cB.Workspaces[0].Socket, e2eTasks[0])
 	// What episode code inside a workspace container can and cannot do.
-	checkContainment(t, campA.Workspaces[1].Socket, campA.Plan.Server.URL)
+	checkContainment(t, campA.Workspaces[1], campA.Plan)
+	checkContainment(t, cB.Workspaces[1], cB.Plan)
 
 	// The key reached the containers and nothing else: not the logs, not
 	// the state directory (journal, spec).
@@ -132,18 +149,29 @@ func inspectCampaign(t *testing.T, cli *client.Client, c *adapter.Campaign, cana
 	t.Helper()
 	ctx := t.Context()
 	p := c.Plan
-	net, err := cli.NetworkInspect(ctx, c.NetworkID, netInspectOpts())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !net.Internal || net.Driver != "bridge" || net.Name != p.Network.Name || net.Labels[campaign.LabelCampaign] != p.CampaignID || net.Labels[campaign.LabelOwner] != campaign.OwnerValue {
-		t.Fatalf("network %s: internal=%v driver=%s labels=%v", net.Name, net.Internal, net.Driver, net.Labels)
+	for i, id := range c.NetworkIDs {
+		net, err := cli.NetworkInspect(ctx, id, netInspectOpts())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := p.Networks[i]
+		if !net.Internal || net.Driver != "bridge" || net.Name != n.Name || net.Labels[campaign.LabelCampaign] != p.CampaignID || net.Labels[campaign.LabelOwner] != campaign.OwnerValue || net.Labels[campaign.LabelAgent] != n.Agent {
+			t.Fatalf("network %s: internal=%v driver=%s labels=%v", net.Name, net.Internal, net.Driver, net.Labels)
+		}
+		// Only the agent's workspace and the server are on it.
+		if len(net.Containers) != 2 {
+			t.Fatalf("network %s holds %d containers, want the agent's workspace and the server", net.Name, len(net.Containers))
+		}
 	}
 	srv, err := cli.ContainerInspect(ctx, c.ServerID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkCommon(t, srv, p, p.Server.Alias, campaign.RoleServer)
+	var srvNets []string
+	for _, n := range p.Networks {
+		srvNets = append(srvNets, n.Name)
+	}
+	checkCommon(t, srv, p, p.Server.Alias, campaign.RoleServer, srvNets...)
 	if !hasEnvName(srv.Config.Env, campaign.DefaultAPIKeyEnv) {
 		t.Fatalf("server env lacks %s", campaign.DefaultAPIKeyEnv)
 	}
@@ -156,7 +184,7 @@ func inspectCampaign(t *testing.T, cli *client.Client, c *adapter.Campaign, cana
 			t.Fatal(err)
 		}
 		a := p.Agents[i]
-		checkCommon(t, info, p, a.Alias, campaign.RoleWork)
+		checkCommon(t, info, p, a.Alias, campaign.RoleWork, a.Network)
 		hc := info.HostConfig
 		if info.Config.Labels[campaign.LabelAgent] != a.AgentID {
 			t.Fatalf("workspace labels %v", info.Config.Labels)
@@ -184,7 +212,14 @@ func inspectCampaign(t *testing.T, cli *client.Client, c *adapter.Campaign, cana
 		if !runMount {
 			t.Fatalf("workspace mounts %+v lack %s", info.Mounts, campaign.WorkbenchRunDir)
 		}
-		for _, name := range []string{"AGENTPEN_AGENT_ID", "AGENTPEN_SERVER_URL", "AGENTPEN_GRADER_URL", "AGENTPEN_GRADER_KEY_ENV", "NO_PROXY"} {
+		names := []string{"AGENTPEN_AGENT_ID", "AGENTPEN_SERVER_URL", "AGENTPEN_GRADER_URL", "AGENTPEN_GRADER_KEY_ENV", "WORKBENCH_UID_BASE", "WORKBENCH_UID_COUNT"}
+		if p.Topology == campaign.TopologyPerAgent {
+			names = append(names, "NO_PROXY")
+		}
+		if info.Config.Labels[campaign.LabelUIDBlock] != campaign.UIDBlockLabel(ws.UIDBase) {
+			t.Fatalf("workspace uid block label %q, want %q", info.Config.Labels[campaign.LabelUIDBlock], campaign.UIDBlockLabel(ws.UIDBase))
+		}
+		for _, name := range names {
 			if !hasEnvName(info.Config.Env, name) {
 				t.Fatalf("workspace env lacks %s: %v", name, envNames(info.Config.Env))
 			}
@@ -208,7 +243,7 @@ func inspectCampaign(t *testing.T, cli *client.Client, c *adapter.Campaign, cana
 	}
 }
 
-func checkCommon(t *testing.T, info container.InspectResponse, p *campaign.Plan, alias, role string) {
+func checkCommon(t *testing.T, info container.InspectResponse, p *campaign.Plan, alias, role string, nets ...string) {
 	t.Helper()
 	if info.HostConfig.Init == nil || !*info.HostConfig.Init {
 		t.Fatalf("%s: init not set", info.Name)
@@ -217,15 +252,24 @@ func checkCommon(t *testing.T, info container.InspectResponse, p *campaign.Plan,
 		t.Fatalf("%s: security opts %v", info.Name, info.HostConfig.SecurityOpt)
 	}
 	l := info.Config.Labels
-	if l[campaign.LabelCampaign] != p.CampaignID || l[campaign.LabelRole] != role || l[campaign.LabelOwner] != campaign.OwnerValue || l[campaign.LabelNetwork] != p.Network.Name || l["com.example.launcher"] != "e2e" {
+	if l[campaign.LabelCampaign] != p.CampaignID || l[campaign.LabelRole] != role || l[campaign.LabelOwner] != campaign.OwnerValue || l["com.example.launcher"] != "e2e" || l[campaign.LabelTopology] != string(p.Topology) {
 		t.Fatalf("%s: labels %v", info.Name, l)
 	}
-	ep, ok := info.NetworkSettings.Networks[p.Network.Name]
-	if !ok || !contains(ep.Aliases, alias) {
-		t.Fatalf("%s: networks %v (want alias %s on %s)", info.Name, info.NetworkSettings.Networks, alias, p.Network.Name)
-	}
-	if len(info.NetworkSettings.Networks) != 1 {
-		t.Fatalf("%s: on %d networks", info.Name, len(info.NetworkSettings.Networks))
+	if len(nets) == 0 || nets[0] == "" {
+		// No network at all: the only entry is "none".
+		if info.HostConfig.NetworkMode != "none" || len(info.NetworkSettings.Networks) != 1 || info.NetworkSettings.Networks["none"] == nil {
+			t.Fatalf("%s: network mode %s, networks %v: want none", info.Name, info.HostConfig.NetworkMode, info.NetworkSettings.Networks)
+		}
+	} else {
+		for _, n := range nets {
+			ep, ok := info.NetworkSettings.Networks[n]
+			if !ok || !contains(ep.Aliases, alias) {
+				t.Fatalf("%s: networks %v (want alias %s on %s)", info.Name, info.NetworkSettings.Networks, alias, n)
+			}
+		}
+		if len(info.NetworkSettings.Networks) != len(nets) {
+			t.Fatalf("%s: on %d networks, want %d", info.Name, len(info.NetworkSettings.Networks), len(nets))
+		}
 	}
 	if !info.State.Running {
 		t.Fatalf("%s: not running", info.Name)
@@ -396,7 +440,14 @@ for p in servers + ["1"]:
     attempt("environ_" + ("init" if p == "1" else "server"), lambda p=p: open("/proc/%s/environ" % p, "rb").read())
 r["docker_host_env"] = "DOCKER_HOST" in os.environ
 r["key_env"] = any("API_KEY" in k and k != "AGENTPEN_GRADER_KEY_ENV" for k in os.environ)
+def grader_socket():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect("/run/agentpen/grader/grader.sock")
+attempt("connect_grader_socket", grader_socket)
 def score():
+    if not GRADER_URL.startswith("http"):
+        r["grader_unauthenticated"] = "no network"
+        return
     req = urllib.request.Request(GRADER_URL + "/v1/score", data=b'{"task_id":"x","answer":"1"}', headers={"Content-Type": "application/json"})
     try:
         urllib.request.urlopen(req, timeout=5)
@@ -410,8 +461,9 @@ print(json.dumps(r))
 `
 
 // checkContainment runs containmentProbe through run_python in a workspace.
-func checkContainment(t *testing.T, socket, graderURL string) {
+func checkContainment(t *testing.T, ws adapter.Workspace, p *campaign.Plan) {
 	t.Helper()
+	socket, graderURL := ws.Socket, p.Server.URL
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	s, err := dialSession(t, ctx, socket)
@@ -431,8 +483,8 @@ func checkContainment(t *testing.T, socket, graderURL string) {
 		t.Fatalf("probe output %q: %v", res.Output, err)
 	}
 	t.Logf("containment probe: %v", got)
-	if uid, _ := got["uid"].(float64); uid < 20000 || uid >= 21024 {
-		t.Errorf("episode code runs as uid %v, want a sandbox uid", got["uid"])
+	if uid, _ := got["uid"].(float64); int(uid) < ws.UIDBase || int(uid) >= ws.UIDBase+campaign.UIDBlockSize {
+		t.Errorf("episode code runs as uid %v, want one of the workspace's block %s", got["uid"], campaign.UIDBlockLabel(ws.UIDBase))
 	}
 	if g, _ := got["groups"].([]any); len(g) != 0 {
 		t.Errorf("supplementary groups %v", g)
@@ -463,6 +515,13 @@ func checkContainment(t *testing.T, socket, graderURL string) {
 	}
 	if got["docker_socket"] != "FileNotFoundError" || got["docker_host_env"] != false || got["key_env"] != false {
 		t.Errorf("docker socket %v, DOCKER_HOST %v, key env %v", got["docker_socket"], got["docker_host_env"], got["key_env"])
+	}
+	if p.Topology == campaign.TopologyNone {
+		// No network, and the grader's socket is root's alone.
+		if got["connect_grader_socket"] != "PermissionError" || got["grader_unauthenticated"] != "no network" {
+			t.Errorf("grader socket from episode code = %v (want PermissionError), grader URL %v", got["connect_grader_socket"], got["grader_unauthenticated"])
+		}
+		return
 	}
 	if code, _ := got["grader_unauthenticated"].(float64); code != 401 && code != 403 && code != 404 {
 		t.Errorf("unauthenticated grader call from the workspace = %v, want 401/403/404", got["grader_unauthenticated"])

@@ -420,7 +420,7 @@ func TestCampaignNATPublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.TearDown(context.Background(), id)
-	netw, err := cli.NetworkInspect(t.Context(), c.NetworkID, network.InspectOptions{})
+	netw, err := cli.NetworkInspect(t.Context(), c.NetworkIDs[0], network.InspectOptions{})
 	if err != nil || netw.Internal {
 		t.Fatalf("nat network internal=%v err=%v", netw.Internal, err)
 	}

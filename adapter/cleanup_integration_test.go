@@ -99,6 +99,7 @@ func TestTwinRefused(t *testing.T) {
 	first := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
 	twin := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
 	spec := workbenchSpec(id, img, e2eTasks[:1])
+	spec.Server.AgentReachable = true // a network the twin's network create would collide with
 	c, err := first.BringUp(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +108,7 @@ func TestTwinRefused(t *testing.T) {
 	if !errors.Is(err, adapter.ErrConflict) {
 		t.Fatalf("twin bring-up: %v, want ErrConflict", err)
 	}
-	for _, want := range []string{c.Plan.Network.Name, c.Plan.Server.Name} {
+	for _, want := range []string{c.Plan.Networks[0].Name, c.Plan.Server.Name} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal does not name %s: %v", want, err)
 		}
@@ -120,7 +121,7 @@ func TestTwinRefused(t *testing.T) {
 	}
 	// The first campaign is whole: its network exists and its containers
 	// restart on it.
-	if _, err := cli.NetworkInspect(t.Context(), c.NetworkID, netInspectOpts()); err != nil {
+	if _, err := cli.NetworkInspect(t.Context(), c.NetworkIDs[0], netInspectOpts()); err != nil {
 		t.Fatalf("the first campaign's network: %v", err)
 	}
 	for _, cid := range []string{c.ServerID, c.Workspaces[0].ContainerID} {

@@ -3,6 +3,7 @@ package adapter
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strconv"
 
@@ -50,25 +51,36 @@ type containerSpec struct {
 	Networking *network.NetworkingConfig
 }
 
-func networkCreateOptions(p *campaign.Plan) network.CreateOptions {
+// networkCreateOptions creates one agent's network on subnet (agentpen
+// chooses subnets itself: the daemon's default pool holds only 30
+// networks, and a campaign of 64 agents needs 64).
+func networkCreateOptions(n campaign.NetworkPlan, subnet netip.Prefix) network.CreateOptions {
 	return network.CreateOptions{
 		Driver:   "bridge",
-		Internal: p.Network.Internal,
-		Labels:   clone(p.Network.Labels),
+		Internal: n.Internal,
+		Labels:   clone(n.Labels),
+		IPAM:     &network.IPAM{Driver: "default", Config: []network.IPAMConfig{{Subnet: subnet.String()}}},
 	}
 }
 
-func endpoint(p *campaign.Plan, alias string) *network.NetworkingConfig {
-	return &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
-		p.Network.Name: {Aliases: []string{alias}},
+// networking joins a container to one network under alias, or to none.
+func networking(netName, alias string) (container.NetworkMode, *network.NetworkingConfig) {
+	if netName == "" {
+		return container.NetworkMode("none"), nil
+	}
+	return container.NetworkMode(netName), &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+		netName: {Aliases: []string{alias}},
 	}}
 }
 
 // serverSpec builds the server container. apiKey is the value of
 // Spec.APIKeyEnv in agentpen's environment ("" when unset; the variable is
 // then passed unset). It goes into the create call only, never a log or
-// the journal. dockerSocket is the rootless daemon's socket path.
-func serverSpec(p *campaign.Plan, apiKey string, secrets map[string]string, dockerSocket string) containerSpec {
+// the journal. dockerSocket is the rootless daemon's socket path;
+// graderDir the host directory of its unix socket (TopologyNone), mounted
+// read-write at campaign.GraderDir. With TopologyPerAgent it joins the
+// first agent's network here and the others after it is created.
+func serverSpec(p *campaign.Plan, apiKey string, secrets map[string]string, dockerSocket, graderDir string) containerSpec {
 	s := p.Server.Spec
 	env := []string{}
 	for _, k := range sortedKeys(s.ExtraEnv) {
@@ -83,9 +95,14 @@ func serverSpec(p *campaign.Plan, apiKey string, secrets map[string]string, dock
 		}
 	}
 	env = append(env, "AGENTPEN_API_KEY_ENV="+s.APIKeyEnv, "AGENTPEN_ROLE="+campaign.RoleServer)
+	first := ""
+	if len(p.Networks) > 0 {
+		first = p.Networks[0].Name
+	}
+	mode, nc := networking(first, p.Server.Alias)
 	hc := &container.HostConfig{
 		Init:          ptr(true),
-		NetworkMode:   container.NetworkMode(p.Network.Name),
+		NetworkMode:   mode,
 		CapDrop:       []string{"ALL"},
 		SecurityOpt:   []string{"no-new-privileges"},
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
@@ -96,6 +113,9 @@ func serverSpec(p *campaign.Plan, apiKey string, secrets map[string]string, dock
 	}
 	if s.DataHostPath != "" {
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: s.DataHostPath, Target: s.DataContainerPath, ReadOnly: true})
+	}
+	if p.Topology == campaign.TopologyNone {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: graderDir, Target: campaign.GraderDir})
 	}
 	cfg := &container.Config{
 		Image:  s.Image,
@@ -108,15 +128,17 @@ func serverSpec(p *campaign.Plan, apiKey string, secrets map[string]string, dock
 		cfg.ExposedPorts = nat.PortSet{port: struct{}{}}
 		hc.PortBindings = nat.PortMap{port: {{HostIP: p.Server.Publish.Addr().String(), HostPort: strconv.Itoa(int(p.Server.Publish.Port()))}}}
 	}
-	return containerSpec{Name: p.Server.Name, Role: campaign.RoleServer, Config: cfg, HostConfig: hc, Networking: endpoint(p, p.Server.Alias)}
+	return containerSpec{Name: p.Server.Name, Role: campaign.RoleServer, Config: cfg, HostConfig: hc, Networking: nc}
 }
 
 // workspaceSpec builds one workspace container. runDir is the host
-// directory (0700, owned by the daemon's user) mounted at /run/workbench.
-// apiKey (the value of the server's APIKeyEnv, "" when unset) lets the
-// workspace's episode server call the grader; it goes into the create call
-// only.
-func workspaceSpec(p *campaign.Plan, a campaign.AgentPlan, runDir, apiKey string) containerSpec {
+// directory (0700, owned by the daemon's user) mounted at /run/workbench;
+// graderDir the server's socket directory (TopologyNone), mounted
+// read-only at campaign.GraderDir. apiKey (the value of the server's
+// APIKeyEnv, "" when unset) lets the workspace's episode server call the
+// grader; it goes into the create call only. The workspace joins its own
+// network, or none.
+func workspaceSpec(p *campaign.Plan, a campaign.AgentPlan, runDir, graderDir, apiKey string) containerSpec {
 	env := make([]string, 0, len(a.Env)+1)
 	for _, k := range sortedKeys(a.Env) {
 		env = append(env, k+"="+a.Env[k])
@@ -124,9 +146,10 @@ func workspaceSpec(p *campaign.Plan, a campaign.AgentPlan, runDir, apiKey string
 	if apiKey != "" {
 		env = append(env, p.Server.Spec.APIKeyEnv+"="+apiKey)
 	}
+	mode, nc := networking(a.Network, a.Alias)
 	hc := &container.HostConfig{
 		Init:           ptr(true),
-		NetworkMode:    container.NetworkMode(p.Network.Name),
+		NetworkMode:    mode,
 		CapDrop:        []string{"ALL"},
 		CapAdd:         slices.Clone(WorkspaceCaps),
 		SecurityOpt:    []string{"no-new-privileges"},
@@ -142,13 +165,16 @@ func workspaceSpec(p *campaign.Plan, a campaign.AgentPlan, runDir, apiKey string
 	if a.Spec.WorkspaceHostPath != "" {
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: a.Spec.WorkspaceHostPath, Target: campaign.DefaultWorkspaceTarget})
 	}
+	if p.Topology == campaign.TopologyNone {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: graderDir, Target: campaign.GraderDir, ReadOnly: true})
+	}
 	cfg := &container.Config{
 		Image:  a.Spec.Image,
 		Cmd:    slices.Clone(a.Spec.Command),
 		Env:    env,
 		Labels: clone(a.Labels),
 	}
-	return containerSpec{Name: a.Name, Role: campaign.RoleWork, Config: cfg, HostConfig: hc, Networking: endpoint(p, a.Alias)}
+	return containerSpec{Name: a.Name, Role: campaign.RoleWork, Config: cfg, HostConfig: hc, Networking: nc}
 }
 
 func ptr[T any](v T) *T { return &v }

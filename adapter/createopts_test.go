@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"slices"
 	"github.com/agentpen/agentpen/campaign"
 	"strings"
 	"testing"
@@ -18,7 +19,7 @@ func TestServerSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := serverSpec(p, "k3y", map[string]string{"GRADER_TOKEN": "t0k"}, "/run/user/1001/docker.sock")
+	cs := serverSpec(p, "k3y", map[string]string{"GRADER_TOKEN": "t0k"}, "/run/user/1001/docker.sock", "")
 	env := strings.Join(cs.Config.Env, "\n")
 	for _, want := range []string{"AGENTPEN_API_KEY=k3y", "GRADER_TOKEN=t0k", "MODE=strict", "DOCKER_HOST=unix://" + campaign.DockerSocketTarget} {
 		if !strings.Contains(env, want) {
@@ -52,9 +53,15 @@ func TestServerSpecDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := serverSpec(p, "", nil, "/run/user/1/docker.sock")
-	if len(cs.HostConfig.Mounts) != 0 || len(cs.HostConfig.PortBindings) != 0 || len(cs.Config.ExposedPorts) != 0 {
+	const graderDir = "/run/user/1/agentpen/i-0123456789abcdef/grader"
+	cs := serverSpec(p, "", nil, "/run/user/1/docker.sock", graderDir)
+	// Only the grader's socket directory, read-write; nothing published.
+	if len(cs.HostConfig.Mounts) != 1 || cs.HostConfig.Mounts[0].Source != graderDir || cs.HostConfig.Mounts[0].Target != campaign.GraderDir || cs.HostConfig.Mounts[0].ReadOnly ||
+		len(cs.HostConfig.PortBindings) != 0 || len(cs.Config.ExposedPorts) != 0 {
 		t.Fatalf("default server mounts or publishes: %+v %+v", cs.HostConfig.Mounts, cs.HostConfig.PortBindings)
+	}
+	if cs.HostConfig.NetworkMode != "none" || !slices.Contains(cs.Config.Cmd, "unix://"+campaign.GraderSocket) {
+		t.Fatalf("default server: network %q, command %v: want none and the grader on its socket", cs.HostConfig.NetworkMode, cs.Config.Cmd)
 	}
 	for _, e := range cs.Config.Env {
 		if strings.HasPrefix(e, "DOCKER_HOST=") || strings.HasPrefix(e, "AGENTPEN_API_KEY=") {
@@ -70,7 +77,8 @@ func TestWorkspaceSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := workspaceSpec(p, p.Agents[0], "/run/user/1/agentpen/x/agent", "k3y")
+	const graderDir = "/run/user/1/agentpen/i-0123456789abcdef/grader"
+	cs := workspaceSpec(p, p.Agents[0], "/run/user/1/agentpen/x/agent", graderDir, "k3y")
 	hc := cs.HostConfig
 	if !hc.ReadonlyRootfs || hc.CapDrop[0] != "ALL" || strings.Join(hc.CapAdd, ",") != "CAP_CHOWN,CAP_KILL,CAP_SETGID,CAP_SETUID" {
 		t.Fatalf("hardening %+v", hc)
@@ -83,8 +91,17 @@ func TestWorkspaceSpec(t *testing.T) {
 			t.Errorf("tmpfs %s %q", dir, opts)
 		}
 	}
-	if len(hc.Mounts) != 2 || hc.Mounts[0].Target != campaign.WorkbenchRunDir || hc.Mounts[1].Target != campaign.DefaultWorkspaceTarget {
+	if len(hc.Mounts) != 3 || hc.Mounts[0].Target != campaign.WorkbenchRunDir || hc.Mounts[1].Target != campaign.DefaultWorkspaceTarget {
 		t.Fatalf("mounts %+v", hc.Mounts)
+	}
+	if g := hc.Mounts[2]; g.Source != graderDir || g.Target != campaign.GraderDir || !g.ReadOnly {
+		t.Fatalf("the grader's socket directory mount %+v: want it read-only at %s", g, campaign.GraderDir)
+	}
+	if hc.NetworkMode != "none" || cs.Networking != nil {
+		t.Fatalf("network mode %q %+v: want none (no network in the default topology)", hc.NetworkMode, cs.Networking)
+	}
+	if !strings.Contains(strings.Join(cs.Config.Env, "\n"), "WORKBENCH_UID_BASE=") && p.Agents[0].UIDBase != 0 {
+		t.Fatal("no uid block in the env")
 	}
 	for _, m := range hc.Mounts {
 		if strings.Contains(m.Source, "docker.sock") {

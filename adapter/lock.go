@@ -29,10 +29,15 @@ type campaignLock struct{ f *os.File }
 // lockCampaign takes the campaign's lock, waiting until ctx is done or
 // wait passes. The file records the holder's pid for the error message.
 func (a *Adapter) lockCampaign(ctx context.Context, key string, wait time.Duration) (*campaignLock, error) {
+	return a.lockPath(ctx, filepath.Join(a.runBase(), key+".lock"), wait)
+}
+
+// lockPath takes an exclusive flock on the file at path (in the daemon's
+// runtime directory), waiting until ctx is done or wait passes.
+func (a *Adapter) lockPath(ctx context.Context, path string, wait time.Duration) (*campaignLock, error) {
 	if err := a.ensureRunBase(); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(a.runBase(), key+".lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("campaign lock: %w", err)

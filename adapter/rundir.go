@@ -78,14 +78,27 @@ func (a *Adapter) ensureRunBase() error {
 	return nil
 }
 
+// makeGraderDir creates the directory of the grader's unix socket
+// (campaign.TopologyNone): 0700, owned by the daemon's user, so container
+// root on both sides reaches the socket and sandbox uids do not; journalled
+// for cleanup.
+func (a *Adapter) makeGraderDir(j *campaign.Journal, p *campaign.Plan) (string, error) {
+	return a.makeOwnedDir(j, p, campaign.RoleServer, filepath.Join(a.runRoot(p), "grader"))
+}
+
 // makeRunDir creates the workspace's /run/workbench on the host: 0700,
 // owned by the daemon's user (container root), journalled for cleanup. The
 // directory itself must be new: one that exists belongs to somebody else
 // and is never adopted.
 func (a *Adapter) makeRunDir(j *campaign.Journal, p *campaign.Plan, ag campaign.AgentPlan) (string, error) {
-	root := a.runRoot(p)
-	dir := filepath.Join(root, ag.AgentID)
-	if err := j.Append(campaign.Record{Op: campaign.OpIntent, Gen: p.Generation, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: dir}); err != nil {
+	return a.makeOwnedDir(j, p, campaign.RoleWork, filepath.Join(a.runRoot(p), ag.AgentID))
+}
+
+// makeOwnedDir journals and makes one directory of the bring-up's run
+// root (which it makes too, when missing).
+func (a *Adapter) makeOwnedDir(j *campaign.Journal, p *campaign.Plan, role, dir string) (string, error) {
+	root := filepath.Dir(dir)
+	if err := j.Append(campaign.Record{Op: campaign.OpIntent, Gen: p.Generation, Kind: campaign.KindDir, Role: role, Name: dir}); err != nil {
 		return "", err
 	}
 	if err := a.ensureRunBase(); err != nil {
@@ -97,12 +110,12 @@ func (a *Adapter) makeRunDir(j *campaign.Journal, p *campaign.Plan, ag campaign.
 	if err := a.mkdirOwned(dir, false); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			// Not ours: say so in the journal, so the intent is resolved.
-			return "", errors.Join(fmt.Errorf("workspace run dir %s: %w", dir, err),
+			return "", errors.Join(fmt.Errorf("run directory %s: %w", dir, err),
 				j.Append(campaign.Record{Op: campaign.OpRemoved, Gen: p.Generation, Kind: campaign.KindDir, Name: dir, Note: "never created: the path already existed"}))
 		}
-		return "", fmt.Errorf("workspace run dir %s: %w", dir, err)
+		return "", fmt.Errorf("run directory %s: %w", dir, err)
 	}
-	if err := j.Append(campaign.Record{Op: campaign.OpCreated, Gen: p.Generation, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: dir, ID: dir}); err != nil {
+	if err := j.Append(campaign.Record{Op: campaign.OpCreated, Gen: p.Generation, Kind: campaign.KindDir, Role: role, Name: dir, ID: dir}); err != nil {
 		return "", err
 	}
 	return dir, nil

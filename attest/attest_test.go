@@ -86,29 +86,38 @@ func mutations() []mutation {
 			}},
 		{name: "daemon_info_unread", what: "/info could not be read", want: []string{"daemon.info"},
 			mutate: func(t *testing.T, f *fixture) { f.obs.Info = Raw{Err: "connection reset"} }},
-		// The campaign network.
-		{name: "network_absent", what: "the network inspect answers 404", want: []string{"network.present"},
-			mutate: func(t *testing.T, f *fixture) { f.obs.Network = Raw{NotFound: true} }},
-		{name: "network_id", what: "network Id is another", want: []string{"network.id"},
+		// No network at all (the internal fixture's topology).
+		{name: "network_in_no_network_campaign", what: "the journal of a campaign without networks records one", want: []string{"network.topology"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.src.Records = append(f.src.Records,
+					campaign.Record{Op: campaign.OpIntent, Gen: 1, Kind: campaign.KindNetwork, Name: "agentpen-stray"},
+					campaign.Record{Op: campaign.OpCreated, Gen: 1, Kind: campaign.KindNetwork, Name: "agentpen-stray", ID: otherID})
+			}},
+		// The agent networks (the nat fixture's topology: one per agent).
+		{name: "network_absent", fixture: "nat", what: "an agent network's inspect answers 404", want: []string{"networks[0].present"},
+			mutate: func(t *testing.T, f *fixture) { f.obs.Networks[f.exp.Networks[0].ID] = Raw{NotFound: true} }},
+		{name: "network_id", fixture: "nat", what: "network Id is another", want: []string{"networks[0].id"},
 			mutate: func(t *testing.T, f *fixture) { f.network(t, func(m map[string]any) { m["Id"] = otherID }) }},
-		{name: "network_name", what: "network Name is another", want: []string{"network.name"},
+		{name: "network_name", fixture: "nat", what: "network Name is another", want: []string{"networks[0].name"},
 			mutate: func(t *testing.T, f *fixture) { f.network(t, func(m map[string]any) { m["Name"] = "agentpen-other" }) }},
-		{name: "network_driver", what: "network Driver macvlan", want: []string{"network.driver"},
+		{name: "network_driver", fixture: "nat", what: "network Driver macvlan", want: []string{"networks[0].driver"},
 			mutate: func(t *testing.T, f *fixture) { f.network(t, func(m map[string]any) { m["Driver"] = "macvlan" }) }},
-		{name: "network_not_internal", what: "network Internal false under egress internal", want: []string{"network.internal"},
-			mutate: func(t *testing.T, f *fixture) { f.network(t, func(m map[string]any) { m["Internal"] = false }) }},
-		{name: "network_internal_under_nat", fixture: "nat", what: "network Internal true under egress nat", want: []string{"network.internal"},
+		{name: "network_internal_under_nat", fixture: "nat", what: "network Internal true under egress nat", want: []string{"networks[0].internal"},
 			mutate: func(t *testing.T, f *fixture) { f.network(t, func(m map[string]any) { m["Internal"] = true }) }},
-		{name: "network_stranger_member", what: "a container the journal does not know is on the network", want: []string{"network.members"},
+		{name: "network_stranger_member", fixture: "nat", what: "a container the journal does not know is on an agent network", want: []string{"networks[0].members"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.network(t, func(m map[string]any) { at(m, "Containers")[otherID] = map[string]any{"Name": "intruder"} })
+			}},
+		{name: "network_other_agent_member", fixture: "nat", what: "another agent's workspace is on an agent network", want: []string{"networks[0].members"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.network(t, func(m map[string]any) { at(m, "Containers")[f.id(t, "workspaces[1]")] = map[string]any{"Name": "other-agent"} })
 			}},
 		// Containers: identity.
 		{name: "server_absent", what: "the server's inspect answers 404", want: []string{"server.present"},
 			mutate: func(t *testing.T, f *fixture) { f.obs.Containers[f.id(t, srv)] = Raw{NotFound: true} }},
 		{name: "workspace_unreadable", what: "a workspace's inspect failed (500)", want: []string{ws0 + ".present"},
 			mutate: func(t *testing.T, f *fixture) { f.obs.Containers[f.id(t, ws0)] = Raw{Err: "status 500"} }},
-		{name: "workspace_intent_unlabelled", what: "the journal's intent carries no io.agentpen labels", want: []string{ws0 + ".labels"},
+		{name: "workspace_intent_unlabelled", what: "the journal's intent carries no io.agentpen labels", want: []string{ws0 + ".labels", ws0 + ".uid_block", ws0 + ".probe.uid_block", "isolation.uid_blocks_disjoint"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.intent(t, ws0, func(map[string]string) map[string]string { return map[string]string{"team": "x"} })
 			}},
@@ -324,10 +333,16 @@ func mutations() []mutation {
 				}},
 			mutation{name: role + "_network_mode_host", what: "HostConfig.NetworkMode host", want: []string{sub + ".network_mode"},
 				mutate: func(t *testing.T, f *fixture) { hc(t, f, func(h map[string]any) { h["NetworkMode"] = "host" }) }},
-			mutation{name: role + "_alias", what: "its alias on the campaign network is another", want: []string{sub + ".network_membership"},
+			mutation{name: role + "_alias", fixture: "nat", what: "its alias on its (first) agent network is another", want: []string{sub + ".network_membership"},
 				mutate: func(t *testing.T, f *fixture) {
+					var net string
+					for _, c := range f.exp.Containers {
+						if c.Subject == sub {
+							net = c.Nets[0]
+						}
+					}
 					f.container(t, sub, func(m map[string]any) {
-						at(m, "NetworkSettings", "Networks", f.exp.NetworkName)["Aliases"] = []any{"someone-else"}
+						at(m, "NetworkSettings", "Networks", net)["Aliases"] = []any{"someone-else"}
 					})
 				}},
 			mutation{name: role + "_on_bridge", what: "also attached to the default bridge", want: []string{sub + ".networks_forbidden"},
@@ -376,15 +391,59 @@ func mutations() []mutation {
 		)
 	}
 	// Every ownership label, of the network and of each container role.
-	for _, k := range []string{campaign.LabelCampaign, campaign.LabelInstance, campaign.LabelNetwork, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema} {
-		ms = append(ms, mutation{name: "network_label_" + strings.TrimPrefix(k, "io.agentpen."), what: "network label " + k + " forged", want: []string{"network.label." + k},
+	for _, k := range []string{campaign.LabelAgent, campaign.LabelCampaign, campaign.LabelInstance, campaign.LabelNetwork, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema} {
+		ms = append(ms, mutation{name: "network_label_" + strings.TrimPrefix(k, "io.agentpen."), fixture: "nat", what: "network label " + k + " forged", want: []string{"networks[0].label." + k},
 			mutate: func(t *testing.T, f *fixture) { f.network(t, func(m map[string]any) { at(m, "Labels")[k] = "forged" }) }})
+	}
+	for _, k := range []string{campaign.LabelCampaign, campaign.LabelInstance, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema, campaign.LabelTopology} {
 		ms = append(ms, mutation{name: "server_label_" + strings.TrimPrefix(k, "io.agentpen."), what: "server label " + k + " removed", want: []string{"server.label." + k},
 			mutate: func(t *testing.T, f *fixture) {
 				f.container(t, srv, func(m map[string]any) { delete(at(m, "Config", "Labels"), k) })
 			}})
 	}
-	for _, k := range []string{campaign.LabelAgent, campaign.LabelCampaign, campaign.LabelInstance, campaign.LabelNetwork, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema} {
+	// Isolation: uid blocks and agent -> agent.
+	ms = append(ms,
+		mutation{name: "uid_block_not_journalled", what: "the journal's intent carries no uid block", want: []string{ws0 + ".uid_block", ws0 + ".probe.uid_block", "isolation.uid_blocks_disjoint"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.intent(t, ws0, func(l map[string]string) map[string]string { delete(l, campaign.LabelUIDBlock); return l })
+			}},
+		mutation{name: "uid_block_shared_in_campaign", what: "the daemon lists workspace 1 with workspace 0's block", want: []string{"isolation.uid_blocks_disjoint"},
+			mutate: func(t *testing.T, f *fixture) {
+				ws1 := f.id(t, "workspaces[1]")
+				block := f.exp.Containers[1].Labels[campaign.LabelUIDBlock]
+				f.obs.UIDBlocks.JSON = editJSON(t, f.obs.UIDBlocks.JSON, func(v any) any {
+					for _, x := range v.([]any) {
+						if m := x.(map[string]any); m["Id"] == ws1 {
+							at(m, "Labels")[campaign.LabelUIDBlock] = block
+						}
+					}
+					return v
+				})
+			}},
+		mutation{name: "uid_block_shared_with_stranger", what: "another container on the daemon holds workspace 0's block", want: []string{"isolation.uid_blocks_disjoint"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.list(t, &f.obs.UIDBlocks, map[string]any{"Id": otherID, "Names": []any{"/other-campaign-ws"}, "Labels": map[string]any{campaign.LabelUIDBlock: f.exp.Containers[1].Labels[campaign.LabelUIDBlock]}})
+			}},
+		mutation{name: "uid_block_list_unread", what: "the daemon's uid-block list could not be read", want: []string{"isolation.uid_blocks_disjoint"},
+			mutate: func(t *testing.T, f *fixture) { f.obs.UIDBlocks = Raw{Err: "status 500"} }},
+		mutation{name: "uid_block_probe_other_base", what: "the episode server runs another uid block than the journalled one", want: []string{ws0 + ".probe.uid_block"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/uid_block/0", func(m map[string]any) { m["uid_base"] = float64(campaign.UIDBlockFirst + 640) })
+			}},
+		mutation{name: "grader_socket_reached", what: "a sandbox uid connected to the grader's socket", want: []string{ws0 + ".probe.grader_socket_denied"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/grader_socket_denied/0", func(m map[string]any) { m["outcome"] = "connected" })
+			}},
+		mutation{name: "agent_interface", what: "a workspace of a campaign without networks has an eth0", want: []string{ws0 + ".probe.agent_to_agent"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/agent_to_agent/0", func(m map[string]any) { m["interfaces"] = []any{"eth0", "lo"} })
+			}},
+		mutation{name: "agent_reached", fixture: "nat", what: "a workspace's connect to another workspace was refused (an answer: a path)", want: []string{ws0 + ".probe.agent_to_agent"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/agent_to_agent/0", func(m map[string]any) { m["outcome"] = "refused" })
+			}},
+	)
+	for _, k := range []string{campaign.LabelAgent, campaign.LabelCampaign, campaign.LabelInstance, campaign.LabelNetwork, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema, campaign.LabelTopology, campaign.LabelUIDBlock} {
 		ms = append(ms, mutation{name: "workspace_label_" + strings.TrimPrefix(k, "io.agentpen."), what: "workspace label " + k + " forged", want: []string{ws0 + ".label." + k},
 			mutate: func(t *testing.T, f *fixture) {
 				f.container(t, ws0, func(m map[string]any) { at(m, "Config", "Labels")[k] = "forged" })
@@ -464,40 +523,43 @@ func TestNeverOKWithoutEvidence(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		drop func(f *fixture)
+		// only names the one fixture the evidence exists in ("" for both).
+		only string
 	}{
-		{"no_info", func(f *fixture) { f.obs.Info = Raw{} }},
-		{"no_network", func(f *fixture) { f.obs.Network = Raw{} }},
-		{"no_containers", func(f *fixture) { f.obs.Containers = nil }},
-		{"no_images", func(f *fixture) { f.obs.Images = nil }},
-		{"no_container_list", func(f *fixture) { f.obs.ContainerList = Raw{} }},
-		{"no_network_list", func(f *fixture) { f.obs.NetworkList = Raw{} }},
-		{"no_runs", func(f *fixture) { f.obs.Runs = nil }},
-		{"no_listeners", func(f *fixture) { f.obs.Listeners = nil }},
-		{"no_endpoint", func(f *fixture) { f.obs.Endpoint = "" }},
-		{"no_bringup_record", func(f *fixture) { f.src.Bringup = DaemonRecord{} }},
-		{"no_journal", func(f *fixture) { f.src.Records = nil }},
-		{"no_roles", func(f *fixture) { f.src.Roles = nil }},
-		{"empty_observation", func(f *fixture) { f.obs = Observation{} }},
-		{"bad_spec", func(f *fixture) { f.src.Spec.CampaignID = "" }},
+		{"no_info", func(f *fixture) { f.obs.Info = Raw{} }, ""},
+		{"no_network", func(f *fixture) { f.obs.Networks = nil }, "nat"},
+		{"no_uid_blocks", func(f *fixture) { f.obs.UIDBlocks = Raw{} }, ""},
+		{"no_containers", func(f *fixture) { f.obs.Containers = nil }, ""},
+		{"no_images", func(f *fixture) { f.obs.Images = nil }, ""},
+		{"no_container_list", func(f *fixture) { f.obs.ContainerList = Raw{} }, ""},
+		{"no_network_list", func(f *fixture) { f.obs.NetworkList = Raw{} }, ""},
+		{"no_runs", func(f *fixture) { f.obs.Runs = nil }, ""},
+		{"no_listeners", func(f *fixture) { f.obs.Listeners = nil }, ""},
+		{"no_endpoint", func(f *fixture) { f.obs.Endpoint = "" }, ""},
+		{"no_bringup_record", func(f *fixture) { f.src.Bringup = DaemonRecord{} }, ""},
+		{"no_journal", func(f *fixture) { f.src.Records = nil }, ""},
+		{"no_roles", func(f *fixture) { f.src.Roles = nil }, ""},
+		{"empty_observation", func(f *fixture) { f.obs = Observation{} }, ""},
+		{"bad_spec", func(f *fixture) { f.src.Spec.CampaignID = "" }, ""},
 		{"main_exec_failed", func(f *fixture) {
 			for i := range f.obs.Runs {
 				if f.obs.Runs[i].Phase == PhaseMain {
 					f.obs.Runs[i].ExitCode = 2
 				}
 			}
-		}},
+		}, ""},
 		{"stdout_truncated", func(f *fixture) {
 			for i := range f.obs.Runs {
 				f.obs.Runs[i].Stdout = f.obs.Runs[i].Stdout[:len(f.obs.Runs[i].Stdout)/2]
 			}
-		}},
+		}, ""},
 		{"output_of_another_container", func(f *fixture) {
 			for i := range f.obs.Runs {
 				if f.obs.Runs[i].Phase == PhaseMain {
 					f.obs.Runs[i].Stdout = strings.Replace(f.obs.Runs[i].Stdout, `"container_id":"`, `"container_id":"0`, 1)
 				}
 			}
-		}},
+		}, ""},
 		{"a_result_twice", func(f *fixture) {
 			for i := range f.obs.Runs {
 				if f.obs.Runs[i].Phase == PhaseMain {
@@ -509,7 +571,7 @@ func TestNeverOKWithoutEvidence(t *testing.T) {
 					f.obs.Runs[i].Stdout = string(b)
 				}
 			}
-		}},
+		}, ""},
 		{"results_of_another_exec", func(f *fixture) {
 			// Every workspace run answers with the first workspace's output:
 			// ids do not match, nothing is evidence.
@@ -524,10 +586,13 @@ func TestNeverOKWithoutEvidence(t *testing.T) {
 					f.obs.Runs[i].Stdout = strings.ReplaceAll(first, "workspaces[0]/", "workspaces[9]/")
 				}
 			}
-		}},
+		}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, name := range fixtureNames {
+				if tt.only != "" && tt.only != name {
+					continue
+				}
 				f := loadFixture(t, name)
 				tt.drop(f)
 				if rep := Evaluate(f.src, f.obs); rep.OK || len(rep.FailedChecks) == 0 {

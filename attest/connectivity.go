@@ -92,6 +92,15 @@ func judge(pr probe, res probeResult) (bool, string) {
 		return res.Outcome == "connected", "not connected: " + res.Outcome
 	case wantUnreachable:
 		return slices.Contains(unreachableOutcomes, res.Outcome), "reachable, or no definite answer: " + res.Outcome
+	case wantNoPath:
+		return res.Outcome == "timeout" || res.Outcome == "unreachable", "a path exists (a refusal is an answer), or no definite answer: " + res.Outcome
+	case wantDenied:
+		return res.Outcome == "denied", "not denied: " + res.Outcome
+	case wantLoopbackOnly:
+		return res.Outcome == "found" && slices.Equal(res.Interfaces, []string{"lo"}), "interfaces: " + strings.Join(res.Interfaces, ", ") + " " + res.Error
+	case wantUIDBlock:
+		ok := pr.uid != 0 && res.Outcome == "found" && res.UIDBase == pr.uid && res.UIDCount == campaign.UIDBlockSize
+		return ok, fmt.Sprintf("the episode server runs uids %d..+%d, the journal says %d..+%d (%s %s)", res.UIDBase, res.UIDCount, pr.uid, campaign.UIDBlockSize, res.Outcome, res.Error)
 	case "status":
 		return res.Outcome == "reply" && res.Status == pr.status, fmt.Sprintf("outcome %s, status %d", res.Outcome, res.Status)
 	case wantNoSocket:

@@ -49,17 +49,28 @@ func checkContainer(r *Report, e *expectation, c *containerExp, obs Observation)
 	checkCommand(r, c, d, img, imgOK)
 
 	// Network.
-	r.Network.add(s+".network_mode", d.NetworkMode, e.NetworkName, d.NetworkMode == e.NetworkName, "the network mode is not the campaign network")
-	ep, on := d.Networks[e.NetworkName]
-	member := map[string]any{"attached": on, "network_id": ep.NetworkID, "aliases": nonNil(ep.Aliases)}
-	memberOK := on && e.NetworkID != "" && ep.NetworkID == e.NetworkID && slices.Contains(ep.Aliases, c.Alias)
-	r.Network.add(s+".network_membership", member, map[string]any{"attached": true, "network_id": e.NetworkID, "alias": c.Alias}, memberOK, "not attached to the campaign network (by its journalled id) with its planned alias")
+	r.Network.add(s+".network_mode", d.NetworkMode, c.NetworkMode, d.NetworkMode == c.NetworkMode, "the network mode is not the planned one")
+	netIDs := map[string]string{}
+	for _, n := range e.Networks {
+		netIDs[n.Name] = n.ID
+	}
+	members := []map[string]any{}
+	wantMembers := []map[string]any{}
+	memberOK := true
+	for _, name := range c.Nets {
+		ep, on := d.Networks[name]
+		members = append(members, map[string]any{"network": name, "attached": on, "network_id": ep.NetworkID, "aliases": nonNil(ep.Aliases)})
+		wantMembers = append(wantMembers, map[string]any{"network": name, "attached": true, "network_id": netIDs[name], "alias": c.Alias})
+		memberOK = memberOK && on && netIDs[name] != "" && ep.NetworkID == netIDs[name] && slices.Contains(ep.Aliases, c.Alias)
+	}
+	r.Network.add(s+".network_membership", members, wantMembers, memberOK, "not attached to each planned network (by its journalled id) with its planned alias")
 	var forbidden, unplanned []string
 	for name := range d.Networks {
 		switch {
+		case name == "none" && c.NetworkMode == "none":
 		case forbiddenNetworks[strings.ToLower(name)]:
 			forbidden = append(forbidden, name)
-		case name != e.NetworkName:
+		case !slices.Contains(c.Nets, name):
 			unplanned = append(unplanned, name)
 		}
 	}

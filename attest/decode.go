@@ -79,6 +79,7 @@ type mountInfo struct {
 type endpoint struct {
 	NetworkID string
 	Aliases   []string
+	IPAddress string
 }
 
 // decodeContainer decodes a container inspect. keyEnv names the API key
@@ -138,6 +139,7 @@ func decodeContainer(raw []byte, keyEnv string, policy apikey.Policy) (container
 			Networks map[string]*struct {
 				NetworkID string
 				Aliases   []string
+				IPAddress string
 			}
 		}
 	}
@@ -186,7 +188,7 @@ func decodeContainer(raw []byte, keyEnv string, policy apikey.Policy) (container
 		c.Networks = map[string]endpoint{}
 		for name, ep := range ns.Networks {
 			if ep != nil {
-				c.Networks[name] = endpoint{NetworkID: ep.NetworkID, Aliases: ep.Aliases}
+				c.Networks[name] = endpoint{NetworkID: ep.NetworkID, Aliases: ep.Aliases, IPAddress: ep.IPAddress}
 			} else {
 				c.Networks[name] = endpoint{}
 			}
@@ -351,6 +353,11 @@ type probeResult struct {
 	Body      json.RawMessage `json:"body"`
 	Sockets   []probeSocket   `json:"sockets"`
 	Process   *probeProcess   `json:"process"`
+	// Interfaces, UIDBase and UIDCount are an interfaces and a uid_block
+	// probe's findings.
+	Interfaces []string `json:"interfaces"`
+	UIDBase    int      `json:"uid_base"`
+	UIDCount   int      `json:"uid_count"`
 }
 
 type probeSocket struct {

@@ -32,15 +32,19 @@ type Observation struct {
 	// Endpoint is the socket the client talked to.
 	Endpoint string `json:"endpoint"`
 	Info     Raw    `json:"info"`
-	Network  Raw    `json:"network"`
+	// Networks are the journalled agent networks, by journalled id.
+	Networks map[string]Raw `json:"networks"`
 	// Containers are keyed by the journalled id; Images by the image
 	// reference the plan pins (an image id, or repo@sha256:...).
 	Containers map[string]Raw `json:"containers"`
 	Images     map[string]Raw `json:"images"`
 	// ContainerList and NetworkList are the daemon's lists filtered by
 	// the campaign label.
-	ContainerList Raw        `json:"container_list"`
-	NetworkList   Raw        `json:"network_list"`
+	ContainerList Raw `json:"container_list"`
+	NetworkList   Raw `json:"network_list"`
+	// UIDBlocks is the daemon's list of every container carrying an
+	// io.agentpen.uid-block label, whatever its campaign.
+	UIDBlocks Raw        `json:"uid_blocks"`
 	ProbeEnv      ProbeEnv   `json:"probe_env"`
 	Listeners     []Listener `json:"listeners"`
 	Runs          []ProbeRun `json:"runs"`
@@ -79,6 +83,7 @@ func Evaluate(src Source, obs Observation) *Report {
 	}
 	checkKeys(r, e, decoded)
 	checkUnexpected(r, e, obs, live)
+	checkUIDBlocks(r, e, obs)
 	checkProbes(r, e, obs, decoded)
 	r.finish()
 	return r
@@ -152,41 +157,64 @@ func checkLimitsSection(r *Report, inf info, ok bool) {
 	}
 }
 
+// checkNetwork checks the campaign's networks: none at all for
+// campaign.TopologyNone; each agent's network otherwise.
 func checkNetwork(r *Report, e *expectation, obs Observation) {
 	s := &r.Network
-	if e.NetworkIssue != "" {
-		s.add("network.present", nil, e.NetworkName, false, e.NetworkIssue)
+	if e.Topology == campaign.TopologyNone {
+		var journalled []string
+		for _, res := range campaign.Resources(e.Source.Records) {
+			if res.Kind == campaign.KindNetwork && res.ID != "" && !res.Removed {
+				journalled = append(journalled, res.Name)
+			}
+		}
+		s.add("network.topology", map[string]any{"topology": e.Topology, "networks": nonNil(journalled)}, map[string]any{"topology": campaign.TopologyNone, "networks": []string{}},
+			len(journalled) == 0, "a campaign without networks journals a network")
 		return
 	}
-	if p := rawProblem("network "+short(e.NetworkID), obs.Network, true); p != "" {
-		s.add("network.present", nil, e.NetworkID, false, p)
-		return
-	}
-	n, err := decodeNetwork(obs.Network.JSON)
-	if err != nil {
-		s.add("network.present", nil, e.NetworkID, false, err.Error())
-		return
-	}
-	s.add("network.present", n.ID, e.NetworkID, true, "")
-	s.add("network.id", n.ID, e.NetworkID, n.ID == e.NetworkID, "the daemon answered with another id")
-	s.add("network.name", n.Name, e.NetworkName, n.Name == e.NetworkName, "the network has another name than the plan's")
-	s.add("network.driver", n.Driver, "bridge", n.Driver == "bridge", "the network's driver is not bridge")
-	s.add("network.internal", n.Internal, e.Internal, n.Internal == e.Internal, "Internal does not match egress "+string(e.Egress))
-	addLabels(s, "network", n.Labels, e.NetworkLabels)
-	live := map[string]bool{}
+	live := map[string]string{} // container id -> subject
 	for _, c := range e.Containers {
 		if c.ID != "" {
-			live[c.ID] = true
+			live[c.ID] = c.Subject
 		}
 	}
-	var strangers []string
-	for id, name := range n.Members {
-		if !live[id] {
-			strangers = append(strangers, short(id)+" "+name)
+	for _, ne := range e.Networks {
+		sub := ne.Subject
+		if ne.Issue != "" {
+			s.add(sub+".present", nil, ne.Name, false, ne.Issue)
+			continue
 		}
+		raw, seen := obs.Networks[ne.ID]
+		if p := rawProblem("network "+short(ne.ID), raw, seen); p != "" {
+			s.add(sub+".present", nil, ne.ID, false, p)
+			continue
+		}
+		n, err := decodeNetwork(raw.JSON)
+		if err != nil {
+			s.add(sub+".present", nil, ne.ID, false, err.Error())
+			continue
+		}
+		s.add(sub+".present", n.ID, ne.ID, true, "")
+		s.add(sub+".id", n.ID, ne.ID, n.ID == ne.ID, "the daemon answered with another id")
+		s.add(sub+".name", n.Name, ne.Name, n.Name == ne.Name, "the network has another name than the plan's")
+		s.add(sub+".driver", n.Driver, "bridge", n.Driver == "bridge", "the network's driver is not bridge")
+		s.add(sub+".internal", n.Internal, ne.Internal, n.Internal == ne.Internal, "Internal does not match egress "+string(e.Egress))
+		addLabels(s, sub, n.Labels, ne.Labels)
+		// Exactly the server and the agent whose network it is: any other
+		// member is a path between agents (or a stranger).
+		var got []string
+		for id, name := range n.Members {
+			if sub, ok := live[id]; ok {
+				got = append(got, sub)
+			} else {
+				got = append(got, short(id)+" "+name)
+			}
+		}
+		sort.Strings(got)
+		want := []string{e.Server.Subject, ne.Agent}
+		sort.Strings(want)
+		s.add(sub+".members", nonNil(got), want, slices.Equal(got, want), "the network holds other containers than its agent's workspace and the server")
 	}
-	sort.Strings(strangers)
-	s.add("network.members", nonNil(strangers), []string{}, len(strangers) == 0, "containers the journal does not account for are on the campaign network")
 }
 
 func addLabels(s *Section, subject string, have, intent map[string]string) {
@@ -208,8 +236,10 @@ func addLabels(s *Section, subject string, have, intent map[string]string) {
 func checkUnexpected(r *Report, e *expectation, obs Observation, live map[string]bool) {
 	s := &r.Campaign
 	liveNets := map[string]bool{}
-	if e.NetworkID != "" {
-		liveNets[e.NetworkID] = true
+	for _, n := range e.Networks {
+		if n.ID != "" {
+			liveNets[n.ID] = true
+		}
 	}
 	for _, l := range []struct {
 		name string
@@ -252,4 +282,70 @@ func short(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// checkUIDBlocks: every workspace has a well-formed uid block, and no two
+// containers on the daemon (of this campaign or any other) share a uid:
+// all containers of a rootless daemon share one user namespace.
+func checkUIDBlocks(r *Report, e *expectation, obs Observation) {
+	s := &r.Isolation
+	ours := map[string]bool{}
+	blocks := map[int][]string{} // base -> holders
+	for _, c := range e.Containers {
+		if c.Role != campaign.RoleWork {
+			continue
+		}
+		label := c.Labels[campaign.LabelUIDBlock]
+		s.add(c.Subject+".uid_block", label, "a block of "+fmt.Sprint(campaign.UIDBlockSize)+" uids from "+fmt.Sprint(campaign.UIDBlockFirst),
+			c.UIDBase != 0, "the journal's intent carries no well-formed io.agentpen.uid-block label")
+		if c.ID != "" {
+			ours[c.ID] = true
+		}
+		if c.UIDBase != 0 {
+			blocks[c.UIDBase] = append(blocks[c.UIDBase], c.Subject)
+		}
+	}
+	var others []string
+	if p := rawProblem("the uid-block list", obs.UIDBlocks, true); p != "" {
+		s.add("isolation.uid_blocks_disjoint", nil, "no uid shared between containers", false, p)
+		return
+	}
+	list, err := decodeList(obs.UIDBlocks.JSON)
+	if err != nil {
+		s.add("isolation.uid_blocks_disjoint", nil, "no uid shared between containers", false, err.Error())
+		return
+	}
+	labelled := map[string]string{} // our container ids as the daemon labels them
+	for _, x := range list {
+		label := x.Labels[campaign.LabelUIDBlock]
+		if ours[x.ID] {
+			labelled[x.ID] = label
+			continue
+		}
+		base, ok := campaign.ParseUIDBlock(label)
+		if !ok {
+			continue // not a well-formed block: it names no uid of ours
+		}
+		if _, clash := blocks[base]; clash {
+			others = append(others, short(x.ID)+" "+x.Name+" ("+label+")")
+		}
+	}
+	var shared []string
+	for base, holders := range blocks {
+		if len(holders) > 1 {
+			shared = append(shared, campaign.UIDBlockLabel(base)+": "+strings.Join(holders, ", "))
+		}
+	}
+	for _, c := range e.Containers {
+		if c.Role == campaign.RoleWork && c.ID != "" {
+			if got, ok := labelled[c.ID]; ok && got != c.Labels[campaign.LabelUIDBlock] {
+				shared = append(shared, c.Subject+" runs with block "+got+", not the journalled "+c.Labels[campaign.LabelUIDBlock])
+			}
+		}
+	}
+	sort.Strings(shared)
+	sort.Strings(others)
+	s.add("isolation.uid_blocks_disjoint", map[string][]string{"within_campaign": nonNil(shared), "with_other_containers": nonNil(others)},
+		map[string][]string{"within_campaign": {}, "with_other_containers": {}}, len(shared) == 0 && len(others) == 0,
+		"two workspaces, or a workspace and another container on the daemon, share uids")
 }

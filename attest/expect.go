@@ -87,26 +87,48 @@ type containerExp struct {
 	Port         int    // the server's port inside the network
 	Mounts       []mountInfo
 	IDProblem    string // why ID is empty or unusable
+	// NetworkMode is the mode it must run with: "none", or the name of
+	// the (first) network it joins; Nets are the networks it must be on,
+	// under Alias.
+	NetworkMode string
+	Nets        []string
+	// UIDBase is the first uid of a workspace's block, from its journalled
+	// io.agentpen.uid-block label (0: none, or not well-formed).
+	UIDBase int
+}
+
+// netExp is what one agent network must be (campaign.TopologyPerAgent).
+type netExp struct {
+	Subject  string // "networks[N]", N the agent's index
+	Name     string
+	ID       string
+	Labels   map[string]string
+	Internal bool
+	Agent    string // the workspace subject whose network it is
+	Issue    string // why ID is empty
 }
 
 // expectation is the whole campaign as planned and journalled.
 type expectation struct {
-	CampaignID    string
-	Egress        campaign.Egress
-	NetworkName   string
-	NetworkID     string
-	NetworkLabels map[string]string
-	NetworkIssue  string
-	Internal      bool
-	Containers    []containerExp
-	Server        *containerExp
-	ServerAlias   string
-	ServerPort    int
-	ServerURL     string
-	KeyEnv        string
-	GraderRoutes  bool // the server runs the workbench grader (its routes are known)
-	Source        Source
-	Plan          *campaign.Plan
+	CampaignID string
+	Egress     campaign.Egress
+	Topology   campaign.Topology
+	// Networks are the agent networks, in agent order (none for
+	// campaign.TopologyNone).
+	Networks    []netExp
+	Internal    bool
+	Containers  []containerExp
+	Server      *containerExp
+	ServerAlias string
+	ServerPort  int
+	// ServerURL is how workspaces reach the grader: http://alias:port, or
+	// http://grader over GraderUnix (campaign.TopologyNone).
+	ServerURL    string
+	GraderUnix   string
+	KeyEnv       string
+	GraderRoutes bool // the server runs the workbench grader (its routes are known)
+	Source       Source
+	Plan         *campaign.Plan
 }
 
 // expect derives the expectation; an error means the spec no longer makes
@@ -118,32 +140,55 @@ func expect(src Source) (*expectation, error) {
 	}
 	res := campaign.Resources(src.Records)
 	e := &expectation{
-		CampaignID: p.CampaignID, Egress: p.Egress, NetworkName: p.Network.Name, Internal: p.Network.Internal,
+		CampaignID: p.CampaignID, Egress: p.Egress, Topology: p.Topology, Internal: p.Egress == campaign.EgressInternal,
 		ServerAlias: p.Server.Alias, ServerPort: p.Server.Port, ServerURL: p.Server.URL,
 		KeyEnv: p.Server.Spec.APIKeyEnv, GraderRoutes: p.Server.NeedsKey, Source: src, Plan: p,
 	}
-	// The network: exactly one live journalled network of the plan's name.
-	var nets []campaign.Resource
-	for _, r := range res {
-		if r.Kind == campaign.KindNetwork && r.Name == p.Network.Name {
-			nets = append(nets, r)
+	if p.Topology == campaign.TopologyNone {
+		e.ServerURL, e.GraderUnix = "http://grader", campaign.GraderSocket
+	}
+	// The agent networks: exactly one live journalled network of each
+	// planned name.
+	subjects := map[string]string{} // agent id -> workspace subject
+	for _, a := range p.Agents {
+		subjects[a.AgentID] = fmt.Sprintf("workspaces[%d]", a.Index)
+	}
+	for i, n := range p.Networks {
+		ne := netExp{Subject: fmt.Sprintf("networks[%d]", i), Name: n.Name, Internal: n.Internal, Agent: subjects[n.Agent]}
+		var nets []campaign.Resource
+		for _, r := range res {
+			if r.Kind == campaign.KindNetwork && r.Name == n.Name {
+				nets = append(nets, r)
+			}
 		}
+		switch live := liveOf(nets); {
+		case len(nets) == 0:
+			ne.Issue = "the journal has no intent for this agent network"
+		case len(live) > 1:
+			ne.Issue = "the journal has more than one live network of this name"
+		case len(live) == 0:
+			ne.Issue = "the journal records the network removed, or never created"
+		default:
+			ne.ID, ne.Labels = live[0].ID, live[0].Labels
+		}
+		e.Networks = append(e.Networks, ne)
 	}
-	switch live := liveOf(nets); {
-	case len(nets) == 0:
-		e.NetworkIssue = "the journal has no intent for the campaign network"
-	case len(live) > 1:
-		e.NetworkIssue = "the journal has more than one live network of this name"
-	case len(live) == 0:
-		e.NetworkIssue = "the journal records the network removed, or never created"
-	default:
-		e.NetworkID, e.NetworkLabels = live[0].ID, live[0].Labels
-	}
-	dirs := map[string]string{} // agent id -> run dir
+	dirs := map[string]string{} // agent id (or "grader") -> run dir
 	for _, r := range res {
 		if r.Kind == campaign.KindDir && r.ID != "" && !r.Removed {
 			dirs[path.Base(r.ID)] = r.ID
 		}
+	}
+	graderMount := func(ro bool) mountInfo {
+		src, ok := dirs["grader"]
+		if !ok {
+			src = "(no grader directory journalled)"
+		}
+		return mountInfo{Type: "bind", Source: src, Destination: campaign.GraderDir, RW: !ro}
+	}
+	var allNets []string
+	for _, n := range p.Networks {
+		allNets = append(allNets, n.Name)
 	}
 	find := func(c *containerExp) {
 		var all []campaign.Resource
@@ -171,7 +216,14 @@ func expect(src Source) (*expectation, error) {
 		Subject: "server", Role: campaign.RoleServer, Name: p.Server.Name, Alias: p.Server.Alias,
 		Image: p.Server.Spec.Image, Cmd: p.Server.Spec.Command, NeedsKey: p.Server.NeedsKey,
 		Serves: "tcp:" + strconv.Itoa(p.Server.Port), Settings: srvSettings, DockerSocket: p.Server.Spec.MountDockerSocket,
-		Port: p.Server.Port,
+		Port: p.Server.Port, NetworkMode: "none", Nets: allNets,
+	}
+	if len(allNets) > 0 {
+		srv.NetworkMode = allNets[0]
+	}
+	if p.Topology == campaign.TopologyNone {
+		srv.Serves = "unix:" + campaign.GraderSocket
+		srv.Mounts = append(srv.Mounts, graderMount(false))
 	}
 	if p.Server.Publish.IsValid() {
 		srv.Publish = p.Server.Publish.String()
@@ -188,7 +240,13 @@ func expect(src Source) (*expectation, error) {
 		c := containerExp{
 			Subject: fmt.Sprintf("workspaces[%d]", a.Index), Role: campaign.RoleWork, AgentID: a.AgentID,
 			Name: a.Name, Alias: a.Alias, Image: a.Spec.Image, Cmd: a.Spec.Command, NeedsKey: a.NeedsKey,
-			Settings: src.Roles[campaign.RoleWork],
+			Settings: src.Roles[campaign.RoleWork], NetworkMode: "none",
+		}
+		if a.Network != "" {
+			c.NetworkMode, c.Nets = a.Network, []string{a.Network}
+		}
+		if p.Topology == campaign.TopologyNone {
+			c.Mounts = append(c.Mounts, graderMount(true))
 		}
 		if a.NeedsKey {
 			c.Serves = "unix:" + campaign.WorkbenchSocket
@@ -202,6 +260,9 @@ func expect(src Source) (*expectation, error) {
 			c.Mounts = append(c.Mounts, mountInfo{Type: "bind", Source: a.Spec.WorkspaceHostPath, Destination: campaign.DefaultWorkspaceTarget, RW: true})
 		}
 		find(&c)
+		if base, ok := campaign.ParseUIDBlock(c.Labels[campaign.LabelUIDBlock]); ok {
+			c.UIDBase = base
+		}
 		e.Containers = append(e.Containers, c)
 	}
 	e.Server = &e.Containers[0]

@@ -91,8 +91,16 @@ func (f *fixture) container(t testing.TB, subject string, fn func(m map[string]a
 	f.obs.Containers[id] = raw
 }
 
+// network edits the inspect JSON of the first agent network.
 func (f *fixture) network(t testing.TB, fn func(m map[string]any)) {
-	f.obs.Network.JSON = editJSON(t, f.obs.Network.JSON, func(v any) any { fn(v.(map[string]any)); return v })
+	t.Helper()
+	if len(f.exp.Networks) == 0 {
+		t.Fatalf("%s: no agent network to edit", f.name)
+	}
+	id := f.exp.Networks[0].ID
+	raw := f.obs.Networks[id]
+	raw.JSON = editJSON(t, raw.JSON, func(v any) any { fn(v.(map[string]any)); return v })
+	f.obs.Networks[id] = raw
 }
 
 func (f *fixture) info(t testing.TB, fn func(m map[string]any)) {
@@ -159,9 +167,11 @@ func (f *fixture) intent(t testing.TB, subject string, fn func(labels map[string
 // normalize maps "workspaces[N]" to "workspaces[0]" in a check name, so
 // one mutation of the first workspace stands for every workspace.
 func normalize(check string) string {
-	if rest, ok := strings.CutPrefix(check, "workspaces["); ok {
-		if i := strings.Index(rest, "]"); i >= 0 {
-			return "workspaces[0]" + rest[i+1:]
+	for _, list := range []string{"workspaces[", "networks["} {
+		if rest, ok := strings.CutPrefix(check, list); ok {
+			if i := strings.Index(rest, "]"); i >= 0 {
+				return list + "0]" + rest[i+1:]
+			}
 		}
 	}
 	return check

@@ -68,7 +68,10 @@ func FuzzDecodeContainer(f *testing.F) {
 // FuzzDecodeDaemonJSON: the other decoders never panic on anything.
 func FuzzDecodeDaemonJSON(f *testing.F) {
 	seedRaws(f, func(o Observation) []Raw {
-		out := []Raw{o.Info, o.Network, o.ContainerList, o.NetworkList}
+		out := []Raw{o.Info, o.ContainerList, o.NetworkList, o.UIDBlocks}
+		for _, r := range o.Networks {
+			out = append(out, r)
+		}
 		for _, r := range o.Images {
 			out = append(out, r)
 		}

@@ -64,6 +64,43 @@ type ProbeEnv struct {
 	// EgressTarget is a host:port reachable only through outbound NAT;
 	// empty means egress is attested from the network's Internal flag.
 	EgressTarget string `json:"egress_target,omitempty"`
+	// Peers are the workspaces' addresses on their own networks, by
+	// subject (campaign.TopologyPerAgent; see PeerAddrs): every other
+	// workspace probes them.
+	Peers map[string]string `json:"peers,omitempty"`
+}
+
+// PeerPort is the port agent -> agent probes connect to. Nothing listens
+// there: a reset (refused) proves a path, only silence (a timeout) or no
+// route shows there is none.
+const PeerPort = "9"
+
+// PeerAddrs reads each workspace's address on its own network from the
+// daemon's inspects (campaign.TopologyPerAgent), by subject; a workspace
+// without one is missing, and the probes aimed at it fail.
+func PeerAddrs(src Source, obs Observation) map[string]string {
+	e, err := expect(src)
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, c := range e.Containers {
+		if c.Role != campaign.RoleWork || len(c.Nets) == 0 || c.ID == "" {
+			continue
+		}
+		raw, ok := obs.Containers[c.ID]
+		if !ok || len(raw.JSON) == 0 {
+			continue
+		}
+		d, err := decodeContainer(raw.JSON, "", e.Source.KeyPolicy)
+		if err != nil {
+			continue
+		}
+		if ep, ok := d.Networks[c.Nets[0]]; ok && ep.IPAddress != "" {
+			out[c.Subject] = ep.IPAddress
+		}
+	}
+	return out
 }
 
 // Listener is one of agentpen's own listeners on the host: loopback (the
@@ -109,6 +146,8 @@ type wire struct {
 	HeaderEnv map[string]string `json:"header_env,omitempty"`
 	Body      bool              `json:"body,omitempty"`
 	Addr      string            `json:"addr,omitempty"`
+	Unix      string            `json:"unix,omitempty"`
+	As        int               `json:"as,omitempty"`
 	Listen    string            `json:"listen,omitempty"`
 	TimeoutMS int               `json:"timeout_ms,omitempty"`
 }
@@ -121,6 +160,15 @@ const (
 	wantSocket      = "docker_socket_at_target"
 	wantProcess     = "serving_process"
 	wantCounters    = "counters"
+	// wantDenied: the kernel refused the uid (a socket it cannot reach).
+	wantDenied = "denied"
+	// wantNoPath: the packets went nowhere (timeout or no route); a
+	// refusal would be an answer from the peer, so a path.
+	wantNoPath = "no_path"
+	// wantLoopbackOnly: the container has no network interface but lo.
+	wantLoopbackOnly = "loopback_only"
+	// wantUIDBlock: the episode server runs with its journalled uid block.
+	wantUIDBlock = "uid_block"
 )
 
 // probe is one planned probe: the request, the check it feeds and what
@@ -136,6 +184,7 @@ type probe struct {
 	negative       bool
 	control        bool
 	route          string // a protected route probed without the key
+	uid            int    // the uid block's base a uid_block probe must find
 }
 
 // probePlan collects the probes of a campaign.
@@ -154,7 +203,7 @@ func (p *probePlan) add(pr probe, name string) {
 	if pr.phase == "" {
 		pr.phase = PhaseMain
 	}
-	if pr.req.Kind == "tcp" || pr.req.Kind == "http" {
+	if pr.req.Kind == "tcp" || pr.req.Kind == "http" || pr.req.Kind == "unix" {
 		pr.req.TimeoutMS = p.timeout()
 	}
 	p.probes = append(p.probes, pr)
@@ -193,16 +242,20 @@ var probeRules = []probeRule{
 	// that exec is evidence and not a broken exec or network stack.
 	{"control", func(p *probePlan) {
 		for _, w := range p.workspaces() {
+			req, target := wire{Kind: "tcp", Addr: p.serverAddr()}, p.serverAddr()
+			if p.e.GraderUnix != "" {
+				req, target = wire{Kind: "unix", Addr: p.e.GraderUnix}, "unix:"+p.e.GraderUnix
+			}
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.control", control: true, want: wantConnected,
-				target: p.serverAddr(), req: wire{Kind: "tcp", Addr: p.serverAddr()}}, "control")
+				target: target, req: req}, "control")
 		}
 	}},
 	// Workspace -> grader /health: reachable.
 	{"grader_health", func(p *probePlan) {
 		for _, w := range p.workspaces() {
 			u := p.e.ServerURL + "/health"
-			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.grader_health", want: "status", status: 200, target: u,
-				req: wire{Kind: "http", URL: u, Expect: []int{200}}}, "grader_health")
+			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.grader_health", want: "status", status: 200, target: p.targetURL(u),
+				req: wire{Kind: "http", URL: u, Expect: []int{200}, Unix: p.e.GraderUnix}}, "grader_health")
 		}
 	}},
 	// Workspace -> every protected grader route without the key: 401, and
@@ -215,7 +268,7 @@ var probeRules = []probeRule{
 			for _, r := range GraderProtectedRoutes {
 				u := p.e.ServerURL + r.Path
 				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.grader_protected", want: "status", status: 401,
-					target: r.Method + " " + u, route: r.Path, req: wire{Kind: "http", URL: u, Method: r.Method, Expect: []int{401}}}, "grader_protected")
+					target: r.Method + " " + p.targetURL(u), route: r.Path, req: wire{Kind: "http", URL: u, Method: r.Method, Expect: []int{401}, Unix: p.e.GraderUnix}}, "grader_protected")
 			}
 		}
 	}},
@@ -301,11 +354,78 @@ var probeRules = []probeRule{
 		}
 		s := p.e.Server
 		u := "http://127.0.0.1:" + strconv.Itoa(p.e.ServerPort) + graderCountersRoute
+		if p.e.GraderUnix != "" {
+			u = p.e.ServerURL + graderCountersRoute
+		}
 		for _, phase := range []string{PhaseBefore, PhaseAfter} {
-			p.add(probe{phase: phase, subject: s.Subject, check: s.Subject + ".grader_counters", want: wantCounters, target: u,
-				req: wire{Kind: "http", URL: u, Expect: []int{200}, HeaderEnv: map[string]string{"X-API-Key": p.e.KeyEnv}, Body: true}}, "counters_"+phase)
+			p.add(probe{phase: phase, subject: s.Subject, check: s.Subject + ".grader_counters", want: wantCounters, target: p.targetURL(u),
+				req: wire{Kind: "http", URL: u, Expect: []int{200}, HeaderEnv: map[string]string{"X-API-Key": p.e.KeyEnv}, Body: true, Unix: p.e.GraderUnix}}, "counters_"+phase)
 		}
 	}},
+	// Agent code (a sandbox uid of the workspace's block) cannot reach the
+	// grader's socket (campaign.TopologyNone): only the workspace's
+	// episode server, as container root, can.
+	{"grader_socket_denied", func(p *probePlan) {
+		if p.e.GraderUnix == "" {
+			return
+		}
+		for _, w := range p.workspaces() {
+			uid := w.UIDBase
+			if uid == 0 {
+				uid = campaign.UIDBlockFirst // no block journalled: still a sandbox uid
+			}
+			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.grader_socket_denied", want: wantDenied,
+				target: fmt.Sprintf("unix:%s as uid %d", p.e.GraderUnix, uid), req: wire{Kind: "unix", Addr: p.e.GraderUnix, As: uid}}, "grader_socket_denied")
+		}
+	}},
+	// Agent -> agent: every workspace against every other, unreachable.
+	// With per-agent networks: a connect to each other workspace's address
+	// must go nowhere (a refusal would be an answer: a path). Without
+	// networks: the workspace has no interface but lo.
+	{"agent_to_agent", func(p *probePlan) {
+		ws := p.workspaces()
+		if p.e.Topology == campaign.TopologyNone {
+			for _, w := range ws {
+				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.agent_to_agent", want: wantLoopbackOnly,
+					target: "network interfaces", req: wire{Kind: "interfaces"}}, "agent_to_agent")
+			}
+			return
+		}
+		for _, w := range ws {
+			for _, o := range ws {
+				if o == w {
+					continue
+				}
+				addr := p.env.Peers[o.Subject]
+				target := o.Subject
+				if addr == "" {
+					addr = "0.0.0.0" // unknown: the connect stays local and the check fails
+					target += " (no address observed)"
+				}
+				addr = joinHostPort(addr, PeerPort)
+				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.agent_to_agent", want: wantNoPath, negative: true,
+					target: target + " at " + addr, req: wire{Kind: "tcp", Addr: addr}}, "agent_to_agent")
+			}
+		}
+	}},
+	// The uid block each workspace's episode server runs episodes under.
+	{"uid_block", func(p *probePlan) {
+		for _, w := range p.workspaces() {
+			if w.Serves == "" {
+				continue // a launcher's command: no workbench to ask
+			}
+			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.uid_block", want: wantUIDBlock, uid: w.UIDBase,
+				target: fmt.Sprintf("the process serving %s", w.Serves), req: wire{Kind: "uid_block", Listen: w.Serves}}, "uid_block")
+		}
+	}},
+}
+
+// targetURL names a URL in a report, with the socket it goes over.
+func (p *probePlan) targetURL(u string) string {
+	if p.e.GraderUnix != "" && strings.HasPrefix(u, p.e.ServerURL) {
+		return u + " (over unix:" + p.e.GraderUnix + ")"
+	}
+	return u
 }
 
 func orMain(serves string) string {

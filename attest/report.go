@@ -164,14 +164,18 @@ type Report struct {
 	APIKey       Key          `json:"api_key"`
 	Custody      Custody      `json:"custody"`
 	Connectivity Connectivity `json:"connectivity"`
-	Campaign     Section      `json:"campaign"`
+	// Isolation is what keeps agents apart: the topology, each
+	// workspace's uid block, and that no uid is shared on the daemon (the
+	// agent -> agent probes are in Connectivity).
+	Isolation Section `json:"isolation"`
+	Campaign  Section `json:"campaign"`
 	Timings      Timings      `json:"timings"`
 	Cleanup      Cleanup      `json:"cleanup"`
 }
 
 func (r *Report) sections() []*Section {
 	return []*Section{&r.Daemon, &r.Network, &r.Containers, &r.Socket, &r.Publish, &r.Hardening,
-		&r.Limits.Section, &r.APIKey.Section, &r.Custody.Section, &r.Connectivity.Section, &r.Campaign}
+		&r.Limits.Section, &r.APIKey.Section, &r.Custody.Section, &r.Connectivity.Section, &r.Isolation, &r.Campaign}
 }
 
 // Checks returns every check of the report by name.

@@ -20,6 +20,11 @@ const (
 	// instance, which a twin campaign (same id, another state root) does
 	// not share.
 	LabelInstance = "io.agentpen.instance"
+	// LabelTopology names the campaign's topology on its containers.
+	LabelTopology = "io.agentpen.topology"
+	// LabelUIDBlock carries a workspace's uid block ("first-last"): the
+	// daemon-wide allocation of blocks reads it from every container.
+	LabelUIDBlock = "io.agentpen.uid-block"
 )
 
 // ReservedLabelPrefix is the label namespace agentpen owns.

@@ -1,10 +1,54 @@
 package campaign
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
+)
+
+// Topology says how a campaign's containers are connected.
+type Topology string
+
+// The topologies (see docs/decisions.md, "Agents isolated from each
+// other").
+const (
+	// TopologyNone: no network at all. The server and every workspace run
+	// with network mode "none"; each workspace's episode server reaches the
+	// grader on a unix socket in a root-only directory bind-mounted
+	// read-only into it, so agent code can reach no server and nothing of
+	// another agent's. The default: egress "internal" and a server agent
+	// code does not call.
+	TopologyNone Topology = "none"
+	// TopologyPerAgent: one network per workspace, which only that
+	// workspace and the server join (the server on every one, under the
+	// same alias). Agent code reaches the server, never another workspace.
+	// Chosen for egress "nat" (each agent network is then a NAT bridge) and
+	// for a server agent code must call (ServerSpec.AgentReachable).
+	TopologyPerAgent Topology = "per-agent"
+)
+
+// In-container paths of the grader's socket (TopologyNone).
+const (
+	// GraderDir is where the server's socket directory is mounted: read and
+	// write in the server, read-only in workspaces. It is 0700 and owned by
+	// container root, so sandbox uids cannot reach the socket.
+	GraderDir    = "/run/agentpen/grader"
+	GraderSocket = GraderDir + "/grader.sock"
+)
+
+// UID blocks: every workspace runs its episodes under a block of kernel
+// uids of its own, disjoint from every other workspace's on the daemon (all
+// containers of a rootless daemon share one user namespace, so a container
+// uid is the same kernel user in all of them). Container uids stay below
+// 65536, the rootless user's default subordinate range.
+const (
+	UIDBlockFirst = 20000
+	UIDBlockSize  = 64
+	UIDBlockLimit = 65536
+	// UIDBlocks is how many blocks fit: 711.
+	UIDBlocks = (UIDBlockLimit - UIDBlockFirst) / UIDBlockSize
 )
 
 // Plan is a validated campaign: every name, alias, label and environment
@@ -12,11 +56,14 @@ import (
 type Plan struct {
 	CampaignID string
 	// Key is the campaign's name component: a DNS slug and a hash.
-	Key     string
-	Egress  Egress
-	Network NetworkPlan
-	Server  ServerPlan
-	Agents  []AgentPlan
+	Key      string
+	Egress   Egress
+	Topology Topology
+	// Networks are the agents' networks (TopologyPerAgent), in agent
+	// order; none for TopologyNone.
+	Networks []NetworkPlan
+	Server   ServerPlan
+	Agents   []AgentPlan
 	// Generation and Instance are set by Bind for one bring-up; zero and
 	// empty in a plan that is only being checked.
 	Generation int
@@ -28,18 +75,51 @@ type Plan struct {
 // ownership can be proven against this bring-up and no other.
 func (p *Plan) Bind(gen int, instance string) {
 	p.Generation, p.Instance = gen, instance
-	p.Network.Labels[LabelInstance] = instance
+	for i := range p.Networks {
+		p.Networks[i].Labels[LabelInstance] = instance
+	}
 	p.Server.Labels[LabelInstance] = instance
 	for i := range p.Agents {
 		p.Agents[i].Labels[LabelInstance] = instance
 	}
 }
 
-// NetworkPlan is the campaign network.
+// SetUIDBlock gives agent i the uid block starting at base (a bring-up's
+// allocation): its label and the environment the workbench reads it from.
+func (p *Plan) SetUIDBlock(i, base int) {
+	a := &p.Agents[i]
+	a.UIDBase = base
+	a.Labels[LabelUIDBlock] = UIDBlockLabel(base)
+	a.Env["WORKBENCH_UID_BASE"] = strconv.Itoa(base)
+	a.Env["WORKBENCH_UID_COUNT"] = strconv.Itoa(UIDBlockSize)
+}
+
+// UIDBlockLabel is the io.agentpen.uid-block value of the block at base:
+// "first-last".
+func UIDBlockLabel(base int) string {
+	return strconv.Itoa(base) + "-" + strconv.Itoa(base+UIDBlockSize-1)
+}
+
+// ParseUIDBlock reads a UIDBlockLabel back: the base of a well-formed,
+// aligned block inside the range, or false.
+func ParseUIDBlock(label string) (int, bool) {
+	a, b, ok := strings.Cut(label, "-")
+	first, err1 := strconv.Atoi(a)
+	last, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || first < UIDBlockFirst || last != first+UIDBlockSize-1 ||
+		last >= UIDBlockLimit || (first-UIDBlockFirst)%UIDBlockSize != 0 || UIDBlockLabel(first) != label {
+		return 0, false
+	}
+	return first, true
+}
+
+// NetworkPlan is one agent's network (TopologyPerAgent).
 type NetworkPlan struct {
 	Name     string
 	Internal bool
 	Labels   map[string]string
+	// Agent is the opaque id of the agent whose network it is.
+	Agent string
 }
 
 // ServerPlan is the server container.
@@ -48,12 +128,15 @@ type ServerPlan struct {
 	// workbench grader, which refuses to start without its API key.
 	NeedsKey bool
 	Name     string
-	Alias    string
-	Port     int
-	URL      string
-	Labels   map[string]string
-	Spec     ServerSpec
-	Publish  netip.AddrPort
+	// Alias is its DNS name on every agent network (TopologyPerAgent).
+	Alias string
+	Port  int
+	// URL is how workspaces reach it: http://Alias:Port, or
+	// unix://GraderSocket for TopologyNone.
+	URL     string
+	Labels  map[string]string
+	Spec    ServerSpec
+	Publish netip.AddrPort
 }
 
 // AgentPlan is one workspace container.
@@ -66,7 +149,11 @@ type AgentPlan struct {
 	AgentID  string
 	Name     string
 	Alias    string
-	Labels   map[string]string
+	// Network is the name of its own network ("" for TopologyNone).
+	Network string
+	// UIDBase is the first uid of its block (SetUIDBlock; 0 until then).
+	UIDBase int
+	Labels  map[string]string
 	// Env is the complete environment (names and values; no secrets).
 	Env  map[string]string
 	Spec WorkspaceSpec
@@ -77,64 +164,87 @@ type AgentPlan struct {
 var forbiddenNetworks = map[string]bool{"": true, "none": true, "host": true, "bridge": true, "default": true, "docker0": true}
 
 // NewPlan validates spec and computes the plan. It reads nothing and
-// creates nothing; an error names the field and value.
+// creates nothing. Every field that is wrong is named, with its value, in
+// one ValidationErrors (a single one is still a *ValidationError for
+// errors.As).
 func NewPlan(spec CampaignSpec) (*Plan, error) {
-	if err := CheckID("campaign_id", spec.CampaignID); err != nil {
-		return nil, err
-	}
+	var errs errList
+	errs.add(CheckID("campaign_id", spec.CampaignID))
 	egress := spec.Egress
 	if egress == "" {
 		egress = EgressInternal
 	}
 	if egress != EgressInternal && egress != EgressNAT {
-		return nil, invalid("egress", string(spec.Egress), `must be "internal" or "nat"`)
+		errs.add(invalid("egress", string(spec.Egress), `must be "internal" or "nat"`))
 	}
-	if err := CheckLabels("labels", spec.Labels); err != nil {
-		return nil, err
-	}
+	errs.add(CheckLabels("labels", spec.Labels))
 	if n := len(spec.Workspaces); n < 1 || n > MaxWorkspaces {
-		return nil, invalid("workspaces", strconv.Itoa(n), "need 1..%d workspaces", MaxWorkspaces)
+		errs.add(invalid("workspaces", strconv.Itoa(n), "need 1..%d workspaces", MaxWorkspaces))
+		return nil, errs.err()
 	}
 	key := Key(spec.CampaignID)
-	p := &Plan{CampaignID: spec.CampaignID, Key: key, Egress: egress}
-	p.Network = NetworkPlan{
-		Name:     "agentpen-" + key,
-		Internal: egress == EgressInternal,
-		Labels:   p.labels(spec.Labels, RoleNetwork, ""),
+	p := &Plan{CampaignID: spec.CampaignID, Key: key, Egress: egress, Topology: TopologyNone}
+	if egress == EgressNAT || spec.Server.AgentReachable {
+		p.Topology = TopologyPerAgent
 	}
-	if forbiddenNetworks[p.Network.Name] {
-		return nil, invalid("network", p.Network.Name, "reserved network name")
-	}
-	p.Network.Labels[LabelNetwork] = p.Network.Name
-
-	srv, err := planServer(p, spec)
-	if err != nil {
-		return nil, err
-	}
-	p.Server = srv
+	p.Server = planServer(p, spec, &errs)
 
 	seen := map[string]int{}
 	for i, ws := range spec.Workspaces {
-		a, err := planAgent(p, spec, i, ws)
-		if err != nil {
-			return nil, err
+		a, ok := planAgent(p, spec, i, ws, &errs)
+		if !ok {
+			continue
 		}
 		if j, dup := seen[a.AgentID]; dup {
-			return nil, invalid(fmt.Sprintf("workspaces[%d]", i), ws.TaskID, "same task and attempt as workspaces[%d]; give each an attempt_id", j)
+			errs.add(invalid(fmt.Sprintf("workspaces[%d]", i), ws.TaskID, "same task and attempt as workspaces[%d]; give each an attempt_id", j))
+			continue
 		}
 		seen[a.AgentID] = i
 		p.Agents = append(p.Agents, a)
+		if p.Topology == TopologyPerAgent {
+			p.Networks = append(p.Networks, NetworkPlan{
+				Name:     a.Network,
+				Internal: egress == EgressInternal,
+				Labels:   p.networkLabels(spec.Labels, a),
+				Agent:    a.AgentID,
+			})
+		}
 	}
-	// The server's alias and URL reach every workspace: they must not spell
-	// any task id either.
+	// Campaign-wide names reach every workspace: they must not spell any
+	// task id either.
 	for _, a := range p.Agents {
-		for _, v := range []string{p.CampaignID, p.Server.Alias, p.Network.Name} {
+		for _, v := range []string{p.CampaignID, p.Server.Alias, p.Server.URL} {
 			if exposesTask(v, a.taskID) {
-				return nil, invalid(fmt.Sprintf("workspaces[%d].task_id", a.Index), "", "the campaign id or a campaign-wide name spells this task id; agents would see it")
+				errs.add(invalid(fmt.Sprintf("workspaces[%d].task_id", a.Index), "", "the campaign id or a campaign-wide name spells this task id; agents would see it"))
 			}
 		}
 	}
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// errList collects field errors.
+type errList ValidationErrors
+
+func (l *errList) add(err error) {
+	if err == nil {
+		return
+	}
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		*l = append(*l, ve)
+		return
+	}
+	*l = append(*l, &ValidationError{Field: "(spec)", Msg: err.Error()})
+}
+
+func (l errList) err() error {
+	if len(l) == 0 {
+		return nil
+	}
+	return ValidationErrors(l)
 }
 
 func (p *Plan) labels(extra map[string]string, role, agent string) map[string]string {
@@ -152,63 +262,68 @@ func (p *Plan) labels(extra map[string]string, role, agent string) map[string]st
 	return l
 }
 
-func planServer(p *Plan, spec CampaignSpec) (ServerPlan, error) {
+// networkLabels are the labels of agent a's network.
+func (p *Plan) networkLabels(extra map[string]string, a AgentPlan) map[string]string {
+	l := p.labels(extra, RoleNetwork, a.AgentID)
+	l[LabelNetwork] = a.Network
+	return l
+}
+
+// agentNetworkName is agent id's network: the campaign key and 12 digits
+// of the agent id.
+func agentNetworkName(key, agentID string) string {
+	return "agentpen-" + key + "-n" + strings.TrimPrefix(agentID, "agent-")[:12]
+}
+
+func planServer(p *Plan, spec CampaignSpec, errs *errList) ServerPlan {
 	s := spec.Server
-	if err := CheckImage("server.image", s.Image); err != nil {
-		return ServerPlan{}, err
-	}
+	errs.add(CheckImage("server.image", s.Image))
 	if s.Port == 0 {
 		s.Port = DefaultServerPort
 	}
-	if err := checkPort("server.port", s.Port); err != nil {
-		return ServerPlan{}, err
-	}
+	errs.add(checkPort("server.port", s.Port))
 	if s.APIKeyEnv == "" {
 		s.APIKeyEnv = DefaultAPIKeyEnv
 	}
 	if err := CheckEnvName("server.api_key_env", s.APIKeyEnv); err != nil {
-		return ServerPlan{}, err
+		errs.add(err)
+	} else if protectedEnv[strings.ToUpper(s.APIKeyEnv)] {
+		errs.add(invalid("server.api_key_env", s.APIKeyEnv, "collides with a protected control variable"))
 	}
-	if protectedEnv[strings.ToUpper(s.APIKeyEnv)] {
-		return ServerPlan{}, invalid("server.api_key_env", s.APIKeyEnv, "collides with a protected control variable")
-	}
-	if err := checkArgs("server.command", s.Command); err != nil {
-		return ServerPlan{}, err
-	}
-	if err := checkArgs("server.ready_command", s.ReadyCommand); err != nil {
-		return ServerPlan{}, err
+	errs.add(checkArgs("server.command", s.Command))
+	errs.add(checkArgs("server.ready_command", s.ReadyCommand))
+	listen := fmt.Sprintf(":%d", s.Port)
+	ready := []string{"/usr/local/bin/workbench", "probe", "--expect-status", "200", fmt.Sprintf("http://127.0.0.1:%d/health", s.Port)}
+	if p.Topology == TopologyNone {
+		listen = "unix://" + GraderSocket
+		ready = []string{"/usr/local/bin/workbench", "probe", "--unix", GraderSocket, "--expect-status", "200", "http://grader/health"}
 	}
 	needsKey := false
 	if len(s.Command) == 0 {
-		s.Command = []string{"grader", "--listen", fmt.Sprintf(":%d", s.Port), "--key-env", s.APIKeyEnv}
+		s.Command = []string{"grader", "--listen", listen, "--key-env", s.APIKeyEnv}
 		needsKey = true
 	}
 	if len(s.ReadyCommand) == 0 {
-		s.ReadyCommand = []string{"/usr/local/bin/workbench", "probe", "--expect-status", "200", fmt.Sprintf("http://127.0.0.1:%d/health", s.Port)}
+		s.ReadyCommand = ready
 	}
-	if err := CheckExtraEnv("server.extra_env", s.ExtraEnv); err != nil {
-		return ServerPlan{}, err
-	}
+	errs.add(CheckExtraEnv("server.extra_env", s.ExtraEnv))
 	for i, name := range s.SecretEnv {
-		if err := CheckEnvName(fmt.Sprintf("server.secret_env[%d]", i), name); err != nil {
-			return ServerPlan{}, err
-		}
-		if protectedEnv[strings.ToUpper(name)] {
-			return ServerPlan{}, invalid(fmt.Sprintf("server.secret_env[%d]", i), name, "protected control variable")
+		f := fmt.Sprintf("server.secret_env[%d]", i)
+		if err := CheckEnvName(f, name); err != nil {
+			errs.add(err)
+		} else if protectedEnv[strings.ToUpper(name)] {
+			errs.add(invalid(f, name, "protected control variable"))
 		}
 	}
 	if s.DataHostPath != "" || s.DataContainerPath != "" {
-		if err := checkMountPath("server.data_host_path", s.DataHostPath); err != nil {
-			return ServerPlan{}, err
-		}
+		errs.add(checkMountPath("server.data_host_path", s.DataHostPath))
 		if s.DataContainerPath == "" {
 			s.DataContainerPath = s.DataHostPath
 		}
 		if err := checkMountPath("server.data_container_path", s.DataContainerPath); err != nil {
-			return ServerPlan{}, err
-		}
-		if s.DataContainerPath == DockerSocketTarget || strings.HasPrefix(s.DataContainerPath, "/run/agentpen") {
-			return ServerPlan{}, invalid("server.data_container_path", s.DataContainerPath, "reserved for the Docker socket")
+			errs.add(err)
+		} else if s.DataContainerPath == DockerSocketTarget || strings.HasPrefix(s.DataContainerPath, "/run/agentpen") {
+			errs.add(invalid("server.data_container_path", s.DataContainerPath, "reserved for agentpen (/run/agentpen)"))
 		}
 	}
 	sp := ServerPlan{
@@ -219,50 +334,42 @@ func planServer(p *Plan, spec CampaignSpec) (ServerPlan, error) {
 		Labels:   p.labels(spec.Labels, RoleServer, ""),
 		Spec:     s,
 	}
-	sp.Labels[LabelNetwork] = p.Network.Name
+	sp.Labels[LabelTopology] = string(p.Topology)
 	sp.URL = "http://" + sp.Alias + ":" + strconv.Itoa(sp.Port)
+	if p.Topology == TopologyNone {
+		sp.URL = "unix://" + GraderSocket
+	}
 	if s.PublishLoopback != "" {
 		if p.Egress != EgressNAT {
-			return ServerPlan{}, invalid("server.publish_loopback", s.PublishLoopback, `a published port needs egress "nat"; with "internal" host calls go through docker exec`)
+			errs.add(invalid("server.publish_loopback", s.PublishLoopback, `a published port needs egress "nat"; with "internal" host calls go through docker exec`))
+		} else if ap, err := CheckLoopbackPublish("server.publish_loopback", s.PublishLoopback); err != nil {
+			errs.add(err)
+		} else {
+			sp.Publish = ap
 		}
-		ap, err := CheckLoopbackPublish("server.publish_loopback", s.PublishLoopback)
-		if err != nil {
-			return ServerPlan{}, err
-		}
-		sp.Publish = ap
 	}
 	if !dnsLabelRe.MatchString(sp.Alias) {
-		return ServerPlan{}, invalid("server alias", sp.Alias, "not a DNS label")
+		errs.add(invalid("server alias", sp.Alias, "not a DNS label"))
 	}
-	return sp, nil
+	return sp
 }
 
-func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec) (AgentPlan, error) {
+func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec, errs *errList) (AgentPlan, bool) {
 	field := func(f string) string { return fmt.Sprintf("workspaces[%d].%s", i, f) }
-	if err := CheckTaskID(field("task_id"), ws.TaskID); err != nil {
-		return AgentPlan{}, err
-	}
+	n := len(*errs)
+	errs.add(CheckTaskID(field("task_id"), ws.TaskID))
 	if ws.AttemptID != "" {
-		if err := CheckID(field("attempt_id"), ws.AttemptID); err != nil {
-			return AgentPlan{}, err
-		}
+		errs.add(CheckID(field("attempt_id"), ws.AttemptID))
 	}
-	if err := CheckImage(field("image"), ws.Image); err != nil {
-		return AgentPlan{}, err
-	}
-	if err := checkArgs(field("command"), ws.Command); err != nil {
-		return AgentPlan{}, err
-	}
-	if err := CheckExtraEnv(field("extra_env"), ws.ExtraEnv); err != nil {
-		return AgentPlan{}, err
-	}
-	if err := CheckLabels(field("labels"), ws.Labels); err != nil {
-		return AgentPlan{}, err
-	}
+	errs.add(CheckImage(field("image"), ws.Image))
+	errs.add(checkArgs(field("command"), ws.Command))
+	errs.add(CheckExtraEnv(field("extra_env"), ws.ExtraEnv))
+	errs.add(CheckLabels(field("labels"), ws.Labels))
 	if ws.WorkspaceHostPath != "" {
-		if err := checkMountPath(field("workspace_host_path"), ws.WorkspaceHostPath); err != nil {
-			return AgentPlan{}, err
-		}
+		errs.add(checkMountPath(field("workspace_host_path"), ws.WorkspaceHostPath))
+	}
+	if len(*errs) > n {
+		return AgentPlan{}, false
 	}
 	id := OpaqueAgentID(p.CampaignID, ws.TaskID, ws.AttemptID)
 	a := AgentPlan{
@@ -273,6 +380,9 @@ func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec) (AgentPlan, 
 		Spec:    ws,
 		taskID:  ws.TaskID,
 	}
+	if p.Topology == TopologyPerAgent {
+		a.Network = agentNetworkName(p.Key, id)
+	}
 	if len(ws.Command) == 0 {
 		a.Spec.Command = WorkbenchCommand(p.Server.URL, p.Server.Spec.APIKeyEnv)
 		a.NeedsKey = true
@@ -281,20 +391,26 @@ func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec) (AgentPlan, 
 	for k, v := range ws.Labels {
 		a.Labels[k] = v
 	}
-	a.Labels[LabelNetwork] = p.Network.Name
+	a.Labels[LabelNetwork] = a.Network
+	if a.Network == "" {
+		a.Labels[LabelNetwork] = "none"
+	}
+	a.Labels[LabelTopology] = string(p.Topology)
 	a.Env = map[string]string{
 		"AGENTPEN_AGENT_ID":       id,
 		"AGENTPEN_SERVER_URL":     p.Server.URL,
 		"AGENTPEN_GRADER_URL":     p.Server.URL,
 		"AGENTPEN_GRADER_KEY_ENV": p.Server.Spec.APIKeyEnv,
-		"NO_PROXY":                NoProxy(p.Server.Alias, p.Server.Port),
-		"no_proxy":                NoProxy(p.Server.Alias, p.Server.Port),
+	}
+	if p.Topology == TopologyPerAgent {
+		a.Env["NO_PROXY"] = NoProxy(p.Server.Alias, p.Server.Port)
+		a.Env["no_proxy"] = a.Env["NO_PROXY"]
 	}
 	for k, v := range ws.ExtraEnv {
 		a.Env[k] = v
 	}
 	// Nothing the agent can see may spell the task id.
-	visible := []string{a.Name, a.Alias, ws.WorkspaceHostPath}
+	visible := []string{a.Name, a.Alias, a.Network, ws.WorkspaceHostPath}
 	visible = append(visible, a.Spec.Command...)
 	for k, v := range a.Labels {
 		visible = append(visible, k, v)
@@ -304,16 +420,18 @@ func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec) (AgentPlan, 
 	}
 	for _, v := range visible {
 		if exposesTask(v, ws.TaskID) {
-			return AgentPlan{}, invalid(field("task_id"), "", "would be visible to the agent in %q; workspaces use the opaque agent id only", truncate(v, 60))
+			errs.add(invalid(field("task_id"), "", "would be visible to the agent in %q; workspaces use the opaque agent id only", truncate(v, 60)))
+			return AgentPlan{}, false
 		}
 	}
-	return a, nil
+	return a, true
 }
 
 // WorkbenchCommand is a workspace's default command: the episode server on
-// its unix socket, grading through the campaign's grader with the key in
-// the variable keyEnv (set in the workspace's environment at create time,
-// never visible to episode code, which runs with a cleared environment).
+// its unix socket, grading through the campaign's grader (at graderURL:
+// http://alias:port, or unix:///path) with the key in the variable keyEnv
+// (set in the workspace's environment at create time, never visible to
+// episode code, which runs with a cleared environment).
 func WorkbenchCommand(graderURL, keyEnv string) []string {
 	return []string{"serve", "--listen", "unix://" + WorkbenchSocket, "--grader", graderURL, "--grader-key-env", keyEnv}
 }

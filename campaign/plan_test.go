@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -26,8 +27,11 @@ func TestNewPlanValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Egress != EgressInternal || !p.Network.Internal {
-		t.Fatalf("default egress: %+v", p.Network)
+	if p.Egress != EgressInternal || p.Topology != TopologyNone || len(p.Networks) != 0 {
+		t.Fatalf("default egress: %s, topology %s, networks %+v", p.Egress, p.Topology, p.Networks)
+	}
+	if p.Server.URL != "unix://"+GraderSocket || !slices.Contains(p.Server.Spec.Command, "unix://"+GraderSocket) {
+		t.Fatalf("server %+v: want the grader on its unix socket", p.Server)
 	}
 	agentRe := regexp.MustCompile(`^agent-[0-9a-f]{24}$`)
 	for _, a := range p.Agents {
@@ -40,8 +44,8 @@ func TestNewPlanValid(t *testing.T) {
 		if a.Labels[LabelAgent] != a.AgentID || a.Labels[LabelRole] != RoleWork || a.Labels[LabelCampaign] != "camp-1" || a.Labels[LabelOwner] != OwnerValue {
 			t.Fatalf("labels %v", a.Labels)
 		}
-		if a.Env["AGENTPEN_SERVER_URL"] != p.Server.URL || !strings.Contains(a.Env["NO_PROXY"], p.Server.Alias) {
-			t.Fatalf("env %v", a.Env)
+		if a.Env["AGENTPEN_SERVER_URL"] != p.Server.URL || a.Network != "" || a.Labels[LabelNetwork] != "none" {
+			t.Fatalf("env %v, network %q", a.Env, a.Network)
 		}
 		if _, ok := a.Env["DOCKER_HOST"]; ok {
 			t.Fatal("workspace env has DOCKER_HOST")
@@ -51,13 +55,13 @@ func TestNewPlanValid(t *testing.T) {
 		t.Fatal("agents share an id or name")
 	}
 	q, _ := NewPlan(validSpec())
-	if q.Network.Name != p.Network.Name || q.Agents[1].AgentID != p.Agents[1].AgentID {
+	if q.Server.Name != p.Server.Name || q.Agents[1].AgentID != p.Agents[1].AgentID {
 		t.Fatal("plans are not deterministic")
 	}
 	other := validSpec()
 	other.CampaignID = "camp-2"
 	r, _ := NewPlan(other)
-	if r.Network.Name == p.Network.Name || r.Server.Name == p.Server.Name || r.Agents[0].AgentID == p.Agents[0].AgentID {
+	if r.Server.Name == p.Server.Name || r.Agents[0].AgentID == p.Agents[0].AgentID {
 		t.Fatal("two campaigns share names")
 	}
 }
@@ -202,8 +206,73 @@ func TestNewPlanNAT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Network.Internal || p.Server.Publish.Port() != 18080 {
-		t.Fatalf("nat plan %+v", p.Server)
+	if p.Topology != TopologyPerAgent || len(p.Networks) != 2 || p.Networks[0].Internal || p.Server.Publish.Port() != 18080 {
+		t.Fatalf("nat plan %+v %+v", p.Networks, p.Server)
+	}
+	for i, a := range p.Agents {
+		n := p.Networks[i]
+		if n.Agent != a.AgentID || a.Network != n.Name || a.Labels[LabelNetwork] != n.Name || n.Labels[LabelNetwork] != n.Name || n.Labels[LabelAgent] != a.AgentID {
+			t.Fatalf("agent %d: network %+v, agent network %q labels %v", i, n, a.Network, a.Labels)
+		}
+		if !strings.Contains(a.Env["NO_PROXY"], p.Server.Alias) || a.Env["AGENTPEN_SERVER_URL"] != p.Server.URL {
+			t.Fatalf("env %v", a.Env)
+		}
+	}
+	if p.Networks[0].Name == p.Networks[1].Name {
+		t.Fatal("two agents share a network")
+	}
+	// A server agent code must call: per-agent internal networks.
+	s = validSpec()
+	s.Server.AgentReachable = true
+	p, err = NewPlan(s)
+	if err != nil || p.Topology != TopologyPerAgent || !p.Networks[0].Internal || !strings.HasPrefix(p.Server.URL, "http://") {
+		t.Fatalf("agent-reachable plan: %v %+v", err, p)
+	}
+}
+
+func TestNewPlanEveryField(t *testing.T) {
+	s := validSpec()
+	s.Server.Image = "latest"
+	s.Server.Port = -1
+	s.Workspaces[1].TaskID = ""
+	s.Workspaces[0].ExtraEnv = map[string]string{"GH_TOKEN": "x"}
+	_, err := NewPlan(s)
+	var ve ValidationErrors
+	if !errors.As(err, &ve) {
+		t.Fatalf("err %T %v, want ValidationErrors", err, err)
+	}
+	var got []string
+	for _, e := range ve {
+		got = append(got, e.Field)
+	}
+	want := []string{"server.image", "server.port", "workspaces[0].extra_env.GH_TOKEN", "workspaces[1].task_id"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("fields %v, want every one: %v", got, want)
+	}
+}
+
+func TestUIDBlocks(t *testing.T) {
+	if UIDBlocks != 711 {
+		t.Fatalf("UIDBlocks = %d", UIDBlocks)
+	}
+	for _, tt := range []struct {
+		label string
+		base  int
+		ok    bool
+	}{
+		{"20000-20063", 20000, true}, {"20064-20127", 20064, true},
+		{"20001-20064", 0, false}, {"20000-20064", 0, false}, {"19936-19999", 0, false},
+		{"65472-65535", 0, false}, {"65440-65503", 65440, true}, {"65504-65567", 0, false}, {"020000-20063", 0, false}, {"x", 0, false}, {"", 0, false},
+	} {
+		base, ok := ParseUIDBlock(tt.label)
+		if ok != tt.ok || base != tt.base {
+			t.Errorf("ParseUIDBlock(%q) = %d, %v; want %d, %v", tt.label, base, ok, tt.base, tt.ok)
+		}
+	}
+	p, _ := NewPlan(validSpec())
+	p.SetUIDBlock(1, 20128)
+	if a := p.Agents[1]; a.UIDBase != 20128 || a.Labels[LabelUIDBlock] != "20128-20191" || a.Env["WORKBENCH_UID_BASE"] != "20128" || a.Env["WORKBENCH_UID_COUNT"] != "64" {
+		t.Fatalf("agent after SetUIDBlock: %+v", a)
 	}
 }
 
@@ -253,7 +322,7 @@ func FuzzPlanIDs(f *testing.F) {
 			return
 		}
 		a := p.Agents[0]
-		for _, n := range []string{p.Network.Name, p.Server.Name, a.Name} {
+		for _, n := range []string{agentNetworkName(p.Key, a.AgentID), p.Server.Name, a.Name} {
 			if !nameRe.MatchString(n) {
 				t.Fatalf("name %q is not a valid Docker name", n)
 			}
@@ -263,8 +332,8 @@ func FuzzPlanIDs(f *testing.F) {
 				t.Fatalf("alias %q is not a DNS label", al)
 			}
 		}
-		if !agentRe.MatchString(a.AgentID) || forbiddenNetworks[p.Network.Name] {
-			t.Fatalf("agent id %q network %q", a.AgentID, p.Network.Name)
+		if !agentRe.MatchString(a.AgentID) || forbiddenNetworks[agentNetworkName(p.Key, a.AgentID)] {
+			t.Fatalf("agent id %q", a.AgentID)
 		}
 		for _, v := range append([]string{a.Name, a.Alias, p.Server.Alias}, flatten(a.Env, a.Labels)...) {
 			if exposesTask(v, task) {

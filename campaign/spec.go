@@ -69,6 +69,12 @@ type ServerSpec struct {
 	// (default: the same path).
 	DataHostPath      string `json:"data_host_path,omitempty"`
 	DataContainerPath string `json:"data_container_path,omitempty"`
+	// AgentReachable says agent code must reach the server over the network
+	// (a launcher's own server that agents call, as in seed 004). It gives
+	// each workspace a network of its own that only it and the server join.
+	// False (the default) with egress "internal": no network at all, the
+	// server on a unix socket only workspaces' episode servers can reach.
+	AgentReachable bool `json:"agent_reachable,omitempty"`
 	// PublishLoopback ("127.0.0.1:18080") publishes Port on a loopback
 	// address; only with egress "nat". Empty: nothing is published and host
 	// calls go through docker exec.

@@ -103,12 +103,13 @@ func Decide(r campaign.Resource, obs Observation) Decision {
 	return Decision{Refuse, fmt.Sprintf("unknown kind %q", r.Kind)}
 }
 
-var runDirBase = regexp.MustCompile(`^agent-[0-9a-f]{24}$`)
+var runDirBase = regexp.MustCompile(`^(agent-[0-9a-f]{24}|grader)$`)
 
-// RunDirShape reports whether path has the exact shape of a workspace run
-// directory under root (<root>/<campaign key>/agent-<24 hex>, absolute and
-// clean), so a journal entry, however it was written, never makes agentpen
-// remove anything else.
+// RunDirShape reports whether path has the exact shape of a directory
+// agentpen makes under root for a bring-up: a workspace's run directory or
+// the grader's socket directory (<root>/<run root>/agent-<24 hex> or
+// <root>/<run root>/grader, absolute and clean), so a journal entry,
+// however it was written, never makes agentpen remove anything else.
 func RunDirShape(root, path string) bool {
 	if root == "" || !filepath.IsAbs(root) || filepath.Clean(root) != root {
 		return false

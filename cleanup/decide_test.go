@@ -75,6 +75,9 @@ var runDirCases = []struct {
 	{"/run/user/1002/agentpen/c/agent-0123456789abcdef01234567", false},
 	{"/run/user/1001/agentpen/c/agent-0123456789abcdef01234567/", false},
 	{"/run/user/1001/agentpen/c/d/agent-0123456789abcdef01234567", false},
+	{"/run/user/1001/agentpen/i-0123456789abcdef/grader", true},
+	{"/run/user/1001/agentpen/i-0123456789abcdef/graders", false},
+	{"/run/user/1001/agentpen/grader", false},
 }
 
 func TestRunDirShape(t *testing.T) {
@@ -110,7 +113,7 @@ func FuzzRunDirShape(f *testing.F) {
 		if len(parts) != 2 || parts[0] == "" || parts[0] == "." || parts[0] == ".." {
 			t.Fatalf("accepted %q: not <root>/<key>/<agent>", path)
 		}
-		if !strings.HasPrefix(parts[1], "agent-") || len(parts[1]) != len("agent-")+24 {
+		if parts[1] != "grader" && (!strings.HasPrefix(parts[1], "agent-") || len(parts[1]) != len("agent-")+24) {
 			t.Fatalf("accepted %q: not an agent directory", path)
 		}
 	})

@@ -67,7 +67,8 @@ type upResult struct {
 	Generation  int           `json:"generation"`
 	Instance    string        `json:"instance"`
 	StateDir    string        `json:"state_dir"`
-	Network     string        `json:"network_id"`
+	Topology    string        `json:"topology"`
+	Networks    []string      `json:"network_ids"`
 	Server      upServer      `json:"server"`
 	Workspaces  []upWorkspace `json:"workspaces"`
 	Attestation upAttestation `json:"attestation"`
@@ -154,7 +155,7 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		return failedAttestation(ctx, a, spec.CampaignID, rep, err, *keepFailed, stderr)
 	}
 	res := upResult{
-		CampaignID: c.Plan.CampaignID, Generation: c.Plan.Generation, Instance: c.Plan.Instance, StateDir: c.Dir, Network: c.NetworkID,
+		CampaignID: c.Plan.CampaignID, Generation: c.Plan.Generation, Instance: c.Plan.Instance, StateDir: c.Dir, Topology: string(c.Plan.Topology), Networks: c.NetworkIDs,
 		Server:      upServer{ContainerID: c.ServerID, Alias: c.Plan.Server.Alias, URL: c.Plan.Server.URL},
 		Attestation: upAttestation{OK: rep.OK, Report: a.AttestationPath(spec.CampaignID)},
 	}

@@ -122,8 +122,10 @@ func TestUpDownRealDaemon(t *testing.T) {
 			t.Fatalf("container %s after down: %v", id, err)
 		}
 	}
-	if _, err := d.NetworkJSON(t.Context(), res.Network); !cerrdefs.IsNotFound(err) {
-		t.Fatalf("network after down: %v", err)
+	for _, n := range res.Networks {
+		if _, err := d.NetworkJSON(t.Context(), n); !cerrdefs.IsNotFound(err) {
+			t.Fatalf("network after down: %v", err)
+		}
 	}
 	// After down, attest --strict fails: nothing of the campaign is there.
 	out.Reset()

@@ -210,7 +210,7 @@ func TestServeGraderFlags(t *testing.T) {
 		args       []string
 	}{
 		{name: "key_unset", args: []string{"--grader", "http://127.0.0.1:9", "--grader-key-env", "WB_SERVE_UNSET"}, want: "WB_SERVE_UNSET is unset or empty"},
-		{name: "bad_url", args: []string{"--grader", "ftp://x", "--grader-key-env", "WB_SERVE_KEY"}, want: "scheme must be http or https"},
+		{name: "bad_url", args: []string{"--grader", "ftp://x", "--grader-key-env", "WB_SERVE_KEY"}, want: "scheme must be http, https or unix"},
 		{name: "bad_key_env", args: []string{"--grader", "http://x", "--grader-key-env", "1x"}, want: "must name an environment variable"},
 		{name: "bad_timeout", args: []string{"--grader", "http://x", "--grader-timeout", "0s"}, want: "must be positive"},
 	} {

@@ -59,6 +59,7 @@ func runProbe(ctx context.Context, args []string, stdout io.Writer, getenv func(
 	var expect statusList
 	fs.Var(&expect, "expect-status", "statuses that count as success, comma-separated (default any 2xx)")
 	timeout := fs.Duration("timeout", probe.DefaultTimeout, "bound on the whole probe")
+	unixSock := fs.String("unix", "", "send the request over this unix socket (the URL's host is then only a name: http://grader/health)")
 	var headers, headerEnvs listFlag
 	fs.Var(&headers, "header", "request header NAME=VALUE, repeatable")
 	fs.Var(&headerEnvs, "header-env", "request header NAME=VAR whose value is environment variable VAR, repeatable")
@@ -99,7 +100,7 @@ func runProbe(ctx context.Context, args []string, stdout io.Writer, getenv func(
 		}
 		h.Add(name, value)
 	}
-	res, err := probe.Check(ctx, probe.Config{URL: target, Method: strings.ToUpper(*method), Header: h, Timeout: *timeout, Expect: expect})
+	res, err := probe.Check(ctx, probe.Config{URL: target, Method: strings.ToUpper(*method), Header: h, Timeout: *timeout, Expect: expect, Unix: *unixSock})
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}

@@ -441,6 +441,17 @@ func (d *Daemon) model(c Call) (int, any) {
 			return notFound("network", seg[1])
 		}
 		return http.StatusOK, map[string]any{"Id": n.ID, "Name": n.Name, "Driver": n.Driver, "Internal": n.Internal, "Labels": n.Labels}
+	case c.Method == http.MethodPost && len(seg) == 3 && seg[0] == "networks" && seg[2] == "connect":
+		var req struct{ Container string }
+		json.Unmarshal(c.Body, &req)
+		n := d.networkByRef(seg[1])
+		if n == nil {
+			return notFound("network", seg[1])
+		}
+		if d.containerByRef(req.Container) == nil {
+			return notFound("container", req.Container)
+		}
+		return http.StatusOK, nil
 	case c.Method == http.MethodDelete && len(seg) == 2 && seg[0] == "networks":
 		n := d.networkByRef(seg[1])
 		if n == nil {

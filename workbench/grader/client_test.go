@@ -3,10 +3,13 @@ package grader
 import (
 	"context"
 	"errors"
+	"github.com/agentpen/agentpen/workbench/tasks"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -34,6 +37,11 @@ func TestNewClientValidates(t *testing.T) {
 		{name: "fragment", cfg: ClientConfig{URL: "http://grader/#x", Key: "k"}},
 		{name: "negative_timeout", cfg: ClientConfig{URL: "http://grader", Key: "k", Timeout: -1}},
 		{name: "three_attempts", cfg: ClientConfig{URL: "http://grader", Key: "k", Attempts: 3}},
+		{name: "ok_unix", cfg: ClientConfig{URL: "unix:///run/agentpen/grader/grader.sock", Key: "k"}, ok: true},
+		{name: "unix_relative", cfg: ClientConfig{URL: "unix:run/grader.sock", Key: "k"}},
+		{name: "unix_host", cfg: ClientConfig{URL: "unix://host/run/grader.sock", Key: "k"}},
+		{name: "unix_dotdot", cfg: ClientConfig{URL: "unix:///run/../etc/grader.sock", Key: "k"}},
+		{name: "unix_query", cfg: ClientConfig{URL: "unix:///run/grader.sock?x=1", Key: "k"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := NewClient(tt.cfg)
@@ -44,6 +52,38 @@ func TestNewClientValidates(t *testing.T) {
 				t.Errorf("error repeats the URL's password: %v", err)
 			}
 		})
+	}
+}
+
+// TestClientOverUnixSocket: a grader on a unix socket (a campaign without
+// networks) grades as one on TCP does.
+func TestClientOverUnixSocket(t *testing.T) {
+	srv, err := NewServer(ServerConfig{Key: testKey, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "grader.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv.Handler()}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	c, err := NewClient(ClientConfig{URL: "unix://" + sock, Key: testKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := tasks.Build("data/csv_region_total@2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	credit, reason, err := c.ScoreAnswer(t.Context(), task.TaskID, "0")
+	if err != nil {
+		t.Fatalf("score over the socket: %v", err)
+	}
+	if credit != 0 || reason == "" {
+		t.Fatalf("grade of a wrong answer: %v %q", credit, reason)
 	}
 }
 

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -17,6 +19,15 @@ const (
 	KindTCP     = "tcp"
 	KindSocket  = "socket"
 	KindProcess = "process"
+	// KindUnix connects to a unix socket (Addr is its path).
+	KindUnix = "unix"
+	// KindInterfaces lists the network interfaces of the container
+	// (/sys/class/net): a container without a network has "lo" only.
+	KindInterfaces = "interfaces"
+	// KindUIDBlock reads the uid block (WORKBENCH_UID_BASE and
+	// WORKBENCH_UID_COUNT, nothing else) from the environment of the
+	// process listening at Listen.
+	KindUIDBlock = "uid_block"
 )
 
 // Limits of a Batch.
@@ -52,8 +63,13 @@ type Request struct {
 	// Body asks for the reply body in the result, when it is JSON (at most
 	// 64 KiB).
 	Body bool `json:"body,omitempty"`
-	// Addr is a TCP probe's host:port.
+	// Addr is a TCP probe's host:port, a unix probe's socket path.
 	Addr string `json:"addr,omitempty"`
+	// Unix is the socket an HTTP probe's request goes to (see Config.Unix).
+	Unix string `json:"unix,omitempty"`
+	// As runs a unix or TCP probe's connect as this uid (and gid), not
+	// root, to show what a sandbox uid can reach; zero keeps root.
+	As int `json:"as,omitempty"`
 	// Listen is a process probe's target: "tcp:PORT", "unix:PATH", or empty
 	// for the container's main process (PID 1, or its first child when PID
 	// 1 is an init).
@@ -89,6 +105,11 @@ type Outcome struct {
 	Sockets []Socket `json:"sockets,omitempty"`
 	// Process is what a process probe found.
 	Process *Process `json:"process,omitempty"`
+	// Interfaces are what an interfaces probe found.
+	Interfaces []string `json:"interfaces,omitempty"`
+	// UIDBase and UIDCount are what a uid_block probe found.
+	UIDBase  int `json:"uid_base,omitempty"`
+	UIDCount int `json:"uid_count,omitempty"`
 }
 
 // Validate checks a batch before anything runs.
@@ -102,12 +123,15 @@ func (b Batch) Validate() error {
 			return fmt.Errorf("batch probe %d: id %q empty, too long or repeated: %w", i, r.ID, ErrInvalid)
 		}
 		seen[r.ID] = true
+		if r.As < 0 || r.As > 65535 || r.As > 0 && r.Kind != KindUnix && r.Kind != KindTCP {
+			return fmt.Errorf("batch probe %s: as %d: a uid for a unix or tcp probe: %w", r.ID, r.As, ErrInvalid)
+		}
 		if r.TimeoutMS < 0 || time.Duration(r.TimeoutMS)*time.Millisecond > MaxTimeout {
 			return fmt.Errorf("batch probe %s: timeout_ms %d out of range: %w", r.ID, r.TimeoutMS, ErrInvalid)
 		}
 		switch r.Kind {
 		case KindHTTP:
-			if _, err := (Config{URL: r.URL, Method: r.Method, Expect: r.Expect}).Validate(); err != nil {
+			if _, err := (Config{URL: r.URL, Method: r.Method, Expect: r.Expect, Unix: r.Unix}).Validate(); err != nil {
 				return fmt.Errorf("batch probe %s: %w", r.ID, err)
 			}
 			for name, v := range r.HeaderEnv {
@@ -119,11 +143,15 @@ func (b Batch) Validate() error {
 			if _, _, err := net.SplitHostPort(r.Addr); err != nil {
 				return fmt.Errorf("batch probe %s: addr %q: %w", r.ID, r.Addr, ErrInvalid)
 			}
-		case KindProcess:
+		case KindProcess, KindUIDBlock:
 			if _, _, err := parseListen(r.Listen); err != nil {
 				return fmt.Errorf("batch probe %s: %w", r.ID, err)
 			}
-		case KindSocket:
+		case KindUnix:
+			if !strings.HasPrefix(r.Addr, "/") || filepath.Clean(r.Addr) != r.Addr {
+				return fmt.Errorf("batch probe %s: socket %q: want an absolute clean path: %w", r.ID, r.Addr, ErrInvalid)
+			}
+		case KindSocket, KindInterfaces:
 		default:
 			return fmt.Errorf("batch probe %s: kind %q: %w", r.ID, r.Kind, ErrInvalid)
 		}
@@ -165,7 +193,7 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 			h.Set(name, val)
 		}
 		var body []byte
-		res, err := Check(ctx, Config{URL: r.URL, Method: r.Method, Expect: r.Expect, Header: h, Timeout: timeout, keepBody: r.Body, body: &body})
+		res, err := Check(ctx, Config{URL: r.URL, Method: r.Method, Expect: r.Expect, Header: h, Timeout: timeout, Unix: r.Unix, keepBody: r.Body, body: &body})
 		if err != nil {
 			o.Outcome, o.Error = OutcomeError, err.Error()
 			break
@@ -176,7 +204,23 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 		}
 		return o
 	case KindTCP:
-		o.Outcome, o.Error = DialTCP(ctx, r.Addr, timeout)
+		o.Outcome, o.Error = dialAs(ctx, "tcp", r.Addr, timeout, r.As)
+	case KindUnix:
+		o.Outcome, o.Error = dialAs(ctx, "unix", r.Addr, timeout, r.As)
+	case KindInterfaces:
+		ifs, err := Interfaces("/sys/class/net")
+		if err != nil {
+			o.Outcome, o.Error = OutcomeError, err.Error()
+			break
+		}
+		o.Outcome, o.Interfaces = OutcomeFound, ifs
+	case KindUIDBlock:
+		base, count, err := FindUIDBlock(r.Listen)
+		if err != nil {
+			o.Outcome, o.Error = OutcomeNotFound, err.Error()
+			break
+		}
+		o.Outcome, o.UIDBase, o.UIDCount = OutcomeFound, base, count
 	case KindSocket:
 		o.Sockets = FindSockets(ctx, getenv)
 		o.Outcome = OutcomeNone
@@ -193,21 +237,6 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 	}
 	o.LatencyMS = ms(time.Since(start))
 	return o
-}
-
-// DialTCP connects to addr within timeout and closes the connection at
-// once; it returns the outcome (OutcomeConnected or what stopped it) and
-// the error's text.
-func DialTCP(ctx context.Context, addr string, timeout time.Duration) (string, string) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return Classify(ctx, err), err.Error()
-	}
-	c.Close()
-	return OutcomeConnected, ""
 }
 
 func validEnvName(s string) bool {

@@ -25,6 +25,9 @@ const (
 	OutcomeUnreachable = "unreachable"
 	// OutcomeDNS: the name did not resolve.
 	OutcomeDNS = "dns"
+	// OutcomeDenied: the kernel refused the caller (EACCES, EPERM), as on
+	// a unix socket in a directory the uid cannot search.
+	OutcomeDenied = "denied"
 	// OutcomeError: anything else (the error says what).
 	OutcomeError = "error"
 	// OutcomeVisible and OutcomeNone: a socket probe found a Docker socket,
@@ -50,6 +53,8 @@ func Classify(ctx context.Context, err error) string {
 		return OutcomeRefused
 	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.EADDRNOTAVAIL):
 		return OutcomeUnreachable
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return OutcomeDenied
 	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded), isTimeout(err):
 		return OutcomeTimeout
 	}

@@ -20,8 +20,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 )
@@ -47,6 +49,9 @@ type Config struct {
 	Timeout time.Duration
 	// Expect are the statuses that count as ok; empty means any 2xx.
 	Expect []int
+	// Unix, when set, is the absolute path of a unix socket the request
+	// goes to (the URL's host is then only a name, "http://grader/health").
+	Unix string
 	// Transport carries the request; nil means a fresh transport that
 	// ignores proxy settings.
 	Transport http.RoundTripper
@@ -93,6 +98,9 @@ func (c Config) Validate() (*url.URL, error) {
 	}
 	if u.Host == "" {
 		return nil, fmt.Errorf("url %q: has no host: %w", u.Redacted(), ErrInvalid)
+	}
+	if c.Unix != "" && (!path.IsAbs(c.Unix) || path.Clean(c.Unix) != c.Unix || u.Scheme != "http") {
+		return nil, fmt.Errorf("unix socket %q: want an absolute clean path, and an http URL: %w", c.Unix, ErrInvalid)
 	}
 	switch c.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodPost:
@@ -153,6 +161,10 @@ func Check(ctx context.Context, cfg Config) (Result, error) {
 	tr := cfg.Transport
 	if tr == nil {
 		t := &http.Transport{Proxy: nil, DisableKeepAlives: true}
+		if cfg.Unix != "" {
+			var d net.Dialer
+			t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialContext(ctx, "unix", cfg.Unix) }
+		}
 		defer t.CloseIdleConnections()
 		tr = t
 	}
