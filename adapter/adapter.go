@@ -2,9 +2,9 @@ package adapter
 
 import (
 	"context"
-	"net/netip"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"

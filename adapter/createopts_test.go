@@ -1,8 +1,8 @@
 package adapter
 
 import (
-	"slices"
 	"github.com/agentpen/agentpen/campaign"
+	"slices"
 	"strings"
 	"testing"
 )
