@@ -1,0 +1,210 @@
+package adapter_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/oracle"
+)
+
+// runCode runs code as episode code in a workspace (a fresh episode of
+// task) and returns its output's last line decoded as JSON.
+func runCode(t *testing.T, ctx context.Context, socket, task, code string) map[string]any {
+	t.Helper()
+	s, err := dialSession(t, ctx, socket)
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	defer s.close()
+	if _, err := s.reset(task); err != nil {
+		t.Error(err)
+		return nil
+	}
+	res, err := s.step("run_python", map[string]any{"code": code})
+	if err != nil || res.Error != "" {
+		t.Errorf("run_python: %v %q", err, res.Error)
+		return nil
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(oracle.LastLine(strings.Split(res.Output, "\n[exit code")[0])), &got); err != nil {
+		t.Errorf("output %q: %v", res.Output, err)
+	}
+	return got
+}
+
+// listenerCode listens on TCP and UDP port 47001 on every address for a
+// few seconds and reports what reached it.
+const listenerCode = `import json, os, socket, select, time
+t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); t.bind(("0.0.0.0", 47001)); t.listen(8)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("0.0.0.0", 47001))
+got = {"uid": os.getuid(), "tcp": 0, "udp": 0}
+end = time.time() + 8
+while time.time() < end:
+    r, _, _ = select.select([t, u], [], [], 0.2)
+    for s in r:
+        if s is t:
+            c, _ = t.accept(); got["tcp"] += 1; c.close()
+        else:
+            u.recvfrom(4096); got["udp"] += 1
+print(json.dumps(got))
+`
+
+// dialerCode tries, for a few seconds, TCP connects and UDP datagrams to
+// the other workspace's listener.
+const dialerCode = `import json, os, socket, time
+got = {"uid": os.getuid(), "tcp": [], "udp_sent": 0}
+time.sleep(1.5)
+for _ in range(3):
+    s = socket.socket(); s.settimeout(1.5)
+    try:
+        s.connect((PEER, 47001)); got["tcp"].append("connected")
+    except Exception as e:
+        got["tcp"].append(type(e).__name__)
+    s.close()
+    try:
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.sendto(b"x", (PEER, 47001)); got["udp_sent"] += 1
+    except Exception as e:
+        got.setdefault("udp_errors", []).append(type(e).__name__)
+print(json.dumps(got))
+`
+
+// TestAgentsCannotReachEachOther: agent code in one workspace cannot
+// connect to (TCP) or send to (UDP) a listener of agent code in another,
+// in either topology, while grading works in both; and the two episodes
+// run under different kernel uids (their workspaces' blocks).
+func TestAgentsCannotReachEachOther(t *testing.T) {
+	d, cli := realDocker(t)
+	img := imageID(t, cli, workbenchImage)
+	for _, perAgent := range []bool{false, true} {
+		name := map[bool]string{false: "no_network", true: "network_per_agent"}[perAgent]
+		t.Run(name, func(t *testing.T) {
+			id := uniqueCampaign(t)
+			t.Cleanup(func() { forceRemove(cli, id) })
+			a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
+			spec := workbenchSpec(id, img, e2eTasks[:2])
+			spec.Server.AgentReachable = perAgent
+			c, err := a.BringUp(t.Context(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			peer := "10.213.255.254" // no network: any address will do, none is reachable
+			if perAgent {
+				info, err := cli.ContainerInspect(t.Context(), c.Workspaces[1].ContainerID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				peer = info.NetworkSettings.Networks[c.Plan.Agents[1].Network].IPAddress
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			var wg sync.WaitGroup
+			var heard, sent map[string]any
+			wg.Go(func() { heard = runCode(t, ctx, c.Workspaces[1].Socket, e2eTasks[1], listenerCode) })
+			wg.Go(func() { sent = runCode(t, ctx, c.Workspaces[0].Socket, e2eTasks[0], fmt.Sprintf("PEER = %q\n", peer)+dialerCode) })
+			wg.Wait()
+			t.Logf("listener heard %v; dialer %v", heard, sent)
+			if heard == nil || sent == nil {
+				t.FailNow()
+			}
+			if heard["tcp"] != float64(0) || heard["udp"] != float64(0) {
+				t.Fatalf("agent code in workspace 0 reached workspace 1: %v", heard)
+			}
+			for _, o := range sent["tcp"].([]any) {
+				if o == "connected" {
+					t.Fatalf("a TCP connect to the other workspace succeeded: %v", sent)
+				}
+			}
+			if heard["uid"] == sent["uid"] {
+				t.Fatalf("the two agents' code ran under one kernel uid %v", heard["uid"])
+			}
+			// Grading works in both, nonetheless.
+			var pw sync.WaitGroup
+			for i, ws := range c.Workspaces {
+				pw.Go(func() { playOverSocket(t, ws.Socket, e2eTasks[i]) })
+			}
+			pw.Wait()
+			mustVerify(t, a, cli, id)
+		})
+	}
+}
+
+// TestManyWorkspaces: 64 workspaces (a network each: beyond the daemon's
+// default pool of 30 networks) come up, attest and go down cleanly; then
+// two campaigns of 32 side by side, which get disjoint uid blocks.
+func TestManyWorkspaces(t *testing.T) {
+	d, cli := realDocker(t)
+	img := imageID(t, cli, workbenchImage)
+	spec := func(id string, n int) campaign.CampaignSpec {
+		tasks := make([]string, n)
+		for i := range tasks {
+			tasks[i] = e2eTasks[i%len(e2eTasks)]
+		}
+		s := workbenchSpec(id, img, tasks)
+		return s
+	}
+	t.Run("64_networks", func(t *testing.T) {
+		id := uniqueCampaign(t)
+		t.Cleanup(func() { forceRemove(cli, id) })
+		a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv, ReadyTimeout: 5 * time.Minute}
+		s := spec(id, 64)
+		s.Server.AgentReachable = true
+		start := time.Now()
+		c, err := a.BringUp(t.Context(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		up := time.Since(start)
+		if len(c.NetworkIDs) != 64 {
+			t.Fatalf("%d networks, want 64", len(c.NetworkIDs))
+		}
+		rep, err := a.Attest(t.Context(), id, adapter.AttestOptions{})
+		if err != nil || !rep.OK {
+			t.Fatalf("64 workspaces do not attest: %v %v", err, rep.FailedChecks)
+		}
+		start = time.Now()
+		mustVerify(t, a, cli, id)
+		t.Logf("64 workspaces with a network each: up %v, down %v", up.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	})
+	t.Run("two_32_side_by_side", func(t *testing.T) {
+		ids := []string{uniqueCampaign(t), uniqueCampaign(t)}
+		t.Cleanup(func() { forceRemove(cli, ids[0]); forceRemove(cli, ids[1]) })
+		var wg sync.WaitGroup
+		cs := make([]*adapter.Campaign, 2)
+		errs := make([]error, 2)
+		as := make([]*adapter.Adapter, 2)
+		for i := range ids {
+			as[i] = &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv, ReadyTimeout: 5 * time.Minute}
+			wg.Go(func() { cs[i], errs[i] = as[i].BringUp(t.Context(), spec(ids[i], 32)) })
+		}
+		wg.Wait()
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatalf("bring-up: %v / %v", errs[0], errs[1])
+		}
+		seen := map[int]string{}
+		for i, c := range cs {
+			for _, ws := range c.Workspaces {
+				if other, dup := seen[ws.UIDBase]; dup {
+					t.Fatalf("uid block %d given to %s and to campaign %d", ws.UIDBase, other, i)
+				}
+				seen[ws.UIDBase] = fmt.Sprintf("campaign %d %s", i, ws.AgentID)
+			}
+		}
+		for i := range ids {
+			rep, err := as[i].Attest(t.Context(), ids[i], adapter.AttestOptions{})
+			if err != nil || !rep.OK {
+				t.Fatalf("campaign %d does not attest: %v %v", i, err, rep.FailedChecks)
+			}
+		}
+		for i := range ids {
+			mustVerify(t, as[i], cli, ids[i])
+		}
+	})
+}
