@@ -5,9 +5,7 @@
 // task catalogue (`workbench tasks`).
 //
 // main only parses the command line and calls run; every subcommand lives in
-// its own file. The binary is also the uid sandbox's launcher: main first
-// hands the process to sandbox.RunLauncherIfRequested, which never returns
-// when the sandbox started this process to run agent code.
+// its own file.
 package main
 
 import (
@@ -18,12 +16,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
 func main() {
-	sandbox.RunLauncherIfRequested()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

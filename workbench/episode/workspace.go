@@ -45,15 +45,11 @@ func newWorkspace(cfg Config, pool *sandbox.Pool, files []tasks.File) (_ *worksp
 		}
 	}()
 	if pool != nil {
-		uid, err := pool.Claim()
+		uid, err := claimClean(pool)
 		if err != nil {
 			return nil, err
 		}
 		w.uid = uid
-		// A holder that died may have left processes and files behind.
-		if err := sandbox.KillUntilNone(uid); err != nil {
-			return nil, err
-		}
 		if err := sandbox.RemoveSharedTmp(uid, nil); err != nil {
 			return nil, fmt.Errorf("clear shared tmp of uid %d: %w", uid, err)
 		}
@@ -119,6 +115,30 @@ func newWorkspace(cfg Config, pool *sandbox.Pool, files []tasks.File) (_ *worksp
 	return w, nil
 }
 
+// claimAttempts bounds how many uids claimClean tries.
+const claimAttempts = 4
+
+// claimClean claims a uid none of whose processes is alive: a holder that
+// died may have left processes behind, and a uid whose processes are
+// still exiting after the kill is retired (not handed out) and another
+// one tried.
+func claimClean(pool *sandbox.Pool) (int, error) {
+	var errs []error
+	for range claimAttempts {
+		uid, err := pool.Claim()
+		if err != nil {
+			return 0, errors.Join(append(errs, err)...)
+		}
+		err = sandbox.KillUntilNone(uid)
+		if err == nil {
+			return uid, nil
+		}
+		pool.Retire(uid)
+		errs = append(errs, err)
+	}
+	return 0, fmt.Errorf("claim a uid: %w", errors.Join(errs...))
+}
+
 // checkSearchable returns an error unless dir and every directory above it
 // let others pass (mode o+x) and only their owner write.
 func checkSearchable(dir string) error {
@@ -138,13 +158,18 @@ func checkSearchable(dir string) error {
 
 // destroy kills the uid's processes, removes its files from the shared tmp
 // directories, its System V IPC objects, and the workspace and home, then
-// releases the uid. It goes
-// on past errors and returns them all.
+// releases the uid; a uid some process of which is still alive after the
+// kill's deadline is retired instead (sandbox.Pool.Retire), so no episode
+// gets it while they may run. It goes on past errors and returns them all.
 func (w *workspace) destroy(beforeRelease func(uid int, home string)) error {
 	var errs []error
+	var killErr error
 	if w.uid >= 0 {
 		// Processes first, so nothing writes into a tree being removed.
-		errs = append(errs, sandbox.KillUntilNone(w.uid))
+		killErr = sandbox.KillUntilNone(w.uid)
+		if !errors.Is(killErr, sandbox.ErrStillExiting) {
+			errs = append(errs, killErr)
+		}
 		errs = append(errs, sandbox.RemoveSharedTmp(w.uid, nil))
 		errs = append(errs, sandbox.RemoveIPC(w.uid))
 	}
@@ -152,6 +177,10 @@ func (w *workspace) destroy(beforeRelease func(uid int, home string)) error {
 		errs = append(errs, removeHome(w.uid, w.home))
 	}
 	if w.uid >= 0 {
+		if killErr != nil {
+			w.pool.Retire(w.uid)
+			return errors.Join(errs...)
+		}
 		if beforeRelease != nil {
 			beforeRelease(w.uid, w.home)
 		}
@@ -430,7 +459,8 @@ func (w *workspace) resetDir() bool {
 // files in the workspace, so the next run starts from the workspace alone.
 func (w *workspace) clearAgentState() error {
 	if w.uid >= 0 {
-		if err := sandbox.KillUntilNone(w.uid); err != nil {
+		// A process only exiting cannot touch the next case.
+		if err := sandbox.KillUntilNone(w.uid); err != nil && !errors.Is(err, sandbox.ErrStillExiting) {
 			return err
 		}
 		if err := sandbox.RemoveSharedTmp(w.uid, nil); err != nil {
@@ -450,14 +480,17 @@ func (w *workspace) clearAgentState() error {
 	})
 }
 
-// run runs Python with argv (after the interpreter) in the workspace.
-func (w *workspace) run(ctx context.Context, argv []string, stdin []byte) (sandbox.Result, error) {
+// run runs a script of the workspace with Python (flags are the
+// interpreter's options) in the workspace.
+func (w *workspace) run(ctx context.Context, flags []string, script string, stdin []byte) (sandbox.Result, error) {
 	if err := w.as(func() error { return nil }); err != nil {
 		return sandbox.Result{}, err
 	}
 	res, err := sandbox.Run(ctx, sandbox.Command{
-		Argv: append([]string{w.cfg.Python}, argv...),
-		Dir:  w.dir,
+		Python: w.cfg.Python,
+		Flags:  flags,
+		Script: script,
+		Dir:    w.dir,
 		Env: []string{
 			"PATH=/usr/local/bin:/usr/bin:/bin",
 			"HOME=" + w.dir,

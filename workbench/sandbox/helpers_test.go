@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -108,4 +109,22 @@ func uidDir(t *testing.T, uid int) string {
 		t.Fatal(err)
 	}
 	return ws
+}
+
+// productionCaps returns the command prefix that runs a helper with only
+// the four production capabilities (CapEff e1): setpriv shrinking the
+// bounding set, or nothing when this process already has exactly those
+// (a workspace container, where setpriv could not shrink it without
+// CAP_SETPCAP).
+func productionCaps(t *testing.T) []string {
+	t.Helper()
+	status, _ := os.ReadFile("/proc/self/status")
+	if capEffLine(string(status)) == "CapEff:\t00000000000000e1" {
+		return nil
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatalf("setpriv (util-linux) is needed to drop capabilities: %v", err)
+	}
+	return []string{setpriv, "--bounding-set=-all,+setuid,+setgid,+chown,+kill", "--"}
 }

@@ -2,12 +2,12 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -22,10 +22,21 @@ const DefaultOutputBytes = 1 << 20
 // process that left the session may still hold them.
 const pipeDrain = 2 * time.Second
 
-// Command is one program to run in the sandbox.
+// Command is one Python program to run in the sandbox.
 type Command struct {
-	// Argv is the program and its arguments; Argv[0] must be an absolute path.
-	Argv []string
+	// Python is the interpreter, an absolute path. It is started as
+	// Python Flags... -c <prelude> Script Args... (see the package doc).
+	Python string
+	// Flags are the interpreter's own options, e.g. -E -s -B.
+	Flags []string
+	// Script is the file run as __main__, relative to Dir or absolute;
+	// empty when Code is set.
+	Script string
+	// Code is source text run as `python -c Code` would; only when Script
+	// is empty. It is passed in argv, which other uids can read in /proc.
+	Code string
+	// Args are the program's arguments (sys.argv[1:]).
+	Args []string
 	// Dir is the directory to run in, entered as the uid.
 	Dir string
 	// Env is the program's whole environment.
@@ -45,6 +56,18 @@ type Command struct {
 	OutputBytes int
 }
 
+// argv is the interpreter's command line.
+func (c Command) argv() []string {
+	argv := append([]string{c.Python}, c.Flags...)
+	lims := c.Limits.WithDefaults().rlimits(c.UID >= 0)
+	if c.Script != "" {
+		argv = append(argv, "-c", prelude(lims, false), c.Script)
+	} else {
+		argv = append(argv, "-c", prelude(lims, true), c.Code)
+	}
+	return append(argv, c.Args...)
+}
+
 // Result is what a run printed and how it ended.
 type Result struct {
 	Stdout, Stderr []byte
@@ -58,23 +81,16 @@ type Result struct {
 	TimedOut bool
 }
 
-// ErrLaunch is returned (wrapped) by Run when the launcher could not set
-// up or exec the program.
-var ErrLaunch = errors.New("sandbox launcher failed")
+// ErrLaunch is returned (wrapped) by Run when the program could not be
+// started: the fork, the credential switch, the directory, the exec, the
+// syscall filter or the prelude's limits failed.
+var ErrLaunch = errors.New("sandbox launch failed")
 
-// Run runs c.Argv through the launcher (see the package doc) and returns
-// once it ended and, with a uid, no process of the uid is left.
+// Run runs c (see the package doc) and returns once it ended and, with a
+// uid, no process of the uid is left.
 func Run(ctx context.Context, c Command) (Result, error) {
-	if len(c.Argv) == 0 {
-		return Result{}, fmt.Errorf("run: empty argv: %w", ErrLaunch)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return Result{}, fmt.Errorf("run: find own executable: %w", err)
-	}
-	spec, err := json.Marshal(launchSpec{UID: c.UID, Dir: c.Dir, Limits: c.Limits.WithDefaults()})
-	if err != nil {
-		return Result{}, fmt.Errorf("run: %w", err)
+	if !filepath.IsAbs(c.Python) {
+		return Result{}, fmt.Errorf("run: interpreter %q is not an absolute path: %w", c.Python, ErrLaunch)
 	}
 	keep := c.OutputBytes
 	if keep <= 0 {
@@ -106,15 +122,20 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("run: %w", err)
 	}
+	argv := c.argv()
+	attr := &syscall.SysProcAttr{Setsid: true}
+	if c.UID >= 0 {
+		attr.Credential = &syscall.Credential{Uid: uint32(c.UID), Gid: uint32(c.UID), Groups: []uint32{}}
+	}
 	cmd := &exec.Cmd{
-		Path:        self,
-		Args:        append([]string{launcherArg0, string(spec)}, c.Argv...),
+		Path:        c.Python,
+		Args:        argv,
 		Env:         c.Env,
-		Dir:         "/",
+		Dir:         c.Dir,
 		Stdout:      outW,
 		Stderr:      errW,
-		ExtraFiles:  []*os.File{launchW},
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		ExtraFiles:  []*os.File{launchW}, // preludeErrFD
+		SysProcAttr: attr,
 	}
 	var inW *os.File
 	if c.Stdin != nil {
@@ -124,8 +145,8 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		}
 		cmd.Stdin = inR
 	}
-	if err := cmd.Start(); err != nil {
-		return Result{}, fmt.Errorf("run: start launcher: %w", err)
+	if err := startFiltered(cmd); err != nil {
+		return Result{}, fmt.Errorf("run %s in %s: %w: %w", c.Python, c.Dir, ErrLaunch, err)
 	}
 	// Only the child holds the write ends now.
 	outW.Close()
@@ -169,7 +190,11 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	var killErr error
 	if c.UID >= 0 {
-		killErr = KillUntilNone(c.UID)
+		// Processes that are only exiting run nothing more of the program:
+		// the run is over (whoever releases the uid checks again).
+		if killErr = KillUntilNone(c.UID); errors.Is(killErr, ErrStillExiting) {
+			killErr = nil
+		}
 	}
 	if res.TimedOut {
 		waitErr = <-waited
@@ -189,15 +214,15 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		<-drained
 	}
 	if len(launchMsg) > 0 {
-		return res, fmt.Errorf("run %s: %s: %w", c.Argv[0], launchMsg, ErrLaunch)
+		return res, fmt.Errorf("run %s: prelude: %s: %w", c.Python, launchMsg, ErrLaunch)
 	}
 	if killErr != nil {
-		return res, fmt.Errorf("run %s: %w", c.Argv[0], killErr)
+		return res, fmt.Errorf("run %s: %w", c.Python, killErr)
 	}
 	res.ExitCode = exitCode(cmd.ProcessState)
 	var exitErr *exec.ExitError
 	if waitErr != nil && !errors.As(waitErr, &exitErr) {
-		return res, fmt.Errorf("run %s: wait: %w", c.Argv[0], waitErr)
+		return res, fmt.Errorf("run %s: wait: %w", c.Python, waitErr)
 	}
 	return res, nil
 }

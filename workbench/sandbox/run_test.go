@@ -2,10 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -15,7 +17,7 @@ const python = "/usr/bin/python3"
 func runPy(t *testing.T, uid int, dir, code string, lim Limits, timeout time.Duration) Result {
 	t.Helper()
 	res, err := Run(context.Background(), Command{
-		Argv: []string{python, "-E", "-s", "-c", code}, Dir: dir, UID: uid,
+		Python: python, Flags: []string{"-E", "-s"}, Code: code, Dir: dir, UID: uid,
 		Env: []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}, Limits: lim, Timeout: timeout,
 	})
 	if err != nil {
@@ -91,12 +93,13 @@ print("done")
 	}
 }
 
-// TestRunLaunchFailure: a launcher that cannot enter the directory reports
-// ErrLaunch, and the program never runs.
+// TestRunLaunchFailure: a uid that cannot enter the directory gets
+// ErrLaunch (the child's chdir, after the credential switch, fails with
+// EACCES), and the program never runs.
 func TestRunLaunchFailure(t *testing.T) {
 	uid := claimUID(t)
-	_, err := Run(context.Background(), Command{Argv: []string{python, "-c", "print('ran')"}, Dir: "/root", UID: uid})
-	if err == nil || !strings.Contains(err.Error(), "chdir /root") {
+	res, err := Run(context.Background(), Command{Python: python, Code: "print('ran')", Dir: "/root", UID: uid})
+	if err == nil || !errors.Is(err, ErrLaunch) || !errors.Is(err, syscall.EACCES) || !strings.Contains(err.Error(), "/root") || len(res.Stdout) > 0 {
 		t.Fatalf("err %v, want a chdir failure", err)
 	}
 }
@@ -104,7 +107,7 @@ func TestRunLaunchFailure(t *testing.T) {
 func TestRunOutputCap(t *testing.T) {
 	dir := t.TempDir()
 	res, err := Run(context.Background(), Command{
-		Argv: []string{python, "-c", "import sys; sys.stdout.write('x' * 3000000)"}, Dir: dir, UID: -1,
+		Python: python, Code: "import sys; sys.stdout.write('x' * 3000000)", Dir: dir, UID: -1,
 		OutputBytes: 1000, Timeout: 10 * time.Second,
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"os/exec"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -44,4 +45,38 @@ func runOffMain(fn func(restored *bool) error, done chan<- error) {
 		}
 	}()
 	done <- fn(&restored)
+}
+
+// startFiltered starts cmd from an OS thread of its own that has
+// no_new_privs and the syscall filter (installFilter): a forked child
+// inherits both from the thread that forked it (os/exec forks from the
+// calling thread), keeps them across exec, and passes them to everything
+// it starts. Neither can be removed from a thread, so that thread is never
+// handed back to the scheduler: it exits with its goroutine. The Go
+// runtime starts no thread from a locked one (it hands that to its
+// template thread), so no other thread of the server inherits them.
+func startFiltered(cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	go startOffMain(cmd, done)
+	return <-done
+}
+
+// startOffMain is runOffMain's counterpart for startFiltered: the thread
+// it changes is never the main thread and never unlocked.
+func startOffMain(cmd *exec.Cmd, done chan<- error) {
+	runtime.LockOSThread()
+	if unix.Gettid() == unix.Getpid() {
+		inner := make(chan error, 1)
+		go startOffMain(cmd, inner)
+		err := <-inner
+		runtime.UnlockOSThread() // the main thread was not changed
+		done <- err
+		return
+	}
+	// Locked for good from here: the thread dies with this goroutine.
+	if err := installFilter(); err != nil {
+		done <- err
+		return
+	}
+	done <- cmd.Start()
 }

@@ -47,9 +47,14 @@ func LockDir() string {
 type Pool struct {
 	dir string
 
-	mu   sync.Mutex
-	held map[int]*os.File
-	next int
+	mu      sync.Mutex
+	held    map[int]*os.File
+	retired map[int]bool // held until no process of the uid is alive
+	next    int
+
+	// alive reports the uid's live processes; nil means LiveProcesses
+	// (tests replace it).
+	alive func(uid int) ([]int, error)
 }
 
 var (
@@ -68,7 +73,7 @@ func PoolFor(dir string) *Pool {
 	defer poolsMu.Unlock()
 	p, ok := pools[dir]
 	if !ok {
-		p = &Pool{dir: dir, held: map[int]*os.File{}}
+		p = &Pool{dir: dir, held: map[int]*os.File{}, retired: map[int]bool{}}
 		pools[dir] = p
 	}
 	return p
@@ -86,6 +91,7 @@ func (p *Pool) Claim() (int, error) {
 	if err := EnsurePrivateDir(p.dir); err != nil {
 		return 0, err
 	}
+	p.releaseRetiredLocked()
 	for step := range UIDSlots {
 		slot := (p.next + step) % UIDSlots
 		uid := UIDBase + slot
@@ -115,10 +121,49 @@ func (p *Pool) Claim() (int, error) {
 func (p *Pool) Release(uid int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.retired, uid)
 	if f, ok := p.held[uid]; ok {
 		delete(p.held, uid)
 		f.Close()
 	}
+}
+
+// Retire keeps uid held after its episode ended with processes of the
+// uid still alive (KillUntilNone gave up): no episode gets the uid while
+// they may still run, and a later Claim releases it once none is alive.
+func (p *Pool) Retire(uid int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.held[uid]; ok {
+		p.retired[uid] = true
+	}
+}
+
+// releaseRetiredLocked releases each retired uid that has no live process
+// left (the probe sends SIGKILL again on the way).
+func (p *Pool) releaseRetiredLocked() {
+	alive := p.alive
+	if alive == nil {
+		alive = LiveProcesses
+	}
+	for uid := range p.retired {
+		if left, err := alive(uid); err != nil || len(left) > 0 {
+			continue
+		}
+		delete(p.retired, uid)
+		if f, ok := p.held[uid]; ok {
+			delete(p.held, uid)
+			f.Close()
+		}
+	}
+}
+
+// Retired reports whether uid is held by p only until its processes are
+// gone (Retire).
+func (p *Pool) Retired(uid int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.retired[uid]
 }
 
 // Holds reports whether this process holds uid through p.
