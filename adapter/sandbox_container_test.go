@@ -42,33 +42,21 @@ func TestSandboxInWorkspaceContainer(t *testing.T) {
 	_, self, _, _ := runtime.Caller(0)
 	repo := filepath.Dir(filepath.Dir(self))
 
-	// A directory the rootless daemon's user can read: binaries in bin/,
-	// the testdata the tests read in src/ (mounted at the repository's
-	// path, which the binaries carry: no -trimpath).
+	// The binaries go into a directory the rootless daemon's user can
+	// read, bound at /run/workbench; the repository (testdata, and the
+	// sources a test reads) is bound read-only at its own path, which the
+	// binaries carry (built without -trimpath).
 	work, err := os.MkdirTemp("", "sbx-ctr-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(work) })
-	for _, dir := range []string{work, filepath.Join(work, "bin"), filepath.Join(work, "src", "workbench", "episode"), filepath.Join(work, "src", "workbench", "sandbox")} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		os.Chmod(dir, 0o755)
-	}
-	for _, td := range []string{"agents", "oracles"} {
-		cp := exec.Command("cp", "-r", filepath.Join(repo, "testdata", td), filepath.Join(work, "src", "testdata", td))
-		os.MkdirAll(filepath.Join(work, "src", "testdata"), 0o755)
-		if out, err := cp.CombinedOutput(); err != nil {
-			t.Fatalf("copy testdata: %v\n%s", err, out)
-		}
-	}
-	if out, err := exec.Command("chmod", "-R", "a+rX", filepath.Join(work, "src")).CombinedOutput(); err != nil {
-		t.Fatalf("chmod: %v %s", err, out)
+	if err := os.Chmod(work, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	pkgs := []string{"sandbox", "episode"}
 	for _, pkg := range pkgs {
-		build := exec.Command("go", "test", "-c", "-o", filepath.Join(work, "bin", pkg+".test"), "./workbench/"+pkg)
+		build := exec.Command("go", "test", "-c", "-o", filepath.Join(work, pkg+".test"), "./workbench/"+pkg)
 		build.Dir = repo
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
@@ -79,18 +67,26 @@ func TestSandboxInWorkspaceContainer(t *testing.T) {
 	// The exact hardening of a campaign workspace, from workspaceSpec.
 	p := &Plan{Network: NetworkPlan{Name: "none"}, Server: ServerPlan{}}
 	a := AgentPlan{Name: "sandbox-tests", Spec: WorkspaceSpec{Image: sandboxTestImage}}
-	spec := workspaceSpec(p, a, filepath.Join(work, "bin"), "")
+	spec := workspaceSpec(p, a, work, "")
 	hc := spec.HostConfig
 	hc.NetworkMode = "none"
-	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(work, "src"), Target: repo, ReadOnly: true})
+	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: repo, Target: repo, ReadOnly: true})
 	if !*hc.Init || !hc.ReadonlyRootfs || len(hc.CapAdd) != 4 || hc.SecurityOpt[0] != "no-new-privileges" {
 		t.Fatalf("workspaceSpec lost its hardening: %+v", hc)
 	}
+	// One deviation: the episode homes live on /run, which workspaceSpec
+	// sizes at 16 MiB, while one run may write a 16 MiB file
+	// (sandbox.DefaultLimits.FileSize): big_file.py alone fills it and
+	// every other episode's reset then fails with ENOSPC. The tests run
+	// dozens of episodes at once, so /run gets room for them here; the
+	// size itself is reported to the lead (adapter/spec.go is not this
+	// test's to change).
+	hc.Tmpfs["/run"] = strings.Replace(hc.Tmpfs["/run"], "size=16m", "size=1g", 1)
 
 	for _, pkg := range pkgs {
 		t.Run(pkg, func(t *testing.T) {
 			cfg := spec.Config
-			cfg.Cmd = []string{WorkbenchRunDir + "/" + pkg + ".test", "-test.count=1", "-test.timeout=14m"}
+			cfg.Cmd = []string{WorkbenchRunDir + "/" + pkg + ".test", "-test.count=1", "-test.timeout=14m", "-test.v"}
 			cfg.WorkingDir = filepath.Join(repo, "workbench", pkg)
 			cfg.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "AGENTPEN_REQUIRE_DOCKER=1"}
 			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
@@ -121,10 +117,14 @@ func TestSandboxInWorkspaceContainer(t *testing.T) {
 			stdcopy.StdCopy(&out, &out, io.LimitReader(logs, 8<<20))
 			logs.Close()
 			text := out.String()
-			if code != 0 || !strings.Contains(text, "PASS") {
+			if code != 0 || !strings.Contains(text, "\nPASS\n") {
 				t.Fatalf("%s tests in the workspace container exited %d:\n%s", pkg, code, tail(text, 6000))
 			}
-			t.Logf("%s tests passed in the workspace container:\n%s", pkg, tail(text, 400))
+			// Nothing may have skipped itself (no root, no Docker...).
+			if strings.Contains(text, "--- SKIP") {
+				t.Fatalf("%s tests skipped in the workspace container:\n%s", pkg, tail(text, 6000))
+			}
+			t.Logf("%s: %d tests and subtests passed in the workspace container", pkg, strings.Count(text, "--- PASS"))
 		})
 	}
 }

@@ -230,7 +230,8 @@ var hostileCases = []hostileCase{
 		o := h.run(t)
 		wantIn(t, "file size", o.Output, "stopped 27") // EFBIG
 		var st unix.Stat_t
-		if err := unix.Stat(filepath.Join(h.dir, "huge.bin"), &st); err != nil || st.Size > sandbox.DefaultLimits.FileSize {
+		err := sandbox.AsUID(h.uid, func() error { return unix.Stat(filepath.Join(h.dir, "huge.bin"), &st) })
+		if err != nil || st.Size > sandbox.DefaultLimits.FileSize {
 			t.Fatalf("huge.bin: size %d, err %v; limit %d", st.Size, err, sandbox.DefaultLimits.FileSize)
 		}
 	}},
@@ -405,13 +406,17 @@ func TestHostileAgents(t *testing.T) {
 				t.Fatalf("uid %d was not released through cleanup (released %v)", h.uid, released)
 			}
 			assertUIDFree(t, env.pool, h.uid)
-			// The other episode is untouched.
-			if _, err := os.Stat(filepath.Join(otherWS, "sales.csv")); err != nil {
-				t.Errorf("the other episode's workspace lost sales.csv: %v", err)
-			}
-			if _, err := os.Lstat(filepath.Join(otherWS, "planted.txt")); err == nil {
-				t.Errorf("a file was planted in the other episode's workspace")
-			}
+			// The other episode is untouched (looked at as its uid: root
+			// may lack DAC_OVERRIDE, as in a workspace container).
+			sandbox.AsUID(other.ws.uid, func() error {
+				if _, err := os.Stat(filepath.Join(otherWS, "sales.csv")); err != nil {
+					t.Errorf("the other episode's workspace lost sales.csv: %v", err)
+				}
+				if _, err := os.Lstat(filepath.Join(otherWS, "planted.txt")); err == nil {
+					t.Errorf("a file was planted in the other episode's workspace")
+				}
+				return nil
+			})
 		})
 	}
 }

@@ -30,6 +30,9 @@ type workspace struct {
 	uid  int
 	home string
 	dir  string
+	// ran is set once code ran as the uid: only then can anything of the
+	// uid exist outside the workspace (processes, shared-tmp files, IPC).
+	ran bool
 }
 
 // newWorkspace claims a uid, clears anything a previous holder of it left,
@@ -50,14 +53,22 @@ func newWorkspace(cfg Config, pool *sandbox.Pool, files []tasks.File) (_ *worksp
 			return nil, err
 		}
 		w.uid = uid
-		if err := sandbox.RemoveSharedTmp(uid, nil); err != nil {
-			return nil, fmt.Errorf("clear shared tmp of uid %d: %w", uid, err)
+		// A previous holder that died may have left files, IPC objects and
+		// its home behind (its processes claimClean killed).
+		if !pool.Clean(uid) {
+			if err := sandbox.RemoveSharedTmp(uid, nil); err != nil {
+				return nil, fmt.Errorf("clear shared tmp of uid %d: %w", uid, err)
+			}
+			if err := sandbox.RemoveIPC(uid); err != nil {
+				return nil, err
+			}
+			if err := removeStaleHomes(cfg.HomeDir, uid); err != nil {
+				return nil, fmt.Errorf("remove homes a previous holder of uid %d left: %w", uid, err)
+			}
 		}
-		if err := sandbox.RemoveIPC(uid); err != nil {
+		// From here the uid gets a home; a crash leaves the mark dirty.
+		if err := pool.SetClean(uid, false); err != nil {
 			return nil, err
-		}
-		if err := removeStaleHomes(cfg.HomeDir, uid); err != nil {
-			return nil, fmt.Errorf("remove homes a previous holder of uid %d left: %w", uid, err)
 		}
 	}
 	base := cfg.HomeDir
@@ -129,6 +140,9 @@ func claimClean(pool *sandbox.Pool) (int, error) {
 		if err != nil {
 			return 0, errors.Join(append(errs, err)...)
 		}
+		if pool.Clean(uid) {
+			return uid, nil // released with no process left, and none ran since
+		}
 		err = sandbox.KillUntilNone(uid)
 		if err == nil {
 			return uid, nil
@@ -157,14 +171,15 @@ func checkSearchable(dir string) error {
 }
 
 // destroy kills the uid's processes, removes its files from the shared tmp
-// directories, its System V IPC objects, and the workspace and home, then
-// releases the uid; a uid some process of which is still alive after the
+// directories and its System V IPC objects (all three only once code ran
+// as the uid: before that none can exist), and the workspace and home,
+// then releases the uid, marked clean when all of it went; a uid some process of which is still alive after the
 // kill's deadline is retired instead (sandbox.Pool.Retire), so no episode
 // gets it while they may run. It goes on past errors and returns them all.
 func (w *workspace) destroy(beforeRelease func(uid int, home string)) error {
 	var errs []error
 	var killErr error
-	if w.uid >= 0 {
+	if w.uid >= 0 && w.ran {
 		// Processes first, so nothing writes into a tree being removed.
 		killErr = sandbox.KillUntilNone(w.uid)
 		if !errors.Is(killErr, sandbox.ErrStillExiting) {
@@ -183,6 +198,10 @@ func (w *workspace) destroy(beforeRelease func(uid int, home string)) error {
 		}
 		if beforeRelease != nil {
 			beforeRelease(w.uid, w.home)
+		}
+		if err := errors.Join(errs...); err == nil {
+			// Nothing of the uid is left: its next holder need not look.
+			errs = append(errs, w.pool.SetClean(w.uid, true))
 		}
 		w.pool.Release(w.uid)
 	}
@@ -458,7 +477,7 @@ func (w *workspace) resetDir() bool {
 // tmp directories or in System V IPC, and none of the server's script
 // files in the workspace, so the next run starts from the workspace alone.
 func (w *workspace) clearAgentState() error {
-	if w.uid >= 0 {
+	if w.uid >= 0 && w.ran {
 		// A process only exiting cannot touch the next case.
 		if err := sandbox.KillUntilNone(w.uid); err != nil && !errors.Is(err, sandbox.ErrStillExiting) {
 			return err
@@ -486,6 +505,7 @@ func (w *workspace) run(ctx context.Context, flags []string, script string, stdi
 	if err := w.as(func() error { return nil }); err != nil {
 		return sandbox.Result{}, err
 	}
+	w.ran = true
 	res, err := sandbox.Run(ctx, sandbox.Command{
 		Python: w.cfg.Python,
 		Flags:  flags,

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -93,8 +94,17 @@ func uidDir(t *testing.T, uid int) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		AsUID(uid, func() error { return EmptyDir(filepath.Join(home, "ws")) })
-		if err := RemoveTree(home); err != nil {
+		// As the episode does: emptied as the uid, then rmdir in
+		// directories root owns (root may lack DAC_OVERRIDE, as in a
+		// workspace container, and cannot look inside the uid's 0700 dir).
+		ws := filepath.Join(home, "ws")
+		if err := AsUID(uid, func() error { return EmptyDir(ws) }); err != nil {
+			t.Errorf("empty %s: %v", ws, err)
+		}
+		if err := unix.Rmdir(ws); err != nil && !errors.Is(err, unix.ENOENT) {
+			t.Errorf("remove %s: %v", ws, err)
+		}
+		if err := unix.Rmdir(home); err != nil {
 			t.Errorf("remove %s: %v", home, err)
 		}
 	})

@@ -359,7 +359,7 @@ func TestLiveProcessesSeesWhatHides(t *testing.T) {
 func TestRetiredUIDWaitsForItsProcesses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	p := &Pool{dir: dir, held: map[int]*os.File{}, retired: map[int]bool{}}
+	p := &Pool{dir: dir, held: map[int]*os.File{}, retired: map[int]bool{}, clean: map[int]bool{}}
 	alive := true
 	p.alive = func(int) ([]int, error) {
 		if alive {

@@ -50,6 +50,7 @@ type Pool struct {
 	mu      sync.Mutex
 	held    map[int]*os.File
 	retired map[int]bool // held until no process of the uid is alive
+	clean   map[int]bool // the lock file said clean when claimed
 	next    int
 
 	// alive reports the uid's live processes; nil means LiveProcesses
@@ -73,7 +74,7 @@ func PoolFor(dir string) *Pool {
 	defer poolsMu.Unlock()
 	p, ok := pools[dir]
 	if !ok {
-		p = &Pool{dir: dir, held: map[int]*os.File{}, retired: map[int]bool{}}
+		p = &Pool{dir: dir, held: map[int]*os.File{}, retired: map[int]bool{}, clean: map[int]bool{}}
 		pools[dir] = p
 	}
 	return p
@@ -111,6 +112,9 @@ func (p *Pool) Claim() (int, error) {
 			return 0, fmt.Errorf("lock %s: %w", path, err)
 		}
 		p.held[uid] = f
+		var mark [1]byte
+		n, _ := f.ReadAt(mark[:], 0)
+		p.clean[uid] = n == 1 && mark[0] == cleanMark
 		p.next = (slot + 1) % UIDSlots
 		return uid, nil
 	}
@@ -122,10 +126,52 @@ func (p *Pool) Release(uid int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.retired, uid)
+	delete(p.clean, uid)
 	if f, ok := p.held[uid]; ok {
 		delete(p.held, uid)
 		f.Close()
 	}
+}
+
+// The first byte of a uid's lock file says whether its last holder left
+// nothing of it behind (cleanMark) or may have (anything else: dirtyMark,
+// or an empty file that no holder wrote yet).
+const (
+	cleanMark = 'c'
+	dirtyMark = 'd'
+)
+
+// Clean reports whether, when p claimed uid, its lock file said that the
+// previous holder (in any process) released it with nothing of it left:
+// no process, no file in the shared tmp directories, no IPC object, no
+// home. It is false for a uid never used and for one whose holder died
+// while it had given the uid anything.
+func (p *Pool) Clean(uid int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.clean[uid]
+}
+
+// SetClean records in uid's lock file whether nothing of it is left: a
+// holder sets false before it gives the uid anything (a home, a process)
+// and true once it removed all of it, just before Release. Only a holder
+// may call it.
+func (p *Pool) SetClean(uid int, clean bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, ok := p.held[uid]
+	if !ok {
+		return fmt.Errorf("mark uid %d: not held", uid)
+	}
+	mark := []byte{dirtyMark}
+	if clean {
+		mark[0] = cleanMark
+	}
+	if _, err := f.WriteAt(mark, 0); err != nil {
+		return fmt.Errorf("mark uid %d: %w", uid, err)
+	}
+	p.clean[uid] = clean
+	return nil
 }
 
 // Retire keeps uid held after its episode ended with processes of the
@@ -151,6 +197,7 @@ func (p *Pool) releaseRetiredLocked() {
 			continue
 		}
 		delete(p.retired, uid)
+		delete(p.clean, uid)
 		if f, ok := p.held[uid]; ok {
 			delete(p.held, uid)
 			f.Close()
