@@ -86,7 +86,10 @@ func TestSandboxInWorkspaceContainer(t *testing.T) {
 	for _, pkg := range pkgs {
 		t.Run(pkg, func(t *testing.T) {
 			cfg := spec.Config
-			cfg.Cmd = []string{WorkbenchRunDir + "/" + pkg + ".test", "-test.count=1", "-test.timeout=14m", "-test.v"}
+			// The launcher's machine code is checked against its source on
+			// the host (binutils is not in the image).
+			cfg.Cmd = []string{WorkbenchRunDir + "/" + pkg + ".test", "-test.count=1", "-test.timeout=14m", "-test.v",
+				"-test.skip", "^TestLauncherCodeMatchesSource$"}
 			cfg.WorkingDir = filepath.Join(repo, "workbench", pkg)
 			cfg.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "AGENTPEN_REQUIRE_DOCKER=1"}
 			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)

@@ -18,9 +18,9 @@
 // pool, kills whatever a previous holder of the uid left running and sweeps
 // its shared-tmp files, and gets a home (root's, 0711) holding its
 // workspace (the uid's, 0700) under Config.HomeDir. Agent code runs through
-// sandbox.Run (no second exec: the interpreter starts with the syscall
-// filter, the uid and, before any agent code, the per-run rlimits of
-// Config.RunLimits), with a cleared environment and `python3 -E -s`; when
+// sandbox.Run (the interpreter starts with the syscall filter, the uid and
+// the per-run rlimits of Config.RunLimits already in place), with a
+// cleared environment and `python3 -E -s`; when
 // it returns, no process of the uid is alive. A uid whose processes are
 // still exiting when the episode ends is retired, not released, until
 // none is left. Every

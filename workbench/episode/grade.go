@@ -59,7 +59,7 @@ func (e *Environment) runCases(ctx context.Context, cases [][]any) ([][]byte, er
 		if err != nil {
 			return nil, fmt.Errorf("case %d of %s: arguments are not JSON: %w", i, e.task.TaskID, err)
 		}
-		res, err := e.ws.run(ctx, []string{"-E", "-s", "-B"}, ".grade.py", stdin)
+		res, err := e.ws.run(ctx, []string{"-E", "-s", "-B", ".grade.py"}, stdin)
 		if err != nil {
 			return nil, err
 		}

@@ -122,7 +122,7 @@ func (e *Environment) runPython(ctx context.Context, a args) (Observation, error
 	}
 	e.inspected = true
 	e.testedLastChange = false // the script may have changed the files
-	out, err := e.runShown(ctx, []string{"-E", "-s"}, ".run.py")
+	out, err := e.runShown(ctx, []string{"-E", "-s", ".run.py"})
 	if err != nil {
 		return Observation{}, err
 	}
@@ -131,8 +131,8 @@ func (e *Environment) runPython(ctx context.Context, a args) (Observation, error
 
 // runShown runs Python and words the result as the seed: output, then
 // errors, then the exit code, clipped; or the timeout.
-func (e *Environment) runShown(ctx context.Context, flags []string, script string) (string, error) {
-	res, err := e.ws.run(ctx, flags, script, nil)
+func (e *Environment) runShown(ctx context.Context, argv []string) (string, error) {
+	res, err := e.ws.run(ctx, argv, nil)
 	if err != nil {
 		return "", err
 	}
@@ -191,7 +191,7 @@ func (e *Environment) runTests(ctx context.Context, a args) (Observation, error)
 	if err := e.ws.writePrivate(".grade_tests.py", testFile); err != nil {
 		return Observation{}, err
 	}
-	output, err := e.runShown(ctx, []string{"-E", "-s", "-B"}, ".grade_tests.py")
+	output, err := e.runShown(ctx, []string{"-E", "-s", "-B", ".grade_tests.py"})
 	if err != nil {
 		return Observation{}, err
 	}

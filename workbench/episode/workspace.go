@@ -499,18 +499,15 @@ func (w *workspace) clearAgentState() error {
 	})
 }
 
-// run runs a script of the workspace with Python (flags are the
-// interpreter's options) in the workspace.
-func (w *workspace) run(ctx context.Context, flags []string, script string, stdin []byte) (sandbox.Result, error) {
+// run runs Python with argv (after the interpreter) in the workspace.
+func (w *workspace) run(ctx context.Context, argv []string, stdin []byte) (sandbox.Result, error) {
 	if err := w.as(func() error { return nil }); err != nil {
 		return sandbox.Result{}, err
 	}
 	w.ran = true
 	res, err := sandbox.Run(ctx, sandbox.Command{
-		Python: w.cfg.Python,
-		Flags:  flags,
-		Script: script,
-		Dir:    w.dir,
+		Argv: append([]string{w.cfg.Python}, argv...),
+		Dir:  w.dir,
 		Env: []string{
 			"PATH=/usr/local/bin:/usr/bin:/bin",
 			"HOME=" + w.dir,

@@ -1,10 +1,6 @@
 package sandbox
 
-import (
-	"fmt"
-	"strconv"
-	"strings"
-)
+import "golang.org/x/sys/unix"
 
 // Limits are the resource limits of one run; a zero field takes the
 // default (see DefaultLimits), a negative one means unlimited.
@@ -54,8 +50,9 @@ func (l Limits) WithDefaults() Limits {
 }
 
 type rlimit struct {
-	name  string // RLIMIT_<name> in Python's resource module
-	value uint64
+	name     string
+	resource int
+	value    uint64
 }
 
 // rlimits lists the limits to set: negative fields are left alone, the
@@ -64,103 +61,18 @@ type rlimit struct {
 // standard library needs one).
 func (l Limits) rlimits(withUID bool) []rlimit {
 	var out []rlimit
-	add := func(name string, v int64) {
+	add := func(name string, res int, v int64) {
 		if v >= 0 {
-			out = append(out, rlimit{name, uint64(v)})
+			out = append(out, rlimit{name, res, uint64(v)})
 		}
 	}
 	if withUID {
-		add("NPROC", int64(l.Processes))
+		add("NPROC", unix.RLIMIT_NPROC, int64(l.Processes))
 	}
-	add("FSIZE", l.FileSize)
-	add("NOFILE", int64(l.OpenFiles))
-	add("CPU", int64(l.CPUSeconds))
-	add("AS", l.AddressSpace)
-	add("MSGQUEUE", 0)
+	add("FSIZE", unix.RLIMIT_FSIZE, l.FileSize)
+	add("NOFILE", unix.RLIMIT_NOFILE, int64(l.OpenFiles))
+	add("CPU", unix.RLIMIT_CPU, int64(l.CPUSeconds))
+	add("AS", unix.RLIMIT_AS, l.AddressSpace)
+	add("MSGQUEUE", unix.RLIMIT_MSGQUEUE, 0)
 	return out
-}
-
-// preludeErrFD is the descriptor the prelude reports a failure on; it
-// closes it before any code of the caller's runs.
-const preludeErrFD = 3
-
-// preludeFunc is the name of the prelude's function; it deletes itself
-// from __main__ before the caller's code runs.
-const preludeFunc = "_agentpen_sandbox"
-
-// preludeSource is the Python the interpreter runs first (python -c),
-// before any code of the caller's: it sets the run's rlimits and umask
-// 077, closes preludeErrFD, then runs the script (or code) as __main__ as
-// `python FLAGS script args` (or `python FLAGS -c code args`) would:
-// sys.argv, sys.path[0], __file__ absolute, tracebacks without the
-// prelude's frames, exit status 1 on an uncaught exception.
-//
-// Until it sets the limits only the interpreter's start-up and this code
-// run, both root's files: resource is imported with the working directory
-// (the workspace, the uid's) off sys.path, so no file of the uid's stands
-// in for it. %[1]s is the limits as a tuple of (name, value), %[2]s is
-// "script" or "code", %[3]d is preludeErrFD.
-const preludeSource = `def ` + preludeFunc + `():
-    import os, sys
-    me = sys._getframe().f_code
-    g = sys.modules["__main__"].__dict__
-    del g["` + preludeFunc + `"]
-    saved = sys.path[:]
-    try:
-        sys.path[:] = [p for p in saved if p]
-        import resource
-        for name, value in %[1]s:
-            resource.setrlimit(getattr(resource, "RLIMIT_" + name), (value, value))
-        os.umask(0o077)
-    except BaseException as e:
-        os.write(%[3]d, ("%%s: %%s" %% (type(e).__name__, e)).encode())
-        os._exit(127)
-    finally:
-        sys.path[:] = saved
-    os.close(%[3]d)
-    args = sys.argv[1:]
-    try:
-        if "%[2]s" == "code":
-            name, src = "<string>", args[0]
-            sys.argv[:] = ["-c"] + args[1:]
-        else:
-            name = os.path.abspath(args[0])
-            sys.argv[:] = args
-            if saved and saved[0] == "":
-                sys.path[0] = os.path.dirname(name)
-            try:
-                with open(name, "rb") as f:
-                    src = f.read()
-            except OSError as e:
-                sys.stderr.write("%%s: can't open file %%r: [Errno %%d] %%s\n" %% (sys.executable, name, e.errno, e.strerror))
-                raise SystemExit(2)
-            g["__file__"], g["__cached__"] = name, None
-            g["__loader__"] = sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", name)
-        del args
-        exec(compile(src, name, "exec", dont_inherit=True), g)
-    except SystemExit:
-        raise
-    except BaseException as e:
-        tb = e.__traceback__
-        while tb is not None and tb.tb_frame.f_code is me:
-            tb = tb.tb_next
-        sys.excepthook(type(e), e.with_traceback(tb), tb)
-        raise SystemExit(1)
-` + preludeFunc + `()
-`
-
-// prelude returns the prelude's source for these limits; code says
-// whether the program is code text (else a script path).
-func prelude(lims []rlimit, code bool) string {
-	var t strings.Builder
-	t.WriteString("(")
-	for _, l := range lims {
-		fmt.Fprintf(&t, "(%q, %s), ", l.name, strconv.FormatUint(l.value, 10))
-	}
-	t.WriteString(")")
-	mode := "script"
-	if code {
-		mode = "code"
-	}
-	return fmt.Sprintf(preludeSource, t.String(), mode, preludeErrFD)
 }

@@ -22,21 +22,10 @@ const DefaultOutputBytes = 1 << 20
 // process that left the session may still hold them.
 const pipeDrain = 2 * time.Second
 
-// Command is one Python program to run in the sandbox.
+// Command is one program to run in the sandbox.
 type Command struct {
-	// Python is the interpreter, an absolute path. It is started as
-	// Python Flags... -c <prelude> Script Args... (see the package doc).
-	Python string
-	// Flags are the interpreter's own options, e.g. -E -s -B.
-	Flags []string
-	// Script is the file run as __main__, relative to Dir or absolute;
-	// empty when Code is set.
-	Script string
-	// Code is source text run as `python -c Code` would; only when Script
-	// is empty. It is passed in argv, which other uids can read in /proc.
-	Code string
-	// Args are the program's arguments (sys.argv[1:]).
-	Args []string
+	// Argv is the program and its arguments; Argv[0] must be an absolute path.
+	Argv []string
 	// Dir is the directory to run in, entered as the uid.
 	Dir string
 	// Env is the program's whole environment.
@@ -56,18 +45,6 @@ type Command struct {
 	OutputBytes int
 }
 
-// argv is the interpreter's command line.
-func (c Command) argv() []string {
-	argv := append([]string{c.Python}, c.Flags...)
-	lims := c.Limits.WithDefaults().rlimits(c.UID >= 0)
-	if c.Script != "" {
-		argv = append(argv, "-c", prelude(lims, false), c.Script)
-	} else {
-		argv = append(argv, "-c", prelude(lims, true), c.Code)
-	}
-	return append(argv, c.Args...)
-}
-
 // Result is what a run printed and how it ended.
 type Result struct {
 	Stdout, Stderr []byte
@@ -82,15 +59,20 @@ type Result struct {
 }
 
 // ErrLaunch is returned (wrapped) by Run when the program could not be
-// started: the fork, the credential switch, the directory, the exec, the
-// syscall filter or the prelude's limits failed.
+// started: the fork, the credential switch, the directory, the syscall
+// filter, a limit or the exec failed.
 var ErrLaunch = errors.New("sandbox launch failed")
 
 // Run runs c (see the package doc) and returns once it ended and, with a
 // uid, no process of the uid is left.
 func Run(ctx context.Context, c Command) (Result, error) {
-	if !filepath.IsAbs(c.Python) {
-		return Result{}, fmt.Errorf("run: interpreter %q is not an absolute path: %w", c.Python, ErrLaunch)
+	if len(c.Argv) == 0 || !filepath.IsAbs(c.Argv[0]) {
+		return Result{}, fmt.Errorf("run: argv %q: want an absolute program path: %w", c.Argv, ErrLaunch)
+	}
+	lims := c.Limits.WithDefaults().rlimits(c.UID >= 0)
+	launcher, err := launcherPath(lims)
+	if err != nil {
+		return Result{}, fmt.Errorf("run %s: %w: %w", c.Argv[0], ErrLaunch, err)
 	}
 	keep := c.OutputBytes
 	if keep <= 0 {
@@ -122,19 +104,18 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("run: %w", err)
 	}
-	argv := c.argv()
 	attr := &syscall.SysProcAttr{Setsid: true}
 	if c.UID >= 0 {
 		attr.Credential = &syscall.Credential{Uid: uint32(c.UID), Gid: uint32(c.UID), Groups: []uint32{}}
 	}
 	cmd := &exec.Cmd{
-		Path:        c.Python,
-		Args:        argv,
+		Path:        launcher,
+		Args:        append([]string{launcherArg0}, c.Argv...),
 		Env:         c.Env,
 		Dir:         c.Dir,
 		Stdout:      outW,
 		Stderr:      errW,
-		ExtraFiles:  []*os.File{launchW}, // preludeErrFD
+		ExtraFiles:  []*os.File{launchW}, // launcherErrFD
 		SysProcAttr: attr,
 	}
 	var inW *os.File
@@ -146,7 +127,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		cmd.Stdin = inR
 	}
 	if err := startFiltered(cmd); err != nil {
-		return Result{}, fmt.Errorf("run %s in %s: %w: %w", c.Python, c.Dir, ErrLaunch, err)
+		return Result{}, fmt.Errorf("run %s in %s: %w: %w", c.Argv[0], c.Dir, ErrLaunch, err)
 	}
 	// Only the child holds the write ends now.
 	outW.Close()
@@ -214,15 +195,15 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		<-drained
 	}
 	if len(launchMsg) > 0 {
-		return res, fmt.Errorf("run %s: prelude: %s: %w", c.Python, launchMsg, ErrLaunch)
+		return res, fmt.Errorf("run %s: %s: %w", c.Argv[0], launchFailure(launchMsg, lims, c.Argv[0]), ErrLaunch)
 	}
 	if killErr != nil {
-		return res, fmt.Errorf("run %s: %w", c.Python, killErr)
+		return res, fmt.Errorf("run %s: %w", c.Argv[0], killErr)
 	}
 	res.ExitCode = exitCode(cmd.ProcessState)
 	var exitErr *exec.ExitError
 	if waitErr != nil && !errors.As(waitErr, &exitErr) {
-		return res, fmt.Errorf("run %s: wait: %w", c.Python, waitErr)
+		return res, fmt.Errorf("run %s: wait: %w", c.Argv[0], waitErr)
 	}
 	return res, nil
 }

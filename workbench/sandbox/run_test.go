@@ -17,7 +17,7 @@ const python = "/usr/bin/python3"
 func runPy(t *testing.T, uid int, dir, code string, lim Limits, timeout time.Duration) Result {
 	t.Helper()
 	res, err := Run(context.Background(), Command{
-		Python: python, Flags: []string{"-E", "-s"}, Code: code, Dir: dir, UID: uid,
+		Argv: []string{python, "-E", "-s", "-c", code}, Dir: dir, UID: uid,
 		Env: []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}, Limits: lim, Timeout: timeout,
 	})
 	if err != nil {
@@ -98,7 +98,7 @@ print("done")
 // EACCES), and the program never runs.
 func TestRunLaunchFailure(t *testing.T) {
 	uid := claimUID(t)
-	res, err := Run(context.Background(), Command{Python: python, Code: "print('ran')", Dir: "/root", UID: uid})
+	res, err := Run(context.Background(), Command{Argv: []string{python, "-c", "print('ran')"}, Dir: "/root", UID: uid})
 	if err == nil || !errors.Is(err, ErrLaunch) || !errors.Is(err, syscall.EACCES) || !strings.Contains(err.Error(), "/root") || len(res.Stdout) > 0 {
 		t.Fatalf("err %v, want a chdir failure", err)
 	}
@@ -107,7 +107,7 @@ func TestRunLaunchFailure(t *testing.T) {
 func TestRunOutputCap(t *testing.T) {
 	dir := t.TempDir()
 	res, err := Run(context.Background(), Command{
-		Python: python, Code: "import sys; sys.stdout.write('x' * 3000000)", Dir: dir, UID: -1,
+		Argv: []string{python, "-c", "import sys; sys.stdout.write('x' * 3000000)"}, Dir: dir, UID: -1,
 		OutputBytes: 1000, Timeout: 10 * time.Second,
 	})
 	if err != nil {
