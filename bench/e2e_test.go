@@ -49,7 +49,9 @@ func startServe(b *testing.B) *serveProc {
 	sockDir := filepath.Join(dir, "run")
 	os.Mkdir(sockDir, 0o700)
 	socket := filepath.Join(sockDir, "wb.sock")
-	cmd := exec.Command(bin, "serve", "--listen", "unix://"+socket, "--log-level", "warn")
+	// Room for a closing session's slot to be freed while the next ones
+	// connect.
+	cmd := exec.Command(bin, "serve", "--listen", "unix://"+socket, "--log-level", "warn", "--max-sessions", "16")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

@@ -174,13 +174,10 @@ func (e *Environment) runCases(ctx context.Context, cases [][]any) ([][]byte, er
 			// agent's code more time.
 			continue
 		}
-		if err := e.ws.clearAgentState(); err != nil {
+		reset, err := e.ws.prepareCase(".grade.py", probe(e.task.Function))
+		if err != nil {
 			return nil, err
 		}
-		if err := e.ws.writePrivate(".grade.py", probe(e.task.Function)); err != nil {
-			return nil, err
-		}
-		reset := e.ws.resetDir()
 		lit, err := argsLiteral(callArgs)
 		stdin := []byte(lit)
 		if err != nil {

@@ -33,6 +33,9 @@ type workspace struct {
 	// ran is set once code ran as the uid: only then can anything of the
 	// uid exist outside the workspace (processes, shared-tmp files, IPC).
 	ran bool
+	// mayRun is set while a process of the uid may be alive: from the
+	// start of a Run until a kill proved none is.
+	mayRun bool
 }
 
 // newWorkspace claims a uid, clears anything a previous holder of it left,
@@ -392,23 +395,26 @@ func (w *workspace) writeFile(parts []string, shown string, data []byte) error {
 // writePrivate writes one of the server's files, after removing whatever
 // agent code put at its name (a symlink, a locked directory, a FIFO).
 func (w *workspace) writePrivate(name, text string) error {
-	return w.as(func() error {
-		if err := w.clearPrivate(name); err != nil {
-			return err
-		}
-		f, err := sandbox.OpenFile(w.dir, []string{name}, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644, false)
-		if err != nil {
-			return refusef("cannot prepare %s: %s", name, strerror(err))
-		}
-		_, err = io.WriteString(f, text)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return refusef("cannot prepare %s: %s", name, strerror(err))
-		}
-		return nil
-	})
+	return w.as(func() error { return w.writePrivateAsUID(name, text) })
+}
+
+// writePrivateAsUID is writePrivate's work; call it as the uid.
+func (w *workspace) writePrivateAsUID(name, text string) error {
+	if err := w.clearPrivate(name); err != nil {
+		return err
+	}
+	f, err := sandbox.OpenFile(w.dir, []string{name}, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644, false)
+	if err != nil {
+		return refusef("cannot prepare %s: %s", name, strerror(err))
+	}
+	_, err = io.WriteString(f, text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return refusef("cannot prepare %s: %s", name, strerror(err))
+	}
+	return nil
 }
 
 // clearPrivate removes what is at a server file's name; as the uid.
@@ -454,57 +460,93 @@ func isServerFile(rel string) bool {
 // it, so this keeps it from carrying anything from one graded call to the
 // next. False when it could not.
 func (w *workspace) resetDir() bool {
-	err := w.as(func() error {
-		buf := make([]byte, 64<<10)
-		n, err := unix.Llistxattr(w.dir, buf)
-		if err != nil && !errors.Is(err, unix.ENOTSUP) {
-			return err
-		}
-		for _, name := range strings.Split(string(buf[:max(n, 0)]), "\x00") {
-			if strings.HasPrefix(name, "user.") || strings.HasPrefix(name, "system.posix_acl_") {
-				if err := unix.Lremovexattr(w.dir, name); err != nil {
-					return err
-				}
+	return w.as(w.resetDirAsUID) == nil
+}
+
+// resetDirAsUID is resetDir's work; call it as the uid.
+func (w *workspace) resetDirAsUID() error {
+	buf := make([]byte, 64<<10)
+	n, err := unix.Llistxattr(w.dir, buf)
+	if err != nil && !errors.Is(err, unix.ENOTSUP) {
+		return err
+	}
+	for _, name := range strings.Split(string(buf[:max(n, 0)]), "\x00") {
+		if strings.HasPrefix(name, "user.") || strings.HasPrefix(name, "system.posix_acl_") {
+			if err := unix.Lremovexattr(w.dir, name); err != nil {
+				return err
 			}
 		}
-		zero := []unix.Timespec{{}, {}}
-		return unix.UtimesNanoAt(unix.AT_FDCWD, w.dir, zero, unix.AT_SYMLINK_NOFOLLOW)
-	})
-	return err == nil
+	}
+	zero := []unix.Timespec{{}, {}}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, w.dir, zero, unix.AT_SYMLINK_NOFOLLOW)
 }
 
 // clearAgentState leaves nothing of the agent's running, in the shared
 // tmp directories or in System V IPC, and none of the server's script
 // files in the workspace, so the next run starts from the workspace alone.
 func (w *workspace) clearAgentState() error {
-	if w.uid >= 0 && w.ran {
-		// A process only exiting cannot touch the next case.
+	if err := w.clearOutside(); err != nil {
+		return err
+	}
+	return w.as(w.clearScripts)
+}
+
+// clearOutside kills what of the uid may still run and sweeps its shared
+// tmp files and IPC objects; nothing when no code ran since the last time.
+func (w *workspace) clearOutside() error {
+	if w.uid < 0 || !w.ran {
+		return nil
+	}
+	// A Run that returned left nothing alive (or only processes that are
+	// exiting and cannot touch the next case); anything else may have.
+	if w.mayRun {
 		if err := sandbox.KillUntilNone(w.uid); err != nil && !errors.Is(err, sandbox.ErrStillExiting) {
 			return err
 		}
-		if err := sandbox.RemoveSharedTmp(w.uid, nil); err != nil {
-			return err
-		}
-		if err := sandbox.RemoveIPC(w.uid); err != nil {
+		w.mayRun = false
+	}
+	if err := sandbox.RemoveSharedTmp(w.uid, nil); err != nil {
+		return err
+	}
+	return sandbox.RemoveIPC(w.uid)
+}
+
+// clearScripts removes the server's script files; call it as the uid.
+func (w *workspace) clearScripts() error {
+	for _, name := range []string{".run.py", ".grade_tests.py"} {
+		if err := w.clearPrivate(name); err != nil {
 			return err
 		}
 	}
-	return w.as(func() error {
-		for _, name := range []string{".run.py", ".grade_tests.py"} {
-			if err := w.clearPrivate(name); err != nil {
-				return err
-			}
+	return nil
+}
+
+// prepareCase readies one graded case: clearAgentState, the probe written
+// as name, and the workspace directory reset (resetDir; reset says whether
+// that worked), all file work in one switch to the uid.
+func (w *workspace) prepareCase(name, probe string) (reset bool, err error) {
+	if err := w.clearOutside(); err != nil {
+		return false, err
+	}
+	err = w.as(func() error {
+		if err := w.clearScripts(); err != nil {
+			return err
 		}
+		if err := w.writePrivateAsUID(name, probe); err != nil {
+			return err
+		}
+		reset = w.resetDirAsUID() == nil
 		return nil
 	})
+	return reset, err
 }
 
 // run runs Python with argv (after the interpreter) in the workspace.
+// Every caller has just written the script it runs with writePrivate,
+// which checked the workspace (w.check) as the uid; nothing of the uid
+// ran since.
 func (w *workspace) run(ctx context.Context, argv []string, stdin []byte) (sandbox.Result, error) {
-	if err := w.as(func() error { return nil }); err != nil {
-		return sandbox.Result{}, err
-	}
-	w.ran = true
+	w.ran, w.mayRun = true, true
 	res, err := sandbox.Run(ctx, sandbox.Command{
 		Argv: append([]string{w.cfg.Python}, argv...),
 		Dir:  w.dir,
@@ -519,6 +561,9 @@ func (w *workspace) run(ctx context.Context, argv []string, stdin []byte) (sandb
 		Stdin:   stdin,
 		Timeout: w.cfg.Limits.PythonTimeout,
 	})
+	if err == nil {
+		w.mayRun = false // Run returns once none of the uid is alive
+	}
 	if errors.Is(err, sandbox.ErrLaunch) {
 		return res, refusef("cannot run in the workspace: %v", err)
 	}
