@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -117,4 +118,31 @@ func TestRunOutputCap(t *testing.T) {
 		t.Fatalf("kept %d, dropped %d", len(res.Stdout), res.StdoutDropped)
 	}
 	_ = os.Remove(filepath.Join(dir, "x"))
+}
+
+// TestRunLeavesNoGoroutines: runs (with stdin, output, a timeout) leave
+// no goroutine behind once they returned; the spawner's, started by the
+// first run, is the only one that stays.
+func TestRunLeavesNoGoroutines(t *testing.T) {
+	dir := t.TempDir()
+	run := func(code string, stdin []byte, timeout time.Duration) {
+		t.Helper()
+		if _, err := Run(context.Background(), Command{Argv: []string{python, "-c", code}, Dir: dir, UID: -1, Stdin: stdin, Timeout: timeout}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("pass", nil, 10*time.Second) // starts the spawner
+	before := runtime.NumGoroutine()
+	for range 5 {
+		run("import sys; print(sys.stdin.read())", []byte("in"), 10*time.Second)
+		run("import time; time.sleep(5)", nil, 50*time.Millisecond)
+	}
+	var now int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if now = runtime.NumGoroutine(); now <= before {
+			return
+		}
+	}
+	buf := make([]byte, 1<<20)
+	t.Fatalf("%d goroutines after the runs, %d before:\n%s", now, before, buf[:runtime.Stack(buf, true)])
 }
