@@ -68,11 +68,14 @@ func run(args []string, stdout io.Writer) error {
 	rows := evaluate(metrics)
 	table := render(rows)
 	fmt.Fprint(stdout, table)
-	data, err := json.MarshalIndent(rows, "", "  ")
-	if err != nil {
+	var data bytes.Buffer
+	enc := json.NewEncoder(&data)
+	enc.SetEscapeHTML(false) // "<= 0.40 ms", not "\u003c= 0.40 ms"
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rows); err != nil {
 		return err
 	}
-	if err := os.WriteFile(*results, append(data, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(*results, data.Bytes(), 0o644); err != nil {
 		return err
 	}
 	if *doc != "" {
