@@ -251,6 +251,11 @@ operations, each waiting for a core) rose from 0.17 / 0.10 ms to 0.8 / 1.7 ms in
   interpreter per episode, not done.
 - **8 sessions** cannot exceed about 2x one session on 2 cores: one session already keeps one core
   busy with interpreter starts.
+- **reset after an episode that ran code** (BenchmarkResetAfterRun, no target; the target row
+  resets episodes that ran none, whose uid has nothing to clean): about 1.2 ms, mostly the sweep of
+  the shared tmp directories as the uid (each entry of a busy /tmp is stat'ed: 0.37 ms for 190
+  entries here), removing the home (0.37 ms) and the kill probe; the next claim skips all of it
+  when the uid was released clean.
 - **run_python** over the bare spawn (about 0.6-0.8 ms): the launcher's exec (tens of
   microseconds), the spawner-thread hand-off, pipes and output readers, and the kill probe after
   the run (about 0.1 ms: kill(-1) and a signal-0 probe per /proc entry, no status reads).

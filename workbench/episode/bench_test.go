@@ -65,6 +65,23 @@ func BenchmarkReset(b *testing.B) {
 	s.Report(b, "")
 }
 
+// BenchmarkResetAfterRun: Reset after an episode that ran code, so the
+// previous uid's kill, tmp sweep and IPC sweep are part of it (no target:
+// the trainer's usual reset; BenchmarkReset is the target's).
+func BenchmarkResetAfterRun(b *testing.B) {
+	env := benchEnv(b, taskCSV)
+	var s latency.Samples
+	for i := 0; i < b.N; i++ {
+		benchStep(b, env, "run_python", map[string]any{"code": "pass"})
+		s.Time(func() {
+			if _, err := env.Reset(context.Background(), ResetOptions{TaskID: taskCSV}); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+	s.Report(b, "")
+}
+
 // BenchmarkTool: list_files, read_file, write_file and check of a text
 // task. The episode is reset (untimed) whenever its steps run out.
 func BenchmarkTool(b *testing.B) {
