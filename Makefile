@@ -15,6 +15,7 @@ export AGENTPEN_REQUIRE_DOCKER := 1
 endif
 TEST_TIMEOUT ?= 15m
 FUZZTIME ?= 30s
+BENCHTIME ?= 30x
 
 # The concurrent packages run under the race detector in make test (the rest
 # without it, so nothing runs twice).
@@ -75,8 +76,8 @@ fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
 		done; \
 	done
 
-bench: ## run the benchmarks
-	@$(WITH_DOCKER) $(GO) test -run '^$$' -bench . -benchmem ./...
+bench: ## benchmarks against issue 16's targets (as root): prints the table, writes bench/results.json and docs/bench.md
+	@$(WITH_DOCKER) $(GO) run ./bench -benchtime $(BENCHTIME)
 
 run: images ## the main job: daemon, images, agentpen doctor, then a demo campaign (up, one episode per workspace, down)
 	@$(WITH_DOCKER) bin/agentpen doctor

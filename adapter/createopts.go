@@ -33,12 +33,19 @@ const (
 
 // workspaceTmpfs are the writable places of a workspace's read-only root.
 // Sizes are explicit (an unsized tmpfs is half the host's memory) and so are
-// modes; Docker adds noexec unless "exec" is given.
+// modes; Docker adds noexec unless "exec" is given. The episode server's
+// own tree (episode homes and workspaces, the uid locks) has a tmpfs of its
+// own, so one episode filling it (a run may write a file up to
+// sandbox.DefaultLimits.FileSize) cannot leave /run, where the runtime
+// keeps its state, without room; 512 MiB holds every session at once
+// writing its largest file many times over, and all five tmpfs together
+// stay well under WorkspaceMemory, which their pages are charged to.
 var workspaceTmpfs = map[string]string{
-	"/tmp":     "rw,nosuid,nodev,noexec,size=256m,mode=1777",
-	"/var/tmp": "rw,nosuid,nodev,noexec,size=64m,mode=1777",
-	"/dev/shm": "rw,nosuid,nodev,noexec,size=64m,mode=1777",
-	"/run":     "rw,nosuid,nodev,noexec,size=16m,mode=0755",
+	"/tmp":                 "rw,nosuid,nodev,noexec,size=256m,mode=1777",
+	"/var/tmp":             "rw,nosuid,nodev,noexec,size=64m,mode=1777",
+	"/dev/shm":             "rw,nosuid,nodev,noexec,size=64m,mode=1777",
+	"/run":                 "rw,nosuid,nodev,noexec,size=16m,mode=0755",
+	"/run/agent-workbench": "rw,nosuid,nodev,noexec,size=512m,mode=0711",
 }
 
 // containerSpec is everything ContainerCreate takes, built from a plan

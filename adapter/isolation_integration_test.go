@@ -108,7 +108,9 @@ func TestAgentsCannotReachEachOther(t *testing.T) {
 			var wg sync.WaitGroup
 			var heard, sent map[string]any
 			wg.Go(func() { heard = runCode(t, ctx, c.Workspaces[1].Socket, e2eTasks[1], listenerCode) })
-			wg.Go(func() { sent = runCode(t, ctx, c.Workspaces[0].Socket, e2eTasks[0], fmt.Sprintf("PEER = %q\n", peer)+dialerCode) })
+			wg.Go(func() {
+				sent = runCode(t, ctx, c.Workspaces[0].Socket, e2eTasks[0], fmt.Sprintf("PEER = %q\n", peer)+dialerCode)
+			})
 			wg.Wait()
 			t.Logf("listener heard %v; dialer %v", heard, sent)
 			if heard == nil || sent == nil {

@@ -11,9 +11,7 @@
 // Every subcommand takes --help (printed on stdout, exit 0); a bad command
 // line exits 2. main only wires the process (signals, the environment, the
 // exit status) to run, which holds the whole program; every subcommand lives
-// in its own file. The binary is also the uid sandbox's launcher: main first
-// hands the process to sandbox.RunLauncherIfRequested, which never returns
-// when the sandbox started this process to run agent code.
+// in its own file.
 package main
 
 import (
@@ -24,11 +22,9 @@ import (
 	"syscall"
 
 	"github.com/agentpen/agentpen/internal/cli"
-	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
 func main() {
-	sandbox.RunLauncherIfRequested()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stop()

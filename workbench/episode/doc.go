@@ -18,10 +18,12 @@
 // pool, kills whatever a previous holder of the uid left running and sweeps
 // what it left in the shared places (sandbox.Sweep), and gets a home (root's, 0711) holding its
 // workspace (the uid's, 0700) under Config.HomeDir. Agent code runs through
-// sandbox.Run: the launcher re-exec (so main, and TestMain of every package
-// running episodes, must call sandbox.RunLauncherIfRequested first), with
-// the per-run rlimits of Config.RunLimits, a cleared environment and
-// `python3 -E -s`; when it returns, no process of the uid is left. Every
+// sandbox.Run (the interpreter starts with the syscall filter, the uid and
+// the per-run rlimits of Config.RunLimits already in place), with a
+// cleared environment and `python3 -E -s`; when
+// it returns, no process of the uid is alive. A uid whose processes are
+// still exiting when the episode ends is retired, not released, until
+// none is left. Every
 // file operation on the workspace runs as the uid (sandbox.AsUID), so the
 // root server never follows an agent's link to a file the uid could not
 // reach, and the container needs only CAP_SETUID, CAP_SETGID, CAP_CHOWN

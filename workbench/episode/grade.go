@@ -6,28 +6,154 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
-// probe is the script one graded case runs: it imports the solution with
-// the workspace off sys.path until json is imported, so no file of the
-// agent's stands in for it, reads the arguments from stdin (not argv,
-// which other uids can read in /proc), and prints the value only when JSON
-// keeps it as it is (a tuple, or a dict with non-string keys, fails here
-// as it fails the test file's ==).
+// probe is the script one graded case runs. It imports nothing (json
+// alone, through re and enum, made each case cost 70 % more than the
+// interpreter's start): the arguments come on stdin (not argv, which other
+// uids can read in /proc) as a Python literal (pyLiteral) evaluated with
+// no builtins, and the value is printed by a JSON encoder of its own. So
+// no module is looked up before the solution (no file of the agent's can
+// stand in for one), and the workspace goes on sys.path only for it. The
+// encoder prints exactly the values json.dumps prints and json.loads
+// gives back equal (dicts with string keys, lists, strings, ints, finite
+// floats, booleans, None); for anything else (a tuple, a dict with other
+// keys, NaN, infinity, a set) it prints "not a JSON value", so such a
+// value fails as it fails the test file's ==.
 func probe(function string) string {
 	return "import os, sys\n" +
-		"here = os.path.realpath(os.getcwd())\n" +
-		"sys.path[:] = [p for p in sys.path if os.path.realpath(p or '.') != here]\n" +
-		"import json\n" +
-		"sys.path.insert(0, here)\n" +
-		"args = json.loads(sys.stdin.read())\n" +
+		"args = eval(sys.stdin.read(), {'__builtins__': {}})\n" +
+		"sys.path.insert(0, os.path.realpath(os.getcwd()))\n" +
 		"from solution import " + function + "\n" +
 		"value = " + function + "(*args)\n" +
-		"text = json.dumps(value)\n" +
-		"print(text if json.loads(text) == value else 'not a JSON value')\n"
+		probeEncoder +
+		"try:\n" +
+		"    text = _agentpen_json(value)\n" +
+		"except ValueError:\n" +
+		"    text = 'not a JSON value'\n" +
+		"print(text)\n"
+}
+
+// probeEncoder is the probe's JSON encoder (see probe); \uXXXX escapes
+// keep the output ASCII, as json.dumps does, so a lone surrogate prints.
+const probeEncoder = `def _agentpen_json(v):
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, str):
+        out = []
+        for c in v:
+            o = ord(c)
+            if c == '"' or c == "\\":
+                out.append("\\" + c)
+            elif 0x20 <= o < 0x7f:
+                out.append(c)
+            elif o > 0xffff:
+                o -= 0x10000
+                out.append("\\u%04x\\u%04x" % (0xd800 + (o >> 10), 0xdc00 + (o & 0x3ff)))
+            else:
+                out.append("\\u%04x" % o)
+        return '"' + "".join(out) + '"'
+    if isinstance(v, int):
+        return int.__repr__(v)
+    if isinstance(v, float):
+        if v != v or v in (float("inf"), float("-inf")):
+            raise ValueError
+        return float.__repr__(v)
+    if isinstance(v, list):
+        return "[" + ", ".join([_agentpen_json(x) for x in v]) + "]"
+    if isinstance(v, dict):
+        if not all(isinstance(k, str) for k in v):
+            raise ValueError
+        return "{" + ", ".join([_agentpen_json(k) + ": " + _agentpen_json(x) for k, x in v.items()]) + "}"
+    raise ValueError
+`
+
+// pyLiteral writes v (a value decoded from JSON with UseNumber: nil,
+// bool, json.Number, string, []any, map[string]any) as a Python literal that
+// evaluates to what json.loads of its JSON gives. Strings are Go-quoted:
+// for valid UTF-8 Go's escapes (\n, \x00, \u2028, ...) mean the same in
+// Python.
+func pyLiteral(b *strings.Builder, v any) error {
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("None")
+	case bool:
+		b.WriteString(map[bool]string{true: "True", false: "False"}[x])
+	case json.Number:
+		b.WriteString(x.String())
+	case string:
+		if !utf8.ValidString(x) {
+			return fmt.Errorf("string %q is not UTF-8", x)
+		}
+		b.WriteString(strconv.Quote(x))
+	case []any:
+		b.WriteString("[")
+		for i, e := range x {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if err := pyLiteral(b, e); err != nil {
+				return err
+			}
+		}
+		b.WriteString("]")
+	case map[string]any:
+		b.WriteString("{")
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if err := pyLiteral(b, k); err != nil {
+				return err
+			}
+			b.WriteString(": ")
+			if err := pyLiteral(b, x[k]); err != nil {
+				return err
+			}
+		}
+		b.WriteString("}")
+	default:
+		return fmt.Errorf("%T is not a JSON value", v)
+	}
+	return nil
+}
+
+// argsLiteral is a case's argument list as a Python literal: the list
+// goes through JSON first, so it is exactly what json.loads would give.
+func argsLiteral(args []any) (string, error) {
+	if args == nil {
+		args = []any{} // no arguments, not None
+	}
+	data, err := json.Marshal(args)
+	if err != nil {
+		return "", err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	if err := pyLiteral(&b, v); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }
 
 // runCases runs the task's function on each argument list, each case on
@@ -48,14 +174,12 @@ func (e *Environment) runCases(ctx context.Context, cases [][]any) ([][]byte, er
 			// agent's code more time.
 			continue
 		}
-		if err := e.ws.clearAgentState(); err != nil {
+		reset, err := e.ws.prepareCase(".grade.py", probe(e.task.Function))
+		if err != nil {
 			return nil, err
 		}
-		if err := e.ws.writePrivate(".grade.py", probe(e.task.Function)); err != nil {
-			return nil, err
-		}
-		reset := e.ws.resetDir()
-		stdin, err := json.Marshal(callArgs)
+		lit, err := argsLiteral(callArgs)
+		stdin := []byte(lit)
 		if err != nil {
 			return nil, fmt.Errorf("case %d of %s: arguments are not JSON: %w", i, e.task.TaskID, err)
 		}

@@ -34,7 +34,7 @@ func reset(t *testing.T, env *Environment, taskID string) Observation {
 }
 
 // call makes an Action from a Go map of arguments.
-func call(t *testing.T, tool string, argv map[string]any) Action {
+func call(t testing.TB, tool string, argv map[string]any) Action {
 	t.Helper()
 	a := Action{Tool: tool, Args: map[string]json.RawMessage{}}
 	for k, v := range argv {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -66,6 +67,14 @@ func wantRefused(t *testing.T, o Observation, sub string) {
 		t.Fatalf("want a refusal containing %q, got error %q output %q", sub, o.Error, o.Output)
 	}
 }
+
+// killUnderLoadRuns is how many times kill_under_load.py runs in one
+// episode (5 with -short): the kill must never give up on processes that
+// are merely exiting.
+const killUnderLoadRuns = 50
+
+// python3 is the interpreter of the test's own helper processes.
+const python3 = "/usr/bin/python3"
 
 const (
 	taskCSV    = "data/csv_region_total"
@@ -266,7 +275,8 @@ var hostileCases = []hostileCase{
 		o := h.run(t)
 		wantIn(t, "file size", o.Output, "stopped 27") // EFBIG
 		var st unix.Stat_t
-		if err := unix.Stat(filepath.Join(h.dir, "huge.bin"), &st); err != nil || st.Size > sandbox.DefaultLimits.FileSize {
+		err := sandbox.AsUID(h.uid, func() error { return unix.Stat(filepath.Join(h.dir, "huge.bin"), &st) })
+		if err != nil || st.Size > sandbox.DefaultLimits.FileSize {
 			t.Fatalf("huge.bin: size %d, err %v; limit %d", st.Size, err, sandbox.DefaultLimits.FileSize)
 		}
 	}},
@@ -315,6 +325,45 @@ var hostileCases = []hostileCase{
 	}},
 	{file: "cpu_spin.py", task: taskCSV, cfg: func(c *Config) { c.Limits.PythonTimeout = time.Second }, play: func(t *testing.T, h *hostileRun) {
 		wantIn(t, "spin", h.run(t).Output, "timed out after 1 s")
+	}},
+	{file: "keyring_state.py", task: taskMedian, play: func(t *testing.T, h *hostileRun) {
+		h.write(t, "solution.py")
+		// Every case starts without the previous case's key, so the correct
+		// solution passes them all.
+		if o := submitMedian(t, h); o.Metadata["correctness"] != 1.0 {
+			t.Fatalf("state passed between cases through the kernel keyring: correctness %v (%s)", o.Metadata["correctness"], o.Output)
+		}
+		// A later episode under another uid reads no key the first left.
+		later := newEnv(t, Config{})
+		reset(t, later, taskCSV)
+		if later.ws.uid == h.uid {
+			t.Fatalf("the later episode got the same uid %d", h.uid)
+		}
+		o := step(t, later, "run_python", map[string]any{"code": h.code})
+		wantIn(t, "keys of other episodes", o.Output, "read 0 keys of other episodes")
+	}},
+	{file: "kill_under_load.py", task: taskCSV, cfg: func(c *Config) { c.Limits.MaxSteps = killUnderLoadRuns + 1 }, play: func(t *testing.T, h *hostileRun) {
+		// Load of its own besides the agent's: a busy process (root's, not
+		// the uid's) competes with the exiting processes and the kill.
+		for range 1 {
+			burn := exec.Command(python3, "-c", "while True: pass")
+			if err := burn.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { burn.Process.Kill(); burn.Wait() })
+		}
+		runs := killUnderLoadRuns
+		if testing.Short() {
+			runs = 5
+		}
+		for i := range runs {
+			o := h.run(t) // fails the test if the kill gave up
+			// On a loaded machine the agent may not finish forking in time;
+			// its processes are killed all the same.
+			if !strings.Contains(o.Output, "timed out after") {
+				wantIn(t, fmt.Sprintf("run %d", i), o.Output, "children ", "[exit code 0]")
+			}
+		}
 	}},
 	{file: "escape_home.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
 		o := h.run(t)
@@ -403,13 +452,17 @@ func TestHostileAgents(t *testing.T) {
 				t.Fatalf("uid %d was not released through cleanup (released %v)", h.uid, released)
 			}
 			assertUIDFree(t, env.pool, h.uid)
-			// The other episode is untouched.
-			if _, err := os.Stat(filepath.Join(otherWS, "sales.csv")); err != nil {
-				t.Errorf("the other episode's workspace lost sales.csv: %v", err)
-			}
-			if _, err := os.Lstat(filepath.Join(otherWS, "planted.txt")); err == nil {
-				t.Errorf("a file was planted in the other episode's workspace")
-			}
+			// The other episode is untouched (looked at as its uid: root
+			// may lack DAC_OVERRIDE, as in a workspace container).
+			sandbox.AsUID(other.ws.uid, func() error {
+				if _, err := os.Stat(filepath.Join(otherWS, "sales.csv")); err != nil {
+					t.Errorf("the other episode's workspace lost sales.csv: %v", err)
+				}
+				if _, err := os.Lstat(filepath.Join(otherWS, "planted.txt")); err == nil {
+					t.Errorf("a file was planted in the other episode's workspace")
+				}
+				return nil
+			})
 		})
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
 // extraSharedDir is a world-writable directory this test run made outside
@@ -16,7 +14,6 @@ import (
 var extraSharedDir string
 
 func TestMain(m *testing.M) {
-	sandbox.RunLauncherIfRequested()
 	if os.Geteuid() == 0 {
 		d := filepath.Join("/run", fmt.Sprintf("wb-episode-test-%d", os.Getpid()))
 		if os.Mkdir(d, 0o755) == nil && os.Chmod(d, 0o1777) == nil {

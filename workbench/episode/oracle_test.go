@@ -1,23 +1,23 @@
 package episode
 
 import (
+	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/internal/oracle"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
 // TestOracleEpisodes plays every family of the catalogue, on variants 0, 1
-// and 7, as an agent would, from testdata/oracles (see its README): a
-// non-code oracle runs through run_python with the instruction prepended,
-// a file is read, and the last printed line is submitted; a code oracle
-// replaces solution.py with write_file after reading it, the tests run,
-// and it is submitted. Each must earn reward 1.0.
+// and 7, through internal/oracle's driver (the one the server, grader and
+// adapter tests use), in-process: each must earn reward 1.0. As root every
+// run_python, run_tests and graded case runs under the uid sandbox and its
+// syscall filter, so this is also the proof that the filter takes nothing
+// an oracle needs.
 func TestOracleEpisodes(t *testing.T) {
 	requireRoot(t)
 	start := time.Now()
@@ -25,21 +25,20 @@ func TestOracleEpisodes(t *testing.T) {
 	for _, id := range tasks.IDs() {
 		t.Run(strings.ReplaceAll(id, "/", "_"), func(t *testing.T) {
 			t.Parallel()
-			oracle, err := os.ReadFile(filepath.Join("..", "..", "testdata", "oracles", id+".py"))
-			if err != nil {
-				t.Fatalf("no oracle for family %s: %v", id, err)
-			}
 			for _, v := range []int{0, 1, 7} {
-				taskID := id + "@" + strconv.Itoa(v)
-				playOracle(t, taskID, string(oracle))
+				playOracle(t, id+"@"+strconv.Itoa(v))
 			}
 		})
 	}
 }
 
-func playOracle(t *testing.T, taskID, oracle string) {
+func playOracle(t *testing.T, taskID string) {
 	t.Helper()
 	task, err := tasks.Build(taskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := oracle.Load(taskID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,38 +47,26 @@ func playOracle(t *testing.T, taskID, oracle string) {
 	if first.Metadata["task_id"] != task.TaskID {
 		t.Fatalf("%s: reset metadata task_id = %v", taskID, first.Metadata["task_id"])
 	}
-	var final Observation
-	if task.Kind == tasks.KindCode {
-		if o := step(t, env, "read_file", map[string]any{"path": "solution.py"}); o.Error != "" {
-			t.Fatalf("%s: read_file: %s", taskID, o.Error)
+	var last Observation
+	stepper := func(tool string, args map[string]any) (oracle.Result, error) {
+		a := Action{Tool: tool, Args: map[string]json.RawMessage{}}
+		for k, v := range args {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return oracle.Result{}, err
+			}
+			a.Args[k] = b
 		}
-		if o := step(t, env, "write_file", map[string]any{"path": "solution.py", "content": oracle}); o.Error != "" {
-			t.Fatalf("%s: write_file: %s", taskID, o.Error)
-		}
-		o := step(t, env, "run_tests", nil)
-		if o.Error != "" || !strings.Contains(o.Output, "graded: "+strconv.Itoa(len(task.Visible))+" of") {
-			t.Fatalf("%s: run_tests: %s %s", taskID, o.Error, o.Output)
-		}
-		final = step(t, env, "submit", map[string]any{"answer": "fixed the planted bug"})
-	} else {
-		instruction, _ := json.Marshal(task.Instruction)
-		o := step(t, env, "run_python", map[string]any{"code": "INSTRUCTION = " + string(instruction) + "\n" + oracle})
-		if o.Error != "" || !strings.Contains(o.Output, "[exit code 0]") {
-			t.Fatalf("%s: oracle run: %s %s", taskID, o.Error, o.Output)
-		}
-		out := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(o.Output), "[exit code 0]"))
-		lines := strings.Split(out, "\n")
-		answer := strings.TrimSpace(lines[len(lines)-1])
-		if o := step(t, env, "read_file", map[string]any{"path": task.Files[0].Path}); o.Error != "" {
-			t.Fatalf("%s: read_file: %s", taskID, o.Error)
-		}
-		if o := step(t, env, "check", map[string]any{"answer": answer}); !strings.HasPrefix(o.Output, "check: correct") {
-			t.Fatalf("%s: check(%q): %s %s", taskID, answer, o.Output, o.Error)
-		}
-		final = step(t, env, "submit", map[string]any{"answer": answer})
+		o, err := env.Step(context.Background(), a)
+		last = o
+		return oracle.Result{Output: o.Output, Error: o.Error, Done: o.Done, Reward: o.Reward}, err
 	}
-	if !final.Done || final.Reward != 1 || final.Metadata["correctness"] != 1.0 {
+	final, err := oracle.Play(task.Kind, task.Instruction, code, task.Files[0].Path, stepper)
+	if err != nil {
+		t.Fatalf("%s: %v", taskID, err)
+	}
+	if !final.Done || final.Reward != 1 || last.Metadata["correctness"] != 1.0 {
 		t.Fatalf("%s: final observation done=%v reward=%v metadata=%v output=%q error=%q",
-			taskID, final.Done, final.Reward, final.Metadata, final.Output, final.Error)
+			taskID, final.Done, final.Reward, last.Metadata, final.Output, final.Error)
 	}
 }

@@ -35,12 +35,16 @@ func TestRemoveStaleHomes(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.WriteFile(filepath.Join(ws, "locked", "deep", "f"), []byte("x"), 0o600)
-		for _, p := range []string{ws, filepath.Join(ws, "locked"), filepath.Join(ws, "locked", "deep"), filepath.Join(ws, "locked", "deep", "f")} {
+		// Deepest first: root may lack DAC_OVERRIDE (a workspace container)
+		// and could not pass through a directory already given away.
+		for _, p := range []string{filepath.Join(ws, "locked", "deep", "f"), filepath.Join(ws, "locked", "deep"), filepath.Join(ws, "locked"), ws} {
 			if err := os.Lchown(p, owner, owner); err != nil {
 				t.Fatal(err)
 			}
 		}
-		os.Chmod(filepath.Join(ws, "locked"), 0o000) // the agent took its own permissions away
+		// The agent took its own permissions away (as the uid: root may
+		// lack FOWNER).
+		sandbox.AsUID(owner, func() error { return os.Chmod(filepath.Join(ws, "locked"), 0o000) })
 		os.Chmod(home, 0o711)
 		return home
 	}
@@ -48,7 +52,11 @@ func TestRemoveStaleHomes(t *testing.T) {
 	kept := mkHome("wb-222", other)
 	notHome := filepath.Join(base, "not-a-home")
 	os.Mkdir(notHome, 0o700)
-	t.Cleanup(func() { os.Chmod(filepath.Join(kept, "ws", "locked"), 0o700) })
+	t.Cleanup(func() {
+		ws := filepath.Join(kept, "ws")
+		sandbox.AsUID(other, func() error { return sandbox.EmptyDir(ws) })
+		os.Remove(ws)
+	})
 
 	if err := removeStaleHomes(base, uid); err != nil {
 		t.Fatal(err)

@@ -30,6 +30,12 @@ type workspace struct {
 	uid  int
 	home string
 	dir  string
+	// ran is set once code ran as the uid: only then can anything of the
+	// uid exist outside the workspace (processes, shared-tmp files, IPC).
+	ran bool
+	// mayRun is set while a process of the uid may be alive: from the
+	// start of a Run until a kill proved none is.
+	mayRun bool
 }
 
 // newWorkspace claims a uid, clears anything a previous holder of it left,
@@ -45,20 +51,24 @@ func newWorkspace(cfg Config, pool *sandbox.Pool, files []tasks.File) (_ *worksp
 		}
 	}()
 	if pool != nil {
-		uid, err := pool.Claim()
+		uid, err := claimClean(pool)
 		if err != nil {
 			return nil, err
 		}
 		w.uid = uid
-		// A holder that died may have left processes and files behind.
-		if err := sandbox.KillUntilNone(uid); err != nil {
+		// A previous holder that died may have left files, IPC objects and
+		// its home behind (its processes claimClean killed).
+		if !pool.Clean(uid) {
+			if err := sandbox.Sweep(uid); err != nil {
+				return nil, fmt.Errorf("clear the shared places of uid %d: %w", uid, err)
+			}
+			if err := removeStaleHomes(cfg.HomeDir, uid); err != nil {
+				return nil, fmt.Errorf("remove homes a previous holder of uid %d left: %w", uid, err)
+			}
+		}
+		// From here the uid gets a home; a crash leaves the mark dirty.
+		if err := pool.SetClean(uid, false); err != nil {
 			return nil, err
-		}
-		if err := sandbox.Sweep(uid); err != nil {
-			return nil, fmt.Errorf("clear the shared places of uid %d: %w", uid, err)
-		}
-		if err := removeStaleHomes(cfg.HomeDir, uid); err != nil {
-			return nil, fmt.Errorf("remove homes a previous holder of uid %d left: %w", uid, err)
 		}
 	}
 	base := cfg.HomeDir
@@ -116,6 +126,33 @@ func newWorkspace(cfg Config, pool *sandbox.Pool, files []tasks.File) (_ *worksp
 	return w, nil
 }
 
+// claimAttempts bounds how many uids claimClean tries.
+const claimAttempts = 4
+
+// claimClean claims a uid none of whose processes is alive: a holder that
+// died may have left processes behind, and a uid whose processes are
+// still exiting after the kill is retired (not handed out) and another
+// one tried.
+func claimClean(pool *sandbox.Pool) (int, error) {
+	var errs []error
+	for range claimAttempts {
+		uid, err := pool.Claim()
+		if err != nil {
+			return 0, errors.Join(append(errs, err)...)
+		}
+		if pool.Clean(uid) {
+			return uid, nil // released with no process left, and none ran since
+		}
+		err = sandbox.KillUntilNone(uid)
+		if err == nil {
+			return uid, nil
+		}
+		pool.Retire(uid)
+		errs = append(errs, err)
+	}
+	return 0, fmt.Errorf("claim a uid: %w", errors.Join(errs...))
+}
+
 // checkSearchable returns an error unless dir and every directory above it
 // let others pass (mode o+x) and only their owner write.
 func checkSearchable(dir string) error {
@@ -133,23 +170,38 @@ func checkSearchable(dir string) error {
 	}
 }
 
-// destroy kills the uid's processes, removes what it left in the shared
-// places (sandbox.Sweep), and the workspace and home, then releases the
-// uid. It goes
-// on past errors and returns them all.
+// destroy kills the uid's processes and removes what it left in the shared
+// places (sandbox.Sweep; both only once code ran as the uid: before that
+// nothing can exist), and the workspace and home, then releases the uid,
+// marked clean when all of it went. A uid some process of which is still
+// alive after the kill's deadline is retired instead (sandbox.Pool.Retire),
+// so no episode gets it while they may run. It goes on past errors and
+// returns them all.
 func (w *workspace) destroy(beforeRelease func(uid int, home string)) error {
 	var errs []error
-	if w.uid >= 0 {
+	var killErr error
+	if w.uid >= 0 && w.ran {
 		// Processes first, so nothing writes into a tree being removed.
-		errs = append(errs, sandbox.KillUntilNone(w.uid))
+		killErr = sandbox.KillUntilNone(w.uid)
+		if !errors.Is(killErr, sandbox.ErrStillExiting) {
+			errs = append(errs, killErr)
+		}
 		errs = append(errs, sandbox.Sweep(w.uid))
 	}
 	if w.home != "" {
 		errs = append(errs, removeHome(w.uid, w.home))
 	}
 	if w.uid >= 0 {
+		if killErr != nil {
+			w.pool.Retire(w.uid)
+			return errors.Join(errs...)
+		}
 		if beforeRelease != nil {
 			beforeRelease(w.uid, w.home)
+		}
+		if err := errors.Join(errs...); err == nil {
+			// Nothing of the uid is left: its next holder need not look.
+			errs = append(errs, w.pool.SetClean(w.uid, true))
 		}
 		w.pool.Release(w.uid)
 	}
@@ -340,23 +392,26 @@ func (w *workspace) writeFile(parts []string, shown string, data []byte) error {
 // writePrivate writes one of the server's files, after removing whatever
 // agent code put at its name (a symlink, a locked directory, a FIFO).
 func (w *workspace) writePrivate(name, text string) error {
-	return w.as(func() error {
-		if err := w.clearPrivate(name); err != nil {
-			return err
-		}
-		f, err := sandbox.OpenFile(w.dir, []string{name}, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644, false)
-		if err != nil {
-			return refusef("cannot prepare %s: %s", name, strerror(err))
-		}
-		_, err = io.WriteString(f, text)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return refusef("cannot prepare %s: %s", name, strerror(err))
-		}
-		return nil
-	})
+	return w.as(func() error { return w.writePrivateAsUID(name, text) })
+}
+
+// writePrivateAsUID is writePrivate's work; call it as the uid.
+func (w *workspace) writePrivateAsUID(name, text string) error {
+	if err := w.clearPrivate(name); err != nil {
+		return err
+	}
+	f, err := sandbox.OpenFile(w.dir, []string{name}, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o644, false)
+	if err != nil {
+		return refusef("cannot prepare %s: %s", name, strerror(err))
+	}
+	_, err = io.WriteString(f, text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return refusef("cannot prepare %s: %s", name, strerror(err))
+	}
+	return nil
 }
 
 // clearPrivate removes what is at a server file's name; as the uid.
@@ -402,52 +457,90 @@ func isServerFile(rel string) bool {
 // it, so this keeps it from carrying anything from one graded call to the
 // next. False when it could not.
 func (w *workspace) resetDir() bool {
-	err := w.as(func() error {
-		buf := make([]byte, 64<<10)
-		n, err := unix.Llistxattr(w.dir, buf)
-		if err != nil && !errors.Is(err, unix.ENOTSUP) {
-			return err
-		}
-		for _, name := range strings.Split(string(buf[:max(n, 0)]), "\x00") {
-			if strings.HasPrefix(name, "user.") || strings.HasPrefix(name, "system.posix_acl_") {
-				if err := unix.Lremovexattr(w.dir, name); err != nil {
-					return err
-				}
+	return w.as(w.resetDirAsUID) == nil
+}
+
+// resetDirAsUID is resetDir's work; call it as the uid.
+func (w *workspace) resetDirAsUID() error {
+	buf := make([]byte, 64<<10)
+	n, err := unix.Llistxattr(w.dir, buf)
+	if err != nil && !errors.Is(err, unix.ENOTSUP) {
+		return err
+	}
+	for _, name := range strings.Split(string(buf[:max(n, 0)]), "\x00") {
+		if strings.HasPrefix(name, "user.") || strings.HasPrefix(name, "system.posix_acl_") {
+			if err := unix.Lremovexattr(w.dir, name); err != nil {
+				return err
 			}
 		}
-		zero := []unix.Timespec{{}, {}}
-		return unix.UtimesNanoAt(unix.AT_FDCWD, w.dir, zero, unix.AT_SYMLINK_NOFOLLOW)
-	})
-	return err == nil
+	}
+	zero := []unix.Timespec{{}, {}}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, w.dir, zero, unix.AT_SYMLINK_NOFOLLOW)
 }
 
 // clearAgentState leaves nothing of the agent's running or in the shared
 // places (sandbox.Sweep), and none of the server's script
 // files in the workspace, so the next run starts from the workspace alone.
 func (w *workspace) clearAgentState() error {
-	if w.uid >= 0 {
-		if err := sandbox.KillUntilNone(w.uid); err != nil {
+	if err := w.clearOutside(); err != nil {
+		return err
+	}
+	return w.as(w.clearScripts)
+}
+
+// clearOutside kills what of the uid may still run and sweeps what it left
+// in the shared places; nothing when no code ran since the last time.
+func (w *workspace) clearOutside() error {
+	if w.uid < 0 || !w.ran {
+		return nil
+	}
+	// A Run that returned left nothing alive (or only processes that are
+	// exiting and cannot touch the next case); anything else may have.
+	if w.mayRun {
+		if err := sandbox.KillUntilNone(w.uid); err != nil && !errors.Is(err, sandbox.ErrStillExiting) {
 			return err
 		}
-		if err := sandbox.Sweep(w.uid); err != nil {
+		w.mayRun = false
+	}
+	return sandbox.Sweep(w.uid)
+}
+
+// clearScripts removes the server's script files; call it as the uid.
+func (w *workspace) clearScripts() error {
+	for _, name := range []string{".run.py", ".grade_tests.py"} {
+		if err := w.clearPrivate(name); err != nil {
 			return err
 		}
 	}
-	return w.as(func() error {
-		for _, name := range []string{".run.py", ".grade_tests.py"} {
-			if err := w.clearPrivate(name); err != nil {
-				return err
-			}
+	return nil
+}
+
+// prepareCase readies one graded case: clearAgentState, the probe written
+// as name, and the workspace directory reset (resetDir; reset says whether
+// that worked), all file work in one switch to the uid.
+func (w *workspace) prepareCase(name, probe string) (reset bool, err error) {
+	if err := w.clearOutside(); err != nil {
+		return false, err
+	}
+	err = w.as(func() error {
+		if err := w.clearScripts(); err != nil {
+			return err
 		}
+		if err := w.writePrivateAsUID(name, probe); err != nil {
+			return err
+		}
+		reset = w.resetDirAsUID() == nil
 		return nil
 	})
+	return reset, err
 }
 
 // run runs Python with argv (after the interpreter) in the workspace.
+// Every caller has just written the script it runs with writePrivate,
+// which checked the workspace (w.check) as the uid; nothing of the uid
+// ran since.
 func (w *workspace) run(ctx context.Context, argv []string, stdin []byte) (sandbox.Result, error) {
-	if err := w.as(func() error { return nil }); err != nil {
-		return sandbox.Result{}, err
-	}
+	w.ran, w.mayRun = true, true
 	res, err := sandbox.Run(ctx, sandbox.Command{
 		Argv: append([]string{w.cfg.Python}, argv...),
 		Dir:  w.dir,
@@ -462,6 +555,9 @@ func (w *workspace) run(ctx context.Context, argv []string, stdin []byte) (sandb
 		Stdin:   stdin,
 		Timeout: w.cfg.Limits.PythonTimeout,
 	})
+	if err == nil {
+		w.mayRun = false // Run returns once none of the uid is alive
+	}
 	if errors.Is(err, sandbox.ErrLaunch) {
 		return res, refusef("cannot run in the workspace: %v", err)
 	}

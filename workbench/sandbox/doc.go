@@ -1,8 +1,12 @@
-// Package sandbox runs untrusted agent code as an unprivileged, per-episode
-// uid and cleans up after it: the uid pool, the launcher that drops
-// privileges, the /proc-scan kill, the sweep of the shared places, and the
-// descriptor-based file walks (tree removal, workspace digest, safe open)
-// the workbench needs to touch files agent code could have booby-trapped.
+// Package sandbox runs untrusted code as an unprivileged, per-episode uid
+// and cleans up after it: the uid pool, Run (credentials, syscall filter
+// and rlimits without a Go re-exec), the signal-based kill, the
+// sweep of the shared places (world-writable directories, System V IPC,
+// POSIX message queues), and the descriptor-based file walks
+// (tree removal, workspace digest, safe open) the workbench needs to touch
+// files agent code could have booby-trapped. It does not isolate the
+// network, the filesystem view or other users' /proc entries: that is the
+// container's job.
 //
 // # Uids
 //
@@ -10,42 +14,70 @@
 // hands them out in rotation; a uid is held by an exclusive flock(2) on
 // <lock dir>/<uid>, in a directory only the server's user may write
 // (0700), so two workbench processes on one machine never hand out the
-// same uid and a process that dies frees its uids with its descriptors.
+// same uid and a process that dies frees its uids with its descriptors. A
+// uid whose processes were still exiting when its episode ended is
+// retired (Pool.Retire): held until a later Claim finds none alive.
 //
 // # Running code
 //
-// Run starts the current binary again (os.Executable) as a launcher, in a
-// new session. The launcher, still root, sets the per-run rlimits (Limits:
-// processes of the uid, file size, open files, CPU seconds, address
-// space), drops supplementary groups, sets gid and uid, sets umask 077 and
-// no_new_privs, changes into the workspace (as the uid, so root needs no
-// access to it) and execs the program with the environment it was given.
-// prlimit(2) on the child from outside is not used: it needs
-// CAP_SYS_RESOURCE and races the child's start. Every binary that calls
-// Run must call RunLauncherIfRequested first thing in main (and in
-// TestMain); it returns at once unless the process was started as a
-// launcher, and never returns when it was.
+// Run starts the program through the spawner: one OS thread of the
+// server's (never the main thread), locked to its goroutine for the life
+// of the process, that set no_new_privs and installed the syscall filter
+// on itself alone, once. os/exec forks from the calling thread, and the
+// child inherits both, keeps them across exec and passes them to
+// everything it starts; no other thread of the server has them (the Go
+// runtime never starts a thread from a locked one). The child, still
+// root, does what SysProcAttr asks: a new session, setgroups([]), setgid
+// and setuid to the episode's uid, and chdir into the workspace as the
+// uid. It then execs the launcher, and the launcher execs the program.
 //
-// When Run returns, no process of the uid is left: the process group and
-// then, each round, kill(-1) sent from a thread whose effective uid is the
-// episode's and real uid KillerRealUID (atomic with respect to fork, so a
-// chain of processes that each fork a successor and exit cannot slip
-// between a /proc listing and the status reads; the real uid is not the
-// episode's, so the uid's processes cannot signal that thread, and no
-// process may run as KillerRealUID), then every process whose real,
-// effective, saved or filesystem uid is the episode's are sent SIGKILL,
-// scanning /proc until a scan finds none
-// (bounded; zombies are not counted, but a zombie leader whose other
-// threads still run is). Each pid the scan found is pinned with a pidfd
-// and its uids read again before the signal goes through the pidfd, so a
-// pid reused meanwhile (even by one of this server's threads) is never
-// hit. Every thread whose ids are switched (AsUID, RemoveIPC,
-// KillAllOfUID) is a locked thread other than the main thread: the main
-// thread's credentials are the process's for /proc and for signal
-// permission checks, so switching it would expose the server to the
-// uid's kill, and to another workbench process's kill(-1). Matching on the uids in
-// /proc/<pid>/status, not on the owner of /proc/<pid>, also finds a process
-// that made itself non-dumpable.
+// The launcher is not Go: a static ELF of about 200 bytes of machine code
+// (testdata/launcher_amd64.s; amd64 only, Run fails with ErrLaunch
+// elsewhere) with the run's limits in a table after the code, kept in a
+// sealed memfd per set of limits and executed through /proc/self/fd. It
+// sets the rlimits (Limits: processes of the uid, file size, open files,
+// CPU seconds, address space; POSIX message queue bytes always 0) and
+// umask 077 on itself, closes every descriptor above 3 and makes 3 (its
+// error pipe) close-on-exec, and execs argv. So the limits hold from the
+// program's first instruction; rlimits are per process, so they cannot be
+// set on the forking thread, and prlimit(2) from outside needs
+// CAP_SYS_RESOURCE and races the child. Its exec costs tens of
+// microseconds where a Go launcher's runtime start-up cost about 1.5 ms.
+//
+// The syscall filter (filter.go, docs/sandbox-filter.md) denies with EPERM
+// what Docker's default profile denies and the standard library does not
+// need, and the kernel keyrings besides: it is the same on a bare host
+// and, stacked on Docker's, in a container. Calls through another
+// architecture's ABI (i386 int 0x80, x32) get ENOSYS, and so does clone3
+// (its flags cannot be inspected; glibc falls back to clone, whose
+// namespace flags are denied).
+//
+// # The kill
+//
+// When Run returns, no process of the uid is alive. KillUntilNone repeats
+// rounds until none is or KillDeadline passes, sleeping briefly between
+// rounds once everything was signalled. Each round runs on a locked
+// thread whose effective uid is the episode's and real uid KillerRealUID:
+// kill(-1, SIGKILL) from there reaches exactly the processes whose real or
+// saved uid is the episode's (or KillerRealUID, which no process may run
+// as), atomically with respect to fork, so a chain of processes that each
+// fork a successor and exit cannot slip past; the real uid is not the
+// episode's, so the uid's processes cannot signal that thread. The same
+// thread then lists /proc and sends signal 0 to each pid: only the pids it
+// may signal are the uid's (non-dumpable ones included, since the check is
+// on credentials, not on /proc ownership), and only their status is read,
+// to tell zombies (not counted) from live processes (a zombie leader
+// whose other threads still run counts). kill(-1) itself cannot prove
+// none is left: it returns 0 whenever any other process exists, signalled
+// or not. Processes that all have SIGKILL pending at the deadline are
+// only exiting (ErrStillExiting): Run returns normally, and the episode
+// retires the uid instead of releasing it. Every thread whose ids are
+// switched (AsUID, RemoveIPC, the kill) is a locked thread other than the
+// main thread: the main thread's credentials are the process's for /proc
+// and for signal permission checks, so switching it would expose the
+// server to the uid's kill, and to another workbench process's kill(-1).
+// Processes reads every process's status (matching real, effective,
+// saved or filesystem uid); tests use it as an independent view.
 //
 // # Files as the uid
 //
@@ -97,14 +129,14 @@
 // # Capabilities
 //
 // Running as root in a container, the sandbox needs exactly these four:
-//   - CAP_SETUID: the launcher's setuid, setfsuid in AsUID, and the
-//     thread's setresuid in RemoveIPC and KillAllOfUID (KillerRealUID must
-//     be mapped in a user namespace);
-//   - CAP_SETGID: the launcher's setgroups([]) and setgid, and setfsgid;
+//   - CAP_SETUID: the child's setuid, setfsuid in AsUID, and the
+//     thread's setresuid in RemoveIPC and the kill (KillerRealUID must be
+//     mapped in a user namespace);
+//   - CAP_SETGID: the child's setgroups([]) and setgid, and setfsgid;
 //   - CAP_CHOWN: giving a new workspace directory to the uid, and handing a
 //     directory of the uid's in a shared tmp directory that still holds
 //     another uid's files to root (RemoveSharedTmp);
-//   - CAP_KILL: the process-group and /proc-scan kills.
+//   - CAP_KILL: the process-group kill of the program's session.
 //
 // DAC_OVERRIDE, DAC_READ_SEARCH and FOWNER are not needed: the root side
 // only makes the episode's home (root-owned, 0711) and its workspace
@@ -113,7 +145,7 @@
 // uid.
 //
 // Without root (Available reports false) there is no uid: code runs as
-// the server's own user, still in a new session with the rlimits other than
-// the process count, and only its process group is killed, as the seed
-// does.
+// the server's own user, still in a new session with the filter and the
+// rlimits other than the process count, and only its process group is
+// killed, as the seed does.
 package sandbox

@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -111,8 +113,17 @@ func uidDir(t *testing.T, uid int) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		AsUID(uid, func() error { return EmptyDir(filepath.Join(home, "ws")) })
-		if err := RemoveTree(home); err != nil {
+		// As the episode does: emptied as the uid, then rmdir in
+		// directories root owns (root may lack DAC_OVERRIDE, as in a
+		// workspace container, and cannot look inside the uid's 0700 dir).
+		ws := filepath.Join(home, "ws")
+		if err := AsUID(uid, func() error { return EmptyDir(ws) }); err != nil {
+			t.Errorf("empty %s: %v", ws, err)
+		}
+		if err := unix.Rmdir(ws); err != nil && !errors.Is(err, unix.ENOENT) {
+			t.Errorf("remove %s: %v", ws, err)
+		}
+		if err := unix.Rmdir(home); err != nil {
 			t.Errorf("remove %s: %v", home, err)
 		}
 	})
@@ -127,4 +138,22 @@ func uidDir(t *testing.T, uid int) string {
 		t.Fatal(err)
 	}
 	return ws
+}
+
+// productionCaps returns the command prefix that runs a helper with only
+// the four production capabilities (CapEff e1): setpriv shrinking the
+// bounding set, or nothing when this process already has exactly those
+// (a workspace container, where setpriv could not shrink it without
+// CAP_SETPCAP).
+func productionCaps(t *testing.T) []string {
+	t.Helper()
+	status, _ := os.ReadFile("/proc/self/status")
+	if capEffLine(string(status)) == "CapEff:\t00000000000000e1" {
+		return nil
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatalf("setpriv (util-linux) is needed to drop capabilities: %v", err)
+	}
+	return []string{setpriv, "--bounding-set=-all,+setuid,+setgid,+chown,+kill", "--"}
 }

@@ -45,10 +45,7 @@ func ipcOf(t *testing.T, uid int) []string {
 // root included.
 func TestRemoveIPC(t *testing.T) {
 	uid := claimUID(t)
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Fatalf("setpriv (util-linux) is needed to drop capabilities: %v", err)
-	}
+	prefix := productionCaps(t)
 	code := `import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 libc.shmat.restype = ctypes.c_void_p
@@ -72,7 +69,8 @@ print(min(shm, owned_by_root, msg, sem) >= 0)
 		t.Fatalf("want 4 objects of uid %d after its processes ended, got %v", uid, got)
 	}
 
-	cmd := exec.Command(setpriv, "--bounding-set=-all,+setuid,+setgid,+chown,+kill", "--", os.Args[0])
+	argv := append(prefix, os.Args[0])
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), helperEnv+"=rmipc", "SANDBOX_TEST_UID="+strconv.Itoa(uid))
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -107,17 +109,13 @@ func hopKill() {
 // and exits is gone after KillUntilNone, run as root and with exactly the
 // four production capabilities (CapEff e1).
 func TestKillHoppingChain(t *testing.T) {
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Fatalf("setpriv (util-linux) is needed to drop capabilities: %v", err)
-	}
 	for _, tt := range []struct {
 		name    string
 		prefix  []string
 		wantCap string
 	}{
 		{"root", nil, ""},
-		{"production_caps", []string{setpriv, "--bounding-set=-all,+setuid,+setgid,+chown,+kill", "--"}, "CapEff:\t00000000000000e1"},
+		{"production_caps", productionCaps(t), "CapEff:\t00000000000000e1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -251,36 +249,154 @@ func TestKillerThreadUnsignalable(t *testing.T) {
 	}
 }
 
-// TestKillPidChecksAgain: killPid signals only a process that is, when
-// pinned by its pidfd, still a live process of the uid.
-func TestKillPidChecksAgain(t *testing.T) {
+// liveProbeAgent leaves, as the uid: a non-dumpable daemon (its /proc
+// entry is root's), a zombie leader whose second thread runs, and a
+// zombie whose parent sleeps without reaping it. It prints their pids.
+const liveProbeAgent = `import ctypes, os, threading, time, platform
+libc = ctypes.CDLL(None)
+SYS_EXIT = {"x86_64": 60, "aarch64": 93}[platform.machine()]
+r, w = os.pipe()
+def detach():
+    os.setsid()
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+if os.fork() == 0:
+    detach()
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    os.write(w, b"nondumpable %d\n" % os.getpid())
+    while True: time.sleep(1)
+if os.fork() == 0:
+    detach()
+    threading.Thread(target=lambda: time.sleep(1000)).start()
+    os.write(w, b"zombieleader %d\n" % os.getpid())
+    libc.syscall(SYS_EXIT, 0)
+if os.fork() == 0:
+    detach()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.write(w, b"zombie %d\nparent %d\n" % (pid, os.getpid()))
+    while True: time.sleep(1)
+time.sleep(0.3)
+os.close(w)
+print(os.read(r, 4096).decode(), end="")
+`
+
+// TestLiveProcessesSeesWhatHides: the probe finds a non-dumpable process
+// and a zombie leader with a live thread, not a plain zombie; the kill
+// then leaves nothing. The processes are started outside Run (whose end
+// would kill them).
+func TestLiveProcessesSeesWhatHides(t *testing.T) {
 	uid := claimUID(t)
-	start := func(asUID bool) *exec.Cmd {
-		cmd := exec.Command("/bin/sleep", "60")
-		if asUID {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return cmd
+	other := startAs(t, claimUID(t))
+	cmd := exec.Command(python, "-E", "-s", "-c", liveProbeAgent)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("agent: %v", err)
 	}
-	mine, other := start(true), start(false)
-	if err := killPid(other.Process.Pid, uid); err != nil {
+	pids := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var name string
+		var pid int
+		if _, err := fmt.Sscanf(l, "%s %d", &name, &pid); err == nil {
+			pids[name] = pid
+		}
+	}
+	if len(pids) != 4 {
+		t.Fatalf("agent printed %q", out)
+	}
+	// Wait until the zombie leader's leader has exited.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids["zombieleader"]))
+		if strings.Contains(string(st), "State:\tZ") {
+			break
+		}
+	}
+	// Probe without killing first: the same probe the kill uses, from the
+	// switched thread.
+	var found []int
+	err = onOwnThread(func(restored *bool) error {
+		return asKillerLocked(uid, restored, func() error {
+			var err error
+			found, err = signalable()
+			return err
+		})
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := killPid(mine.Process.Pid, uid); err != nil {
+	for _, name := range []string{"nondumpable", "zombieleader", "zombie", "parent"} {
+		if !slices.Contains(found, pids[name]) {
+			t.Errorf("the probe missed the %s (pid %d): %v", name, pids[name], found)
+		}
+	}
+	if slices.Contains(found, other.Process.Pid) {
+		t.Errorf("the probe found another uid's process %d", other.Process.Pid)
+	}
+	live, err := LiveProcesses(uid)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mine.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
-		t.Fatalf("the uid's process: %v, want killed", err)
+	if slices.Contains(live, pids["zombie"]) {
+		t.Errorf("a zombie counted as alive: %v", live)
+	}
+	if err := KillUntilNone(uid); err != nil {
+		t.Fatal(err)
+	}
+	if pids, _ := Processes(uid); len(pids) > 0 {
+		t.Fatalf("left after the kill: %v", pids)
 	}
 	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
-		t.Fatalf("a root process was signalled: %v", err)
+		t.Fatalf("another uid's process was killed: %v", err)
 	}
-	// A pid that is gone is not an error.
-	if err := killPid(mine.Process.Pid, uid); err != nil {
-		t.Fatalf("gone pid: %v", err)
+}
+
+// TestRetiredUIDWaitsForItsProcesses: a retired uid is not handed out
+// while a process of it is alive, and is released once none is.
+func TestRetiredUIDWaitsForItsProcesses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := &Pool{dir: dir, held: map[int]*os.File{}, retired: map[int]bool{}, clean: map[int]bool{}}
+	alive := true
+	p.alive = func(int) ([]int, error) {
+		if alive {
+			return []int{4242}, nil
+		}
+		return nil, nil
+	}
+	uid, err := p.Claim()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Retire(uid)
+	seen := map[int]bool{}
+	for range UIDSlots - 1 {
+		u, err := p.Claim()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[u] = true
+	}
+	if seen[uid] || !p.Holds(uid) || !p.Retired(uid) {
+		t.Fatalf("retired uid %d: handed out again %v, held %v", uid, seen[uid], p.Holds(uid))
+	}
+	if _, err := p.Claim(); !errors.Is(err, ErrNoFreeUID) {
+		t.Fatalf("every uid held or retired: Claim gave %v", err)
+	}
+	alive = false
+	// Another test's fork may briefly hold a copy of the lock file's
+	// descriptor (until its exec closes it), so the flock can fail once.
+	var u int
+	for range 20 {
+		if u, err = p.Claim(); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil || u != uid || p.Retired(uid) {
+		t.Fatalf("after its processes are gone: Claim = %d, %v (retired %v); want %d", u, err, p.Retired(uid), uid)
 	}
 }

@@ -17,7 +17,6 @@ var fromMain struct {
 }
 
 func TestMain(m *testing.M) {
-	RunLauncherIfRequested()
 	runHelperIfRequested()
 	runtime.LockOSThread()
 	fromMain.onMain = unix.Gettid() == unix.Getpid()

@@ -2,12 +2,12 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -58,23 +58,21 @@ type Result struct {
 	TimedOut bool
 }
 
-// ErrLaunch is returned (wrapped) by Run when the launcher could not set
-// up or exec the program.
-var ErrLaunch = errors.New("sandbox launcher failed")
+// ErrLaunch is returned (wrapped) by Run when the program could not be
+// started: the fork, the credential switch, the directory, the syscall
+// filter, a limit or the exec failed.
+var ErrLaunch = errors.New("sandbox launch failed")
 
-// Run runs c.Argv through the launcher (see the package doc) and returns
-// once it ended and, with a uid, no process of the uid is left.
+// Run runs c (see the package doc) and returns once it ended and, with a
+// uid, no process of the uid is left.
 func Run(ctx context.Context, c Command) (Result, error) {
-	if len(c.Argv) == 0 {
-		return Result{}, fmt.Errorf("run: empty argv: %w", ErrLaunch)
+	if len(c.Argv) == 0 || !filepath.IsAbs(c.Argv[0]) {
+		return Result{}, fmt.Errorf("run: argv %q: want an absolute program path: %w", c.Argv, ErrLaunch)
 	}
-	self, err := os.Executable()
+	lims := c.Limits.WithDefaults().rlimits(c.UID >= 0)
+	launcher, err := launcherPath(lims)
 	if err != nil {
-		return Result{}, fmt.Errorf("run: find own executable: %w", err)
-	}
-	spec, err := json.Marshal(launchSpec{UID: c.UID, Dir: c.Dir, Limits: c.Limits.WithDefaults()})
-	if err != nil {
-		return Result{}, fmt.Errorf("run: %w", err)
+		return Result{}, fmt.Errorf("run %s: %w: %w", c.Argv[0], ErrLaunch, err)
 	}
 	keep := c.OutputBytes
 	if keep <= 0 {
@@ -106,15 +104,19 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("run: %w", err)
 	}
+	attr := &syscall.SysProcAttr{Setsid: true}
+	if c.UID >= 0 {
+		attr.Credential = &syscall.Credential{Uid: uint32(c.UID), Gid: uint32(c.UID), Groups: []uint32{}}
+	}
 	cmd := &exec.Cmd{
-		Path:        self,
-		Args:        append([]string{launcherArg0, string(spec)}, c.Argv...),
+		Path:        launcher,
+		Args:        append([]string{launcherArg0}, c.Argv...),
 		Env:         c.Env,
-		Dir:         "/",
+		Dir:         c.Dir,
 		Stdout:      outW,
 		Stderr:      errW,
-		ExtraFiles:  []*os.File{launchW},
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		ExtraFiles:  []*os.File{launchW}, // launcherErrFD
+		SysProcAttr: attr,
 	}
 	var inW *os.File
 	if c.Stdin != nil {
@@ -124,8 +126,8 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		}
 		cmd.Stdin = inR
 	}
-	if err := cmd.Start(); err != nil {
-		return Result{}, fmt.Errorf("run: start launcher: %w", err)
+	if err := startFiltered(cmd); err != nil {
+		return Result{}, fmt.Errorf("run %s in %s: %w: %w", c.Argv[0], c.Dir, ErrLaunch, err)
 	}
 	// Only the child holds the write ends now.
 	outW.Close()
@@ -169,7 +171,11 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	var killErr error
 	if c.UID >= 0 {
-		killErr = KillUntilNone(c.UID)
+		// Processes that are only exiting run nothing more of the program:
+		// the run is over (whoever releases the uid checks again).
+		if killErr = KillUntilNone(c.UID); errors.Is(killErr, ErrStillExiting) {
+			killErr = nil
+		}
 	}
 	if res.TimedOut {
 		waitErr = <-waited
@@ -189,7 +195,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		<-drained
 	}
 	if len(launchMsg) > 0 {
-		return res, fmt.Errorf("run %s: %s: %w", c.Argv[0], launchMsg, ErrLaunch)
+		return res, fmt.Errorf("run %s: %s: %w", c.Argv[0], launchFailure(launchMsg, lims, c.Argv[0]), ErrLaunch)
 	}
 	if killErr != nil {
 		return res, fmt.Errorf("run %s: %w", c.Argv[0], killErr)

@@ -2,10 +2,13 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -91,12 +94,13 @@ print("done")
 	}
 }
 
-// TestRunLaunchFailure: a launcher that cannot enter the directory reports
-// ErrLaunch, and the program never runs.
+// TestRunLaunchFailure: a uid that cannot enter the directory gets
+// ErrLaunch (the child's chdir, after the credential switch, fails with
+// EACCES), and the program never runs.
 func TestRunLaunchFailure(t *testing.T) {
 	uid := claimUID(t)
-	_, err := Run(context.Background(), Command{Argv: []string{python, "-c", "print('ran')"}, Dir: "/root", UID: uid})
-	if err == nil || !strings.Contains(err.Error(), "chdir /root") {
+	res, err := Run(context.Background(), Command{Argv: []string{python, "-c", "print('ran')"}, Dir: "/root", UID: uid})
+	if err == nil || !errors.Is(err, ErrLaunch) || !errors.Is(err, syscall.EACCES) || !strings.Contains(err.Error(), "/root") || len(res.Stdout) > 0 {
 		t.Fatalf("err %v, want a chdir failure", err)
 	}
 }
@@ -114,4 +118,31 @@ func TestRunOutputCap(t *testing.T) {
 		t.Fatalf("kept %d, dropped %d", len(res.Stdout), res.StdoutDropped)
 	}
 	_ = os.Remove(filepath.Join(dir, "x"))
+}
+
+// TestRunLeavesNoGoroutines: runs (with stdin, output, a timeout) leave
+// no goroutine behind once they returned; the spawner's, started by the
+// first run, is the only one that stays.
+func TestRunLeavesNoGoroutines(t *testing.T) {
+	dir := t.TempDir()
+	run := func(code string, stdin []byte, timeout time.Duration) {
+		t.Helper()
+		if _, err := Run(context.Background(), Command{Argv: []string{python, "-c", code}, Dir: dir, UID: -1, Stdin: stdin, Timeout: timeout}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("pass", nil, 10*time.Second) // starts the spawner
+	before := runtime.NumGoroutine()
+	for range 5 {
+		run("import sys; print(sys.stdin.read())", []byte("in"), 10*time.Second)
+		run("import time; time.sleep(5)", nil, 50*time.Millisecond)
+	}
+	var now int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if now = runtime.NumGoroutine(); now <= before {
+			return
+		}
+	}
+	buf := make([]byte, 1<<20)
+	t.Fatalf("%d goroutines after the runs, %d before:\n%s", now, before, buf[:runtime.Stack(buf, true)])
 }

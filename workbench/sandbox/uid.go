@@ -47,9 +47,15 @@ func LockDir() string {
 type Pool struct {
 	dir string
 
-	mu   sync.Mutex
-	held map[int]*os.File
-	next int
+	mu      sync.Mutex
+	held    map[int]*os.File
+	retired map[int]bool // held until no process of the uid is alive
+	clean   map[int]bool // the lock file said clean when claimed
+	next    int
+
+	// alive reports the uid's live processes; nil means LiveProcesses
+	// (tests replace it).
+	alive func(uid int) ([]int, error)
 }
 
 var (
@@ -68,7 +74,7 @@ func PoolFor(dir string) *Pool {
 	defer poolsMu.Unlock()
 	p, ok := pools[dir]
 	if !ok {
-		p = &Pool{dir: dir, held: map[int]*os.File{}}
+		p = &Pool{dir: dir, held: map[int]*os.File{}, retired: map[int]bool{}, clean: map[int]bool{}}
 		pools[dir] = p
 	}
 	return p
@@ -86,6 +92,7 @@ func (p *Pool) Claim() (int, error) {
 	if err := EnsurePrivateDir(p.dir); err != nil {
 		return 0, err
 	}
+	p.releaseRetiredLocked()
 	for step := range UIDSlots {
 		slot := (p.next + step) % UIDSlots
 		uid := UIDBase + slot
@@ -105,6 +112,9 @@ func (p *Pool) Claim() (int, error) {
 			return 0, fmt.Errorf("lock %s: %w", path, err)
 		}
 		p.held[uid] = f
+		var mark [1]byte
+		n, _ := f.ReadAt(mark[:], 0)
+		p.clean[uid] = n == 1 && mark[0] == cleanMark
 		p.next = (slot + 1) % UIDSlots
 		return uid, nil
 	}
@@ -115,10 +125,92 @@ func (p *Pool) Claim() (int, error) {
 func (p *Pool) Release(uid int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.retired, uid)
+	delete(p.clean, uid)
 	if f, ok := p.held[uid]; ok {
 		delete(p.held, uid)
 		f.Close()
 	}
+}
+
+// The first byte of a uid's lock file says whether its last holder left
+// nothing of it behind (cleanMark) or may have (anything else: dirtyMark,
+// or an empty file that no holder wrote yet).
+const (
+	cleanMark = 'c'
+	dirtyMark = 'd'
+)
+
+// Clean reports whether, when p claimed uid, its lock file said that the
+// previous holder (in any process) released it with nothing of it left:
+// no process, no file in the shared tmp directories, no IPC object, no
+// home. It is false for a uid never used and for one whose holder died
+// while it had given the uid anything.
+func (p *Pool) Clean(uid int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.clean[uid]
+}
+
+// SetClean records in uid's lock file whether nothing of it is left: a
+// holder sets false before it gives the uid anything (a home, a process)
+// and true once it removed all of it, just before Release. Only a holder
+// may call it.
+func (p *Pool) SetClean(uid int, clean bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, ok := p.held[uid]
+	if !ok {
+		return fmt.Errorf("mark uid %d: not held", uid)
+	}
+	mark := []byte{dirtyMark}
+	if clean {
+		mark[0] = cleanMark
+	}
+	if _, err := f.WriteAt(mark, 0); err != nil {
+		return fmt.Errorf("mark uid %d: %w", uid, err)
+	}
+	p.clean[uid] = clean
+	return nil
+}
+
+// Retire keeps uid held after its episode ended with processes of the
+// uid still alive (KillUntilNone gave up): no episode gets the uid while
+// they may still run, and a later Claim releases it once none is alive.
+func (p *Pool) Retire(uid int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.held[uid]; ok {
+		p.retired[uid] = true
+	}
+}
+
+// releaseRetiredLocked releases each retired uid that has no live process
+// left (the probe sends SIGKILL again on the way).
+func (p *Pool) releaseRetiredLocked() {
+	alive := p.alive
+	if alive == nil {
+		alive = LiveProcesses
+	}
+	for uid := range p.retired {
+		if left, err := alive(uid); err != nil || len(left) > 0 {
+			continue
+		}
+		delete(p.retired, uid)
+		delete(p.clean, uid)
+		if f, ok := p.held[uid]; ok {
+			delete(p.held, uid)
+			f.Close()
+		}
+	}
+}
+
+// Retired reports whether uid is held by p only until its processes are
+// gone (Retire).
+func (p *Pool) Retired(uid int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.retired[uid]
 }
 
 // Holds reports whether this process holds uid through p.

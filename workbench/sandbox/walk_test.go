@@ -46,7 +46,8 @@ func TestEmptyDirLockedAndDeep(t *testing.T) {
 	if err := AsUID(uid, func() error { return EmptyDir(ws) }); err != nil {
 		t.Fatal(err)
 	}
-	entries, err := os.ReadDir(ws)
+	var entries []os.DirEntry
+	err = AsUID(uid, func() error { entries, err = os.ReadDir(ws); return err })
 	if err != nil || len(entries) != 0 {
 		t.Fatalf("left: %v, %v", entries, err)
 	}
@@ -67,7 +68,8 @@ func TestAsUIDChecksAsTheUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st unix.Stat_t
-	if err := unix.Stat(filepath.Join(ws, "f"), &st); err != nil || int(st.Uid) != uid || int(st.Gid) != uid {
+	err = AsUID(uid, func() error { return unix.Stat(filepath.Join(ws, "f"), &st) })
+	if err != nil || int(st.Uid) != uid || int(st.Gid) != uid {
 		t.Fatalf("created file owner %d:%d, err %v", st.Uid, st.Gid, err)
 	}
 	if _, err := os.ReadFile("/etc/shadow"); err != nil {

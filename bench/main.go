@@ -1,0 +1,262 @@
+// Command bench is `make bench`: it runs the benchmarks of Packages with
+// -benchmem, reads the latency metrics they report (package
+// internal/latency: median-ns, p90-ns, n, and raw-median-ns for a raw
+// limit measured in the same benchmark), checks them against Targets,
+// prints a table, and writes bench/results.json and docs/bench.md (the
+// latest table and the machine it ran on). Every benchmark that reports
+// median-ns gets a row, with or without a target. Run it from the
+// repository root, as root (the uid sandbox), e.g.
+//
+//	go run ./bench -benchtime 50x
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// Result is one row of bench/results.json.
+type Result struct {
+	Target    string  `json:"target"`
+	Value     float64 `json:"value"`
+	Unit      string  `json:"unit"`
+	Pass      *bool   `json:"pass"` // null: no target
+	Limit     string  `json:"limit,omitempty"`
+	Benchmark string  `json:"benchmark"`
+	MedianMS  float64 `json:"median_ms,omitempty"`
+	P90MS     float64 `json:"p90_ms,omitempty"`
+	N         int     `json:"n,omitempty"`
+	RawMS     float64 `json:"raw_median_ms,omitempty"`
+	Ratio     float64 `json:"ratio_to_raw,omitempty"`
+	Seed      string  `json:"seed,omitempty"`
+}
+
+func run(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	benchtime := fs.String("benchtime", "30x", "go test -benchtime")
+	pattern := fs.String("bench", ".", "go test -bench pattern")
+	results := fs.String("results", "bench/results.json", "where to write the results")
+	doc := fs.String("doc", "docs/bench.md", "where to write the table (empty: nowhere)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	goArgs := append([]string{"test", "-run", "^$", "-bench", *pattern, "-benchmem", "-benchtime", *benchtime, "-count", "1", "-timeout", "60m"}, Packages...)
+	cmd := exec.Command("go", goArgs...)
+	var out bytes.Buffer
+	cmd.Stdout = io.MultiWriter(&out, os.Stderr)
+	cmd.Stderr = os.Stderr
+	runErr := cmd.Run()
+	metrics := parse(out.String())
+	rows := evaluate(metrics)
+	table := render(rows)
+	fmt.Fprint(stdout, table)
+	var data bytes.Buffer
+	enc := json.NewEncoder(&data)
+	enc.SetEscapeHTML(false) // "<= 0.40 ms", not "\u003c= 0.40 ms"
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rows); err != nil {
+		return err
+	}
+	if err := os.WriteFile(*results, data.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if *doc != "" {
+		md := "# Benchmarks (`make bench`)\n\nLatest run: " + machine() + "\n\n" + table + "\n" + docNotes
+		if err := os.WriteFile(*doc, []byte(md), 0o644); err != nil {
+			return err
+		}
+	}
+	if runErr != nil {
+		return fmt.Errorf("go test: %w", runErr)
+	}
+	return nil
+}
+
+// parse reads go test's benchmark lines into benchmark -> metric -> value.
+func parse(out string) map[string]map[string]float64 {
+	m := map[string]map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndex(name, "-"); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
+		vals := map[string]float64{}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				break
+			}
+			vals[f[i+1]] = v
+		}
+		m[name] = vals
+	}
+	return m
+}
+
+func ms(ns float64) float64 { return ns / 1e6 }
+
+// evaluate makes the rows: one per target, then one per other benchmark
+// that reports median-ns.
+func evaluate(metrics map[string]map[string]float64) []Result {
+	var rows []Result
+	used := map[string]bool{}
+	for _, t := range Targets {
+		m, ok := metrics[t.Benchmark]
+		r := Result{Target: t.Name, Benchmark: t.Benchmark, Seed: t.Seed}
+		if !ok {
+			r.Limit = "not run"
+			rows = append(rows, r)
+			continue
+		}
+		used[t.Benchmark] = true
+		r.MedianMS, r.P90MS, r.N = ms(m["median-ns"]), ms(m["p90-ns"]), int(m["n"])
+		if raw, ok := m["raw-median-ns"]; ok && raw > 0 {
+			r.RawMS, r.Ratio = ms(raw), m["median-ns"]/raw
+		}
+		var pass bool
+		switch {
+		case t.MaxBytes > 0:
+			r.Value, r.Unit = m[t.Metric]/(1<<20), "MiB"
+			r.Limit = fmt.Sprintf("<= %d MiB", t.MaxBytes>>20)
+			pass = m[t.Metric] > 0 && m[t.Metric] <= float64(t.MaxBytes)
+			r.MedianMS, r.P90MS, r.N, r.RawMS, r.Ratio = 0, 0, 0, 0, 0
+		case t.Max > 0:
+			r.Value, r.Unit = r.MedianMS, "ms"
+			r.Limit = fmt.Sprintf("<= %.2f ms", ms(float64(t.Max)))
+			pass = r.MedianMS <= ms(float64(t.Max))
+		case t.OverRaw > 0:
+			r.Value, r.Unit = r.MedianMS-r.RawMS, "ms over raw"
+			r.Limit = fmt.Sprintf("<= raw + %.2f ms", ms(float64(t.OverRaw)))
+			pass = r.RawMS > 0 && r.Value <= ms(float64(t.OverRaw))
+		case t.MaxRatio > 0:
+			r.Value, r.Unit = r.Ratio, "x raw"
+			r.Limit = fmt.Sprintf("<= %.2fx raw", t.MaxRatio)
+			pass = r.RawMS > 0 && r.Ratio <= t.MaxRatio
+		}
+		r.Pass = &pass
+		rows = append(rows, r)
+	}
+	var others []string
+	for name, m := range metrics {
+		if _, ok := m["median-ns"]; ok && !used[name] {
+			others = append(others, name)
+		}
+	}
+	sort.Strings(others)
+	for _, name := range others {
+		m := metrics[name]
+		r := Result{Target: "(no target)", Benchmark: name, Value: ms(m["median-ns"]), Unit: "ms",
+			MedianMS: ms(m["median-ns"]), P90MS: ms(m["p90-ns"]), N: int(m["n"])}
+		if raw, ok := m["raw-median-ns"]; ok && raw > 0 {
+			r.RawMS, r.Ratio = ms(raw), m["median-ns"]/raw
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func render(rows []Result) string {
+	var b strings.Builder
+	b.WriteString("| target | benchmark | median ms | p90 ms | n | raw median ms | ratio | value | limit | pass | seed |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	num := func(v float64) string {
+		if v == 0 {
+			return ""
+		}
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	}
+	for _, r := range rows {
+		pass := ""
+		if r.Pass != nil {
+			pass = map[bool]string{true: "pass", false: "MISS"}[*r.Pass]
+		}
+		n := ""
+		if r.N > 0 {
+			n = strconv.Itoa(r.N)
+		}
+		value := ""
+		if r.Unit != "" {
+			value = strconv.FormatFloat(r.Value, 'f', 3, 64) + " " + r.Unit
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.Target, r.Benchmark, num(r.MedianMS), num(r.P90MS), n, num(r.RawMS), num(r.Ratio), value, r.Limit, pass, r.Seed)
+	}
+	return b.String()
+}
+
+func machine() string {
+	model := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	load, _ := os.ReadFile("/proc/loadavg")
+	return fmt.Sprintf("%s, %s, %d cores, Linux %s, %s, euid %d, load average at the end %s (the machine is shared)",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), model, runtime.NumCPU(), strings.TrimSpace(string(kernel)), runtime.Version(), os.Geteuid(),
+		strings.Join(strings.Fields(string(load))[:3], " "))
+}
+
+const docNotes = `Each row is one benchmark of ` + "`make bench`" + ` (` + "`go run ./bench`" + `): the median, 90th percentile
+and count of per-operation times, and for spawning steps the bare ` + "`/usr/bin/python3 -E -s -c pass`" + `
+spawn measured interleaved in the same benchmark ("raw"). The WebSocket row's raw is the same
+call on an in-process environment; the 8-session row's raw is the time per episode of one
+session. Seed figures are issue 16's, for reference. ` + "`bench/results.json`" + ` has the same rows.
+How to add a target (campaign benchmarks in adapter/): see ` + "`bench/targets.go`" + `.
+
+## What bounds the tight rows
+
+The machine is shared (2 cores; other engineers' tests raise the load average to 10-20), so rows
+near their limit move across it from run to run: in the runs of 2026-11-30, code submit measured
+11.4x to 12.2x, run_tests 5.2x to 6.0x, 8 sessions 0.50x to 0.57x, run_python bare + 0.6 to
+1.2 ms; and at load averages around 10, reset and text submit (thread hand-offs and small file
+operations, each waiting for a core) rose from 0.17 / 0.10 ms to 0.8 / 1.7 ms in one run.
+
+- **Code grading** (run_tests, code submit) is bounded by one interpreter start per graded case
+  (the design: each case runs alone, from a clean state): 3 + 6 starts of the probe plus, for
+  run_tests, test_solution.py, which imports json (about 7.5 ms more than a bare start here; it is
+  task content the agent sees). Per case the server adds about 0.4 ms (tmp and IPC sweep, digest,
+  one switch to the uid, the kill probe). The probe itself imports nothing (it did import json:
+  19.6x and 8.7x before). Going well below needs issue 16's stretch goal, a pre-started
+  interpreter per episode, not done.
+- **8 sessions** cannot exceed about 2x one session on 2 cores: one session already keeps one core
+  busy with interpreter starts.
+- **reset after an episode that ran code** (BenchmarkResetAfterRun, no target; the target row
+  resets episodes that ran none, whose uid has nothing to clean): about 1.2 ms, mostly the sweep of
+  the shared tmp directories as the uid (each entry of a busy /tmp is stat'ed: 0.37 ms for 190
+  entries here), removing the home (0.37 ms) and the kill probe; the next claim skips all of it
+  when the uid was released clean.
+- **run_python** over the bare spawn (about 0.6-0.8 ms): the launcher's exec (tens of
+  microseconds), the spawner-thread hand-off, pipes and output readers, and the kill probe after
+  the run (about 0.1 ms: kill(-1) and a signal-0 probe per /proc entry, no status reads).
+`
