@@ -4,7 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/deptest"
+	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
 const module = "github.com/agentpen/agentpen"
@@ -83,6 +85,26 @@ func TestMatches(t *testing.T) {
 	} {
 		if got := deptest.Matches(tt.path, impure); got != tt.want {
 			t.Errorf("Matches(%q) = %v, want %v", tt.path, got, tt.want)
+		}
+	}
+}
+
+// TestUIDSpaceAgrees: the daemon-wide uid space the campaign model hands
+// blocks out of is the one the workbench's sandbox treats as episode
+// code's, and a block is a valid sandbox range.
+func TestUIDSpaceAgrees(t *testing.T) {
+	end := campaign.UIDBlockFirst + campaign.UIDBlocks*campaign.UIDBlockSize
+	if campaign.UIDBlockFirst != sandbox.SpaceFirst || end > sandbox.SpaceLimit || end > campaign.UIDBlockLimit {
+		t.Fatalf("campaign blocks %d..%d, sandbox space %d..%d", campaign.UIDBlockFirst, end-1, sandbox.SpaceFirst, sandbox.SpaceLimit-1)
+	}
+	for _, i := range []int{0, campaign.UIDBlocks - 1} {
+		base := campaign.UIDBlockFirst + i*campaign.UIDBlockSize
+		env := map[string]string{}
+		p := &campaign.Plan{Agents: []campaign.AgentPlan{{Env: env, Labels: map[string]string{}}}}
+		p.SetUIDBlock(0, base)
+		r, err := sandbox.RangeFromEnv(func(k string) string { return env[k] })
+		if err != nil || r.Base != base || r.Count != campaign.UIDBlockSize || r.String() != campaign.UIDBlockLabel(base) {
+			t.Fatalf("block %d: sandbox reads %v, %v from %v", i, r, err, env)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/oracle"
+	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
 // runCode runs code as episode code in a workspace (a fresh episode of
@@ -127,6 +128,12 @@ func TestAgentsCannotReachEachOther(t *testing.T) {
 			if heard["uid"] == sent["uid"] {
 				t.Fatalf("the two agents' code ran under one kernel uid %v", heard["uid"])
 			}
+			for i, got := range []map[string]any{sent, heard} {
+				uid, _ := got["uid"].(float64)
+				if b := c.Workspaces[i].UIDBase; int(uid) < b || int(uid) >= b+campaign.UIDBlockSize-1 {
+					t.Fatalf("workspace %d ran agent code as uid %v, outside its block %d", i, got["uid"], b)
+				}
+			}
 			// Grading works in both, nonetheless.
 			var pw sync.WaitGroup
 			for i, ws := range c.Workspaces {
@@ -209,4 +216,163 @@ func TestManyWorkspaces(t *testing.T) {
 			mustVerify(t, as[i], cli, ids[i])
 		}
 	})
+}
+
+// floodCode holds as many processes as the uid may have (RLIMIT_NPROC)
+// for holdSeconds, then reports how many it got and its uid.
+const floodCode = `import json, os, time
+kids = 0
+while kids < 200:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    kids += 1
+time.sleep(HOLD)
+print(json.dumps({"uid": os.getuid(), "held": kids}))
+`
+
+// threadedMedian is a correct solution of the median family that needs
+// 24 threads of its uid on every call, as a solution using a thread pool
+// would.
+const threadedMedian = `import threading
+
+def median(values):
+    """Return the median of a non-empty list of integers."""
+    out = {}
+    def work(i):
+        if i == 0:
+            ordered = sorted(values)
+            middle = len(ordered) // 2
+            if len(ordered) % 2:
+                out["m"] = ordered[middle]
+            else:
+                out["m"] = (ordered[middle - 1] + ordered[middle]) / 2
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out["m"]
+`
+
+// TestProcessFloodStaysInItsWorkspace: agent code holding every process
+// its uid may have in one workspace leaves, in another workspace of the
+// same campaign and in a workspace of a second campaign on the daemon, a
+// correct solution that needs 24 threads per call at full reward; the
+// three episodes run under three different kernel uids, each in its
+// workspace's block.
+func TestProcessFloodStaysInItsWorkspace(t *testing.T) {
+	d, cli := realDocker(t)
+	img := imageID(t, cli, workbenchImage)
+	const task = "software/median@2"
+	ids := []string{uniqueCampaign(t), uniqueCampaign(t)}
+	t.Cleanup(func() { forceRemove(cli, ids[0]); forceRemove(cli, ids[1]) })
+	as := make([]*adapter.Adapter, 2)
+	cs := make([]*adapter.Campaign, 2)
+	for i, n := range []int{2, 1} {
+		as[i] = &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
+		tasks := make([]string, n)
+		for j := range tasks {
+			tasks[j] = task
+		}
+		c, err := as[i].BringUp(t.Context(), workbenchSpec(ids[i], img, tasks))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs[i] = c
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+
+	// The flood: workspace 0 of campaign 0, for 8 s.
+	flood := make(chan map[string]any, 1)
+	floodStart := time.Now()
+	var floodEnd time.Time
+	go func() {
+		got := runCode(t, ctx, cs[0].Workspaces[0].Socket, task, "HOLD = 8\n"+floodCode)
+		floodEnd = time.Now()
+		flood <- got
+	}()
+	time.Sleep(2 * time.Second) // the flood forks its processes in well under 1 s
+
+	type result struct {
+		where  string
+		block  int
+		uid    int
+		final  oracle.Result
+		err    error
+		finish time.Time
+	}
+	victims := []struct {
+		where string
+		ws    adapter.Workspace
+	}{{"campaign 0 workspace 1", cs[0].Workspaces[1]}, {"campaign 1 workspace 0", cs[1].Workspaces[0]}}
+	results := make([]result, len(victims))
+	var wg sync.WaitGroup
+	for i, v := range victims {
+		wg.Go(func() {
+			r := &results[i]
+			r.where, r.block = v.where, v.ws.UIDBase
+			defer func() { r.finish = time.Now() }()
+			s, err := dialSession(t, ctx, v.ws.Socket)
+			if err != nil {
+				r.err = err
+				return
+			}
+			defer s.close()
+			instruction, err := s.reset(task)
+			if err != nil {
+				r.err = err
+				return
+			}
+			out, err := s.step("run_python", map[string]any{"code": "import os\nprint(os.getuid())"})
+			if err != nil {
+				r.err = err
+				return
+			}
+			fmt.Sscan(out.Output, &r.uid)
+			tk, _ := tasks.Build(task)
+			r.final, r.err = oracle.Play(tk.Kind, instruction, threadedMedian, tk.Files[0].Path, s.step)
+		})
+	}
+	wg.Wait()
+	f := <-flood
+	t.Logf("flood %v for %v", f, floodEnd.Sub(floodStart).Round(time.Millisecond))
+	for _, r := range results {
+		t.Logf("%s (block %d): uid %d, reward %v, done %v after %v: %q %v", r.where, r.block, r.uid, r.final.Reward, r.final.Done,
+			r.finish.Sub(floodStart).Round(time.Millisecond), r.final.Output, r.err)
+	}
+	if f == nil {
+		t.FailNow()
+	}
+	if held, _ := f["held"].(float64); held < 50 {
+		t.Fatalf("the flood held only %v processes: no flood, no test", f["held"])
+	}
+	floodUID := int(f["uid"].(float64))
+	if b := cs[0].Workspaces[0].UIDBase; floodUID < b || floodUID >= b+campaign.UIDBlockSize-1 {
+		t.Errorf("the flood ran as uid %d, outside its workspace's block %d", floodUID, b)
+	}
+	uids := map[int]string{floodUID: "the flood"}
+	for _, r := range results {
+		if r.finish.After(floodEnd) {
+			t.Fatalf("%s finished after the flood ended: the test proved nothing", r.where)
+		}
+		if r.err != nil || !r.final.Done || r.final.Reward != 1.0 {
+			t.Errorf("%s: a threaded correct solution got %+v (%v) while another workspace held every process of its uid", r.where, r.final, r.err)
+		}
+		if r.uid < r.block || r.uid >= r.block+campaign.UIDBlockSize-1 {
+			t.Errorf("%s ran episode code as uid %d, outside its block %d", r.where, r.uid, r.block)
+		}
+		if other, dup := uids[r.uid]; dup {
+			t.Errorf("%s and %s ran under one kernel uid %d", r.where, other, r.uid)
+		}
+		uids[r.uid] = r.where
+	}
+	for i := range ids {
+		mustVerify(t, as[i], cli, ids[i])
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -68,7 +69,11 @@ func TestSandboxInWorkspaceContainer(t *testing.T) {
 	// The exact hardening of a campaign workspace, from workspaceSpec.
 	p := &campaign.Plan{Topology: campaign.TopologyNone}
 	a := campaign.AgentPlan{Name: "sandbox-tests", Spec: campaign.WorkspaceSpec{Image: sandboxTestImage}}
-	spec := workspaceSpec(p, a, work, t.TempDir(), "")
+	graderDir := filepath.Join(work, "grader") // empty: no grader here
+	if err := os.Mkdir(graderDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := workspaceSpec(p, a, work, graderDir, "")
 	hc := spec.HostConfig
 	hc.NetworkMode = "none"
 	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: repo, Target: repo, ReadOnly: true})
@@ -120,7 +125,7 @@ func TestSandboxInWorkspaceContainer(t *testing.T) {
 			logs.Close()
 			text := out.String()
 			if code != 0 || !strings.Contains(text, "\nPASS\n") {
-				t.Fatalf("%s tests in the workspace container exited %d:\n%s", pkg, code, tail(text, 6000))
+				t.Fatalf("%s tests in the workspace container exited %d; what failed:\n%s\nthe end:\n%s", pkg, code, failures(text), tail(text, 3000))
 			}
 			// Nothing may have skipped itself (no root, no Docker...).
 			if strings.Contains(text, "--- SKIP") {
@@ -144,6 +149,26 @@ func sandboxDocker(t *testing.T) *client.Client {
 	t.Cleanup(func() { cli.Close() })
 	return cli
 }
+
+// failures picks out of go test -v output the lines that say what failed:
+// the --- FAIL lines and every message a test logged (file.go:N: ...).
+func failures(out string) string {
+	var b strings.Builder
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(t, "--- FAIL") || strings.HasPrefix(t, "panic:") || fileLine.MatchString(t) {
+			b.WriteString(l + "\n")
+			if n++; n == 200 {
+				b.WriteString("...\n")
+				break
+			}
+		}
+	}
+	return b.String()
+}
+
+var fileLine = regexp.MustCompile(`^\w+\.go:\d+: `)
 
 func tail(s string, n int) string {
 	if len(s) <= n {

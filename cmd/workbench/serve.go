@@ -130,6 +130,25 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 		if err := checkBinaryPrivate(); err != nil {
 			return server.Config{}, err
 		}
+		// The workspace's uid block, before anything uses the sandbox: a
+		// malformed one fails the start rather than falling back to the
+		// default range another workspace may be using too.
+		r, err := sandbox.RangeFromEnv(getenv)
+		if err != nil {
+			return server.Config{}, fmt.Errorf("serve: %w", err)
+		}
+		if err := sandbox.SetRange(r); err != nil {
+			return server.Config{}, fmt.Errorf("serve: %w", err)
+		}
+		if o.maxSessions > r.Slots() {
+			return server.Config{}, cli.Usagef("--max-sessions %d: the uid range %v has %d episode uids", o.maxSessions, r, r.Slots())
+		}
+		// What the attestation's uid_block probe compares with the
+		// environment.
+		if err := sandbox.RecordRange(sandbox.LockDir()); err != nil {
+			return server.Config{}, fmt.Errorf("serve: %w", err)
+		}
+		log.Info("episode uids", "range", r.String(), "episode_uids", r.Slots(), "killer_uid", r.Killer())
 		cfg.EpisodeUID = func(uid uint32) bool { return sandbox.IsSandboxUID(int(uid)) }
 		// Found once, now: a host where the sweep would be blind (no view of
 		// the POSIX message queues) fails here, not at the first episode.

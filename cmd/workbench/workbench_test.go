@@ -77,6 +77,13 @@ func startServe(t *testing.T, extra ...string) *liveServer {
 // startServeBinary is startServe with the binary at bin.
 func startServeBinary(t *testing.T, bin string, extra ...string) *liveServer {
 	t.Helper()
+	return startServeEnv(t, bin, nil, extra...)
+}
+
+// startServeEnv is startServeBinary with env added to the server's
+// environment.
+func startServeEnv(t *testing.T, bin string, env []string, extra ...string) *liveServer {
+	t.Helper()
 	home, err := os.MkdirTemp("", "wb-homes")
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +94,7 @@ func startServeBinary(t *testing.T, bin string, extra ...string) *liveServer {
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--listen", "unix://" + sock,
 		"--log-format", "json", "--home-dir", home}, extra...)
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	pr, pw := io.Pipe()
 	logs := &logbuf.Buffer{}
 	cmd.Stderr = pw

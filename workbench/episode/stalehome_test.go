@@ -20,8 +20,8 @@ func TestRemoveStaleHomes(t *testing.T) {
 	}
 	defer pool.Release(uid)
 	other := uid + 1
-	if other >= sandbox.UIDBase+sandbox.UIDSlots {
-		other = sandbox.UIDBase
+	if r := pool.Range(); !r.Contains(other) {
+		other = r.Base
 	}
 	base := t.TempDir()
 	// The uid must pass through the parents, as checkSearchable requires of

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
 // Interfaces lists the network interfaces under dir (/sys/class/net),
@@ -33,11 +35,16 @@ func Interfaces(dir string) ([]string, error) {
 
 // uidVars are the only variables a uid_block probe reads from a process's
 // environment; every other value (the API key among them) is skipped.
-var uidVars = []string{"WORKBENCH_UID_BASE", "WORKBENCH_UID_COUNT"}
+var uidVars = []string{"WORKBENCH_UID_BASE", "WORKBENCH_UID_COUNT", "WORKBENCH_UID_LOCK_DIR"}
 
 // FindUIDBlock reads the uid block of the process listening at listen
-// ("unix:PATH", "tcp:PORT"): WORKBENCH_UID_BASE and WORKBENCH_UID_COUNT of
-// its environment, both required.
+// ("unix:PATH", "tcp:PORT") and checks that the process runs episodes in
+// it: the block given in its environment (WORKBENCH_UID_BASE and
+// WORKBENCH_UID_COUNT, both required), the range the server recorded in
+// its uid lock directory at start (sandbox.RecordRange; a server that
+// ignored its environment records another or none), which must be the
+// same, and every uid handed out so far (a lock file each), which must lie
+// in it.
 func FindUIDBlock(listen string) (base, count int, err error) {
 	return findUIDBlock("/proc", listen, os.Getpid())
 }
@@ -51,24 +58,49 @@ func findUIDBlock(proc, listen string, self int) (base, count int, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("environment of pid %d: %w", p.Pid, err)
 	}
-	vals := map[string]int{}
+	vals := map[string]string{}
 	for _, kv := range bytes.Split(env, []byte{0}) {
 		k, v, ok := strings.Cut(string(kv), "=")
-		if !ok || !slices.Contains(uidVars, k) {
-			continue
+		if ok && slices.Contains(uidVars, k) {
+			vals[k] = v
 		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return 0, 0, fmt.Errorf("%s of pid %d is not a positive number", k, p.Pid)
-		}
-		vals[k] = n
 	}
-	for _, k := range uidVars {
-		if _, ok := vals[k]; !ok {
+	for _, k := range uidVars[:2] {
+		if vals[k] == "" {
 			return 0, 0, fmt.Errorf("pid %d has no %s in its environment", p.Pid, k)
 		}
 	}
-	return vals[uidVars[0]], vals[uidVars[1]], nil
+	given, err := sandbox.RangeFromEnv(func(k string) string { return vals[k] })
+	if err != nil {
+		return 0, 0, fmt.Errorf("pid %d: %w", p.Pid, err)
+	}
+	dir := vals["WORKBENCH_UID_LOCK_DIR"]
+	if dir == "" {
+		dir = sandbox.DefaultLockDir
+	}
+	// The lock directory as the server's mount namespace sees it.
+	dir = filepath.Join(proc, strconv.Itoa(p.Pid), "root", dir)
+	b, err := os.ReadFile(filepath.Join(dir, sandbox.RangeFileName))
+	if err != nil {
+		return 0, 0, fmt.Errorf("pid %d recorded no uid range: %w", p.Pid, err)
+	}
+	used, err := sandbox.ParseRange(string(b))
+	if err != nil {
+		return 0, 0, fmt.Errorf("pid %d recorded: %w", p.Pid, err)
+	}
+	if used != given {
+		return 0, 0, fmt.Errorf("pid %d runs episodes under uids %v, its environment gives it %v", p.Pid, used, given)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, 0, fmt.Errorf("uid locks of pid %d: %w", p.Pid, err)
+	}
+	for _, e := range ents {
+		if uid, err := strconv.Atoi(e.Name()); err == nil && !used.Contains(uid) {
+			return 0, 0, fmt.Errorf("pid %d handed out uid %d, outside its block %v", p.Pid, uid, used)
+		}
+	}
+	return given.Base, given.Count, nil
 }
 
 // dialAs connects to addr ("tcp" host:port, or a "unix" socket path)

@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
 func TestInterfaces(t *testing.T) {
@@ -25,8 +27,9 @@ func TestInterfaces(t *testing.T) {
 	}
 }
 
-// TestFindUIDBlock reads the two variables of the listening process from
-// a fake /proc, and nothing else of its environment.
+// TestFindUIDBlock reads the block of the listening process from a fake
+// /proc (its environment: the two variables and nothing else) and checks
+// it against the range the server recorded and the uids it handed out.
 func TestFindUIDBlock(t *testing.T) {
 	proc := t.TempDir()
 	pid := "42"
@@ -36,10 +39,17 @@ func TestFindUIDBlock(t *testing.T) {
 	os.Symlink("socket:[777]", filepath.Join(proc, pid, "fd", "3"))
 	os.WriteFile(filepath.Join(proc, pid, "cmdline"), []byte("workbench\x00serve\x00"), 0o644)
 	os.WriteFile(filepath.Join(proc, pid, "status"), []byte("Uid:\t0\t0\t0\t0\nCapEff:\t0\nCapBnd:\t0\nNoNewPrivs:\t1\nSeccomp:\t2\n"), 0o644)
+	locks := filepath.Join(proc, pid, "root", sandbox.DefaultLockDir)
+	os.MkdirAll(locks, 0o700)
 	write := func(env string) {
 		os.WriteFile(filepath.Join(proc, pid, "environ"), []byte(env), 0o644)
 	}
-	write("AGENTPEN_API_KEY=secret\x00WORKBENCH_UID_BASE=20064\x00WORKBENCH_UID_COUNT=64\x00")
+	record := func(r string) { os.WriteFile(filepath.Join(locks, sandbox.RangeFileName), []byte(r), 0o600) }
+	const good = "AGENTPEN_API_KEY=secret\x00WORKBENCH_UID_BASE=20064\x00WORKBENCH_UID_COUNT=64\x00"
+	write(good)
+	record("20064-20127\n")
+	os.WriteFile(filepath.Join(locks, "20064"), nil, 0o600)
+	os.WriteFile(filepath.Join(locks, "20126"), nil, 0o600)
 	base, count, err := findUIDBlock(proc, "unix:/run/workbench/wb.sock", 1)
 	if err != nil || base != 20064 || count != 64 {
 		t.Fatalf("findUIDBlock = %d %d %v", base, count, err)
@@ -49,6 +59,33 @@ func TestFindUIDBlock(t *testing.T) {
 		if _, _, err := findUIDBlock(proc, "unix:/run/workbench/wb.sock", 1); err == nil {
 			t.Fatalf("environment %q accepted", env)
 		}
+	}
+	write(good)
+	// A server that ignored its environment: it recorded the default
+	// range, or nothing, or handed out a uid outside the block.
+	for _, c := range []struct {
+		name, recorded, lock, want string
+	}{
+		{"default_range", "20000-21024", "", "runs episodes under uids 20000-21024"},
+		{"none", "", "", "recorded no uid range"},
+		{"garbage", "20064", "", "want base-last"},
+		{"uid_outside", "20064-20127", "20000", "handed out uid 20000"},
+		{"killer_handed_out", "20064-20127", "20127", "handed out uid 20127"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			os.Remove(filepath.Join(locks, sandbox.RangeFileName))
+			if c.recorded != "" {
+				record(c.recorded)
+			}
+			if c.lock != "" {
+				os.WriteFile(filepath.Join(locks, c.lock), nil, 0o600)
+				defer os.Remove(filepath.Join(locks, c.lock))
+			}
+			_, _, err := findUIDBlock(proc, "unix:/run/workbench/wb.sock", 1)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("findUIDBlock: %v, want an error with %q", err, c.want)
+			}
+		})
 	}
 }
 

@@ -10,8 +10,12 @@
 //
 // # Uids
 //
-// Each live episode holds one uid in UIDBase..UIDBase+UIDSlots-1. A Pool
-// hands them out in rotation; a uid is held by an exclusive flock(2) on
+// The process's uids are a Range: DefaultRange (20000..21024), or the
+// block a campaign gave the workspace (WORKBENCH_UID_BASE and
+// WORKBENCH_UID_COUNT, set once at start with SetRange), so two agents'
+// episode code never shares a kernel uid. Each live episode holds one uid
+// of the range but its last (the killer's). A Pool hands them out in
+// rotation; a uid is held by an exclusive flock(2) on
 // <lock dir>/<uid>, in a directory only the server's user may write
 // (0700), so two workbench processes on one machine never hand out the
 // same uid and a process that dies frees its uids with its descriptors. A
@@ -57,9 +61,10 @@
 // When Run returns, no process of the uid is alive. KillUntilNone repeats
 // rounds until none is or KillDeadline passes, sleeping briefly between
 // rounds once everything was signalled. Each round runs on a locked
-// thread whose effective uid is the episode's and real uid KillerRealUID:
+// thread whose effective uid is the episode's and real uid the range's
+// Killer:
 // kill(-1, SIGKILL) from there reaches exactly the processes whose real or
-// saved uid is the episode's (or KillerRealUID, which no process may run
+// saved uid is the episode's (or the killer's, which no process may run
 // as), atomically with respect to fork, so a chain of processes that each
 // fork a successor and exit cannot slip past; the real uid is not the
 // episode's, so the uid's processes cannot signal that thread. The same
@@ -130,8 +135,8 @@
 //
 // Running as root in a container, the sandbox needs exactly these four:
 //   - CAP_SETUID: the child's setuid, setfsuid in AsUID, and the
-//     thread's setresuid in RemoveIPC and the kill (KillerRealUID must be
-//     mapped in a user namespace);
+//     thread's setresuid in RemoveIPC and the kill (the range's killer
+//     must be mapped in a user namespace);
 //   - CAP_SETGID: the child's setgroups([]) and setgid, and setfsgid;
 //   - CAP_CHOWN: giving a new workspace directory to the uid, and handing a
 //     directory of the uid's in a shared tmp directory that still holds

@@ -65,8 +65,8 @@ func TestCheckUnexposed(t *testing.T) {
 		{name: "others_exec_only", setup: file("bin/wb", 0o701, 0, 0), want: "mode 0701"},
 		{name: "others_write_only", setup: file("bin/wb", 0o702, 0, 0), want: ""},
 		{name: "group_root_0750", setup: file("bin/wb", 0o750, 0, 0), want: ""},
-		{name: "group_sandbox_0750", setup: file("bin/wb", 0o750, 0, UIDBase+1), want: "mode 0750"},
-		{name: "owned_by_sandbox_uid", setup: file("bin/wb", 0o700, UIDBase, 0), want: "owned by sandbox uid"},
+		{name: "group_sandbox_0750", setup: file("bin/wb", 0o750, 0, DefaultRange.Base+1), want: "mode 0750"},
+		{name: "owned_by_sandbox_uid", setup: file("bin/wb", 0o700, DefaultRange.Base, 0), want: "owned by sandbox uid"},
 		{name: "closed_directory", setup: func(t *testing.T, root string) string {
 			p := file("closed/bin/wb", 0o755, 0, 0)(t, root)
 			os.Chmod(filepath.Join(root, "closed"), 0o700)
@@ -80,7 +80,7 @@ func TestCheckUnexposed(t *testing.T) {
 		{name: "closed_by_sandbox_group_dir", setup: func(t *testing.T, root string) string {
 			p := file("grp/bin/wb", 0o755, 0, 0)(t, root)
 			os.Chmod(filepath.Join(root, "grp"), 0o750)
-			os.Chown(filepath.Join(root, "grp"), 0, UIDBase+2)
+			os.Chown(filepath.Join(root, "grp"), 0, DefaultRange.Base+2)
 			return p
 		}, want: "every directory above it"},
 		{name: "second_link", setup: func(t *testing.T, root string) string {
@@ -110,13 +110,13 @@ func TestCheckUnexposed(t *testing.T) {
 		}, want: "every directory above it"},
 		{name: "acl_on_file", setup: func(t *testing.T, root string) string {
 			p := file("bin/wb", 0o700, 0, 0)(t, root)
-			setUserACL(t, p, UIDBase)
+			setUserACL(t, p, uint32(DefaultRange.Base))
 			return p
 		}, want: "POSIX ACL"},
 		{name: "acl_on_closing_dir", setup: func(t *testing.T, root string) string {
 			p := file("acl/bin/wb", 0o755, 0, 0)(t, root)
 			os.Chmod(filepath.Join(root, "acl"), 0o700)
-			setUserACL(t, filepath.Join(root, "acl"), UIDBase)
+			setUserACL(t, filepath.Join(root, "acl"), uint32(DefaultRange.Base))
 			return p
 		}, want: "every directory above it"},
 	}

@@ -89,16 +89,13 @@ func statusMatches(status []byte, uid int) (live, match bool) {
 	return !zombie || threads > 1, match
 }
 
-// KillerRealUID is the real uid of the thread that sends kill(-1) for
-// KillAllOfUID. No process may ever run as it: every such process is
-// killed with each episode's processes.
-const KillerRealUID = UIDBase + UIDSlots
-
 // KillAllOfUID sends SIGKILL with kill(-1) from an OS thread of its own
-// whose effective uid is uid and real uid KillerRealUID (saved uid stays
+// whose effective uid is uid and real uid CurrentRange().Killer() (no
+// process may ever run as it: every such process is killed with each
+// episode's processes; saved uid stays
 // 0, so it can switch back; its effective capabilities are then empty,
 // which is checked before the kill). The kernel then signals exactly the
-// processes whose real or saved uid is uid or KillerRealUID, never root's
+// processes whose real or saved uid is uid or the killer, never root's
 // nor another uid's nor this process, and does it atomically with respect
 // to fork: no process of uid forks a successor the signal misses. The
 // real uid is not uid itself: a thread whose real uid is uid could be sent
@@ -124,8 +121,8 @@ func LiveProcesses(uid int) ([]int, error) {
 // killRound is one round of the kill: kill(-1) as uid, then, when probe is
 // set, the pids of uid's processes that are still alive.
 func killRound(uid int, probe bool) ([]int, error) {
-	if uid <= 0 || uid == KillerRealUID {
-		return nil, fmt.Errorf("kill(-1) as uid %d: not a sandbox uid", uid)
+	if r := CurrentRange(); !r.Contains(uid) {
+		return nil, fmt.Errorf("kill(-1) as uid %d: not a sandbox uid of %v", uid, r)
 	}
 	var candidates []int
 	err := onOwnThread(func(restored *bool) error {
@@ -153,7 +150,7 @@ func killRound(uid int, probe bool) ([]int, error) {
 			continue // reaped since the probe
 		}
 		// The thread could signal it, so its real or saved uid is uid or
-		// KillerRealUID: alive is enough.
+		// the killer: alive is enough.
 		if alive, _ := statusMatches(data, uid); alive {
 			live = append(live, pid)
 		}
@@ -229,7 +226,7 @@ func threadIDs() (uids [4]int, capEff uint64, err error) {
 	return [4]int{int(r), int(e), int(s), int(uint32(fs))}, uint64(data[1].Effective)<<32 | uint64(data[0].Effective), nil
 }
 
-// asKillerLocked runs fn with this thread's real uid KillerRealUID and
+// asKillerLocked runs fn with this thread's real uid the range's Killer and
 // effective uid uid, only once the switch took and left no effective
 // capability, then switches back to root and checks that. The caller must
 // hold the OS thread locked.
@@ -252,12 +249,13 @@ func asKillerLocked(uid int, restored *bool, fn func() error) (err error) {
 			err = fmt.Errorf("kill as uid %d: thread not restored (uids %v caps %#x, want %v %#x; %v)", uid, uids, caps, uidsBefore, capsBefore, idErr)
 		}
 	}()
-	if _, _, errno := syscall.RawSyscall(unix.SYS_SETRESUID, uintptr(KillerRealUID), uintptr(uid), keep); errno != 0 {
+	killer := CurrentRange().Killer()
+	if _, _, errno := syscall.RawSyscall(unix.SYS_SETRESUID, uintptr(killer), uintptr(uid), keep); errno != 0 {
 		return fmt.Errorf("kill as uid %d: setresuid: %w", uid, errno)
 	}
 	// With CAP_KILL still effective kill(-1) would reach every process.
 	uids, caps, err := threadIDs()
-	want := [4]int{KillerRealUID, uid, 0, uid}
+	want := [4]int{killer, uid, 0, uid}
 	if err != nil || uids != want || caps != 0 {
 		return fmt.Errorf("kill as uid %d: switched thread has uids %v caps %#x (want %v, none): %v", uid, uids, caps, want, err)
 	}

@@ -359,7 +359,7 @@ func TestLiveProcessesSeesWhatHides(t *testing.T) {
 func TestRetiredUIDWaitsForItsProcesses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	p := &Pool{dir: dir, held: map[int]*os.File{}, retired: map[int]bool{}, clean: map[int]bool{}}
+	p := newPool(dir, DefaultRange)
 	alive := true
 	p.alive = func(int) ([]int, error) {
 		if alive {
@@ -373,7 +373,7 @@ func TestRetiredUIDWaitsForItsProcesses(t *testing.T) {
 	}
 	p.Retire(uid)
 	seen := map[int]bool{}
-	for range UIDSlots - 1 {
+	for range DefaultRange.Slots() - 1 {
 		u, err := p.Claim()
 		if err != nil {
 			t.Fatal(err)

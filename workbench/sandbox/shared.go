@@ -125,7 +125,7 @@ func (p *SharedPlaces) Close() error {
 // files is walked from its mount point (bounded; never through a symlink,
 // never into another mount or a directory others cannot pass through), and
 // every world-writable directory found is kept if a sandbox uid can
-// actually write it (faccessat as UIDBase, which also checks every
+// actually write it (faccessat as CurrentRange().Base, which also checks every
 // directory on its path). It also opens a view of the POSIX message queues
 // (openQueueView). It needs root.
 func FindSharedPlaces(mounts []Mount) (*SharedPlaces, error) {
@@ -144,7 +144,7 @@ func FindSharedPlaces(mounts []Mount) (*SharedPlaces, error) {
 	}
 	slices.Sort(candidates)
 	candidates = slices.Compact(candidates)
-	err := AsUID(UIDBase, func() error {
+	err := AsUID(CurrentRange().Base, func() error {
 		for _, d := range candidates {
 			if unix.Faccessat(unix.AT_FDCWD, d, unix.W_OK|unix.X_OK, unix.AT_EACCESS) == nil {
 				p.Dirs = append(p.Dirs, d)

@@ -18,7 +18,7 @@ import (
 // else sees them. /proc/<pid>/status shows them (a scan for a sandbox
 // uid's processes would find the server itself), and the kernel checks
 // them when another process sends this one a signal (a kill(-1) sent as
-// KillerRealUID by another workbench process would end this one while its
+// its range's killer uid by another workbench process would end this one while its
 // main thread had that real uid).
 func onOwnThread(fn func(restored *bool) error) error {
 	done := make(chan error, 1)

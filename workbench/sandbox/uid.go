@@ -6,16 +6,117 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// UIDBase is the first uid the sandbox hands out.
-const UIDBase = 20000
+// SpaceFirst..SpaceLimit-1 are the uids agentpen gives sandboxes on one
+// Docker daemon (campaign's uid blocks lie inside; a test holds them to
+// it). Every workspace's Range lies inside, and no other user of a
+// container should: IsSandboxUID treats every uid of the space as episode
+// code, whichever workspace's block it is in. The space stops short of
+// 65534, the kernel's overflow uid: a process of a user the container's
+// user namespace does not map (the host's root, calling a workspace's
+// socket from the host) shows up as it, and is not episode code.
+const (
+	SpaceFirst = 20000
+	SpaceLimit = 65534
+)
 
-// UIDSlots is how many uids the sandbox hands out: UIDBase..UIDBase+UIDSlots-1.
-const UIDSlots = 1024
+// Range is the block of uids one process's sandbox uses: episodes get
+// Base..Base+Count-2 (Slots of them) and the last, Killer, is the real uid
+// of the kill thread, which no process may run as. A campaign gives each
+// workspace a block of its own (WORKBENCH_UID_BASE, WORKBENCH_UID_COUNT),
+// so no kernel uid is shared between two agents' episode code.
+type Range struct {
+	Base, Count int
+}
+
+// DefaultRange is the range of a server started outside a campaign:
+// 20000..21023 for episodes and 21024 for the kill thread.
+var DefaultRange = Range{Base: SpaceFirst, Count: 1025}
+
+// Slots is how many uids episodes get.
+func (r Range) Slots() int { return r.Count - 1 }
+
+// Killer is the kill thread's real uid, the range's last.
+func (r Range) Killer() int { return r.Base + r.Count - 1 }
+
+// Contains reports whether uid is one r hands to episodes.
+func (r Range) Contains(uid int) bool { return uid >= r.Base && uid < r.Base+r.Slots() }
+
+// String is "base-last", the form of the io.agentpen.uid-block label.
+func (r Range) String() string { return fmt.Sprintf("%d-%d", r.Base, r.Base+r.Count-1) }
+
+// Validate returns an error unless r has at least one episode uid and its
+// killer, all inside SpaceFirst..SpaceLimit-1.
+func (r Range) Validate() error {
+	switch {
+	case r.Count < 2:
+		return fmt.Errorf("uid range %d+%d: needs at least 2 uids (one for episodes, one for the kill thread)", r.Base, r.Count)
+	case r.Base < SpaceFirst || r.Base+r.Count > SpaceLimit:
+		return fmt.Errorf("uid range %d+%d: must lie within %d..%d", r.Base, r.Count, SpaceFirst, SpaceLimit-1)
+	}
+	return nil
+}
+
+// RangeFromEnv reads WORKBENCH_UID_BASE and WORKBENCH_UID_COUNT through
+// getenv: DefaultRange when both are unset, an error when only one is set
+// or either is not a valid number, or the range not Valid. A server must
+// not fall back to the default when a campaign gave it a block: two
+// workspaces would then share uids.
+func RangeFromEnv(getenv func(string) string) (Range, error) {
+	base, count := getenv("WORKBENCH_UID_BASE"), getenv("WORKBENCH_UID_COUNT")
+	if base == "" && count == "" {
+		return DefaultRange, nil
+	}
+	if base == "" || count == "" {
+		return Range{}, fmt.Errorf("WORKBENCH_UID_BASE=%q WORKBENCH_UID_COUNT=%q: set both or neither", base, count)
+	}
+	b, err1 := strconv.Atoi(base)
+	c, err2 := strconv.Atoi(count)
+	if err1 != nil || err2 != nil {
+		return Range{}, fmt.Errorf("WORKBENCH_UID_BASE=%q WORKBENCH_UID_COUNT=%q: not numbers", base, count)
+	}
+	r := Range{Base: b, Count: c}
+	if err := r.Validate(); err != nil {
+		return Range{}, fmt.Errorf("WORKBENCH_UID_BASE and WORKBENCH_UID_COUNT: %w", err)
+	}
+	return r, nil
+}
+
+var (
+	rangeMu   sync.Mutex
+	current   = DefaultRange
+	rangeUsed bool
+)
+
+// SetRange makes r the process's range. It must come before anything uses
+// the range (a Pool, a kill, the shared places); afterwards it fails, so a
+// process never hands out uids of two ranges.
+func SetRange(r Range) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	rangeMu.Lock()
+	defer rangeMu.Unlock()
+	if rangeUsed && r != current {
+		return fmt.Errorf("uid range %v: the sandbox already uses %v", r, current)
+	}
+	current = r
+	return nil
+}
+
+// CurrentRange returns the process's range (DefaultRange unless SetRange
+// changed it) and fixes it: SetRange to another range fails from now on.
+func CurrentRange() Range {
+	rangeMu.Lock()
+	defer rangeMu.Unlock()
+	rangeUsed = true
+	return current
+}
 
 // DefaultLockDir is where uid lock files live unless WORKBENCH_UID_LOCK_DIR
 // names another directory.
@@ -28,9 +129,11 @@ var ErrNoFreeUID = errors.New("no free sandbox uid: too many live episodes")
 // as root.
 func Available() bool { return os.Geteuid() == 0 }
 
-// IsSandboxUID reports whether uid is one the sandbox hands out, so a
-// server can refuse connections from episode code.
-func IsSandboxUID(uid int) bool { return uid >= UIDBase && uid < UIDBase+UIDSlots }
+// IsSandboxUID reports whether uid may be episode code's, in this
+// workspace or any other on the daemon (SpaceFirst..SpaceLimit-1), so a
+// server can refuse connections from it and the checks of what episode
+// code can reach treat it as hostile.
+func IsSandboxUID(uid int) bool { return uid >= SpaceFirst && uid < SpaceLimit }
 
 // LockDir returns the uid lock directory: WORKBENCH_UID_LOCK_DIR, or
 // DefaultLockDir when that is empty.
@@ -46,6 +149,7 @@ func LockDir() string {
 // shares the rotation.
 type Pool struct {
 	dir string
+	r   Range // CurrentRange when the pool was made
 
 	mu      sync.Mutex
 	held    map[int]*os.File
@@ -64,7 +168,7 @@ var (
 )
 
 // PoolFor returns the process's pool for the lock directory dir (LockDir()
-// when empty).
+// when empty). Its uids are CurrentRange's.
 func PoolFor(dir string) *Pool {
 	if dir == "" {
 		dir = LockDir()
@@ -74,14 +178,21 @@ func PoolFor(dir string) *Pool {
 	defer poolsMu.Unlock()
 	p, ok := pools[dir]
 	if !ok {
-		p = &Pool{dir: dir, held: map[int]*os.File{}, retired: map[int]bool{}, clean: map[int]bool{}}
+		p = newPool(dir, CurrentRange())
 		pools[dir] = p
 	}
 	return p
 }
 
+func newPool(dir string, r Range) *Pool {
+	return &Pool{dir: dir, r: r, held: map[int]*os.File{}, retired: map[int]bool{}, clean: map[int]bool{}}
+}
+
 // Dir returns the pool's lock directory.
 func (p *Pool) Dir() string { return p.dir }
+
+// Range returns the range the pool hands uids out of.
+func (p *Pool) Range() Range { return p.r }
 
 // Claim returns a uid that no other episode of any process using the same
 // lock directory holds. Slots are handed out in rotation, so a uid just
@@ -93,9 +204,10 @@ func (p *Pool) Claim() (int, error) {
 		return 0, err
 	}
 	p.releaseRetiredLocked()
-	for step := range UIDSlots {
-		slot := (p.next + step) % UIDSlots
-		uid := UIDBase + slot
+	slots := p.r.Slots()
+	for step := range slots {
+		slot := (p.next + step) % slots
+		uid := p.r.Base + slot
 		if _, mine := p.held[uid]; mine {
 			continue
 		}
@@ -115,7 +227,7 @@ func (p *Pool) Claim() (int, error) {
 		var mark [1]byte
 		n, _ := f.ReadAt(mark[:], 0)
 		p.clean[uid] = n == 1 && mark[0] == cleanMark
-		p.next = (slot + 1) % UIDSlots
+		p.next = (slot + 1) % slots
 		return uid, nil
 	}
 	return 0, fmt.Errorf("claim uid in %s: %w", p.dir, ErrNoFreeUID)
@@ -256,4 +368,48 @@ func ensureDir(dir string, mode uint32) error {
 		return fmt.Errorf("chmod %s: %w", dir, err)
 	}
 	return nil
+}
+
+// RangeFileName is the file in a pool's lock directory where a server
+// records the range it hands uids out of (RecordRange), so a probe in the
+// container can compare what the server runs with what it was given.
+const RangeFileName = "range"
+
+// RecordRange writes CurrentRange (Range.String) to dir/RangeFileName,
+// making dir as EnsurePrivateDir does; the write is atomic (a temporary
+// file renamed over it).
+func RecordRange(dir string) error {
+	if err := EnsurePrivateDir(dir); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".range-*")
+	if err != nil {
+		return fmt.Errorf("record uid range: %w", err)
+	}
+	_, werr := f.WriteString(CurrentRange().String() + "\n")
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("record uid range: %w", err)
+	}
+	if err := os.Rename(f.Name(), filepath.Join(dir, RangeFileName)); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("record uid range: %w", err)
+	}
+	return nil
+}
+
+// ParseRange reads Range.String's "base-last" form back.
+func ParseRange(s string) (Range, error) {
+	a, b, ok := strings.Cut(strings.TrimSpace(s), "-")
+	first, err1 := strconv.Atoi(a)
+	last, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil {
+		return Range{}, fmt.Errorf("uid range %q: want base-last", s)
+	}
+	r := Range{Base: first, Count: last - first + 1}
+	if err := r.Validate(); err != nil {
+		return Range{}, err
+	}
+	return r, nil
 }

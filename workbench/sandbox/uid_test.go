@@ -90,7 +90,7 @@ func TestPoolTwoProcesses(t *testing.T) {
 	// This process sees them all taken but the rest.
 	p := PoolFor(dir)
 	var mine []int
-	for range UIDSlots - 2*each {
+	for range DefaultRange.Slots() - 2*each {
 		uid, err := p.Claim()
 		if err != nil {
 			t.Fatalf("claim %d: %v", len(mine), err)
@@ -159,7 +159,7 @@ func TestPoolCleanMark(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	fresh := func() *Pool {
-		return &Pool{dir: dir, held: map[int]*os.File{}, retired: map[int]bool{}, clean: map[int]bool{}}
+		return newPool(dir, DefaultRange)
 	}
 	p := fresh()
 	uid, err := p.Claim()
