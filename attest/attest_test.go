@@ -110,7 +110,9 @@ func mutations() []mutation {
 			}},
 		{name: "network_other_agent_member", fixture: "nat", what: "another agent's workspace is on an agent network", want: []string{"networks[0].members"},
 			mutate: func(t *testing.T, f *fixture) {
-				f.network(t, func(m map[string]any) { at(m, "Containers")[f.id(t, "workspaces[1]")] = map[string]any{"Name": "other-agent"} })
+				f.network(t, func(m map[string]any) {
+					at(m, "Containers")[f.id(t, "workspaces[1]")] = map[string]any{"Name": "other-agent"}
+				})
 			}},
 		// Containers: identity.
 		{name: "server_absent", what: "the server's inspect answers 404", want: []string{"server.present"},

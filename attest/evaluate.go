@@ -45,10 +45,10 @@ type Observation struct {
 	// UIDBlocks is the daemon's list of every container carrying an
 	// io.agentpen.uid-block label, whatever its campaign.
 	UIDBlocks Raw        `json:"uid_blocks"`
-	ProbeEnv      ProbeEnv   `json:"probe_env"`
-	Listeners     []Listener `json:"listeners"`
-	Runs          []ProbeRun `json:"runs"`
-	Timings       Timings    `json:"timings"`
+	ProbeEnv  ProbeEnv   `json:"probe_env"`
+	Listeners []Listener `json:"listeners"`
+	Runs      []ProbeRun `json:"runs"`
+	Timings   Timings    `json:"timings"`
 }
 
 // forbiddenNetworks are never joined by a campaign container.

@@ -169,8 +169,8 @@ type Report struct {
 	// agent -> agent probes are in Connectivity).
 	Isolation Section `json:"isolation"`
 	Campaign  Section `json:"campaign"`
-	Timings      Timings      `json:"timings"`
-	Cleanup      Cleanup      `json:"cleanup"`
+	Timings   Timings `json:"timings"`
+	Cleanup   Cleanup `json:"cleanup"`
 }
 
 func (r *Report) sections() []*Section {
