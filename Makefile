@@ -21,7 +21,7 @@ BENCHTIME ?= 30x
 # without it, so nothing runs twice).
 RACE_PKGS := ./adapter/... ./workbench/server/... ./workbench/grader/... ./workbench/sandbox/... ./internal/...
 
-.PHONY: all deps docker docker-stop build images test unit vet tidy-check fuzz bench run clean help
+.PHONY: all deps docker docker-stop build images test unit vet fmt-check tidy-check fuzz bench run clean help
 
 all: build
 
@@ -57,10 +57,13 @@ images: docker build ## build the local images: agentpen/python-base:bookworm an
 vet:
 	$(GO) vet ./...
 
+fmt-check: ## fail when a Go file is not gofmt-formatted
+	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "not gofmt-formatted (run: gofmt -w .):" >&2; echo "$$out" >&2; exit 1; }
+
 tidy-check: ## fail when go mod tidy would change go.mod or go.sum
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy (run: go mod tidy):" >&2; $(GO) mod tidy -diff >&2; exit 1; }
 
-test: images vet tidy-check ## the test command: daemon, images, go vet, tidy check, go test (-race on the concurrent packages; Docker tests fail instead of skip when CI=true)
+test: images vet fmt-check tidy-check ## the test command: daemon, images, go vet, gofmt and tidy checks, go test (-race on the concurrent packages; Docker tests fail instead of skip when CI=true)
 	@# -count=1: results of tests against the daemon and as root never come from the cache.
 	@$(WITH_DOCKER) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -race $(RACE_PKGS)
 	@$(WITH_DOCKER) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(RACE_PKGS))")
