@@ -22,10 +22,13 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/internal/logbuf"
 	"github.com/agentpen/agentpen/internal/oracle"
+	"github.com/agentpen/agentpen/internal/testenv"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
-const workbenchImage = "agentpen/workbench:dev"
+// workbenchImage is the image the workspaces and the server run
+// (testenv.WorkbenchImage: agentpen/workbench:dev unless overridden).
+var workbenchImage = testenv.WorkbenchImage()
 
 // e2eTasks are the tasks of the four workspaces: a code task and three
 // answer kinds.
