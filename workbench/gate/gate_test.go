@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentpen/agentpen/internal/logbuf"
 	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
 // TestMain fails the run if a goroutine of this package outlives the
@@ -50,8 +51,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// sandboxRange is the uid sandbox's range (sandbox.UIDBase, UIDSlots).
-func sandboxRange(uid uint32) bool { return uid >= 20000 && uid < 20000+1024 }
+// sandboxRange is the uid sandbox's default range (sandbox.DefaultRange).
+func sandboxRange(uid uint32) bool { return sandbox.DefaultRange.Contains(int(uid)) }
 
 // served is a gated listener whose accepted connections a goroutine hands
 // to the test.
@@ -293,6 +294,21 @@ except OSError as e:
     print("closed", e.errno)
 `
 
+// claimEpisodeUID claims a uid of the sandbox's range from the machine's
+// shared pool (as an episode would), so no other test process hands it to
+// an episode, kills its processes or sweeps its files while this test runs
+// processes as it; released when the test ends.
+func claimEpisodeUID(t *testing.T) uint32 {
+	t.Helper()
+	pool := sandbox.PoolFor("")
+	uid, err := pool.Claim()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Release(uid) })
+	return uint32(uid)
+}
+
 // TestGateSandboxUID (root): a process of a sandbox uid is refused, also
 // when it bound its socket to the loopback interface (the kernel then
 // finds that socket only from that interface).
@@ -304,11 +320,12 @@ func TestGateSandboxUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := serveGate(t, g, "tcp")
+	uid := claimEpisodeUID(t)
 	for _, mode := range []string{"plain", "bind"} {
 		t.Run(mode, func(t *testing.T) {
 			cmd := exec.Command("/usr/bin/python3", "-I", "-c", clientAsUID, s.addr, mode)
 			cmd.Dir = "/"
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 20000, Gid: 20000, Groups: []uint32{}}}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("client: %v\n%s", err, out)

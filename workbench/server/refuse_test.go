@@ -16,11 +16,12 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/coder/websocket"
 )
 
-// sandboxRange is the uid sandbox's range (sandbox.UIDBase, UIDSlots).
-func sandboxRange(uid uint32) bool { return uid >= 20000 && uid < 20000+1024 }
+// sandboxRange is the uid sandbox's default range (sandbox.DefaultRange).
+func sandboxRange(uid uint32) bool { return sandbox.DefaultRange.Contains(int(uid)) }
 
 // TestRefuseLiveTCP: against the real socket tables, a client whose socket
 // is owned by an "episode" uid (here: this test's own uid, declared one) is
@@ -236,6 +237,21 @@ func closedAtAccept(out string) bool {
 		out == fmt.Sprintf("connect-error %d", syscall.EPIPE) || out == "|"
 }
 
+// claimEpisodeUID claims a uid of the sandbox's range from the machine's
+// shared pool (as an episode would), so no other test process hands it to
+// an episode, kills its processes or sweeps its files while this test runs
+// processes as it; released when the test ends.
+func claimEpisodeUID(t *testing.T) uint32 {
+	t.Helper()
+	pool := sandbox.PoolFor("")
+	uid, err := pool.Claim()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Release(uid) })
+	return uint32(uid)
+}
+
 // runAsUID runs clientScript as uid (no groups) and returns its output.
 func runAsUID(t *testing.T, uid uint32, target string) string {
 	t.Helper()
@@ -265,11 +281,12 @@ func TestRefuseSandboxUIDs(t *testing.T) {
 	w := newFakeWorld()
 	_, ts := startServer(t, w, func(c *Config) { c.EpisodeUID = sandboxRange })
 	hostport := strings.TrimPrefix(ts.URL, "http://")
-	if got := runAsUID(t, 20000, hostport); !closedAtAccept(got) {
+	uid, other := claimEpisodeUID(t), claimEpisodeUID(t)
+	if got := runAsUID(t, uid, hostport); !closedAtAccept(got) {
 		t.Errorf("sandbox uid over TCP: %q, want the connection closed", got)
 	}
-	if got := runAsUID(t, 20000+1023, hostport); !closedAtAccept(got) {
-		t.Errorf("last sandbox uid over TCP: %q, want the connection closed", got)
+	if got := runAsUID(t, other, hostport); !closedAtAccept(got) {
+		t.Errorf("another sandbox uid over TCP: %q, want the connection closed", got)
 	}
 	if got := runAsUID(t, 30000, hostport); !strings.HasPrefix(got, "HTTP/1.1 200") {
 		t.Errorf("uid outside the sandbox over TCP: %q, want 200", got)
@@ -279,7 +296,7 @@ func TestRefuseSandboxUIDs(t *testing.T) {
 	// The server's own unix socket: 0600 in a 0700 directory.
 	w2 := newFakeWorld()
 	path := serveUnix(t, w2, filepath.Join(t.TempDir(), "run"), func(c *Config) { c.EpisodeUID = sandboxRange })
-	if got := runAsUID(t, 20000, path); got != fmt.Sprintf("connect-error %d", syscall.EACCES) {
+	if got := runAsUID(t, uid, path); got != fmt.Sprintf("connect-error %d", syscall.EACCES) {
 		t.Errorf("sandbox uid on the unix socket: %q, want EACCES", got)
 	}
 	checkRefusal(t, "http://workbench", unixClient(path), false)
@@ -293,7 +310,7 @@ func TestRefuseSandboxUIDs(t *testing.T) {
 	opath := serveUnix(t, w3, sub, func(c *Config) { c.EpisodeUID = sandboxRange })
 	os.Chmod(sub, 0o755)
 	os.Chmod(opath, 0o666)
-	if got := runAsUID(t, 20000, opath); !closedAtAccept(got) {
+	if got := runAsUID(t, uid, opath); !closedAtAccept(got) {
 		t.Errorf("sandbox uid on an open unix socket: %q, want the connection closed", got)
 	}
 	if w3.built() != 0 {
