@@ -41,6 +41,20 @@ func runCode(t *testing.T, ctx context.Context, socket, task, code string) map[s
 	return got
 }
 
+// listenAndDial runs listenerCode in workspace 1 and dialerCode, aimed
+// at peer, in workspace 0, at the same time, and returns what each
+// reported.
+func listenAndDial(t *testing.T, ctx context.Context, c *adapter.Campaign, peer string) (heard, sent map[string]any) {
+	t.Helper()
+	var wg sync.WaitGroup
+	wg.Go(func() { heard = runCode(t, ctx, c.Workspaces[1].Socket, e2eTasks[1], listenerCode) })
+	wg.Go(func() {
+		sent = runCode(t, ctx, c.Workspaces[0].Socket, e2eTasks[0], fmt.Sprintf("PEER = %q\n", peer)+dialerCode)
+	})
+	wg.Wait()
+	return heard, sent
+}
+
 // listenerCode listens on TCP and UDP port 47001 on every address for a
 // few seconds and reports what reached it.
 const listenerCode = `import json, os, socket, select, time
@@ -106,13 +120,7 @@ func TestAgentsCannotReachEachOther(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
-			var wg sync.WaitGroup
-			var heard, sent map[string]any
-			wg.Go(func() { heard = runCode(t, ctx, c.Workspaces[1].Socket, e2eTasks[1], listenerCode) })
-			wg.Go(func() {
-				sent = runCode(t, ctx, c.Workspaces[0].Socket, e2eTasks[0], fmt.Sprintf("PEER = %q\n", peer)+dialerCode)
-			})
-			wg.Wait()
+			heard, sent := listenAndDial(t, ctx, c, peer)
 			t.Logf("listener heard %v; dialer %v", heard, sent)
 			if heard == nil || sent == nil {
 				t.FailNow()
@@ -132,6 +140,22 @@ func TestAgentsCannotReachEachOther(t *testing.T) {
 				uid, _ := got["uid"].(float64)
 				if b := c.Workspaces[i].UIDBase; int(uid) < b || int(uid) >= b+campaign.UIDBlockSize-1 {
 					t.Fatalf("workspace %d ran agent code as uid %v, outside its block %d", i, got["uid"], b)
+				}
+			}
+			if perAgent {
+				// The control: with workspace 0 attached to workspace 1's
+				// network by hand, the same code does get through, so the
+				// test can see a path when there is one.
+				if err := cli.NetworkConnect(t.Context(), c.NetworkIDs[1], c.Workspaces[0].ContainerID, nil); err != nil {
+					t.Fatal(err)
+				}
+				heard, sent := listenAndDial(t, ctx, c, peer)
+				t.Logf("control, one shared network: listener heard %v; dialer %v", heard, sent)
+				if heard == nil || heard["tcp"] == float64(0) || heard["udp"] == float64(0) {
+					t.Fatalf("the listener heard nothing over a network the two workspaces share: the test cannot see a path (%v, %v)", heard, sent)
+				}
+				if err := cli.NetworkDisconnect(t.Context(), c.NetworkIDs[1], c.Workspaces[0].ContainerID, true); err != nil {
+					t.Fatal(err)
 				}
 			}
 			// Grading works in both, nonetheless.
