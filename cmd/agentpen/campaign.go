@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/adapter/api"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
@@ -129,12 +130,14 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		defer f.Close()
 		in = f
 	}
-	spec, err := campaign.DecodeSpec(in)
+	// Bad input is refused before any daemon is asked anything, as the
+	// API refuses it: the same decoding, the same plan, the catalogue.
+	spec, _, err := api.ValidateSpec(in)
 	if err != nil {
-		return fmt.Errorf("spec %s: %w", pos[0], err)
-	}
-	// Bad input is refused before any daemon is asked anything.
-	if _, err := campaign.NewPlan(spec); err != nil {
+		var se *campaign.SyntaxError
+		if errors.As(err, &se) || len(fieldNames(err)) > 1 {
+			return fmt.Errorf("spec %s: %w", pos[0], err)
+		}
 		return err
 	}
 	a, err := cf.adapter(ctx, stderr, getenv)
@@ -193,4 +196,17 @@ func failedAttestation(ctx context.Context, a *adapter.Adapter, id string, rep *
 	}
 	fmt.Fprintf(stderr, "agentpen up: removed the campaign by its journalled ids: cleanup %s (%s)\n", crep.Status, filepath.Join(a.CampaignDir(id), adapter.CleanupReportFile))
 	return errNotAttested
+}
+
+// fieldNames lists the fields a validation error names.
+func fieldNames(err error) []string {
+	var list campaign.ValidationErrors
+	if errors.As(err, &list) {
+		out := make([]string, len(list))
+		for i, ve := range list {
+			out[i] = ve.Field
+		}
+		return out
+	}
+	return nil
 }
