@@ -50,7 +50,7 @@ func newRegistry() huma.Registry {
 }
 
 // schemaNamer is Huma's default namer, with the package's name in front
-// for the types of agentpen's report packages (attest.Report and
+// for the types of agentpen's other packages (attest.Report and
 // cleanup.Report are "AttestReport" and "CleanupReport"); the campaign
 // spec's and this package's types keep their own names.
 func schemaNamer(t reflect.Type, hint string) string {
@@ -58,10 +58,9 @@ func schemaNamer(t reflect.Type, hint string) string {
 	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
 		t = t.Elem()
 	}
-	switch pkg := path.Base(t.PkgPath()); pkg {
-	case "", ".", "api", "campaign":
+	pkg := path.Base(t.PkgPath())
+	if !strings.HasPrefix(t.PkgPath(), "github.com/agentpen/agentpen/") || pkg == "api" || pkg == "campaign" {
 		return name
-	default:
-		return strings.ToUpper(pkg[:1]) + pkg[1:] + name
 	}
+	return strings.ToUpper(pkg[:1]) + pkg[1:] + name
 }
