@@ -17,7 +17,7 @@ TEST_TIMEOUT ?= 15m
 FUZZTIME ?= 30s
 
 # The concurrent packages run under the race detector in make test (the rest
-# without it, so nothing runs twice).
+# without it, so nothing runs twice). ./adapter/... includes the launcher API (adapter/api).
 RACE_PKGS := ./adapter/... ./workbench/server/... ./workbench/grader/... ./workbench/sandbox/... ./internal/...
 
 .PHONY: all deps docker docker-stop build images test unit vet tidy-check fuzz bench run clean help

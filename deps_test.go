@@ -1,6 +1,7 @@
 package agentpen_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,5 +85,24 @@ func TestMatches(t *testing.T) {
 		if got := deptest.Matches(tt.path, impure); got != tt.want {
 			t.Errorf("Matches(%q) = %v, want %v", tt.path, got, tt.want)
 		}
+	}
+}
+
+// TestAPIGoesThroughAdapter: the launcher API (adapter/api) reaches Docker
+// only through package adapter: neither its code nor its tests import the
+// Docker SDK, though it lives under adapter/.
+func TestAPIGoesThroughAdapter(t *testing.T) {
+	pkgs := deptest.List(t, module+"/adapter/api")
+	if len(pkgs) != 1 {
+		t.Fatalf("go list found %d packages for adapter/api", len(pkgs))
+	}
+	p := pkgs[0]
+	for _, imp := range append(append(p.Imports, p.TestImports...), p.XTestImports...) {
+		if deptest.Matches(imp, dockerSDK) {
+			t.Errorf("%s imports %s; it must go through package adapter", p.ImportPath, imp)
+		}
+	}
+	if !slices.Contains(p.Imports, module+"/adapter") {
+		t.Errorf("%s does not import package adapter; the rule checks nothing", p.ImportPath)
 	}
 }
