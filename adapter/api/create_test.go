@@ -158,9 +158,22 @@ func TestCreateGetDelete(t *testing.T) {
 			t.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
 		}
 	}
+	_, metrics := ts.do(t, http.MethodGet, "/metrics", nil, true)
+	for _, want := range []string{"agentpen_campaigns 1\n", "agentpen_workspaces 2\n", `agentpen_bringup_duration_seconds_count{outcome="ready"} 1`,
+		"agentpen_live_episodes 0\n", `agentpen_proxy_errors_total{kind="dial"} 0`, `agentpen_http_requests_total{code="201",route="/v1/campaigns"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
 	resp, b = ts.do(t, http.MethodDelete, "/v1/campaigns/camp-1", nil, true)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"status":"verified"`) {
 		t.Fatalf("delete: %d %s", resp.StatusCode, b)
+	}
+	_, metrics = ts.do(t, http.MethodGet, "/metrics", nil, true)
+	for _, want := range []string{"agentpen_campaigns 0\n", "agentpen_workspaces 0\n", `agentpen_cleanup_duration_seconds_count{status="verified"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics after delete lack %q", want)
+		}
 	}
 	for _, path := range []string{"/v1/campaigns/camp-1", "/v1/campaigns/camp-1/workspaces"} {
 		resp, b := ts.do(t, http.MethodGet, path, nil, true)

@@ -302,6 +302,9 @@ func TestAPIEndToEnd(t *testing.T) {
 		t.Fatalf("delete: %d %.400s", code, b)
 	}
 	t.Logf("delete through the API (cleanup verified): %v", time.Since(start).Round(time.Millisecond))
+	if code, b := l.call(t, http.MethodGet, "/v1/campaigns/"+id+"/cleanup", nil); code != http.StatusOK || !bytes.Contains(b, []byte(`"status":"verified"`)) {
+		t.Errorf("stored cleanup report: %d %.200s", code, b)
+	}
 	// Nothing remains: every journalled id absent, nothing labelled.
 	if rep, err := l.a.Verify(t.Context(), id); err != nil {
 		t.Fatalf("verify after delete: %v (%v)", err, rep.FailedChecks)
