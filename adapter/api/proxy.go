@@ -98,26 +98,38 @@ var proxyRoutes = []struct{ method, path, summary string }{
 	{http.MethodGet, "/health", "The workspace's episode server health"},
 }
 
-// proxyRoute resolves the capability of a proxy request, or answers 404.
-func (s *Server) proxyRoute(w http.ResponseWriter, r *http.Request) *route {
-	rt := s.route(chi.URLParam(r, "capability"))
-	if rt == nil {
+// proxyRoute resolves the capability of a proxy request and counts the
+// relay (Close waits for it), or answers 404 (unknown capability) or 503
+// (the service is closing) and returns nil. The caller calls done.
+func (s *Server) proxyRoute(w http.ResponseWriter, r *http.Request) (rt *route, done func()) {
+	key := capKey(chi.URLParam(r, "capability"))
+	s.mu.Lock()
+	closed := s.closed
+	rt = s.routes[key]
+	if rt != nil && !closed {
+		s.relays.Add(1) // under s.mu: never after Close began to wait
+	}
+	s.mu.Unlock()
+	switch {
+	case rt == nil:
 		s.metrics.proxyErrors.WithLabelValues(errKindUnknown).Inc()
 		writeProblem(w, http.StatusNotFound, "no such workspace: the capability is unknown or its workspace was removed")
-		return nil
+		return nil, nil
+	case closed:
+		writeProblem(w, http.StatusServiceUnavailable, "the service is shutting down")
+		return nil, nil
 	}
-	return rt
+	return rt, s.relays.Done
 }
 
 // serveHTTP relays one OpenEnv HTTP call to the workspace's socket.
 func (s *Server) serveHTTP(path string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		rt := s.proxyRoute(w, r)
+		rt, done := s.proxyRoute(w, r)
 		if rt == nil {
 			return
 		}
-		s.relays.Add(1)
-		defer s.relays.Done()
+		defer done()
 		ctx, cancel := withRoute(r.Context(), rt)
 		defer cancel()
 		var body []byte
@@ -176,12 +188,11 @@ func (s *Server) unavailable(w http.ResponseWriter, ctx context.Context, rt *rou
 // first (a workspace that does not answer is a 502 before any upgrade),
 // then frames flow both ways unchanged, but for the task of a reset.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
-	rt := s.proxyRoute(w, r)
+	rt, done := s.proxyRoute(w, r)
 	if rt == nil {
 		return
 	}
-	s.relays.Add(1)
-	defer s.relays.Done()
+	defer done()
 	ctx, cancel := withRoute(context.WithoutCancel(r.Context()), rt)
 	defer cancel()
 	dctx, dcancel := context.WithTimeout(ctx, dialTimeout)

@@ -656,3 +656,34 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestClosedService: once Close has begun, operations and proxy
+// requests are refused with 503, and campaigns are left alone.
+func TestClosedService(t *testing.T) {
+	checkNoLeaks(t)
+	f := newProxyFixture(t)
+	v := f.create(t, "camp-1", "software/median@7")
+	if err := f.Server.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if resp, b := f.do(t, http.MethodPost, "/v1/campaigns", specJSON("camp-2", "software/median@7"), true); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("create after Close: %d %s", resp.StatusCode, b)
+	}
+	if resp, b := f.do(t, http.MethodDelete, "/v1/campaigns/camp-1", nil, true); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("delete after Close: %d %s", resp.StatusCode, b)
+	}
+	r, err := http.Get(v.Workspaces[0].BaseURL + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("proxy after Close: %d", r.StatusCode)
+	}
+	for _, c := range f.be.mutating() {
+		if strings.HasPrefix(c, "Cleanup") || c == "BringUp camp-2" {
+			t.Errorf("Close touched a campaign: %v", f.be.mutating())
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+}

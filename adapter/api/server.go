@@ -233,13 +233,6 @@ func (s *Server) gaugesLocked() {
 	s.metrics.workspaces.Set(float64(len(s.routes)))
 }
 
-// route finds the workspace a capability names (nil for none).
-func (s *Server) route(capab string) *route {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.routes[capKey(capab)]
-}
-
 // startOp counts an API operation that creates or removes; it fails once
 // the service is closing.
 func (s *Server) startOp() (context.Context, func(), error) {
