@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -573,6 +574,24 @@ func TestCapabilityScope(t *testing.T) {
 			t.Errorf("a forged capability: %d, want 404", code)
 		}
 	}
+	// One workspace's capability in a path that names another's reaches
+	// neither (raw requests: no client cleans these paths).
+	capA, capB := a.Workspaces[0].BaseURL[len(a.Workspaces[0].BaseURL)-43:], b.Workspaces[0].BaseURL[len(b.Workspaces[0].BaseURL)-43:]
+	for _, path := range []string{
+		episodePrefix + "/" + capA + "/../" + capB + "/health",
+		episodePrefix + "/" + capA + "/%2e%2e/" + capB + "/health",
+		episodePrefix + "/" + capA + "%2F..%2F" + capB + "/health",
+		episodePrefix + "/" + capA + "/" + capB + "/health",
+		episodePrefix + "//" + capB + "/health",
+		episodePrefix + "/" + capA + capB + "/health",
+	} {
+		if code := rawGet(t, f.ts.URL, path); code != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404", strings.ReplaceAll(strings.ReplaceAll(path, capA, "<A>"), capB, "<B>"), code)
+		}
+	}
+	if after := counts(); after["camp-a-0"] != before["camp-a-0"] || after["camp-b-0"] != before["camp-b-0"] {
+		t.Errorf("a mixed path reached a workspace: %v -> %v", before, after)
+	}
 	// Remove camp-a: its capabilities are refused, camp-b's still work.
 	if resp, body := f.do(t, http.MethodDelete, "/v1/campaigns/camp-a", nil, true); resp.StatusCode != http.StatusOK {
 		t.Fatalf("delete: %d %s", resp.StatusCode, body)
@@ -686,4 +705,22 @@ func TestClosedService(t *testing.T) {
 		}
 	}
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// rawGet sends path as it is, on a connection of its own, and returns
+// the status.
+func rawGet(t *testing.T, base, path string) int {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
