@@ -504,3 +504,50 @@ func TestTaskIDInvisibleToAgents(t *testing.T) {
 		t.Fatalf("delete: %d %.300s", code, b)
 	}
 }
+
+// TestAPIClientGoneRollsBack: a launcher that gives up on its create in
+// the middle of the bring-up leaves nothing behind: the bring-up is
+// cancelled and rolled back by exact id (verified), and the journal
+// says so.
+func TestAPIClientGoneRollsBack(t *testing.T) {
+	l := startLive(t)
+	id := "api-gone-" + randHex(8)
+	l.removeOnCleanup(t, id)
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, l.ts.URL+"/v1/campaigns", bytes.NewReader(l.spec(id, e2eTasks)))
+	req.Header.Set("Authorization", "Bearer "+l.token)
+	// Give up once the journal shows creates under way.
+	go func() {
+		journal := filepath.Join(l.a.CampaignDir(id), campaign.JournalFile)
+		for ctx.Err() == nil {
+			if b, err := os.ReadFile(journal); err == nil && bytes.Count(b, []byte(`"op":"created"`)) >= 2 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+	}()
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the create answered %d before the client gave up", resp.StatusCode)
+	}
+	// The handler finishes the rollback after the client has gone.
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		rep, err := l.a.Verify(t.Context(), id)
+		if err == nil && rep.OK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cancelled bring-up left resources: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(filepath.Join(l.a.CampaignDir(id), campaign.JournalFile))
+	if !bytes.Contains(b, []byte("bring-up failed")) || !bytes.Contains(b, []byte("cleanup verified")) {
+		t.Errorf("the journal does not record the rollback:\n%s", b)
+	}
+	if code, b := l.call(t, http.MethodGet, "/v1/campaigns", nil); code != http.StatusOK || !bytes.Contains(b, []byte(`"campaigns":[]`)) {
+		t.Errorf("after the rollback: %d %s", code, b)
+	}
+}
