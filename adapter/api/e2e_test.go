@@ -44,6 +44,8 @@ type liveService struct {
 	apiKey string
 	logs   *logbuf.Buffer
 	state  string
+	// answers holds every body the API answered, for the secret scan.
+	answers logbuf.Buffer
 }
 
 func startLive(t *testing.T) *liveService {
@@ -125,6 +127,7 @@ func (l *liveService) call(t *testing.T, method, path string, body []byte) (int,
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	l.answers.Write(b)
 	return resp.StatusCode, b
 }
 
@@ -333,6 +336,11 @@ func TestAPIEndToEnd(t *testing.T) {
 	for _, s := range append(secrets, e2eTasks...) {
 		if strings.Contains(logs, s) {
 			t.Errorf("the logs hold %.12s...", s)
+		}
+	}
+	for _, s := range []string{l.token, l.apiKey} {
+		if strings.Contains(l.answers.String(), s) {
+			t.Errorf("an API answer holds %.12s...", s)
 		}
 	}
 	if !strings.Contains(logs, `"route":"/episode/{capability}/ws"`) {

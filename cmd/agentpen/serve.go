@@ -20,7 +20,7 @@ import (
 	"github.com/agentpen/agentpen/internal/cli"
 )
 
-// DefaultListen is agentpen serve's address when --listen is not given.
+// defaultListen is agentpen serve's address when --listen is not given.
 const defaultListen = "127.0.0.1:8700"
 
 // defaultTokenEnv names the variable the token is read from by default.
