@@ -25,6 +25,13 @@ func ValidateSpec(r io.Reader) (campaign.CampaignSpec, *campaign.Plan, error) {
 	if err != nil {
 		return spec, nil, err
 	}
+	p, err := ValidatePlan(spec)
+	return spec, p, err
+}
+
+// ValidatePlan is ValidateSpec's second half, for a spec already
+// decoded: campaign.NewPlan, then the catalogue.
+func ValidatePlan(spec campaign.CampaignSpec) (*campaign.Plan, error) {
 	p, perr := campaign.NewPlan(spec)
 	errs := fieldErrors(perr)
 	// The catalogue is consulted even when NewPlan refused another field,
@@ -52,12 +59,15 @@ func ValidateSpec(r io.Reader) (campaign.CampaignSpec, *campaign.Plan, error) {
 		}
 	}
 	if perr != nil && errs == nil {
-		return spec, nil, perr // not a field error: kept as it is
+		return nil, perr // not a field error: kept as it is
+	}
+	if len(errs) == 1 {
+		return nil, errs[0] // as NewPlan returns one
 	}
 	if len(errs) > 0 {
-		return spec, nil, errs
+		return nil, errs
 	}
-	return spec, p, nil
+	return p, nil
 }
 
 // ValidateSpecBytes is ValidateSpec of a document in memory.

@@ -130,14 +130,13 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		defer f.Close()
 		in = f
 	}
-	// Bad input is refused before any daemon is asked anything, as the
-	// API refuses it: the same decoding, the same plan, the catalogue.
-	spec, _, err := api.ValidateSpec(in)
+	spec, err := campaign.DecodeSpec(in)
 	if err != nil {
-		var se *campaign.SyntaxError
-		if errors.As(err, &se) || len(fieldNames(err)) > 1 {
-			return fmt.Errorf("spec %s: %w", pos[0], err)
-		}
+		return fmt.Errorf("spec %s: %w", pos[0], err)
+	}
+	// Bad input is refused before any daemon is asked anything, as the
+	// API refuses it: the same plan, then the workbench catalogue.
+	if _, err := api.ValidatePlan(spec); err != nil {
 		return err
 	}
 	a, err := cf.adapter(ctx, stderr, getenv)
@@ -196,17 +195,4 @@ func failedAttestation(ctx context.Context, a *adapter.Adapter, id string, rep *
 	}
 	fmt.Fprintf(stderr, "agentpen up: removed the campaign by its journalled ids: cleanup %s (%s)\n", crep.Status, filepath.Join(a.CampaignDir(id), adapter.CleanupReportFile))
 	return errNotAttested
-}
-
-// fieldNames lists the fields a validation error names.
-func fieldNames(err error) []string {
-	var list campaign.ValidationErrors
-	if errors.As(err, &list) {
-		out := make([]string, len(list))
-		for i, ve := range list {
-			out[i] = ve.Field
-		}
-		return out
-	}
-	return nil
 }

@@ -166,3 +166,19 @@ func TestServeRestartAndExit(t *testing.T) {
 		t.Fatalf("after --cleanup-on-exit, cleanup verify exits %d: %s %s", code, out, errOut)
 	}
 }
+
+// TestUpUnknownTask: up refuses a task the workbench catalogue does not
+// have, naming the field, before any daemon is asked (it used to come up).
+func TestUpUnknownTask(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "spec.json")
+	img := "sha256:" + strings.Repeat("ab", 32)
+	os.WriteFile(spec, []byte(`{"campaign_id":"c1","server":{"image":"`+img+`"},"workspaces":[{"task_id":"software/nope","image":"`+img+`"}]}`), 0o600)
+	env := map[string]string{"HOME": dir, "DOCKER_HOST": ""}
+	var out, errb bytes.Buffer
+	err := run(t.Context(), []string{"up", spec}, &out, &errb, func(k string) string { return env[k] })
+	msg := cli.Message("agentpen", err)
+	if exitCode(err) != 2 || !strings.Contains(msg, `workspaces[0].task_id "software/nope": is not in the workbench catalogue`) {
+		t.Fatalf("exit %d, message %q", exitCode(err), msg)
+	}
+}
