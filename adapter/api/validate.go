@@ -17,9 +17,11 @@ import (
 // then every task_id of a workspace that runs the default episode server
 // against the workbench catalogue (a workspace with its own command serves
 // its own tasks). It returns the plan of a valid spec. The error is a
-// *campaign.SyntaxError, a campaign.ValidationErrors (every unknown field,
-// NewPlan's first error and every unknown task id) or a read error; each
-// *campaign.ValidationError names its field by path ("workspaces[1].task_id").
+// *campaign.SyntaxError; DecodeSpec's campaign.ValidationErrors (every
+// unknown field); or ValidatePlan's: one *campaign.ValidationError, or
+// a campaign.ValidationErrors when there are several (NewPlan's first
+// error and every unknown task id); or a read error. Each field error
+// names its field by path ("workspaces[1].task_id").
 func ValidateSpec(r io.Reader) (campaign.CampaignSpec, *campaign.Plan, error) {
 	spec, err := campaign.DecodeSpec(r)
 	if err != nil {
