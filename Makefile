@@ -18,10 +18,10 @@ FUZZTIME ?= 30s
 BENCHTIME ?= 30x
 
 # The concurrent packages run under the race detector in make test (the rest
-# without it, so nothing runs twice).
+# without it, so nothing runs twice). ./adapter/... includes the launcher API (adapter/api).
 RACE_PKGS := ./adapter/... ./workbench/server/... ./workbench/grader/... ./workbench/sandbox/... ./internal/...
 
-.PHONY: all deps docker docker-stop build images test unit vet fmt-check tidy-check fuzz bench run clean help
+.PHONY: all deps docker docker-stop build images test unit vet fmt-check tidy-check fuzz bench run serve clean help
 
 all: build
 
@@ -82,9 +82,12 @@ fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
 bench: ## benchmarks against issue 16's targets (as root): prints the table, writes bench/results.json and docs/bench.md
 	@$(WITH_DOCKER) $(GO) run ./bench -benchtime $(BENCHTIME)
 
-run: images ## the main job: daemon, images, agentpen doctor, then a demo campaign (up, one episode per workspace, down)
+run: images ## the main job as a launcher sees it: agentpen doctor, then agentpen serve and a campaign through its HTTP API (create, one episode per workspace through the proxy, attest, delete)
 	@$(WITH_DOCKER) bin/agentpen doctor
 	@$(WITH_DOCKER) scripts/demo.sh
+
+serve: images ## run agentpen serve in the foreground on 127.0.0.1:8700 (token: AGENTPEN_SERVE_TOKEN, else a generated token file)
+	@$(WITH_DOCKER) scripts/serve.sh
 
 clean:
 	rm -rf bin

@@ -1,6 +1,7 @@
 package agentpen_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -106,5 +107,24 @@ func TestUIDSpaceAgrees(t *testing.T) {
 		if err != nil || r.Base != base || r.Count != campaign.UIDBlockSize || r.String() != campaign.UIDBlockLabel(base) {
 			t.Fatalf("block %d: sandbox reads %v, %v from %v", i, r, err, env)
 		}
+	}
+}
+
+// TestAPIGoesThroughAdapter: the launcher API (adapter/api) reaches Docker
+// only through package adapter: neither its code nor its tests import the
+// Docker SDK, though it lives under adapter/.
+func TestAPIGoesThroughAdapter(t *testing.T) {
+	pkgs := deptest.List(t, module+"/adapter/api")
+	if len(pkgs) != 1 {
+		t.Fatalf("go list found %d packages for adapter/api", len(pkgs))
+	}
+	p := pkgs[0]
+	for _, imp := range append(append(p.Imports, p.TestImports...), p.XTestImports...) {
+		if deptest.Matches(imp, dockerSDK) {
+			t.Errorf("%s imports %s; it must go through package adapter", p.ImportPath, imp)
+		}
+	}
+	if !slices.Contains(p.Imports, module+"/adapter") {
+		t.Errorf("%s does not import package adapter; the rule checks nothing", p.ImportPath)
 	}
 }

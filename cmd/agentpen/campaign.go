@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/adapter/api"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
@@ -134,8 +135,9 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	if err != nil {
 		return fmt.Errorf("spec %s: %w", pos[0], err)
 	}
-	// Bad input is refused before any daemon is asked anything.
-	if _, err := campaign.NewPlan(spec); err != nil {
+	// Bad input is refused before any daemon is asked anything, as the
+	// API refuses it: the same plan, then the workbench catalogue.
+	if _, err := api.ValidatePlan(spec); err != nil {
 		return err
 	}
 	a, err := cf.adapter(ctx, stderr, getenv)

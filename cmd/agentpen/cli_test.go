@@ -12,7 +12,7 @@ import (
 // TestHelpEverySubcommand: --help prints the command's usage on stdout,
 // nothing on stderr, and exits 0.
 func TestHelpEverySubcommand(t *testing.T) {
-	for _, cmd := range []string{"doctor", "up", "down", "attest"} {
+	for _, cmd := range []string{"doctor", "up", "down", "attest", "serve"} {
 		t.Run(cmd, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			err := run(t.Context(), []string{cmd, "--help"}, &out, &errb, os.Getenv)

@@ -10,6 +10,7 @@
 //	agentpen ls [--json]                     the campaigns in the state root
 //	agentpen orphans [--json] [--remove ID]  labelled resources no journal accounts for
 //	agentpen version [--json]                versions, and the daemon's when it answers
+//	agentpen serve [flags]                   the launcher API and the episode proxy
 //	agentpen help
 //
 // Every command takes --help. Exit status: 0 success, 1 failure (a

@@ -19,6 +19,8 @@ Commands:
   up              bring a campaign up from a JSON spec and print its ids as JSON
   down            remove a campaign by the ids its journal recorded, verify, and
                   write the cleanup report
+  serve           the launcher API over HTTP, with an episode proxy per workspace
+                  (base_urls an unmodified OpenEnv client uses)
   attest          prove what a campaign is (daemon, network, containers, hardening,
                   probes from inside) and write its attestation report
   cleanup verify  verify, read-only, that nothing of a campaign remains
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return version(ctx, args[1:], stdout, stderr, getenv)
 	case "attest":
 		return attestCmd(ctx, args[1:], stdout, stderr, getenv)
+	case "serve":
+		return serve(ctx, args[1:], stdout, stderr, getenv)
 	}
 	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", args[0]), Hint: "agentpen help"}
 }

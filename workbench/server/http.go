@@ -12,6 +12,7 @@ import (
 	"os"
 	"unicode/utf8"
 
+	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -119,12 +120,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	s.withHTTPEnv(w, r, "/reset", func(ctx context.Context, env Env) {
 		obs, err := env.Reset(ctx, opts)
 		if errors.Is(err, tasks.ErrUnknownTask) {
-			in, _ := json.Marshal(opts.TaskID)
-			msg := fmt.Sprintf("unknown task_id %q", opts.TaskID)
-			writeValidation(w, []fieldError{{
-				Type: "value_error", Loc: []any{"body", "task_id"}, Msg: "Value error, " + msg,
-				Input: in, Ctx: map[string]any{"error": msg},
-			}})
+			writeUnknownTask(w, opts.TaskID)
 			return
 		}
 		if err != nil {
@@ -159,7 +155,26 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 		writeValidation(w, withURLs(errs))
 		return
 	}
+	// A stateless step builds a fresh environment; a task_id in the body
+	// (an extra key, as /reset takes it) picks the task it is reset to
+	// first, instead of the default one. agentpen's episode proxy sets it
+	// to the workspace's task.
+	var taskID string
+	if v, ok := obj.fields["task_id"]; ok && jsonKind(v) == 's' {
+		json.Unmarshal(v, &taskID)
+	}
 	s.withHTTPEnv(w, r, "/step", func(ctx context.Context, env Env) {
+		if taskID != "" {
+			if _, err := env.Reset(ctx, episode.ResetOptions{TaskID: taskID}); err != nil {
+				if errors.Is(err, tasks.ErrUnknownTask) {
+					writeUnknownTask(w, taskID)
+					return
+				}
+				s.log.Error("reset failed", "route", "/step", "err", err)
+				writeInternalError(w)
+				return
+			}
+		}
 		obs, err := env.Step(ctx, action)
 		if err != nil {
 			s.log.Error("step failed", "route", "/step", "err", err)
@@ -230,4 +245,14 @@ func (s *Server) handleMetadata(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "healthy"})
+}
+
+// writeUnknownTask is the 422 of a task_id the catalogue does not have.
+func writeUnknownTask(w http.ResponseWriter, taskID string) {
+	in, _ := json.Marshal(taskID)
+	msg := fmt.Sprintf("unknown task_id %q", taskID)
+	writeValidation(w, []fieldError{{
+		Type: "value_error", Loc: []any{"body", "task_id"}, Msg: "Value error, " + msg,
+		Input: in, Ctx: map[string]any{"error": msg},
+	}})
 }

@@ -1,0 +1,65 @@
+// Package api is the launcher API that agentpen serve runs: campaigns over
+// HTTP, and an episode proxy that unmodified OpenEnv clients reach each
+// workspace through.
+//
+// # Routes
+//
+// The operations are Huma v2 operations on a chi router, so the OpenAPI
+// 3.1 document (GET /v1/openapi.json) is generated from the Go types:
+// POST /v1/campaigns (the spec agentpen up takes, validated by
+// ValidateSpec: campaign.DecodeSpec, campaign.NewPlan and the workbench
+// catalogue; the campaign is brought up and attested, and removed again
+// when it does not attest), GET /v1/campaigns, GET and DELETE
+// /v1/campaigns/{id} (delete returns the cleanup report, and only a
+// verified cleanup is a 200), GET /v1/campaigns/{id}/workspaces (opaque
+// agent ids and base_urls), POST and GET /v1/campaigns/{id}/attestation
+// (fresh or stored report), GET /v1/campaigns/{id}/cleanup. GET /healthz
+// and GET /metrics (Prometheus, on a registry of the server's own) are
+// plain handlers, described in the same document. Every error, from Huma
+// or from the router, the auth check or the proxy, is an RFC 9457 problem
+// in Huma's ErrorModel; a bad spec lists every field it can name, each
+// located by its path ("body.workspaces[1].task_id").
+//
+// Every route but /healthz and the proxy's requires the bearer token,
+// compared in constant time; authentication is attached to those routes,
+// not decided by a path prefix. Requests carry an id (X-Request-Id); the
+// access log names the route pattern, never the path, so no capability,
+// token, body or task id is ever logged.
+//
+// # Campaigns
+//
+// The service holds the campaigns it created or loaded (Load, at start:
+// every campaign of the state root whose latest generation is up, so a
+// restart keeps serving them; a campaign agentpen up made is loaded on
+// first use). Operations on one campaign are serialised by a mutex of its
+// own; the adapter also holds the campaign's flock across processes, and
+// different campaigns proceed in parallel. A create whose client goes
+// away is cancelled, and the adapter rolls the bring-up back by exact id.
+// Close leaves every campaign up and journalled; CleanupAll removes them
+// (agentpen serve --cleanup-on-exit).
+//
+// # Episode proxy
+//
+// Each workspace's base_url is PublicURL/episode/<capability>. The
+// capability, an HMAC-SHA256 under the server key (LoadKey: 0600 in the
+// state root) of the campaign id, the generation's instance nonce and the
+// agent id, is the credential: OpenEnv clients send no headers, and a
+// path segment survives every client unchanged. It is derived, never
+// stored, so a restarted service hands out the same base_urls; it names
+// one workspace of one generation, so it never reaches another
+// workspace, another campaign or a later generation of the same id, and
+// it is revoked (404, open sessions closed with 1001) when the campaign
+// is deleted. The proxy serves OpenEnv's routes: WS /ws, relayed full
+// duplex with messages up to MaxFrameBytes, and POST /reset, POST /step,
+// GET /state, /schema, /metadata and /health over HTTP, to the
+// workspace's unix socket (the workbench accepts host root, which the
+// proxy runs as). Frames and bodies pass unchanged but for the task
+// binding: every reset (and every stateless HTTP step) is given the
+// workspace's task_id, whatever the client sent. A workspace that does
+// not answer is a 502 problem before any upgrade; one lost during a
+// session closes the client with 1011 and a reason that says so.
+//
+// The package does not talk to Docker: everything goes through package
+// adapter (a test keeps the Docker SDK out of its imports). It does not
+// terminate TLS or choose a listener: agentpen serve does.
+package api

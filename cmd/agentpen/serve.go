@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/adapter/api"
+	"github.com/agentpen/agentpen/internal/cli"
+)
+
+// defaultListen is agentpen serve's address when --listen is not given.
+const defaultListen = "127.0.0.1:8700"
+
+// defaultTokenEnv names the variable the token is read from by default.
+const defaultTokenEnv = "AGENTPEN_SERVE_TOKEN"
+
+const serveHelp = `Runs the launcher API: campaigns over HTTP (create, list, get, attest, delete, workspaces),
+/healthz, /metrics and the OpenAPI document (/v1/openapi.json), and the episode proxy that
+gives each workspace a base_url an unmodified OpenEnv client uses as it is.
+
+Listens on 127.0.0.1:8700 or on a unix socket (--listen unix:///path/api.sock, mode 0600). A
+non-loopback address is refused unless TLS is on (--tls-cert and --tls-key) or
+--insecure-listen is given. Every route but /healthz and the proxy's needs the bearer token,
+read from the file --token-file names (mode 0600) or from the environment variable --token-env
+names (default AGENTPEN_SERVE_TOKEN); never from the command line. The proxy's credential is
+the capability in each base_url, derived from a server key kept in <state root>/api/server.key
+(0600), so base_urls survive a restart.
+
+SIGINT or SIGTERM stops it gracefully: proxy sessions are closed (1001), operations in flight
+get --shutdown-timeout to finish (then a bring-up is cancelled and rolls back), and every
+campaign stays up and journalled, unless --cleanup-on-exit removes them (verified). The API
+key of the campaigns' grader comes from agentpen's environment, as for agentpen up.
+Exit status: 0 stopped cleanly, 1 failure (with --cleanup-on-exit: a cleanup not verified),
+2 bad input, 3 daemon unreachable.`
+
+type serveFlags struct {
+	listen, publicURL       string
+	tokenFile, tokenEnv     string
+	tlsCert, tlsKey         string
+	insecure, cleanupOnExit bool
+	shutdown, readyTimeout  time.Duration
+	parallel                int
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := cli.NewFlagSet("agentpen", "serve", "[flags]", serveHelp, stdout)
+	var cf campaignFlags
+	cf.register(fs, getenv)
+	var af attestFlags
+	af.register(fs)
+	var sf serveFlags
+	fs.StringVar(&sf.listen, "listen", defaultListen, "address to listen on: host:port, or unix:///path/to/api.sock")
+	fs.StringVar(&sf.publicURL, "public-url", "", "the URL clients reach the service at, the prefix of every base_url (default: from --listen; with a unix socket, base_urls are paths)")
+	fs.StringVar(&sf.tokenFile, "token-file", "", "file holding the bearer token (mode 0600); overrides --token-env")
+	fs.StringVar(&sf.tokenEnv, "token-env", defaultTokenEnv, "environment variable holding the bearer token")
+	fs.StringVar(&sf.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key: serve HTTPS)")
+	fs.StringVar(&sf.tlsKey, "tls-key", "", "TLS private key file")
+	fs.BoolVar(&sf.insecure, "insecure-listen", false, "allow a non-loopback address without TLS (the token and capabilities then travel in clear)")
+	fs.BoolVar(&sf.cleanupOnExit, "cleanup-on-exit", false, "remove every campaign the service holds when it stops (by exact id, verified)")
+	fs.DurationVar(&sf.shutdown, "shutdown-timeout", api.DefaultShutdownGrace, "how long operations in flight may take to finish when stopping")
+	fs.DurationVar(&sf.readyTimeout, "ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
+	fs.IntVar(&sf.parallel, "parallel", adapter.DefaultParallelism, "workspaces created at once, per campaign")
+	if _, err := fs.Parse(args, 0, 0); err != nil {
+		return err
+	}
+	opts, err := af.options()
+	if err != nil {
+		return err
+	}
+	ln, publicURL, err := sf.listener()
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	token, err := sf.token(getenv)
+	if err != nil {
+		return err
+	}
+	a, err := cf.adapter(ctx, stderr, getenv)
+	if err != nil {
+		return err
+	}
+	defer a.Docker.Close()
+	a.ReadyTimeout, a.Parallelism = sf.readyTimeout, sf.parallel
+	key, err := api.LoadKey(api.KeyPath(cf.stateRoot))
+	if err != nil {
+		return err
+	}
+	srv, err := api.New(api.Config{Adapter: a, Token: token, Key: key, PublicURL: publicURL, Logger: a.Logger,
+		Attest: opts, Version: cli.Stamp, ShutdownGrace: sf.shutdown})
+	if err != nil {
+		return err
+	}
+	if err := srv.Load(); err != nil {
+		return err
+	}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(a.Logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() {
+		if sf.tlsCert != "" {
+			hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+			served <- hs.ServeTLS(ln, sf.tlsCert, sf.tlsKey)
+			return
+		}
+		served <- hs.Serve(ln)
+	}()
+	a.Logger.Info("serving", "listen", ln.Addr().String(), "public_url", publicURL, "state_root", cf.stateRoot, "tls", sf.tlsCert != "")
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	a.Logger.Info("stopping: campaigns stay up unless --cleanup-on-exit", "cleanup_on_exit", sf.cleanupOnExit)
+	// Stop accepting, end the proxy's sessions, give operations their
+	// grace, then cancel them; the two run together because an operation
+	// in flight holds its request open.
+	sctx, cancel := context.WithTimeout(context.Background(), sf.shutdown+adapter.DefaultCleanupTimeout)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- hs.Shutdown(sctx) }()
+	cerr := srv.Close(sctx)
+	serr := <-shut
+	<-served
+	if err := errors.Join(cerr, serr); err != nil {
+		a.Logger.Warn("shutdown", "err", err)
+	}
+	if sf.cleanupOnExit {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*adapter.DefaultCleanupTimeout)
+		defer cancel()
+		if err := srv.CleanupAll(cctx); err != nil {
+			return err
+		}
+	}
+	a.Logger.Info("stopped")
+	return nil
+}
+
+// listener opens --listen, refusing a non-loopback TCP address without
+// TLS or --insecure-listen, and returns the public URL base_urls use.
+func (sf *serveFlags) listener() (net.Listener, string, error) {
+	if (sf.tlsCert == "") != (sf.tlsKey == "") {
+		return nil, "", cli.Usagef("--tls-cert and --tls-key go together")
+	}
+	if path, ok := strings.CutPrefix(sf.listen, "unix://"); ok {
+		if sf.tlsCert != "" {
+			return nil, "", cli.Usagef("--listen %s: TLS is for TCP addresses", sf.listen)
+		}
+		ln, err := listenUnix(path)
+		return ln, sf.publicURL, err
+	}
+	host, port, err := net.SplitHostPort(sf.listen)
+	if err != nil {
+		return nil, "", cli.Usagef("--listen %q: want host:port or unix:///path (%v)", sf.listen, err)
+	}
+	if !loopback(host) && sf.tlsCert == "" && !sf.insecure {
+		return nil, "", cli.Usagef("--listen %s is not a loopback address: give --tls-cert and --tls-key, or --insecure-listen to serve the token and capabilities in clear", sf.listen)
+	}
+	ln, err := net.Listen("tcp", sf.listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen %s: %w", sf.listen, err)
+	}
+	public := sf.publicURL
+	if public == "" {
+		scheme := "http"
+		if sf.tlsCert != "" {
+			scheme = "https"
+		}
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			host = "127.0.0.1"
+		}
+		if p := ln.Addr().(*net.TCPAddr).Port; port == "0" {
+			port = fmt.Sprint(p)
+		}
+		public = scheme + "://" + net.JoinHostPort(host, port)
+	}
+	return ln, public, nil
+}
+
+// loopback reports a loopback literal or localhost; a wildcard is not.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// listenUnix listens on a unix socket (mode 0600), replacing a stale
+// socket nobody answers on, never another file.
+func listenUnix(path string) (net.Listener, error) {
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("listen %s: exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("listen %s: another process serves it", path)
+		}
+		os.Remove(path)
+	}
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// token reads the bearer token from --token-file or the --token-env
+// variable; it is never taken from argv.
+func (sf *serveFlags) token(getenv func(string) string) ([]byte, error) {
+	var tok string
+	var from string
+	if sf.tokenFile != "" {
+		st, err := os.Stat(sf.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("token file: %w", err)
+		}
+		if st.Mode().Perm()&0o077 != 0 {
+			return nil, cli.Usagef("--token-file %s: mode %#o lets others read it; want 0600", sf.tokenFile, st.Mode().Perm())
+		}
+		b, err := os.ReadFile(sf.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("token file: %w", err)
+		}
+		tok, from = strings.TrimSpace(string(b)), "--token-file "+sf.tokenFile
+	} else {
+		tok, from = strings.TrimSpace(getenv(sf.tokenEnv)), "$"+sf.tokenEnv
+	}
+	if len(tok) < 16 {
+		return nil, cli.Usagef("no bearer token: %s is unset or shorter than 16 characters (make one with: openssl rand -hex 32)", from)
+	}
+	return []byte(tok), nil
+}

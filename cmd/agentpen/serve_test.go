@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentpen/agentpen/adapter/api"
+	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/internal/testenv"
+)
+
+// TestServeUsage: serve's command line is checked before any daemon is
+// asked: help on stdout, a non-loopback address without TLS refused, the
+// token never taken from argv, a token file others can read refused.
+func TestServeUsage(t *testing.T) {
+	dir := t.TempDir()
+	loose := filepath.Join(dir, "loose")
+	os.WriteFile(loose, []byte("0123456789abcdef0123"), 0o644)
+	env := map[string]string{"HOME": dir, "DOCKER_HOST": ""}
+	getenv := func(k string) string { return env[k] }
+	var out, errb bytes.Buffer
+	if err := run(t.Context(), []string{"serve", "--help"}, &out, &errb, getenv); cli.ExitCode(err) != 0 || !strings.HasPrefix(out.String(), "Usage: agentpen serve") {
+		t.Fatalf("--help: %v %q", err, out.String())
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"non_loopback", []string{"--listen", "0.0.0.0:0"}, nil, "not a loopback address"},
+		{"non_loopback_name", []string{"--listen", "example.com:8700"}, nil, "not a loopback address"},
+		{"tls_half", []string{"--tls-cert", "c.pem"}, nil, "go together"},
+		{"token_in_argv", []string{"--token", "0123456789abcdef0123"}, nil, "flag provided but not defined: -token"},
+		{"no_token", nil, nil, "no bearer token: $AGENTPEN_SERVE_TOKEN is unset"},
+		{"short_token", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": "short"}, "shorter than 16"},
+		{"loose_token_file", []string{"--token-file", loose}, nil, "lets others read it"},
+		{"positional", []string{"extra"}, nil, "unexpected argument"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := map[string]string{"HOME": dir, "DOCKER_HOST": ""}
+			for k, v := range tt.env {
+				e[k] = v
+			}
+			var out, errb bytes.Buffer
+			err := run(t.Context(), append([]string{"serve", "--listen", "127.0.0.1:0"}, tt.args...), &out, &errb, func(k string) string { return e[k] })
+			if exitCode(err) != 2 || !strings.Contains(cli.Message("agentpen", err), tt.want) {
+				t.Fatalf("exit %d, message %q, want 2 and %q", exitCode(err), cli.Message("agentpen", err), tt.want)
+			}
+		})
+	}
+}
+
+// TestServeLoopback: the addresses serve accepts without TLS.
+func TestServeLoopback(t *testing.T) {
+	for host, want := range map[string]bool{"127.0.0.1": true, "127.3.4.5": true, "::1": true, "localhost": true,
+		"0.0.0.0": false, "::": false, "": false, "10.0.0.1": false, "example.com": false, "::ffff:127.0.0.1": true} {
+		if got := loopback(host); got != want {
+			t.Errorf("loopback(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
+
+// TestServeRestartAndExit runs agentpen serve on the real daemon: a
+// campaign created through it stays up when it stops; a restarted
+// service serves it at the same base_urls; with --cleanup-on-exit the
+// next stop removes it (verified).
+func TestServeRestartAndExit(t *testing.T) {
+	testenv.RequireRoot(t)
+	e := newCLIEnv(t)
+	token := "serve-test-token-0123456789"
+	e.env["AGENTPEN_SERVE_TOKEN"] = token
+	id := fmt.Sprintf("serve-%d", time.Now().UnixNano())
+	t.Cleanup(func() { e.run("down", id) })
+	sock := filepath.Join(e.dir, "api.sock")
+
+	start := func(extra ...string) (stop func() error) {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		var errb bytes.Buffer
+		go func() {
+			done <- run(ctx, append([]string{"serve", "--listen", "unix://" + sock}, extra...), io.Discard, &errb, e.getenv)
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if c, err := net.Dial("unix", sock); err == nil {
+				c.Close()
+				break
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("serve ended: %v\n%s", err, errb.String())
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("serve did not listen on %s", sock)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return func() error {
+			cancel()
+			err := <-done
+			if strings.Contains(errb.String(), token) {
+				t.Error("the token reached serve's log")
+			}
+			return err
+		}
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	call := func(method, path string, body []byte) (int, []byte) {
+		req, _ := http.NewRequest(method, "http://agentpen"+path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		hc.CloseIdleConnections()
+		return resp.StatusCode, b
+	}
+	specPath := e.spec(id, 1)
+	spec, _ := os.ReadFile(specPath)
+
+	stop := start()
+	code, b := call(http.MethodPost, "/v1/campaigns", spec)
+	if code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	var v api.CampaignView
+	json.Unmarshal(b, &v)
+	if len(v.Workspaces) != 1 || !strings.HasPrefix(v.Workspaces[0].BaseURL, "/episode/") {
+		t.Fatalf("a unix listener's base_url is a path: %+v", v.Workspaces)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	// Still up after the stop.
+	if out, _, code := e.run("cleanup", "verify", id); code != 1 {
+		t.Fatalf("after a plain stop, cleanup verify exits %d: %s", code, out)
+	}
+	stop = start("--cleanup-on-exit")
+	code, b = call(http.MethodGet, "/v1/campaigns/"+id+"/workspaces", nil)
+	if code != http.StatusOK || !bytes.Contains(b, []byte(v.Workspaces[0].BaseURL)) {
+		t.Fatalf("after a restart: %d %s, want base_url %s", code, b, v.Workspaces[0].BaseURL)
+	}
+	if code, b := call(http.MethodGet, v.Workspaces[0].BaseURL+"/health", nil); code != http.StatusOK || !bytes.Contains(b, []byte("healthy")) {
+		t.Fatalf("the workspace through the restarted proxy: %d %s", code, b)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("serve --cleanup-on-exit: %v", err)
+	}
+	if out, errOut, code := e.run("cleanup", "verify", id); code != 0 {
+		t.Fatalf("after --cleanup-on-exit, cleanup verify exits %d: %s %s", code, out, errOut)
+	}
+}
+
+// TestUpUnknownTask: up refuses a task the workbench catalogue does not
+// have, naming the field, before any daemon is asked (it used to come up).
+func TestUpUnknownTask(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "spec.json")
+	img := "sha256:" + strings.Repeat("ab", 32)
+	os.WriteFile(spec, []byte(`{"campaign_id":"c1","server":{"image":"`+img+`"},"workspaces":[{"task_id":"software/nope","image":"`+img+`"}]}`), 0o600)
+	env := map[string]string{"HOME": dir, "DOCKER_HOST": ""}
+	var out, errb bytes.Buffer
+	err := run(t.Context(), []string{"up", spec}, &out, &errb, func(k string) string { return env[k] })
+	msg := cli.Message("agentpen", err)
+	if exitCode(err) != 2 || !strings.Contains(msg, `workspaces[0].task_id "software/nope": is not in the workbench catalogue`) {
+		t.Fatalf("exit %d, message %q", exitCode(err), msg)
+	}
+}
