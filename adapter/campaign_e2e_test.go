@@ -97,6 +97,23 @@ func TestCampaignEndToEnd(t *testing.T) {
 	}
 	inspectCampaign(t, cli, campA, canary)
 	inspectCampaign(t, cli, cB, canary)
+	// What another process rebuilds from the state directory alone (as
+	// agentpen serve does after a restart) is what the bring-up returned.
+	for _, c := range []*adapter.Campaign{campA, cB} {
+		got, err := newAdapter().Load(c.Plan.CampaignID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ServerID != c.ServerID || got.GraderDir != c.GraderDir || !slices.Equal(got.NetworkIDs, c.NetworkIDs) ||
+			!slices.Equal(got.Workspaces, c.Workspaces) || got.Plan.Generation != c.Plan.Generation || got.Plan.Instance != c.Plan.Instance {
+			t.Fatalf("Load(%s) = %+v\nbring-up returned %+v", c.Plan.CampaignID, got, c)
+		}
+		for i := range c.Plan.Agents {
+			if got.Plan.Agents[i].UIDBase != c.Plan.Agents[i].UIDBase || got.Plan.Agents[i].Network != c.Plan.Agents[i].Network {
+				t.Fatalf("Load(%s): agent %d plan %+v, bring-up %+v", c.Plan.CampaignID, i, got.Plan.Agents[i], c.Plan.Agents[i])
+			}
+		}
+	}
 	// No two workspaces anywhere share a uid block.
 	blocks := map[int]bool{}
 	for _, ws := range append(slices.Clone(campA.Workspaces), cB.Workspaces...) {
