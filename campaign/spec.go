@@ -38,74 +38,74 @@ const (
 // documented defaults.
 type CampaignSpec struct {
 	// CampaignID names the campaign (see CheckID); it scopes every name.
-	CampaignID string `json:"campaign_id"`
+	CampaignID string `json:"campaign_id" pattern:"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$" doc:"Names the campaign and scopes every resource name; its lock, journal and reports live under <state root>/campaigns/<id>-<hash>."`
 	// Egress is "internal" (default) or "nat".
-	Egress Egress `json:"egress,omitempty"`
+	Egress Egress `json:"egress,omitempty" enum:"internal,nat" default:"internal" doc:"internal: no outbound network (no network at all unless server.agent_reachable); nat: a network per workspace with outbound NAT."`
 	// Labels are added to every resource; keys under io.agentpen. are refused.
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]string `json:"labels,omitempty" doc:"Added to every resource; keys under io.agentpen. are agentpen's own and refused."`
 	// Server is the task-server (grader) container.
-	Server ServerSpec `json:"server"`
+	Server ServerSpec `json:"server" doc:"The task-server (grader) container."`
 	// Workspaces are the agents' containers, 1..MaxWorkspaces.
-	Workspaces []WorkspaceSpec `json:"workspaces"`
+	Workspaces []WorkspaceSpec `json:"workspaces" minItems:"1" maxItems:"64" nullable:"false" doc:"One container per agent, 1..64."`
 }
 
 // ServerSpec describes the campaign's server container.
 type ServerSpec struct {
 	// Image is a pinned reference (see CheckImage).
-	Image string `json:"image"`
+	Image string `json:"image" pattern:"^(sha256:[0-9a-f]{64}|[^@\\s]+@sha256:[0-9a-f]{64})$" doc:"A pinned image: an image id (sha256:<64 hex>) or repo@sha256:<repo digest>; a bare tag is refused (docker image inspect --format '{{.Id}}' IMAGE gives the id)."`
 	// Command overrides the image's command; empty means the workbench
 	// grader ("grader --listen :Port").
-	Command []string `json:"command,omitempty"`
+	Command []string `json:"command,omitempty" nullable:"false" doc:"Overrides the image's command; empty: the workbench grader."`
 	// Port is the port the server listens on inside the network (default 8080).
-	Port int `json:"port,omitempty"`
+	Port int `json:"port,omitempty" minimum:"1" maximum:"65535" default:"8080" doc:"The port the server listens on (network topologies)."`
 	// APIKeyEnv names the variable holding the API key (default
 	// AGENTPEN_API_KEY). Its value is read from agentpen's own environment
 	// at create time and never logged or stored.
-	APIKeyEnv string `json:"api_key_env,omitempty"`
+	APIKeyEnv string `json:"api_key_env,omitempty" pattern:"^[A-Za-z_][A-Za-z0-9_]{0,127}$" default:"AGENTPEN_API_KEY" doc:"Names the variable of agentpen's own environment that holds the grader's API key (openssl rand -hex 32 makes one); read at create time, never logged or stored."`
 	// MountDockerSocket mounts the rootless daemon's socket (and only it)
 	// at DockerSocketTarget.
-	MountDockerSocket bool `json:"mount_docker_socket,omitempty"`
+	MountDockerSocket bool `json:"mount_docker_socket,omitempty" doc:"Mount the rootless daemon's socket (and only it) at /run/agentpen/docker.sock in the server."`
 	// DataHostPath, when set, is bind-mounted read-only at DataContainerPath
 	// (default: the same path).
-	DataHostPath      string `json:"data_host_path,omitempty"`
-	DataContainerPath string `json:"data_container_path,omitempty"`
+	DataHostPath      string `json:"data_host_path,omitempty" doc:"A host directory bind-mounted read-only in the server."`
+	DataContainerPath string `json:"data_container_path,omitempty" doc:"Where data_host_path is mounted (default: the same path); not under /run/agentpen."`
 	// AgentReachable says agent code must reach the server over the network
 	// (a launcher's own server that agents call, as in seed 004). It gives
 	// each workspace a network of its own that only it and the server join.
 	// False (the default) with egress "internal": no network at all, the
 	// server on a unix socket only workspaces' episode servers can reach.
-	AgentReachable bool `json:"agent_reachable,omitempty"`
+	AgentReachable bool `json:"agent_reachable,omitempty" doc:"Agent code must reach the server over the network: each workspace gets a network of its own that only it and the server join. False with egress internal: no network at all, the grader on a unix socket."`
 	// PublishLoopback ("127.0.0.1:18080") publishes Port on a loopback
 	// address; only with egress "nat". Empty: nothing is published and host
 	// calls go through docker exec.
-	PublishLoopback string `json:"publish_loopback,omitempty"`
+	PublishLoopback string `json:"publish_loopback,omitempty" doc:"Publish the server's port on a loopback address (127.0.0.1:18080); only with egress nat."`
 	// ReadyCommand is run in the server container (by docker exec) until it
 	// exits 0; empty means the workbench probe of http://127.0.0.1:Port/health.
-	ReadyCommand []string `json:"ready_command,omitempty"`
+	ReadyCommand []string `json:"ready_command,omitempty" nullable:"false" doc:"Run in the server by docker exec until it exits 0; empty: the workbench probe of http://127.0.0.1:<port>/health."`
 	// ExtraEnv is plain configuration (see CheckExtraEnv).
-	ExtraEnv map[string]string `json:"extra_env,omitempty"`
+	ExtraEnv map[string]string `json:"extra_env,omitempty" doc:"Plain configuration variables (not secrets: they are visible to docker inspect and stored in the spec)."`
 	// SecretEnv names variables passed through from agentpen's environment.
-	SecretEnv []string `json:"secret_env,omitempty"`
+	SecretEnv []string `json:"secret_env,omitempty" nullable:"false" doc:"Names of variables passed through from agentpen's environment; their values are never logged or stored."`
 }
 
 // WorkspaceSpec describes one agent's workspace container.
 type WorkspaceSpec struct {
 	// TaskID is the benchmark task; it never appears anywhere the agent can
 	// see: names, aliases, labels, env and paths use the opaque agent id.
-	TaskID string `json:"task_id"`
+	TaskID string `json:"task_id" pattern:"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$" doc:"The benchmark task (workbench tasks lists the catalogue); never visible to the agent."`
 	// AttemptID distinguishes retries of the same task (optional).
-	AttemptID string `json:"attempt_id,omitempty"`
+	AttemptID string `json:"attempt_id,omitempty" pattern:"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$" doc:"Distinguishes two workspaces of the same task."`
 	// Image is a pinned reference (see CheckImage).
-	Image string `json:"image"`
+	Image string `json:"image" pattern:"^(sha256:[0-9a-f]{64}|[^@\\s]+@sha256:[0-9a-f]{64})$" doc:"A pinned image, as server.image."`
 	// Command overrides the image's command; empty means the workbench
 	// episode server on /run/workbench/wb.sock grading through the
 	// campaign's grader (WorkbenchCommand), so no answer key enters the
 	// workspace.
-	Command []string `json:"command,omitempty"`
+	Command []string `json:"command,omitempty" nullable:"false" doc:"Overrides the image's command; empty: the workbench episode server grading through the campaign's grader."`
 	// WorkspaceHostPath, when set, is bind-mounted at /workspace.
-	WorkspaceHostPath string `json:"workspace_host_path,omitempty"`
+	WorkspaceHostPath string `json:"workspace_host_path,omitempty" doc:"A host directory bind-mounted at /workspace."`
 	// ExtraEnv and Labels are validated as the campaign's and must not spell
 	// the task id.
-	ExtraEnv map[string]string `json:"extra_env,omitempty"`
-	Labels   map[string]string `json:"labels,omitempty"`
+	ExtraEnv map[string]string `json:"extra_env,omitempty" doc:"Plain configuration variables, as server.extra_env; must not spell the task id."`
+	Labels   map[string]string `json:"labels,omitempty" doc:"Labels of this workspace, as the campaign's; must not spell the task id."`
 }

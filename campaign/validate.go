@@ -62,10 +62,21 @@ func invalid(field, value, format string, args ...any) error {
 	return &ValidationError{Field: field, Value: value, Msg: fmt.Sprintf(format, args...)}
 }
 
+// The patterns of ids and names, as the spec's JSON Schema states them
+// too (a test in adapter/api holds the schema to these).
+const (
+	IDPattern      = `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`
+	TaskIDPattern  = `^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$`
+	EnvNamePattern = `^[A-Za-z_][A-Za-z0-9_]{0,127}$`
+	// ImagePattern is what every pinned image matches (CheckImage then
+	// applies the registry's reference grammar).
+	ImagePattern = `^(sha256:[0-9a-f]{64}|[^@\s]+@sha256:[0-9a-f]{64})$`
+)
+
 var (
-	safeIDRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
-	taskIDRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$`)
-	envNameRe  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	safeIDRe   = regexp.MustCompile(IDPattern)
+	taskIDRe   = regexp.MustCompile(TaskIDPattern)
+	envNameRe  = regexp.MustCompile(EnvNamePattern)
 	dnsLabelRe = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
 	digestRe   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 )

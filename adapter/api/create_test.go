@@ -30,11 +30,52 @@ func ws(m map[string]any, i int) map[string]any {
 // TestCreateBadSpec: one case per bad field: 400, a problem that names
 // the field by its path under body, and nothing asked of the adapter.
 func TestCreateBadSpec(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		body []byte
-		want []string // locations, in order
-	}{
+	for _, tt := range badSpecs() {
+		t.Run(tt.name, func(t *testing.T) {
+			be := newFakeBackend(t)
+			ts := newTestServer(t, be)
+			resp, b := ts.do(t, http.MethodPost, "/v1/campaigns", tt.body, true)
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("status %d, want 400: %s", resp.StatusCode, b)
+			}
+			p := decodeProblem(t, resp, b)
+			var got []string
+			for _, e := range p.Errors {
+				got = append(got, e.Location)
+				if e.Message == "" {
+					t.Errorf("%s: no message", e.Location)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("locations %v, want %v (%s)", got, tt.want, b)
+			}
+			if m := be.mutating(); len(m) > 0 {
+				t.Errorf("a refused spec reached the adapter: %v", m)
+			}
+			if resp, b := ts.do(t, http.MethodGet, "/v1/campaigns", nil, true); !strings.Contains(string(b), `"campaigns":[]`) {
+				t.Errorf("after a refused create: %d %s", resp.StatusCode, b)
+			}
+			// Task ids a launcher sent are its own: they go back to it,
+			// never to the log.
+			if strings.Contains(ts.logs.String(), "nope/") || strings.Contains(ts.logs.String(), "software/") {
+				t.Errorf("a task id reached the log: %s", ts.logs.String())
+			}
+		})
+	}
+}
+
+// badSpec is a spec with something wrong, and the locations (under
+// "body", in order) the API names for it.
+type badSpec struct {
+	name string
+	body []byte
+	want []string
+}
+
+// badSpecs are the bad specs TestCreateBadSpec sends and
+// TestSpecSchemaAgrees holds the JSON Schema to: one case per bad field.
+func badSpecs() []badSpec {
+	return []badSpec{
 		{"malformed", []byte("{\"campaign_id\": \"x\",\n \"server\": {"), []string{"body"}},
 		{"trailing", []byte(`{"campaign_id":"x"} {}`), []string{"body"}},
 		{"wrong_type", mutate(func(m map[string]any) { m["workspaces"] = "many" }), []string{"body.workspaces"}},
@@ -67,37 +108,6 @@ func TestCreateBadSpec(t *testing.T) {
 			ws(m, 1)["task_id"] = ws(m, 0)["task_id"]
 			ws(m, 1)["attempt_id"] = ws(m, 0)["attempt_id"]
 		}), []string{"body.workspaces[1]"}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			be := newFakeBackend(t)
-			ts := newTestServer(t, be)
-			resp, b := ts.do(t, http.MethodPost, "/v1/campaigns", tt.body, true)
-			if resp.StatusCode != http.StatusBadRequest {
-				t.Fatalf("status %d, want 400: %s", resp.StatusCode, b)
-			}
-			p := decodeProblem(t, resp, b)
-			var got []string
-			for _, e := range p.Errors {
-				got = append(got, e.Location)
-				if e.Message == "" {
-					t.Errorf("%s: no message", e.Location)
-				}
-			}
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("locations %v, want %v (%s)", got, tt.want, b)
-			}
-			if m := be.mutating(); len(m) > 0 {
-				t.Errorf("a refused spec reached the adapter: %v", m)
-			}
-			if resp, b := ts.do(t, http.MethodGet, "/v1/campaigns", nil, true); !strings.Contains(string(b), `"campaigns":[]`) {
-				t.Errorf("after a refused create: %d %s", resp.StatusCode, b)
-			}
-			// Task ids a launcher sent are its own: they go back to it,
-			// never to the log.
-			if strings.Contains(ts.logs.String(), "nope/") || strings.Contains(ts.logs.String(), "software/") {
-				t.Errorf("a task id reached the log: %s", ts.logs.String())
-			}
-		})
 	}
 }
 

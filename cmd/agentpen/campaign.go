@@ -95,8 +95,10 @@ type upWorkspace struct {
 
 func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := cli.NewFlagSet("agentpen", "up", "[flags] SPEC.json|-",
-		"Validates a campaign spec (JSON; see campaign.CampaignSpec), then creates its network, server and\n"+
-			"workspaces on the rootless daemon, journalling each create, and waits until all are ready.\n"+
+		"Validates a campaign spec (JSON: every field, its default and its limit are in docs/spec.md;\n"+
+			"agentpen spec check validates one without a daemon), then creates its server and workspaces\n"+
+			"(and their networks, if any) on the rootless daemon, journalling each create, and waits until\n"+
+			"all are ready.\n"+
 			"Then attests it (see agentpen attest) and fails closed: a campaign whose attestation fails is\n"+
 			"removed by exact id and up exits 1 printing the failed checks (--keep-failed keeps it).\n"+
 			"Prints the campaign's ids as JSON on stdout; progress goes to stderr. On failure everything\n"+

@@ -17,6 +17,8 @@ Commands:
   doctor          check DOCKER_HOST, the daemon (must be rootless), resource-limit
                   enforcement and the local agentpen images
   up              bring a campaign up from a JSON spec and print its ids as JSON
+  spec            the campaign spec's JSON Schema (spec schema), and its check
+                  without a daemon (spec check SPEC.json); docs/spec.md
   down            remove a campaign by the ids its journal recorded, verify, and
                   write the cleanup report
   serve           the launcher API over HTTP, with an episode proxy per workspace
@@ -54,6 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return doctor(ctx, args[1:], stdout, stderr, getenv)
 	case "up":
 		return up(ctx, args[1:], stdout, stderr, getenv)
+	case "spec":
+		return spec(ctx, args[1:], stdout, stderr)
 	case "down":
 		return down(ctx, args[1:], stdout, stderr, getenv)
 	case "cleanup":

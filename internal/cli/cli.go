@@ -144,9 +144,12 @@ func (f *FlagSet) Parse(args []string, min, max int) ([]string, error) {
 	return pos, nil
 }
 
-// WriteJSON writes v as indented JSON and a newline.
+// WriteJSON writes v as indented JSON and a newline, without HTML escaping
+// ("<" stays "<": the output is read by programs and people, never
+// embedded in HTML).
 func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
