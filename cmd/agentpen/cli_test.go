@@ -12,10 +12,10 @@ import (
 // TestHelpEverySubcommand: --help prints the command's usage on stdout,
 // nothing on stderr, and exits 0.
 func TestHelpEverySubcommand(t *testing.T) {
-	for _, cmd := range []string{"doctor", "up", "down", "attest", "serve"} {
+	for _, cmd := range []string{"doctor", "up", "down", "attest", "serve", "spec check", "spec schema"} {
 		t.Run(cmd, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			err := run(t.Context(), []string{cmd, "--help"}, &out, &errb, os.Getenv)
+			err := run(t.Context(), append(strings.Fields(cmd), "--help"), &out, &errb, os.Getenv)
 			if cli.ExitCode(err) != 0 || cli.Message("agentpen", err) != "" {
 				t.Fatalf("--help: %v", err)
 			}
