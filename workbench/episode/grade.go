@@ -6,10 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
-	"sort"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
@@ -78,82 +75,13 @@ const probeEncoder = `def _agentpen_json(v):
     raise ValueError
 `
 
-// pyLiteral writes v (a value decoded from JSON with UseNumber: nil,
-// bool, json.Number, string, []any, map[string]any) as a Python literal that
-// evaluates to what json.loads of its JSON gives. Strings are Go-quoted:
-// for valid UTF-8 Go's escapes (\n, \x00, \u2028, ...) mean the same in
-// Python.
-func pyLiteral(b *strings.Builder, v any) error {
-	switch x := v.(type) {
-	case nil:
-		b.WriteString("None")
-	case bool:
-		b.WriteString(map[bool]string{true: "True", false: "False"}[x])
-	case json.Number:
-		b.WriteString(x.String())
-	case string:
-		if !utf8.ValidString(x) {
-			return fmt.Errorf("string %q is not UTF-8", x)
-		}
-		b.WriteString(strconv.Quote(x))
-	case []any:
-		b.WriteString("[")
-		for i, e := range x {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			if err := pyLiteral(b, e); err != nil {
-				return err
-			}
-		}
-		b.WriteString("]")
-	case map[string]any:
-		b.WriteString("{")
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			if err := pyLiteral(b, k); err != nil {
-				return err
-			}
-			b.WriteString(": ")
-			if err := pyLiteral(b, x[k]); err != nil {
-				return err
-			}
-		}
-		b.WriteString("}")
-	default:
-		return fmt.Errorf("%T is not a JSON value", v)
-	}
-	return nil
-}
-
-// argsLiteral is a case's argument list as a Python literal: the list
-// goes through JSON first, so it is exactly what json.loads would give.
+// argsLiteral is a case's argument list as a Python literal
+// (tasks.PyLiteral): exactly what json.loads of its JSON would give.
 func argsLiteral(args []any) (string, error) {
 	if args == nil {
 		args = []any{} // no arguments, not None
 	}
-	data, err := json.Marshal(args)
-	if err != nil {
-		return "", err
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	if err := pyLiteral(&b, v); err != nil {
-		return "", err
-	}
-	return b.String(), nil
+	return tasks.PyLiteral(args)
 }
 
 // runCases runs the task's function on each argument list, each case on

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
 // probeCheck runs in Python: for each value, the probe's encoder must
@@ -115,4 +117,40 @@ func FuzzArgsLiteral(f *testing.F) {
 			t.Fatalf("literal %q of %q", lit, data)
 		}
 	})
+}
+
+// TestTestFileAgreesWithProbe: the examples file an agent runs
+// (tasks.TestFile) accepts a return value exactly when the grader's probe
+// can print it (probeEncoder), so run_tests never says "ok" to a value
+// grading then fails (a tuple, a set, a dict with int keys, NaN...).
+func TestTestFileAgreesWithProbe(t *testing.T) {
+	t.Parallel()
+	file := tasks.TestFile("f", []tasks.Case{{Args: []any{1}, Want: 1}})
+	start, end := strings.Index(file, "def plain("), strings.Index(file, "def short(")
+	if start < 0 || end < start {
+		t.Fatalf("the examples file has no plain():\n%s", file)
+	}
+	script := probeEncoder + file[start:end] + `
+VALUES = [None, True, False, 0, -5, 2**100, 1.5, -0.0, 1e300, float("nan"), float("inf"), "", "é",
+    [], [1, [2, [3]]], [1, (2,)], (1, 2), {}, {"a": 1}, {1: "a"}, {"a": [1, {"b": None}]}, {1, 2}, b"x",
+    [float("nan")], {"k": float("inf")}, {None: 1}, {"x": (1,)}, frozenset(), range(2), 1j]
+bad = 0
+for v in VALUES:
+    try:
+        _agentpen_json(v)
+        probe_ok = True
+    except ValueError:
+        probe_ok = False
+    if plain(v) != probe_ok:
+        bad += 1
+        print("MISMATCH", repr(v), plain(v), probe_ok)
+print("bad", bad)
+`
+	out, err := exec.Command("/usr/bin/python3", "-E", "-s", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "bad 0") {
+		t.Fatalf("the examples file and the probe disagree:\n%s", out)
+	}
 }
