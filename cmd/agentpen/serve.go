@@ -18,6 +18,7 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/adapter/api"
 	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/internal/debugserve"
 )
 
 // defaultListen is agentpen serve's address when --listen is not given.
@@ -49,6 +50,7 @@ type serveFlags struct {
 	listen, publicURL       string
 	tokenFile, tokenEnv     string
 	tlsCert, tlsKey         string
+	debugListen             string
 	insecure, cleanupOnExit bool
 	shutdown, readyTimeout  time.Duration
 	parallel                int
@@ -67,6 +69,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&sf.tokenEnv, "token-env", defaultTokenEnv, "environment variable holding the bearer token")
 	fs.StringVar(&sf.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key: serve HTTPS)")
 	fs.StringVar(&sf.tlsKey, "tls-key", "", "TLS private key file")
+	fs.StringVar(&sf.debugListen, "debug-listen", "", "serve net/http/pprof at /debug/pprof/ on this loopback address (127.0.0.1:6060); off by default")
 	fs.BoolVar(&sf.insecure, "insecure-listen", false, "allow a non-loopback address without TLS (the token and capabilities then travel in clear)")
 	fs.BoolVar(&sf.cleanupOnExit, "cleanup-on-exit", false, "remove every campaign the service holds when it stops (by exact id, verified)")
 	fs.DurationVar(&sf.shutdown, "shutdown-timeout", api.DefaultShutdownGrace, "how long operations in flight may take to finish when stopping")
@@ -74,6 +77,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.IntVar(&sf.parallel, "parallel", adapter.DefaultParallelism, "workspaces created at once, per campaign")
 	if _, err := fs.Parse(args, 0, 0); err != nil {
 		return err
+	}
+	if sf.debugListen != "" {
+		if err := debugserve.CheckAddr(sf.debugListen); err != nil {
+			return err
+		}
 	}
 	opts, err := af.options()
 	if err != nil {
@@ -111,6 +119,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(a.Logger.Handler(), slog.LevelWarn),
+	}
+	if sf.debugListen != "" {
+		dctx, stopDebug := context.WithCancel(ctx)
+		wait, err := debugserve.Serve(dctx, sf.debugListen, nil, a.Logger)
+		if err != nil {
+			stopDebug()
+			return err
+		}
+		defer wait()
+		defer stopDebug()
 	}
 	served := make(chan error, 1)
 	go func() {

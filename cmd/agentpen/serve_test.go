@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentpen/agentpen/adapter/api"
 	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/internal/logbuf"
 	"github.com/agentpen/agentpen/internal/testenv"
 )
 
@@ -46,6 +47,7 @@ func TestServeUsage(t *testing.T) {
 		{"short_token", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": "short"}, "shorter than 16"},
 		{"loose_token_file", []string{"--token-file", loose}, nil, "lets others read it"},
 		{"positional", []string{"extra"}, nil, "unexpected argument"},
+		{"debug_not_loopback", []string{"--debug-listen", "0.0.0.0:6060"}, nil, "profiling is served on loopback only"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := map[string]string{"HOME": dir, "DOCKER_HOST": ""}
@@ -180,5 +182,59 @@ func TestUpUnknownTask(t *testing.T) {
 	msg := cli.Message("agentpen", err)
 	if exitCode(err) != 2 || !strings.Contains(msg, `workspaces[0].task_id "software/nope": is not in the workbench catalogue`) {
 		t.Fatalf("exit %d, message %q", exitCode(err), msg)
+	}
+}
+
+// TestServeDebugListen: --debug-listen serves the heap profile on the
+// loopback address it logs, beside the API, and stops with the service.
+func TestServeDebugListen(t *testing.T) {
+	testenv.RequireRoot(t)
+	e := newCLIEnv(t)
+	e.env["AGENTPEN_SERVE_TOKEN"] = "serve-test-token-0123456789"
+	sock := filepath.Join(e.dir, "api.sock")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var logs logbuf.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--listen", "unix://" + sock, "--debug-listen", "127.0.0.1:0", "--log-format", "json"}, io.Discard, &logs, e.getenv)
+	}()
+	var addr string
+	deadline := time.Now().Add(15 * time.Second)
+	for addr == "" {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "serving profiles") {
+				addr = rec.Addr
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended: %v\n%s", err, logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no profiling address logged:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.HasPrefix(addr, "http://127.0.0.1:") {
+		t.Fatalf("profiles served at %s, not on loopback", addr)
+	}
+	resp, err := http.Get(addr + "heap?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "heap profile") {
+		t.Fatalf("heap profile: %d %.200s", resp.StatusCode, b)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if _, err := http.Get(addr + "heap?debug=1"); err == nil {
+		t.Fatal("the profiles are still served after the service stopped")
 	}
 }
