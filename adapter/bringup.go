@@ -157,8 +157,10 @@ func writeSpec(dir string, spec campaign.CampaignSpec) error {
 
 // checkKey refuses a campaign whose default grader or episode servers need
 // the API key when agentpen's environment does not hold it (they would
-// refuse to start, after everything was created) or holds a placeholder
-// (apikey.Policy: the same list the attestation applies).
+// refuse to start, after everything was created), holds a placeholder, or
+// holds one shorter than the policy's minimum (apikey.Policy: the same
+// policy the attestation applies). The message never holds the value and
+// ends with how to make a key.
 func (a *Adapter) checkKey(p *campaign.Plan) error {
 	needs := p.Server.NeedsKey
 	for _, ag := range p.Agents {
@@ -167,15 +169,13 @@ func (a *Adapter) checkKey(p *campaign.Plan) error {
 	if !needs {
 		return nil
 	}
-	st := a.keyPolicy().Check(a.getenv(p.Server.Spec.APIKeyEnv))
-	switch {
-	case !st.Present:
-		return &campaign.ValidationError{Field: "server.api_key_env", Value: p.Server.Spec.APIKeyEnv, Msg: "is unset or empty in agentpen's environment; the grader and the workspaces' episode servers need it"}
-	case st.Placeholder:
-		// The value is never repeated; its fingerprint names it.
-		return &campaign.ValidationError{Field: "server.api_key_env", Value: p.Server.Spec.APIKeyEnv, Msg: "holds a placeholder or a publicly documented example key (fingerprint " + st.Fingerprint + "), not a real key"}
+	name := p.Server.Spec.APIKeyEnv
+	policy := a.keyPolicy()
+	st := policy.Check(a.getenv(name))
+	if st.OK() {
+		return nil
 	}
-	return nil
+	return &campaign.ValidationError{Field: "server.api_key_env", Msg: policy.Refusal(name, st)}
 }
 
 // checkImages refuses a campaign whose images are not present locally:

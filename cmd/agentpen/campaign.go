@@ -50,11 +50,7 @@ func (c *campaignFlags) adapter(ctx context.Context, stderr io.Writer, getenv fu
 	default:
 		return nil, cli.Usagef("--log-format %q: want text or json", c.logFormat)
 	}
-	host, err := adapter.HostFromEnv(getenv, c.allowCustom)
-	if err != nil {
-		return nil, err
-	}
-	d, err := adapter.Connect(ctx, host)
+	d, err := connect(ctx, getenv, c.allowCustom)
 	if err != nil {
 		return nil, err
 	}

@@ -64,18 +64,22 @@ campaign, 3 daemon unreachable.`
 
 // cleanupCmd is "agentpen cleanup verify".
 func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	if len(args) == 0 || args[0] != "verify" {
-		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
-			fmt.Fprint(stdout, "Usage: agentpen cleanup verify [flags] CAMPAIGN_ID\n\n"+verifyHelp+"\n")
-			return cli.ErrHelp
-		}
-		return &cli.UsageError{Msg: "cleanup needs a subcommand: verify", Hint: "agentpen cleanup verify --help"}
+	if len(args) > 0 && args[0] == "verify" {
+		return cli.InCommand("agentpen cleanup verify", cleanupVerify(ctx, args[1:], stdout, stderr, getenv))
 	}
+	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
+		fmt.Fprint(stdout, "Usage: agentpen cleanup verify [flags] CAMPAIGN_ID\n\n"+verifyHelp+"\n")
+		return cli.ErrHelp
+	}
+	return &cli.UsageError{Msg: "missing subcommand: verify", Hint: "agentpen cleanup verify --help"}
+}
+
+func cleanupVerify(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := cli.NewFlagSet("agentpen", "cleanup verify", "[flags] CAMPAIGN_ID", verifyHelp, stdout)
 	var cf campaignFlags
 	cf.register(fs, getenv)
 	asJSON := fs.Bool("json", false, "print the verification report as JSON on stdout")
-	pos, err := fs.Parse(args[1:], 1, 1)
+	pos, err := fs.Parse(args, 1, 1)
 	if err != nil {
 		return err
 	}

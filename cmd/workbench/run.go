@@ -36,22 +36,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprint(stderr, usage)
 		return cli.Usagef("a command is required")
 	}
-	switch args[0] {
+	var err error
+	name := args[0]
+	switch name {
 	case "serve":
-		return runServe(ctx, args[1:], stdout, stderr, getenv)
+		err = runServe(ctx, args[1:], stdout, stderr, getenv)
 	case "tasks":
-		return runTasks(ctx, args[1:], stdout)
+		err = runTasks(ctx, args[1:], stdout)
 	case "grader":
-		return runGrader(ctx, args[1:], stdout, stderr, getenv)
+		err = runGrader(ctx, args[1:], stdout, stderr, getenv)
 	case "probe":
-		return runProbe(ctx, args[1:], stdout, getenv)
+		err = runProbe(ctx, args[1:], stdout, getenv)
 	case "version", "--version":
-		return runVersion(args[1:], stdout)
+		name = "version"
+		err = runVersion(args[1:], stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
+	default:
+		return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", args[0]), Hint: "workbench help"}
 	}
-	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", args[0]), Hint: "workbench help"}
+	// Every error is printed after the command's name, once.
+	return cli.InCommand(prog+" "+name, err)
 }
 
 // listFlag is a repeatable string flag.
