@@ -84,7 +84,8 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 		Note: fmt.Sprintf("bring-up started: %d workspaces, egress %s", len(p.Agents), p.Egress)}); err != nil {
 		return nil, err
 	}
-	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{}}
+	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{},
+		progress: a.newProgress(p.CampaignID, map[string]int{campaign.RoleNetwork: len(p.Networks), campaign.RoleServer: 1, campaign.RoleWork: len(p.Agents)})}
 	c := &Campaign{Plan: p, Dir: dir}
 	if err := b.run(ctx, c); err != nil {
 		a.log().Warn("bring-up failed; rolling back", "campaign", p.CampaignID, "generation", gen, "err", err)
@@ -204,9 +205,10 @@ func (a *Adapter) checkImages(ctx context.Context, p *campaign.Plan) error {
 // bringUp is one bring-up in progress: its journal, its bound plan, and
 // the creates that failed (for the rollback to resolve).
 type bringUp struct {
-	a *Adapter
-	j *campaign.Journal
-	p *campaign.Plan
+	a        *Adapter
+	j        *campaign.Journal
+	p        *campaign.Plan
+	progress *progress
 
 	mu     sync.Mutex
 	failed map[string]failedCreate
@@ -320,9 +322,21 @@ func (b *bringUp) ready(ctx context.Context, c *Campaign) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(limit + 1)
-	g.Go(func() error { return a.waitServer(gctx, c) })
-	for _, ws := range c.Workspaces {
-		g.Go(func() error { return a.waitWorkspace(gctx, ws) })
+	g.Go(func() error {
+		if err := a.waitServer(gctx, c); err != nil {
+			return err
+		}
+		b.progress.step(Progress{Step: StepReady, Role: campaign.RoleServer, Kind: campaign.KindContainer, Name: b.p.Server.Name, ID: c.ServerID})
+		return nil
+	})
+	for i, ws := range c.Workspaces {
+		g.Go(func() error {
+			if err := a.waitWorkspace(gctx, ws); err != nil {
+				return err
+			}
+			b.progress.step(Progress{Step: StepReady, Role: campaign.RoleWork, Kind: campaign.KindContainer, Name: b.p.Agents[i].Name, ID: ws.ContainerID})
+			return nil
+		})
 	}
 	return g.Wait()
 }
@@ -388,6 +402,7 @@ func (b *bringUp) createNetwork(ctx context.Context, n campaign.NetworkPlan, sub
 		return resp.ID, err
 	}
 	b.a.log().Info("network created", "name", n.Name, "id", short(resp.ID), "subnet", subnet, "internal", n.Internal)
+	b.progress.step(Progress{Step: StepCreated, Role: campaign.RoleNetwork, Kind: campaign.KindNetwork, Name: n.Name, ID: resp.ID})
 	return resp.ID, nil
 }
 
@@ -413,6 +428,7 @@ func (b *bringUp) createStart(ctx context.Context, s containerSpec) (string, err
 	if err := api.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		return resp.ID, fmt.Errorf("start %s %s: %w", s.Role, s.Name, err)
 	}
+	b.progress.step(Progress{Step: StepCreated, Role: s.Role, Kind: campaign.KindContainer, Name: s.Name, ID: resp.ID})
 	return resp.ID, nil
 }
 

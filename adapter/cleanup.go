@@ -208,7 +208,7 @@ func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, campa
 			}
 		}
 		start = time.Now()
-		in.Outcomes = a.removeAll(ctx, j, live)
+		in.Outcomes = a.removeAll(ctx, j, live, a.newProgress(campaignID, map[string]int{"": len(live)}))
 		phase("remove", start)
 	}
 	start := time.Now()
@@ -230,7 +230,7 @@ func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, campa
 // concurrently, then run directories, then networks. Each is observed,
 // decided, acted on, re-inspected and, when the daemon says it is gone,
 // journalled removed.
-func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []campaign.Resource) []cleanup.Outcome {
+func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []campaign.Resource, pr *progress) []cleanup.Outcome {
 	var mu sync.Mutex
 	var out []cleanup.Outcome
 	for _, kind := range []campaign.Kind{campaign.KindContainer, campaign.KindDir, campaign.KindNetwork} {
@@ -244,6 +244,7 @@ func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []cam
 			}
 			g.Go(func() error {
 				o := a.removeOne(ctx, j, r)
+				pr.step(Progress{Step: StepRemoved, Role: r.Role, Kind: r.Kind, Name: r.Name, ID: r.ID, Outcome: outcome(o)})
 				mu.Lock()
 				out = append(out, o)
 				if r.Kind == campaign.KindDir && o.After.State == cleanup.Absent {
@@ -303,6 +304,17 @@ func (a *Adapter) removeOne(ctx context.Context, j *campaign.Journal, r campaign
 	}
 	a.log().Info(verb(o.Decision.Action), "kind", r.Kind, "role", r.Role, "name", r.Name, "id", short(r.ID))
 	return o
+}
+
+// outcome names what a teardown did with one resource, for Progress.
+func outcome(o cleanup.Outcome) string {
+	switch {
+	case o.After.State != cleanup.Absent:
+		return "left alone"
+	case o.Decision.Action == cleanup.AlreadyGone:
+		return "already gone"
+	}
+	return "removed"
 }
 
 func verb(a cleanup.Action) string {
