@@ -13,7 +13,7 @@ import (
 // TestHelpEverySubcommand: --help prints the command's usage on stdout,
 // nothing on stderr, and exits 0.
 func TestHelpEverySubcommand(t *testing.T) {
-	for _, cmd := range []string{"serve", "grader", "probe", "tasks"} {
+	for _, cmd := range []string{"serve", "grader", "probe", "tasks", "client", "version"} {
 		t.Run(cmd, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			err := run(t.Context(), []string{cmd, "--help"}, &out, &errb, os.Getenv)
@@ -41,7 +41,7 @@ func TestFlagsAfterPositionals(t *testing.T) {
 // TestHelpDefaultsOnce: no flag's default is printed twice in any
 // --help, and grader's --key-env explains its default.
 func TestHelpDefaultsOnce(t *testing.T) {
-	for _, cmd := range []string{"serve", "grader", "probe", "tasks", "version"} {
+	for _, cmd := range []string{"serve", "grader", "probe", "tasks", "client", "version"} {
 		var out, errb bytes.Buffer
 		run(t.Context(), []string{cmd, "--help"}, &out, &errb, os.Getenv)
 		for _, line := range strings.Split(out.String(), "\n") {
