@@ -208,7 +208,11 @@ func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, campa
 			}
 		}
 		start = time.Now()
-		in.Outcomes = a.removeAll(ctx, j, live, a.newProgress(campaignID, map[string]int{"": len(live)}))
+		byRole := map[string]int{}
+		for _, r := range live {
+			byRole[r.Role]++
+		}
+		in.Outcomes = a.removeAll(ctx, j, live, a.newProgress(campaignID, byRole))
 		phase("remove", start)
 	}
 	start := time.Now()

@@ -32,7 +32,8 @@ type Progress struct {
 	Name string
 	ID   string
 	// Done of Total resources of this role have reached this step (for
-	// StepRemoved: of every role, all resources of the teardown).
+	// StepRemoved: of this role's resources of every kind, containers
+	// first, then directories, then networks).
 	Done, Total int
 	// Outcome is, for StepRemoved, "removed", "already gone" or "left
 	// alone"; empty otherwise.
@@ -47,7 +48,7 @@ type progress struct {
 
 	mu    sync.Mutex
 	done  map[string]int // by step/role
-	total map[string]int // by role ("" for StepRemoved)
+	total map[string]int // by role
 }
 
 // newProgress returns the counter of one operation; every method is a
@@ -63,11 +64,7 @@ func (pr *progress) step(p Progress) {
 	}
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	key := p.Role
-	if p.Step == StepRemoved {
-		key = ""
-	}
-	pr.done[p.Step+"/"+key]++
-	p.CampaignID, p.Done, p.Total = pr.campaignID, pr.done[p.Step+"/"+key], pr.total[key]
+	pr.done[p.Step+"/"+p.Role]++
+	p.CampaignID, p.Done, p.Total = pr.campaignID, pr.done[p.Step+"/"+p.Role], pr.total[p.Role]
 	pr.fn(p)
 }

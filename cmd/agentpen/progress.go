@@ -27,17 +27,17 @@ type progressView struct {
 	log   *slog.Logger // JSON mode: the steps are records of this log
 	title string       // "up demo-1", "down demo-1"
 	// What the terminal line shows.
-	created, ready map[string][2]int // by role: done, total
-	removed        [2]int
-	note           string
-	shown          bool // the terminal line is on screen
+	created, ready, removed map[string][2]int // by role: done, total
+	note                    string
+	shown                   bool // the terminal line is on screen
 }
 
 // newProgressView returns the view of one command's progress on w: tty
 // says w is a terminal, asJSON that the log is JSON (then the steps are
 // log records and nothing is rewritten).
 func newProgressView(w io.Writer, tty, asJSON bool, title string) *progressView {
-	return &progressView{w: w, tty: tty && !asJSON, title: title, created: map[string][2]int{}, ready: map[string][2]int{}}
+	return &progressView{w: w, tty: tty && !asJSON, title: title,
+		created: map[string][2]int{}, ready: map[string][2]int{}, removed: map[string][2]int{}}
 }
 
 // isTerminal reports whether w is a terminal.
@@ -76,19 +76,22 @@ func (v *progressView) step(p adapter.Progress) {
 	case adapter.StepReady:
 		v.ready[p.Role] = [2]int{p.Done, p.Total}
 	case adapter.StepRemoved:
-		v.removed = [2]int{p.Done, p.Total}
+		v.removed[p.Role] = [2]int{p.Done, p.Total}
 	}
 	if v.tty {
 		v.clear()
 		v.draw()
 		return
 	}
-	what := string(p.Kind)
-	switch p.Kind {
-	case campaign.KindContainer:
-		what = p.Role
-	case campaign.KindDir:
-		what = "directory"
+	// "workspace", "network"; a removal also names the kind, as a role
+	// counts its containers and directories together.
+	what := p.Role
+	if p.Step == adapter.StepRemoved && string(p.Kind) != p.Role {
+		kind := string(p.Kind)
+		if p.Kind == campaign.KindDir {
+			kind = "directory"
+		}
+		what += " " + kind
 	}
 	line := fmt.Sprintf("%s %d/%d %s %s", p.Step, p.Done, p.Total, what, p.Name)
 	if p.Outcome != "" && p.Outcome != "removed" {
@@ -145,8 +148,14 @@ func (v *progressView) line() string {
 		n := v.created[campaign.RoleNetwork]
 		parts = append(parts, fmt.Sprintf("networks %d/%d", n[0], n[1]))
 	}
-	if v.removed[1] > 0 {
-		parts = append(parts, fmt.Sprintf("removed %d/%d", v.removed[0], v.removed[1]))
+	if len(v.removed) > 0 {
+		var rs []string
+		for _, role := range []string{campaign.RoleServer, campaign.RoleWork, campaign.RoleNetwork} {
+			if r, ok := v.removed[role]; ok {
+				rs = append(rs, fmt.Sprintf("%s %d/%d", role, r[0], r[1]))
+			}
+		}
+		parts = append(parts, "removed "+strings.Join(rs, ", "))
 	}
 	if v.note != "" {
 		parts = append(parts, v.note)
@@ -162,7 +171,7 @@ func (v *progressView) clear() {
 }
 
 func (v *progressView) draw() {
-	if v.tty && (len(v.created) > 0 || v.removed[1] > 0 || v.note != "") {
+	if v.tty && (len(v.created) > 0 || len(v.removed) > 0 || v.note != "") {
 		fmt.Fprint(v.w, v.line())
 		v.shown = true
 	}

@@ -26,9 +26,10 @@ var upSteps = []adapter.Progress{
 
 // downSteps are a teardown's.
 var downSteps = []adapter.Progress{
-	{Step: adapter.StepRemoved, Role: campaign.RoleWork, Kind: campaign.KindContainer, Name: "w0", Done: 1, Total: 3, Outcome: "removed"},
-	{Step: adapter.StepRemoved, Role: campaign.RoleWork, Kind: campaign.KindDir, Name: "/run/x/w0", Done: 2, Total: 3, Outcome: "already gone"},
-	{Step: adapter.StepRemoved, Role: campaign.RoleNetwork, Kind: campaign.KindNetwork, Name: "net", Done: 3, Total: 3, Outcome: "removed"},
+	{Step: adapter.StepRemoved, Role: campaign.RoleWork, Kind: campaign.KindContainer, Name: "w0", Done: 1, Total: 2, Outcome: "removed"},
+	{Step: adapter.StepRemoved, Role: campaign.RoleServer, Kind: campaign.KindContainer, Name: "srv", Done: 1, Total: 1, Outcome: "removed"},
+	{Step: adapter.StepRemoved, Role: campaign.RoleWork, Kind: campaign.KindDir, Name: "/run/x/w0", Done: 2, Total: 2, Outcome: "already gone"},
+	{Step: adapter.StepRemoved, Role: campaign.RoleNetwork, Kind: campaign.KindNetwork, Name: "net", Done: 1, Total: 1, Outcome: "removed"},
 }
 
 // TestProgressView: the exact text a person sees of up's and down's
@@ -56,9 +57,10 @@ func TestProgressView(t *testing.T) {
 				cr + "up demo: created 2/2, ready 2/2 workspaces; server ready" +
 				cr + "up demo: created 2/2, ready 2/2 workspaces; server ready; attesting\n"},
 		{"down_lines", false, "down demo", downSteps, "",
-			"removed 1/3 workspace w0\nremoved 2/3 directory /run/x/w0 (already gone)\nremoved 3/3 network net\n"},
+			"removed 1/2 workspace container w0\nremoved 1/1 server container srv\nremoved 2/2 workspace directory /run/x/w0 (already gone)\nremoved 1/1 network net\n"},
 		{"down_tty", true, "down demo", downSteps, "",
-			"down demo: removed 1/3" + cr + "down demo: removed 2/3" + cr + "down demo: removed 3/3\n"},
+			"down demo: removed workspace 1/2" + cr + "down demo: removed server 1/1, workspace 1/2" + cr +
+				"down demo: removed server 1/1, workspace 2/2" + cr + "down demo: removed server 1/1, workspace 2/2, network 1/1\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
