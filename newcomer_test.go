@@ -1,7 +1,6 @@
 package agentpen_test
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/google/go-cmp/cmp"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/newcomer.md from this run")
@@ -143,7 +143,7 @@ func TestNewcomerTranscript(t *testing.T) {
 		t.Fatalf("%v (write it with go test . -run TestNewcomerTranscript -update)", err)
 	}
 	if string(want) != got {
-		t.Errorf("%s is stale; regenerate it with go test . -run TestNewcomerTranscript -update, and read the diff:\n%s", newcomerFile, lineDiff(string(want), got))
+		t.Errorf("%s is stale; regenerate it with go test . -run TestNewcomerTranscript -update, and read the diff (-committed +now):\n%s", newcomerFile, cmp.Diff(strings.Split(string(want), "\n"), strings.Split(got, "\n")))
 	}
 }
 
@@ -190,12 +190,6 @@ func splitSteps(t *testing.T, out string) (outputs []string, codes []int) {
 // normalise replaces what changes between runs and machines, and sorts
 // each run of progress lines (their steps run concurrently).
 func normalise(s, checkout, state, image string) string {
-	s = strings.ReplaceAll(s, checkout, "~/agentpen")
-	s = strings.ReplaceAll(s, state, "~/.local/state")
-	s = strings.ReplaceAll(s, image, "agentpen/workbench:dev")
-	for _, r := range normalisers {
-		s = r.re.ReplaceAllString(s, r.with)
-	}
 	var out, run []string
 	flush := func() {
 		slices.Sort(run)
@@ -203,6 +197,15 @@ func normalise(s, checkout, state, image string) string {
 		run = nil
 	}
 	for _, line := range strings.SplitAfter(s, "\n") {
+		if imageLine.MatchString(line) && !requiredImage.MatchString(line) {
+			continue
+		}
+		line = strings.ReplaceAll(line, checkout, "~/agentpen")
+		line = strings.ReplaceAll(line, state, "~/.local/state")
+		line = strings.ReplaceAll(line, image, "agentpen/workbench:dev")
+		for _, r := range normalisers {
+			line = r.re.ReplaceAllString(line, r.with)
+		}
 		if line == "" {
 			continue
 		}
@@ -211,9 +214,6 @@ func normalise(s, checkout, state, image string) string {
 			continue
 		}
 		flush()
-		if imageLine.MatchString(line) && !requiredImage.MatchString(line) {
-			continue
-		}
 		out = append(out, line)
 	}
 	flush()
@@ -259,23 +259,4 @@ func downAll(t *testing.T, checkout string, env []string) {
 			t.Errorf("down %s: %v\n%s", m[1], err, b)
 		}
 	}
-}
-
-// lineDiff shows the lines of want and got that differ, in order.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b bytes.Buffer
-	for i := 0; i < max(len(w), len(g)); i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			fmt.Fprintf(&b, "line %d:\n- %s\n+ %s\n", i+1, wl, gl)
-		}
-	}
-	return b.String()
 }
