@@ -28,9 +28,18 @@ const maxSocketPath = 107
 var ErrConflict = errors.New("conflict")
 
 // ErrCampaignExists is returned (wrapped) by BringUp when the campaign's
-// journal has a generation that is not verified removed. It wraps
-// ErrConflict.
-var ErrCampaignExists = fmt.Errorf("campaign already exists: %w", ErrConflict)
+// journal has a generation that is not verified removed. It is an
+// ErrConflict, and reads "already exists" after the campaign's id.
+var ErrCampaignExists error = kindError{"already exists", ErrConflict}
+
+// kindError is a sentinel that is also a more general kind.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e kindError) Error() string { return e.msg }
+func (e kindError) Unwrap() error { return e.kind }
 
 // BringUp validates spec, then, holding the campaign's lock, refuses a
 // campaign id that already has live resources (in this state root's
@@ -119,8 +128,8 @@ func nextGeneration(dir, campaignID string) (int, error) {
 	next := 1
 	for _, g := range campaign.Generations(recs) {
 		if live := g.Live(); len(live) > 0 {
-			return 0, fmt.Errorf("campaign %q generation %d (%s): %w: %d resources not verified removed; run agentpen down %s first",
-				campaignID, g.N, dir, ErrCampaignExists, len(live), campaignID)
+			return 0, fmt.Errorf("campaign %q %w: its generation %d has %d resources not verified removed (journal in %s); run agentpen down %s first",
+				campaignID, ErrCampaignExists, g.N, len(live), dir, campaignID)
 		}
 		next = max(next, g.N+1)
 	}

@@ -278,8 +278,13 @@ func TestBringUpRefusesExistingCampaign(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.Close()
-	if _, err := a.BringUp(t.Context(), spec); !errors.Is(err, ErrCampaignExists) {
+	_, err = a.BringUp(t.Context(), spec)
+	if !errors.Is(err, ErrCampaignExists) || !errors.Is(err, ErrConflict) {
 		t.Fatalf("BringUp over a journal with live resources: %v, want ErrCampaignExists", err)
+	}
+	want := `campaign "twice" already exists: its generation 0 has 1 resources not verified removed (journal in ` + a.CampaignDir("twice") + `); run agentpen down twice first`
+	if err.Error() != want {
+		t.Fatalf("message\n%s\nwant\n%s", err, want)
 	}
 }
 

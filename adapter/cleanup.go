@@ -49,6 +49,12 @@ var ErrNotVerified = errors.New("cleanup not verified")
 // for the campaign id.
 var ErrNoCampaign = errors.New("no such campaign")
 
+// noCampaign is the error for a campaign id the state root has no journal
+// of (its state directory is dir).
+func noCampaign(campaignID, dir string) error {
+	return fmt.Errorf("%w %q: nothing in %s (agentpen ls lists this state root's campaigns; --state-root names another)", ErrNoCampaign, campaignID, dir)
+}
+
 // cleanupOptions scope one cleanup.
 type cleanupOptions struct {
 	// readOnly observes and verifies, and removes nothing.
@@ -121,7 +127,7 @@ func (a *Adapter) withJournal(ctx context.Context, campaignID string, fn func(*c
 	}
 	dir := a.CampaignDir(campaignID)
 	if _, err := os.Stat(filepath.Join(dir, campaign.JournalFile)); err != nil {
-		return nil, fmt.Errorf("campaign %q: %w: no journal in %s", campaignID, ErrNoCampaign, dir)
+		return nil, noCampaign(campaignID, dir)
 	}
 	lock, err := a.lockCampaign(ctx, campaign.Key(campaignID), DefaultLockWait)
 	if err != nil {

@@ -140,3 +140,23 @@ func TestDoctorRealDaemon(t *testing.T) {
 		t.Fatalf("text doctor: %v %q", err, out.String())
 	}
 }
+
+// TestNoSuchCampaign: down, attest and cleanup verify of an id the state
+// root has no journal of say so once, with where to look, and exit 2.
+func TestNoSuchCampaign(t *testing.T) {
+	host := serveFakeDaemon(t, []string{"name=rootless"})
+	state := t.TempDir()
+	env := map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": state}
+	dir := filepath.Join(state, "agentpen", "campaigns", "nosuch-2369bfb38b")
+	for _, args := range [][]string{{"down", "nosuch"}, {"attest", "nosuch"}, {"cleanup", "verify", "nosuch"}} {
+		t.Run(args[0], func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := run(t.Context(), args, &out, &errb, func(k string) string { return env[k] })
+			want := "agentpen " + strings.Join(args[:len(args)-1], " ") + `: no such campaign "nosuch": nothing in ` + dir +
+				" (agentpen ls lists this state root's campaigns; --state-root names another)"
+			if got := errb.String() + cli.Message("agentpen", err); got != want || exitCode(err) != 2 || out.Len() != 0 {
+				t.Fatalf("exit %d, stdout %q, got\n%s\nwant\n%s", exitCode(err), out.String(), got, want)
+			}
+		})
+	}
+}
