@@ -5,7 +5,8 @@
 # rewards, and removes the campaign with `agentpen down` (also when something fails).
 #
 # Needs DOCKER_HOST (scripts/rootless-docker.sh), the images (make images) and bin/ (make build).
-# AGENTPEN_API_KEY is generated for the run unless set. Progress goes to stderr.
+# AGENTPEN_API_KEY is generated for the run unless set (openssl rand -hex 32). Progress goes to
+# stderr. docs/newcomer.md walks through the same with workbench client, by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +14,7 @@ prog=demo
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 need_docker_host
-export AGENTPEN_API_KEY=${AGENTPEN_API_KEY:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
+export AGENTPEN_API_KEY=${AGENTPEN_API_KEY:-$(openssl rand -hex 32)}
 state=$(mktemp -d /tmp/agentpen-demo.XXXXXX)
 campaign="demo-$(date +%s)"
 tasks=(software/median@7 sql/top_customer@3 security/leaked_secrets@1)
@@ -37,14 +38,8 @@ cleanup() {
 trap cleanup EXIT
 
 log "agentpen up (${#tasks[@]} workspaces)"
+# Progress and a summary (every workspace's socket) go to stderr; the ids, as JSON, to up.json.
 bin/agentpen up --state-root "$state" "$state/spec.json" >"$state/up.json"
-python3 - "$state/up.json" <<'PY' >&2
-import json, sys
-up = json.load(open(sys.argv[1]))
-print(f"demo: campaign {up['campaign_id']}: network {up['network_id'][:12]}, grader {up['server']['url']}")
-for w in up["workspaces"]:
-    print(f"demo:   workspace {w['index']}: {w['agent_id']} container {w['container_id'][:12]}")
-PY
 
 status=0
 for i in "${!tasks[@]}"; do
