@@ -77,6 +77,11 @@ type Adapter struct {
 	// KeyPolicy says which API keys are placeholders; nil means
 	// apikey.Default().
 	KeyPolicy *apikey.Policy
+	// Progress, when set, receives each step of a bring-up (every network
+	// and container created, every container ready) and of a cleanup
+	// (every journalled resource done with), one call at a time, from the
+	// goroutine doing the work: it must return quickly.
+	Progress func(Progress)
 }
 
 // Campaign is a brought-up campaign: the plan and the ids of what exists.

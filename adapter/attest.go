@@ -118,6 +118,9 @@ func (a *Adapter) attestSource(campaignID string) (attest.Source, error) {
 	dir := a.CampaignDir(campaignID)
 	var src attest.Source
 	b, err := os.ReadFile(filepath.Join(dir, SpecFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return src, noCampaign(campaignID, dir)
+	}
 	if err != nil {
 		return src, fmt.Errorf("campaign %q: %w", campaignID, err)
 	}

@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -100,8 +101,10 @@ func TestAttestObservationFaults(t *testing.T) {
 // not a report.
 func TestAttestNoCampaign(t *testing.T) {
 	a, _ := fakeAdapter(t)
-	if _, err := a.Attest(t.Context(), "never-brought-up", AttestOptions{}); err == nil {
-		t.Fatal("attested a campaign that does not exist")
+	_, err := a.Attest(t.Context(), "never-brought-up", AttestOptions{})
+	want := `no such campaign "never-brought-up": nothing in ` + a.CampaignDir("never-brought-up") + ` (agentpen ls lists this state root's campaigns; --state-root names another)`
+	if !errors.Is(err, ErrNoCampaign) || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
 	}
 	if _, err := a.Attest(t.Context(), "../escape", AttestOptions{}); err == nil {
 		t.Fatal("accepted a bad campaign id")

@@ -28,9 +28,18 @@ const maxSocketPath = 107
 var ErrConflict = errors.New("conflict")
 
 // ErrCampaignExists is returned (wrapped) by BringUp when the campaign's
-// journal has a generation that is not verified removed. It wraps
-// ErrConflict.
-var ErrCampaignExists = fmt.Errorf("campaign already exists: %w", ErrConflict)
+// journal has a generation that is not verified removed. It is an
+// ErrConflict, and reads "already exists" after the campaign's id.
+var ErrCampaignExists error = kindError{"already exists", ErrConflict}
+
+// kindError is a sentinel that is also a more general kind.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e kindError) Error() string { return e.msg }
+func (e kindError) Unwrap() error { return e.kind }
 
 // BringUp validates spec, then, holding the campaign's lock, refuses a
 // campaign id that already has live resources (in this state root's
@@ -84,7 +93,8 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 		Note: fmt.Sprintf("bring-up started: %d workspaces, egress %s", len(p.Agents), p.Egress)}); err != nil {
 		return nil, err
 	}
-	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{}}
+	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{},
+		progress: a.newProgress(p.CampaignID, map[string]int{campaign.RoleNetwork: len(p.Networks), campaign.RoleServer: 1, campaign.RoleWork: len(p.Agents)})}
 	c := &Campaign{Plan: p, Dir: dir}
 	if err := b.run(ctx, c); err != nil {
 		a.log().Warn("bring-up failed; rolling back", "campaign", p.CampaignID, "generation", gen, "err", err)
@@ -118,8 +128,8 @@ func nextGeneration(dir, campaignID string) (int, error) {
 	next := 1
 	for _, g := range campaign.Generations(recs) {
 		if live := g.Live(); len(live) > 0 {
-			return 0, fmt.Errorf("campaign %q generation %d (%s): %w: %d resources not verified removed; run agentpen down %s first",
-				campaignID, g.N, dir, ErrCampaignExists, len(live), campaignID)
+			return 0, fmt.Errorf("campaign %q %w: its generation %d has %d resources not verified removed (journal in %s); run agentpen down %s first",
+				campaignID, ErrCampaignExists, g.N, len(live), dir, campaignID)
 		}
 		next = max(next, g.N+1)
 	}
@@ -157,8 +167,10 @@ func writeSpec(dir string, spec campaign.CampaignSpec) error {
 
 // checkKey refuses a campaign whose default grader or episode servers need
 // the API key when agentpen's environment does not hold it (they would
-// refuse to start, after everything was created) or holds a placeholder
-// (apikey.Policy: the same list the attestation applies).
+// refuse to start, after everything was created), holds a placeholder, or
+// holds one shorter than the policy's minimum (apikey.Policy: the same
+// policy the attestation applies). The message never holds the value and
+// ends with how to make a key.
 func (a *Adapter) checkKey(p *campaign.Plan) error {
 	needs := p.Server.NeedsKey
 	for _, ag := range p.Agents {
@@ -167,15 +179,13 @@ func (a *Adapter) checkKey(p *campaign.Plan) error {
 	if !needs {
 		return nil
 	}
-	st := a.keyPolicy().Check(a.getenv(p.Server.Spec.APIKeyEnv))
-	switch {
-	case !st.Present:
-		return &campaign.ValidationError{Field: "server.api_key_env", Value: p.Server.Spec.APIKeyEnv, Msg: "is unset or empty in agentpen's environment; the grader and the workspaces' episode servers need it"}
-	case st.Placeholder:
-		// The value is never repeated; its fingerprint names it.
-		return &campaign.ValidationError{Field: "server.api_key_env", Value: p.Server.Spec.APIKeyEnv, Msg: "holds a placeholder or a publicly documented example key (fingerprint " + st.Fingerprint + "), not a real key"}
+	name := p.Server.Spec.APIKeyEnv
+	policy := a.keyPolicy()
+	st := policy.Check(a.getenv(name))
+	if st.OK() {
+		return nil
 	}
-	return nil
+	return &campaign.ValidationError{Field: "server.api_key_env", Msg: policy.Refusal(name, st)}
 }
 
 // checkImages refuses a campaign whose images are not present locally:
@@ -204,9 +214,10 @@ func (a *Adapter) checkImages(ctx context.Context, p *campaign.Plan) error {
 // bringUp is one bring-up in progress: its journal, its bound plan, and
 // the creates that failed (for the rollback to resolve).
 type bringUp struct {
-	a *Adapter
-	j *campaign.Journal
-	p *campaign.Plan
+	a        *Adapter
+	j        *campaign.Journal
+	p        *campaign.Plan
+	progress *progress
 
 	mu     sync.Mutex
 	failed map[string]failedCreate
@@ -320,9 +331,21 @@ func (b *bringUp) ready(ctx context.Context, c *Campaign) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(limit + 1)
-	g.Go(func() error { return a.waitServer(gctx, c) })
-	for _, ws := range c.Workspaces {
-		g.Go(func() error { return a.waitWorkspace(gctx, ws) })
+	g.Go(func() error {
+		if err := a.waitServer(gctx, c); err != nil {
+			return err
+		}
+		b.progress.step(Progress{Step: StepReady, Role: campaign.RoleServer, Kind: campaign.KindContainer, Name: b.p.Server.Name, ID: c.ServerID})
+		return nil
+	})
+	for i, ws := range c.Workspaces {
+		g.Go(func() error {
+			if err := a.waitWorkspace(gctx, ws); err != nil {
+				return err
+			}
+			b.progress.step(Progress{Step: StepReady, Role: campaign.RoleWork, Kind: campaign.KindContainer, Name: b.p.Agents[i].Name, ID: ws.ContainerID})
+			return nil
+		})
 	}
 	return g.Wait()
 }
@@ -388,6 +411,7 @@ func (b *bringUp) createNetwork(ctx context.Context, n campaign.NetworkPlan, sub
 		return resp.ID, err
 	}
 	b.a.log().Info("network created", "name", n.Name, "id", short(resp.ID), "subnet", subnet, "internal", n.Internal)
+	b.progress.step(Progress{Step: StepCreated, Role: campaign.RoleNetwork, Kind: campaign.KindNetwork, Name: n.Name, ID: resp.ID})
 	return resp.ID, nil
 }
 
@@ -413,6 +437,7 @@ func (b *bringUp) createStart(ctx context.Context, s containerSpec) (string, err
 	if err := api.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		return resp.ID, fmt.Errorf("start %s %s: %w", s.Role, s.Name, err)
 	}
+	b.progress.step(Progress{Step: StepCreated, Role: s.Role, Kind: campaign.KindContainer, Name: s.Name, ID: resp.ID})
 	return resp.ID, nil
 }
 

@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 	"errors"
+	"github.com/agentpen/agentpen/apikey"
 	"os"
 	"path/filepath"
 	"slices"
@@ -277,8 +278,13 @@ func TestBringUpRefusesExistingCampaign(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.Close()
-	if _, err := a.BringUp(t.Context(), spec); !errors.Is(err, ErrCampaignExists) {
+	_, err = a.BringUp(t.Context(), spec)
+	if !errors.Is(err, ErrCampaignExists) || !errors.Is(err, ErrConflict) {
 		t.Fatalf("BringUp over a journal with live resources: %v, want ErrCampaignExists", err)
+	}
+	want := `campaign "twice" already exists: its generation 0 has 1 resources not verified removed (journal in ` + a.CampaignDir("twice") + `); run agentpen down twice first`
+	if err.Error() != want {
+		t.Fatalf("message\n%s\nwant\n%s", err, want)
 	}
 }
 
@@ -447,7 +453,7 @@ func TestBringUpRefusesLongSocketPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: func(string) string { return "k" }}
+	a := &Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: func(string) string { return "k3y-for-the-fake-daemon-0123456789" }}
 	if _, err := a.BringUp(t.Context(), fakeSpec("long", 1)); err == nil || !strings.Contains(err.Error(), "unix socket address") {
 		t.Fatalf("BringUp: %v, want the socket-path refusal", err)
 	}
@@ -471,23 +477,33 @@ func TestCleanupListingFailsClosed(t *testing.T) {
 	}
 }
 
-// TestBringUpRefusesPlaceholderKey: a placeholder or publicly documented
-// key is refused before anything is created, and the error names its
-// fingerprint, never its value.
-func TestBringUpRefusesPlaceholderKey(t *testing.T) {
-	for _, key := range []string{"changeme", "${AGENTPEN_API_KEY}", "replace-me-please"} {
-		a, fake := fakeAdapter(t)
-		a.Getenv = func(k string) string { return map[string]string{campaign.DefaultAPIKeyEnv: key}[k] }
-		_, err := a.BringUp(t.Context(), fakeSpec("placeholder-key", 1))
-		var ve *campaign.ValidationError
-		if !errors.As(err, &ve) || ve.Field != "server.api_key_env" {
-			t.Fatalf("key %q: err %v, want a ValidationError on server.api_key_env", key, err)
-		}
-		if strings.Contains(err.Error(), key) {
-			t.Fatalf("the error repeats the key: %v", err)
-		}
-		if n := len(fake.CallsTo("POST /networks/create")) + len(fake.CallsTo("POST /containers/create")); n != 0 {
-			t.Fatalf("%d creates for a placeholder key", n)
-		}
+// TestBringUpRefusesKey: an unset, placeholder, publicly documented or
+// short key is refused before anything is created, with the exact message
+// agentpen up prints: it names the fingerprint, never the value, and ends
+// with how to make a key.
+func TestBringUpRefusesKey(t *testing.T) {
+	const fix = "; make one: export AGENTPEN_API_KEY=$(openssl rand -hex 32)"
+	for _, tt := range []struct{ name, key, want string }{
+		{"unset", "", "server.api_key_env: AGENTPEN_API_KEY is unset or empty" + fix},
+		{"changeme", "changeme", "server.api_key_env: AGENTPEN_API_KEY holds a placeholder or a publicly documented example key (fingerprint 057ba03d6c441048), not a real key" + fix},
+		{"template", "${AGENTPEN_API_KEY}", "server.api_key_env: AGENTPEN_API_KEY holds a placeholder or a publicly documented example key (fingerprint " + apikey.Fingerprint("${AGENTPEN_API_KEY}") + "), not a real key" + fix},
+		{"replace_me", "replace-me-please-0123456789", "server.api_key_env: AGENTPEN_API_KEY holds a placeholder or a publicly documented example key (fingerprint " + apikey.Fingerprint("replace-me-please-0123456789") + "), not a real key" + fix},
+		{"short", "k3y-0f-23-characters-xx", "server.api_key_env: AGENTPEN_API_KEY holds a key shorter than 24 characters" + fix},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, fake := fakeAdapter(t)
+			a.Getenv = func(k string) string { return map[string]string{campaign.DefaultAPIKeyEnv: tt.key}[k] }
+			_, err := a.BringUp(t.Context(), fakeSpec("refused-key", 1))
+			var ve *campaign.ValidationError
+			if !errors.As(err, &ve) || ve.Field != "server.api_key_env" {
+				t.Fatalf("err %v, want a ValidationError on server.api_key_env", err)
+			}
+			if err.Error() != tt.want {
+				t.Fatalf("message\n%s\nwant\n%s", err, tt.want)
+			}
+			if n := len(fake.CallsTo("POST /networks/create")) + len(fake.CallsTo("POST /containers/create")); n != 0 {
+				t.Fatalf("%d creates for a refused key", n)
+			}
+		})
 	}
 }

@@ -26,7 +26,7 @@ func BenchmarkCampaign(b *testing.B) {
 			d, cli := realDockerB(b)
 			img := imageIDB(b, cli, workbenchImage)
 			a := &adapter.Adapter{Docker: d, StateRoot: b.TempDir(), Getenv: func(k string) string {
-				return map[string]string{campaign.DefaultAPIKeyEnv: "bench-key"}[k]
+				return map[string]string{campaign.DefaultAPIKeyEnv: "bench-key-0123456789abcdef"}[k]
 			}}
 			taskIDs := make([]string, n)
 			for i := range taskIDs {

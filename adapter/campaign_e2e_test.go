@@ -58,7 +58,7 @@ func TestCampaignEndToEnd(t *testing.T) {
 			t.Fatalf("e2e task %s: %v", id, err)
 		}
 	}
-	const canary = "canary-key-7d1f0c2b9e"
+	const canary = "canary-key-7d1f0c2b9e5a0c4f"
 	getenv := func(k string) string {
 		if k == campaign.DefaultAPIKeyEnv {
 			return canary

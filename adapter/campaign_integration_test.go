@@ -413,7 +413,7 @@ func TestCampaignNATPublish(t *testing.T) {
 		Workspaces: []campaign.WorkspaceSpec{{TaskID: "data/csv_region_total", Image: wb}},
 	}
 	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: func(k string) string {
-		return map[string]string{campaign.DefaultAPIKeyEnv: "nat-test-key"}[k]
+		return map[string]string{campaign.DefaultAPIKeyEnv: "nat-test-key-0f3a9c5e7b21d4"}[k]
 	}}
 	c, err := a.BringUp(t.Context(), spec)
 	if err != nil {

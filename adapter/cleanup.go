@@ -49,6 +49,12 @@ var ErrNotVerified = errors.New("cleanup not verified")
 // for the campaign id.
 var ErrNoCampaign = errors.New("no such campaign")
 
+// noCampaign is the error for a campaign id the state root has no journal
+// of (its state directory is dir).
+func noCampaign(campaignID, dir string) error {
+	return fmt.Errorf("%w %q: nothing in %s (agentpen ls lists this state root's campaigns; --state-root names another)", ErrNoCampaign, campaignID, dir)
+}
+
 // cleanupOptions scope one cleanup.
 type cleanupOptions struct {
 	// readOnly observes and verifies, and removes nothing.
@@ -121,7 +127,7 @@ func (a *Adapter) withJournal(ctx context.Context, campaignID string, fn func(*c
 	}
 	dir := a.CampaignDir(campaignID)
 	if _, err := os.Stat(filepath.Join(dir, campaign.JournalFile)); err != nil {
-		return nil, fmt.Errorf("campaign %q: %w: no journal in %s", campaignID, ErrNoCampaign, dir)
+		return nil, noCampaign(campaignID, dir)
 	}
 	lock, err := a.lockCampaign(ctx, campaign.Key(campaignID), DefaultLockWait)
 	if err != nil {
@@ -208,7 +214,11 @@ func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, campa
 			}
 		}
 		start = time.Now()
-		in.Outcomes = a.removeAll(ctx, j, live)
+		byRole := map[string]int{}
+		for _, r := range live {
+			byRole[r.Role]++
+		}
+		in.Outcomes = a.removeAll(ctx, j, live, a.newProgress(campaignID, byRole))
 		phase("remove", start)
 	}
 	start := time.Now()
@@ -230,7 +240,7 @@ func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, campa
 // concurrently, then run directories, then networks. Each is observed,
 // decided, acted on, re-inspected and, when the daemon says it is gone,
 // journalled removed.
-func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []campaign.Resource) []cleanup.Outcome {
+func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []campaign.Resource, pr *progress) []cleanup.Outcome {
 	var mu sync.Mutex
 	var out []cleanup.Outcome
 	for _, kind := range []campaign.Kind{campaign.KindContainer, campaign.KindDir, campaign.KindNetwork} {
@@ -244,6 +254,7 @@ func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []cam
 			}
 			g.Go(func() error {
 				o := a.removeOne(ctx, j, r)
+				pr.step(Progress{Step: StepRemoved, Role: r.Role, Kind: r.Kind, Name: r.Name, ID: r.ID, Outcome: outcome(o)})
 				mu.Lock()
 				out = append(out, o)
 				if r.Kind == campaign.KindDir && o.After.State == cleanup.Absent {
@@ -303,6 +314,17 @@ func (a *Adapter) removeOne(ctx context.Context, j *campaign.Journal, r campaign
 	}
 	a.log().Info(verb(o.Decision.Action), "kind", r.Kind, "role", r.Role, "name", r.Name, "id", short(r.ID))
 	return o
+}
+
+// outcome names what a teardown did with one resource, for Progress.
+func outcome(o cleanup.Outcome) string {
+	switch {
+	case o.After.State != cleanup.Absent:
+		return "left alone"
+	case o.Decision.Action == cleanup.AlreadyGone:
+		return "already gone"
+	}
+	return "removed"
 }
 
 func verb(a cleanup.Action) string {

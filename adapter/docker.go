@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -127,7 +128,7 @@ func identify(ctx context.Context, api interface {
 	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
 	if _, err := api.Ping(ctx); err != nil {
-		return campaign.Daemon{}, fmt.Errorf("ping %s: %w: %w", host, ErrDaemonUnreachable, err)
+		return campaign.Daemon{}, unreachable(ctx, host, err)
 	}
 	info, err := api.Info(ctx)
 	if err != nil {
@@ -136,9 +137,45 @@ func identify(ctx context.Context, api interface {
 	d := daemonFromInfo(info)
 	d.APIVersion = api.ClientVersion()
 	if !d.Rootless {
-		return campaign.Daemon{}, fmt.Errorf("%s (server %s, security options %v): %w", host, orUnknown(d.ServerVersion), d.SecurityOpts, ErrNotRootless)
+		return campaign.Daemon{}, fmt.Errorf("%w: %s answers as server %s with security options %v", ErrNotRootless, host, orUnknown(d.ServerVersion), d.SecurityOpts)
 	}
 	return d, nil
+}
+
+// unreachable is the error of a ping that failed: ErrDaemonUnreachable,
+// the socket, and why, said once. The SDK's own text for a failed
+// connection repeats the socket and drops the reason ("Cannot connect to
+// the Docker daemon at unix://... Is the docker daemon running?"), so the
+// reason is the system's answer to a dial of the socket itself.
+func unreachable(ctx context.Context, host Host, err error) error {
+	why := err.Error()
+	if client.IsErrConnectionFailed(err) {
+		why = "no answer"
+		var d net.Dialer
+		dctx, cancel := context.WithTimeout(ctx, DialTimeout)
+		defer cancel()
+		if c, derr := d.DialContext(dctx, "unix", host.SocketPath); derr != nil {
+			why = dialReason(derr)
+		} else {
+			c.Close()
+		}
+	}
+	return fmt.Errorf("%w at %s: %s", ErrDaemonUnreachable, host, why)
+}
+
+// dialReason is the reason of a failed dial without the address the
+// message already names: "no such file or directory", "connection
+// refused", "permission denied".
+func dialReason(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		var se *os.SyscallError
+		if errors.As(op.Err, &se) {
+			return se.Err.Error()
+		}
+		return op.Err.Error()
+	}
+	return err.Error()
 }
 
 // daemonFromInfo reads the identity out of /info. Rootless is true only when

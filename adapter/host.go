@@ -16,21 +16,22 @@ const EnvDockerHost = "DOCKER_HOST"
 const maxHostLen = 4096
 
 // Host kinds of error, returned wrapped in a *HostError by ResolveHost.
+// Their text follows `DOCKER_HOST "<value>": ` (see HostError).
 var (
 	// ErrHostUnset: DOCKER_HOST is empty or unset; agentpen never falls back
 	// to a default daemon.
-	ErrHostUnset = errors.New("DOCKER_HOST must be explicitly set")
+	ErrHostUnset = errors.New("DOCKER_HOST is not set (agentpen uses no default daemon)")
 	// ErrHostUnsafe: the value holds whitespace, a control character, a
 	// wildcard, "..", or is not a clean absolute path.
-	ErrHostUnsafe = errors.New("unsafe DOCKER_HOST")
+	ErrHostUnsafe = errors.New("not a clean absolute socket path")
 	// ErrHostNotUnix: the scheme is not unix (tcp, ssh, npipe, fd, ...), or
 	// the URL carries a host, query or fragment.
-	ErrHostNotUnix = errors.New("DOCKER_HOST must be a unix socket")
+	ErrHostNotUnix = errors.New("not a unix socket (tcp, ssh and other schemes are refused)")
 	// ErrHostRootful: the value names the shared, rootful daemon socket.
 	ErrHostRootful = errors.New("the shared rootful Docker socket is forbidden")
 	// ErrHostNotRootless: the socket path does not look like a rootless
 	// daemon's and the caller did not allow a custom path.
-	ErrHostNotRootless = errors.New("DOCKER_HOST is not recognisably rootless")
+	ErrHostNotRootless = errors.New("not recognisably a rootless daemon's socket (/run/user/<uid>/docker.sock)")
 )
 
 // rootfulSockets are the paths of the system daemon's socket.
@@ -45,7 +46,8 @@ var rootfulSockets = map[string]bool{
 var rootlessSocket = regexp.MustCompile(`^/run/user/[0-9]+/(?:docker|docker-rootless)(?:-[A-Za-z0-9_.-]+)?\.sock$`)
 
 // HostError is the error ResolveHost returns: the offending value and the
-// kind of problem (one of the ErrHost* values).
+// kind of problem (one of the ErrHost* values). It prints
+// `DOCKER_HOST "<value>": <kind>`, or the kind alone for an unset value.
 type HostError struct {
 	Value string
 	Err   error

@@ -43,6 +43,26 @@ func (s CampaignState) Live() []campaign.Resource {
 	return out
 }
 
+// WorkspaceSocket is one workspace's episode server socket on the host.
+type WorkspaceSocket struct {
+	AgentID string `json:"agent_id"`
+	Socket  string `json:"socket"`
+}
+
+// Sockets returns the workbench sockets of the latest generation's
+// workspaces whose run directory is not removed, in creation order: the
+// socket is <run directory>/wb.sock (the bind mount of
+// campaign.WorkbenchSocket), the agent id the directory's name.
+func (s CampaignState) Sockets() []WorkspaceSocket {
+	var out []WorkspaceSocket
+	for _, r := range s.Latest().Live() {
+		if r.Kind == campaign.KindDir && r.Role == campaign.RoleWork && r.ID != "" {
+			out = append(out, WorkspaceSocket{AgentID: filepath.Base(r.ID), Socket: filepath.Join(r.ID, filepath.Base(campaign.WorkbenchSocket))})
+		}
+	}
+	return out
+}
+
 // Campaigns reads every campaign journal in the state root, sorted by
 // campaign id. It talks to no daemon.
 func (a *Adapter) Campaigns() ([]CampaignState, error) {

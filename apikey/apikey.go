@@ -9,17 +9,28 @@
 // given. It is pure (standard library only) and never logs, stores or
 // returns a key's value; a Status holds only the fingerprint.
 //
-// It does not judge a key's strength beyond that: a short or guessable key
-// that is not on the list passes.
+// Beyond that it judges only a key's length (Policy.MinLength: 24
+// characters by default): a long guessable key that is not on the list
+// passes. Refusal is the one message every refusal prints, ending with how
+// to make a key (MakeKey).
 package apikey
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
+
+// DefaultMinLength is the fewest characters Default accepts in a key.
+const DefaultMinLength = 24
+
+// MakeKey is the command every refusal names to make a key: 64 hex digits
+// from the system's random source.
+const MakeKey = "openssl rand -hex 32"
 
 // FingerprintLen is the number of hex digits of a fingerprint.
 const FingerprintLen = 16
@@ -37,9 +48,13 @@ var fingerprintRe = regexp.MustCompile(`^[0-9a-f]{16}$`)
 // lower-case hex digits).
 func ValidFingerprint(s string) bool { return fingerprintRe.MatchString(s) }
 
-// Policy says which keys are placeholders. The zero Policy knows none;
-// Default returns agentpen's.
+// Policy says which keys are placeholders and how long a key must be. The
+// zero Policy knows no placeholder and has no minimum; Default returns
+// agentpen's.
 type Policy struct {
+	// MinLength is the fewest characters (runes) a key may have; 0 is no
+	// minimum.
+	MinLength int
 	// Placeholders are values (compared lower-cased, trimmed) that name no
 	// real key: "changeme", "your-api-key", ...
 	Placeholders []string
@@ -52,12 +67,14 @@ type Policy struct {
 	PublicDefaults []string
 }
 
-// Default returns agentpen's policy: seed 004's placeholder list, the
-// usual template spellings, agentpen's own variable names used as values,
-// and the fingerprint of the public example key of the upstream CyberGym
-// distribution. A fresh copy each call, so a caller may extend it.
+// Default returns agentpen's policy: at least DefaultMinLength characters,
+// seed 004's placeholder list, the usual template spellings, agentpen's own
+// variable names used as values, and the fingerprint of the public example
+// key of the upstream CyberGym distribution. A fresh copy each call, so a
+// caller may extend it.
 func Default() Policy {
 	return Policy{
+		MinLength: DefaultMinLength,
 		Placeholders: []string{
 			"placeholder", "changeme", "change-me", "change_me", "your_api_key", "your-api-key", "yourapikey",
 			"api_key", "api-key", "apikey", "test-key", "test_key", "testkey", "none", "null", "nil",
@@ -77,12 +94,16 @@ type Status struct {
 	// Placeholder is true when the value is on the policy's list, starts
 	// with one of its prefixes, or has a public default's fingerprint.
 	Placeholder bool `json:"placeholder"`
+	// Short is true when the value has fewer than the policy's MinLength
+	// characters.
+	Short bool `json:"short"`
 	// Fingerprint is Fingerprint(value); empty when the key is absent.
 	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
-// OK reports whether the key may be used: present and not a placeholder.
-func (s Status) OK() bool { return s.Present && !s.Placeholder }
+// OK reports whether the key may be used: present, not a placeholder and
+// not short.
+func (s Status) OK() bool { return s.Present && !s.Placeholder && !s.Short }
 
 // Check judges value. Only its Status leaves this function.
 func (p Policy) Check(value string) Status {
@@ -90,7 +111,26 @@ func (p Policy) Check(value string) Status {
 		return Status{}
 	}
 	fp := Fingerprint(value)
-	return Status{Present: true, Placeholder: p.isPlaceholder(value, fp), Fingerprint: fp}
+	return Status{Present: true, Placeholder: p.isPlaceholder(value, fp), Short: utf8.RuneCountInString(value) < p.MinLength, Fingerprint: fp}
+}
+
+// Refusal says why the key a variable holds may not be used, in one
+// sentence that ends with how to make one (MakeKey); "" when s is OK. It
+// names the variable and, for a placeholder, the fingerprint, never the
+// value.
+func (p Policy) Refusal(variable string, s Status) string {
+	var why string
+	switch {
+	case s.OK():
+		return ""
+	case !s.Present:
+		why = variable + " is unset or empty"
+	case s.Placeholder:
+		why = fmt.Sprintf("%s holds a placeholder or a publicly documented example key (fingerprint %s), not a real key", variable, s.Fingerprint)
+	default:
+		why = fmt.Sprintf("%s holds a key shorter than %d characters", variable, p.MinLength)
+	}
+	return why + "; make one: export " + variable + "=$(" + MakeKey + ")"
 }
 
 // IsPublicDefault reports whether fingerprint is one of the policy's

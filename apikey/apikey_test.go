@@ -10,17 +10,22 @@ var checkCases = []struct {
 	value       string
 	present     bool
 	placeholder bool
+	short       bool
 }{
-	{"empty", "", false, false},
-	{"real", "k3y-0f-a-real-campaign-5b1c", true, false},
-	{"changeme", "changeme", true, true},
-	{"changeme_upper_spaced", "  CHANGEME ", true, true},
-	{"template", "${AGENTPEN_API_KEY}", true, true},
-	{"replace_me_prefix", "replace-me-with-your-key", true, true},
-	{"your_prefix", "your_key_here", true, true},
-	{"only_spaces", "   ", true, true},
-	{"var_name_as_value", "AGENTPEN_API_KEY", true, true},
-	{"angle", "<api-key>", true, true},
+	{"empty", "", false, false, false},
+	{"real", "k3y-0f-a-real-campaign-5b1c", true, false, false},
+	{"exactly_24", "0123456789abcdef01234567", true, false, false},
+	{"23_chars", "0123456789abcdef0123456", true, false, true},
+	{"24_runes_48_bytes", "éééééééééééééééééééééééé", true, false, false},
+	{"short_real_looking", "k3y", true, false, true},
+	{"changeme", "changeme", true, true, true},
+	{"changeme_upper_spaced", "  CHANGEME ", true, true, true},
+	{"template", "${AGENTPEN_API_KEY}", true, true, true},
+	{"replace_me_prefix", "replace-me-with-your-key", true, true, false},
+	{"your_prefix", "your_key_here", true, true, true},
+	{"only_spaces", "   ", true, true, true},
+	{"var_name_as_value", "AGENTPEN_API_KEY", true, true, true},
+	{"angle", "<api-key>", true, true, true},
 }
 
 func TestCheck(t *testing.T) {
@@ -28,8 +33,11 @@ func TestCheck(t *testing.T) {
 	for _, tt := range checkCases {
 		t.Run(tt.name, func(t *testing.T) {
 			s := p.Check(tt.value)
-			if s.Present != tt.present || s.Placeholder != tt.placeholder {
-				t.Fatalf("Check = %+v, want present %v placeholder %v", s, tt.present, tt.placeholder)
+			if s.Present != tt.present || s.Placeholder != tt.placeholder || s.Short != tt.short {
+				t.Fatalf("Check = %+v, want present %v placeholder %v short %v", s, tt.present, tt.placeholder, tt.short)
+			}
+			if s.OK() != (tt.present && !tt.placeholder && !tt.short) {
+				t.Fatalf("OK = %v for %+v", s.OK(), s)
 			}
 			if tt.present != ValidFingerprint(s.Fingerprint) {
 				t.Fatalf("fingerprint %q", s.Fingerprint)
@@ -62,8 +70,33 @@ func TestFingerprint(t *testing.T) {
 	if got := Fingerprint("abc"); got != "ba7816bf8f01cfea" {
 		t.Fatalf("Fingerprint(abc) = %q", got)
 	}
-	if Default().Check("abc").OK() != true || (Status{Present: true, Placeholder: true}).OK() {
+	if (Policy{}).Check("abc").OK() != true || Default().Check("abc").OK() || (Status{Present: true, Placeholder: true}).OK() {
 		t.Fatal("OK")
+	}
+}
+
+// TestRefusal: the exact sentence agentpen up and workbench grader print
+// for a key they refuse.
+func TestRefusal(t *testing.T) {
+	p := Default()
+	for _, tt := range []struct {
+		name, value, want string
+	}{
+		{"ok", "0123456789abcdef0123456789abcdef", ""},
+		{"unset", "", "AGENTPEN_API_KEY is unset or empty; make one: export AGENTPEN_API_KEY=$(openssl rand -hex 32)"},
+		{"short", "cli-test-key-5d0c8e", "AGENTPEN_API_KEY holds a key shorter than 24 characters; make one: export AGENTPEN_API_KEY=$(openssl rand -hex 32)"},
+		{"placeholder", "changeme", "AGENTPEN_API_KEY holds a placeholder or a publicly documented example key (fingerprint 057ba03d6c441048), not a real key; make one: export AGENTPEN_API_KEY=$(openssl rand -hex 32)"},
+		{"long_placeholder", "replace-me-with-a-real-key-please", "AGENTPEN_API_KEY holds a placeholder or a publicly documented example key (fingerprint " + Fingerprint("replace-me-with-a-real-key-please") + "), not a real key; make one: export AGENTPEN_API_KEY=$(openssl rand -hex 32)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := p.Refusal("AGENTPEN_API_KEY", p.Check(tt.value))
+			if got != tt.want {
+				t.Fatalf("Refusal =\n%s\nwant\n%s", got, tt.want)
+			}
+			if tt.value != "" && strings.Contains(got, tt.value) {
+				t.Fatalf("the refusal repeats the value")
+			}
+		})
 	}
 }
 

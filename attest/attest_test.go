@@ -206,6 +206,8 @@ func mutations() []mutation {
 			mutate: func(t *testing.T, f *fixture) {
 				f.src.KeyPolicy.PublicDefaults = append(f.src.KeyPolicy.PublicDefaults, f.src.AgentpenKey.Fingerprint)
 			}},
+		{name: "key_short", what: "the server's key is shorter than the policy's minimum", want: []string{"api_key"},
+			mutate: func(t *testing.T, f *fixture) { f.src.KeyPolicy.MinLength = 64 }},
 		{name: "key_not_agentpens", what: "agentpen's environment holds another key than the server", want: []string{"api_key"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.src.AgentpenKey = apikey.Default().Check("another-key-entirely-0001")

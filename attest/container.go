@@ -223,11 +223,11 @@ func checkKeys(r *Report, e *expectation, decoded map[string]*container) {
 			k.Server.Placeholder = true
 		}
 		ok := k.Server.OK() && len(k.Server.Fingerprint) == 16
-		reason := "the server's key (" + e.KeyEnv + ") is missing or a placeholder"
+		reason := "the server's key (" + e.KeyEnv + ") is missing, a placeholder or short"
 		if k.Agentpen != nil && k.Agentpen.Fingerprint != k.Server.Fingerprint {
 			ok, reason = false, "the server holds another key than agentpen's environment"
 		}
-		k.add("api_key", k.Server, map[string]any{"present": true, "placeholder": false, "fingerprint": "16 hex digits"}, ok, reason)
+		k.add("api_key", k.Server, map[string]any{"present": true, "placeholder": false, "short": false, "fingerprint": "16 hex digits"}, ok, reason)
 		ref = k.Server.Fingerprint
 	} else if k.Agentpen != nil {
 		ref = k.Agentpen.Fingerprint

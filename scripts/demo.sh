@@ -8,8 +8,9 @@
 # (workspace, task, reward, steps) and the paths of the JSON reports are printed. The state
 # directory, with the reports and the service's log, is kept under /tmp/agentpen-demo.*.
 #
-# Needs DOCKER_HOST (scripts/rootless-docker.sh), the images (make images) and bin/ (make
-# build). AGENTPEN_API_KEY is generated for the run unless set. Progress goes to stderr.
+# Needs DOCKER_HOST (scripts/rootless-docker.sh), the images (make images) and bin/ (make build).
+# AGENTPEN_API_KEY is generated for the run unless set (openssl rand -hex 32). Progress goes to
+# stderr. docs/newcomer.md walks through a campaign with agentpen up and workbench client, by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,8 +18,8 @@ prog=demo
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 need_docker_host
-export AGENTPEN_API_KEY=${AGENTPEN_API_KEY:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
-AGENTPEN_SERVE_TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export AGENTPEN_API_KEY=${AGENTPEN_API_KEY:-$(openssl rand -hex 32)}
+AGENTPEN_SERVE_TOKEN=$(openssl rand -hex 32)
 export AGENTPEN_SERVE_TOKEN
 state=$(mktemp -d /tmp/agentpen-demo.XXXXXX)
 campaign="demo-$(date +%s)"
@@ -36,14 +37,11 @@ stop() {
 		wait "$serve_pid" || true
 	fi
 }
-trap stop EXIT
-for _ in $(seq 100); do
-	if python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/healthz", timeout=1)' "$api" 2>/dev/null; then
-		break
-	fi
-	kill -0 "$serve_pid" 2>/dev/null || die "agentpen serve exited: $(tail -5 "$state/serve.log")"
-	sleep 0.1
-done
+trap cleanup EXIT
+
+log "agentpen up (${#tasks[@]} workspaces)"
+# Progress and a summary (every workspace's socket) go to stderr; the ids, as JSON, to up.json.
+bin/agentpen up --state-root "$state" "$state/spec.json" >"$state/up.json"
 
 status=0
 python3 testdata/clients/launcher_demo.py --api "$api" --image "$img" --oracles testdata/oracles \

@@ -42,24 +42,44 @@ func defaultStateRoot(getenv func(string) string) string {
 }
 
 func (c *campaignFlags) adapter(ctx context.Context, stderr io.Writer, getenv func(string) string) (*adapter.Adapter, error) {
+	a, _, err := c.adapterWithProgress(ctx, stderr, getenv, "")
+	return a, err
+}
+
+// adapterWithProgress connects to the daemon and returns the adapter with
+// its log on stderr, and the view that shows its progress there under
+// title; the caller sets a.Progress = v.step to show it. The text log
+// holds warnings only (the view shows the steps); the JSON log holds
+// every step as a record.
+func (c *campaignFlags) adapterWithProgress(ctx context.Context, stderr io.Writer, getenv func(string) string, title string) (*adapter.Adapter, *progressView, error) {
+	v := newProgressView(stderr, isTerminal(stderr), c.logFormat == "json", title)
 	var h slog.Handler
 	switch c.logFormat {
 	case "text":
-		h = slog.NewTextHandler(stderr, nil)
+		h = slog.NewTextHandler(v, &slog.HandlerOptions{Level: slog.LevelWarn})
 	case "json":
-		h = slog.NewJSONHandler(stderr, nil)
+		h = slog.NewJSONHandler(v, nil)
 	default:
-		return nil, cli.Usagef("--log-format %q: want text or json", c.logFormat)
+		return nil, nil, cli.Usagef("--log-format %q: want text or json", c.logFormat)
 	}
-	host, err := adapter.HostFromEnv(getenv, c.allowCustom)
+	log := slog.New(h)
+	if c.logFormat == "json" {
+		v.log = log
+	}
+	d, err := connect(ctx, getenv, c.allowCustom)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	d, err := adapter.Connect(ctx, host)
-	if err != nil {
-		return nil, err
+	return &adapter.Adapter{Docker: d, StateRoot: c.stateRoot, Logger: log, Getenv: getenv}, v, nil
+}
+
+// downCommand is the command that takes a campaign down, with the state
+// root when it is not the default one.
+func (c *campaignFlags) downCommand(getenv func(string) string, id string) string {
+	if c.stateRoot != defaultStateRoot(getenv) {
+		return "agentpen down --state-root " + c.stateRoot + " " + id
 	}
-	return &adapter.Adapter{Docker: d, StateRoot: c.stateRoot, Logger: slog.New(h), Getenv: getenv}, nil
+	return "agentpen down " + id
 }
 
 // upResult is what up prints on stdout.
@@ -142,19 +162,22 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	if _, err := api.ValidatePlan(spec); err != nil {
 		return err
 	}
-	a, err := cf.adapter(ctx, stderr, getenv)
+	a, view, err := cf.adapterWithProgress(ctx, stderr, getenv, "up "+spec.CampaignID)
 	if err != nil {
 		return err
 	}
 	defer a.Docker.Close()
-	a.ReadyTimeout, a.Parallelism = *timeout, *parallel
+	defer view.finish()
+	a.ReadyTimeout, a.Parallelism, a.Progress = *timeout, *parallel, view.step
 	start := time.Now()
 	c, err := a.BringUp(ctx, spec)
 	if err != nil {
+		view.finish()
 		return err
 	}
-	a.Logger.Info("campaign up", "campaign", spec.CampaignID, "took", time.Since(start).Round(time.Millisecond))
+	view.say("attesting")
 	rep, err := a.Attest(ctx, spec.CampaignID, opts)
+	view.finish()
 	if err != nil || !rep.OK {
 		return failedAttestation(ctx, a, spec.CampaignID, rep, err, *keepFailed, stderr)
 	}
@@ -166,7 +189,46 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	for i, ws := range c.Workspaces {
 		res.Workspaces = append(res.Workspaces, upWorkspace{Index: i, AgentID: ws.AgentID, ContainerID: ws.ContainerID, Socket: ws.Socket})
 	}
+	summary := upSummary{res: res, took: time.Since(start), checks: len(rep.Checks()), down: cf.downCommand(getenv, spec.CampaignID)}
+	if view.log != nil {
+		view.log.Info("campaign up", "campaign", res.CampaignID, "generation", res.Generation, "workspaces", len(res.Workspaces),
+			"attestation_ok", rep.OK, "attestation", res.Attestation.Report, "state_dir", res.StateDir, "took", summary.took.Round(time.Millisecond))
+	} else {
+		summary.print(stderr)
+	}
 	return cli.WriteJSON(stdout, res)
+}
+
+// upSummary is what up tells a person at the end, on stderr: one screen.
+type upSummary struct {
+	res    upResult
+	took   time.Duration
+	checks int
+	down   string
+}
+
+// maxSummaryWorkspaces is how many workspaces the summary lists; the JSON
+// on stdout lists all.
+const maxSummaryWorkspaces = 10
+
+func (s upSummary) print(w io.Writer) {
+	r := s.res
+	fmt.Fprintf(w, "campaign %s is up: generation %d, %d workspaces, topology %s, in %s\n",
+		r.CampaignID, r.Generation, len(r.Workspaces), r.Topology, s.took.Round(100*time.Millisecond))
+	fmt.Fprintf(w, "  grader        container %s\n", shortID(r.Server.ContainerID))
+	for i, ws := range r.Workspaces {
+		if i == maxSummaryWorkspaces {
+			fmt.Fprintf(w, "  ... and %d more workspaces (every socket: the JSON on stdout, or agentpen ls --json)\n", len(r.Workspaces)-i)
+			break
+		}
+		fmt.Fprintf(w, "  workspace %-3d agent %s, socket %s\n", ws.Index, ws.AgentID, ws.Socket)
+	}
+	fmt.Fprintf(w, "attestation     ok, %d checks passed\n", s.checks)
+	fmt.Fprintf(w, "reports         %s (campaign.json, journal.jsonl, attestation.json; cleanup.json after down)\n", r.StateDir)
+	if len(r.Workspaces) > 0 {
+		fmt.Fprintf(w, "play by hand    workbench client %s\n", r.Workspaces[0].Socket)
+	}
+	fmt.Fprintf(w, "take it down    %s\n", s.down)
 }
 
 // failedAttestation ends an up whose campaign did not attest: it prints

@@ -67,7 +67,7 @@ func TestUpDownRealDaemon(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "spec.json")
 	os.WriteFile(f, b, 0o600)
-	env := map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": dir, "AGENTPEN_API_KEY": "cli-test-key-5d0c8e"}
+	env := map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": dir, "AGENTPEN_API_KEY": "cli-test-key-5d0c8e1a47b93f26"}
 	getenv := func(k string) string { return env[k] }
 	var out, errb bytes.Buffer
 	if err := run(t.Context(), []string{"up", "--log-format", "json", f}, &out, &errb, getenv); err != nil {
@@ -155,7 +155,7 @@ func TestUpFailsClosed(t *testing.T) {
 		dir := t.TempDir()
 		f := filepath.Join(dir, "spec.json")
 		os.WriteFile(f, b, 0o600)
-		env := map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": dir, "AGENTPEN_API_KEY": "cli-fail-key-77a1"}
+		env := map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": dir, "AGENTPEN_API_KEY": "cli-fail-key-77a1c0d9e2b5f843"}
 		getenv := func(k string) string { return env[k] }
 		t.Cleanup(func() { run(context.Background(), []string{"down", campaignID}, io.Discard, io.Discard, getenv) })
 		args := []string{"up", f, "--probe-timeout-ms", "500"}

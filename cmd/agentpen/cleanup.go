@@ -41,12 +41,14 @@ func down(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	if err := campaign.CheckID("campaign_id", pos[0]); err != nil {
 		return err
 	}
-	a, err := cf.adapter(ctx, stderr, getenv)
+	a, view, err := cf.adapterWithProgress(ctx, stderr, getenv, "down "+pos[0])
 	if err != nil {
 		return err
 	}
 	defer a.Docker.Close()
+	a.Progress = view.step
 	rep, err := a.Cleanup(ctx, pos[0])
+	view.finish()
 	if rep == nil {
 		return err
 	}
@@ -64,18 +66,22 @@ campaign, 3 daemon unreachable.`
 
 // cleanupCmd is "agentpen cleanup verify".
 func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	if len(args) == 0 || args[0] != "verify" {
-		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
-			fmt.Fprint(stdout, "Usage: agentpen cleanup verify [flags] CAMPAIGN_ID\n\n"+verifyHelp+"\n")
-			return cli.ErrHelp
-		}
-		return &cli.UsageError{Msg: "cleanup needs a subcommand: verify", Hint: "agentpen cleanup verify --help"}
+	if len(args) > 0 && args[0] == "verify" {
+		return cli.InCommand("agentpen cleanup verify", cleanupVerify(ctx, args[1:], stdout, stderr, getenv))
 	}
+	if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
+		fmt.Fprint(stdout, "Usage: agentpen cleanup verify [flags] CAMPAIGN_ID\n\n"+verifyHelp+"\n")
+		return cli.ErrHelp
+	}
+	return &cli.UsageError{Msg: "missing subcommand: verify", Hint: "agentpen cleanup verify --help"}
+}
+
+func cleanupVerify(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := cli.NewFlagSet("agentpen", "cleanup verify", "[flags] CAMPAIGN_ID", verifyHelp, stdout)
 	var cf campaignFlags
 	cf.register(fs, getenv)
 	asJSON := fs.Bool("json", false, "print the verification report as JSON on stdout")
-	pos, err := fs.Parse(args[1:], 1, 1)
+	pos, err := fs.Parse(args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -97,8 +103,9 @@ func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	return err
 }
 
-// printCleanup prints a cleanup report: as JSON, or a summary with a line
-// per resource left and per failed check.
+// printCleanup prints a cleanup report: as JSON, or what was removed (by
+// kind and role), how long it took, and a line per resource left and per
+// failed check.
 func printCleanup(w io.Writer, rep *cleanup.Report, path string, asJSON bool) error {
 	if asJSON {
 		return cli.WriteJSON(w, rep)
@@ -107,9 +114,14 @@ func printCleanup(w io.Writer, rep *cleanup.Report, path string, asJSON bool) er
 	if rep.ReadOnly {
 		what = "verification"
 	}
-	fmt.Fprintf(w, "%s of %s: %s (%d removed, %d already gone, %d left alone, %d unexpected) in %s\n",
-		what, rep.CampaignID, rep.Status, len(rep.Removed), len(rep.AlreadyGone), len(rep.LeftAlone), len(rep.Unexpected),
-		(time.Duration(rep.Timings.TotalMS) * time.Millisecond).String())
+	took := (time.Duration(rep.Timings.TotalMS) * time.Millisecond).Round(10 * time.Millisecond)
+	fmt.Fprintf(w, "%s of %s: %s in %s\n", what, rep.CampaignID, rep.Status, took)
+	if !rep.ReadOnly {
+		fmt.Fprintf(w, "  removed       %s\n", tally(rep.Removed))
+	}
+	if len(rep.AlreadyGone) > 0 || rep.ReadOnly {
+		fmt.Fprintf(w, "  already gone  %s\n", tally(rep.AlreadyGone))
+	}
 	for _, e := range rep.LeftAlone {
 		fmt.Fprintf(w, "  left alone: %s %s %s: %s\n", e.Kind, e.Name, shortID(e.ID), e.Reason)
 	}
@@ -120,9 +132,49 @@ func printCleanup(w io.Writer, rep *cleanup.Report, path string, asJSON bool) er
 		fmt.Fprintf(w, "  failed check: %s\n", c)
 	}
 	if path != "" {
-		fmt.Fprintf(w, "report: %s\n", path)
+		fmt.Fprintf(w, "  report        %s\n", path)
 	}
 	return nil
+}
+
+// tally counts entries by kind, containers also by role: "4 containers
+// (1 server, 3 workspace), 4 directories, 1 network"; "nothing" for none.
+func tally(es []cleanup.Entry) string {
+	if len(es) == 0 {
+		return "nothing"
+	}
+	kinds := map[campaign.Kind]int{}
+	roles := map[string]int{}
+	for _, e := range es {
+		kinds[e.Kind]++
+		if e.Kind == campaign.KindContainer {
+			roles[e.Role]++
+		}
+	}
+	var parts []string
+	for _, k := range []struct {
+		kind       campaign.Kind
+		one, other string
+	}{{campaign.KindContainer, "container", "containers"}, {campaign.KindDir, "directory", "directories"}, {campaign.KindNetwork, "network", "networks"}} {
+		n := kinds[k.kind]
+		if n == 0 {
+			continue
+		}
+		p := fmt.Sprintf("%d %s", n, map[bool]string{true: k.one, false: k.other}[n == 1])
+		if k.kind == campaign.KindContainer {
+			var rs []string
+			for _, r := range []string{campaign.RoleServer, campaign.RoleWork} {
+				if roles[r] > 0 {
+					rs = append(rs, fmt.Sprintf("%d %s", roles[r], r))
+				}
+			}
+			if len(rs) > 0 {
+				p += " (" + strings.Join(rs, ", ") + ")"
+			}
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func shortID(id string) string {
@@ -133,7 +185,8 @@ func shortID(id string) string {
 }
 
 const lsHelp = `Lists the campaigns in the state root: generation, state and what of each is live on the
-daemon (containers and networks carrying its label). States: up (the latest generation is
+daemon (containers and networks carrying its label); --json adds each workspace's episode
+server socket on the host (for workbench client). States: up (the latest generation is
 ready and has live resources), starting-or-failed (live resources, not ready, no cleanup
 since), failed (a cleanup or rollback was not verified, or the daemon still holds labelled
 resources after one), down-verified (nothing journalled is live and nothing on the daemon
@@ -151,6 +204,9 @@ type lsEntry struct {
 	LastCleanup      string `json:"last_cleanup,omitempty"`
 	StateDir         string `json:"state_dir"`
 	InstanceOfLatest string `json:"instance,omitempty"`
+	// Workspaces are the latest generation's workspace sockets on the
+	// host (for workbench client), while their run directories exist.
+	Workspaces []adapter.WorkspaceSocket `json:"workspaces,omitempty"`
 }
 
 func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -177,7 +233,7 @@ func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 			return err
 		}
 		e := lsEntry{CampaignID: st.CampaignID, Generation: st.Latest().N, InstanceOfLatest: st.Latest().Instance,
-			JournalledLive: len(st.Live()), LastCleanup: st.LastCleanup, StateDir: st.Dir}
+			JournalledLive: len(st.Live()), LastCleanup: st.LastCleanup, StateDir: st.Dir, Workspaces: st.Sockets()}
 		for _, f := range found {
 			if f.Kind == campaign.KindNetwork {
 				e.LiveNetworks++

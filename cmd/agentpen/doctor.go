@@ -55,12 +55,10 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		fmt.Fprintf(stderr, "agentpen doctor: %v\n", err)
 		return fmt.Errorf("doctor: %w: %w", cli.ErrReported, err)
 	}
-	host, err := adapter.HostFromEnv(getenv, *allowCustom)
-	if err != nil {
-		return fail(err)
+	if host, err := adapter.HostFromEnv(getenv, *allowCustom); err == nil {
+		rep.DockerHost, rep.CustomSocket = host.URL, host.Custom
 	}
-	rep.DockerHost, rep.CustomSocket = host.URL, host.Custom
-	d, err := adapter.Connect(ctx, host)
+	d, err := connect(ctx, getenv, *allowCustom)
 	if err != nil {
 		return fail(err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,22 +22,26 @@ func serveFakeDaemon(t *testing.T, securityOptions []string) string {
 	return fake.ServeUnix(t)
 }
 
+// TestDoctorRefusals: every DOCKER_HOST and daemon problem is one line on
+// stderr, exactly this text: the value once, what is wrong, and the fix.
 func TestDoctorRefusals(t *testing.T) {
 	rootful := serveFakeDaemon(t, []string{"name=seccomp,profile=default"})
 	down := "unix://" + filepath.Join(t.TempDir(), "rootless", "docker.sock")
+	const fix = `; start or find the rootless daemon: eval "$(scripts/rootless-docker.sh)"`
 	tests := []struct {
-		name    string
-		host    string
-		args    []string
-		wantMsg string
+		name string
+		host string
+		args []string
+		want string
+		code int
 	}{
-		{"unset", "", nil, "DOCKER_HOST must be explicitly set"},
-		{"rootful_socket", "unix:///var/run/docker.sock", nil, "the shared rootful Docker socket is forbidden"},
-		{"tcp", "tcp://127.0.0.1:2375", nil, "must be a unix socket"},
-		{"custom_not_allowed", "unix:///tmp/x/d.sock", nil, "not recognisably rootless"},
-		{"daemon_down", down, nil, "docker daemon unreachable"},
-		{"not_rootless", rootful, nil, "docker daemon is not rootless"},
-		{"bad_flag", "", []string{"--nope"}, "flag provided but not defined"},
+		{"unset", "", nil, "agentpen doctor: DOCKER_HOST is not set (agentpen uses no default daemon)" + fix, 2},
+		{"rootful_socket", "unix:///var/run/docker.sock", nil, `agentpen doctor: DOCKER_HOST "unix:///var/run/docker.sock": the shared rootful Docker socket is forbidden` + fix, 2},
+		{"tcp", "tcp://127.0.0.1:2375", nil, `agentpen doctor: DOCKER_HOST "tcp://127.0.0.1:2375": not a unix socket (tcp, ssh and other schemes are refused)` + fix, 2},
+		{"unsafe", "unix:///run/user/1/../docker.sock", nil, `agentpen doctor: DOCKER_HOST "unix:///run/user/1/../docker.sock": not a clean absolute socket path` + fix, 2},
+		{"custom_not_allowed", "unix:///tmp/x/d.sock", nil, `agentpen doctor: DOCKER_HOST "unix:///tmp/x/d.sock": not recognisably a rootless daemon's socket (/run/user/<uid>/docker.sock); if it is one, pass --allow-custom-socket; otherwise start or find the rootless daemon: eval "$(scripts/rootless-docker.sh)"`, 2},
+		{"daemon_down", down, nil, "agentpen doctor: docker daemon unreachable at " + down + ": no such file or directory" + fix, 3},
+		{"not_rootless", rootful, nil, "agentpen doctor: docker daemon is not rootless: " + rootful + " answers as server 20.10.24+dfsg1 with security options [name=seccomp,profile=default]" + fix, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,13 +51,36 @@ func TestDoctorRefusals(t *testing.T) {
 			if err == nil {
 				t.Fatalf("doctor succeeded; stdout %q", out.String())
 			}
-			msg := errb.String() + err.Error()
-			if !strings.Contains(msg, tt.wantMsg) {
-				t.Fatalf("message %q does not contain %q", msg, tt.wantMsg)
+			if got := errb.String() + cli.Message("agentpen", err); got != tt.want+"\n" {
+				t.Fatalf("stderr\n%s\nwant\n%s", got, tt.want)
 			}
-			lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
-			if errors.Is(err, cli.ErrReported) && len(lines) != 1 {
-				t.Fatalf("want a one-line reason, got %q", errb.String())
+			if got := exitCode(err); got != tt.code {
+				t.Fatalf("exit %d, want %d", got, tt.code)
+			}
+		})
+	}
+}
+
+// TestDaemonErrorsEveryCommand: every command that talks to the daemon
+// prints a DOCKER_HOST problem once, after its own name, ending with the
+// fix, and exits 2.
+func TestDaemonErrorsEveryCommand(t *testing.T) {
+	env := map[string]string{"DOCKER_HOST": "tcp://127.0.0.1:2375", "HOME": t.TempDir()}
+	const want = `: DOCKER_HOST "tcp://127.0.0.1:2375": not a unix socket (tcp, ssh and other schemes are refused); start or find the rootless daemon: eval "$(scripts/rootless-docker.sh)"`
+	spec := filepath.Join(t.TempDir(), "spec.json")
+	if err := os.WriteFile(spec, []byte(`{"campaign_id":"c1","server":{"image":"sha256:`+strings.Repeat("a", 64)+`"},"workspaces":[{"task_id":"sql/top_customer","image":"sha256:`+strings.Repeat("a", 64)+`"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"up", spec}, {"down", "c1"}, {"attest", "c1"}, {"cleanup", "verify", "c1"}, {"ls"}, {"orphans"}} {
+		t.Run(args[0], func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := run(t.Context(), args, &out, &errb, func(k string) string { return env[k] })
+			cmd := "agentpen " + args[0]
+			if args[0] == "cleanup" {
+				cmd += " verify"
+			}
+			if got := errb.String() + cli.Message("agentpen", err); got != cmd+want || exitCode(err) != 2 || out.Len() != 0 {
+				t.Fatalf("exit %d, stdout %q, stderr\n%s\nwant\n%s", exitCode(err), out.String(), got, cmd+want)
 			}
 		})
 	}
@@ -112,5 +138,25 @@ func TestDoctorRealDaemon(t *testing.T) {
 	out.Reset()
 	if err := run(t.Context(), args[:1], &out, &errb, getenv); err != nil || !strings.Contains(out.String(), "rootless        yes") {
 		t.Fatalf("text doctor: %v %q", err, out.String())
+	}
+}
+
+// TestNoSuchCampaign: down, attest and cleanup verify of an id the state
+// root has no journal of say so once, with where to look, and exit 2.
+func TestNoSuchCampaign(t *testing.T) {
+	host := serveFakeDaemon(t, []string{"name=rootless"})
+	state := t.TempDir()
+	env := map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": state}
+	dir := filepath.Join(state, "agentpen", "campaigns", "nosuch-2369bfb38b")
+	for _, args := range [][]string{{"down", "nosuch"}, {"attest", "nosuch"}, {"cleanup", "verify", "nosuch"}} {
+		t.Run(args[0], func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := run(t.Context(), args, &out, &errb, func(k string) string { return env[k] })
+			want := "agentpen " + strings.Join(args[:len(args)-1], " ") + `: no such campaign "nosuch": nothing in ` + dir +
+				" (agentpen ls lists this state root's campaigns; --state-root names another)"
+			if got := errb.String() + cli.Message("agentpen", err); got != want || exitCode(err) != 2 || out.Len() != 0 {
+				t.Fatalf("exit %d, stdout %q, got\n%s\nwant\n%s", exitCode(err), out.String(), got, want)
+			}
+		})
 	}
 }

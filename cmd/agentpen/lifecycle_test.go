@@ -93,8 +93,20 @@ func TestCLICampaignLifecycle(t *testing.T) {
 	spec := e.spec(id, 1)
 	t.Cleanup(func() { e.run("down", id) })
 
-	if _, errs, code := e.run("up", spec); code != 0 {
+	out, errs, code := e.run("up", spec)
+	if code != 0 {
 		t.Fatalf("up: exit %d\n%s", code, errs)
+	}
+	// Progress and the summary on stderr, one line per step (not a
+	// terminal); stdout is the JSON alone.
+	for _, want := range []string{"created 1/1 server ", "created 1/1 workspace ", "ready 1/1 workspace ", "attesting\n",
+		"campaign " + id + " is up: generation 1, 1 workspaces, topology none, in ", "attestation     ok, ", "take it down    agentpen down " + id + "\n"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("up's stderr lacks %q:\n%s", want, errs)
+		}
+	}
+	if !json.Valid([]byte(out)) {
+		t.Fatalf("up's stdout is not JSON alone:\n%s", out)
 	}
 	// The same id again: a conflict, exit 4, nothing created.
 	if _, errs, code := e.run("up", spec); code != exitConflict || !strings.Contains(errs, "already exists") {
@@ -104,12 +116,13 @@ func TestCLICampaignLifecycle(t *testing.T) {
 	if out, _, code := e.run("cleanup", "verify", id); code != exitFailure || !strings.Contains(out, "failed") {
 		t.Fatalf("verify while up: exit %d\n%s", code, out)
 	}
-	out, errs, code := e.run("ls", "--json")
+	out, errs, code = e.run("ls", "--json")
 	if code != 0 {
 		t.Fatalf("ls: exit %d\n%s", code, errs)
 	}
 	var entries []lsEntry
-	if err := json.Unmarshal([]byte(out), &entries); err != nil || len(entries) != 1 || entries[0].State != "up" || entries[0].LiveContainers != 2 || entries[0].Generation != 1 {
+	if err := json.Unmarshal([]byte(out), &entries); err != nil || len(entries) != 1 || entries[0].State != "up" || entries[0].LiveContainers != 2 || entries[0].Generation != 1 ||
+		len(entries[0].Workspaces) != 1 || !strings.HasSuffix(entries[0].Workspaces[0].Socket, "/"+entries[0].Workspaces[0].AgentID+"/wb.sock") {
 		t.Fatalf("ls while up: %v %s", err, out)
 	}
 	// Down: verified, exit 0; the report is on disk.
@@ -149,7 +162,7 @@ func TestCLICampaignLifecycle(t *testing.T) {
 	if _, errs, code := e.run("up", spec); code != 0 {
 		t.Fatalf("up again: exit %d\n%s", code, errs)
 	}
-	if out, _, code := e.run("down", id); code != 0 || !strings.Contains(out, "verified (4 removed") {
+	if out, _, code := e.run("down", id); code != 0 || !strings.Contains(out, "removed       2 containers (1 server, 1 workspace), 2 directories\n") {
 		t.Fatalf("second down: exit %d\n%s", code, out)
 	}
 }

@@ -48,30 +48,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprint(stderr, usage)
 		return cli.Usagef("no command given")
 	}
-	switch args[0] {
+	var cmd func(context.Context, []string, io.Writer, io.Writer, func(string) string) error
+	name := args[0]
+	switch name {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	case "doctor":
-		return doctor(ctx, args[1:], stdout, stderr, getenv)
+		cmd = doctor
 	case "up":
-		return up(ctx, args[1:], stdout, stderr, getenv)
+		cmd = up
 	case "spec":
-		return spec(ctx, args[1:], stdout, stderr)
+		return cli.InCommand("agentpen spec", spec(ctx, args[1:], stdout, stderr))
 	case "down":
-		return down(ctx, args[1:], stdout, stderr, getenv)
+		cmd = down
 	case "cleanup":
-		return cleanupCmd(ctx, args[1:], stdout, stderr, getenv)
+		cmd = cleanupCmd
 	case "ls":
-		return ls(ctx, args[1:], stdout, stderr, getenv)
+		cmd = ls
 	case "orphans":
-		return orphans(ctx, args[1:], stdout, stderr, getenv)
+		cmd = orphans
 	case "version", "--version":
-		return version(ctx, args[1:], stdout, stderr, getenv)
+		cmd, name = version, "version"
 	case "attest":
-		return attestCmd(ctx, args[1:], stdout, stderr, getenv)
+		cmd = attestCmd
 	case "serve":
-		return serve(ctx, args[1:], stdout, stderr, getenv)
+		cmd = serve
+	}
+	if cmd != nil {
+		// Every error is printed after the command's name, once.
+		return cli.InCommand("agentpen "+name, cmd(ctx, args[1:], stdout, stderr, getenv))
 	}
 	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", args[0]), Hint: "agentpen help"}
 }

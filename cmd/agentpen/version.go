@@ -6,7 +6,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/internal/cli"
 )
 
@@ -31,17 +30,13 @@ func version(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		return err
 	}
 	rep := versionReport{Version: cli.ReadVersion()}
-	if host, err := adapter.HostFromEnv(getenv, *allowCustom); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if d, err := connect(cctx, getenv, *allowCustom); err != nil {
 		rep.DaemonError = err.Error()
 	} else {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if d, err := adapter.Connect(ctx, host); err != nil {
-			rep.DaemonError = err.Error()
-		} else {
-			rep.DaemonVersion, rep.DaemonAPI = d.Daemon().ServerVersion, d.Daemon().APIVersion
-			d.Close()
-		}
+		rep.DaemonVersion, rep.DaemonAPI = d.Daemon().ServerVersion, d.Daemon().APIVersion
+		d.Close()
 	}
 	if *asJSON {
 		return cli.WriteJSON(stdout, rep)

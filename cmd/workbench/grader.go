@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
 
+	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/workbench/grader"
 	"github.com/agentpen/agentpen/workbench/sandbox"
@@ -15,7 +16,8 @@ for episode servers started with "workbench serve --grader URL", so no key
 enters the agent's container. GET /health and GET /docs are public;
 POST /v1/score, /v1/cases and /v1/judge need the API key in the X-API-Key
 header. The key is read from the environment variable --key-env names; it
-is never logged. Connections are capped per peer and in all (--max-conns*);
+is never logged, and one shorter than 24 characters or a known placeholder
+is refused (make one: openssl rand -hex 32). Connections are capped per peer and in all (--max-conns*);
 as root, connections from sandbox uids on this host are closed at accept.
 SIGTERM or SIGINT stops it (exit 0).`
 
@@ -40,6 +42,24 @@ func (o *graderOptions) register(fs *cli.FlagSet) {
 	fs.IntVar(&o.maxConns, "max-conns", 0, "most connections open at once; more are closed at accept (0: 1024, or half the open-file limit when less)")
 	fs.IntVar(&o.maxPerPeer, "max-conns-per-peer", 0, "most connections open at once from one peer, a remote address or a local uid (0: 64)")
 	fs.StringVar(&o.debugListen, "debug-listen", "", "serve net/http/pprof at /debug/pprof/ on this loopback address (127.0.0.1:6061); off by default")
+}
+
+// checkGraderKey refuses a key the policy agentpen up and the attestation
+// apply refuses (apikey.Default: unset, a placeholder, or short), with the
+// command that makes one. An unset key is allowed with --insecure-no-key;
+// a bad key never is.
+func checkGraderKey(variable, key string, insecure bool) error {
+	if key == "" && insecure {
+		return nil
+	}
+	p := apikey.Default()
+	if msg := p.Refusal(variable, p.Check(key)); msg != "" {
+		if key == "" {
+			msg += " (or pass --insecure-no-key for local tests)"
+		}
+		return errors.New(msg)
+	}
+	return nil
 }
 
 // validate checks the flags and fills the defaults: the key variable is
@@ -84,8 +104,8 @@ func runGrader(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		return err
 	}
 	key := getenv(o.keyEnv)
-	if key == "" && !o.insecure {
-		return fmt.Errorf("grader: the API key variable %s is unset or empty; set it (or pass --insecure-no-key for local tests)", o.keyEnv)
+	if err := checkGraderKey(o.keyEnv, key, o.insecure); err != nil {
+		return err
 	}
 	cfg := grader.ServerConfig{Key: key, InsecureNoKey: o.insecure, MaxConns: o.maxConns, MaxConnsPerPeer: o.maxPerPeer, Logger: log}
 	if sandbox.Available() {

@@ -6,7 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/agentpen/agentpen/internal/cli"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -17,32 +17,46 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/logbuf"
 	"github.com/agentpen/agentpen/internal/testenv"
 	"github.com/agentpen/agentpen/workbench/grader"
 )
 
-// TestGraderCommandNeedsKey: without the key variable, `workbench grader`
-// refuses to start and says which variable; a bad --key-env is a usage
-// error.
+// TestGraderCommandNeedsKey: without a usable key (unset, a placeholder,
+// short) `workbench grader` refuses to start with the exact message the
+// user sees, naming the variable and how to make a key; a bad --key-env is
+// a usage error.
 func TestGraderCommandNeedsKey(t *testing.T) {
 	t.Setenv("AGENTPEN_API_KEY_ENV", "")
 	t.Setenv("WB_EMPTY_KEY", "")
+	t.Setenv("WB_SHORT_KEY", "e2e-grader-key-5f1a7c")
+	t.Setenv("WB_PLACEHOLDER_KEY", "changeme")
+	const fix = "; make one: export %s=$(openssl rand -hex 32)"
 	for _, tt := range []struct {
 		name, want string
 		args       []string
 		usage      bool
 	}{
-		{name: "default_unset", args: []string{"--listen", "127.0.0.1:0"}, want: "AGENTPEN_API_KEY is unset or empty"},
-		{name: "named_empty", args: []string{"--listen", "127.0.0.1:0", "--key-env", "WB_EMPTY_KEY"}, want: "WB_EMPTY_KEY is unset or empty"},
-		{name: "bad_name", args: []string{"--key-env", "not a name"}, want: "must name an environment variable", usage: true},
+		{name: "default_unset", args: []string{"--listen", "127.0.0.1:0"},
+			want: "workbench grader: AGENTPEN_API_KEY is unset or empty" + fmt.Sprintf(fix, "AGENTPEN_API_KEY") + " (or pass --insecure-no-key for local tests)"},
+		{name: "named_empty", args: []string{"--listen", "127.0.0.1:0", "--key-env", "WB_EMPTY_KEY"},
+			want: "workbench grader: WB_EMPTY_KEY is unset or empty" + fmt.Sprintf(fix, "WB_EMPTY_KEY") + " (or pass --insecure-no-key for local tests)"},
+		{name: "short", args: []string{"--listen", "127.0.0.1:0", "--key-env", "WB_SHORT_KEY"},
+			want: "workbench grader: WB_SHORT_KEY holds a key shorter than 24 characters" + fmt.Sprintf(fix, "WB_SHORT_KEY")},
+		{name: "short_insecure", args: []string{"--listen", "127.0.0.1:0", "--key-env", "WB_SHORT_KEY", "--insecure-no-key"},
+			want: "workbench grader: WB_SHORT_KEY holds a key shorter than 24 characters" + fmt.Sprintf(fix, "WB_SHORT_KEY")},
+		{name: "placeholder", args: []string{"--listen", "127.0.0.1:0", "--key-env", "WB_PLACEHOLDER_KEY"},
+			want: "workbench grader: WB_PLACEHOLDER_KEY holds a placeholder or a publicly documented example key (fingerprint 057ba03d6c441048), not a real key" + fmt.Sprintf(fix, "WB_PLACEHOLDER_KEY")},
+		{name: "bad_name", args: []string{"--key-env", "not a name"}, usage: true,
+			want: `workbench grader: --key-env "not a name": must name an environment variable (run "workbench grader --help" for usage)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			os.Unsetenv("AGENTPEN_API_KEY")
 			var stdout, stderr bytes.Buffer
 			err := run(t.Context(), append([]string{"grader"}, tt.args...), &stdout, &stderr, os.Getenv)
-			if err == nil || !strings.Contains(err.Error(), tt.want) || isUsage(err) != tt.usage {
-				t.Fatalf("err = %v, want %q (usage %v)", err, tt.want, tt.usage)
+			if got := cli.Message(prog, err); got != tt.want || isUsage(err) != tt.usage {
+				t.Fatalf("message\n%s\nwant\n%s\n(usage %v, want %v)", got, tt.want, isUsage(err), tt.usage)
 			}
 		})
 	}
@@ -128,7 +142,7 @@ func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 // protected route; neither log holds the key.
 func TestServeWithRemoteGrader(t *testing.T) {
 	testenv.RequireRoot(t)
-	const key = "e2e-grader-key-5f1a7c"
+	const key = "e2e-grader-key-5f1a7c0d9e3b"
 	dir, err := os.MkdirTemp("", "wb-0700")
 	if err != nil {
 		t.Fatal(err)

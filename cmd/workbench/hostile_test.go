@@ -78,7 +78,7 @@ var floodResult = regexp.MustCompile(`flood: (\d+) processes, (\d+) connections 
 // descriptors, and each says so in its log in a few lines, not one per
 // connection.
 func playConnFlood(t *testing.T, code string) {
-	const key = "flood-grader-key-0b7e"
+	const key = "flood-grader-key-0b7e4c19a2d5"
 	const fdLimit = 1024
 	home, err := os.MkdirTemp("", "wb-homes")
 	if err != nil {

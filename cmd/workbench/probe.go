@@ -46,7 +46,7 @@ func (s *statusList) Set(v string) error {
 	for _, p := range strings.Split(v, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil || n < 100 || n > 599 {
-			return fmt.Errorf("status %q: want a number 100..599", p)
+			return errors.New("want statuses 100..599, comma-separated")
 		}
 		*s = append(*s, n)
 	}
@@ -75,7 +75,7 @@ func runProbe(ctx context.Context, args []string, stdout io.Writer, getenv func(
 		return runBatch(ctx, *batch, stdout, getenv)
 	}
 	if len(pos) != 1 {
-		return &cli.UsageError{Msg: prog + " probe needs a URL or --batch", Hint: prog + " probe --help"}
+		return &cli.UsageError{Msg: "missing URL (or --batch JSON)", Hint: prog + " probe --help"}
 	}
 	target := pos[0]
 	if *timeout <= 0 {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 
 	"github.com/agentpen/agentpen/campaign"
@@ -20,10 +21,11 @@ const usage = `workbench: the agentpen workbench, an OpenEnv-compatible episode 
 Usage:
   workbench serve [flags]           serve episodes over HTTP and WebSocket
   workbench grader [flags]          serve the answer keys to episode servers (serve --grader URL)
+  workbench client [flags] TARGET   play episodes by hand on a server (URL or unix socket)
   workbench probe [flags] URL       make one HTTP request and print a JSON result (exit 0 when expected)
   workbench tasks [--json]          list the task catalogue
   workbench tasks show [--json] ID  show a task's instruction and files (never its answer)
-  workbench version                 show the version, commit and Go version
+  workbench version [--json]        show the version, commit and Go version
   workbench help                    show this text
 
 Run "workbench COMMAND --help" for a command's flags.
@@ -36,22 +38,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprint(stderr, usage)
 		return cli.Usagef("a command is required")
 	}
-	switch args[0] {
+	var err error
+	name := args[0]
+	switch name {
 	case "serve":
-		return runServe(ctx, args[1:], stdout, stderr, getenv)
+		err = runServe(ctx, args[1:], stdout, stderr, getenv)
 	case "tasks":
-		return runTasks(ctx, args[1:], stdout)
+		err = runTasks(ctx, args[1:], stdout)
 	case "grader":
-		return runGrader(ctx, args[1:], stdout, stderr, getenv)
+		err = runGrader(ctx, args[1:], stdout, stderr, getenv)
 	case "probe":
-		return runProbe(ctx, args[1:], stdout, getenv)
+		err = runProbe(ctx, args[1:], stdout, getenv)
+	case "client":
+		err = runClient(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version":
-		return runVersion(args[1:], stdout)
+		name = "version"
+		err = runVersion(args[1:], stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
+	default:
+		return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", args[0]), Hint: "workbench help"}
 	}
-	return &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", args[0]), Hint: "workbench help"}
+	// Every error is printed after the command's name, once.
+	return cli.InCommand(prog+" "+name, err)
 }
 
 // listFlag is a repeatable string flag.

@@ -97,11 +97,11 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 	if o.graderURL != "" {
 		key := getenv(o.graderKeyEnv)
 		if key == "" {
-			return server.Config{}, fmt.Errorf("serve: --grader: the key variable %s is unset or empty", o.graderKeyEnv)
+			return server.Config{}, fmt.Errorf("--grader: the key variable %s is unset or empty", o.graderKeyEnv)
 		}
 		c, err := grader.NewClient(grader.ClientConfig{URL: o.graderURL, Key: key, Timeout: o.graderTimeout, Logger: log})
 		if err != nil {
-			return server.Config{}, fmt.Errorf("serve: --grader: %w", err)
+			return server.Config{}, fmt.Errorf("--grader: %w", err)
 		}
 		ecfg.Grader = c
 		log.Info("grading remotely: answer keys stay with the grader", "grader", o.graderURL, "key_env", o.graderKeyEnv)
@@ -135,10 +135,10 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 		// default range another workspace may be using too.
 		r, err := sandbox.RangeFromEnv(getenv)
 		if err != nil {
-			return server.Config{}, fmt.Errorf("serve: %w", err)
+			return server.Config{}, err
 		}
 		if err := sandbox.SetRange(r); err != nil {
-			return server.Config{}, fmt.Errorf("serve: %w", err)
+			return server.Config{}, err
 		}
 		if o.maxSessions > r.Slots() {
 			return server.Config{}, cli.Usagef("--max-sessions %d: the uid range %v has %d episode uids", o.maxSessions, r, r.Slots())
@@ -146,7 +146,7 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 		// What the attestation's uid_block probe compares with the
 		// environment.
 		if err := sandbox.RecordRange(sandbox.LockDir()); err != nil {
-			return server.Config{}, fmt.Errorf("serve: %w", err)
+			return server.Config{}, err
 		}
 		log.Info("episode uids", "range", r.String(), "episode_uids", r.Slots(), "killer_uid", r.Killer())
 		cfg.EpisodeUID = func(uid uint32) bool { return sandbox.IsSandboxUID(int(uid)) }
@@ -154,7 +154,7 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 		// the POSIX message queues) fails here, not at the first episode.
 		places, err := sandbox.DefaultSharedPlaces()
 		if err != nil {
-			return server.Config{}, fmt.Errorf("serve: %w", err)
+			return server.Config{}, err
 		}
 		log.Info("shared places swept after every run", "dirs", places.Dirs, "queues", places.Queues)
 		for _, s := range places.Skipped {
@@ -205,18 +205,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 func checkBinaryPrivate() error {
 	exe, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("serve: find this binary: %w", err)
+		return fmt.Errorf("find this binary: %w", err)
 	}
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return err
 	}
 	mounts, err := sandbox.ParseMountinfo(b)
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return err
 	}
 	if err := sandbox.CheckUnexposed(exe, mounts); err != nil {
-		return fmt.Errorf("serve: refusing to start from a binary episode code could run (it holds every answer key): %w; install it root-only: make build (mode 0700), or chmod 0700 %s", err, exe)
+		return fmt.Errorf("refusing to start from a binary episode code could run (it holds every answer key): %w; install it root-only: make build (mode 0700), or chmod 0700 %s", err, exe)
 	}
 	return nil
 }

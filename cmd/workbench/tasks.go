@@ -27,9 +27,9 @@ func runTasks(_ context.Context, args []string, stdout io.Writer) error {
 	case len(pos) == 0:
 		return listTasks(stdout, *asJSON)
 	case pos[0] != "show":
-		return &cli.UsageError{Msg: fmt.Sprintf("tasks: unknown subcommand %q (want show)", pos[0]), Hint: "workbench tasks --help"}
+		return &cli.UsageError{Msg: fmt.Sprintf("unknown subcommand %q (want show)", pos[0]), Hint: "workbench tasks --help"}
 	case len(pos) != 2:
-		return &cli.UsageError{Msg: "tasks show takes exactly one task id", Hint: "workbench tasks --help"}
+		return &cli.UsageError{Msg: "show takes exactly one task id", Hint: "workbench tasks --help"}
 	}
 	return showTask(stdout, pos[1], *asJSON)
 }
@@ -67,7 +67,7 @@ type shownTask struct {
 func showTask(w io.Writer, id string, asJSON bool) error {
 	t, err := tasks.Build(id)
 	if err != nil {
-		return fmt.Errorf("tasks show: %w", err)
+		return err
 	}
 	st := shownTask{ID: t.TaskID, Domain: t.Domain, Kind: t.Kind, Summary: t.Summary, Instruction: t.Instruction}
 	for _, f := range t.Files {

@@ -39,6 +39,34 @@ func (e *UsageError) Error() string {
 	return e.Msg + " (run \"" + e.Hint + "\" for usage)"
 }
 
+// CommandError is an error of one subcommand. main prints it after the
+// subcommand's name ("agentpen up: ...") rather than the program's, so no
+// message needs to name its own command.
+type CommandError struct {
+	// Cmd is the program and subcommand: "agentpen up".
+	Cmd string
+	Err error
+}
+
+func (e *CommandError) Error() string { return e.Cmd + ": " + e.Err.Error() }
+func (e *CommandError) Unwrap() error { return e.Err }
+
+// InCommand attributes err to the subcommand cmd ("agentpen up"), and
+// gives a *UsageError in it without a hint the hint `cmd --help`. nil,
+// ErrHelp, ErrReported and errors already attributed are returned as they
+// are.
+func InCommand(cmd string, err error) error {
+	var ce *CommandError
+	if err == nil || errors.Is(err, ErrHelp) || errors.Is(err, ErrReported) || errors.As(err, &ce) {
+		return err
+	}
+	var ue *UsageError
+	if errors.As(err, &ue) && ue.Hint == "" {
+		ue.Hint = cmd + " --help"
+	}
+	return &CommandError{Cmd: cmd, Err: err}
+}
+
 // Usagef returns a *UsageError with a formatted message and no hint.
 func Usagef(format string, args ...any) error {
 	return &UsageError{Msg: fmt.Sprintf(format, args...)}
@@ -71,10 +99,15 @@ func ExitCode(err error) int {
 }
 
 // Message is what main prints for err on stderr ("" for nothing: success,
-// help, or a failure the command already reported).
+// help, or a failure the command already reported): the error after the
+// name of the subcommand it is attributed to (InCommand), else after prog.
 func Message(prog string, err error) string {
 	if err == nil || errors.Is(err, ErrHelp) || errors.Is(err, ErrReported) {
 		return ""
+	}
+	var ce *CommandError
+	if errors.As(err, &ce) {
+		return ce.Error()
 	}
 	return prog + ": " + err.Error()
 }
@@ -137,11 +170,26 @@ func (f *FlagSet) Parse(args []string, min, max int) ([]string, error) {
 	}
 	switch {
 	case len(pos) < min:
-		return nil, &UsageError{Msg: fmt.Sprintf("%s needs %s", f.prog, f.args), Hint: f.prog + " --help"}
+		return nil, &UsageError{Msg: "missing " + required(f.args), Hint: f.prog + " --help"}
 	case max >= 0 && len(pos) > max:
 		return nil, &UsageError{Msg: fmt.Sprintf("unexpected argument %q", pos[max]), Hint: f.prog + " --help"}
 	}
 	return pos, nil
+}
+
+// required is what a synopsis requires: its words that are not [optional]
+// ("SPEC.json|-" of "[flags] SPEC.json|-"), or the synopsis when all are.
+func required(synopsis string) string {
+	var words []string
+	for _, w := range strings.Fields(synopsis) {
+		if !strings.HasPrefix(w, "[") {
+			words = append(words, w)
+		}
+	}
+	if len(words) == 0 {
+		return synopsis
+	}
+	return strings.Join(words, " ")
 }
 
 // WriteJSON writes v as indented JSON and a newline, without HTML escaping

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -76,5 +77,49 @@ func TestMessageOnce(t *testing.T) {
 	}
 	if ExitCode(&ExitError{Code: 3, Err: errors.New("down")}) != 3 || ExitCode(errors.New("x")) != 1 {
 		t.Fatal("exit codes")
+	}
+}
+
+// TestInCommand: an error attributed to a subcommand is printed after its
+// name, once; a usage error in it gets the hint; help and reported
+// failures print nothing.
+func TestInCommand(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		err  error
+		want string
+		code int
+	}{
+		{"plain", errors.New("boom"), "prog cmd: boom", 1},
+		{"usage_no_hint", Usagef("--n 0: must be positive"), `prog cmd: --n 0: must be positive (run "prog cmd --help" for usage)`, 2},
+		{"usage_own_hint", &UsageError{Msg: "x", Hint: "prog other --help"}, `prog cmd: x (run "prog other --help" for usage)`, 2},
+		{"exit_code", &ExitError{Code: 3, Err: errors.New("down")}, "prog cmd: down", 3},
+		{"twice", InCommand("prog cmd sub", errors.New("once")), "prog cmd sub: once", 1},
+		{"reported", fmt.Errorf("x: %w", ErrReported), "", 1},
+		{"help", ErrHelp, "", 0},
+		{"nil", nil, "", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := InCommand("prog cmd", tt.err)
+			if got := Message("prog", err); got != tt.want || ExitCode(err) != tt.code {
+				t.Fatalf("Message = %q (exit %d), want %q (exit %d)", got, ExitCode(err), tt.want, tt.code)
+			}
+		})
+	}
+}
+
+// TestMissingArgument: a missing positional names what the synopsis
+// requires, not its optional parts.
+func TestMissingArgument(t *testing.T) {
+	for _, tt := range []struct{ synopsis, want string }{
+		{"[flags] SPEC.json|-", `missing SPEC.json|- (run "prog cmd --help" for usage)`},
+		{"[flags] SRC DST", `missing SRC DST (run "prog cmd --help" for usage)`},
+		{"[--json]", `missing [--json] (run "prog cmd --help" for usage)`},
+	} {
+		fs := NewFlagSet("prog", "cmd", tt.synopsis, "x", io.Discard)
+		_, err := fs.Parse(nil, 1, -1)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("%q: %v, want %q", tt.synopsis, err, tt.want)
+		}
 	}
 }

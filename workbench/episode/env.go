@@ -95,7 +95,8 @@ func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation
 	task, err := e.cfg.Catalogue.Build(taskID)
 	if err != nil {
 		// Refused before anything is torn down.
-		return Observation{}, fmt.Errorf("reset: task_id %q: %w", taskID, err)
+		// The catalogue's error names the id.
+		return Observation{}, fmt.Errorf("reset: %w", err)
 	}
 	if _, local := e.cfg.Grader.(localGrader); !local {
 		// Another process grades: the key is dropped here, on a copy (the

@@ -93,7 +93,7 @@ func TestClientOverUnixSocket(t *testing.T) {
 // never names the grader's address or the key.
 func TestClientFailures(t *testing.T) {
 	t.Parallel()
-	const key = "client-test-key-c0ffee"
+	const key = "client-test-key-c0ffee5a9d13"
 	for _, tt := range []struct {
 		name      string
 		handler   func(n int64, w http.ResponseWriter, r *http.Request)
