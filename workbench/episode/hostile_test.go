@@ -675,20 +675,42 @@ func assertUIDFree(t *testing.T, pool *sandbox.Pool, uid int) {
 	if err := unix.Stat(lock, &st); err != nil {
 		t.Fatal(err)
 	}
+	// A child another episode of this process is starting holds a copy of
+	// every descriptor between its fork and its exec (which closes them,
+	// all being close-on-exec), and with it the lock: give such copies a
+	// moment to go. A lock the pool kept never goes.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		held := lockLine(t, st.Ino)
+		if held == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("this process still holds the lock of uid %d: %s", uid, held)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lockLine returns the /proc/locks line of a flock this process holds on
+// the file with inode ino, "" when there is none.
+func lockLine(t *testing.T, ino uint64) string {
+	t.Helper()
 	f, err := os.Open("/proc/locks")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	inode := ":" + strconv.FormatUint(st.Ino, 10)
+	inode := ":" + strconv.FormatUint(ino, 10)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		// "1: FLOCK ADVISORY WRITE <pid> <maj>:<min>:<inode> 0 EOF"
 		if len(fields) >= 6 && fields[1] == "FLOCK" && strings.HasSuffix(fields[5], inode) && fields[4] == strconv.Itoa(os.Getpid()) {
-			t.Fatalf("this process still holds the lock of uid %d: %s", uid, sc.Text())
+			return sc.Text()
 		}
 	}
+	return ""
 }
 
 func fileHash(t *testing.T, path string) [32]byte {
