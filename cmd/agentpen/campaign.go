@@ -196,7 +196,25 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	} else {
 		summary.print(stderr)
 	}
-	return cli.WriteJSON(stdout, res)
+	if werr := cli.WriteJSON(stdout, res); werr != nil {
+		// Nobody learns the campaign's ids (a reader that went away, a
+		// full disk): a campaign no launcher knows of is not left behind.
+		return undelivered(ctx, a, spec.CampaignID, werr, stderr)
+	}
+	return nil
+}
+
+// undelivered removes a campaign that came up and attested but whose ids
+// up could not write, and returns the error that says so.
+func undelivered(ctx context.Context, a *adapter.Adapter, id string, werr error, stderr io.Writer) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 90*time.Second)
+	defer cancel()
+	crep, terr := a.Cleanup(rctx, id)
+	if terr != nil {
+		return fmt.Errorf("could not write the campaign's ids (%w), and removing it failed: %w (agentpen down %s retries)", werr, terr, id)
+	}
+	fmt.Fprintf(stderr, "agentpen up: removed campaign %s, whose ids could not be written: cleanup %s\n", id, crep.Status)
+	return fmt.Errorf("could not write the campaign's ids: %w; the campaign was removed (cleanup %s)", werr, crep.Status)
 }
 
 // upSummary is what up tells a person at the end, on stderr: one screen.

@@ -204,15 +204,22 @@ func TestCLIExitCodes(t *testing.T) {
 }
 
 // TestCLIInterruptedUp: SIGINT or SIGTERM during agentpen up rolls the
-// bring-up back and exits 130 or 143; down afterwards is verified.
+// bring-up back and exits 130 or 143, also when the signal comes twice at
+// once (timeout(1) signals the process and its group); down afterwards is
+// verified.
 func TestCLIInterruptedUp(t *testing.T) {
 	e := newCLIEnv(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
-		t.Run(strings.ToLower(sig.String()), func(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		sig   syscall.Signal
+		twice bool
+	}{{"sigint", syscall.SIGINT, false}, {"sigterm", syscall.SIGTERM, false}, {"sigterm_twice_at_once", syscall.SIGTERM, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			sig := c.sig
 			id := fmt.Sprintf("cli-int-%d", time.Now().UnixNano())
 			t.Cleanup(func() { e.run("down", id) })
 			cmd := exec.Command(exe, "up", "--ready-timeout", "10m", e.spec(id, 6))
@@ -246,6 +253,10 @@ func TestCLIInterruptedUp(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			cmd.Process.Signal(sig)
+			if c.twice {
+				time.Sleep(20 * time.Millisecond)
+				cmd.Process.Signal(sig)
+			}
 			err := cmd.Wait()
 			code := cmd.ProcessState.ExitCode()
 			if code != 128+int(sig) {
@@ -256,6 +267,62 @@ func TestCLIInterruptedUp(t *testing.T) {
 			}
 			if out, errs, code := e.run("down", id); code != 0 {
 				t.Fatalf("down after the interrupt: exit %d\n%s%s", code, out, errs)
+			}
+		})
+	}
+}
+
+// TestCLIUpReaderGone: up whose stdout reader went away (up ... | head -c0)
+// neither dies of SIGPIPE halfway nor leaves a campaign nobody knows the
+// ids of: it removes it (verified) and exits 1 saying so. With only stderr
+// gone, the progress is lost and up still succeeds.
+func TestCLIUpReaderGone(t *testing.T) {
+	e := newCLIEnv(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, which := range []string{"stdout", "stderr"} {
+		t.Run(which+"_closed", func(t *testing.T) {
+			id := fmt.Sprintf("cli-pipe-%d", time.Now().UnixNano())
+			t.Cleanup(func() { e.run("down", id) })
+			cmd := exec.Command(exe, "up", e.spec(id, 2))
+			cmd.Env = []string{"AGENTPEN_TEST_MAIN=1"}
+			for k, v := range e.env {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Close() // every write to w now fails with EPIPE (or SIGPIPE)
+			var other bytes.Buffer
+			if which == "stdout" {
+				cmd.Stdout, cmd.Stderr = w, &other
+			} else {
+				cmd.Stdout, cmd.Stderr = &other, w
+			}
+			err = cmd.Run()
+			w.Close()
+			code := cmd.ProcessState.ExitCode()
+			if code < 0 {
+				t.Fatalf("up was killed by a signal (%v):\n%s", cmd.ProcessState, other.String())
+			}
+			_, _, verify := e.run("cleanup", "verify", id)
+			if which == "stdout" {
+				if code != 1 || !strings.Contains(other.String(), "could not write the campaign's ids") || !strings.Contains(other.String(), "the campaign was removed (cleanup verified)") {
+					t.Fatalf("exit %d (%v), want 1 and the campaign removed:\n%s", code, err, other.String())
+				}
+				if verify != 0 {
+					t.Fatalf("cleanup verify after an undelivered up: exit %d", verify)
+				}
+				return
+			}
+			if code != 0 || !strings.Contains(other.String(), `"campaign_id": "`+id+`"`) {
+				t.Fatalf("with stderr gone: exit %d (%v), stdout %s", code, err, other.String())
+			}
+			if out, errs, code := e.run("down", id); code != 0 {
+				t.Fatalf("down: exit %d\n%s%s", code, out, errs)
 			}
 		})
 	}

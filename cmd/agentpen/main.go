@@ -15,7 +15,8 @@
 //
 // Every command takes --help. Exit status: 0 success, 1 failure (a
 // cleanup not verified), 2 bad input, 3 daemon unreachable, 4 conflict,
-// 130/143 interrupted by SIGINT/SIGTERM (a second signal exits at once;
+// 130/143 interrupted by SIGINT/SIGTERM (a second signal, a second or more
+// after the first, exits at once;
 // the journal names everything, and agentpen down removes it). main only
 // wires the process (signals, the environment, the exit status) to run,
 // which holds the whole program; each command lives in its own file.
@@ -28,6 +29,7 @@ import (
 	"os/signal"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/agentpen/agentpen/internal/cli"
 )
@@ -36,21 +38,38 @@ func main() {
 	os.Exit(runMain(os.Args[1:], os.Getenv))
 }
 
+// sameInterrupt is how soon after the first a signal is the same
+// interruption delivered twice (timeout(1) signals both the process and
+// its process group; a terminal's ^C reaches every process of the
+// foreground group), not a person asking again.
+const sameInterrupt = time.Second
+
 // runMain is main's body: run, with SIGINT and SIGTERM cancelling it, the
-// message printed once, and the exit status returned.
+// message printed once, and the exit status returned. A second signal, at
+// least sameInterrupt after the first, exits at once. SIGPIPE is ignored:
+// a reader of stdout or stderr that went away makes writes fail (up then
+// removes a campaign whose ids it could not write) instead of killing the
+// process in the middle of a bring-up or a removal.
 func runMain(args []string, getenv func(string) string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	signal.Ignore(syscall.SIGPIPE)
 	var caught atomic.Int32
-	sigs := make(chan os.Signal, 2)
+	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		s := (<-sigs).(syscall.Signal)
 		caught.Store(int32(s))
 		cancel()
-		s = (<-sigs).(syscall.Signal)
-		fmt.Fprintf(os.Stderr, "agentpen: %v again: exiting now; the journal names what exists (agentpen down removes it)\n", s)
-		os.Exit(128 + int(s))
+		first := time.Now()
+		for sig := range sigs {
+			if time.Since(first) < sameInterrupt {
+				continue
+			}
+			s = sig.(syscall.Signal)
+			fmt.Fprintf(os.Stderr, "agentpen: %v again: exiting now; the journal names what exists (agentpen down removes it)\n", s)
+			os.Exit(128 + int(s))
+		}
 	}()
 	defer signal.Stop(sigs)
 	err := run(ctx, args, os.Stdout, os.Stderr, getenv)
