@@ -271,6 +271,11 @@ func checkCommon(t *testing.T, info container.InspectResponse, p *campaign.Plan,
 	if !strings.Contains(strings.Join(info.HostConfig.SecurityOpt, ","), "no-new-privileges") {
 		t.Fatalf("%s: security opts %v", info.Name, info.HostConfig.SecurityOpt)
 	}
+	// The daemon took the rotation: agent code cannot grow a log without
+	// bound on the host's disk.
+	if lc := info.HostConfig.LogConfig; lc.Type != "json-file" || lc.Config["max-size"] != adapter.LogMaxSize || lc.Config["max-file"] != adapter.LogMaxFiles {
+		t.Fatalf("%s: log config %+v, want json-file rotated at %s x %s", info.Name, lc, adapter.LogMaxSize, adapter.LogMaxFiles)
+	}
 	l := info.Config.Labels
 	if l[campaign.LabelCampaign] != p.CampaignID || l[campaign.LabelRole] != role || l[campaign.LabelOwner] != campaign.OwnerValue || l["com.example.launcher"] != "e2e" || l[campaign.LabelTopology] != string(p.Topology) {
 		t.Fatalf("%s: labels %v", info.Name, l)

@@ -48,6 +48,21 @@ var workspaceTmpfs = map[string]string{
 	"/run/agent-workbench": "rw,nosuid,nodev,noexec,size=512m,mode=0711",
 }
 
+// Container logs are bounded: agent code can make the grader or its
+// workspace's server log a line per request it sends, and the daemon's
+// default json-file log grows without limit on the host's disk. LogMaxSize
+// per file, LogMaxFiles files (the oldest dropped).
+const (
+	LogMaxSize  = "10m"
+	LogMaxFiles = "3"
+)
+
+// boundedLogs is the log configuration of every container agentpen
+// creates: json-file (what docker logs reads), rotated.
+func boundedLogs() container.LogConfig {
+	return container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": LogMaxSize, "max-file": LogMaxFiles}}
+}
+
 // containerSpec is everything ContainerCreate takes, built from a plan
 // before any call.
 type containerSpec struct {
@@ -113,6 +128,7 @@ func serverSpec(p *campaign.Plan, apiKey string, secrets map[string]string, dock
 		CapDrop:       []string{"ALL"},
 		SecurityOpt:   []string{"no-new-privileges"},
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		LogConfig:     boundedLogs(),
 	}
 	if s.MountDockerSocket {
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: dockerSocket, Target: campaign.DockerSocketTarget})
@@ -163,6 +179,7 @@ func workspaceSpec(p *campaign.Plan, a campaign.AgentPlan, runDir, graderDir, ap
 		ReadonlyRootfs: true,
 		Tmpfs:          clone(workspaceTmpfs),
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		LogConfig:      boundedLogs(),
 		Resources: container.Resources{
 			Memory:    WorkspaceMemory,
 			PidsLimit: ptr(int64(WorkspacePidsLimit)),
