@@ -68,9 +68,17 @@ func containsToken(s, token string) bool {
 	}
 }
 
-// exposesTask reports whether v spells the task id (raw or as a DNS slug).
+// exposesTask reports whether v spells the task id, or its family (the id
+// without its "@variant": "software/median" of "software/median@3"), raw
+// or as a DNS slug: the family alone tells an agent which task it has.
 func exposesTask(v, taskID string) bool {
-	return containsToken(v, taskID) || containsToken(v, dnsSlug(taskID))
+	family, _, _ := strings.Cut(taskID, "@")
+	for _, t := range []string{taskID, family} {
+		if containsToken(v, t) || containsToken(v, dnsSlug(t)) {
+			return true
+		}
+	}
+	return false
 }
 
 // dnsSlug lower-cases s and turns every run of other characters into "-".

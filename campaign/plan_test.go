@@ -129,6 +129,10 @@ func TestNewPlanRefusals(t *testing.T) {
 			s.CampaignID = "run-data-csv-region-total"
 			s.Workspaces[1].TaskID = "data-csv-region-total"
 		}, "workspaces[1].task_id"},
+		// The family alone names the task (review finding: a campaign id
+		// "rv-software-median" reached agent code through the grader URL).
+		{"task_family_in_campaign_id", func(s *CampaignSpec) { s.CampaignID = "rv-software-median" }, "workspaces[0].task_id"},
+		{"task_family_in_label", func(s *CampaignSpec) { s.Labels = map[string]string{"bench": "software/median"} }, "workspaces[0].task_id"},
 		{"task_in_path", func(s *CampaignSpec) {
 			s.Workspaces[0].TaskID = "median"
 			s.Workspaces[0].WorkspaceHostPath = "/srv/median/ws"
