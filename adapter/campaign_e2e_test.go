@@ -215,6 +215,9 @@ func inspectCampaign(t *testing.T, cli *client.Client, c *adapter.Campaign, cana
 		if hc.PidsLimit == nil || *hc.PidsLimit != adapter.WorkspacePidsLimit || hc.Memory != adapter.WorkspaceMemory {
 			t.Fatalf("workspace limits: pids=%v mem=%d", hc.PidsLimit, hc.Memory)
 		}
+		if hc.Sysctls["kernel.shmall"] != "16384" || hc.Sysctls["kernel.shm_rmid_forced"] != "1" {
+			t.Fatalf("workspace sysctls %v: System V shared memory unbounded", hc.Sysctls)
+		}
 		for _, tmp := range []string{"/tmp", "/var/tmp", "/dev/shm", "/run"} {
 			if !strings.Contains(hc.Tmpfs[tmp], "size=") {
 				t.Fatalf("tmpfs %s = %q", tmp, hc.Tmpfs[tmp])
@@ -482,6 +485,20 @@ def score():
     except Exception as e:
         r["grader_unauthenticated"] = type(e).__name__
 score()
+# System V shared memory: a segment past the workspace's bound is refused,
+# and one within it does not outlive the process that made it.
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+r["shm_128m"] = libc.shmget(0, 128 << 20, 0o1600)
+rd, wr = os.pipe()
+if os.fork() == 0:
+    os.write(wr, str(libc.shmget(0, 8 << 20, 0o1600)).encode())
+    os._exit(0)
+os.close(wr)
+os.wait()
+seg = int(os.read(rd, 32))
+r["shm_8m"] = seg
+r["shm_left_by_exited"] = sum(1 for line in open("/proc/sysvipc/shm") if line.split()[1:2] == [str(seg)])
 print(json.dumps(r))
 `
 
@@ -537,6 +554,10 @@ func checkContainment(t *testing.T, ws adapter.Workspace, p *campaign.Plan) {
 		if got[k] != "PermissionError" {
 			t.Errorf("%s = %v, want PermissionError (the grader key is there)", k, got[k])
 		}
+	}
+	if got["shm_128m"] != float64(-1) || got["shm_8m"] == float64(-1) || got["shm_left_by_exited"] != float64(0) {
+		t.Errorf("System V shared memory: a 128 MiB segment %v (want -1: refused), an 8 MiB one %v (want an id), left after its maker exited %v (want 0)",
+			got["shm_128m"], got["shm_8m"], got["shm_left_by_exited"])
 	}
 	if got["docker_socket"] != "FileNotFoundError" || got["docker_host_env"] != false || got["key_env"] != false {
 		t.Errorf("docker socket %v, DOCKER_HOST %v, key env %v", got["docker_socket"], got["docker_host_env"], got["key_env"])

@@ -63,6 +63,21 @@ func boundedLogs() container.LogConfig {
 	return container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": LogMaxSize, "max-file": LogMaxFiles}}
 }
 
+// workspaceSysctls bound System V shared memory in a workspace's own IPC
+// namespace: the kernel's defaults let one process make segments of
+// terabytes, and a segment outlives its creator and counts against no
+// rlimit (RLIMIT_AS bounds what a process maps, not what it leaves), so
+// agent code filled 3.6 GB of host memory with four segments. 64 MiB per
+// segment and in all (shmall is in 4 KiB pages), and a segment no process
+// has attached is removed at once (shm_rmid_forced), so nothing of it
+// outlives the run that made it. Python's standard library does not use
+// System V shared memory.
+var workspaceSysctls = map[string]string{
+	"kernel.shmmax":          "67108864",
+	"kernel.shmall":          "16384",
+	"kernel.shm_rmid_forced": "1",
+}
+
 // containerSpec is everything ContainerCreate takes, built from a plan
 // before any call.
 type containerSpec struct {
@@ -180,6 +195,7 @@ func workspaceSpec(p *campaign.Plan, a campaign.AgentPlan, runDir, graderDir, ap
 		Tmpfs:          clone(workspaceTmpfs),
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		LogConfig:      boundedLogs(),
+		Sysctls:        clone(workspaceSysctls),
 		Resources: container.Resources{
 			Memory:    WorkspaceMemory,
 			PidsLimit: ptr(int64(WorkspacePidsLimit)),

@@ -93,7 +93,7 @@ func printDoctor(w io.Writer, rep doctorReport) {
 	}
 	why := "cgroup driver " + d.CgroupDriver
 	if d.CgroupDriver == "none" {
-		why = "rootless without cgroups; per-uid rlimits in the workbench are the only limits"
+		why = "rootless without cgroups: the workbench's per-process rlimits are the only limits, so an agent's total memory is not bounded"
 	}
 	fmt.Fprintf(w, "docker host     %s%s\n", rep.DockerHost, map[bool]string{true: " (custom socket path)"}[rep.CustomSocket])
 	fmt.Fprintf(w, "daemon          %s (ID %s)\n", d.Name, d.ID)

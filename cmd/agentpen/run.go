@@ -59,7 +59,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	case "up":
 		cmd = up
 	case "spec":
-		return cli.InCommand("agentpen spec", spec(ctx, args[1:], stdout, stderr))
+		name := "agentpen spec"
+		if len(args) > 1 && (args[1] == "check" || args[1] == "schema") {
+			name += " " + args[1]
+		}
+		return cli.InCommand(name, spec(ctx, args[1:], stdout, stderr))
 	case "down":
 		cmd = down
 	case "cleanup":

@@ -27,7 +27,7 @@ command line.
 func spec(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, specUsage)
-		return &cli.UsageError{Msg: "spec: want schema or check", Hint: "agentpen spec --help"}
+		return &cli.UsageError{Msg: "want a subcommand: schema or check", Hint: "agentpen spec --help"}
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -47,7 +47,7 @@ func spec(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	case "check":
 		return specCheck(args[1:], stdout)
 	}
-	return &cli.UsageError{Msg: fmt.Sprintf("spec: unknown subcommand %q", args[0]), Hint: "agentpen spec --help"}
+	return &cli.UsageError{Msg: fmt.Sprintf("unknown subcommand %q", args[0]), Hint: "agentpen spec --help"}
 }
 
 // specCheckResult is spec check's --json answer.
@@ -84,7 +84,7 @@ func specCheck(args []string, stdout io.Writer) error {
 	if name := pos[0]; name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
-			return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("spec: %w", err)}
+			return &cli.ExitError{Code: exitBadInput, Err: err}
 		}
 		defer f.Close()
 		in = f
@@ -100,14 +100,15 @@ func specCheck(args []string, stdout io.Writer) error {
 		return err
 	}
 	if !errors.Is(verr, campaign.ErrInvalid) {
-		return verr // could not read it
+		// Could not read it (a directory, an I/O error): still bad input.
+		return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("%s: %w", pos[0], verr)}
 	}
 	if *asJSON {
 		if err := cli.WriteJSON(stdout, specCheckResult{Errors: problems(verr)}); err != nil {
 			return err
 		}
 	}
-	return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("spec %s: %w", pos[0], verr)}
+	return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("%s: %w", pos[0], verr)}
 }
 
 // problems lists what is wrong with a spec, one entry per field error.
