@@ -43,7 +43,7 @@ solution.py defines median(values). It should return the median of a non-empty l
 
 Workspace files:
 solution.py (168 bytes)
-test_solution.py (1007 bytes)
+test_solution.py (1487 bytes)
 (20 steps left)
 > step read_file {"path": "solution.py"}
    1 def median(values):
