@@ -67,7 +67,8 @@ type shownTask struct {
 func showTask(w io.Writer, id string, asJSON bool) error {
 	t, err := tasks.Build(id)
 	if err != nil {
-		return err
+		// An id not in the catalogue is bad input, as any other.
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("%w (workbench tasks lists the catalogue)", err)}
 	}
 	st := shownTask{ID: t.TaskID, Domain: t.Domain, Kind: t.Kind, Summary: t.Summary, Instruction: t.Instruction}
 	for _, f := range t.Files {

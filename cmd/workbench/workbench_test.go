@@ -527,7 +527,7 @@ func TestTasksCommand(t *testing.T) {
 	}{
 		{"no_command", nil, errUsage},
 		{"unknown_command", []string{"frobnicate"}, errUsage},
-		{"unknown_task", []string{"tasks", "show", "nope/nope"}, nil},
+		{"unknown_task", []string{"tasks", "show", "nope/nope"}, errUsage}, // exit 2: bad input
 		{"help", []string{"serve", "--help"}, nil},
 		{"bad_flag", []string{"serve", "--max-sessions", "0"}, errUsage},
 		{"bad_log_format", []string{"serve", "--log-format", "xml"}, errUsage},
