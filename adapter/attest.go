@@ -115,8 +115,11 @@ func (a *Adapter) attestSource(campaignID string) (attest.Source, error) {
 	if err := campaign.CheckID("campaign_id", campaignID); err != nil {
 		return attest.Source{}, err
 	}
-	dir := a.CampaignDir(campaignID)
 	var src attest.Source
+	dir, err := a.campaignDir(campaignID, false)
+	if err != nil {
+		return src, err
+	}
 	b, err := os.ReadFile(filepath.Join(dir, SpecFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return src, noCampaign(campaignID, dir)
@@ -127,7 +130,7 @@ func (a *Adapter) attestSource(campaignID string) (attest.Source, error) {
 	if err := json.Unmarshal(b, &src.Spec); err != nil {
 		return src, fmt.Errorf("campaign %q: spec: %w", campaignID, err)
 	}
-	src.Records, err = campaign.ReadJournal(filepath.Join(dir, campaign.JournalFile))
+	src.Records, err = a.loadJournal(filepath.Join(dir, campaign.JournalFile))
 	if err != nil {
 		return src, fmt.Errorf("campaign %q: %w", campaignID, err)
 	}

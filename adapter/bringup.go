@@ -66,7 +66,10 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 		return nil, err
 	}
 	defer lock.unlock()
-	dir := a.CampaignDir(p.CampaignID)
+	dir, err := a.campaignDir(p.CampaignID, true)
+	if err != nil {
+		return nil, err
+	}
 	gen, err := nextGeneration(dir, p.CampaignID)
 	if err != nil {
 		return nil, err
@@ -78,7 +81,7 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 	if n := len(filepath.Join(a.runRoot(p), p.Agents[0].AgentID, filepath.Base(campaign.WorkbenchSocket))); n > maxSocketPath {
 		return nil, fmt.Errorf("the workbench socket path under %s would be %d bytes, over the %d of a unix socket address: use a daemon whose socket path is shorter", a.runBase(), n, maxSocketPath)
 	}
-	j, err := campaign.OpenJournal(dir)
+	j, err := a.openJournal(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +103,7 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 		a.log().Warn("bring-up failed; rolling back", "campaign", p.CampaignID, "generation", gen, "err", err)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
-		rep := a.cleanupJournal(rctx, j, p.CampaignID, cleanupOptions{gen: gen, failed: b.failedCreates()})
+		rep := a.cleanupJournal(rctx, j, j.Path(), p.CampaignID, cleanupOptions{gen: gen, failed: b.failedCreates()})
 		rbErr := a.finishReport(j, &rep)
 		err = fmt.Errorf("%w; rolled back: cleanup %s (%s)", err, rep.Status, filepath.Join(dir, CleanupReportFile))
 		return nil, errors.Join(err, rbErr, j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: "bring-up failed: " + err.Error()}))

@@ -23,12 +23,19 @@ type Orphan struct {
 	Why      string `json:"why"`
 }
 
+// orphanNote marks the created record RemoveOrphan journals for an orphan
+// it removes.
+const orphanNote = "orphan removed by exact id"
+
 // ErrNotOrphan is returned (wrapped) by RemoveOrphan for an id that is not
 // an orphan, or whose ownership no journal here can prove.
 var ErrNotOrphan = errors.New("not a removable orphan")
 
 // Orphans lists (read-only) the containers and networks labelled as
-// agentpen's that no journal in the state root accounts for.
+// agentpen's that no journal in the state root accounts for. A campaign
+// whose journal is corrupt or untrusted does not hide the others: the ids
+// its well-formed records name count as accounted for, and what else
+// carries its id is listed, never provable.
 func (a *Adapter) Orphans(ctx context.Context) ([]Orphan, error) {
 	states, err := a.Campaigns()
 	if err != nil {
@@ -36,9 +43,16 @@ func (a *Adapter) Orphans(ctx context.Context) ([]Orphan, error) {
 	}
 	known := map[string]bool{}
 	instances := map[[2]string]bool{}
+	unsound := map[string]error{} // campaign id -> why its state cannot be used
 	for _, st := range states {
+		if st.Err != nil {
+			unsound[st.CampaignID] = st.Err
+		}
 		for _, g := range st.Generations {
-			instances[[2]string{st.CampaignID, g.Instance}] = true
+			if st.Err == nil {
+				// Only a sound journal proves a nonce.
+				instances[[2]string{st.CampaignID, g.Instance}] = true
+			}
 			for _, r := range g.Resources {
 				if r.ID != "" {
 					known[r.ID] = true
@@ -57,6 +71,8 @@ func (a *Adapter) Orphans(ctx context.Context) ([]Orphan, error) {
 		}
 		o := Orphan{Found: f, CampaignID: f.Labels[campaign.LabelCampaign], Instance: f.Labels[campaign.LabelInstance]}
 		switch {
+		case unsound[o.CampaignID] != nil:
+			o.Why = "its campaign's state here cannot be used, so nothing can be proven: " + unsound[o.CampaignID].Error()
 		case o.Instance == "":
 			o.Why = "it carries no instance nonce: no journal can prove it is agentpen's"
 		case !instances[[2]string{o.CampaignID, o.Instance}]:
@@ -104,7 +120,7 @@ func (a *Adapter) RemoveOrphan(ctx context.Context, id string) (cleanup.Outcome,
 			}
 		}
 		r := campaign.Resource{Gen: gen, Kind: o.Kind, Role: o.Labels[campaign.LabelRole], Name: o.Name, ID: o.ID, Labels: o.Labels}
-		if err := j.Append(campaign.Record{Op: campaign.OpCreated, Gen: gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Labels: r.Labels, Note: "orphan removed by exact id"}); err != nil {
+		if err := j.Append(campaign.Record{Op: campaign.OpCreated, Gen: gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Labels: r.Labels, Note: orphanNote}); err != nil {
 			return nil, err
 		}
 		out = a.removeOne(ctx, j, r)

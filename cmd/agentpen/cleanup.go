@@ -186,12 +186,25 @@ func shortID(id string) string {
 
 const lsHelp = `Lists the campaigns in the state root: generation, state and what of each is live on the
 daemon (containers and networks carrying its label); --json adds each workspace's episode
-server socket on the host (for workbench client). States: up (the latest generation is
-ready and has live resources), starting-or-failed (live resources, not ready, no cleanup
-since), failed (a cleanup or rollback was not verified, or the daemon still holds labelled
-resources after one), down-verified (nothing journalled is live and nothing on the daemon
-carries the campaign's label).
-Exit status: 0, 2 bad flags, 3 daemon unreachable.`
+server socket on the host (for workbench client). States:
+  up                  the latest generation is ready, not cleaned up, and every container its
+                      journal names is on the daemon
+  broken              it was up, but some of its containers are gone (removed by a down that
+                      did not finish, outside agentpen, or lost by the daemon): agentpen down
+                      removes the rest and verifies
+  starting-or-failed  live resources, never ready, no cleanup since (a bring-up in flight, or
+                      one killed: agentpen down)
+  failed              a cleanup or rollback was not verified, or the daemon still holds
+                      labelled resources after one
+  down-verified       nothing journalled is live and nothing on the daemon carries its label
+  corrupt             its journal has a complete line that is not a record (the error names
+                      the file and line; see docs/troubleshooting.md)
+  untrusted           its directory or journal is another user's or writable by others
+  unreadable          its state could not be read (the error says why)
+A campaign in one of the last three is listed with its error (on stderr, and as "error" in
+--json) and never hides the others.
+Exit status: 0; 1 when any campaign is corrupt, untrusted or unreadable (the others are listed
+all the same); 2 bad flags or an unusable state root; 3 daemon unreachable.`
 
 // lsEntry is one campaign in agentpen ls --json.
 type lsEntry struct {
@@ -204,10 +217,17 @@ type lsEntry struct {
 	LastCleanup      string `json:"last_cleanup,omitempty"`
 	StateDir         string `json:"state_dir"`
 	InstanceOfLatest string `json:"instance,omitempty"`
+	// Error says why the campaign's state cannot be used (states
+	// corrupt, untrusted and unreadable).
+	Error string `json:"error,omitempty"`
 	// Workspaces are the latest generation's workspace sockets on the
 	// host (for workbench client), while their run directories exist.
 	Workspaces []adapter.WorkspaceSocket `json:"workspaces,omitempty"`
 }
+
+// errUnsound ends a listing that showed every campaign but could not use
+// some (the command printed which): exit 1.
+var errUnsound = fmt.Errorf("some campaigns' state cannot be used: %w", cli.ErrReported)
 
 func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := cli.NewFlagSet("agentpen", "ls", "[flags]", lsHelp, stdout)
@@ -227,13 +247,17 @@ func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		return err
 	}
 	entries := []lsEntry{}
+	unsound := false
 	for _, st := range states {
 		found, err := a.Labelled(ctx, campaign.LabelCampaign+"="+st.CampaignID)
 		if err != nil {
 			return err
 		}
 		e := lsEntry{CampaignID: st.CampaignID, Generation: st.Latest().N, InstanceOfLatest: st.Latest().Instance,
-			JournalledLive: len(st.Live()), LastCleanup: st.LastCleanup, StateDir: st.Dir, Workspaces: st.Sockets()}
+			JournalledLive: len(st.Live()), LastCleanup: st.LastCleanup, StateDir: st.Dir}
+		if st.Err == nil {
+			e.Workspaces = st.Sockets()
+		}
 		for _, f := range found {
 			if f.Kind == campaign.KindNetwork {
 				e.LiveNetworks++
@@ -241,30 +265,66 @@ func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 				e.LiveContainers++
 			}
 		}
-		e.State = campaignState(st, len(found))
+		e.State = campaignState(st, found)
+		if st.Err != nil {
+			unsound = true
+			e.Error = st.Err.Error()
+			fmt.Fprintf(stderr, "agentpen ls: campaign %s is %s: %v\n", st.CampaignID, e.State, st.Err)
+		} else if st.Torn != nil {
+			fmt.Fprintf(stderr, "agentpen ls: campaign %s: journal %s: ignoring %s; the next agentpen down or up of it cuts it\n",
+				st.CampaignID, filepath.Join(st.Dir, campaign.JournalFile), st.Torn)
+		}
 		entries = append(entries, e)
 	}
 	if *asJSON {
-		return cli.WriteJSON(stdout, entries)
+		if err := cli.WriteJSON(stdout, entries); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CAMPAIGN\tGEN\tSTATE\tCONTAINERS\tNETWORKS")
+		for _, e := range entries {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", e.CampaignID, e.Generation, e.State, e.LiveContainers, e.LiveNetworks)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CAMPAIGN\tGEN\tSTATE\tCONTAINERS\tNETWORKS")
-	for _, e := range entries {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", e.CampaignID, e.Generation, e.State, e.LiveContainers, e.LiveNetworks)
+	if unsound {
+		return errUnsound
 	}
-	return tw.Flush()
+	return nil
 }
 
 // campaignState names a campaign's state from its journal and what the
-// daemon still holds with its label.
-func campaignState(st adapter.CampaignState, onDaemon int) string {
-	live := len(st.Live())
+// daemon holds with its label.
+func campaignState(st adapter.CampaignState, onDaemon []cleanup.Found) string {
 	switch {
-	case live == 0 && onDaemon == 0:
+	case errors.Is(st.Err, campaign.ErrJournalCorrupt):
+		return "corrupt"
+	case errors.Is(st.Err, campaign.ErrUntrusted):
+		return "untrusted"
+	case st.Err != nil:
+		return "unreadable"
+	}
+	live := st.Live()
+	switch {
+	case len(live) == 0 && len(onDaemon) == 0:
 		return "down-verified"
-	case live == 0, st.LastCleanup == string(cleanup.Failed):
+	case len(live) == 0, st.LastCleanup == string(cleanup.Failed):
 		return "failed"
-	case st.Ready:
+	case st.Ready && st.RemovalStarted && st.LastCleanup == "":
+		return "broken"
+	case st.Up():
+		present := map[string]bool{}
+		for _, f := range onDaemon {
+			present[f.ID] = true
+		}
+		for _, r := range st.Latest().Live() {
+			if r.Kind == campaign.KindContainer && !present[r.ID] {
+				return "broken"
+			}
+		}
 		return "up"
 	}
 	return "starting-or-failed"
@@ -275,7 +335,11 @@ state root accounts for by id, with what their labels claim and whether their ow
 proven: a resource whose campaign and instance nonce are a generation journalled here is that
 generation's (its create was lost from the journal). --remove ID removes exactly that id, and
 only when its ownership is proven that way; anything else is refused and left alone.
-Exit status: 0, 1 when a --remove was refused or not verified, 2 bad flags, 3 daemon unreachable.`
+A campaign whose journal is corrupt or untrusted hides nothing: what carries its id is listed
+(never provable), and the campaign is named on stderr.
+Exit status: 0; 1 when a --remove was refused or not verified, or a campaign's state cannot be
+used (the rest is listed all the same); 2 bad flags or an unusable state root; 3 daemon
+unreachable.`
 
 func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := cli.NewFlagSet("agentpen", "orphans", "[flags] [--remove ID ...]", orphansHelp, stdout)
@@ -318,12 +382,35 @@ func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		if list == nil {
 			list = []adapter.Orphan{}
 		}
-		return cli.WriteJSON(stdout, list)
+		err = cli.WriteJSON(stdout, list)
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tID\tNAME\tCAMPAIGN\tPROVABLE\tWHY")
+		for _, o := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", o.Kind, shortID(o.ID), o.Name, o.CampaignID, o.Provable, o.Why)
+		}
+		err = tw.Flush()
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tID\tNAME\tCAMPAIGN\tPROVABLE\tWHY")
-	for _, o := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", o.Kind, shortID(o.ID), o.Name, o.CampaignID, o.Provable, o.Why)
+	if err != nil {
+		return err
 	}
-	return tw.Flush()
+	return unsoundCampaigns(a, "orphans", stderr)
+}
+
+// unsoundCampaigns names on stderr each campaign of the state root whose
+// state cannot be used (after a whole-root command listed everything it
+// could) and returns errUnsound when there is one.
+func unsoundCampaigns(a *adapter.Adapter, cmd string, stderr io.Writer) error {
+	states, err := a.Campaigns()
+	if err != nil {
+		return err
+	}
+	var bad error
+	for _, st := range states {
+		if st.Err != nil {
+			fmt.Fprintf(stderr, "agentpen %s: campaign %s is %s: %v\n", cmd, st.CampaignID, campaignState(st, nil), st.Err)
+			bad = errUnsound
+		}
+	}
+	return bad
 }

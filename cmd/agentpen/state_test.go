@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/cli"
+)
+
+// fakeRoot is a state root of hand-made campaigns beside a fake daemon.
+type fakeRoot struct {
+	t     *testing.T
+	env   map[string]string
+	state string // the state root
+}
+
+func newFakeRoot(t *testing.T) *fakeRoot {
+	t.Helper()
+	host := serveFakeDaemon(t, []string{"name=rootless"})
+	dir := t.TempDir()
+	return &fakeRoot{t: t, env: map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": dir}, state: filepath.Join(dir, "agentpen")}
+}
+
+func (r *fakeRoot) run(args ...string) (stdout, stderr string, code int) {
+	var out, errb bytes.Buffer
+	err := run(r.t.Context(), args, &out, &errb, func(k string) string { return r.env[k] })
+	if msg := cli.Message("agentpen", err); msg != "" {
+		errb.WriteString(msg + "\n")
+	}
+	return out.String(), errb.String(), exitCode(err)
+}
+
+// campaign writes a campaign whose one generation came up and holds
+// nothing (so down of it is verified at once), and returns its journal.
+func (r *fakeRoot) campaign(id string) string {
+	r.t.Helper()
+	dir := filepath.Join(r.state, "campaigns", campaign.Key(id))
+	j, err := campaign.OpenJournal(dir)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, rec := range []campaign.Record{
+		{Op: campaign.OpBegin, Gen: 1, Instance: "0123456789abcdef0123456789abcdef"},
+		{Op: campaign.OpIntent, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "agentpen-" + id + "-server"},
+		{Op: campaign.OpRemoved, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "agentpen-" + id + "-server", Note: "never created"},
+		{Op: campaign.OpNote, Gen: 1, Note: "ready"},
+	} {
+		if err := j.Append(rec); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	j.Close()
+	b, _ := json.Marshal(map[string]string{"campaign_id": id})
+	if err := os.WriteFile(filepath.Join(dir, "campaign.json"), b, 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	return j.Path()
+}
+
+func appendFile(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTornJournalTail: a journal whose last write did not complete (its
+// final line has no newline) is read past by ls, which says so; down cuts
+// the torn line before appending (it used to append onto it and make the
+// journal unreadable for good) and is verified; the journal then reads
+// back whole.
+func TestTornJournalTail(t *testing.T) {
+	r := newFakeRoot(t)
+	journal := r.campaign("torn")
+	appendFile(t, journal, `{"seq":5,"time":"2026-11-30T12:00:00Z","op":"no`)
+	out, errs, code := r.run("ls")
+	if code != 0 || !strings.Contains(out, "torn") || !strings.Contains(errs, "agentpen ls: campaign torn: journal "+journal+": ignoring a final line of 47 bytes without its newline") {
+		t.Fatalf("ls: exit %d\n%s%s", code, out, errs)
+	}
+	if out, errs, code := r.run("down", "torn"); code != 0 || !strings.Contains(out, "cleanup of torn: verified") {
+		t.Fatalf("down: exit %d\n%s%s", code, out, errs)
+	}
+	c, err := campaign.LoadJournal(journal)
+	if err != nil || c.Torn != nil {
+		t.Fatalf("journal after down: %v, torn %v", err, c.Torn)
+	}
+	cut := c.Records[4]
+	if cut.Seq != 5 || !strings.HasPrefix(cut.Note, "journal: cut a final line of 47 bytes without its newline") {
+		t.Fatalf("the record of the cut: %+v", cut)
+	}
+	if last := c.Records[len(c.Records)-1]; last.Note != "cleanup verified" {
+		t.Fatalf("last record %+v", last)
+	}
+	if out, errs, code := r.run("ls"); code != 0 || errs != "" || !strings.Contains(out, "down-verified") {
+		t.Fatalf("ls after down: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestUnsoundCampaignDoesNotBlindTheRoot: one campaign with a corrupt
+// journal (a complete line that is not a record) and one whose journal
+// another user can write are listed by ls and named by orphans, with
+// their errors, beside the healthy one; both exit 1 after listing
+// everything. The commands for the corrupt campaign itself fail with the
+// file and the line.
+func TestUnsoundCampaignDoesNotBlindTheRoot(t *testing.T) {
+	r := newFakeRoot(t)
+	r.campaign("healthy")
+	corrupt := r.campaign("broken-journal")
+	appendFile(t, corrupt, "{garbage}\n"+`{"seq":6,"op":"note"}`+"\n")
+	untrusted := r.campaign("foreign")
+	if err := os.Chmod(untrusted, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		os.Chown(untrusted, 65534, 65534)
+	}
+
+	out, errs, code := r.run("ls", "--json")
+	if code != exitFailure {
+		t.Fatalf("ls: exit %d, want 1\n%s%s", code, out, errs)
+	}
+	var entries []lsEntry
+	if err := json.Unmarshal([]byte(out), &entries); err != nil {
+		t.Fatalf("ls --json: %v\n%s", err, out)
+	}
+	got := map[string]lsEntry{}
+	for _, e := range entries {
+		got[e.CampaignID] = e
+	}
+	wantCorrupt := "journal " + corrupt + " line 5: invalid character 'g' looking for beginning of object key string: the journal is corrupt"
+	if e := got["healthy"]; e.State != "down-verified" || e.Error != "" {
+		t.Errorf("healthy: %+v", e)
+	}
+	if e := got["broken-journal"]; e.State != "corrupt" || !strings.HasPrefix(e.Error, wantCorrupt) || e.Generation != 1 {
+		t.Errorf("broken-journal: %+v", e)
+	}
+	// The untrusted one is named by its key: its spec is not read.
+	foreign := got[campaign.Key("foreign")]
+	if foreign.State != "untrusted" || !strings.Contains(foreign.Error, "journal "+untrusted+" ") || !strings.Contains(foreign.Error, "agentpen trusts no state another user can write") {
+		t.Errorf("foreign: %+v", foreign)
+	}
+	if !strings.Contains(errs, "agentpen ls: campaign broken-journal is corrupt: "+wantCorrupt) || !strings.Contains(errs, "agentpen ls: campaign "+campaign.Key("foreign")+" is untrusted: journal "+untrusted) {
+		t.Errorf("ls stderr:\n%s", errs)
+	}
+	// The table, too, lists all three.
+	if out, _, code := r.run("ls"); code != exitFailure || strings.Count(out, "\n") != 4 {
+		t.Errorf("ls: exit %d\n%s", code, out)
+	}
+	if out, errs, code := r.run("orphans"); code != exitFailure || !strings.HasPrefix(out, "KIND") || !strings.Contains(errs, "agentpen orphans: campaign broken-journal is corrupt: "+wantCorrupt) {
+		t.Errorf("orphans: exit %d\n%s%s", code, out, errs)
+	}
+	before, _ := os.ReadFile(corrupt)
+	for _, args := range [][]string{{"down", "broken-journal"}, {"cleanup", "verify", "broken-journal"}, {"attest", "broken-journal"}} {
+		_, errs, code := r.run(args...)
+		if code != exitFailure || !strings.Contains(errs, wantCorrupt) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: exit %d, want 1 naming the line\n%s", args, code, errs)
+		}
+	}
+	if after, _ := os.ReadFile(corrupt); !bytes.Equal(before, after) {
+		t.Error("a command changed the corrupt journal")
+	}
+	if _, errs, code := r.run("down", "foreign"); code != exitBadInput || !strings.Contains(errs, "agentpen down: journal "+untrusted+" ") {
+		t.Errorf("down of the untrusted campaign: exit %d\n%s", code, errs)
+	}
+}
+
+// TestStateRootRefusals: a state root that is a file, or that other users
+// can write, is refused with its path and the fix (exit 2); agentpen makes
+// its state root 0700.
+func TestStateRootRefusals(t *testing.T) {
+	r := newFakeRoot(t)
+	r.campaign("one")
+	if fi, err := os.Stat(r.state); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("state root: %v %v", fi.Mode(), err)
+	}
+	file := filepath.Join(t.TempDir(), "passwd")
+	os.WriteFile(file, []byte("x"), 0o600)
+	if _, errs, code := r.run("ls", "--state-root", file); code != exitBadInput ||
+		errs != "agentpen ls: unusable state root "+file+": not a directory (--state-root names the directory that holds the campaigns' state)\n" {
+		t.Errorf("ls of a file: exit %d\n%s", code, errs)
+	}
+	os.Chmod(r.state, 0o777)
+	for _, args := range [][]string{{"ls"}, {"down", "one"}, {"orphans"}} {
+		want := "agentpen " + args[0] + ": unusable state root: state root " + r.state + " has mode 0777: other users can write it; agentpen trusts no state another user can write; if it is yours: chmod 0700 " + r.state + "\n"
+		if _, errs, code := r.run(args...); code != exitBadInput || errs != want {
+			t.Errorf("%v with a 0777 state root: exit %d\n%s\nwant\n%s", args, code, errs, want)
+		}
+	}
+}
