@@ -115,10 +115,23 @@ type Timings struct {
 	PhasesMS map[string]int64 `json:"phases_ms,omitempty"`
 }
 
-// Report is the cleanup report (schema agentpen.cleanup.v1).
+// Report is the cleanup report (schema agentpen.cleanup.v1), written to
+// cleanup.json in the campaign's state directory by agentpen down (and a
+// rollback). It speaks for one generation: Generation and Instance name
+// the latest generation of the journal when it was made, WrittenAt when.
+// A later bring-up of the campaign id moves it aside (cleanup.gen<N>.json)
+// before it creates anything, so cleanup.json is never an earlier
+// generation's verdict on a live one.
 type Report struct {
-	Schema       string           `json:"schema"`
-	CampaignID   string           `json:"campaign_id"`
+	Schema     string `json:"schema"`
+	CampaignID string `json:"campaign_id"`
+	// Generation and Instance are the generation the report speaks for:
+	// the journal's latest when it was made (0 and "" for a journal
+	// without one).
+	Generation int    `json:"generation"`
+	Instance   string `json:"instance"`
+	// WrittenAt is when the report was made (its verification's end).
+	WrittenAt    time.Time        `json:"written_at"`
 	Status       Status           `json:"status"`
 	OK           bool             `json:"ok"`
 	ReadOnly     bool             `json:"read_only,omitempty"`
@@ -150,7 +163,11 @@ func Build(in Input) Report {
 	}
 	for _, g := range in.Generations {
 		r.Generations = append(r.Generations, GenerationInfo{N: g.N, Instance: g.Instance})
+		if g.N >= r.Generation {
+			r.Generation, r.Instance = g.N, g.Instance
+		}
 	}
+	r.WrittenAt = in.Finished.UTC()
 	check := func(name string, observed, expected any, pass bool) {
 		r.Checks[name] = Check{Observed: observed, Expected: expected, Pass: pass}
 	}

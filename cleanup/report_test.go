@@ -155,3 +155,14 @@ func TestBuildReadOnlyNeverClaimsRemoval(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildNamesItsGeneration: a report speaks for the latest generation
+// of its journal, and says when it was made.
+func TestBuildNamesItsGeneration(t *testing.T) {
+	in := goodInput()
+	in.Generations = []campaign.Generation{{N: 2, Instance: "second"}, {N: 1, Instance: nonce}}
+	rep := Build(in)
+	if rep.Generation != 2 || rep.Instance != "second" || !rep.WrittenAt.Equal(in.Finished) {
+		t.Fatalf("generation %d instance %q written %v", rep.Generation, rep.Instance, rep.WrittenAt)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -158,9 +159,23 @@ func TestCLICampaignLifecycle(t *testing.T) {
 	if !strings.Contains(out, "down-verified") {
 		t.Fatalf("ls after down:\n%s", out)
 	}
-	// A new generation after a verified down.
+	// A new generation after a verified down. Generation 1's reports are
+	// set aside: nothing says "verified" of the live generation 2.
 	if _, errs, code := e.run("up", spec); code != 0 {
 		t.Fatalf("up again: exit %d\n%s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(entries[0].StateDir, "cleanup.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("cleanup.json while generation 2 is up: %v", err)
+	}
+	var old struct {
+		Generation int
+		Status     string
+	}
+	if b, err := os.ReadFile(filepath.Join(entries[0].StateDir, "cleanup.gen1.json")); err != nil || json.Unmarshal(b, &old) != nil || old.Generation != 1 || old.Status != "verified" {
+		t.Fatalf("generation 1's report set aside: %+v %v", old, err)
+	}
+	if out, _, code := e.run("ls", "--json"); code != 0 || !strings.Contains(out, `"state": "up"`) || strings.Contains(out, "last_cleanup") {
+		t.Fatalf("ls while generation 2 is up: exit %d\n%s", code, out)
 	}
 	if out, _, code := e.run("down", id); code != 0 || !strings.Contains(out, "removed       2 containers (1 server, 1 workspace), 2 directories\n") {
 		t.Fatalf("second down: exit %d\n%s", code, out)
