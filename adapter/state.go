@@ -40,10 +40,11 @@ type CampaignState struct {
 }
 
 // Up reports whether the latest generation is up: it reached readiness,
-// nothing of it was removed since and no cleanup of it has run, it has
-// resources not removed, and the state is sound.
+// no cleanup of it has finished, it has resources not removed, and the
+// state is sound. (One that is up may still be broken: RemovalStarted,
+// or containers gone from the daemon.)
 func (s CampaignState) Up() bool {
-	return s.Err == nil && s.Ready && !s.RemovalStarted && s.LastCleanup == "" && len(s.Latest().Live()) > 0
+	return s.Err == nil && s.Ready && s.LastCleanup == "" && len(s.Latest().Live()) > 0
 }
 
 // Latest returns the newest generation (the zero Generation for none).

@@ -313,7 +313,7 @@ func campaignState(st adapter.CampaignState, onDaemon []cleanup.Found) string {
 		return "down-verified"
 	case len(live) == 0, st.LastCleanup == string(cleanup.Failed):
 		return "failed"
-	case st.Ready && st.RemovalStarted && st.LastCleanup == "":
+	case st.Up() && st.RemovalStarted:
 		return "broken"
 	case st.Up():
 		present := map[string]bool{}

@@ -10,20 +10,23 @@ import (
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/internal/dockerfake"
 )
 
 // fakeRoot is a state root of hand-made campaigns beside a fake daemon.
 type fakeRoot struct {
 	t     *testing.T
+	fake  *dockerfake.Daemon
 	env   map[string]string
 	state string // the state root
 }
 
 func newFakeRoot(t *testing.T) *fakeRoot {
 	t.Helper()
-	host := serveFakeDaemon(t, []string{"name=rootless"})
+	fake := dockerfake.New()
+	host := fake.ServeUnix(t)
 	dir := t.TempDir()
-	return &fakeRoot{t: t, env: map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": dir}, state: filepath.Join(dir, "agentpen")}
+	return &fakeRoot{t: t, fake: fake, env: map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": dir}, state: filepath.Join(dir, "agentpen")}
 }
 
 func (r *fakeRoot) run(args ...string) (stdout, stderr string, code int) {
@@ -55,7 +58,9 @@ func (r *fakeRoot) campaign(id string) string {
 		}
 	}
 	j.Close()
-	b, _ := json.Marshal(map[string]string{"campaign_id": id})
+	const image = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	b, _ := json.Marshal(campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: image},
+		Workspaces: []campaign.WorkspaceSpec{{TaskID: "software/median", Image: image}}})
 	if err := os.WriteFile(filepath.Join(dir, "campaign.json"), b, 0o600); err != nil {
 		r.t.Fatal(err)
 	}
@@ -195,5 +200,65 @@ func TestStateRootRefusals(t *testing.T) {
 		if _, errs, code := r.run(args...); code != exitBadInput || errs != want {
 			t.Errorf("%v with a 0777 state root: exit %d\n%s\nwant\n%s", args, code, errs, want)
 		}
+	}
+}
+
+// TestAttestRefusesCampaignNotUp: attest of a campaign whose latest
+// generation was removed exits 2 saying so, and leaves its attestation
+// (which says the cleanup was verified) as it was; it used to exit 0 and
+// rewrite it to "pending".
+func TestAttestRefusesCampaignNotUp(t *testing.T) {
+	r := newFakeRoot(t)
+	journal := r.campaign("gone")
+	appendFile(t, journal, `{"seq":5,"time":"2026-11-30T12:00:01Z","op":"note","note":"cleanup verified"}`+"\n")
+	att := filepath.Join(filepath.Dir(journal), "attestation.json")
+	const stored = `{"schema":"agentpen.attestation.v1","campaign_id":"gone","ok":true,"cleanup":{"status":"verified"}}`
+	os.WriteFile(att, []byte(stored), 0o600)
+	out, errs, code := r.run("attest", "gone", "--probe-timeout-ms", "100")
+	want := "agentpen attest: campaign gone is not up: its latest generation (1) was removed (cleanup verified); nothing was attested, and attestation.json is left as it was\n"
+	if code != exitBadInput || errs != want || out != "" {
+		t.Fatalf("attest: exit %d, stdout %q, stderr\n%s\nwant\n%s", code, out, errs, want)
+	}
+	if b, _ := os.ReadFile(att); string(b) != stored {
+		t.Fatalf("attestation.json was rewritten:\n%s", b)
+	}
+}
+
+// TestLsUpOrBroken: ls says up only while every container the latest
+// generation's journal names is on the daemon and nothing of it was
+// removed; a campaign whose containers are gone, or whose down did not
+// finish (only run directories left), is broken.
+func TestLsUpOrBroken(t *testing.T) {
+	r := newFakeRoot(t)
+	journal := r.campaign("live")
+	labels := map[string]string{campaign.LabelCampaign: "live"}
+	r.fake.AddContainer(dockerfake.Container{ID: "c-server", Name: "agentpen-live-server", Labels: labels})
+	appendFile(t, journal, strings.Join([]string{
+		`{"seq":5,"op":"intent","gen":1,"kind":"container","role":"server","name":"agentpen-live-server"}`,
+		`{"seq":6,"op":"created","gen":1,"kind":"container","role":"server","name":"agentpen-live-server","id":"c-server"}`,
+		`{"seq":7,"op":"intent","gen":1,"kind":"dir","role":"workspace","name":"/run/x/agent-1"}`,
+		`{"seq":8,"op":"created","gen":1,"kind":"dir","role":"workspace","name":"/run/x/agent-1","id":"/run/x/agent-1"}`,
+		`{"seq":9,"op":"note","gen":1,"note":"ready"}`, ""}, "\n"))
+	state := func() string {
+		t.Helper()
+		out, errs, code := r.run("ls", "--json")
+		var entries []lsEntry
+		if code != 0 || json.Unmarshal([]byte(out), &entries) != nil || len(entries) != 1 {
+			t.Fatalf("ls: exit %d\n%s%s", code, out, errs)
+		}
+		return entries[0].State
+	}
+	if got := state(); got != "up" {
+		t.Fatalf("every container there: %s, want up", got)
+	}
+	r.fake.On("GET /containers/json", dockerfake.Reply{Body: []any{}}) // removed outside agentpen
+	if got := state(); got != "broken" {
+		t.Fatalf("the server container gone from the daemon: %s, want broken", got)
+	}
+	// A down that removed the container and was killed before the run
+	// directory: the journal says so.
+	appendFile(t, journal, `{"seq":10,"op":"removed","gen":1,"kind":"container","role":"server","name":"agentpen-live-server","id":"c-server"}`+"\n")
+	if got := state(); got != "broken" {
+		t.Fatalf("only the run directory left: %s, want broken", got)
 	}
 }
