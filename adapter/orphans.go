@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
@@ -86,24 +87,25 @@ func (a *Adapter) Orphans(ctx context.Context) ([]Orphan, error) {
 	return out, nil
 }
 
-// RemoveOrphan removes one orphan by its exact id, only when its labels
-// prove it belongs to a generation journalled in this state root: the
-// id is journalled into that campaign's journal, then observed, decided
-// and removed like any journalled resource. Nothing else is touched.
+// MinIDPrefix is the shortest id prefix RemoveOrphan takes for an id: the
+// 12 hex digits agentpen orphans (and docker ps) show.
+const MinIDPrefix = 12
+
+// RemoveOrphan removes one orphan, named by its id or by an unambiguous
+// prefix of it of at least MinIDPrefix hex digits among the orphans, only
+// when its labels prove it belongs to a generation journalled in this
+// state root: the full id is journalled into that campaign's journal,
+// then observed, decided and removed like any journalled resource.
+// Nothing else is touched.
 func (a *Adapter) RemoveOrphan(ctx context.Context, id string) (cleanup.Outcome, error) {
 	orphans, err := a.Orphans(ctx)
 	if err != nil {
 		return cleanup.Outcome{}, err
 	}
-	var o *Orphan
-	for i := range orphans {
-		if orphans[i].ID == id {
-			o = &orphans[i]
-		}
-	}
+	o, err := findOrphan(orphans, id)
 	switch {
-	case o == nil:
-		return cleanup.Outcome{}, fmt.Errorf("%s: %w: no agentpen-labelled resource unaccounted for has this exact id", id, ErrNotOrphan)
+	case err != nil:
+		return cleanup.Outcome{}, err
 	case !o.Provable:
 		return cleanup.Outcome{}, fmt.Errorf("%s %s (%s): %w: %s", o.Kind, o.Name, short(o.ID), ErrNotOrphan, o.Why)
 	}
@@ -133,4 +135,39 @@ func (a *Adapter) RemoveOrphan(ctx context.Context, id string) (cleanup.Outcome,
 		return out, fmt.Errorf("%s %s (%s): %w: %s %s", o.Kind, o.Name, short(o.ID), ErrNotVerified, out.Decision.Action, out.Decision.Reason)
 	}
 	return out, nil
+}
+
+// findOrphan is the orphan whose id is id, or the only one whose id starts
+// with id when id is at least MinIDPrefix hex digits.
+func findOrphan(orphans []Orphan, id string) (*Orphan, error) {
+	var matches []*Orphan
+	for i := range orphans {
+		switch {
+		case orphans[i].ID == id:
+			return &orphans[i], nil
+		case len(id) >= MinIDPrefix && isHex(id) && strings.HasPrefix(orphans[i].ID, id):
+			matches = append(matches, &orphans[i])
+		}
+	}
+	switch len(matches) {
+	case 1:
+		return matches[0], nil
+	case 0:
+		return nil, fmt.Errorf("%s: %w: no agentpen-labelled resource unaccounted for has this id, or an id starting with it (at least %d hex digits); agentpen orphans lists them",
+			id, ErrNotOrphan, MinIDPrefix)
+	}
+	var ids []string
+	for _, m := range matches {
+		ids = append(ids, m.ID)
+	}
+	return nil, fmt.Errorf("%s: %w: it starts %d ids (%s): give more of it", id, ErrNotOrphan, len(ids), strings.Join(ids, ", "))
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

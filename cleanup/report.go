@@ -1,7 +1,6 @@
 package cleanup
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -169,6 +168,9 @@ func Build(in Input) Report {
 	}
 	r.WrittenAt = in.Finished.UTC()
 	check := func(name string, observed, expected any, pass bool) {
+		if c, ok := r.Checks[name]; ok && !c.Pass {
+			return // two resources of one name: a failure is never hidden
+		}
 		r.Checks[name] = Check{Observed: observed, Expected: expected, Pass: pass}
 	}
 	seen := map[string]int{}
@@ -183,7 +185,7 @@ func Build(in Input) Report {
 		case campaign.KindDir:
 			r.RunDirs = append(r.RunDirs, res.ID)
 		}
-		name := fmt.Sprintf("gone/%s/%s", res.Kind, res.ID)
+		name := CheckName("gone", res.Kind, res.ID)
 		check(name, stateText(o.After), "absent", o.After.State == Absent)
 		if in.ReadOnly {
 			// A verification removes nothing: it only says what is gone.
@@ -217,7 +219,7 @@ func Build(in Input) Report {
 		e.Reason = "unresolved: " + u.Reason
 		r.Expected = append(r.Expected, e)
 		r.LeftAlone = append(r.LeftAlone, e)
-		check(fmt.Sprintf("resolved/%s/%s", u.Resource.Kind, u.Resource.Name), "unresolved: "+u.Reason, "absent or removed", false)
+		check(CheckName("resolved", u.Resource.Kind, u.Resource.Name), "unresolved: "+u.Reason, "absent or removed", false)
 	}
 	var dups []string
 	for k, n := range seen {
@@ -258,6 +260,17 @@ func Build(in Input) Report {
 		}
 	}
 	return r
+}
+
+// CheckName names the check of one resource: "gone/container/<id>",
+// "gone/network/<id>", "gone/dir/run/user/1001/agentpen/i-.../agent-..."
+// (a directory's absolute path follows the kind without a second slash),
+// "resolved/container/<name>".
+func CheckName(check string, kind campaign.Kind, idOrName string) string {
+	if kind == campaign.KindDir && strings.HasPrefix(idOrName, "/") {
+		return check + "/" + string(kind) + idOrName
+	}
+	return check + "/" + string(kind) + "/" + idOrName
 }
 
 func entry(r campaign.Resource) Entry {

@@ -52,10 +52,35 @@ func down(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	if rep == nil {
 		return err
 	}
-	if werr := printCleanup(stdout, rep, filepath.Join(a.CampaignDir(pos[0]), adapter.CleanupReportFile), *asJSON); werr != nil {
+	path := filepath.Join(a.CampaignDir(pos[0]), adapter.CleanupReportFile)
+	if werr := printCleanup(stdout, rep, path, *asJSON); werr != nil {
 		return errors.Join(err, werr)
 	}
-	return err
+	return printedNotVerified(err, rep, *asJSON)
+}
+
+// printedNotVerified is err once the report was printed: a cleanup not
+// verified says how many checks failed and where they are, not each again
+// (printCleanup named each, or the JSON holds them); any other error
+// joined to it is kept.
+func printedNotVerified(err error, rep *cleanup.Report, asJSON bool) error {
+	if !errors.Is(err, adapter.ErrNotVerified) {
+		return err
+	}
+	where := "each named above"
+	if asJSON {
+		where = "in the report on stdout"
+	}
+	n := len(rep.FailedChecks)
+	errs := []error{fmt.Errorf("campaign %s: %w: %d failed check%s (%s)", rep.CampaignID, adapter.ErrNotVerified, n, map[bool]string{true: "", false: "s"}[n == 1], where)}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if e != nil && !errors.Is(e, adapter.ErrNotVerified) {
+				errs = append(errs, e)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 const verifyHelp = `Verifies, read-only, that nothing of the campaign remains: every id its journal ever recorded
@@ -100,7 +125,7 @@ func cleanupVerify(ctx context.Context, args []string, stdout, stderr io.Writer,
 	if werr := printCleanup(stdout, rep, "", *asJSON); werr != nil {
 		return errors.Join(err, werr)
 	}
-	return err
+	return printedNotVerified(err, rep, *asJSON)
 }
 
 // printCleanup prints a cleanup report: as JSON, or what was removed (by
@@ -123,10 +148,10 @@ func printCleanup(w io.Writer, rep *cleanup.Report, path string, asJSON bool) er
 		fmt.Fprintf(w, "  already gone  %s\n", tally(rep.AlreadyGone))
 	}
 	for _, e := range rep.LeftAlone {
-		fmt.Fprintf(w, "  left alone: %s %s %s: %s\n", e.Kind, e.Name, shortID(e.ID), e.Reason)
+		fmt.Fprintf(w, "  left alone: %s: %s\n", resourceText(e.Kind, e.Name, e.ID), e.Reason)
 	}
 	for _, f := range rep.Unexpected {
-		fmt.Fprintf(w, "  still labelled with the campaign: %s %s %s (instance %s)\n", f.Kind, f.Name, shortID(f.ID), f.Labels[campaign.LabelInstance])
+		fmt.Fprintf(w, "  still labelled with the campaign: %s (instance %s)\n", resourceText(f.Kind, f.Name, f.ID), orNone(f.Labels[campaign.LabelInstance]))
 	}
 	for _, c := range rep.FailedChecks {
 		fmt.Fprintf(w, "  failed check: %s\n", c)
@@ -135,6 +160,34 @@ func printCleanup(w io.Writer, rep *cleanup.Report, path string, asJSON bool) er
 		fmt.Fprintf(w, "  report        %s\n", path)
 	}
 	return nil
+}
+
+// resourceText names one resource for a person: "container NAME
+// (ID12)", "network NAME (ID12)", "directory PATH" (a directory's name is
+// its path and its id); a resource without a name or an id shows what it
+// has.
+func resourceText(kind campaign.Kind, name, id string) string {
+	k := string(kind)
+	if kind == campaign.KindDir {
+		k = "directory"
+		if id == "" || id == name {
+			return k + " " + name
+		}
+	}
+	switch {
+	case name == "":
+		return k + " " + shortID(id)
+	case id == "":
+		return k + " " + name + " (no id recorded)"
+	}
+	return k + " " + name + " (" + shortID(id) + ")"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // tally counts entries by kind, containers also by role: "4 containers
@@ -333,8 +386,9 @@ func campaignState(st adapter.CampaignState, onDaemon []cleanup.Found) string {
 const orphansHelp = `Lists, read-only, the containers and networks labelled as agentpen's that no journal in the
 state root accounts for by id, with what their labels claim and whether their ownership can be
 proven: a resource whose campaign and instance nonce are a generation journalled here is that
-generation's (its create was lost from the journal). --remove ID removes exactly that id, and
-only when its ownership is proven that way; anything else is refused and left alone.
+generation's (its create was lost from the journal). --remove ID removes exactly that id (given
+whole, or as an unambiguous prefix of at least 12 hex digits, as listed), and only when its
+ownership is proven that way; anything else is refused and left alone.
 A campaign whose journal is corrupt or untrusted hides nothing: what carries its id is listed
 (never provable), and the campaign is named on stderr.
 Exit status: 0; 1 when a --remove was refused or not verified, or a campaign's state cannot be
@@ -346,7 +400,7 @@ func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	var cf campaignFlags
 	cf.register(fs, getenv)
 	asJSON := fs.Bool("json", false, "print JSON")
-	remove := fs.Bool("remove", false, "remove the exact ids given as arguments (each must be a provable orphan)")
+	remove := fs.Bool("remove", false, "remove the ids given as arguments (whole, or a unique prefix of 12 or more hex digits; each must be a provable orphan)")
 	ids, err := fs.Parse(args, 0, -1)
 	if err != nil {
 		return err
@@ -355,7 +409,7 @@ func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		return &cli.UsageError{Msg: fmt.Sprintf("unexpected argument %q (ids are taken only with --remove)", ids[0]), Hint: "agentpen orphans --help"}
 	}
 	if *remove && len(ids) == 0 {
-		return &cli.UsageError{Msg: "--remove needs at least one exact id", Hint: "agentpen orphans --help"}
+		return &cli.UsageError{Msg: "--remove needs at least one id", Hint: "agentpen orphans --help"}
 	}
 	a, err := cf.adapter(ctx, stderr, getenv)
 	if err != nil {
@@ -370,7 +424,7 @@ func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 				errs = append(errs, err)
 				continue
 			}
-			fmt.Fprintf(stdout, "removed %s %s %s\n", o.Resource.Kind, o.Resource.Name, shortID(o.Resource.ID))
+			fmt.Fprintf(stdout, "removed %s %s %s\n", o.Resource.Kind, o.Resource.Name, o.Resource.ID)
 		}
 		return errors.Join(errs...)
 	}

@@ -262,3 +262,68 @@ func TestLsUpOrBroken(t *testing.T) {
 		t.Fatalf("only the run directory left: %s, want broken", got)
 	}
 }
+
+// TestOrphansRemoveByListedID: orphans --remove takes the 12-digit id the
+// listing shows (an unambiguous prefix of 12 or more hex digits), removes
+// the resource by its full id, and says the full id; it refused the short
+// id ("no ... resource ... has this exact id").
+func TestOrphansRemoveByListedID(t *testing.T) {
+	r := newFakeRoot(t)
+	r.campaign("lost")
+	const id = "5f0e3c9a1b2d4e6f8a7b6c5d4e3f2a1b5f0e3c9a1b2d4e6f8a7b6c5d4e3f2a1b"
+	r.fake.AddContainer(dockerfake.Container{ID: id, Name: "agentpen-lost-server", Labels: map[string]string{
+		campaign.LabelCampaign: "lost", campaign.LabelOwner: campaign.OwnerValue, campaign.LabelSchema: campaign.SchemaValue,
+		campaign.LabelRole: campaign.RoleServer, campaign.LabelInstance: "0123456789abcdef0123456789abcdef"}})
+	out, errs, code := r.run("orphans")
+	if code != 0 || !strings.Contains(out, id[:12]+"  agentpen-lost-server  lost") || !strings.Contains(out, "true") {
+		t.Fatalf("orphans: exit %d\n%s%s", code, out, errs)
+	}
+	for _, bad := range []struct{ id, want string }{
+		{id[:11], `agentpen orphans: ` + id[:11] + `: not a removable orphan: no agentpen-labelled resource unaccounted for has this id, or an id starting with it (at least 12 hex digits); agentpen orphans lists them`},
+		{"ffffffffffff", `agentpen orphans: ffffffffffff: not a removable orphan: no agentpen-labelled`},
+	} {
+		if _, errs, code := r.run("orphans", "--remove", bad.id); code != exitFailure || !strings.HasPrefix(errs, bad.want) {
+			t.Errorf("--remove %s: exit %d\n%s", bad.id, code, errs)
+		}
+	}
+	out, errs, code = r.run("orphans", "--remove", id[:12])
+	if code != 0 || out != "removed container agentpen-lost-server "+id+"\n" {
+		t.Fatalf("--remove %s: exit %d\n%s%s", id[:12], code, out, errs)
+	}
+	if len(r.fake.Containers()) != 0 {
+		t.Fatalf("left on the daemon: %v", r.fake.Containers())
+	}
+}
+
+// TestVerifyNamesEachCheckOnce: cleanup verify of a campaign that is up
+// lists each failed check once (stdout), then says how many failed, once,
+// on stderr; resources read as "container NAME (ID)" and "directory
+// PATH", and a directory's check name has no doubled slash.
+func TestVerifyNamesEachCheckOnce(t *testing.T) {
+	r := newFakeRoot(t)
+	journal := r.campaign("up")
+	r.fake.AddContainer(dockerfake.Container{ID: "c0ffee000000000000000000000000000000000000000000000000000000cafe", Name: "agentpen-up-server",
+		Labels: map[string]string{campaign.LabelCampaign: "up"}})
+	dir := filepath.Join(t.TempDir(), "agent-1")
+	os.Mkdir(dir, 0o700)
+	appendFile(t, journal, strings.Join([]string{
+		`{"seq":5,"op":"intent","gen":1,"kind":"container","role":"server","name":"agentpen-up-server"}`,
+		`{"seq":6,"op":"created","gen":1,"kind":"container","role":"server","name":"agentpen-up-server","id":"c0ffee000000000000000000000000000000000000000000000000000000cafe"}`,
+		`{"seq":7,"op":"intent","gen":1,"kind":"dir","role":"workspace","name":"` + dir + `"}`,
+		`{"seq":8,"op":"created","gen":1,"kind":"dir","role":"workspace","name":"` + dir + `","id":"` + dir + `"}`, ""}, "\n"))
+	out, errs, code := r.run("cleanup", "verify", "up")
+	for _, want := range []string{
+		"  left alone: container agentpen-up-server (c0ffee000000): present (a verification removes nothing)\n",
+		"  left alone: directory " + dir + ": present (a verification removes nothing)\n",
+		"  failed check: gone/container/c0ffee000000000000000000000000000000000000000000000000000000cafe\n",
+		"  failed check: gone/dir" + dir + "\n",
+		"  failed check: labelled_none_left\n",
+	} {
+		if strings.Count(out, want) != 1 {
+			t.Errorf("stdout does not say once %q:\n%s", want, out)
+		}
+	}
+	if want := "agentpen cleanup verify: campaign up: cleanup not verified: 3 failed checks (each named above)\n"; code != exitFailure || errs != want {
+		t.Fatalf("exit %d, stderr\n%s\nwant\n%s", code, errs, want)
+	}
+}
