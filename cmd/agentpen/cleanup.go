@@ -25,9 +25,12 @@ carrying the campaign's label (there must be none). Nothing is ever pruned or re
 pattern or a label filter alone.
 
 One progress line per resource goes to stderr; a summary (or the report with --json) to stdout.
-The report (schema agentpen.cleanup.v1) is written to <state dir>/cleanup.json.
-Exit status: 0 verified, 1 not verified (the report says why), 2 bad input or no such campaign,
-3 daemon unreachable, 4 locked by another agentpen process, 130/143 interrupted.`
+The report (schema agentpen.cleanup.v1) is written to <state dir>/cleanup.json. A journal whose
+last write did not complete (a final line without its newline) has that line cut first, and the
+cut recorded; a corrupt journal (a complete line that is not a record) is not touched.
+Exit status: 0 verified, 1 not verified (the report says why) or a corrupt journal, 2 bad input,
+no such campaign, or state another user owns or can write, 3 daemon unreachable, 4 locked by
+another agentpen process, 130/143 interrupted.`
 
 func down(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := cli.NewFlagSet("agentpen", "down", "[flags] CAMPAIGN_ID", downHelp, stdout)
@@ -85,9 +88,9 @@ func printedNotVerified(err error, rep *cleanup.Report, asJSON bool) error {
 
 const verifyHelp = `Verifies, read-only, that nothing of the campaign remains: every id its journal ever recorded
 must be absent, every intent resolved, and nothing on the daemon may carry the campaign's label.
-Removes nothing and writes nothing.
-Exit status: 0 verified, 1 while anything of the campaign remains, 2 bad input or no such
-campaign, 3 daemon unreachable.`
+Removes nothing and writes nothing (a torn final journal line is read past, not cut).
+Exit status: 0 verified, 1 while anything of the campaign remains or a corrupt journal, 2 bad
+input, no such campaign, or state another user owns or can write, 3 daemon unreachable.`
 
 // cleanupCmd is "agentpen cleanup verify".
 func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
