@@ -24,8 +24,8 @@ var DefaultSubnetPool = netip.MustParsePrefix("10.213.0.0/16")
 const subnetBits = 28
 
 // Daemon-wide allocations (subnets, uid blocks) are serialised by a lock
-// file each in the daemon's runtime directory, whatever the state root,
-// like the per-campaign locks.
+// file each in the daemon's lock directory (lockDir), whatever the state
+// root and the spelling of DOCKER_HOST, like the per-campaign locks.
 const (
 	subnetLock = "subnets.lock"
 	uidLock    = "uid-blocks.lock"
@@ -35,10 +35,10 @@ const (
 // ErrExhausted is returned (wrapped) when no subnet or uid block is free.
 var ErrExhausted = errors.New("daemon-wide pool exhausted")
 
-// lockFile takes an exclusive flock on name in the daemon's runtime
+// lockFile takes an exclusive flock on name in the daemon's lock
 // directory, waiting until ctx is done.
 func (a *Adapter) lockFile(ctx context.Context, name string) (*campaignLock, error) {
-	return a.lockPath(ctx, filepath.Join(a.runBase(), name), DefaultLockWait)
+	return a.lockPath(ctx, filepath.Join(a.lockDir(), name), DefaultLockWait)
 }
 
 // allocateSubnets picks n /28 subnets of the pool that overlap no subnet
@@ -128,7 +128,7 @@ func (a *Adapter) claimUIDBlocks(ctx context.Context, n int) ([]int, *uidClaim, 
 			used[base] = true
 		}
 	}
-	dir := filepath.Join(a.runBase(), uidClaims)
+	dir := filepath.Join(a.lockDir(), uidClaims)
 	if err := a.mkdirOwned(dir, true); err != nil {
 		return nil, nil, fmt.Errorf("uid block claims: %w", err)
 	}

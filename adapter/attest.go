@@ -56,8 +56,11 @@ type AttestOptions struct {
 // from probes run inside its containers, and writes the report to
 // attestation.json in the campaign's state directory (atomically). The
 // error is for a campaign that cannot be attested at all (no state
-// directory, an unreadable journal, a report that cannot be written); a
-// campaign that is not what it should be is a report with OK false.
+// directory, an unreadable journal, a report that cannot be written) and,
+// wrapping ErrNotUp, for one whose latest generation is not up (removed,
+// being removed, failed or never ready): nothing is observed and the
+// stored report, with its cleanup status, is left as it is. A campaign
+// that is up but not what it should be is a report with OK false.
 func (a *Adapter) Attest(ctx context.Context, campaignID string, opts AttestOptions) (*attest.Report, error) {
 	_, _, rep, err := a.attest(ctx, campaignID, opts)
 	return rep, err
@@ -66,6 +69,9 @@ func (a *Adapter) Attest(ctx context.Context, campaignID string, opts AttestOpti
 // attest is Attest, also returning the evidence (for the fixtures).
 func (a *Adapter) attest(ctx context.Context, campaignID string, opts AttestOptions) (attest.Source, attest.Observation, *attest.Report, error) {
 	start := time.Now()
+	if err := a.requireUp(campaignID); err != nil {
+		return attest.Source{}, attest.Observation{}, nil, err
+	}
 	src, err := a.attestSource(campaignID)
 	if err != nil {
 		return src, attest.Observation{}, nil, err
@@ -82,6 +88,53 @@ func (a *Adapter) attest(ctx context.Context, campaignID string, opts AttestOpti
 	a.log().Info("attestation", "campaign", campaignID, "ok", rep.OK, "failed_checks", len(rep.FailedChecks),
 		"daemon_ms", rep.Timings.DaemonMS, "probes_ms", rep.Timings.ProbesMS)
 	return src, obs, rep, nil
+}
+
+// notUpError is the error of a campaign whose latest generation is not
+// up; it is an ErrNotUp.
+type notUpError struct{ msg string }
+
+func (e *notUpError) Error() string { return e.msg }
+func (e *notUpError) Unwrap() error { return ErrNotUp }
+
+// requireUp returns nil when the campaign's latest generation is up
+// (CampaignState.Up), else an error that says what became of it (or that
+// there is no such campaign).
+func (a *Adapter) requireUp(campaignID string) error {
+	if err := campaign.CheckID("campaign_id", campaignID); err != nil {
+		return err
+	}
+	dir, err := a.campaignDir(campaignID, false)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(filepath.Join(dir, campaign.JournalFile)); err != nil {
+		return noCampaign(campaignID, dir)
+	}
+	st := readCampaignState(dir)
+	if st.Err != nil {
+		return fmt.Errorf("campaign %q: %w", campaignID, st.Err)
+	}
+	if st.Up() {
+		return nil
+	}
+	g := st.Latest()
+	var why string
+	switch live := len(g.Live()); {
+	case len(st.Generations) == 0:
+		why = "it has no generation"
+	case st.LastCleanup == "verified":
+		why = fmt.Sprintf("its latest generation (%d) was removed (cleanup verified)", g.N)
+	case st.Ready && live == 0:
+		why = fmt.Sprintf("its latest generation (%d) was removed (every resource of it is journalled removed)", g.N)
+	case st.LastCleanup != "":
+		why = fmt.Sprintf("its latest generation (%d) was being removed and its cleanup was %s: agentpen down %s finishes it", g.N, st.LastCleanup, campaignID)
+	case live == 0:
+		why = fmt.Sprintf("its latest generation (%d) failed and was rolled back", g.N)
+	default:
+		why = fmt.Sprintf("its latest generation (%d) never became ready (a bring-up in flight, or one killed: agentpen down %s removes it)", g.N, campaignID)
+	}
+	return &notUpError{fmt.Sprintf("campaign %s is not up: %s; nothing was attested, and %s is left as it was", campaignID, why, attest.FileName)}
 }
 
 // AttestationPath is where Attest writes a campaign's report.
@@ -115,8 +168,11 @@ func (a *Adapter) attestSource(campaignID string) (attest.Source, error) {
 	if err := campaign.CheckID("campaign_id", campaignID); err != nil {
 		return attest.Source{}, err
 	}
-	dir := a.CampaignDir(campaignID)
 	var src attest.Source
+	dir, err := a.campaignDir(campaignID, false)
+	if err != nil {
+		return src, err
+	}
 	b, err := os.ReadFile(filepath.Join(dir, SpecFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return src, noCampaign(campaignID, dir)
@@ -127,7 +183,7 @@ func (a *Adapter) attestSource(campaignID string) (attest.Source, error) {
 	if err := json.Unmarshal(b, &src.Spec); err != nil {
 		return src, fmt.Errorf("campaign %q: spec: %w", campaignID, err)
 	}
-	src.Records, err = campaign.ReadJournal(filepath.Join(dir, campaign.JournalFile))
+	src.Records, err = a.loadJournal(filepath.Join(dir, campaign.JournalFile))
 	if err != nil {
 		return src, fmt.Errorf("campaign %q: %w", campaignID, err)
 	}

@@ -130,8 +130,8 @@ func TestRoleSettingsFromCreateSpecs(t *testing.T) {
 }
 
 // fakeCampaign does a bring-up on the fake daemon without the readiness
-// wait (the fake runs no process): spec, daemon record, journal and every
-// create, as BringUp does them.
+// wait (the fake runs no process): spec, daemon record, journal, every
+// create and the ready note, as BringUp does them.
 func fakeCampaign(t *testing.T, a *Adapter, spec campaign.CampaignSpec, key string) *Campaign {
 	t.Helper()
 	p, err := campaign.NewPlan(spec)
@@ -157,6 +157,9 @@ func fakeCampaign(t *testing.T, a *Adapter, spec campaign.CampaignSpec, key stri
 	}
 	c := &Campaign{Plan: p, Dir: dir}
 	if err := b.create(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Append(campaign.Record{Op: campaign.OpNote, Gen: 1, Note: "ready"}); err != nil {
 		t.Fatal(err)
 	}
 	return c

@@ -8,10 +8,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -66,7 +68,10 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 		return nil, err
 	}
 	defer lock.unlock()
-	dir := a.CampaignDir(p.CampaignID)
+	dir, err := a.campaignDir(p.CampaignID, true)
+	if err != nil {
+		return nil, err
+	}
 	gen, err := nextGeneration(dir, p.CampaignID)
 	if err != nil {
 		return nil, err
@@ -74,11 +79,14 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 	if err := a.refuseLabelled(ctx, p.CampaignID); err != nil {
 		return nil, err
 	}
+	if err := setAsideReports(dir, gen-1); err != nil {
+		return nil, err
+	}
 	p.Bind(gen, campaign.NewInstance())
 	if n := len(filepath.Join(a.runRoot(p), p.Agents[0].AgentID, filepath.Base(campaign.WorkbenchSocket))); n > maxSocketPath {
 		return nil, fmt.Errorf("the workbench socket path under %s would be %d bytes, over the %d of a unix socket address: use a daemon whose socket path is shorter", a.runBase(), n, maxSocketPath)
 	}
-	j, err := campaign.OpenJournal(dir)
+	j, err := a.openJournal(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +108,7 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 		a.log().Warn("bring-up failed; rolling back", "campaign", p.CampaignID, "generation", gen, "err", err)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
-		rep := a.cleanupJournal(rctx, j, p.CampaignID, cleanupOptions{gen: gen, failed: b.failedCreates()})
+		rep := a.cleanupJournal(rctx, j, j.Path(), p.CampaignID, cleanupOptions{gen: gen, failed: b.failedCreates()})
 		rbErr := a.finishReport(j, &rep)
 		err = fmt.Errorf("%w; rolled back: cleanup %s (%s)", err, rep.Status, filepath.Join(dir, CleanupReportFile))
 		return nil, errors.Join(err, rbErr, j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: "bring-up failed: " + err.Error()}))
@@ -152,6 +160,52 @@ func (a *Adapter) refuseLabelled(ctx context.Context, campaignID string) error {
 	}
 	return fmt.Errorf("campaign %q: %w: the daemon already has resources labelled with this campaign id (another state root's campaign, or resources no journal here accounts for: see agentpen orphans): %s",
 		campaignID, ErrConflict, strings.Join(names, ", "))
+}
+
+// setAsideReports moves the reports an earlier generation left in the
+// campaign's state directory (cleanup.json, attestation.json) to
+// <name>.gen<N>.json, before a new generation creates anything, so neither
+// ever speaks for the new one: a down of it that is killed leaves no
+// report at all, never the last generation's "verified". N is the
+// report's own generation when it names one, else prev (the journal's
+// latest: a report is set aside at every bring-up, so one found here is
+// the previous generation's). A name already taken gets a suffix; nothing
+// is overwritten.
+func setAsideReports(dir string, prev int) error {
+	moved := false
+	for _, name := range []string{CleanupReportFile, attest.FileName} {
+		path := filepath.Join(dir, name)
+		b, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("set the previous generation's report aside: %w", err)
+		}
+		gen := prev
+		var head struct {
+			Generation int `json:"generation"`
+		}
+		if json.Unmarshal(b, &head) == nil && head.Generation > 0 {
+			gen = head.Generation
+		}
+		base := strings.TrimSuffix(name, ".json") + ".gen" + strconv.Itoa(gen)
+		to := filepath.Join(dir, base+".json")
+		for i := 1; ; i++ {
+			if _, err := os.Lstat(to); errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			to = filepath.Join(dir, base+"."+strconv.Itoa(i)+".json")
+		}
+		if err := os.Rename(path, to); err != nil {
+			return fmt.Errorf("set the previous generation's report aside: %w", err)
+		}
+		moved = true
+	}
+	if !moved {
+		return nil
+	}
+	return syncDir(dir)
 }
 
 func writeSpec(dir string, spec campaign.CampaignSpec) error {

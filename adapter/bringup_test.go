@@ -2,8 +2,8 @@ package adapter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
-	"github.com/agentpen/agentpen/apikey"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/internal/dockerfake"
@@ -505,5 +506,89 @@ func TestBringUpRefusesKey(t *testing.T) {
 				t.Fatalf("%d creates for a refused key", n)
 			}
 		})
+	}
+}
+
+// TestBringUpSetsAsideLastReports: a new generation moves the previous
+// generation's cleanup report (and attestation) aside before it creates
+// anything, so cleanup.json never says "verified" of a live generation;
+// the report names its generation, nonce and time; ls's last cleanup is
+// the latest generation's only.
+func TestBringUpSetsAsideLastReports(t *testing.T) {
+	a, fake := fakeAdapter(t)
+	spec := fakeSpec("gens", 1)
+	dir := a.CampaignDir(spec.CampaignID)
+	readReport := func(name string) cleanup.Report {
+		t.Helper()
+		var rep cleanup.Report
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || json.Unmarshal(b, &rep) != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return rep
+	}
+	// Generation 1 fails at its server and is rolled back, verified.
+	fake.On("POST /containers/create", dockerfake.Reply{Status: 500, Body: "boom"})
+	if _, err := a.BringUp(t.Context(), spec); err == nil {
+		t.Fatal("BringUp succeeded")
+	}
+	os.WriteFile(filepath.Join(dir, "attestation.json"), []byte(`{"schema":"agentpen.attestation.v1","cleanup":{"status":"verified"}}`), 0o600)
+	rep1 := readReport(CleanupReportFile)
+	if rep1.Generation != 1 || rep1.Status != cleanup.Verified || rep1.WrittenAt.IsZero() || rep1.Instance == "" {
+		t.Fatalf("generation 1's report: generation %d %s at %v instance %q", rep1.Generation, rep1.Status, rep1.WrittenAt, rep1.Instance)
+	}
+	// Generation 2 stops at its first create: by then the old reports
+	// are aside and nothing says verified of it.
+	var during []string
+	fake.OnFunc("POST /containers/create", func(dockerfake.Call) dockerfake.Reply {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			during = append(during, e.Name())
+		}
+		return dockerfake.Reply{Status: 500, Body: "boom"}
+	})
+	if _, err := a.BringUp(t.Context(), spec); err == nil {
+		t.Fatal("BringUp succeeded")
+	}
+	if slices.Contains(during, CleanupReportFile) || slices.Contains(during, "attestation.json") ||
+		!slices.Contains(during, "cleanup.gen1.json") || !slices.Contains(during, "attestation.gen1.json") {
+		t.Fatalf("state directory while generation 2 came up: %v", during)
+	}
+	if old := readReport("cleanup.gen1.json"); old.Generation != 1 || old.Instance != rep1.Instance {
+		t.Fatalf("the set-aside report: %+v", old)
+	}
+	rep2 := readReport(CleanupReportFile)
+	states, err := a.Campaigns()
+	if err != nil || len(states) != 1 {
+		t.Fatalf("Campaigns: %v %v", states, err)
+	}
+	if g := states[0].Latest(); rep2.Generation != 2 || rep2.Instance != g.Instance || rep2.Instance == rep1.Instance {
+		t.Fatalf("generation 2's report names generation %d instance %q; the journal's latest is %d %q", rep2.Generation, rep2.Instance, g.N, g.Instance)
+	}
+}
+
+// TestLastCleanupIsTheLatestGenerations: a cleanup note of an earlier
+// generation says nothing of the latest one.
+func TestLastCleanupIsTheLatestGenerations(t *testing.T) {
+	a, _ := fakeAdapter(t)
+	j, err := campaign.OpenJournal(a.CampaignDir("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []campaign.Record{
+		{Op: campaign.OpBegin, Gen: 1, Instance: "a"},
+		{Op: campaign.OpNote, Gen: 1, Note: "ready"},
+		{Op: campaign.OpNote, Note: "cleanup verified"},
+		{Op: campaign.OpBegin, Gen: 2, Instance: "b"},
+		{Op: campaign.OpIntent, Gen: 2, Kind: campaign.KindContainer, Name: "s"},
+		{Op: campaign.OpCreated, Gen: 2, Kind: campaign.KindContainer, Name: "s", ID: "S"},
+		{Op: campaign.OpNote, Gen: 2, Note: "ready"},
+	} {
+		j.Append(r)
+	}
+	j.Close()
+	st := readCampaignState(a.CampaignDir("c"))
+	if st.LastCleanup != "" || !st.Up() {
+		t.Fatalf("generation 2 up after generation 1's verified cleanup: last cleanup %q, up %v", st.LastCleanup, st.Up())
 	}
 }

@@ -76,7 +76,7 @@ type cleanupOptions struct {
 // wraps ErrNotVerified when the report is not verified.
 func (a *Adapter) Cleanup(ctx context.Context, campaignID string) (*cleanup.Report, error) {
 	return a.withJournal(ctx, campaignID, func(j *campaign.Journal) (*cleanup.Report, error) {
-		rep := a.cleanupJournal(ctx, j, campaignID, cleanupOptions{})
+		rep := a.cleanupJournal(ctx, j, j.Path(), campaignID, cleanupOptions{})
 		err := a.finishReport(j, &rep)
 		return &rep, errors.Join(err, a.markAttestation(filepath.Dir(j.Path()), rep.Status))
 	})
@@ -102,15 +102,22 @@ func (a *Adapter) markAttestation(dir string, status cleanup.Status) error {
 
 // Verify is Cleanup without removal: every id the journal ever recorded
 // must be absent and nothing may carry the campaign's labels. It writes
-// nothing.
+// nothing, not even the cut of a torn journal tail (it reads past it).
 func (a *Adapter) Verify(ctx context.Context, campaignID string) (*cleanup.Report, error) {
-	return a.withJournal(ctx, campaignID, func(j *campaign.Journal) (*cleanup.Report, error) {
-		rep := a.cleanupJournal(ctx, j, campaignID, cleanupOptions{readOnly: true})
-		if !rep.OK {
-			return &rep, fmt.Errorf("campaign %q: %w: %s", campaignID, ErrNotVerified, strings.Join(rep.FailedChecks, ", "))
-		}
-		return &rep, nil
-	})
+	dir, unlock, err := a.lockExisting(ctx, campaignID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	path := filepath.Join(dir, campaign.JournalFile)
+	if _, err := a.loadJournal(path); err != nil {
+		return nil, err
+	}
+	rep := a.cleanupJournal(ctx, nil, path, campaignID, cleanupOptions{readOnly: true})
+	if !rep.OK {
+		return &rep, notVerified(&rep)
+	}
+	return &rep, nil
 }
 
 // TearDown is Cleanup that returns only the error.
@@ -120,26 +127,63 @@ func (a *Adapter) TearDown(ctx context.Context, campaignID string) error {
 }
 
 // withJournal validates the id, takes the campaign's lock and opens its
-// journal for fn.
+// journal for fn (cutting a torn final line, which it logs).
 func (a *Adapter) withJournal(ctx context.Context, campaignID string, fn func(*campaign.Journal) (*cleanup.Report, error)) (*cleanup.Report, error) {
-	if err := campaign.CheckID("campaign_id", campaignID); err != nil {
-		return nil, err
-	}
-	dir := a.CampaignDir(campaignID)
-	if _, err := os.Stat(filepath.Join(dir, campaign.JournalFile)); err != nil {
-		return nil, noCampaign(campaignID, dir)
-	}
-	lock, err := a.lockCampaign(ctx, campaign.Key(campaignID), DefaultLockWait)
+	dir, unlock, err := a.lockExisting(ctx, campaignID)
 	if err != nil {
 		return nil, err
 	}
-	defer lock.unlock()
-	j, err := campaign.OpenJournal(dir)
+	defer unlock()
+	j, err := a.openJournal(dir)
 	if err != nil {
 		return nil, err
 	}
 	defer j.Close()
 	return fn(j)
+}
+
+// lockExisting validates the id, checks the state root and that the
+// campaign has a journal there, and takes the campaign's lock; the caller
+// calls unlock.
+func (a *Adapter) lockExisting(ctx context.Context, campaignID string) (dir string, unlock func(), err error) {
+	if err := campaign.CheckID("campaign_id", campaignID); err != nil {
+		return "", nil, err
+	}
+	dir, err = a.campaignDir(campaignID, false)
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := os.Lstat(filepath.Join(dir, campaign.JournalFile)); err != nil {
+		return "", nil, noCampaign(campaignID, dir)
+	}
+	lock, err := a.lockCampaign(ctx, campaign.Key(campaignID), DefaultLockWait)
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, lock.unlock, nil
+}
+
+// openJournal opens the journal in dir for appending, logging a torn
+// final line it cut (the journal records the cut too).
+func (a *Adapter) openJournal(dir string) (*campaign.Journal, error) {
+	j, err := campaign.OpenJournal(dir)
+	if err != nil {
+		return nil, err
+	}
+	if t := j.Cut(); t != nil {
+		a.log().Warn("journal: cut "+t.String(), "journal", j.Path())
+	}
+	return j, nil
+}
+
+// loadJournal reads the journal at path, logging a torn final line it
+// ignored.
+func (a *Adapter) loadJournal(path string) ([]campaign.Record, error) {
+	c, err := campaign.LoadJournal(path)
+	if c.Torn != nil && err == nil {
+		a.log().Warn("journal: ignoring "+c.Torn.String()+"; the next agentpen down or up of the campaign cuts it", "journal", path)
+	}
+	return c.Records, err
 }
 
 // finishReport writes the report, journals its verdict and returns
@@ -152,14 +196,26 @@ func (a *Adapter) finishReport(j *campaign.Journal, rep *cleanup.Report) error {
 		return err
 	}
 	if !rep.OK {
-		return fmt.Errorf("campaign %q: %w: %s", rep.CampaignID, ErrNotVerified, strings.Join(rep.FailedChecks, ", "))
+		return notVerified(rep)
 	}
 	return nil
 }
 
+// notVerified is the error of a report that is not verified: its failed
+// checks, at most three of them by name (the report has them all).
+func notVerified(rep *cleanup.Report) error {
+	checks := rep.FailedChecks
+	more := ""
+	if len(checks) > 3 {
+		checks, more = checks[:3], fmt.Sprintf(" and %d more", len(checks)-3)
+	}
+	return fmt.Errorf("campaign %q: %w: %d failed checks: %s%s", rep.CampaignID, ErrNotVerified, len(rep.FailedChecks), strings.Join(checks, ", "), more)
+}
+
 // cleanupJournal is one cleanup (or verification) of the campaign whose
 // journal j is; see Cleanup.
-func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, campaignID string, opt cleanupOptions) cleanup.Report {
+// j is nil for a read-only verification, which reads the journal at path.
+func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, path, campaignID string, opt cleanupOptions) cleanup.Report {
 	timeout := a.CleanupTimeout
 	if timeout <= 0 {
 		timeout = DefaultCleanupTimeout
@@ -168,7 +224,7 @@ func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, campa
 	defer cancel()
 	in := cleanup.Input{CampaignID: campaignID, ReadOnly: opt.readOnly, Started: time.Now(), Phases: map[string]time.Duration{}}
 	phase := func(name string, start time.Time) { in.Phases[name] = time.Since(start) }
-	recs, err := campaign.ReadJournal(j.Path())
+	recs, err := campaign.ReadJournal(path)
 	if err != nil {
 		in.ListError = "read journal: " + err.Error()
 		in.Finished = time.Now()
@@ -198,7 +254,7 @@ func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, campa
 		in.Unresolved = a.resolveIntents(ctx, j, gens, inScope, opt.failed)
 		a.findByInstance(ctx, j, campaignID, gens, inScope)
 		phase("resolve", start)
-		if recs, err = campaign.ReadJournal(j.Path()); err != nil {
+		if recs, err = campaign.ReadJournal(path); err != nil {
 			in.ListError = "read journal: " + err.Error()
 		}
 		gens = campaign.Generations(recs)

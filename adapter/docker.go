@@ -7,8 +7,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
@@ -58,6 +60,9 @@ type Docker struct {
 	api    dockerAPI
 	host   Host
 	daemon campaign.Daemon
+	// realSocket is the socket's path with every symbolic link resolved
+	// (host.SocketPath when it cannot be resolved: a test's transport).
+	realSocket string
 }
 
 // Daemon returns the identity Connect read.
@@ -65,6 +70,12 @@ func (d *Docker) Daemon() campaign.Daemon { return d.daemon }
 
 // Host returns the endpoint the client is pinned to.
 func (d *Docker) Host() Host { return d.host }
+
+// RealSocketPath returns the daemon's socket path with every symbolic link
+// resolved: the same for every spelling of DOCKER_HOST that reaches it
+// through links. agentpen's daemon-wide directories (run directories,
+// locks) are derived from it, never from the spelling.
+func (d *Docker) RealSocketPath() string { return d.realSocket }
 
 // sdk is the SDK client, for the adapter's own calls.
 func (d *Docker) sdk() dockerAPI { return d.api }
@@ -111,12 +122,35 @@ func connect(ctx context.Context, host Host, httpClient *http.Client) (*Docker, 
 	if err != nil {
 		return nil, err
 	}
+	real, err := realSocket(host)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
 	d, err := identify(ctx, c, host)
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	return &Docker{api: c, host: host, daemon: d}, nil
+	return &Docker{api: c, host: host, daemon: d, realSocket: real}, nil
+}
+
+// realSocket resolves the symbolic links of host's socket path, and
+// refuses a socket with more than one hard link: agentpen derives its
+// daemon-wide locks from the socket's real path, and another link would be
+// another real path to the same daemon. A path that does not exist is
+// left as it is (the ping says what is wrong).
+func realSocket(host Host) (string, error) {
+	real, err := filepath.EvalSymlinks(host.SocketPath)
+	if err != nil {
+		return host.SocketPath, nil
+	}
+	if fi, err := os.Stat(real); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+			return "", &HostError{Value: host.URL, Err: fmt.Errorf("%w: %s has %d hard links", ErrHostLinked, real, st.Nlink)}
+		}
+	}
+	return real, nil
 }
 
 // identify pings api and reads the daemon identity from /info.

@@ -32,6 +32,11 @@ var (
 	// ErrHostNotRootless: the socket path does not look like a rootless
 	// daemon's and the caller did not allow a custom path.
 	ErrHostNotRootless = errors.New("not recognisably a rootless daemon's socket (/run/user/<uid>/docker.sock)")
+	// ErrHostLinked: the socket has another hard link, so the same daemon
+	// has two real paths and agentpen's daemon-wide locks (derived from
+	// the real path) could be split between them; use the daemon's own
+	// path.
+	ErrHostLinked = errors.New("the socket has more than one hard link (agentpen keys its daemon-wide locks on the socket's real path: name the daemon's own socket)")
 )
 
 // rootfulSockets are the paths of the system daemon's socket.

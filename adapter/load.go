@@ -27,13 +27,16 @@ func (a *Adapter) Load(campaignID string) (*Campaign, error) {
 	if err := campaign.CheckID("campaign_id", campaignID); err != nil {
 		return nil, err
 	}
-	dir := a.CampaignDir(campaignID)
-	if _, err := os.Stat(filepath.Join(dir, campaign.JournalFile)); err != nil {
+	dir, err := a.campaignDir(campaignID, false)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(filepath.Join(dir, campaign.JournalFile)); err != nil {
 		return nil, fmt.Errorf("campaign %q: %w: no journal in %s", campaignID, ErrNoCampaign, dir)
 	}
-	st, err := readCampaignState(dir)
-	if err != nil {
-		return nil, fmt.Errorf("campaign %q: %w", campaignID, err)
+	st := readCampaignState(dir)
+	if st.Err != nil {
+		return nil, fmt.Errorf("campaign %q: %w", campaignID, st.Err)
 	}
 	g := st.Latest()
 	if !st.Ready || len(g.Live()) == 0 {

@@ -20,22 +20,23 @@ var ErrLocked = errors.New("campaign is locked by another agentpen process")
 const DefaultLockWait = 2 * time.Minute
 
 // campaignLock serialises every operation on one campaign id on one daemon,
-// whatever the state root: the lock file lives in the daemon's runtime
-// directory (runBase), so two agentpen processes with different state roots
-// (a twin campaign) wait for each other instead of racing. The kernel drops
-// the lock when its holder dies.
+// whatever the state root and however DOCKER_HOST spells the socket: the
+// lock file lives in the daemon's lock directory (lockDir: its socket's
+// real directory and its identity), so two agentpen processes with
+// different state roots (a twin campaign) wait for each other instead of
+// racing. The kernel drops the lock when its holder dies.
 type campaignLock struct{ f *os.File }
 
 // lockCampaign takes the campaign's lock, waiting until ctx is done or
 // wait passes. The file records the holder's pid for the error message.
 func (a *Adapter) lockCampaign(ctx context.Context, key string, wait time.Duration) (*campaignLock, error) {
-	return a.lockPath(ctx, filepath.Join(a.runBase(), key+".lock"), wait)
+	return a.lockPath(ctx, filepath.Join(a.lockDir(), key+".lock"), wait)
 }
 
 // lockPath takes an exclusive flock on the file at path (in the daemon's
-// runtime directory), waiting until ctx is done or wait passes.
+// lock directory), waiting until ctx is done or wait passes.
 func (a *Adapter) lockPath(ctx context.Context, path string, wait time.Duration) (*campaignLock, error) {
-	if err := a.ensureRunBase(); err != nil {
+	if err := a.ensureLockDir(); err != nil {
 		return nil, err
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)

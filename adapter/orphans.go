@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
@@ -23,12 +24,19 @@ type Orphan struct {
 	Why      string `json:"why"`
 }
 
+// orphanNote marks the created record RemoveOrphan journals for an orphan
+// it removes.
+const orphanNote = "orphan removed by exact id"
+
 // ErrNotOrphan is returned (wrapped) by RemoveOrphan for an id that is not
 // an orphan, or whose ownership no journal here can prove.
 var ErrNotOrphan = errors.New("not a removable orphan")
 
 // Orphans lists (read-only) the containers and networks labelled as
-// agentpen's that no journal in the state root accounts for.
+// agentpen's that no journal in the state root accounts for. A campaign
+// whose journal is corrupt or untrusted does not hide the others: the ids
+// its well-formed records name count as accounted for, and what else
+// carries its id is listed, never provable.
 func (a *Adapter) Orphans(ctx context.Context) ([]Orphan, error) {
 	states, err := a.Campaigns()
 	if err != nil {
@@ -36,9 +44,16 @@ func (a *Adapter) Orphans(ctx context.Context) ([]Orphan, error) {
 	}
 	known := map[string]bool{}
 	instances := map[[2]string]bool{}
+	unsound := map[string]error{} // campaign id -> why its state cannot be used
 	for _, st := range states {
+		if st.Err != nil {
+			unsound[st.CampaignID] = st.Err
+		}
 		for _, g := range st.Generations {
-			instances[[2]string{st.CampaignID, g.Instance}] = true
+			if st.Err == nil {
+				// Only a sound journal proves a nonce.
+				instances[[2]string{st.CampaignID, g.Instance}] = true
+			}
 			for _, r := range g.Resources {
 				if r.ID != "" {
 					known[r.ID] = true
@@ -57,6 +72,8 @@ func (a *Adapter) Orphans(ctx context.Context) ([]Orphan, error) {
 		}
 		o := Orphan{Found: f, CampaignID: f.Labels[campaign.LabelCampaign], Instance: f.Labels[campaign.LabelInstance]}
 		switch {
+		case unsound[o.CampaignID] != nil:
+			o.Why = "its campaign's state here cannot be used, so nothing can be proven: " + unsound[o.CampaignID].Error()
 		case o.Instance == "":
 			o.Why = "it carries no instance nonce: no journal can prove it is agentpen's"
 		case !instances[[2]string{o.CampaignID, o.Instance}]:
@@ -70,24 +87,25 @@ func (a *Adapter) Orphans(ctx context.Context) ([]Orphan, error) {
 	return out, nil
 }
 
-// RemoveOrphan removes one orphan by its exact id, only when its labels
-// prove it belongs to a generation journalled in this state root: the
-// id is journalled into that campaign's journal, then observed, decided
-// and removed like any journalled resource. Nothing else is touched.
+// MinIDPrefix is the shortest id prefix RemoveOrphan takes for an id: the
+// 12 hex digits agentpen orphans (and docker ps) show.
+const MinIDPrefix = 12
+
+// RemoveOrphan removes one orphan, named by its id or by an unambiguous
+// prefix of it of at least MinIDPrefix hex digits among the orphans, only
+// when its labels prove it belongs to a generation journalled in this
+// state root: the full id is journalled into that campaign's journal,
+// then observed, decided and removed like any journalled resource.
+// Nothing else is touched.
 func (a *Adapter) RemoveOrphan(ctx context.Context, id string) (cleanup.Outcome, error) {
 	orphans, err := a.Orphans(ctx)
 	if err != nil {
 		return cleanup.Outcome{}, err
 	}
-	var o *Orphan
-	for i := range orphans {
-		if orphans[i].ID == id {
-			o = &orphans[i]
-		}
-	}
+	o, err := findOrphan(orphans, id)
 	switch {
-	case o == nil:
-		return cleanup.Outcome{}, fmt.Errorf("%s: %w: no agentpen-labelled resource unaccounted for has this exact id", id, ErrNotOrphan)
+	case err != nil:
+		return cleanup.Outcome{}, err
 	case !o.Provable:
 		return cleanup.Outcome{}, fmt.Errorf("%s %s (%s): %w: %s", o.Kind, o.Name, short(o.ID), ErrNotOrphan, o.Why)
 	}
@@ -104,7 +122,7 @@ func (a *Adapter) RemoveOrphan(ctx context.Context, id string) (cleanup.Outcome,
 			}
 		}
 		r := campaign.Resource{Gen: gen, Kind: o.Kind, Role: o.Labels[campaign.LabelRole], Name: o.Name, ID: o.ID, Labels: o.Labels}
-		if err := j.Append(campaign.Record{Op: campaign.OpCreated, Gen: gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Labels: r.Labels, Note: "orphan removed by exact id"}); err != nil {
+		if err := j.Append(campaign.Record{Op: campaign.OpCreated, Gen: gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Labels: r.Labels, Note: orphanNote}); err != nil {
 			return nil, err
 		}
 		out = a.removeOne(ctx, j, r)
@@ -117,4 +135,39 @@ func (a *Adapter) RemoveOrphan(ctx context.Context, id string) (cleanup.Outcome,
 		return out, fmt.Errorf("%s %s (%s): %w: %s %s", o.Kind, o.Name, short(o.ID), ErrNotVerified, out.Decision.Action, out.Decision.Reason)
 	}
 	return out, nil
+}
+
+// findOrphan is the orphan whose id is id, or the only one whose id starts
+// with id when id is at least MinIDPrefix hex digits.
+func findOrphan(orphans []Orphan, id string) (*Orphan, error) {
+	var matches []*Orphan
+	for i := range orphans {
+		switch {
+		case orphans[i].ID == id:
+			return &orphans[i], nil
+		case len(id) >= MinIDPrefix && isHex(id) && strings.HasPrefix(orphans[i].ID, id):
+			matches = append(matches, &orphans[i])
+		}
+	}
+	switch len(matches) {
+	case 1:
+		return matches[0], nil
+	case 0:
+		return nil, fmt.Errorf("%s: %w: no agentpen-labelled resource unaccounted for has this id, or an id starting with it (at least %d hex digits); agentpen orphans lists them",
+			id, ErrNotOrphan, MinIDPrefix)
+	}
+	var ids []string
+	for _, m := range matches {
+		ids = append(ids, m.ID)
+	}
+	return nil, fmt.Errorf("%s: %w: it starts %d ids (%s): give more of it", id, ErrNotOrphan, len(ids), strings.Join(ids, ", "))
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -20,10 +20,31 @@ type CampaignState struct {
 	Generations []campaign.Generation
 	// Ready is true when the latest generation reached readiness.
 	Ready bool
-	// LastCleanup is the status of the last cleanup ("verified",
-	// "failed"; "" for none) and whether it came after the latest
-	// generation began.
+	// LastCleanup is the status of the latest generation's last cleanup
+	// or rollback ("verified", "failed"; "" for none since it began).
 	LastCleanup string
+	// RemovalStarted is true when a removal of one of the latest
+	// generation's resources was journalled after it was ready (a down
+	// that did not finish, or one that was killed).
+	RemovalStarted bool
+	// Torn is the journal's final line without its newline, a write that
+	// did not complete, which reading ignored (nil for none); the next
+	// agentpen down or up of the campaign cuts it.
+	Torn *campaign.TornTail
+	// Err says why the campaign's state cannot be used: a corrupt journal
+	// (campaign.ErrJournalCorrupt), a directory or journal another user
+	// owns or can write (campaign.ErrUntrusted), or one that cannot be
+	// read. The other fields then hold what could be read, for listing
+	// only; Ready is false.
+	Err error
+}
+
+// Up reports whether the latest generation is up: it reached readiness,
+// no cleanup of it has finished, it has resources not removed, and the
+// state is sound. (One that is up may still be broken: RemovalStarted,
+// or containers gone from the daemon.)
+func (s CampaignState) Up() bool {
+	return s.Err == nil && s.Ready && s.LastCleanup == "" && len(s.Latest().Live()) > 0
 }
 
 // Latest returns the newest generation (the zero Generation for none).
@@ -63,29 +84,81 @@ func (s CampaignState) Sockets() []WorkspaceSocket {
 	return out
 }
 
+// ErrStateRoot is the kind of error (wrapped) for a state root agentpen
+// cannot use: not a directory, unreadable, or writable by other users
+// (then also a *campaign.TrustError).
+var ErrStateRoot = errors.New("unusable state root")
+
+// campaignsDir returns the directory of the campaigns' state directories,
+// <state root>/campaigns, after checking the state root is a directory
+// and both are private to this user (campaign.CheckPrivate); with create,
+// both are made (0700) when missing. A state root that does not exist is
+// no error (it holds no campaign).
+func (a *Adapter) campaignsDir(create bool) (string, error) {
+	root := a.StateRoot
+	dir := filepath.Join(root, "campaigns")
+	if create {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", fmt.Errorf("%w %s: %v (--state-root names the directory that holds the campaigns' state)", ErrStateRoot, root, errors.Unwrap(err))
+		}
+	}
+	fi, err := os.Stat(root)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return dir, nil
+	case err != nil:
+		return "", fmt.Errorf("%w %s: %v (--state-root names the directory that holds the campaigns' state)", ErrStateRoot, root, errors.Unwrap(err))
+	case !fi.IsDir():
+		return "", fmt.Errorf("%w %s: not a directory (--state-root names the directory that holds the campaigns' state)", ErrStateRoot, root)
+	}
+	if err := campaign.CheckPrivate("state root", root, fi, true); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrStateRoot, err)
+	}
+	fi, err = os.Lstat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return dir, nil
+	case err != nil:
+		return "", fmt.Errorf("%w %s: %v", ErrStateRoot, root, err)
+	}
+	if err := campaign.CheckPrivate("state root", dir, fi, true); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrStateRoot, err)
+	}
+	return dir, nil
+}
+
+// campaignDir is CampaignDir after campaignsDir's checks.
+func (a *Adapter) campaignDir(campaignID string, create bool) (string, error) {
+	if _, err := a.campaignsDir(create); err != nil {
+		return "", err
+	}
+	return a.CampaignDir(campaignID), nil
+}
+
 // Campaigns reads every campaign journal in the state root, sorted by
-// campaign id. It talks to no daemon.
+// campaign id. It talks to no daemon. A campaign whose state cannot be
+// used is listed with Err set, never hiding the others; the error is for
+// a state root that cannot be used (ErrStateRoot).
 func (a *Adapter) Campaigns() ([]CampaignState, error) {
-	root := filepath.Join(a.StateRoot, "campaigns")
+	root, err := a.campaignsDir(false)
+	if err != nil {
+		return nil, err
+	}
 	entries, err := os.ReadDir(root)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("state root: %w", err)
+		return nil, fmt.Errorf("%w %s: %v", ErrStateRoot, a.StateRoot, err)
 	}
 	var out []CampaignState
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
 		}
-		dir := filepath.Join(root, e.Name())
-		st, err := readCampaignState(dir)
-		if errors.Is(err, os.ErrNotExist) {
+		st := readCampaignState(filepath.Join(root, e.Name()))
+		if errors.Is(st.Err, os.ErrNotExist) {
 			continue // a directory without a journal is not a campaign
-		}
-		if err != nil {
-			return nil, err
 		}
 		out = append(out, st)
 	}
@@ -93,32 +166,44 @@ func (a *Adapter) Campaigns() ([]CampaignState, error) {
 	return out, nil
 }
 
-func readCampaignState(dir string) (CampaignState, error) {
-	recs, err := campaign.ReadJournal(filepath.Join(dir, campaign.JournalFile))
-	if err != nil {
-		return CampaignState{}, err
-	}
-	st := CampaignState{Dir: dir, Generations: campaign.Generations(recs)}
-	var spec struct {
-		CampaignID string `json:"campaign_id"`
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "campaign.json")); err == nil && json.Unmarshal(b, &spec) == nil {
-		st.CampaignID = spec.CampaignID
+// readCampaignState reads the campaign's state from its directory; what
+// goes wrong is in Err.
+func readCampaignState(dir string) CampaignState {
+	c, err := campaign.LoadJournal(filepath.Join(dir, campaign.JournalFile))
+	st := CampaignState{Dir: dir, Generations: campaign.Generations(c.Records), Torn: c.Torn, Err: err}
+	if !errors.Is(err, campaign.ErrUntrusted) {
+		// The spec names the campaign (its directory is its key); never
+		// read from a directory another user can write.
+		var spec struct {
+			CampaignID string `json:"campaign_id"`
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, SpecFile)); err == nil && json.Unmarshal(b, &spec) == nil {
+			st.CampaignID = spec.CampaignID
+		}
 	}
 	if st.CampaignID == "" {
 		st.CampaignID = filepath.Base(dir) // the key; the spec is missing
 	}
+	if err != nil {
+		return st
+	}
 	latest := st.Latest().N
-	for _, r := range recs {
-		if r.Op != campaign.OpNote {
-			continue
-		}
+	orphans := map[string]bool{} // ids agentpen orphans --remove journalled
+	for _, r := range c.Records {
 		switch {
+		case r.Op == campaign.OpBegin:
+			// A cleanup of an earlier generation says nothing of this one.
+			st.LastCleanup = ""
+		case r.Op == campaign.OpCreated && r.Note == orphanNote:
+			orphans[r.ID] = true
+		case r.Op == campaign.OpRemoved && r.Gen == latest && st.Ready && r.ID != "" && !orphans[r.ID]:
+			st.RemovalStarted = true
+		case r.Op != campaign.OpNote:
 		case r.Note == "ready" && r.Gen == latest:
 			st.Ready = true
 		case strings.HasPrefix(r.Note, "cleanup "):
 			st.LastCleanup = strings.TrimPrefix(r.Note, "cleanup ")
 		}
 	}
-	return st, nil
+	return st
 }

@@ -36,8 +36,10 @@ func (e *SyntaxError) Error() string {
 func (e *SyntaxError) Unwrap() []error { return []error{ErrInvalid, e.Err} }
 
 // DecodeSpec reads one campaign spec: JSON, at most MaxSpecBytes, with
-// nothing after it. Malformed JSON and values of the wrong type are a
-// *SyntaxError with the line and column; fields the spec does not have
+// nothing after it. Malformed JSON, a key that repeats one before it in
+// the same object (at any depth: encoding/json would keep the last) and
+// values of the wrong type are a *SyntaxError with the line and column
+// (and the key's path); fields the spec does not have
 // are refused, every one of them named with its path ("server.imgae"),
 // as a ValidationErrors. Field names are matched exactly (encoding/json
 // alone would also take "Server" for "server"). It does not validate the
@@ -65,6 +67,9 @@ func DecodeSpec(r io.Reader) (CampaignSpec, error) {
 		line, col := position(data, off-1)
 		return spec, &SyntaxError{Line: line, Column: col, Err: fmt.Errorf("unexpected %v after the spec", tok)}
 	}
+	if err := duplicateKey(data); err != nil {
+		return spec, err
+	}
 	if unknown := UnknownFields(generic, reflect.TypeFor[CampaignSpec](), ""); len(unknown) > 0 {
 		var errs ValidationErrors
 		for _, path := range unknown {
@@ -77,6 +82,71 @@ func DecodeSpec(r io.Reader) (CampaignSpec, error) {
 		return spec, syntaxError(data, err)
 	}
 	return spec, nil
+}
+
+// duplicateKey returns a *SyntaxError for the first object key in data
+// (well-formed JSON) that repeats a key before it in the same object, at
+// any depth, naming its path and where both are; nil when keys are unique.
+func duplicateKey(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var walk func(path string) error
+	walk = func(path string) error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]int64{}
+			for dec.More() {
+				before := dec.InputOffset()
+				kt, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				key, _ := kt.(string)
+				start := keyStart(data, before)
+				p := join(path, key)
+				if first, ok := seen[key]; ok {
+					line, col := position(data, start)
+					fl, fc := position(data, first)
+					return &SyntaxError{Line: line, Column: col, Field: p, Err: fmt.Errorf("duplicate key (first at line %d, column %d)", fl, fc)}
+				}
+				seen[key] = start
+				if err := walk(p); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+		case json.Delim('['):
+			for i := 0; dec.More(); i++ {
+				if err := walk(fmt.Sprintf("%s[%d]", path, i)); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+		}
+		return err
+	}
+	err := walk("")
+	if _, ok := err.(*SyntaxError); ok {
+		return err
+	}
+	if err != nil {
+		// DecodeSpec decoded data already; an error here is a bug.
+		return &SyntaxError{Line: 1, Column: 1, Err: err}
+	}
+	return nil
+}
+
+// keyStart is the offset of the opening quote of the object key that
+// follows offset off (past white space and a comma).
+func keyStart(data []byte, off int64) int64 {
+	for off < int64(len(data)) && data[off] != '"' {
+		off++
+	}
+	return off
 }
 
 // syntaxError places a decoding error at its line and column.

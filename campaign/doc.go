@@ -5,7 +5,11 @@
 // labels (OwnedBy), the daemon identity both bring-up and attestation speak
 // of (Daemon), and the campaign's journal (Journal, Record, Resources): the
 // append-only, fsync'd record of what agentpen meant to create, what it
-// created by id, and what it removed.
+// created by id, and what it removed. A journal's torn final line (a write
+// that did not complete) is ignored on reading and cut before the next
+// append; a complete line that is not a record is corruption
+// (CorruptError), which nothing acts on; and a journal or directory
+// another user owns or can write is refused (TrustError, CheckPrivate).
 //
 // It uses the standard library only. It never talks to Docker, the
 // network or a subprocess (a dependency test in the repository root

@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -78,34 +80,127 @@ type Journal struct {
 	seq  int
 	now  func() time.Time
 	path string
+	cut  *TornTail
+}
+
+// MaxRecordBytes bounds one journal line. A record is far smaller: its
+// largest part, labels, comes from a spec of at most MaxSpecBytes.
+const MaxRecordBytes = 2 * MaxSpecBytes
+
+// ErrJournalCorrupt is the kind of every *CorruptError.
+var ErrJournalCorrupt = errors.New("journal corrupt")
+
+// CorruptError is a journal with a complete line (one that ends in a
+// newline) that is not a record. A write that did not complete never
+// leaves one (see TornTail), so this is real corruption: nothing acts on
+// such a journal until a person has looked at it.
+type CorruptError struct {
+	Path string
+	// Line is the first bad line (from 1); More counts the bad lines
+	// after it.
+	Line int
+	More int
+	Err  error
+}
+
+func (e *CorruptError) Error() string {
+	more := ""
+	if e.More > 0 {
+		more = fmt.Sprintf(" (and %d more bad lines)", e.More)
+	}
+	return fmt.Sprintf("journal %s line %d%s: %v: the journal is corrupt (a complete line that is not a record; docs/troubleshooting.md says what to do)", e.Path, e.Line, more, e.Err)
+}
+
+// Unwrap makes every CorruptError match ErrJournalCorrupt; the cause is
+// in Err.
+func (e *CorruptError) Unwrap() []error { return []error{ErrJournalCorrupt, e.Err} }
+
+// TornTail is a journal's final line without its newline: a write that
+// did not complete (a crash, a power loss or a full disk in the middle of
+// an append; each append is one write of a whole line, synced before the
+// next). Reading ignores it; OpenJournal cuts it before appending.
+type TornTail struct {
+	// Line is its line number; Offset where it starts (the journal's
+	// length without it); Size its length in bytes.
+	Line   int
+	Offset int64
+	Size   int64
+	// Head is its first bytes (at most tornHead), for the record of the
+	// cut.
+	Head []byte
+}
+
+// String describes the torn line for a person.
+func (t *TornTail) String() string {
+	return fmt.Sprintf("a final line of %d bytes without its newline (line %d, offset %d: a write that did not complete), starting %q", t.Size, t.Line, t.Offset, t.Head)
+}
+
+// tornHead bounds TornTail.Head.
+const tornHead = 256
+
+// JournalContents is what LoadJournal read.
+type JournalContents struct {
+	// Records are the journal's records. With a *CorruptError they are
+	// every well-formed line, for listing only: nothing may be removed
+	// on the word of a corrupt journal.
+	Records []Record
+	// Torn is the ignored final line without its newline (nil for none).
+	Torn *TornTail
 }
 
 // OpenJournal opens (creating if needed) the journal in dir, which is
-// created 0700 if missing. Existing records are read to continue the
-// sequence; a torn last line from a crash is ignored.
+// created 0700 if missing. The directory and the journal must be private
+// to this user (CheckPrivate; a *TrustError otherwise). Existing records
+// are read to continue the sequence; a torn last line (TornTail) is cut
+// from the file (truncated and synced) and the cut recorded in a note
+// before anything else is appended; Cut says what was cut. A journal with
+// a corrupt line (*CorruptError) is not opened: appending to it would
+// bury the damage.
 func OpenJournal(dir string) (*Journal, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("journal dir %s: %w", dir, err)
 	}
-	path := filepath.Join(dir, JournalFile)
-	recs, err := ReadJournal(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := checkPrivatePath("campaign directory", dir, true); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	path := filepath.Join(dir, JournalFile)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open journal: %w", err)
+	}
+	c, err := readOpen(path, f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	j := &Journal{f: f, now: time.Now, path: path}
+	if n := len(c.Records); n > 0 {
+		j.seq = c.Records[n-1].Seq
+	}
+	if t := c.Torn; t != nil {
+		if err := f.Truncate(t.Offset); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("journal %s: cut %s: %w", path, t, err)
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("journal %s: cut %s: %w", path, t, err)
+		}
+		j.cut = t
+		if err := j.Append(Record{Op: OpNote, Note: "journal: cut " + t.String()}); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	if err := syncDir(dir); err != nil {
 		f.Close()
 		return nil, err
 	}
-	j := &Journal{f: f, now: time.Now, path: path}
-	if n := len(recs); n > 0 {
-		j.seq = recs[n-1].Seq
-	}
 	return j, nil
 }
+
+// Cut returns the torn final line OpenJournal cut (nil for none).
+func (j *Journal) Cut() *TornTail { return j.cut }
 
 // Path returns the journal file's path.
 func (j *Journal) Path() string { return j.path }
@@ -146,31 +241,118 @@ func (j *Journal) Close() error {
 	return err
 }
 
-// ReadJournal reads every complete record of the journal at path. A final
-// line without its newline (a write torn by a crash) is ignored; a corrupt
-// line anywhere else is an error.
+// ReadJournal reads every record of the journal at path (LoadJournal
+// without the torn tail it ignores).
 func ReadJournal(path string) ([]Record, error) {
-	f, err := os.Open(path)
+	c, err := LoadJournal(path)
+	return c.Records, err
+}
+
+// LoadJournal reads the journal at path, which must be private to this
+// user, as its directory must (CheckPrivate; a *TrustError otherwise). A
+// final line without its newline (a write that did not complete) is
+// ignored and returned as Torn; a complete line that is not a record, or
+// one longer than MaxRecordBytes, is a *CorruptError naming the file and
+// the line, returned with every well-formed record.
+func LoadJournal(path string) (JournalContents, error) {
+	if err := checkPrivatePath("campaign directory", filepath.Dir(path), true); err != nil {
+		return JournalContents{}, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return nil, err
+		return JournalContents{}, err
 	}
 	defer f.Close()
-	var out []Record
-	r := bufio.NewReader(f)
+	return readOpen(path, f)
+}
+
+// readOpen checks the opened journal f is private and reads it from the
+// start.
+func readOpen(path string, f *os.File) (JournalContents, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return JournalContents{}, fmt.Errorf("journal %s: %w", path, err)
+	}
+	if err := CheckPrivate("journal", path, fi, false); err != nil {
+		return JournalContents{}, err
+	}
+	c, err := scanJournal(path, io.NewSectionReader(f, 0, fi.Size()))
+	return c, err
+}
+
+// scanJournal reads records, one per line, from r (the journal at path).
+func scanJournal(path string, r io.Reader) (JournalContents, error) {
+	var c JournalContents
+	var bad *CorruptError
+	corrupt := func(line int, err error) {
+		if bad == nil {
+			bad = &CorruptError{Path: path, Line: line, Err: err}
+		} else {
+			bad.More++
+		}
+	}
+	br := bufio.NewReaderSize(r, 64<<10)
+	var off int64
+	var buf []byte
 	for n := 1; ; n++ {
-		line, err := r.ReadBytes('\n')
+		buf = buf[:0]
+		size, long := int64(0), false
+		var err error
+		for {
+			var chunk []byte
+			chunk, err = br.ReadSlice('\n')
+			size += int64(len(chunk))
+			if !long && len(buf)+len(chunk) <= MaxRecordBytes+1 {
+				buf = append(buf, chunk...)
+			} else {
+				long = true
+			}
+			if !errors.Is(err, bufio.ErrBufferFull) {
+				break
+			}
+		}
 		if errors.Is(err, io.EOF) {
-			return out, nil // a torn tail, if any, is dropped
+			if size > 0 {
+				c.Torn = &TornTail{Line: n, Offset: off, Size: size, Head: bytes.Clone(buf[:min(len(buf), tornHead)])}
+			}
+			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read journal %s: %w", path, err)
+			return c, fmt.Errorf("read journal %s: %w", path, err)
 		}
-		var rec Record
-		if err := json.Unmarshal(line, &rec); err != nil {
-			return nil, fmt.Errorf("journal %s line %d: %w", path, n, err)
+		off += size
+		if long {
+			corrupt(n, fmt.Errorf("a line of %d bytes, longer than a record can be (%d)", size, MaxRecordBytes))
+			continue
 		}
-		out = append(out, rec)
+		rec, err := parseRecord(buf)
+		if err != nil {
+			corrupt(n, err)
+			continue
+		}
+		c.Records = append(c.Records, rec)
 	}
+	if bad != nil {
+		return c, bad
+	}
+	return c, nil
+}
+
+// parseRecord decodes one complete journal line: a JSON object with a
+// sequence number and an operation.
+func parseRecord(line []byte) (Record, error) {
+	var rec Record
+	trimmed := bytes.TrimSpace(line)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return rec, errors.New("not a JSON object")
+	}
+	if err := json.Unmarshal(trimmed, &rec); err != nil {
+		return rec, err
+	}
+	if rec.Seq < 1 || rec.Op == "" {
+		return rec, errors.New("not a journal record (no seq or op)")
+	}
+	return rec, nil
 }
 
 // Resource is one thing the journal says agentpen meant to create.

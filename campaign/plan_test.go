@@ -1,6 +1,8 @@
 package campaign
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"regexp"
@@ -358,4 +360,37 @@ func flatten(ms ...map[string]string) []string {
 		}
 	}
 	return out
+}
+
+// TestInvalidIDsAreValidationErrors: every bad campaign id, the one over
+// 128 characters included, is a *ValidationError of the field it came in,
+// through CheckID (the CLI's and the API's path ids) and through a spec
+// (DecodeSpec, NewPlan), so each caller answers all of them alike.
+func TestInvalidIDsAreValidationErrors(t *testing.T) {
+	for _, tt := range []struct{ name, id, msg string }{
+		{"too_long", strings.Repeat("a", 129), "longer than 128 bytes"},
+		{"far_too_long", strings.Repeat("a", 5000), "longer than 128 bytes"},
+		{"whitespace", "bad id", "holds whitespace"},
+		{"leading_dash", "-x", "must match"},
+		{"empty", "", "must be a non-empty string"},
+		{"slash", "a/b", "must match"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var ve *ValidationError
+			err := CheckID("id", tt.id)
+			if !errors.As(err, &ve) || ve.Field != "id" || !strings.Contains(ve.Msg, tt.msg) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("CheckID: %T %v, want a ValidationError of id saying %q", err, err, tt.msg)
+			}
+			b, _ := json.Marshal(map[string]any{"campaign_id": tt.id, "server": map[string]string{"image": testDigest},
+				"workspaces": []map[string]string{{"task_id": "software/median", "image": testDigest}}})
+			spec, err := DecodeSpec(bytes.NewReader(b))
+			if err != nil {
+				t.Fatalf("DecodeSpec: %v (values are NewPlan's to judge)", err)
+			}
+			_, err = NewPlan(spec)
+			if !errors.As(err, &ve) || ve.Field != "campaign_id" || !strings.Contains(ve.Msg, tt.msg) || len(ve.Value) > 83 {
+				t.Fatalf("NewPlan: %T %v, want a ValidationError of campaign_id saying %q", err, err, tt.msg)
+			}
+		})
+	}
 }

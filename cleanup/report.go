@@ -1,7 +1,6 @@
 package cleanup
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -115,10 +114,23 @@ type Timings struct {
 	PhasesMS map[string]int64 `json:"phases_ms,omitempty"`
 }
 
-// Report is the cleanup report (schema agentpen.cleanup.v1).
+// Report is the cleanup report (schema agentpen.cleanup.v1), written to
+// cleanup.json in the campaign's state directory by agentpen down (and a
+// rollback). It speaks for one generation: Generation and Instance name
+// the latest generation of the journal when it was made, WrittenAt when.
+// A later bring-up of the campaign id moves it aside (cleanup.gen<N>.json)
+// before it creates anything, so cleanup.json is never an earlier
+// generation's verdict on a live one.
 type Report struct {
-	Schema       string           `json:"schema"`
-	CampaignID   string           `json:"campaign_id"`
+	Schema     string `json:"schema"`
+	CampaignID string `json:"campaign_id"`
+	// Generation and Instance are the generation the report speaks for:
+	// the journal's latest when it was made (0 and "" for a journal
+	// without one).
+	Generation int    `json:"generation"`
+	Instance   string `json:"instance"`
+	// WrittenAt is when the report was made (its verification's end).
+	WrittenAt    time.Time        `json:"written_at"`
 	Status       Status           `json:"status"`
 	OK           bool             `json:"ok"`
 	ReadOnly     bool             `json:"read_only,omitempty"`
@@ -150,8 +162,15 @@ func Build(in Input) Report {
 	}
 	for _, g := range in.Generations {
 		r.Generations = append(r.Generations, GenerationInfo{N: g.N, Instance: g.Instance})
+		if g.N >= r.Generation {
+			r.Generation, r.Instance = g.N, g.Instance
+		}
 	}
+	r.WrittenAt = in.Finished.UTC()
 	check := func(name string, observed, expected any, pass bool) {
+		if c, ok := r.Checks[name]; ok && !c.Pass {
+			return // two resources of one name: a failure is never hidden
+		}
 		r.Checks[name] = Check{Observed: observed, Expected: expected, Pass: pass}
 	}
 	seen := map[string]int{}
@@ -166,7 +185,7 @@ func Build(in Input) Report {
 		case campaign.KindDir:
 			r.RunDirs = append(r.RunDirs, res.ID)
 		}
-		name := fmt.Sprintf("gone/%s/%s", res.Kind, res.ID)
+		name := CheckName("gone", res.Kind, res.ID)
 		check(name, stateText(o.After), "absent", o.After.State == Absent)
 		if in.ReadOnly {
 			// A verification removes nothing: it only says what is gone.
@@ -200,7 +219,7 @@ func Build(in Input) Report {
 		e.Reason = "unresolved: " + u.Reason
 		r.Expected = append(r.Expected, e)
 		r.LeftAlone = append(r.LeftAlone, e)
-		check(fmt.Sprintf("resolved/%s/%s", u.Resource.Kind, u.Resource.Name), "unresolved: "+u.Reason, "absent or removed", false)
+		check(CheckName("resolved", u.Resource.Kind, u.Resource.Name), "unresolved: "+u.Reason, "absent or removed", false)
 	}
 	var dups []string
 	for k, n := range seen {
@@ -241,6 +260,17 @@ func Build(in Input) Report {
 		}
 	}
 	return r
+}
+
+// CheckName names the check of one resource: "gone/container/<id>",
+// "gone/network/<id>", "gone/dir/run/user/1001/agentpen/i-.../agent-..."
+// (a directory's absolute path follows the kind without a second slash),
+// "resolved/container/<name>".
+func CheckName(check string, kind campaign.Kind, idOrName string) string {
+	if kind == campaign.KindDir && strings.HasPrefix(idOrName, "/") {
+		return check + "/" + string(kind) + idOrName
+	}
+	return check + "/" + string(kind) + "/" + idOrName
 }
 
 func entry(r campaign.Resource) Entry {

@@ -109,12 +109,16 @@ func TestBuildFailsClosed(t *testing.T) {
 			o.After = Observation{State: Present, ID: "n-2"}
 		}, "gone/network/n-1"},
 		{"duplicate_ids", func(in *Input) { in.Outcomes = append(in.Outcomes, in.Outcomes[0]) }, "unique_ids"},
+		{"duplicate_hides_no_failure", func(in *Input) {
+			in.Outcomes = append(in.Outcomes, in.Outcomes[0])
+			in.Outcomes[0].After = Observation{State: Present, ID: "c-ws"}
+		}, "gone/container/c-ws"},
 		{"run_dir_wrong_shape", func(in *Input) {
 			o := &in.Outcomes[2]
 			o.Resource.ID = "/etc"
 			o.Decision = Decide(o.Resource, Observation{State: Present, RunRoot: "/run/user/1001/agentpen"})
 			o.After = Observation{State: Present}
-		}, "gone/dir//etc"},
+		}, "gone/dir/etc"},
 		{"removal_error", func(in *Input) {
 			in.Outcomes[0].Error = "409 removal in progress"
 			in.Outcomes[0].After = Observation{State: Present, ID: "c-ws"}
@@ -153,5 +157,16 @@ func TestBuildReadOnlyNeverClaimsRemoval(t *testing.T) {
 		if e.ID == "c-ws" {
 			t.Fatal("a verification claimed a removal")
 		}
+	}
+}
+
+// TestBuildNamesItsGeneration: a report speaks for the latest generation
+// of its journal, and says when it was made.
+func TestBuildNamesItsGeneration(t *testing.T) {
+	in := goodInput()
+	in.Generations = []campaign.Generation{{N: 2, Instance: "second"}, {N: 1, Instance: nonce}}
+	rep := Build(in)
+	if rep.Generation != 2 || rep.Instance != "second" || !rep.WrittenAt.Equal(in.Finished) {
+		t.Fatalf("generation %d instance %q written %v", rep.Generation, rep.Instance, rep.WrittenAt)
 	}
 }

@@ -38,8 +38,11 @@ func attestCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		"Proves what a campaign is, from the daemon's own answers (the network, every journalled container\n"+
 			"by id, /info) and from probes run inside the containers (docker exec of workbench probe), and\n"+
 			"writes the secret-free report to attestation.json in the campaign's state directory.\n"+
-			"Prints one line per failed check (or the report with --json). Exit status: 0 once the report\n"+
-			"is written (with --strict: only when it is ok), 1 otherwise, 2 on bad flags.",
+			"Prints one line per failed check (or the report with --json). Only a campaign whose latest\n"+
+			"generation is up is attested: one that was removed, is being removed, failed or never became\n"+
+			"ready is refused, and its attestation.json (with its cleanup status) is left as it is.\n"+
+			"Exit status: 0 once the report is written (with --strict: only when it is ok), 1 otherwise,\n"+
+			"2 on bad flags, no such campaign, or a campaign that is not up.",
 		stdout)
 	var cf campaignFlags
 	cf.register(fs, getenv)

@@ -144,14 +144,9 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	if err != nil {
 		return err
 	}
-	var in io.Reader = os.Stdin
-	if name := pos[0]; name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return fmt.Errorf("spec: %w", err)
-		}
-		defer f.Close()
-		in = f
+	in, err := readSpecFile(pos[0], os.Stdin)
+	if err != nil {
+		return err
 	}
 	spec, err := campaign.DecodeSpec(in)
 	if err != nil {

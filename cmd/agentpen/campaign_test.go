@@ -127,10 +127,16 @@ func TestUpDownRealDaemon(t *testing.T) {
 			t.Fatalf("network after down: %v", err)
 		}
 	}
-	// After down, attest --strict fails: nothing of the campaign is there.
+	// After down, attest refuses (exit 2): the campaign is not up, and
+	// its attestation keeps the cleanup's verdict.
 	out.Reset()
-	if err := run(t.Context(), []string{"attest", "--strict", campaignID}, &out, io.Discard, getenv); cli.ExitCode(err) != 1 || !strings.Contains(out.String(), "attestation FAILED") {
-		t.Fatalf("attest --strict after down: %v\n%s", err, out.String())
+	if err := run(t.Context(), []string{"attest", "--strict", campaignID}, &out, io.Discard, getenv); exitCode(err) != 2 || out.Len() != 0 ||
+		!strings.Contains(err.Error(), "campaign "+campaignID+" is not up: its latest generation (1) was removed (cleanup verified)") {
+		t.Fatalf("attest --strict after down: exit %d %v\n%s", exitCode(err), err, out.String())
+	}
+	var att struct{ Cleanup struct{ Status string } }
+	if b, err := os.ReadFile(res.Attestation.Report); err != nil || json.Unmarshal(b, &att) != nil || att.Cleanup.Status != "verified" {
+		t.Fatalf("attestation after a refused attest: %q (%v)", att.Cleanup.Status, err)
 	}
 }
 

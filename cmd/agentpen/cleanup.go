@@ -25,9 +25,12 @@ carrying the campaign's label (there must be none). Nothing is ever pruned or re
 pattern or a label filter alone.
 
 One progress line per resource goes to stderr; a summary (or the report with --json) to stdout.
-The report (schema agentpen.cleanup.v1) is written to <state dir>/cleanup.json.
-Exit status: 0 verified, 1 not verified (the report says why), 2 bad input or no such campaign,
-3 daemon unreachable, 4 locked by another agentpen process, 130/143 interrupted.`
+The report (schema agentpen.cleanup.v1) is written to <state dir>/cleanup.json. A journal whose
+last write did not complete (a final line without its newline) has that line cut first, and the
+cut recorded; a corrupt journal (a complete line that is not a record) is not touched.
+Exit status: 0 verified, 1 not verified (the report says why) or a corrupt journal, 2 bad input,
+no such campaign, or state another user owns or can write, 3 daemon unreachable, 4 locked by
+another agentpen process, 130/143 interrupted.`
 
 func down(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := cli.NewFlagSet("agentpen", "down", "[flags] CAMPAIGN_ID", downHelp, stdout)
@@ -52,17 +55,42 @@ func down(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	if rep == nil {
 		return err
 	}
-	if werr := printCleanup(stdout, rep, filepath.Join(a.CampaignDir(pos[0]), adapter.CleanupReportFile), *asJSON); werr != nil {
+	path := filepath.Join(a.CampaignDir(pos[0]), adapter.CleanupReportFile)
+	if werr := printCleanup(stdout, rep, path, *asJSON); werr != nil {
 		return errors.Join(err, werr)
 	}
-	return err
+	return printedNotVerified(err, rep, *asJSON)
+}
+
+// printedNotVerified is err once the report was printed: a cleanup not
+// verified says how many checks failed and where they are, not each again
+// (printCleanup named each, or the JSON holds them); any other error
+// joined to it is kept.
+func printedNotVerified(err error, rep *cleanup.Report, asJSON bool) error {
+	if !errors.Is(err, adapter.ErrNotVerified) {
+		return err
+	}
+	where := "each named above"
+	if asJSON {
+		where = "in the report on stdout"
+	}
+	n := len(rep.FailedChecks)
+	errs := []error{fmt.Errorf("campaign %s: %w: %d failed check%s (%s)", rep.CampaignID, adapter.ErrNotVerified, n, map[bool]string{true: "", false: "s"}[n == 1], where)}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if e != nil && !errors.Is(e, adapter.ErrNotVerified) {
+				errs = append(errs, e)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 const verifyHelp = `Verifies, read-only, that nothing of the campaign remains: every id its journal ever recorded
 must be absent, every intent resolved, and nothing on the daemon may carry the campaign's label.
-Removes nothing and writes nothing.
-Exit status: 0 verified, 1 while anything of the campaign remains, 2 bad input or no such
-campaign, 3 daemon unreachable.`
+Removes nothing and writes nothing (a torn final journal line is read past, not cut).
+Exit status: 0 verified, 1 while anything of the campaign remains or a corrupt journal, 2 bad
+input, no such campaign, or state another user owns or can write, 3 daemon unreachable.`
 
 // cleanupCmd is "agentpen cleanup verify".
 func cleanupCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -100,7 +128,7 @@ func cleanupVerify(ctx context.Context, args []string, stdout, stderr io.Writer,
 	if werr := printCleanup(stdout, rep, "", *asJSON); werr != nil {
 		return errors.Join(err, werr)
 	}
-	return err
+	return printedNotVerified(err, rep, *asJSON)
 }
 
 // printCleanup prints a cleanup report: as JSON, or what was removed (by
@@ -123,10 +151,10 @@ func printCleanup(w io.Writer, rep *cleanup.Report, path string, asJSON bool) er
 		fmt.Fprintf(w, "  already gone  %s\n", tally(rep.AlreadyGone))
 	}
 	for _, e := range rep.LeftAlone {
-		fmt.Fprintf(w, "  left alone: %s %s %s: %s\n", e.Kind, e.Name, shortID(e.ID), e.Reason)
+		fmt.Fprintf(w, "  left alone: %s: %s\n", resourceText(e.Kind, e.Name, e.ID), e.Reason)
 	}
 	for _, f := range rep.Unexpected {
-		fmt.Fprintf(w, "  still labelled with the campaign: %s %s %s (instance %s)\n", f.Kind, f.Name, shortID(f.ID), f.Labels[campaign.LabelInstance])
+		fmt.Fprintf(w, "  still labelled with the campaign: %s (instance %s)\n", resourceText(f.Kind, f.Name, f.ID), orNone(f.Labels[campaign.LabelInstance]))
 	}
 	for _, c := range rep.FailedChecks {
 		fmt.Fprintf(w, "  failed check: %s\n", c)
@@ -135,6 +163,34 @@ func printCleanup(w io.Writer, rep *cleanup.Report, path string, asJSON bool) er
 		fmt.Fprintf(w, "  report        %s\n", path)
 	}
 	return nil
+}
+
+// resourceText names one resource for a person: "container NAME
+// (ID12)", "network NAME (ID12)", "directory PATH" (a directory's name is
+// its path and its id); a resource without a name or an id shows what it
+// has.
+func resourceText(kind campaign.Kind, name, id string) string {
+	k := string(kind)
+	if kind == campaign.KindDir {
+		k = "directory"
+		if id == "" || id == name {
+			return k + " " + name
+		}
+	}
+	switch {
+	case name == "":
+		return k + " " + shortID(id)
+	case id == "":
+		return k + " " + name + " (no id recorded)"
+	}
+	return k + " " + name + " (" + shortID(id) + ")"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // tally counts entries by kind, containers also by role: "4 containers
@@ -186,12 +242,25 @@ func shortID(id string) string {
 
 const lsHelp = `Lists the campaigns in the state root: generation, state and what of each is live on the
 daemon (containers and networks carrying its label); --json adds each workspace's episode
-server socket on the host (for workbench client). States: up (the latest generation is
-ready and has live resources), starting-or-failed (live resources, not ready, no cleanup
-since), failed (a cleanup or rollback was not verified, or the daemon still holds labelled
-resources after one), down-verified (nothing journalled is live and nothing on the daemon
-carries the campaign's label).
-Exit status: 0, 2 bad flags, 3 daemon unreachable.`
+server socket on the host (for workbench client). States:
+  up                  the latest generation is ready, not cleaned up, and every container its
+                      journal names is on the daemon
+  broken              it was up, but some of its containers are gone (removed by a down that
+                      did not finish, outside agentpen, or lost by the daemon): agentpen down
+                      removes the rest and verifies
+  starting-or-failed  live resources, never ready, no cleanup since (a bring-up in flight, or
+                      one killed: agentpen down)
+  failed              a cleanup or rollback was not verified, or the daemon still holds
+                      labelled resources after one
+  down-verified       nothing journalled is live and nothing on the daemon carries its label
+  corrupt             its journal has a complete line that is not a record (the error names
+                      the file and line; see docs/troubleshooting.md)
+  untrusted           its directory or journal is another user's or writable by others
+  unreadable          its state could not be read (the error says why)
+A campaign in one of the last three is listed with its error (on stderr, and as "error" in
+--json) and never hides the others.
+Exit status: 0; 1 when any campaign is corrupt, untrusted or unreadable (the others are listed
+all the same); 2 bad flags or an unusable state root; 3 daemon unreachable.`
 
 // lsEntry is one campaign in agentpen ls --json.
 type lsEntry struct {
@@ -204,10 +273,17 @@ type lsEntry struct {
 	LastCleanup      string `json:"last_cleanup,omitempty"`
 	StateDir         string `json:"state_dir"`
 	InstanceOfLatest string `json:"instance,omitempty"`
+	// Error says why the campaign's state cannot be used (states
+	// corrupt, untrusted and unreadable).
+	Error string `json:"error,omitempty"`
 	// Workspaces are the latest generation's workspace sockets on the
 	// host (for workbench client), while their run directories exist.
 	Workspaces []adapter.WorkspaceSocket `json:"workspaces,omitempty"`
 }
+
+// errUnsound ends a listing that showed every campaign but could not use
+// some (the command printed which): exit 1.
+var errUnsound = fmt.Errorf("some campaigns' state cannot be used: %w", cli.ErrReported)
 
 func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := cli.NewFlagSet("agentpen", "ls", "[flags]", lsHelp, stdout)
@@ -227,13 +303,17 @@ func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		return err
 	}
 	entries := []lsEntry{}
+	unsound := false
 	for _, st := range states {
 		found, err := a.Labelled(ctx, campaign.LabelCampaign+"="+st.CampaignID)
 		if err != nil {
 			return err
 		}
 		e := lsEntry{CampaignID: st.CampaignID, Generation: st.Latest().N, InstanceOfLatest: st.Latest().Instance,
-			JournalledLive: len(st.Live()), LastCleanup: st.LastCleanup, StateDir: st.Dir, Workspaces: st.Sockets()}
+			JournalledLive: len(st.Live()), LastCleanup: st.LastCleanup, StateDir: st.Dir}
+		if st.Err == nil {
+			e.Workspaces = st.Sockets()
+		}
 		for _, f := range found {
 			if f.Kind == campaign.KindNetwork {
 				e.LiveNetworks++
@@ -241,30 +321,66 @@ func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 				e.LiveContainers++
 			}
 		}
-		e.State = campaignState(st, len(found))
+		e.State = campaignState(st, found)
+		if st.Err != nil {
+			unsound = true
+			e.Error = st.Err.Error()
+			fmt.Fprintf(stderr, "agentpen ls: campaign %s is %s: %v\n", st.CampaignID, e.State, st.Err)
+		} else if st.Torn != nil {
+			fmt.Fprintf(stderr, "agentpen ls: campaign %s: journal %s: ignoring %s; the next agentpen down or up of it cuts it\n",
+				st.CampaignID, filepath.Join(st.Dir, campaign.JournalFile), st.Torn)
+		}
 		entries = append(entries, e)
 	}
 	if *asJSON {
-		return cli.WriteJSON(stdout, entries)
+		if err := cli.WriteJSON(stdout, entries); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CAMPAIGN\tGEN\tSTATE\tCONTAINERS\tNETWORKS")
+		for _, e := range entries {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", e.CampaignID, e.Generation, e.State, e.LiveContainers, e.LiveNetworks)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CAMPAIGN\tGEN\tSTATE\tCONTAINERS\tNETWORKS")
-	for _, e := range entries {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", e.CampaignID, e.Generation, e.State, e.LiveContainers, e.LiveNetworks)
+	if unsound {
+		return errUnsound
 	}
-	return tw.Flush()
+	return nil
 }
 
 // campaignState names a campaign's state from its journal and what the
-// daemon still holds with its label.
-func campaignState(st adapter.CampaignState, onDaemon int) string {
-	live := len(st.Live())
+// daemon holds with its label.
+func campaignState(st adapter.CampaignState, onDaemon []cleanup.Found) string {
 	switch {
-	case live == 0 && onDaemon == 0:
+	case errors.Is(st.Err, campaign.ErrJournalCorrupt):
+		return "corrupt"
+	case errors.Is(st.Err, campaign.ErrUntrusted):
+		return "untrusted"
+	case st.Err != nil:
+		return "unreadable"
+	}
+	live := st.Live()
+	switch {
+	case len(live) == 0 && len(onDaemon) == 0:
 		return "down-verified"
-	case live == 0, st.LastCleanup == string(cleanup.Failed):
+	case len(live) == 0, st.LastCleanup == string(cleanup.Failed):
 		return "failed"
-	case st.Ready:
+	case st.Up() && st.RemovalStarted:
+		return "broken"
+	case st.Up():
+		present := map[string]bool{}
+		for _, f := range onDaemon {
+			present[f.ID] = true
+		}
+		for _, r := range st.Latest().Live() {
+			if r.Kind == campaign.KindContainer && !present[r.ID] {
+				return "broken"
+			}
+		}
 		return "up"
 	}
 	return "starting-or-failed"
@@ -273,16 +389,21 @@ func campaignState(st adapter.CampaignState, onDaemon int) string {
 const orphansHelp = `Lists, read-only, the containers and networks labelled as agentpen's that no journal in the
 state root accounts for by id, with what their labels claim and whether their ownership can be
 proven: a resource whose campaign and instance nonce are a generation journalled here is that
-generation's (its create was lost from the journal). --remove ID removes exactly that id, and
-only when its ownership is proven that way; anything else is refused and left alone.
-Exit status: 0, 1 when a --remove was refused or not verified, 2 bad flags, 3 daemon unreachable.`
+generation's (its create was lost from the journal). --remove ID removes exactly that id (given
+whole, or as an unambiguous prefix of at least 12 hex digits, as listed), and only when its
+ownership is proven that way; anything else is refused and left alone.
+A campaign whose journal is corrupt or untrusted hides nothing: what carries its id is listed
+(never provable), and the campaign is named on stderr.
+Exit status: 0; 1 when a --remove was refused or not verified, or a campaign's state cannot be
+used (the rest is listed all the same); 2 bad flags or an unusable state root; 3 daemon
+unreachable.`
 
 func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := cli.NewFlagSet("agentpen", "orphans", "[flags] [--remove ID ...]", orphansHelp, stdout)
 	var cf campaignFlags
 	cf.register(fs, getenv)
 	asJSON := fs.Bool("json", false, "print JSON")
-	remove := fs.Bool("remove", false, "remove the exact ids given as arguments (each must be a provable orphan)")
+	remove := fs.Bool("remove", false, "remove the ids given as arguments (whole, or a unique prefix of 12 or more hex digits; each must be a provable orphan)")
 	ids, err := fs.Parse(args, 0, -1)
 	if err != nil {
 		return err
@@ -291,7 +412,7 @@ func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		return &cli.UsageError{Msg: fmt.Sprintf("unexpected argument %q (ids are taken only with --remove)", ids[0]), Hint: "agentpen orphans --help"}
 	}
 	if *remove && len(ids) == 0 {
-		return &cli.UsageError{Msg: "--remove needs at least one exact id", Hint: "agentpen orphans --help"}
+		return &cli.UsageError{Msg: "--remove needs at least one id", Hint: "agentpen orphans --help"}
 	}
 	a, err := cf.adapter(ctx, stderr, getenv)
 	if err != nil {
@@ -306,7 +427,7 @@ func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 				errs = append(errs, err)
 				continue
 			}
-			fmt.Fprintf(stdout, "removed %s %s %s\n", o.Resource.Kind, o.Resource.Name, shortID(o.Resource.ID))
+			fmt.Fprintf(stdout, "removed %s %s %s\n", o.Resource.Kind, o.Resource.Name, o.Resource.ID)
 		}
 		return errors.Join(errs...)
 	}
@@ -318,12 +439,35 @@ func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		if list == nil {
 			list = []adapter.Orphan{}
 		}
-		return cli.WriteJSON(stdout, list)
+		err = cli.WriteJSON(stdout, list)
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tID\tNAME\tCAMPAIGN\tPROVABLE\tWHY")
+		for _, o := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", o.Kind, shortID(o.ID), o.Name, o.CampaignID, o.Provable, o.Why)
+		}
+		err = tw.Flush()
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tID\tNAME\tCAMPAIGN\tPROVABLE\tWHY")
-	for _, o := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", o.Kind, shortID(o.ID), o.Name, o.CampaignID, o.Provable, o.Why)
+	if err != nil {
+		return err
 	}
-	return tw.Flush()
+	return unsoundCampaigns(a, "orphans", stderr)
+}
+
+// unsoundCampaigns names on stderr each campaign of the state root whose
+// state cannot be used (after a whole-root command listed everything it
+// could) and returns errUnsound when there is one.
+func unsoundCampaigns(a *adapter.Adapter, cmd string, stderr io.Writer) error {
+	states, err := a.Campaigns()
+	if err != nil {
+		return err
+	}
+	var bad error
+	for _, st := range states {
+		if st.Err != nil {
+			fmt.Fprintf(stderr, "agentpen %s: campaign %s is %s: %v\n", cmd, st.CampaignID, campaignState(st, nil), st.Err)
+			bad = errUnsound
+		}
+	}
+	return bad
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,6 +53,10 @@ func TestUsageErrorOnce(t *testing.T) {
 		{"ls_log_format", []string{"ls", "--log-format", "xml"}, `agentpen ls: --log-format "xml": want text or json (run "agentpen ls --help" for usage)`},
 		{"version_extra", []string{"version", "extra"}, `agentpen version: unexpected argument "extra" (run "agentpen version --help" for usage)`},
 		{"duration_flag", []string{"up", "s.json", "--ready-timeout", "soon"}, `agentpen up: invalid value "soon" for flag -ready-timeout: parse error (run "agentpen up --help" for usage)`},
+		{"up_missing_spec", []string{"up", "/nonexistent.json"}, `agentpen up: spec /nonexistent.json: no such file or directory`},
+		{"up_spec_is_a_directory", []string{"up", "/"}, `agentpen up: spec /: is a directory, not a spec file`},
+		{"spec_check_directory", []string{"spec", "check", "/"}, `agentpen spec check: spec /: is a directory, not a spec file`},
+		{"help_unknown_command", []string{"help", "frobnicate"}, `agentpen help: unknown command "frobnicate" (run "agentpen help" for usage)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -153,5 +159,24 @@ func TestAttestUsage(t *testing.T) {
 		if err := run(t.Context(), args, &out, &errb, getenv); cli.ExitCode(err) != 2 || out.Len() != 0 {
 			t.Errorf("%q: exit %d (%v), stdout %q", args, cli.ExitCode(err), err, out.String())
 		}
+	}
+}
+
+// TestHelpCommand: agentpen help CMD prints CMD's help, as CMD --help does
+// (it printed the top-level text).
+func TestHelpCommand(t *testing.T) {
+	for _, cmd := range [][]string{{"up"}, {"down"}, {"cleanup", "verify"}, {"ls"}, {"orphans"}, {"attest"}, {"spec", "check"}, {"version"}} {
+		t.Run(strings.Join(cmd, "_"), func(t *testing.T) {
+			var want, got, errb bytes.Buffer
+			run(t.Context(), append(slices.Clone(cmd), "--help"), &want, &errb, os.Getenv)
+			err := run(t.Context(), append([]string{"help"}, cmd...), &got, &errb, os.Getenv)
+			if cli.ExitCode(err) != 0 || got.String() != want.String() || !strings.HasPrefix(got.String(), "Usage: agentpen "+strings.Join(cmd, " ")) || errb.Len() != 0 {
+				t.Fatalf("help %v: exit %d, stderr %q, stdout\n%s", cmd, cli.ExitCode(err), errb.String(), got.String())
+			}
+		})
+	}
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"help"}, &out, io.Discard, os.Getenv); err != nil || out.String() != usage {
+		t.Fatalf("help alone: %v\n%s", err, out.String())
 	}
 }

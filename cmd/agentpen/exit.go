@@ -12,7 +12,7 @@ import (
 // README).
 const (
 	exitFailure     = 1 // the command failed: a cleanup not verified, a bring-up rolled back
-	exitBadInput    = 2 // a bad command line, spec, campaign id or DOCKER_HOST
+	exitBadInput    = 2 // a bad command line, spec, campaign id, state root or DOCKER_HOST; a campaign that is not there or not up
 	exitUnreachable = 3 // the daemon did not answer
 	exitConflict    = 4 // the campaign exists, is locked, or a twin holds its id
 )
@@ -25,7 +25,8 @@ func exitCode(err error) int {
 		return 0
 	case cli.ExitCode(err) != 1:
 		return cli.ExitCode(err)
-	case errors.Is(err, campaign.ErrInvalid), errors.As(err, &he), errors.Is(err, adapter.ErrNoCampaign):
+	case errors.Is(err, campaign.ErrInvalid), errors.As(err, &he), errors.Is(err, adapter.ErrNoCampaign),
+		errors.Is(err, adapter.ErrNotUp), errors.Is(err, adapter.ErrStateRoot), errors.Is(err, campaign.ErrUntrusted):
 		return exitBadInput
 	case errors.Is(err, adapter.ErrDaemonUnreachable):
 		return exitUnreachable

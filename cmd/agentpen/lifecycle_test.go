@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -158,12 +159,72 @@ func TestCLICampaignLifecycle(t *testing.T) {
 	if !strings.Contains(out, "down-verified") {
 		t.Fatalf("ls after down:\n%s", out)
 	}
-	// A new generation after a verified down.
+	// A new generation after a verified down. Generation 1's reports are
+	// set aside: nothing says "verified" of the live generation 2.
 	if _, errs, code := e.run("up", spec); code != 0 {
 		t.Fatalf("up again: exit %d\n%s", code, errs)
 	}
+	if _, err := os.Stat(filepath.Join(entries[0].StateDir, "cleanup.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("cleanup.json while generation 2 is up: %v", err)
+	}
+	var old struct {
+		Generation int
+		Status     string
+	}
+	if b, err := os.ReadFile(filepath.Join(entries[0].StateDir, "cleanup.gen1.json")); err != nil || json.Unmarshal(b, &old) != nil || old.Generation != 1 || old.Status != "verified" {
+		t.Fatalf("generation 1's report set aside: %+v %v", old, err)
+	}
+	if out, _, code := e.run("ls", "--json"); code != 0 || !strings.Contains(out, `"state": "up"`) || strings.Contains(out, "last_cleanup") {
+		t.Fatalf("ls while generation 2 is up: exit %d\n%s", code, out)
+	}
 	if out, _, code := e.run("down", id); code != 0 || !strings.Contains(out, "removed       2 containers (1 server, 1 workspace), 2 directories\n") {
 		t.Fatalf("second down: exit %d\n%s", code, out)
+	}
+}
+
+// TestCLITornJournalAfterUp: the review's reproduction on the real
+// daemon: up, then the journal loses its last 30 bytes (as a crash in the
+// middle of a write leaves it), then down. Down cuts the torn line before
+// appending and is verified; the journal reads back whole and ls, which
+// used to fail for the whole state root ("line 14: invalid character"),
+// lists the campaign as down-verified.
+func TestCLITornJournalAfterUp(t *testing.T) {
+	e := newCLIEnv(t)
+	id := fmt.Sprintf("cli-torn-%d", time.Now().UnixNano())
+	t.Cleanup(func() { e.run("down", id) })
+	if _, errs, code := e.run("up", e.spec(id, 1)); code != 0 {
+		t.Fatalf("up: exit %d\n%s", code, errs)
+	}
+	journal := filepath.Join(e.state, "campaigns", campaign.Key(id), campaign.JournalFile)
+	fi, err := os.Stat(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(journal, fi.Size()-30); err != nil {
+		t.Fatal(err)
+	}
+	if out, errs, code := e.run("ls"); code != 0 || !strings.Contains(out, id) || !strings.Contains(errs, "ignoring a final line of") {
+		t.Fatalf("ls with a torn journal: exit %d\n%s%s", code, out, errs)
+	}
+	if out, errs, code := e.run("down", id); code != 0 || !strings.Contains(out, "cleanup of "+id+": verified") {
+		t.Fatalf("down: exit %d\n%s%s", code, out, errs)
+	}
+	c, err := campaign.LoadJournal(journal)
+	if err != nil || c.Torn != nil {
+		t.Fatalf("journal after down: %v (torn %v)", err, c.Torn)
+	}
+	cut := false
+	for _, r := range c.Records {
+		cut = cut || strings.HasPrefix(r.Note, "journal: cut a final line of ")
+	}
+	if !cut {
+		t.Fatal("the journal does not record the cut")
+	}
+	if out, errs, code := e.run("ls"); code != 0 || errs != "" || !strings.Contains(out, "down-verified") {
+		t.Fatalf("ls after down: exit %d\n%s%s", code, out, errs)
+	}
+	if out, _, code := e.run("cleanup", "verify", id); code != 0 || !strings.Contains(out, "verified") {
+		t.Fatalf("verify after down: exit %d\n%s", code, out)
 	}
 }
 

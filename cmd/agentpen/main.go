@@ -11,7 +11,7 @@
 //	agentpen orphans [--json] [--remove ID]  labelled resources no journal accounts for
 //	agentpen version [--json]                versions, and the daemon's when it answers
 //	agentpen serve [flags]                   the launcher API and the episode proxy
-//	agentpen help
+//	agentpen help [CMD]                      this usage, or CMD's help
 //
 // Every command takes --help. Exit status: 0 success, 1 failure (a
 // cleanup not verified), 2 bad input, 3 daemon unreachable, 4 conflict,

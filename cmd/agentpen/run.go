@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/agentpen/agentpen/internal/cli"
 )
@@ -29,7 +31,7 @@ Commands:
   ls              the campaigns in the state root, their generation and state
   orphans         agentpen-labelled resources no journal accounts for (--remove ID)
   version         agentpen's version, commit, Go and Docker SDK versions, the daemon's
-  help            show this text
+  help [CMD]      show this text, or CMD's help (as agentpen CMD --help)
 
 Exit status: 0 success; 1 failure (a cleanup not verified, a bring-up rolled back);
 2 bad input; 3 daemon unreachable; 4 conflict (the campaign exists, is locked, or
@@ -40,6 +42,12 @@ DOCKER_HOST must name the rootless daemon's unix socket explicitly, for example
   eval "$(scripts/rootless-docker.sh)"
 Run "agentpen <command> --help" for a command's flags.
 `
+
+// commands are the commands agentpen help CMD knows.
+var commands = map[string]bool{
+	"doctor": true, "up": true, "spec": true, "down": true, "serve": true, "attest": true,
+	"cleanup": true, "ls": true, "orphans": true, "version": true,
+}
 
 // run is the whole program: it parses args and dispatches; main only wires
 // the process to it. It reads the environment only through getenv.
@@ -52,6 +60,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	name := args[0]
 	switch name {
 	case "help", "-h", "-help", "--help":
+		if name == "help" && len(args) > 1 && !strings.HasPrefix(args[1], "-") && args[1] != "help" {
+			// agentpen help CMD [SUB]: CMD's own help.
+			if !commands[args[1]] {
+				return cli.InCommand("agentpen help", &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", args[1]), Hint: "agentpen help"})
+			}
+			return run(ctx, append(slices.Clone(args[1:]), "--help"), stdout, stderr, getenv)
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	case "doctor":

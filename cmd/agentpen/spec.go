@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/agentpen/agentpen/adapter/api"
@@ -45,7 +47,7 @@ func spec(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		_, err = stdout.Write(b)
 		return err
 	case "check":
-		return specCheck(args[1:], stdout)
+		return cli.InCommand("agentpen spec check", specCheck(args[1:], stdout))
 	}
 	return &cli.UsageError{Msg: fmt.Sprintf("unknown subcommand %q", args[0]), Hint: "agentpen spec --help"}
 }
@@ -80,14 +82,9 @@ func specCheck(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var in io.Reader = os.Stdin
-	if name := pos[0]; name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return &cli.ExitError{Code: exitBadInput, Err: err}
-		}
-		defer f.Close()
-		in = f
+	in, err := readSpecFile(pos[0], os.Stdin)
+	if err != nil {
+		return err
 	}
 	_, p, verr := api.ValidateSpec(in)
 	if verr == nil {
@@ -101,14 +98,48 @@ func specCheck(args []string, stdout io.Writer) error {
 	}
 	if !errors.Is(verr, campaign.ErrInvalid) {
 		// Could not read it (a directory, an I/O error): still bad input.
-		return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("%s: %w", pos[0], verr)}
+		return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("spec %s: %w", pos[0], verr)}
 	}
 	if *asJSON {
 		if err := cli.WriteJSON(stdout, specCheckResult{Errors: problems(verr)}); err != nil {
 			return err
 		}
 	}
-	return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("%s: %w", pos[0], verr)}
+	return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("spec %s: %w", pos[0], verr)}
+}
+
+// readSpecFile reads the spec a command line names ("-" for stdin), at
+// most one byte more than campaign.MaxSpecBytes (DecodeSpec refuses that
+// much). A spec that cannot be read (missing, a directory, unreadable) is
+// bad input: exit 2, naming the file and why once.
+func readSpecFile(name string, stdin io.Reader) (io.Reader, error) {
+	in := stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, badSpecFile(name, err)
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.IsDir() {
+			return nil, badSpecFile(name, errors.New("is a directory, not a spec file"))
+		}
+		in = f
+	}
+	b, err := io.ReadAll(io.LimitReader(in, campaign.MaxSpecBytes+1))
+	if err != nil {
+		return nil, badSpecFile(name, err)
+	}
+	return bytes.NewReader(b), nil
+}
+
+// badSpecFile is the exit-2 error of a spec file that cannot be read: the
+// file once, then the system's reason without the path it repeats.
+func badSpecFile(name string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("spec %s: %w", name, err)}
 }
 
 // problems lists what is wrong with a spec, one entry per field error.

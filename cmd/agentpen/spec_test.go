@@ -44,11 +44,11 @@ func TestSpecCommand(t *testing.T) {
 		{name: "valid_json", args: []string{"spec", "check", "--json", good}, stdout: []string{`"ok": true`, `"topology": "none"`}, jsonStdout: true},
 		// DecodeSpec stops at the unknown field: nothing else is judged
 		// until the document's shape is right.
-		{name: "unknown_field", args: []string{"spec", "check", bad}, code: 2, stderr: []string{"agentpen spec check: " + bad + ": server.imgae: unknown field"}},
+		{name: "unknown_field", args: []string{"spec", "check", bad}, code: 2, stderr: []string{"agentpen spec check: spec " + bad + ": server.imgae: unknown field"}},
 		{name: "values", args: []string{"spec", "check", strings.Replace(bad, "bad", "values", 1)}, code: 2},
 		{name: "malformed", args: []string{"spec", "check", broken}, code: 2, stderr: []string{"line 2, column"}},
-		{name: "missing_file", args: []string{"spec", "check", filepath.Join(dir, "nope.json")}, code: 2, stderr: []string{"no such file"}},
-		{name: "directory", args: []string{"spec", "check", dir}, code: 2, stderr: []string{"is a directory"}},
+		{name: "missing_file", args: []string{"spec", "check", filepath.Join(dir, "nope.json")}, code: 2, stderr: []string{"agentpen spec check: spec " + filepath.Join(dir, "nope.json") + ": no such file or directory\n"}},
+		{name: "directory", args: []string{"spec", "check", dir}, code: 2, stderr: []string{"agentpen spec check: spec " + dir + ": is a directory, not a spec file\n"}},
 		{name: "no_subcommand", args: []string{"spec"}, code: 2, stderr: []string{"agentpen spec: want a subcommand: schema or check", "agentpen spec --help"}},
 		{name: "help", args: []string{"spec", "--help"}, stdout: []string{"agentpen spec check [--json] SPEC.json|-", "docs/spec.md"}},
 		{name: "check_help", args: []string{"spec", "check", "--help"}, stdout: []string{"Usage: agentpen spec check"}},

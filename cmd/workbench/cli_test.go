@@ -85,7 +85,7 @@ func TestUsageErrors(t *testing.T) {
 	}
 	// Not a usage error: an unknown task is named once.
 	err := run(t.Context(), []string{"tasks", "show", "nope/x"}, io.Discard, io.Discard, os.Getenv)
-	if got, want := cli.Message(prog, err), `workbench tasks: task id "nope/x": unknown task`; got != want {
+	if got, want := cli.Message(prog, err), `workbench tasks: task id "nope/x": unknown task (workbench tasks lists the catalogue)`; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }

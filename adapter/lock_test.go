@@ -1,0 +1,101 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentpen/agentpen/internal/testenv"
+)
+
+// TestLocksFollowTheDaemonNotTheSpelling: two adapters on one real daemon,
+// one through DOCKER_HOST as the daemon made it and one through a symbolic
+// link to its socket in another directory (--allow-custom-socket), share
+// the campaign lock and the uid-block claims; they used to live beside
+// each spelling's directory, so the second bring-up took the same uid
+// block.
+func TestLocksFollowTheDaemonNotTheSpelling(t *testing.T) {
+	raw := testenv.RequireDocker(t)
+	direct, err := ResolveHost(raw, os.Getenv("AGENTPEN_ALLOW_CUSTOM_SOCKET") == "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "x", "docker.sock")
+	os.MkdirAll(filepath.Dir(link), 0o700)
+	if err := os.Symlink(direct.SocketPath, link); err != nil {
+		t.Fatal(err)
+	}
+	linked, err := ResolveHost("unix://"+link, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapterOn := func(h Host) *Adapter {
+		d, err := Connect(t.Context(), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return &Adapter{Docker: d, StateRoot: t.TempDir()}
+	}
+	a, b := adapterOn(direct), adapterOn(linked)
+	if a.lockDir() != b.lockDir() || a.runBase() != b.runBase() {
+		t.Fatalf("lock directories %s and %s, run bases %s and %s: want one of each", a.lockDir(), b.lockDir(), a.runBase(), b.runBase())
+	}
+	if !strings.HasPrefix(a.lockDir(), filepath.Dir(direct.SocketPath)+"/agentpen/locks/daemon-") {
+		t.Fatalf("lock directory %s is not under the real socket's directory", a.lockDir())
+	}
+	key := fmt.Sprintf("locktest-%d", time.Now().UnixNano())
+	l, err := a.lockCampaign(t.Context(), key, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.lockCampaign(t.Context(), key, 300*time.Millisecond); !errors.Is(err, ErrLocked) {
+		t.Fatalf("the linked spelling took the campaign lock the direct one holds: %v", err)
+	}
+	l.unlock()
+	os.Remove(filepath.Join(a.lockDir(), key+".lock"))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	mine, claimA, err := a.claimUIDBlocks(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claimA.release()
+	theirs, claimB, err := b.claimUIDBlocks(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claimB.release()
+	for _, base := range theirs {
+		if slices.Contains(mine, base) {
+			t.Fatalf("both spellings claimed uid block %d (%v and %v)", base, mine, theirs)
+		}
+	}
+}
+
+// TestSocketWithHardLinksRefused: a socket with another hard link is
+// another real path to the same daemon, so it is refused, naming the fix.
+func TestSocketWithHardLinksRefused(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "rootless", "docker.sock")
+	os.MkdirAll(filepath.Dir(sock), 0o700)
+	os.WriteFile(sock, nil, 0o600)
+	if err := os.Link(sock, filepath.Join(dir, "other.sock")); err != nil {
+		t.Fatal(err)
+	}
+	h, err := ResolveHost("unix://"+sock, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Connect(t.Context(), h)
+	var he *HostError
+	if !errors.As(err, &he) || !errors.Is(err, ErrHostLinked) || !strings.Contains(err.Error(), sock+" has 2 hard links") {
+		t.Fatalf("Connect over a socket with two links: %v", err)
+	}
+}

@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/internal/dockerfake"
+)
+
+// fakeRoot is a state root of hand-made campaigns beside a fake daemon.
+type fakeRoot struct {
+	t     *testing.T
+	fake  *dockerfake.Daemon
+	env   map[string]string
+	state string // the state root
+}
+
+func newFakeRoot(t *testing.T) *fakeRoot {
+	t.Helper()
+	fake := dockerfake.New()
+	host := fake.ServeUnix(t)
+	dir := t.TempDir()
+	return &fakeRoot{t: t, fake: fake, env: map[string]string{"DOCKER_HOST": host, "XDG_STATE_HOME": dir}, state: filepath.Join(dir, "agentpen")}
+}
+
+func (r *fakeRoot) run(args ...string) (stdout, stderr string, code int) {
+	var out, errb bytes.Buffer
+	err := run(r.t.Context(), args, &out, &errb, func(k string) string { return r.env[k] })
+	if msg := cli.Message("agentpen", err); msg != "" {
+		errb.WriteString(msg + "\n")
+	}
+	return out.String(), errb.String(), exitCode(err)
+}
+
+// campaign writes a campaign whose one generation came up and holds
+// nothing (so down of it is verified at once), and returns its journal.
+func (r *fakeRoot) campaign(id string) string {
+	r.t.Helper()
+	dir := filepath.Join(r.state, "campaigns", campaign.Key(id))
+	j, err := campaign.OpenJournal(dir)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, rec := range []campaign.Record{
+		{Op: campaign.OpBegin, Gen: 1, Instance: "0123456789abcdef0123456789abcdef"},
+		{Op: campaign.OpIntent, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "agentpen-" + id + "-server"},
+		{Op: campaign.OpRemoved, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "agentpen-" + id + "-server", Note: "never created"},
+		{Op: campaign.OpNote, Gen: 1, Note: "ready"},
+	} {
+		if err := j.Append(rec); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	j.Close()
+	const image = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	b, _ := json.Marshal(campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: image},
+		Workspaces: []campaign.WorkspaceSpec{{TaskID: "software/median", Image: image}}})
+	if err := os.WriteFile(filepath.Join(dir, "campaign.json"), b, 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	return j.Path()
+}
+
+func appendFile(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTornJournalTail: a journal whose last write did not complete (its
+// final line has no newline) is read past by ls, which says so; down cuts
+// the torn line before appending (it used to append onto it and make the
+// journal unreadable for good) and is verified; the journal then reads
+// back whole.
+func TestTornJournalTail(t *testing.T) {
+	r := newFakeRoot(t)
+	journal := r.campaign("torn")
+	appendFile(t, journal, `{"seq":5,"time":"2026-11-30T12:00:00Z","op":"no`)
+	out, errs, code := r.run("ls")
+	if code != 0 || !strings.Contains(out, "torn") || !strings.Contains(errs, "agentpen ls: campaign torn: journal "+journal+": ignoring a final line of 47 bytes without its newline") {
+		t.Fatalf("ls: exit %d\n%s%s", code, out, errs)
+	}
+	if out, errs, code := r.run("down", "torn"); code != 0 || !strings.Contains(out, "cleanup of torn: verified") {
+		t.Fatalf("down: exit %d\n%s%s", code, out, errs)
+	}
+	c, err := campaign.LoadJournal(journal)
+	if err != nil || c.Torn != nil {
+		t.Fatalf("journal after down: %v, torn %v", err, c.Torn)
+	}
+	cut := c.Records[4]
+	if cut.Seq != 5 || !strings.HasPrefix(cut.Note, "journal: cut a final line of 47 bytes without its newline") {
+		t.Fatalf("the record of the cut: %+v", cut)
+	}
+	if last := c.Records[len(c.Records)-1]; last.Note != "cleanup verified" {
+		t.Fatalf("last record %+v", last)
+	}
+	if out, errs, code := r.run("ls"); code != 0 || errs != "" || !strings.Contains(out, "down-verified") {
+		t.Fatalf("ls after down: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// TestUnsoundCampaignDoesNotBlindTheRoot: one campaign with a corrupt
+// journal (a complete line that is not a record) and one whose journal
+// another user can write are listed by ls and named by orphans, with
+// their errors, beside the healthy one; both exit 1 after listing
+// everything. The commands for the corrupt campaign itself fail with the
+// file and the line.
+func TestUnsoundCampaignDoesNotBlindTheRoot(t *testing.T) {
+	r := newFakeRoot(t)
+	r.campaign("healthy")
+	corrupt := r.campaign("broken-journal")
+	appendFile(t, corrupt, "{garbage}\n"+`{"seq":6,"op":"note"}`+"\n")
+	untrusted := r.campaign("foreign")
+	if err := os.Chmod(untrusted, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		os.Chown(untrusted, 65534, 65534)
+	}
+
+	out, errs, code := r.run("ls", "--json")
+	if code != exitFailure {
+		t.Fatalf("ls: exit %d, want 1\n%s%s", code, out, errs)
+	}
+	var entries []lsEntry
+	if err := json.Unmarshal([]byte(out), &entries); err != nil {
+		t.Fatalf("ls --json: %v\n%s", err, out)
+	}
+	got := map[string]lsEntry{}
+	for _, e := range entries {
+		got[e.CampaignID] = e
+	}
+	wantCorrupt := "journal " + corrupt + " line 5: invalid character 'g' looking for beginning of object key string: the journal is corrupt"
+	if e := got["healthy"]; e.State != "down-verified" || e.Error != "" {
+		t.Errorf("healthy: %+v", e)
+	}
+	if e := got["broken-journal"]; e.State != "corrupt" || !strings.HasPrefix(e.Error, wantCorrupt) || e.Generation != 1 {
+		t.Errorf("broken-journal: %+v", e)
+	}
+	// The untrusted one is named by its key: its spec is not read.
+	foreign := got[campaign.Key("foreign")]
+	if foreign.State != "untrusted" || !strings.Contains(foreign.Error, "journal "+untrusted+" ") || !strings.Contains(foreign.Error, "agentpen trusts no state another user can write") {
+		t.Errorf("foreign: %+v", foreign)
+	}
+	if !strings.Contains(errs, "agentpen ls: campaign broken-journal is corrupt: "+wantCorrupt) || !strings.Contains(errs, "agentpen ls: campaign "+campaign.Key("foreign")+" is untrusted: journal "+untrusted) {
+		t.Errorf("ls stderr:\n%s", errs)
+	}
+	// The table, too, lists all three.
+	if out, _, code := r.run("ls"); code != exitFailure || strings.Count(out, "\n") != 4 {
+		t.Errorf("ls: exit %d\n%s", code, out)
+	}
+	if out, errs, code := r.run("orphans"); code != exitFailure || !strings.HasPrefix(out, "KIND") || !strings.Contains(errs, "agentpen orphans: campaign broken-journal is corrupt: "+wantCorrupt) {
+		t.Errorf("orphans: exit %d\n%s%s", code, out, errs)
+	}
+	before, _ := os.ReadFile(corrupt)
+	for _, args := range [][]string{{"down", "broken-journal"}, {"cleanup", "verify", "broken-journal"}, {"attest", "broken-journal"}} {
+		_, errs, code := r.run(args...)
+		if code != exitFailure || !strings.Contains(errs, wantCorrupt) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: exit %d, want 1 naming the line\n%s", args, code, errs)
+		}
+	}
+	if after, _ := os.ReadFile(corrupt); !bytes.Equal(before, after) {
+		t.Error("a command changed the corrupt journal")
+	}
+	if _, errs, code := r.run("down", "foreign"); code != exitBadInput || !strings.Contains(errs, "agentpen down: journal "+untrusted+" ") {
+		t.Errorf("down of the untrusted campaign: exit %d\n%s", code, errs)
+	}
+}
+
+// TestStateRootRefusals: a state root that is a file, or that other users
+// can write, is refused with its path and the fix (exit 2); agentpen makes
+// its state root 0700.
+func TestStateRootRefusals(t *testing.T) {
+	r := newFakeRoot(t)
+	r.campaign("one")
+	if fi, err := os.Stat(r.state); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("state root: %v %v", fi.Mode(), err)
+	}
+	file := filepath.Join(t.TempDir(), "passwd")
+	os.WriteFile(file, []byte("x"), 0o600)
+	if _, errs, code := r.run("ls", "--state-root", file); code != exitBadInput ||
+		errs != "agentpen ls: unusable state root "+file+": not a directory (--state-root names the directory that holds the campaigns' state)\n" {
+		t.Errorf("ls of a file: exit %d\n%s", code, errs)
+	}
+	os.Chmod(r.state, 0o777)
+	for _, args := range [][]string{{"ls"}, {"down", "one"}, {"orphans"}} {
+		want := "agentpen " + args[0] + ": unusable state root: state root " + r.state + " has mode 0777: other users can write it; agentpen trusts no state another user can write; if it is yours: chmod 0700 " + r.state + "\n"
+		if _, errs, code := r.run(args...); code != exitBadInput || errs != want {
+			t.Errorf("%v with a 0777 state root: exit %d\n%s\nwant\n%s", args, code, errs, want)
+		}
+	}
+}
+
+// TestAttestRefusesCampaignNotUp: attest of a campaign whose latest
+// generation was removed exits 2 saying so, and leaves its attestation
+// (which says the cleanup was verified) as it was; it used to exit 0 and
+// rewrite it to "pending".
+func TestAttestRefusesCampaignNotUp(t *testing.T) {
+	r := newFakeRoot(t)
+	journal := r.campaign("gone")
+	appendFile(t, journal, `{"seq":5,"time":"2026-11-30T12:00:01Z","op":"note","note":"cleanup verified"}`+"\n")
+	att := filepath.Join(filepath.Dir(journal), "attestation.json")
+	const stored = `{"schema":"agentpen.attestation.v1","campaign_id":"gone","ok":true,"cleanup":{"status":"verified"}}`
+	os.WriteFile(att, []byte(stored), 0o600)
+	out, errs, code := r.run("attest", "gone", "--probe-timeout-ms", "100")
+	want := "agentpen attest: campaign gone is not up: its latest generation (1) was removed (cleanup verified); nothing was attested, and attestation.json is left as it was\n"
+	if code != exitBadInput || errs != want || out != "" {
+		t.Fatalf("attest: exit %d, stdout %q, stderr\n%s\nwant\n%s", code, out, errs, want)
+	}
+	if b, _ := os.ReadFile(att); string(b) != stored {
+		t.Fatalf("attestation.json was rewritten:\n%s", b)
+	}
+}
+
+// TestLsUpOrBroken: ls says up only while every container the latest
+// generation's journal names is on the daemon and nothing of it was
+// removed; a campaign whose containers are gone, or whose down did not
+// finish (only run directories left), is broken.
+func TestLsUpOrBroken(t *testing.T) {
+	r := newFakeRoot(t)
+	journal := r.campaign("live")
+	labels := map[string]string{campaign.LabelCampaign: "live"}
+	r.fake.AddContainer(dockerfake.Container{ID: "c-server", Name: "agentpen-live-server", Labels: labels})
+	appendFile(t, journal, strings.Join([]string{
+		`{"seq":5,"op":"intent","gen":1,"kind":"container","role":"server","name":"agentpen-live-server"}`,
+		`{"seq":6,"op":"created","gen":1,"kind":"container","role":"server","name":"agentpen-live-server","id":"c-server"}`,
+		`{"seq":7,"op":"intent","gen":1,"kind":"dir","role":"workspace","name":"/run/x/agent-1"}`,
+		`{"seq":8,"op":"created","gen":1,"kind":"dir","role":"workspace","name":"/run/x/agent-1","id":"/run/x/agent-1"}`,
+		`{"seq":9,"op":"note","gen":1,"note":"ready"}`, ""}, "\n"))
+	state := func() string {
+		t.Helper()
+		out, errs, code := r.run("ls", "--json")
+		var entries []lsEntry
+		if code != 0 || json.Unmarshal([]byte(out), &entries) != nil || len(entries) != 1 {
+			t.Fatalf("ls: exit %d\n%s%s", code, out, errs)
+		}
+		return entries[0].State
+	}
+	if got := state(); got != "up" {
+		t.Fatalf("every container there: %s, want up", got)
+	}
+	r.fake.On("GET /containers/json", dockerfake.Reply{Body: []any{}}) // removed outside agentpen
+	if got := state(); got != "broken" {
+		t.Fatalf("the server container gone from the daemon: %s, want broken", got)
+	}
+	// A down that removed the container and was killed before the run
+	// directory: the journal says so.
+	appendFile(t, journal, `{"seq":10,"op":"removed","gen":1,"kind":"container","role":"server","name":"agentpen-live-server","id":"c-server"}`+"\n")
+	if got := state(); got != "broken" {
+		t.Fatalf("only the run directory left: %s, want broken", got)
+	}
+}
+
+// TestOrphansRemoveByListedID: orphans --remove takes the 12-digit id the
+// listing shows (an unambiguous prefix of 12 or more hex digits), removes
+// the resource by its full id, and says the full id; it refused the short
+// id ("no ... resource ... has this exact id").
+func TestOrphansRemoveByListedID(t *testing.T) {
+	r := newFakeRoot(t)
+	r.campaign("lost")
+	const id = "5f0e3c9a1b2d4e6f8a7b6c5d4e3f2a1b5f0e3c9a1b2d4e6f8a7b6c5d4e3f2a1b"
+	r.fake.AddContainer(dockerfake.Container{ID: id, Name: "agentpen-lost-server", Labels: map[string]string{
+		campaign.LabelCampaign: "lost", campaign.LabelOwner: campaign.OwnerValue, campaign.LabelSchema: campaign.SchemaValue,
+		campaign.LabelRole: campaign.RoleServer, campaign.LabelInstance: "0123456789abcdef0123456789abcdef"}})
+	out, errs, code := r.run("orphans")
+	if code != 0 || !strings.Contains(out, id[:12]+"  agentpen-lost-server  lost") || !strings.Contains(out, "true") {
+		t.Fatalf("orphans: exit %d\n%s%s", code, out, errs)
+	}
+	for _, bad := range []struct{ id, want string }{
+		{id[:11], `agentpen orphans: ` + id[:11] + `: not a removable orphan: no agentpen-labelled resource unaccounted for has this id, or an id starting with it (at least 12 hex digits); agentpen orphans lists them`},
+		{"ffffffffffff", `agentpen orphans: ffffffffffff: not a removable orphan: no agentpen-labelled`},
+	} {
+		if _, errs, code := r.run("orphans", "--remove", bad.id); code != exitFailure || !strings.HasPrefix(errs, bad.want) {
+			t.Errorf("--remove %s: exit %d\n%s", bad.id, code, errs)
+		}
+	}
+	out, errs, code = r.run("orphans", "--remove", id[:12])
+	if code != 0 || out != "removed container agentpen-lost-server "+id+"\n" {
+		t.Fatalf("--remove %s: exit %d\n%s%s", id[:12], code, out, errs)
+	}
+	if len(r.fake.Containers()) != 0 {
+		t.Fatalf("left on the daemon: %v", r.fake.Containers())
+	}
+}
+
+// TestVerifyNamesEachCheckOnce: cleanup verify of a campaign that is up
+// lists each failed check once (stdout), then says how many failed, once,
+// on stderr; resources read as "container NAME (ID)" and "directory
+// PATH", and a directory's check name has no doubled slash.
+func TestVerifyNamesEachCheckOnce(t *testing.T) {
+	r := newFakeRoot(t)
+	journal := r.campaign("up")
+	r.fake.AddContainer(dockerfake.Container{ID: "c0ffee000000000000000000000000000000000000000000000000000000cafe", Name: "agentpen-up-server",
+		Labels: map[string]string{campaign.LabelCampaign: "up"}})
+	dir := filepath.Join(t.TempDir(), "agent-1")
+	os.Mkdir(dir, 0o700)
+	appendFile(t, journal, strings.Join([]string{
+		`{"seq":5,"op":"intent","gen":1,"kind":"container","role":"server","name":"agentpen-up-server"}`,
+		`{"seq":6,"op":"created","gen":1,"kind":"container","role":"server","name":"agentpen-up-server","id":"c0ffee000000000000000000000000000000000000000000000000000000cafe"}`,
+		`{"seq":7,"op":"intent","gen":1,"kind":"dir","role":"workspace","name":"` + dir + `"}`,
+		`{"seq":8,"op":"created","gen":1,"kind":"dir","role":"workspace","name":"` + dir + `","id":"` + dir + `"}`, ""}, "\n"))
+	out, errs, code := r.run("cleanup", "verify", "up")
+	for _, want := range []string{
+		"  left alone: container agentpen-up-server (c0ffee000000): present (a verification removes nothing)\n",
+		"  left alone: directory " + dir + ": present (a verification removes nothing)\n",
+		"  failed check: gone/container/c0ffee000000000000000000000000000000000000000000000000000000cafe\n",
+		"  failed check: gone/dir" + dir + "\n",
+		"  failed check: labelled_none_left\n",
+	} {
+		if strings.Count(out, want) != 1 {
+			t.Errorf("stdout does not say once %q:\n%s", want, out)
+		}
+	}
+	if want := "agentpen cleanup verify: campaign up: cleanup not verified: 3 failed checks (each named above)\n"; code != exitFailure || errs != want {
+		t.Fatalf("exit %d, stderr\n%s\nwant\n%s", code, errs, want)
+	}
+}
