@@ -21,9 +21,12 @@ type CampaignState struct {
 	// Ready is true when the latest generation reached readiness.
 	Ready bool
 	// LastCleanup is the status of the last cleanup ("verified",
-	// "failed"; "" for none) and whether it came after the latest
-	// generation began.
+	// "failed"; "" for none).
 	LastCleanup string
+	// LastCleanupGen is the latest generation begun when the last cleanup
+	// was journalled (0 for none): the last cleanup came after the latest
+	// generation began when it equals Latest().N.
+	LastCleanupGen int
 }
 
 // Latest returns the newest generation (the zero Generation for none).
@@ -109,7 +112,11 @@ func readCampaignState(dir string) (CampaignState, error) {
 		st.CampaignID = filepath.Base(dir) // the key; the spec is missing
 	}
 	latest := st.Latest().N
+	begun := 0
 	for _, r := range recs {
+		if r.Op == campaign.OpBegin {
+			begun = max(begun, r.Gen)
+		}
 		if r.Op != campaign.OpNote {
 			continue
 		}
@@ -118,7 +125,23 @@ func readCampaignState(dir string) (CampaignState, error) {
 			st.Ready = true
 		case strings.HasPrefix(r.Note, "cleanup "):
 			st.LastCleanup = strings.TrimPrefix(r.Note, "cleanup ")
+			st.LastCleanupGen = begun
 		}
 	}
 	return st, nil
+}
+
+// State reads one campaign's journal in the state root; the error wraps
+// ErrNoCampaign when the state root has none. It talks to no daemon, and
+// reads the files on every call: another process may change them.
+func (a *Adapter) State(campaignID string) (CampaignState, error) {
+	if err := campaign.CheckID("campaign_id", campaignID); err != nil {
+		return CampaignState{}, err
+	}
+	dir := a.CampaignDir(campaignID)
+	st, err := readCampaignState(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return CampaignState{}, noCampaign(campaignID, dir)
+	}
+	return st, err
 }

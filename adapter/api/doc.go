@@ -28,15 +28,23 @@
 //
 // # Campaigns
 //
-// The service holds the campaigns it created or loaded (Load, at start:
-// every campaign of the state root whose latest generation is up, so a
-// restart keeps serving them; a campaign agentpen up made is loaded on
-// first use). Operations on one campaign are serialised by a mutex of its
-// own; the adapter also holds the campaign's flock across processes, and
-// different campaigns proceed in parallel. A create whose client goes
-// away is cancelled, and the adapter rolls the bring-up back by exact id.
-// Close leaves every campaign up and journalled; CleanupAll removes them
-// (agentpen serve --cleanup-on-exit).
+// A campaign's state is read from its files (journal, attestation.json,
+// cleanup.json) on every request, never remembered: the list holds every
+// campaign of the state root, and a campaign another process brought up,
+// attested or removed, or that a killed create or delete left half made,
+// reads as it is (ready, attestation_failed, starting_or_failed,
+// cleanup_failed, removed). The service keeps in memory only its own
+// operations in progress (creating, deleting) and the proxy's table,
+// which each read reconciles with the files: only a ready campaign's
+// workspaces are served. DELETE removes whatever the journal records as
+// live, in any state (adapter.Cleanup, as agentpen down). Operations on
+// one campaign are serialised by a mutex of its own; the adapter also
+// holds the campaign's flock across processes, and different campaigns
+// proceed in parallel. A create whose client goes away is cancelled, and
+// the adapter rolls the bring-up back by exact id. Close leaves every
+// campaign up and journalled; CleanupAll removes every campaign that is
+// not removed (agentpen serve --cleanup-on-exit). One service serves a
+// state root (LockStateRoot).
 //
 // # Episode proxy
 //

@@ -555,7 +555,8 @@ func TestAPIClientGoneRollsBack(t *testing.T) {
 	if !bytes.Contains(b, []byte("bring-up failed")) || !bytes.Contains(b, []byte("cleanup verified")) {
 		t.Errorf("the journal does not record the rollback:\n%s", b)
 	}
-	if code, b := l.call(t, http.MethodGet, "/v1/campaigns", nil); code != http.StatusOK || !bytes.Contains(b, []byte(`"campaigns":[]`)) {
+	// Listed as removed (its journal says so), with nothing to hand out.
+	if code, b := l.call(t, http.MethodGet, "/v1/campaigns", nil); code != http.StatusOK || !bytes.Contains(b, []byte(`"state":"removed"`)) || bytes.Contains(b, []byte("base_url")) {
 		t.Errorf("after the rollback: %d %s", code, b)
 	}
 }

@@ -48,12 +48,6 @@ type route struct {
 	cancel                      context.CancelCauseFunc
 }
 
-// Why a route's context ends.
-var (
-	errRevoked  = errors.New("the workspace was removed")
-	errShutdown = errors.New("the service is shutting down")
-)
-
 func newRoute(campaignID, agentID, taskID, socket, capab string) *route {
 	rt := &route{key: capKey(capab), campaignID: campaignID, agentID: agentID, taskID: taskID, socket: socket}
 	rt.ctx, rt.cancel = context.WithCancelCause(context.Background())
@@ -69,9 +63,17 @@ func newRoute(campaignID, agentID, taskID, socket, capab string) *route {
 	return rt
 }
 
-func (rt *route) revoke() {
-	rt.cancel(errRevoked)
+// revoke ends the route's sessions and requests; cause (errRevoked or
+// errNotAttested) says why, to the client.
+func (rt *route) revoke(cause error) {
+	rt.cancel(cause)
 	rt.client.CloseIdleConnections()
+}
+
+// revoked reports whether a route's context ended because its campaign
+// stopped being served (removed, or failed its attestation).
+func revoked(cause error) bool {
+	return errors.Is(cause, errRevoked) || errors.Is(cause, errNotAttested)
 }
 
 func (rt *route) shutdown() {
@@ -113,7 +115,7 @@ func (s *Server) proxyRoute(w http.ResponseWriter, r *http.Request) (rt *route, 
 	switch {
 	case rt == nil:
 		s.metrics.proxyErrors.WithLabelValues(errKindUnknown).Inc()
-		writeProblem(w, http.StatusNotFound, "no such workspace: the capability is unknown or its workspace was removed")
+		writeProblem(w, http.StatusNotFound, "no such workspace: the capability is unknown, or its workspace is no longer served")
 		return nil, nil
 	case closed:
 		writeProblem(w, http.StatusServiceUnavailable, "the service is shutting down")
@@ -170,9 +172,9 @@ func (s *Server) serveHTTP(path string) http.HandlerFunc {
 // unavailable answers a request whose workspace could not be reached.
 func (s *Server) unavailable(w http.ResponseWriter, ctx context.Context, rt *route, err error) {
 	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, errRevoked):
+	case revoked(cause):
 		s.metrics.proxyErrors.WithLabelValues(errKindRevoked).Inc()
-		writeProblem(w, http.StatusGone, "the workspace was removed")
+		writeProblem(w, http.StatusGone, cause.Error())
 	case errors.Is(cause, errShutdown):
 		writeProblem(w, http.StatusServiceUnavailable, "the service is shutting down")
 	case ctx.Err() != nil:
@@ -243,8 +245,8 @@ func (s *Server) relay(ctx context.Context, rt *route, front, back *websocket.Co
 	case <-ctx.Done():
 		cause := context.Cause(ctx)
 		code, reason := websocket.StatusGoingAway, "server shutting down"
-		if errors.Is(cause, errRevoked) {
-			code, reason = websocket.StatusGoingAway, CodeWorkspaceUnavailable+": the workspace was removed"
+		if revoked(cause) {
+			code, reason = websocket.StatusGoingAway, CodeWorkspaceUnavailable+": "+cause.Error()
 			s.metrics.proxyErrors.WithLabelValues(errKindRevoked).Inc()
 		}
 		closeBoth(front, back, code, reason)

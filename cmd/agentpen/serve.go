@@ -42,8 +42,9 @@ the capability in each base_url, derived from a server key kept in <state root>/
 
 SIGINT or SIGTERM stops it gracefully: proxy sessions are closed (1001), operations in flight
 get --shutdown-timeout to finish (then a bring-up is cancelled and rolls back), and every
-campaign stays up and journalled, unless --cleanup-on-exit removes them (verified). The API
-key of the campaigns' grader comes from agentpen's environment, as for agentpen up.
+campaign stays up and journalled, unless --cleanup-on-exit removes them (verified). One
+serve per state root: it holds <state root>/api/serve.lock while it runs. The API key of the
+campaigns' grader comes from agentpen's environment, as for agentpen up.
 Exit status: 0 stopped cleanly, 1 failure (with --cleanup-on-exit: a cleanup not verified,
 even after SIGINT/SIGTERM), 2 bad input (flags, the token, the server key), 3 daemon
 unreachable, 4 conflict (another agentpen serve holds the state root, or the address is in
@@ -74,7 +75,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&sf.tlsKey, "tls-key", "", "TLS private key file")
 	fs.StringVar(&sf.debugListen, "debug-listen", "", "serve net/http/pprof at /debug/pprof/ on this loopback address (127.0.0.1:6060); off by default")
 	fs.BoolVar(&sf.insecure, "insecure-listen", false, "allow a non-loopback address without TLS (the token and capabilities then travel in clear)")
-	fs.BoolVar(&sf.cleanupOnExit, "cleanup-on-exit", false, "remove every campaign the service holds when it stops (by exact id, verified)")
+	fs.BoolVar(&sf.cleanupOnExit, "cleanup-on-exit", false, "when it stops, remove every campaign of the state root that is not removed (by exact id, verified)")
 	fs.DurationVar(&sf.shutdown, "shutdown-timeout", api.DefaultShutdownGrace, "how long operations in flight may take to finish when stopping")
 	fs.DurationVar(&sf.readyTimeout, "ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
 	fs.IntVar(&sf.parallel, "parallel", adapter.DefaultParallelism, "workspaces created at once, per campaign")
