@@ -63,7 +63,10 @@
 // workspace's unix socket (the workbench accepts host root, which the
 // proxy runs as). Frames and bodies pass unchanged but for the task
 // binding: every reset (and every stateless HTTP step) is given the
-// workspace's task_id, whatever the client sent. A workspace that does
+// workspace's task_id, whatever the client sent, and a WebSocket step
+// while the session holds no episode of that task (before its first
+// reset, or after a reset that failed) is answered by the proxy with
+// OpenEnv's error frame (EXECUTION_ERROR) and never relayed. A workspace that does
 // not answer is a 502 problem before any upgrade; one lost during a
 // session closes the client with 1011 and a reason that says so.
 //

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -232,9 +233,10 @@ func (s *Server) relay(ctx context.Context, rt *route, front, back *websocket.Co
 	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	ends := make(chan end, 2)
+	ss := &session{front: front}
 	var wg sync.WaitGroup
-	wg.Go(func() { ends <- end{fromClient: true, err: pumpClient(pctx, front, back, rt.taskID)} })
-	wg.Go(func() { ends <- end{err: pump(pctx, back, front)} })
+	wg.Go(func() { ends <- end{fromClient: true, err: ss.pumpClient(pctx, back, rt.taskID)} })
+	wg.Go(func() { ends <- end{err: ss.pumpWorkspace(pctx, back)} })
 	defer wg.Wait()
 	defer back.CloseNow()
 	defer front.CloseNow()
@@ -281,40 +283,167 @@ func closeBoth(first, second *websocket.Conn, code websocket.StatusCode, reason 
 	second.Close(code, reason)
 }
 
-// pump copies every message from src to dst as it comes, streamed.
-func pump(ctx context.Context, src, dst *websocket.Conn) error {
-	for {
-		typ, rd, err := src.Reader(ctx)
-		if err != nil {
-			return err
-		}
-		wr, err := dst.Writer(ctx, typ)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(wr, rd); err != nil {
-			wr.Close()
-			return err
-		}
-		if err := wr.Close(); err != nil {
-			return err
-		}
-	}
+// session is the proxy's view of one episode session, for the task
+// binding. OpenEnv's server answers every client frame with exactly one
+// frame, in order (a close, which ends the session, excepted), so the
+// proxy knows which frames the workspace has still to answer, and from
+// the answer to each reset whether the workspace now holds an episode of
+// the bound task. A step is relayed only then: before the session's first
+// reset, or after a reset that failed, the workbench would start an
+// episode of its default task for the step (not the bound one), so the
+// proxy answers the step itself with OpenEnv's error frame, in the
+// step's place among the replies, and relays nothing.
+type session struct {
+	front *websocket.Conn
+
+	mu sync.Mutex
+	// pending are the frames relayed and not yet answered, and the
+	// refusals queued behind them, in the client's order.
+	pending []pendingFrame
+	// resets counts the resets in pending; bound is true when none is and
+	// the workspace answered the latest with an observation.
+	resets int
+	bound  bool
 }
 
+// pendingFrame is a relayed frame awaiting its answer, or (refusal set) a
+// step the proxy answers itself, in turn.
+type pendingFrame struct {
+	reset   bool
+	refusal []byte
+}
+
+// stepRefusal is the proxy's answer to a step it does not relay: OpenEnv's
+// error frame (the code an environment's failing step gets), which
+// OpenEnv's clients raise as "Server error: ... (code: EXECUTION_ERROR)".
+var stepRefusal = encode(map[string]any{"type": "error", "data": map[string]any{
+	"code":    "EXECUTION_ERROR",
+	"message": "no episode is running in this session: send a reset first (a step before the first reset, or after a reset that failed, is not relayed)",
+}})
+
 // pumpClient copies the client's messages to the workspace, each read
-// whole (at most MaxFrameBytes) so a reset's task can be set.
-func pumpClient(ctx context.Context, front, back *websocket.Conn, taskID string) error {
+// whole (at most MaxFrameBytes) so a reset's task can be set and a step
+// without an episode of the bound task refused.
+func (ss *session) pumpClient(ctx context.Context, back *websocket.Conn, taskID string) error {
 	for {
-		typ, msg, err := front.Read(ctx)
+		typ, msg, err := ss.front.Read(ctx)
 		if err != nil {
 			return err
 		}
+		kind := ""
 		if typ == websocket.MessageText {
+			kind = frameType(msg)
+		}
+		if kind == "reset" {
 			msg = rewriteFrame(msg, taskID)
+		}
+		relay, err := ss.relayed(ctx, kind)
+		if err != nil {
+			return err
+		}
+		if !relay {
+			continue
 		}
 		if err := back.Write(ctx, typ, msg); err != nil {
 			return err
 		}
 	}
+}
+
+// relayed records a client frame of the given type ("reset", "step", or
+// "" for any other) before it is relayed, and reports whether to relay
+// it: a step without an episode of the bound task is answered with
+// stepRefusal instead, at once when nothing is pending, else after the
+// answers to the frames before it.
+func (ss *session) relayed(ctx context.Context, kind string) (bool, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if kind == "step" && !ss.bound {
+		if len(ss.pending) == 0 {
+			return false, ss.front.Write(ctx, websocket.MessageText, stepRefusal)
+		}
+		ss.pending = append(ss.pending, pendingFrame{refusal: stepRefusal})
+		return false, nil
+	}
+	if kind == "reset" {
+		ss.resets++
+		ss.bound = false
+	}
+	ss.pending = append(ss.pending, pendingFrame{reset: kind == "reset"})
+	return true, nil
+}
+
+// answered records that the workspace answered the oldest pending frame
+// (observation: the answer was an observation frame) and sends the
+// refusals queued behind it.
+func (ss *session) answered(ctx context.Context, observation bool) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if len(ss.pending) > 0 {
+		if ss.pending[0].reset {
+			ss.resets--
+			ss.bound = ss.resets == 0 && observation
+		}
+		ss.pending = ss.pending[1:]
+	}
+	for len(ss.pending) > 0 && ss.pending[0].refusal != nil {
+		if err := ss.front.Write(ctx, websocket.MessageText, ss.pending[0].refusal); err != nil {
+			return err
+		}
+		ss.pending = ss.pending[1:]
+	}
+	return nil
+}
+
+// awaitsReset reports whether the oldest pending frame is a reset.
+func (ss *session) awaitsReset() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.pending) > 0 && ss.pending[0].reset
+}
+
+// pumpWorkspace copies every message from the workspace to the client as
+// it comes, streamed, but for the answer to a reset, read whole (at most
+// the read limit) to learn whether it is an observation.
+func (ss *session) pumpWorkspace(ctx context.Context, back *websocket.Conn) error {
+	for {
+		typ, rd, err := back.Reader(ctx)
+		if err != nil {
+			return err
+		}
+		// The frame a message answers was recorded before it was relayed,
+		// so it is pending by the time its answer arrives.
+		observation := false
+		if ss.awaitsReset() {
+			msg, err := io.ReadAll(rd)
+			if err != nil {
+				return err
+			}
+			var m struct {
+				Type string `json:"type"`
+			}
+			observation = typ == websocket.MessageText && json.Unmarshal(msg, &m) == nil && m.Type == "observation"
+			if err := ss.front.Write(ctx, typ, msg); err != nil {
+				return err
+			}
+		} else if err := copyMessage(ctx, ss.front, typ, rd); err != nil {
+			return err
+		}
+		if err := ss.answered(ctx, observation); err != nil {
+			return err
+		}
+	}
+}
+
+// copyMessage streams one message to dst.
+func copyMessage(ctx context.Context, dst *websocket.Conn, typ websocket.MessageType, rd io.Reader) error {
+	wr, err := dst.Writer(ctx, typ)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(wr, rd); err != nil {
+		wr.Close()
+		return err
+	}
+	return wr.Close()
 }
