@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -46,7 +47,7 @@ campaign stays up and journalled, unless --cleanup-on-exit removes them (verifie
 serve per state root: it holds <state root>/api/serve.lock while it runs. The API key of the
 campaigns' grader comes from agentpen's environment, as for agentpen up.
 Exit status: 0 stopped cleanly, 1 failure (with --cleanup-on-exit: a cleanup not verified,
-even after SIGINT/SIGTERM), 2 bad input (flags, the token, the server key), 3 daemon
+even after SIGINT/SIGTERM), 2 bad input (flags, the token, TLS files, the server key), 3 daemon
 unreachable, 4 conflict (another agentpen serve holds the state root, or the address is in
 use), 130/143 interrupted while starting.`
 
@@ -95,6 +96,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	token, err := sf.token(getenv)
+	if err != nil {
+		return err
+	}
+	tlsConfig, err := sf.tlsConfig()
 	if err != nil {
 		return err
 	}
@@ -147,9 +152,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	served := make(chan error, 1)
 	go func() {
-		if sf.tlsCert != "" {
-			hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-			served <- hs.ServeTLS(ln, sf.tlsCert, sf.tlsKey)
+		if tlsConfig != nil {
+			hs.TLSConfig = tlsConfig
+			served <- hs.ServeTLS(ln, "", "")
 			return
 		}
 		served <- hs.Serve(ln)
@@ -204,14 +209,31 @@ func (sf *serveFlags) checkListen() error {
 		}
 		return nil
 	}
-	host, _, err := net.SplitHostPort(sf.listen)
+	host, port, err := net.SplitHostPort(sf.listen)
 	if err != nil {
 		return cli.Usagef("--listen %q: want host:port or unix:///path (%v)", sf.listen, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return cli.Usagef("--listen %q: want host:port or unix:///path (port %q is not a number in 0..65535)", sf.listen, port)
 	}
 	if !loopback(host) && sf.tlsCert == "" && !sf.insecure {
 		return cli.Usagef("--listen %s is not a loopback address: give --tls-cert and --tls-key, or --insecure-listen to serve the token and capabilities in clear", sf.listen)
 	}
 	return nil
+}
+
+// tlsConfig loads --tls-cert and --tls-key (nil without them): files
+// that cannot be read or do not pair are bad input, found before anything
+// listens.
+func (sf *serveFlags) tlsConfig() (*tls.Config, error) {
+	if sf.tlsCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(sf.tlsCert, sf.tlsKey)
+	if err != nil {
+		return nil, &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("--tls-cert %s, --tls-key %s: %w", sf.tlsCert, sf.tlsKey, err)}
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}, nil
 }
 
 // listener opens --listen (checked by checkListen) and returns the public
@@ -258,6 +280,9 @@ func loopback(host string) bool {
 // listenUnix listens on a unix socket (mode 0600), replacing a stale
 // socket nobody answers on, never another file.
 func listenUnix(path string) (net.Listener, error) {
+	if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
+		return nil, &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("--listen unix://%s: no directory %s", path, filepath.Dir(path))}
+	}
 	if st, err := os.Lstat(path); err == nil {
 		if st.Mode()&os.ModeSocket == 0 {
 			return nil, &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("--listen unix://%s: exists and is not a socket", path)}

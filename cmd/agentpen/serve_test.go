@@ -53,6 +53,11 @@ func TestServeUsage(t *testing.T) {
 		{"unix_empty", []string{"--listen", "unix://"}, nil, "--listen unix://: the socket path must be absolute"},
 		{"unix_relative", []string{"--listen", "unix://api.sock"}, nil, "--listen unix://api.sock: the socket path must be absolute"},
 		{"missing_token_file", []string{"--token-file", filepath.Join(dir, "nope")}, nil, "--token-file " + filepath.Join(dir, "nope") + ": no such file"},
+		{"bad_port", []string{"--listen", "127.0.0.1:99999"}, nil, "--listen \"127.0.0.1:99999\": want host:port"},
+		{"tls_files_missing", []string{"--tls-cert", filepath.Join(dir, "c.pem"), "--tls-key", filepath.Join(dir, "k.pem")},
+			map[string]string{"AGENTPEN_SERVE_TOKEN": "0123456789abcdef0123"}, "--tls-cert " + filepath.Join(dir, "c.pem") + ", --tls-key " + filepath.Join(dir, "k.pem") + ": open"},
+		{"socket_dir_missing", []string{"--listen", "unix://" + filepath.Join(dir, "nodir", "api.sock")},
+			map[string]string{"AGENTPEN_SERVE_TOKEN": "0123456789abcdef0123"}, "--listen unix://" + filepath.Join(dir, "nodir", "api.sock") + ": no directory " + filepath.Join(dir, "nodir")},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := map[string]string{"HOME": dir, "DOCKER_HOST": ""}
