@@ -285,10 +285,11 @@ func (s *Server) snapshotOf(st adapter.CampaignState) snapshot {
 	if readJSON(filepath.Join(dir, attest.FileName), &att) == nil && !att.AttestedAt.Before(g.Started) {
 		snap.att = &att
 	}
-	var rep cleanupReport
-	if readJSON(filepath.Join(dir, adapter.CleanupReportFile), &rep) == nil {
-		if gen := rep.generation(); gen == g.N && rep.instance(gen) == g.Instance {
-			snap.cleanup = &rep.Report
+	var rep cleanup.Report
+	var of reportGeneration
+	if path := filepath.Join(dir, adapter.CleanupReportFile); readJSON(path, &rep) == nil && readJSON(path, &of) == nil {
+		if gen := of.generation(); gen == g.N && of.instance(gen) == g.Instance {
+			snap.cleanup = &rep
 		} else {
 			snap.cleanupGen = gen
 		}
@@ -297,16 +298,17 @@ func (s *Server) snapshotOf(st adapter.CampaignState) snapshot {
 	return snap
 }
 
-// cleanupReport is a stored cleanup.json, read with the generation it
-// was made for: its own top-level "generation" when the report has one,
-// else the newest of the generations it lists (a cleanup covers every
-// generation of the journal it read).
-type cleanupReport struct {
-	cleanup.Report
-	Generation int `json:"generation"`
+// reportGeneration is which generation a stored cleanup.json was made
+// for: its own top-level "generation" when the report has one, else the
+// newest of the generations it lists (a cleanup covers every generation
+// of the journal it read). It is decoded apart from the report, which is
+// served as it is.
+type reportGeneration struct {
+	Generation  int                      `json:"generation"`
+	Generations []cleanup.GenerationInfo `json:"generations"`
 }
 
-func (r *cleanupReport) generation() int {
+func (r *reportGeneration) generation() int {
 	if r.Generation > 0 {
 		return r.Generation
 	}
@@ -318,7 +320,7 @@ func (r *cleanupReport) generation() int {
 }
 
 // instance is the nonce the report lists for generation n ("" for none).
-func (r *cleanupReport) instance(n int) string {
+func (r *reportGeneration) instance(n int) string {
 	for _, g := range r.Generations {
 		if g.N == n {
 			return g.Instance

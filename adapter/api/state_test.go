@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/attest"
+	"github.com/agentpen/agentpen/campaign"
 	"github.com/coder/websocket"
 )
 
@@ -273,5 +276,47 @@ func TestNoSuchCampaign(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound || strings.Count(p.Detail, `"nope"`) != 1 || strings.Count(p.Detail, "nope") != 1 {
 			t.Errorf("%s %s: %d %q, want 404 naming the campaign once", tt.method, tt.path, resp.StatusCode, p.Detail)
 		}
+	}
+}
+
+// TestStateOf: the state each journal shape reads as.
+func TestStateOf(t *testing.T) {
+	res := func(removed ...bool) []campaign.Resource {
+		var out []campaign.Resource
+		for i, r := range removed {
+			out = append(out, campaign.Resource{Gen: 2, Kind: campaign.KindContainer, ID: fmt.Sprint("id", i), Removed: r})
+		}
+		return out
+	}
+	gen1Gone := campaign.Generation{N: 1, Resources: []campaign.Resource{{Gen: 1, ID: "old", Removed: true}}}
+	ok, failed := &attest.Report{OK: true}, &attest.Report{OK: false}
+	for _, tt := range []struct {
+		name string
+		st   adapter.CampaignState
+		att  *attest.Report
+		want string
+	}{
+		{"ready", adapter.CampaignState{Ready: true, Generations: []campaign.Generation{{N: 1, Resources: res(false, false)}}}, ok, StateReady},
+		{"ready_unattested", adapter.CampaignState{Ready: true, Generations: []campaign.Generation{{N: 1, Resources: res(false)}}}, nil, StateReady},
+		{"attestation_failed", adapter.CampaignState{Ready: true, Generations: []campaign.Generation{{N: 1, Resources: res(false)}}}, failed, StateAttestationFailed},
+		{"killed_create", adapter.CampaignState{Generations: []campaign.Generation{{N: 1, Resources: res(false, false)}}}, nil, StateStartingOrFailed},
+		{"removal_interrupted", adapter.CampaignState{Ready: true, Generations: []campaign.Generation{{N: 1, Resources: res(true, false)}}}, ok, StateCleanupFailed},
+		{"cleanup_failed", adapter.CampaignState{Ready: true, LastCleanup: "failed", LastCleanupGen: 2,
+			Generations: []campaign.Generation{gen1Gone, {N: 2, Resources: res(false)}}}, ok, StateCleanupFailed},
+		{"cleanup_failed_nothing_live", adapter.CampaignState{Ready: true, LastCleanup: "failed", LastCleanupGen: 1,
+			Generations: []campaign.Generation{{N: 1, Resources: res(true)}}}, ok, StateCleanupFailed},
+		{"removed", adapter.CampaignState{Ready: true, LastCleanup: "verified", LastCleanupGen: 1,
+			Generations: []campaign.Generation{{N: 1, Resources: res(true, true)}}}, ok, StateRemoved},
+		// A failed cleanup of generation 1 says nothing of generation 2.
+		{"earlier_cleanup_failed", adapter.CampaignState{Ready: true, LastCleanup: "failed", LastCleanupGen: 1,
+			Generations: []campaign.Generation{gen1Gone, {N: 2, Resources: res(false)}}}, ok, StateReady},
+		{"earlier_generation_live", adapter.CampaignState{Ready: true,
+			Generations: []campaign.Generation{{N: 1, Resources: []campaign.Resource{{Gen: 1, ID: "old"}}}, {N: 2, Resources: res(false)}}}, ok, StateCleanupFailed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := stateOf(tt.st, tt.att); got != tt.want {
+				t.Errorf("got %s, want %s", got, tt.want)
+			}
+		})
 	}
 }
