@@ -189,7 +189,8 @@ func (s *Server) unavailable(w http.ResponseWriter, ctx context.Context, rt *rou
 
 // serveWS relays one WebSocket episode session: the workspace is dialled
 // first (a workspace that does not answer is a 502 before any upgrade),
-// then frames flow both ways unchanged, but for the task of a reset.
+// then frames flow both ways unchanged, but for the task of a reset and
+// a step while the session holds no episode of that task (see session).
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	rt, done := s.proxyRoute(w, r)
 	if rt == nil {

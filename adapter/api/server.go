@@ -280,7 +280,10 @@ func (s *Server) read(id string) (snapshot, error) {
 func (s *Server) snapshotOf(st adapter.CampaignState) snapshot {
 	snap := snapshot{st: st}
 	g := st.Latest()
-	dir := s.be.CampaignDir(st.CampaignID)
+	dir := st.Dir
+	if dir == "" {
+		dir = s.be.CampaignDir(st.CampaignID)
+	}
 	var att attest.Report
 	if readJSON(filepath.Join(dir, attest.FileName), &att) == nil && !att.AttestedAt.Before(g.Started) {
 		snap.att = &att
@@ -433,7 +436,10 @@ func (s *Server) render(id string, snap snapshot, seq uint64, reconcile bool) (v
 		}
 		s.revokeLocked(e, cause)
 	}
-	v = CampaignView{CampaignID: id, Generation: g.N, State: state, StateDir: s.be.CampaignDir(id), Workspaces: []WorkspaceView{}}
+	v = CampaignView{CampaignID: id, Generation: g.N, State: state, StateDir: snap.st.Dir, Workspaces: []WorkspaceView{}}
+	if v.StateDir == "" {
+		v.StateDir = s.be.CampaignDir(id)
+	}
 	if snap.att != nil {
 		v.Attestation = &ReportRef{OK: snap.att.OK, Path: filepath.Join(v.StateDir, attest.FileName)}
 	}
