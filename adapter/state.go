@@ -23,6 +23,10 @@ type CampaignState struct {
 	// LastCleanup is the status of the latest generation's last cleanup
 	// or rollback ("verified", "failed"; "" for none since it began).
 	LastCleanup string
+	// LastCleanupGen is the latest generation begun when the last cleanup
+	// was journalled (0 for none): the last cleanup came after the latest
+	// generation began when it equals Latest().N.
+	LastCleanupGen int
 	// RemovalStarted is true when a removal of one of the latest
 	// generation's resources was journalled after it was ready (a down
 	// that did not finish, or one that was killed).
@@ -189,11 +193,13 @@ func readCampaignState(dir string) CampaignState {
 	}
 	latest := st.Latest().N
 	orphans := map[string]bool{} // ids agentpen orphans --remove journalled
+	begun := 0
 	for _, r := range c.Records {
 		switch {
 		case r.Op == campaign.OpBegin:
 			// A cleanup of an earlier generation says nothing of this one.
 			st.LastCleanup = ""
+			begun = max(begun, r.Gen)
 		case r.Op == campaign.OpCreated && r.Note == orphanNote:
 			orphans[r.ID] = true
 		case r.Op == campaign.OpRemoved && r.Gen == latest && st.Ready && r.ID != "" && !orphans[r.ID]:
@@ -203,7 +209,24 @@ func readCampaignState(dir string) CampaignState {
 			st.Ready = true
 		case strings.HasPrefix(r.Note, "cleanup "):
 			st.LastCleanup = strings.TrimPrefix(r.Note, "cleanup ")
+			st.LastCleanupGen = begun
 		}
 	}
 	return st
+}
+
+// State reads one campaign's journal in the state root; the error wraps
+// ErrNoCampaign when the state root has none, and is the state's Err
+// (the state is returned with it, for listing) when it cannot be used. It talks to no daemon, and
+// reads the files on every call: another process may change them.
+func (a *Adapter) State(campaignID string) (CampaignState, error) {
+	if err := campaign.CheckID("campaign_id", campaignID); err != nil {
+		return CampaignState{}, err
+	}
+	dir := a.CampaignDir(campaignID)
+	st := readCampaignState(dir)
+	if errors.Is(st.Err, os.ErrNotExist) {
+		return CampaignState{}, noCampaign(campaignID, dir)
+	}
+	return st, st.Err
 }

@@ -128,7 +128,7 @@ func TestCreateTooLarge(t *testing.T) {
 
 // TestCreateGetDelete walks one campaign through the API on the fake
 // adapter: 201 with base_urls, get, list, workspaces, delete (the cleanup
-// report), then 404.
+// report), then removed.
 func TestCreateGetDelete(t *testing.T) {
 	checkNoLeaks(t)
 	be := newFakeBackend(t)
@@ -185,12 +185,20 @@ func TestCreateGetDelete(t *testing.T) {
 			t.Errorf("metrics after delete lack %q", want)
 		}
 	}
-	for _, path := range []string{"/v1/campaigns/camp-1", "/v1/campaigns/camp-1/workspaces"} {
-		resp, b := ts.do(t, http.MethodGet, path, nil, true)
-		if resp.StatusCode != http.StatusNotFound {
-			t.Errorf("GET %s after delete: %d %s", path, resp.StatusCode, b)
-		}
-		decodeProblem(t, resp, b)
+	// Removed: still listed and shown, with its cleanup, and nothing to
+	// hand out.
+	if resp, b := ts.do(t, http.MethodGet, "/v1/campaigns/camp-1", nil, true); resp.StatusCode != http.StatusOK ||
+		!strings.Contains(string(b), `"state":"removed"`) || !strings.Contains(string(b), `"status":"verified"`) || strings.Contains(string(b), "base_url") {
+		t.Errorf("GET after delete: %d %s", resp.StatusCode, b)
+	}
+	resp, b = ts.do(t, http.MethodGet, "/v1/campaigns/camp-1/workspaces", nil, true)
+	if p := decodeProblem(t, resp, b); resp.StatusCode != http.StatusConflict || !strings.Contains(p.Detail, "is removed") {
+		t.Errorf("workspaces after delete: %d %s", resp.StatusCode, b)
+	}
+	// A second DELETE answers the stored report and removes nothing.
+	before := len(be.mutating())
+	if resp, b := ts.do(t, http.MethodDelete, "/v1/campaigns/camp-1", nil, true); resp.StatusCode != http.StatusOK || len(be.mutating()) != before {
+		t.Errorf("second delete: %d %s, calls %v", resp.StatusCode, b, be.mutating()[before:])
 	}
 	if resp, b := ts.do(t, http.MethodGet, "/v1/campaigns/bad%20id", nil, true); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "path.id") {
 		t.Errorf("bad id: %d %s", resp.StatusCode, b)
@@ -237,7 +245,7 @@ func TestDeleteNotVerified(t *testing.T) {
 }
 
 // TestCreateNotAttested: a campaign that does not attest is removed and
-// never handed out.
+// never handed out: it is listed as removed, with no base_url.
 func TestCreateNotAttested(t *testing.T) {
 	be := newFakeBackend(t)
 	be.attestOK = false
@@ -249,7 +257,7 @@ func TestCreateNotAttested(t *testing.T) {
 	if got := be.mutating(); !slices.Equal(got, []string{"BringUp camp-1", "Attest camp-1", "Cleanup camp-1"}) {
 		t.Errorf("calls %v", got)
 	}
-	if _, b := ts.do(t, http.MethodGet, "/v1/campaigns", nil, true); !strings.Contains(string(b), `"campaigns":[]`) {
+	if _, b := ts.do(t, http.MethodGet, "/v1/campaigns", nil, true); !strings.Contains(string(b), `"state":"removed"`) || strings.Contains(string(b), "base_url") {
 		t.Errorf("listed: %s", b)
 	}
 }

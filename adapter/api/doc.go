@@ -28,15 +28,23 @@
 //
 // # Campaigns
 //
-// The service holds the campaigns it created or loaded (Load, at start:
-// every campaign of the state root whose latest generation is up, so a
-// restart keeps serving them; a campaign agentpen up made is loaded on
-// first use). Operations on one campaign are serialised by a mutex of its
-// own; the adapter also holds the campaign's flock across processes, and
-// different campaigns proceed in parallel. A create whose client goes
-// away is cancelled, and the adapter rolls the bring-up back by exact id.
-// Close leaves every campaign up and journalled; CleanupAll removes them
-// (agentpen serve --cleanup-on-exit).
+// A campaign's state is read from its files (journal, attestation.json,
+// cleanup.json) on every request, never remembered: the list holds every
+// campaign of the state root, and a campaign another process brought up,
+// attested or removed, or that a killed create or delete left half made,
+// reads as it is (ready, attestation_failed, starting_or_failed,
+// cleanup_failed, removed). The service keeps in memory only its own
+// operations in progress (creating, deleting) and the proxy's table,
+// which each read reconciles with the files: only a ready campaign's
+// workspaces are served. DELETE removes whatever the journal records as
+// live, in any state (adapter.Cleanup, as agentpen down). Operations on
+// one campaign are serialised by a mutex of its own; the adapter also
+// holds the campaign's flock across processes, and different campaigns
+// proceed in parallel. A create whose client goes away is cancelled, and
+// the adapter rolls the bring-up back by exact id. Close leaves every
+// campaign up and journalled; CleanupAll removes every campaign that is
+// not removed (agentpen serve --cleanup-on-exit). One service serves a
+// state root (LockStateRoot).
 //
 // # Episode proxy
 //
@@ -55,7 +63,10 @@
 // workspace's unix socket (the workbench accepts host root, which the
 // proxy runs as). Frames and bodies pass unchanged but for the task
 // binding: every reset (and every stateless HTTP step) is given the
-// workspace's task_id, whatever the client sent. A workspace that does
+// workspace's task_id, whatever the client sent, and a WebSocket step
+// while the session holds no episode of that task (before its first
+// reset, or after a reset that failed) is answered by the proxy with
+// OpenEnv's error frame (EXECUTION_ERROR) and never relayed. A workspace that does
 // not answer is a 502 problem before any upgrade; one lost during a
 // session closes the client with 1011 and a reason that says so.
 //

@@ -230,6 +230,13 @@ func playOracle(t *testing.T, baseURL, bound, asked string) {
 		return
 	}
 	defer e.close()
+	// A step before any reset is refused by the proxy with OpenEnv's
+	// error frame: it never reaches the workspace, where it would start
+	// an episode of the catalogue's default task.
+	if _, err := e.step("list_files", map[string]any{}); err == nil || !strings.Contains(err.Error(), "EXECUTION_ERROR") || !strings.Contains(err.Error(), "reset") {
+		t.Errorf("%s: a step before any reset: %v, want an EXECUTION_ERROR frame saying to reset first", bound, err)
+		return
+	}
 	instruction, served, err := e.reset(asked)
 	if err != nil {
 		t.Errorf("%s: reset: %v", bound, err)
@@ -555,7 +562,8 @@ func TestAPIClientGoneRollsBack(t *testing.T) {
 	if !bytes.Contains(b, []byte("bring-up failed")) || !bytes.Contains(b, []byte("cleanup verified")) {
 		t.Errorf("the journal does not record the rollback:\n%s", b)
 	}
-	if code, b := l.call(t, http.MethodGet, "/v1/campaigns", nil); code != http.StatusOK || !bytes.Contains(b, []byte(`"campaigns":[]`)) {
+	// Listed as removed (its journal says so), with nothing to hand out.
+	if code, b := l.call(t, http.MethodGet, "/v1/campaigns", nil); code != http.StatusOK || !bytes.Contains(b, []byte(`"state":"removed"`)) || bytes.Contains(b, []byte("base_url")) {
 		t.Errorf("after the rollback: %d %s", code, b)
 	}
 }

@@ -89,7 +89,8 @@ func operationProblem(what string, err error) error {
 		return specProblem(err)
 	case errors.Is(err, adapter.ErrNoCampaign), errors.Is(err, adapter.ErrNotUp):
 		status = http.StatusNotFound
-	case errors.Is(err, adapter.ErrConflict), errors.Is(err, adapter.ErrLocked):
+	case errors.Is(err, adapter.ErrConflict), errors.Is(err, adapter.ErrLocked),
+		errors.Is(err, campaign.ErrJournalCorrupt), errors.Is(err, campaign.ErrUntrusted):
 		status = http.StatusConflict
 	case errors.Is(err, adapter.ErrDaemonUnreachable):
 		status = http.StatusServiceUnavailable

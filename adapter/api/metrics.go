@@ -35,7 +35,7 @@ func newMetrics() *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		campaigns: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "agentpen_campaigns", Help: "Campaigns this service holds (creating, ready, deleting or with a failed cleanup).",
+			Name: "agentpen_campaigns", Help: "Campaigns whose workspaces this service serves (ready), or that it is creating or deleting.",
 		}),
 		workspaces: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "agentpen_workspaces", Help: "Workspaces of ready campaigns reachable through the episode proxy.",

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -48,12 +49,6 @@ type route struct {
 	cancel                      context.CancelCauseFunc
 }
 
-// Why a route's context ends.
-var (
-	errRevoked  = errors.New("the workspace was removed")
-	errShutdown = errors.New("the service is shutting down")
-)
-
 func newRoute(campaignID, agentID, taskID, socket, capab string) *route {
 	rt := &route{key: capKey(capab), campaignID: campaignID, agentID: agentID, taskID: taskID, socket: socket}
 	rt.ctx, rt.cancel = context.WithCancelCause(context.Background())
@@ -69,9 +64,17 @@ func newRoute(campaignID, agentID, taskID, socket, capab string) *route {
 	return rt
 }
 
-func (rt *route) revoke() {
-	rt.cancel(errRevoked)
+// revoke ends the route's sessions and requests; cause (errRevoked or
+// errNotAttested) says why, to the client.
+func (rt *route) revoke(cause error) {
+	rt.cancel(cause)
 	rt.client.CloseIdleConnections()
+}
+
+// revoked reports whether a route's context ended because its campaign
+// stopped being served (removed, or failed its attestation).
+func revoked(cause error) bool {
+	return errors.Is(cause, errRevoked) || errors.Is(cause, errNotAttested)
 }
 
 func (rt *route) shutdown() {
@@ -113,7 +116,7 @@ func (s *Server) proxyRoute(w http.ResponseWriter, r *http.Request) (rt *route, 
 	switch {
 	case rt == nil:
 		s.metrics.proxyErrors.WithLabelValues(errKindUnknown).Inc()
-		writeProblem(w, http.StatusNotFound, "no such workspace: the capability is unknown or its workspace was removed")
+		writeProblem(w, http.StatusNotFound, "no such workspace: the capability is unknown, or its workspace is no longer served")
 		return nil, nil
 	case closed:
 		writeProblem(w, http.StatusServiceUnavailable, "the service is shutting down")
@@ -170,9 +173,9 @@ func (s *Server) serveHTTP(path string) http.HandlerFunc {
 // unavailable answers a request whose workspace could not be reached.
 func (s *Server) unavailable(w http.ResponseWriter, ctx context.Context, rt *route, err error) {
 	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, errRevoked):
+	case revoked(cause):
 		s.metrics.proxyErrors.WithLabelValues(errKindRevoked).Inc()
-		writeProblem(w, http.StatusGone, "the workspace was removed")
+		writeProblem(w, http.StatusGone, cause.Error())
 	case errors.Is(cause, errShutdown):
 		writeProblem(w, http.StatusServiceUnavailable, "the service is shutting down")
 	case ctx.Err() != nil:
@@ -186,7 +189,8 @@ func (s *Server) unavailable(w http.ResponseWriter, ctx context.Context, rt *rou
 
 // serveWS relays one WebSocket episode session: the workspace is dialled
 // first (a workspace that does not answer is a 502 before any upgrade),
-// then frames flow both ways unchanged, but for the task of a reset.
+// then frames flow both ways unchanged, but for the task of a reset and
+// a step while the session holds no episode of that task (see session).
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	rt, done := s.proxyRoute(w, r)
 	if rt == nil {
@@ -230,9 +234,10 @@ func (s *Server) relay(ctx context.Context, rt *route, front, back *websocket.Co
 	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	ends := make(chan end, 2)
+	ss := &session{front: front}
 	var wg sync.WaitGroup
-	wg.Go(func() { ends <- end{fromClient: true, err: pumpClient(pctx, front, back, rt.taskID)} })
-	wg.Go(func() { ends <- end{err: pump(pctx, back, front)} })
+	wg.Go(func() { ends <- end{fromClient: true, err: ss.pumpClient(pctx, back, rt.taskID)} })
+	wg.Go(func() { ends <- end{err: ss.pumpWorkspace(pctx, back)} })
 	defer wg.Wait()
 	defer back.CloseNow()
 	defer front.CloseNow()
@@ -243,8 +248,8 @@ func (s *Server) relay(ctx context.Context, rt *route, front, back *websocket.Co
 	case <-ctx.Done():
 		cause := context.Cause(ctx)
 		code, reason := websocket.StatusGoingAway, "server shutting down"
-		if errors.Is(cause, errRevoked) {
-			code, reason = websocket.StatusGoingAway, CodeWorkspaceUnavailable+": the workspace was removed"
+		if revoked(cause) {
+			code, reason = websocket.StatusGoingAway, CodeWorkspaceUnavailable+": "+cause.Error()
 			s.metrics.proxyErrors.WithLabelValues(errKindRevoked).Inc()
 		}
 		closeBoth(front, back, code, reason)
@@ -279,40 +284,167 @@ func closeBoth(first, second *websocket.Conn, code websocket.StatusCode, reason 
 	second.Close(code, reason)
 }
 
-// pump copies every message from src to dst as it comes, streamed.
-func pump(ctx context.Context, src, dst *websocket.Conn) error {
-	for {
-		typ, rd, err := src.Reader(ctx)
-		if err != nil {
-			return err
-		}
-		wr, err := dst.Writer(ctx, typ)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(wr, rd); err != nil {
-			wr.Close()
-			return err
-		}
-		if err := wr.Close(); err != nil {
-			return err
-		}
-	}
+// session is the proxy's view of one episode session, for the task
+// binding. OpenEnv's server answers every client frame with exactly one
+// frame, in order (a close, which ends the session, excepted), so the
+// proxy knows which frames the workspace has still to answer, and from
+// the answer to each reset whether the workspace now holds an episode of
+// the bound task. A step is relayed only then: before the session's first
+// reset, or after a reset that failed, the workbench would start an
+// episode of its default task for the step (not the bound one), so the
+// proxy answers the step itself with OpenEnv's error frame, in the
+// step's place among the replies, and relays nothing.
+type session struct {
+	front *websocket.Conn
+
+	mu sync.Mutex
+	// pending are the frames relayed and not yet answered, and the
+	// refusals queued behind them, in the client's order.
+	pending []pendingFrame
+	// resets counts the resets in pending; bound is true when none is and
+	// the workspace answered the latest with an observation.
+	resets int
+	bound  bool
 }
 
+// pendingFrame is a relayed frame awaiting its answer, or (refusal set) a
+// step the proxy answers itself, in turn.
+type pendingFrame struct {
+	reset   bool
+	refusal []byte
+}
+
+// stepRefusal is the proxy's answer to a step it does not relay: OpenEnv's
+// error frame (the code an environment's failing step gets), which
+// OpenEnv's clients raise as "Server error: ... (code: EXECUTION_ERROR)".
+var stepRefusal = encode(map[string]any{"type": "error", "data": map[string]any{
+	"code":    "EXECUTION_ERROR",
+	"message": "no episode is running in this session: send a reset first (a step before the first reset, or after a reset that failed, is not relayed)",
+}})
+
 // pumpClient copies the client's messages to the workspace, each read
-// whole (at most MaxFrameBytes) so a reset's task can be set.
-func pumpClient(ctx context.Context, front, back *websocket.Conn, taskID string) error {
+// whole (at most MaxFrameBytes) so a reset's task can be set and a step
+// without an episode of the bound task refused.
+func (ss *session) pumpClient(ctx context.Context, back *websocket.Conn, taskID string) error {
 	for {
-		typ, msg, err := front.Read(ctx)
+		typ, msg, err := ss.front.Read(ctx)
 		if err != nil {
 			return err
 		}
+		kind := ""
 		if typ == websocket.MessageText {
+			kind = frameType(msg)
+		}
+		if kind == "reset" {
 			msg = rewriteFrame(msg, taskID)
+		}
+		relay, err := ss.relayed(ctx, kind)
+		if err != nil {
+			return err
+		}
+		if !relay {
+			continue
 		}
 		if err := back.Write(ctx, typ, msg); err != nil {
 			return err
 		}
 	}
+}
+
+// relayed records a client frame of the given type ("reset", "step", or
+// "" for any other) before it is relayed, and reports whether to relay
+// it: a step without an episode of the bound task is answered with
+// stepRefusal instead, at once when nothing is pending, else after the
+// answers to the frames before it.
+func (ss *session) relayed(ctx context.Context, kind string) (bool, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if kind == "step" && !ss.bound {
+		if len(ss.pending) == 0 {
+			return false, ss.front.Write(ctx, websocket.MessageText, stepRefusal)
+		}
+		ss.pending = append(ss.pending, pendingFrame{refusal: stepRefusal})
+		return false, nil
+	}
+	if kind == "reset" {
+		ss.resets++
+		ss.bound = false
+	}
+	ss.pending = append(ss.pending, pendingFrame{reset: kind == "reset"})
+	return true, nil
+}
+
+// answered records that the workspace answered the oldest pending frame
+// (observation: the answer was an observation frame) and sends the
+// refusals queued behind it.
+func (ss *session) answered(ctx context.Context, observation bool) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if len(ss.pending) > 0 {
+		if ss.pending[0].reset {
+			ss.resets--
+			ss.bound = ss.resets == 0 && observation
+		}
+		ss.pending = ss.pending[1:]
+	}
+	for len(ss.pending) > 0 && ss.pending[0].refusal != nil {
+		if err := ss.front.Write(ctx, websocket.MessageText, ss.pending[0].refusal); err != nil {
+			return err
+		}
+		ss.pending = ss.pending[1:]
+	}
+	return nil
+}
+
+// awaitsReset reports whether the oldest pending frame is a reset.
+func (ss *session) awaitsReset() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.pending) > 0 && ss.pending[0].reset
+}
+
+// pumpWorkspace copies every message from the workspace to the client as
+// it comes, streamed, but for the answer to a reset, read whole (at most
+// the read limit) to learn whether it is an observation.
+func (ss *session) pumpWorkspace(ctx context.Context, back *websocket.Conn) error {
+	for {
+		typ, rd, err := back.Reader(ctx)
+		if err != nil {
+			return err
+		}
+		// The frame a message answers was recorded before it was relayed,
+		// so it is pending by the time its answer arrives.
+		observation := false
+		if ss.awaitsReset() {
+			msg, err := io.ReadAll(rd)
+			if err != nil {
+				return err
+			}
+			var m struct {
+				Type string `json:"type"`
+			}
+			observation = typ == websocket.MessageText && json.Unmarshal(msg, &m) == nil && m.Type == "observation"
+			if err := ss.front.Write(ctx, typ, msg); err != nil {
+				return err
+			}
+		} else if err := copyMessage(ctx, ss.front, typ, rd); err != nil {
+			return err
+		}
+		if err := ss.answered(ctx, observation); err != nil {
+			return err
+		}
+	}
+}
+
+// copyMessage streams one message to dst.
+func copyMessage(ctx context.Context, dst *websocket.Conn, typ websocket.MessageType, rd io.Reader) error {
+	wr, err := dst.Writer(ctx, typ)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(wr, rd); err != nil {
+		wr.Close()
+		return err
+	}
+	return wr.Close()
 }

@@ -28,7 +28,10 @@ import (
 // for a few commands: "BIG" sends an observation of bigObservation bytes,
 // "SLOW" echoes after slowReply, "CLOSE" closes with 1000 "idle timeout",
 // "DIE" drops the connection without a close frame, "PING" pings the
-// proxy. Over HTTP it answers {"socket": name, "path": p, "body": b}.
+// proxy; a reset frame ({"type":"reset"}) is answered with an observation
+// naming the task it asked for, or with OpenEnv's error frame when its
+// data holds "fail". Over HTTP it answers {"socket": name, "path": p,
+// "body": b}.
 type fakeWorkbench struct {
 	name   string
 	socket string
@@ -129,12 +132,35 @@ func (fw *fakeWorkbench) serveWS(w http.ResponseWriter, r *http.Request) {
 				c.Write(ctx, websocket.MessageText, []byte(reply))
 			})
 		default:
+			if reply, ok := resetReply(msg); ok {
+				err = c.Write(ctx, websocket.MessageText, reply)
+				break
+			}
 			err = c.Write(ctx, typ, msg)
 		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// resetReply is the fake's answer to a reset frame (ok false for any
+// other frame): an observation whose metadata names the task asked for,
+// or an EXECUTION_ERROR when the reset's data holds "fail".
+func resetReply(msg []byte) ([]byte, bool) {
+	var m struct {
+		Type string         `json:"type"`
+		Data map[string]any `json:"data"`
+	}
+	if json.Unmarshal(msg, &m) != nil || m.Type != "reset" {
+		return nil, false
+	}
+	if _, fail := m.Data["fail"]; fail {
+		return []byte(`{"type":"error","data":{"message":"reset failed","code":"EXECUTION_ERROR"}}`), true
+	}
+	b, _ := json.Marshal(map[string]any{"type": "observation", "data": map[string]any{
+		"observation": map[string]any{"task": "t"}, "reward": nil, "done": false, "metadata": map[string]any{"task_id": m.Data["task_id"]}}})
+	return b, true
 }
 
 func (fw *fakeWorkbench) received() ([][]byte, []websocket.MessageType) {
@@ -349,6 +375,91 @@ func TestProxyResetRewritten(t *testing.T) {
 		if string(got[i]) != frames[i] {
 			t.Errorf("frame %d changed: %s", i, got[i])
 		}
+	}
+}
+
+// TestProxyStepBeforeReset: a step before the session's first reset, or
+// after a reset the workspace refused, is answered by the proxy with
+// OpenEnv's error frame and never reaches the workspace (whose episode
+// would otherwise start on its default task, not the bound one); the
+// refusal comes after the replies to the frames sent before it.
+func TestProxyStepBeforeReset(t *testing.T) {
+	checkNoLeaks(t)
+	f := newProxyFixture(t)
+	v := f.create(t, "camp-1", "software/median@7")
+	c := dialEpisode(t, v.Workspaces[0].BaseURL)
+	ctx := t.Context()
+	step := `{"type":"step","data":{"tool":"list_files","args":{}}}`
+	exchange := func(frame string) map[string]any {
+		t.Helper()
+		if err := c.Write(ctx, websocket.MessageText, []byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		json.Unmarshal(b, &m)
+		if m == nil {
+			m = map[string]any{"raw": string(b)}
+		}
+		return m
+	}
+	refused := func(m map[string]any) bool {
+		d, _ := m["data"].(map[string]any)
+		msg, _ := d["message"].(string)
+		return m["type"] == "error" && d["code"] == "EXECUTION_ERROR" && strings.Contains(msg, "reset")
+	}
+	steps := func() int {
+		got, _ := f.bench("camp-1-0").received()
+		n := 0
+		for _, m := range got {
+			if strings.Contains(string(m), `"type":"step"`) {
+				n++
+			}
+		}
+		return n
+	}
+	if m := exchange(step); !refused(m) {
+		t.Fatalf("a step before any reset: %v, want the proxy's EXECUTION_ERROR", m)
+	}
+	if m := exchange(`{"type":"state"}`); m["type"] != "state" {
+		t.Fatalf("state after the refusal: %v (the session must stay open)", m)
+	}
+	if m := exchange(`{"type":"reset","data":{"task_id":"sql/top_customer"}}`); m["type"] != "observation" {
+		t.Fatalf("reset: %v", m)
+	}
+	if m := exchange(step); m["type"] != "step" {
+		t.Fatalf("a step after the reset was not relayed: %v", m)
+	}
+	if m := exchange(`{"type":"reset","data":{"fail":true}}`); m["type"] != "error" {
+		t.Fatalf("a failing reset: %v", m)
+	}
+	if m := exchange(step); !refused(m) {
+		t.Fatalf("a step after a failed reset: %v, want the proxy's EXECUTION_ERROR", m)
+	}
+	if n := steps(); n != 1 {
+		t.Fatalf("%d steps reached the workspace, want only the one after the reset", n)
+	}
+	// Pipelined: the refusal is the reply to the step, after the reply
+	// to the frame sent before it.
+	c2 := dialEpisode(t, v.Workspaces[0].BaseURL)
+	for _, fr := range []string{"SLOW", step} {
+		if err := c2.Write(ctx, websocket.MessageText, []byte(fr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, b, err := c2.Read(ctx); err != nil || string(b) != "SLOW" {
+		t.Fatalf("first reply %q (%v), want SLOW's", b, err)
+	}
+	_, b, err := c2.Read(ctx)
+	var m map[string]any
+	if err != nil || json.Unmarshal(b, &m) != nil || !refused(m) {
+		t.Fatalf("second reply %q (%v), want the step's refusal", b, err)
+	}
+	if n := steps(); n != 1 {
+		t.Fatalf("%d steps reached the workspace", n)
 	}
 }
 

@@ -16,15 +16,30 @@ import (
 // JSON, not an object, data not an object) is relayed unchanged for it to
 // refuse.
 
+// frameType is a client frame's "type" as the workbench decodes it ("" for
+// a frame that is not a JSON object with a string type).
+func frameType(msg []byte) string {
+	_, typ := decodeFrame(msg)
+	return typ
+}
+
+func decodeFrame(msg []byte) (map[string]json.RawMessage, string) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(msg, &obj) != nil || obj == nil {
+		return nil, ""
+	}
+	var typ string
+	if raw, ok := obj["type"]; !ok || json.Unmarshal(raw, &typ) != nil {
+		return nil, ""
+	}
+	return obj, typ
+}
+
 // rewriteFrame returns a client frame with a reset's task_id set to
 // taskID, re-encoded; any other frame is returned as it is.
 func rewriteFrame(msg []byte, taskID string) []byte {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(msg, &obj) != nil || obj == nil {
-		return msg
-	}
-	var typ string
-	if raw, ok := obj["type"]; !ok || json.Unmarshal(raw, &typ) != nil || typ != "reset" {
+	obj, typ := decodeFrame(msg)
+	if typ != "reset" {
 		return msg
 	}
 	data := map[string]json.RawMessage{}

@@ -104,3 +104,52 @@ func TestRewriteBody(t *testing.T) {
 		})
 	}
 }
+
+// wouldStepOn decodes an HTTP /step body as the workbench does (valid
+// JSON, an object, the last of repeated keys, action an object) and
+// returns the task_id it resets the fresh environment to before the step
+// ("" for its default task); step is false when the workbench refuses
+// the body without stepping.
+func wouldStepOn(body []byte) (task string, step bool) {
+	if !json.Valid(body) {
+		return "", false
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil || obj == nil {
+		return "", false
+	}
+	var action map[string]json.RawMessage
+	if json.Unmarshal(obj["action"], &action) != nil || action == nil {
+		return "", false
+	}
+	json.Unmarshal(obj["task_id"], &task) // a string, else ""
+	return task, true
+}
+
+var stepBodies = []string{
+	`{"action":{"tool":"list_files","args":{}}}`,
+	`{"action":{"tool":"list_files","args":{}},"task_id":"sql/top_customer"}`,
+	`{"action":{},"task_id":null}`,
+	`{"action":{},"task_id":7}`,
+	`{"action":{},"task_id":"x","task_id":"y"}`,
+	`{"act\u0069on":{},"t\u0061sk_id":"x"}`,
+	`{"action":null}`,
+	`[{"action":{}}]`,
+	``,
+	`{"action":{}} {}`,
+}
+
+// FuzzRewriteBodyStep: whatever body a client sends to HTTP /step, a
+// body the workbench steps on resets it to the bound task first: no
+// stateless step plays the default task.
+func FuzzRewriteBodyStep(f *testing.F) {
+	for _, b := range stepBodies {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out := rewriteBody(in, bound, false)
+		if task, step := wouldStepOn(out); step && task != bound {
+			t.Fatalf("%q -> %q: a step on task %q", in, out, task)
+		}
+	})
+}

@@ -2,11 +2,9 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -27,12 +25,14 @@ import (
 type CampaignView struct {
 	CampaignID string `json:"campaign_id" doc:"The campaign's id, as in the spec"`
 	Generation int    `json:"generation" doc:"Which bring-up of this campaign id this is (1 for the first)"`
-	State      string `json:"state" enum:"creating,ready,deleting,cleanup_failed" doc:"creating, ready (workspaces reachable), deleting, cleanup_failed (DELETE again to retry)"`
+	State      string `json:"state" enum:"creating,ready,attestation_failed,starting_or_failed,deleting,cleanup_failed,removed,unusable" doc:"Read from the campaign's journal on every request. creating and deleting: this service's operation in progress; ready: up and attested, workspaces served; attestation_failed: its latest attestation failed, workspaces not served (attest again, or DELETE); starting_or_failed: resources live but its bring-up never finished (killed, or running in another process): DELETE; cleanup_failed: a removal not verified or interrupted: DELETE again; removed: nothing of it is live; unusable: its journal is corrupt, or its state directory or journal is owned or writable by another user: nothing is done with it (error says why; agentpen ls and docs/troubleshooting.md)"`
 	StateDir   string `json:"state_dir" doc:"The campaign's state directory on the service's host (journal, spec, reports)"`
-	// Workspaces are in the spec's order.
+	// Workspaces are in the spec's order; empty unless the state is
+	// ready.
 	Workspaces  []WorkspaceView `json:"workspaces"`
-	Attestation *ReportRef      `json:"attestation,omitempty" doc:"The attestation made at create (GET .../attestation for the report)"`
-	Cleanup     *ReportRef      `json:"cleanup,omitempty" doc:"The last cleanup, when one failed"`
+	Attestation *ReportRef      `json:"attestation,omitempty" doc:"The latest attestation of this generation (GET .../attestation for the report)"`
+	Cleanup     *ReportRef      `json:"cleanup,omitempty" doc:"The last cleanup of this generation, when there is one (GET .../cleanup for the report)"`
+	Error       string          `json:"error,omitempty" doc:"Why the state is unusable"`
 }
 
 // WorkspaceView is one workspace: its opaque agent id, its task (for the
@@ -53,7 +53,7 @@ type ReportRef struct {
 }
 
 type campaignIDParam struct {
-	ID string `path:"id" doc:"Campaign id" maxLength:"128"`
+	ID string `path:"id" doc:"Campaign id"`
 }
 
 type createInput struct {
@@ -104,18 +104,20 @@ func (s *Server) registerOperations(api huma.API) {
 	}, s.createCampaign)
 	huma.Register(api, huma.Operation{
 		OperationID: "listCampaigns", Method: http.MethodGet, Path: "/v1/campaigns", Tags: tags,
-		Summary: "List the campaigns the service holds", Errors: []int{http.StatusUnauthorized},
+		Summary: "List every campaign of the service's state root, each with the state its journal says", Errors: []int{http.StatusUnauthorized},
 	}, s.listCampaigns)
 	huma.Register(api, huma.Operation{
 		OperationID: "getCampaign", Method: http.MethodGet, Path: "/v1/campaigns/{id}", Tags: tags,
-		Summary: "Get a campaign (one that is up in the state root, made by agentpen up, is served too)", Errors: one,
+		Summary: "Get a campaign of the state root, with the state its journal says (one agentpen up made is served too)", Errors: one,
 	}, s.getCampaign)
 	huma.Register(api, huma.Operation{
 		OperationID: "deleteCampaign", Method: http.MethodDelete, Path: "/v1/campaigns/{id}", Tags: tags,
 		Summary: "Remove a campaign by exact id and verify; returns the cleanup report",
-		Description: "Its workspaces' capabilities are revoked first (sessions closed with 1001). 200 only when the cleanup " +
-			"is verified; a cleanup that is not verified is a 500 problem naming the failed checks (the report is at " +
-			"GET .../cleanup), and the campaign stays listed as cleanup_failed: DELETE again to retry.",
+		Description: "Removes whatever its journal records as live, in any state (a bring-up or a removal that was killed " +
+			"included), as agentpen down does. Its workspaces' capabilities are revoked first (sessions closed with 1001). " +
+			"200 only when the cleanup is verified; a cleanup that is not verified is a 500 problem naming the failed checks " +
+			"(the report is at GET .../cleanup), and the campaign reads cleanup_failed: DELETE again to retry. A campaign " +
+			"already removed answers 200 with its stored report, removing nothing.",
 		Errors: one,
 	}, s.deleteCampaign)
 	huma.Register(api, huma.Operation{
@@ -126,16 +128,19 @@ func (s *Server) registerOperations(api huma.API) {
 		OperationID: "attestCampaign", Method: http.MethodPost, Path: "/v1/campaigns/{id}/attestation", Tags: tags,
 		Summary: "Attest the campaign now and return the fresh report",
 		Description: "Probes run inside the containers and read the grader's counters: run it before handing workspaces " +
-			"to agents (an attestation while agents grade sees their calls and fails closed).",
+			"to agents (an attestation while agents grade sees their calls and fails closed). A report that is not ok " +
+			"makes the campaign attestation_failed: its workspaces are no longer served (open sessions are closed with " +
+			"1001) until an attestation passes again; DELETE removes it. Only a campaign that is up (ready or " +
+			"attestation_failed) is attested (409 otherwise).",
 		Errors: one,
 	}, s.attestCampaign)
 	huma.Register(api, huma.Operation{
 		OperationID: "getAttestation", Method: http.MethodGet, Path: "/v1/campaigns/{id}/attestation", Tags: tags,
-		Summary: "The stored attestation report", Errors: one,
+		Summary: "The stored attestation report of the latest generation", Errors: one,
 	}, s.getAttestation)
 	huma.Register(api, huma.Operation{
 		OperationID: "getCleanup", Method: http.MethodGet, Path: "/v1/campaigns/{id}/cleanup", Tags: tags,
-		Summary: "The stored cleanup report", Errors: one,
+		Summary: "The stored cleanup report of the latest generation (404 while that generation has none)", Errors: one,
 	}, s.getCleanup)
 	// The create body is read raw (campaign.DecodeSpec gives line, column
 	// and every unknown field); the document still names its schema.
@@ -169,30 +174,28 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*campaign
 	}
 	defer done()
 	id := spec.CampaignID
-	e := &entry{id: id, state: StateCreating}
-	s.mu.Lock()
-	if _, taken := s.campaigns[id]; taken {
-		s.mu.Unlock()
-		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q exists: delete it first", id))
+	e := s.entry(id)
+	if !e.op.TryLock() {
+		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q: this service is creating, attesting or deleting it: retry once that ends", id))
 	}
-	s.campaigns[id] = e
-	e.op.Lock()
-	s.gaugesLocked()
-	s.mu.Unlock()
 	defer e.op.Unlock()
-	drop := func() {
-		s.mu.Lock()
-		delete(s.campaigns, id)
-		s.gaugesLocked()
-		s.mu.Unlock()
+	// An id whose journal has anything live is refused in the API's terms;
+	// BringUp refuses it again under the campaign's lock (another process
+	// may bring it up meanwhile).
+	if snap, err := s.read(id); err == nil && len(snap.st.Live()) > 0 {
+		return nil, existsProblem(id, snap)
 	}
+	s.begin(e, StateCreating)
+	defer s.end(e)
 
 	start := time.Now()
 	c, err := s.be.BringUp(ctx, spec)
 	if err != nil {
-		drop()
 		s.metrics.bringUp.WithLabelValues("failed").Observe(time.Since(start).Seconds())
 		s.log.Warn("create failed", "campaign", id, "request_id", RequestID(ctx), "cancelled", ctx.Err() != nil)
+		if snap, rerr := s.read(id); errors.Is(err, adapter.ErrCampaignExists) && rerr == nil {
+			return nil, existsProblem(id, snap)
+		}
 		return nil, operationProblem("bring-up", err)
 	}
 	rep, err := s.be.Attest(ctx, id, s.cfg.Attest)
@@ -203,7 +206,6 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*campaign
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*adapter.DefaultCleanupTimeout)
 		defer cancel()
 		crep, cerr := s.be.Cleanup(rctx, id)
-		drop()
 		s.metrics.bringUp.WithLabelValues("not_attested").Observe(time.Since(start).Seconds())
 		var details []*huma.ErrorDetail
 		if rep != nil {
@@ -212,8 +214,10 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*campaign
 			}
 		}
 		removal := "removed by exact id: cleanup " + string(statusOf(crep))
-		if cerr != nil {
+		if cerr != nil && crep == nil {
 			removal += " (" + cerr.Error() + ")"
+		} else if crep != nil && !crep.OK {
+			removal += ": DELETE /v1/campaigns/" + id + " to retry"
 		}
 		detail := "the campaign did not attest and was not handed out; " + removal
 		if err != nil {
@@ -223,14 +227,25 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*campaign
 	}
 	s.metrics.bringUp.WithLabelValues("ready").Observe(time.Since(start).Seconds())
 	s.mu.Lock()
-	e.camp, e.state = c, StateReady
-	e.attest = &ReportRef{OK: rep.OK, Path: filepath.Join(c.Dir, attest.FileName)}
-	s.publishLocked(e)
-	view := s.viewLocked(e)
+	s.publishLocked(e, c)
+	e.busy = ""
+	e.seq++
+	s.gaugesLocked()
 	s.mu.Unlock()
+	view, err := s.view(id)
+	if err != nil {
+		return nil, operationProblem("create", err)
+	}
 	s.log.Info("campaign created", "campaign", id, "workspaces", len(c.Workspaces), "request_id", RequestID(ctx),
 		"took_ms", time.Since(start).Milliseconds())
 	return &campaignOutput{Location: "/v1/campaigns/" + id, Body: view}, nil
+}
+
+// existsProblem is the 409 of a create whose id has live resources, in
+// the API's terms.
+func existsProblem(id string, snap snapshot) error {
+	return problem(http.StatusConflict, fmt.Sprintf("campaign %q already exists: its generation %d is %s with %d resources live; DELETE /v1/campaigns/%s removes it, then create it again",
+		id, snap.st.Latest().N, snap.state, len(snap.st.Live()), id))
 }
 
 func statusOf(r *cleanup.Report) cleanup.Status {
@@ -240,37 +255,18 @@ func statusOf(r *cleanup.Report) cleanup.Status {
 	return r.Status
 }
 
-// viewLocked renders an entry. s.mu is held.
-func (s *Server) viewLocked(e *entry) CampaignView {
-	v := CampaignView{CampaignID: e.id, State: e.state, StateDir: s.be.CampaignDir(e.id), Attestation: e.attest, Cleanup: e.cleanup, Workspaces: []WorkspaceView{}}
-	if e.camp == nil {
-		return v
+// campaignProblem maps an error of reading or operating on a campaign
+// onto a problem; a campaign the state root has no journal of is a 404
+// that names it once.
+func campaignProblem(id, what string, err error) error {
+	var ve *campaign.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return pathProblem(err)
+	case errors.Is(err, adapter.ErrNoCampaign):
+		return problem(http.StatusNotFound, fmt.Sprintf("no such campaign %q in this service's state root (GET /v1/campaigns lists them)", id))
 	}
-	p := e.camp.Plan
-	v.Generation = p.Generation
-	if e.state != StateReady {
-		return v // revoked: no base_url to hand out
-	}
-	for i, ws := range e.camp.Workspaces {
-		capab := capability(s.cfg.Key, p.CampaignID, p.Instance, ws.AgentID)
-		v.Workspaces = append(v.Workspaces, WorkspaceView{
-			Index: i, AgentID: ws.AgentID, TaskID: p.Agents[i].Spec.TaskID,
-			BaseURL: s.cfg.PublicURL + episodePrefix + "/" + capab,
-		})
-	}
-	return v
-}
-
-// entryFor validates the id and finds (or loads) the campaign.
-func (s *Server) entryFor(id string) (*entry, error) {
-	if err := campaign.CheckID("id", id); err != nil {
-		return nil, pathProblem(err)
-	}
-	e, err := s.lookup(id)
-	if err != nil {
-		return nil, operationProblem("campaign "+id, err)
-	}
-	return e, nil
+	return operationProblem(what, err)
 }
 
 // pathProblem is a 400 for a bad path parameter.
@@ -283,48 +279,70 @@ func pathProblem(err error) error {
 }
 
 func (s *Server) listCampaigns(ctx context.Context, _ *struct{}) (*listOutput, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	states, err := s.be.Campaigns()
+	if err != nil {
+		return nil, operationProblem("list", err)
+	}
 	out := &listOutput{}
 	out.Body.Campaigns = []CampaignView{}
-	for _, e := range s.campaigns {
-		out.Body.Campaigns = append(out.Body.Campaigns, s.viewLocked(e))
+	seen := map[string]bool{}
+	for _, st := range states {
+		seq := s.seqOf(st.CampaignID)
+		v, fresh := s.render(st.CampaignID, s.snapshotOf(st), seq, true)
+		if !fresh {
+			// An operation ended under the read: read this one again.
+			if v2, err := s.view(st.CampaignID); err == nil {
+				v = v2
+			}
+		}
+		out.Body.Campaigns = append(out.Body.Campaigns, v)
+		seen[st.CampaignID] = true
 	}
+	// Campaigns this service is creating whose journal is not written yet.
+	s.mu.Lock()
+	for id, e := range s.campaigns {
+		if e.busy == StateCreating && !seen[id] {
+			out.Body.Campaigns = append(out.Body.Campaigns, CampaignView{CampaignID: id, State: StateCreating, StateDir: s.be.CampaignDir(id), Workspaces: []WorkspaceView{}})
+		}
+	}
+	s.mu.Unlock()
 	slices.SortFunc(out.Body.Campaigns, func(a, b CampaignView) int { return strings.Compare(a.CampaignID, b.CampaignID) })
 	return out, nil
 }
 
 func (s *Server) getCampaign(ctx context.Context, in *campaignIDParam) (*campaignOutput, error) {
-	e, err := s.entryFor(in.ID)
-	if err != nil {
-		return nil, err
+	if err := campaign.CheckID("id", in.ID); err != nil {
+		return nil, pathProblem(err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return &campaignOutput{Location: "/v1/campaigns/" + e.id, Body: s.viewLocked(e)}, nil
+	v, err := s.view(in.ID)
+	if err != nil {
+		return nil, campaignProblem(in.ID, "read", err)
+	}
+	return &campaignOutput{Location: "/v1/campaigns/" + in.ID, Body: v}, nil
 }
 
 func (s *Server) listWorkspaces(ctx context.Context, in *campaignIDParam) (*workspacesOutput, error) {
-	e, err := s.entryFor(in.ID)
-	if err != nil {
-		return nil, err
+	if err := campaign.CheckID("id", in.ID); err != nil {
+		return nil, pathProblem(err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e.state != StateReady {
-		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q is %s: its workspaces are not reachable", e.id, e.state))
+	v, err := s.view(in.ID)
+	if err != nil {
+		return nil, campaignProblem(in.ID, "read", err)
+	}
+	if v.State != StateReady {
+		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q is %s: its workspaces are not served (GET /v1/campaigns/%s says more)", in.ID, v.State, in.ID))
 	}
 	out := &workspacesOutput{}
-	out.Body.CampaignID = e.id
-	out.Body.Workspaces = s.viewLocked(e).Workspaces
+	out.Body.CampaignID = in.ID
+	out.Body.Workspaces = v.Workspaces
 	return out, nil
 }
 
 func (s *Server) deleteCampaign(ctx context.Context, in *campaignIDParam) (*cleanupOutput, error) {
-	e, err := s.entryFor(in.ID)
-	if err != nil {
-		return nil, err
+	if err := campaign.CheckID("id", in.ID); err != nil {
+		return nil, pathProblem(err)
 	}
+	id := in.ID
 	ctx, done, err := s.opContext(ctx)
 	if err != nil {
 		return nil, operationProblem("delete", err)
@@ -332,13 +350,13 @@ func (s *Server) deleteCampaign(ctx context.Context, in *campaignIDParam) (*clea
 	defer done()
 	// The removal runs to its end even when the client goes away: a half
 	// removed campaign helps nobody. The adapter bounds it.
-	rep, err := s.remove(context.WithoutCancel(ctx), e)
+	rep, err := s.remove(context.WithoutCancel(ctx), s.entry(id))
 	if err == nil {
-		s.log.Info("campaign deleted", "campaign", e.id, "cleanup", rep.Status, "request_id", RequestID(ctx))
+		s.log.Info("campaign deleted", "campaign", id, "cleanup", rep.Status, "request_id", RequestID(ctx))
 		return &cleanupOutput{Body: rep}, nil
 	}
 	if rep == nil {
-		return nil, operationProblem("delete", err)
+		return nil, campaignProblem(id, "delete", err)
 	}
 	var details []*huma.ErrorDetail
 	for _, c := range rep.FailedChecks {
@@ -349,7 +367,7 @@ func (s *Server) deleteCampaign(ctx context.Context, in *campaignIDParam) (*clea
 	}
 	return nil, problem(http.StatusInternalServerError,
 		fmt.Sprintf("cleanup of %s is %s, NOT verified: the report at GET /v1/campaigns/%s/cleanup (%s) says why; DELETE again to retry",
-			e.id, rep.Status, e.id, s.cleanupPath(e.id)), details...)
+			id, rep.Status, id, s.cleanupPath(id)), details...)
 }
 
 func (s *Server) cleanupPath(id string) string {
@@ -357,57 +375,77 @@ func (s *Server) cleanupPath(id string) string {
 }
 
 func (s *Server) attestCampaign(ctx context.Context, in *campaignIDParam) (*attestOutput, error) {
-	e, err := s.entryFor(in.ID)
-	if err != nil {
-		return nil, err
+	if err := campaign.CheckID("id", in.ID); err != nil {
+		return nil, pathProblem(err)
 	}
+	id := in.ID
 	ctx, done, err := s.opContext(ctx)
 	if err != nil {
 		return nil, operationProblem("attest", err)
 	}
 	defer done()
+	e := s.entry(id)
 	e.op.Lock()
 	defer e.op.Unlock()
-	rep, err := s.be.Attest(ctx, e.id, s.cfg.Attest)
+	snap, err := s.read(id)
+	if err != nil {
+		return nil, campaignProblem(id, "attest", err)
+	}
+	if snap.state != StateReady && snap.state != StateAttestationFailed {
+		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q is %s: only a campaign that is up is attested (GET /v1/campaigns/%s says more)", id, snap.state, id))
+	}
+	rep, err := s.be.Attest(ctx, id, s.cfg.Attest)
+	s.mu.Lock()
+	e.seq++ // the attestation changed the files read before
+	s.mu.Unlock()
 	if err != nil {
 		return nil, operationProblem("attest", err)
 	}
-	s.mu.Lock()
-	e.attest = &ReportRef{OK: rep.OK, Path: filepath.Join(s.be.CampaignDir(e.id), attest.FileName)}
-	s.mu.Unlock()
+	// The new report decides: served when it passed, revoked when not.
+	if _, err := s.view(id); err != nil {
+		return nil, campaignProblem(id, "attest", err)
+	}
+	if !rep.OK {
+		s.log.Warn("campaign failed its attestation: its workspaces are no longer served", "campaign", id,
+			"failed_checks", len(rep.FailedChecks), "request_id", RequestID(ctx))
+	}
 	return &attestOutput{Body: rep}, nil
 }
 
 func (s *Server) getAttestation(ctx context.Context, in *campaignIDParam) (*attestOutput, error) {
-	var rep attest.Report
-	if err := s.readReport(in.ID, attest.FileName, &rep); err != nil {
+	snap, err := s.readFor(in.ID)
+	if err != nil {
 		return nil, err
 	}
-	return &attestOutput{Body: &rep}, nil
+	if snap.att == nil {
+		return nil, problem(http.StatusNotFound, fmt.Sprintf("campaign %q: its generation %d has no attestation report", in.ID, snap.st.Latest().N))
+	}
+	return &attestOutput{Body: snap.att}, nil
 }
 
 func (s *Server) getCleanup(ctx context.Context, in *campaignIDParam) (*cleanupOutput, error) {
-	var rep cleanup.Report
-	if err := s.readReport(in.ID, adapter.CleanupReportFile, &rep); err != nil {
+	snap, err := s.readFor(in.ID)
+	if err != nil {
 		return nil, err
 	}
-	return &cleanupOutput{Body: &rep}, nil
+	if snap.cleanup == nil {
+		detail := fmt.Sprintf("campaign %q: its generation %d (%s) has no cleanup report", in.ID, snap.st.Latest().N, snap.state)
+		if snap.cleanupGen > 0 {
+			detail += fmt.Sprintf("; the stored one is of generation %d", snap.cleanupGen)
+		}
+		return nil, problem(http.StatusNotFound, detail)
+	}
+	return &cleanupOutput{Body: snap.cleanup}, nil
 }
 
-// readReport reads a stored report of a campaign in the state root.
-func (s *Server) readReport(id, name string, v any) error {
+// readFor validates the id and reads the campaign's files.
+func (s *Server) readFor(id string) (snapshot, error) {
 	if err := campaign.CheckID("id", id); err != nil {
-		return pathProblem(err)
+		return snapshot{}, pathProblem(err)
 	}
-	b, err := os.ReadFile(filepath.Join(s.be.CampaignDir(id), name))
-	if errors.Is(err, os.ErrNotExist) {
-		return problem(http.StatusNotFound, fmt.Sprintf("campaign %q has no %s", id, name))
-	}
+	snap, err := s.read(id)
 	if err != nil {
-		return problem(http.StatusInternalServerError, "read report: "+err.Error())
+		return snapshot{}, campaignProblem(id, "read", err)
 	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return problem(http.StatusInternalServerError, fmt.Sprintf("report %s: %v", name, err))
-	}
-	return nil
+	return snap, nil
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"errors"
+	"syscall"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/adapter/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
 )
@@ -12,9 +14,9 @@ import (
 // README).
 const (
 	exitFailure     = 1 // the command failed: a cleanup not verified, a bring-up rolled back
-	exitBadInput    = 2 // a bad command line, spec, campaign id, state root or DOCKER_HOST; a campaign that is not there or not up
+	exitBadInput    = 2 // a bad command line, spec, campaign id, state root, DOCKER_HOST or server key; a campaign that is not there or not up
 	exitUnreachable = 3 // the daemon did not answer
-	exitConflict    = 4 // the campaign exists, is locked, or a twin holds its id
+	exitConflict    = 4 // the campaign exists, is locked, a twin holds its id; another serve holds the state root or the address
 )
 
 // exitCode maps an error to the exit status its class has.
@@ -25,12 +27,12 @@ func exitCode(err error) int {
 		return 0
 	case cli.ExitCode(err) != 1:
 		return cli.ExitCode(err)
-	case errors.Is(err, campaign.ErrInvalid), errors.As(err, &he), errors.Is(err, adapter.ErrNoCampaign),
+	case errors.Is(err, campaign.ErrInvalid), errors.As(err, &he), errors.Is(err, adapter.ErrNoCampaign), errors.Is(err, api.ErrKeyRefused),
 		errors.Is(err, adapter.ErrNotUp), errors.Is(err, adapter.ErrStateRoot), errors.Is(err, campaign.ErrUntrusted):
 		return exitBadInput
 	case errors.Is(err, adapter.ErrDaemonUnreachable):
 		return exitUnreachable
-	case errors.Is(err, adapter.ErrConflict), errors.Is(err, adapter.ErrLocked):
+	case errors.Is(err, adapter.ErrConflict), errors.Is(err, adapter.ErrLocked), errors.Is(err, api.ErrStateRootLocked), errors.Is(err, syscall.EADDRINUSE):
 		return exitConflict
 	}
 	return exitFailure

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,10 +54,12 @@ func newCLIEnv(t *testing.T) *cliEnv {
 func (e *cliEnv) getenv(k string) string { return e.env[k] }
 
 // run runs agentpen with args and returns stdout, stderr and the exit
-// status main would use.
+// status main would use. The test's context is not passed on: it is
+// cancelled before the test's cleanups run, and a cleanup's down must
+// still remove what a failed test left.
 func (e *cliEnv) run(args ...string) (string, string, int) {
 	var out, errb bytes.Buffer
-	err := run(e.t.Context(), args, &out, &errb, e.getenv)
+	err := run(context.WithoutCancel(e.t.Context()), args, &out, &errb, e.getenv)
 	if msg := messageFor(err); msg != "" {
 		errb.WriteString(msg + "\n")
 	}

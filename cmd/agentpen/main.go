@@ -24,6 +24,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -76,9 +77,17 @@ func runMain(args []string, getenv func(string) string) int {
 	if msg := cli.Message("agentpen", err); msg != "" {
 		fmt.Fprintln(os.Stderr, msg)
 	}
-	code := exitCode(err)
-	if s := caught.Load(); s != 0 && err != nil {
-		code = 128 + int(s)
+	return exitStatus(err, syscall.Signal(caught.Load()))
+}
+
+// exitStatus is the process's exit status for what run returned after
+// the signal sig (0 for none) was caught: 128+sig for a command the
+// signal interrupted, else the error's own class; an error of what serve
+// does after the signal that is its normal stop keeps its own class.
+func exitStatus(err error, sig syscall.Signal) int {
+	var se *stoppedError
+	if sig != 0 && err != nil && !errors.As(err, &se) {
+		return 128 + int(sig)
 	}
-	return code
+	return exitCode(err)
 }

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -41,10 +43,13 @@ the capability in each base_url, derived from a server key kept in <state root>/
 
 SIGINT or SIGTERM stops it gracefully: proxy sessions are closed (1001), operations in flight
 get --shutdown-timeout to finish (then a bring-up is cancelled and rolls back), and every
-campaign stays up and journalled, unless --cleanup-on-exit removes them (verified). The API
-key of the campaigns' grader comes from agentpen's environment, as for agentpen up.
-Exit status: 0 stopped cleanly, 1 failure (with --cleanup-on-exit: a cleanup not verified),
-2 bad input, 3 daemon unreachable.`
+campaign stays up and journalled, unless --cleanup-on-exit removes them (verified). One
+serve per state root: it holds <state root>/api/serve.lock while it runs. The API key of the
+campaigns' grader comes from agentpen's environment, as for agentpen up.
+Exit status: 0 stopped cleanly, 1 failure (with --cleanup-on-exit: a cleanup not verified,
+even after SIGINT/SIGTERM), 2 bad input (flags, the token, TLS files, the server key), 3 daemon
+unreachable, 4 conflict (another agentpen serve holds the state root, or the address is in
+use), 130/143 interrupted while starting.`
 
 type serveFlags struct {
 	listen, publicURL       string
@@ -71,7 +76,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&sf.tlsKey, "tls-key", "", "TLS private key file")
 	fs.StringVar(&sf.debugListen, "debug-listen", "", "serve net/http/pprof at /debug/pprof/ on this loopback address (127.0.0.1:6060); off by default")
 	fs.BoolVar(&sf.insecure, "insecure-listen", false, "allow a non-loopback address without TLS (the token and capabilities then travel in clear)")
-	fs.BoolVar(&sf.cleanupOnExit, "cleanup-on-exit", false, "remove every campaign the service holds when it stops (by exact id, verified)")
+	fs.BoolVar(&sf.cleanupOnExit, "cleanup-on-exit", false, "when it stops, remove every campaign of the state root that is not removed (by exact id, verified)")
 	fs.DurationVar(&sf.shutdown, "shutdown-timeout", api.DefaultShutdownGrace, "how long operations in flight may take to finish when stopping")
 	fs.DurationVar(&sf.readyTimeout, "ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
 	fs.IntVar(&sf.parallel, "parallel", adapter.DefaultParallelism, "workspaces created at once, per campaign")
@@ -87,15 +92,30 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
+	if err := sf.checkListen(); err != nil {
+		return err
+	}
+	token, err := sf.token(getenv)
+	if err != nil {
+		return err
+	}
+	tlsConfig, err := sf.tlsConfig()
+	if err != nil {
+		return err
+	}
+	// One service per state root, taken before the server key can be
+	// made and before anything listens: a second one would answer from
+	// its own memory for campaigns the first changes.
+	lock, err := api.LockStateRoot(cf.stateRoot)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
 	ln, publicURL, err := sf.listener()
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
-	token, err := sf.token(getenv)
-	if err != nil {
-		return err
-	}
 	a, err := cf.adapter(ctx, stderr, getenv)
 	if err != nil {
 		return err
@@ -132,9 +152,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	served := make(chan error, 1)
 	go func() {
-		if sf.tlsCert != "" {
-			hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-			served <- hs.ServeTLS(ln, sf.tlsCert, sf.tlsKey)
+		if tlsConfig != nil {
+			hs.TLSConfig = tlsConfig
+			served <- hs.ServeTLS(ln, "", "")
 			return
 		}
 		served <- hs.Serve(ln)
@@ -163,32 +183,69 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		cctx, cancel := context.WithTimeout(context.Background(), 2*adapter.DefaultCleanupTimeout)
 		defer cancel()
 		if err := srv.CleanupAll(cctx); err != nil {
-			return err
+			// The signal was serve's normal end: the status is the
+			// cleanup's (1, not verified), not 130/143.
+			return &stoppedError{fmt.Errorf("--cleanup-on-exit: %w", err)}
 		}
 	}
 	a.Logger.Info("stopped")
 	return nil
 }
 
-// listener opens --listen, refusing a non-loopback TCP address without
-// TLS or --insecure-listen, and returns the public URL base_urls use.
-func (sf *serveFlags) listener() (net.Listener, string, error) {
+// checkListen refuses a --listen (and TLS flags) serve cannot use: a
+// unix socket path that is not absolute (an empty one would be an
+// abstract socket), TLS on a unix socket, a non-loopback address without
+// TLS or --insecure-listen.
+func (sf *serveFlags) checkListen() error {
 	if (sf.tlsCert == "") != (sf.tlsKey == "") {
-		return nil, "", cli.Usagef("--tls-cert and --tls-key go together")
+		return cli.Usagef("--tls-cert and --tls-key go together")
 	}
 	if path, ok := strings.CutPrefix(sf.listen, "unix://"); ok {
-		if sf.tlsCert != "" {
-			return nil, "", cli.Usagef("--listen %s: TLS is for TCP addresses", sf.listen)
+		if !filepath.IsAbs(path) {
+			return cli.Usagef("--listen %s: the socket path must be absolute (unix:///path/to/api.sock)", sf.listen)
 		}
+		if sf.tlsCert != "" {
+			return cli.Usagef("--listen %s: TLS is for TCP addresses", sf.listen)
+		}
+		return nil
+	}
+	host, port, err := net.SplitHostPort(sf.listen)
+	if err != nil {
+		return cli.Usagef("--listen %q: want host:port or unix:///path (%v)", sf.listen, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return cli.Usagef("--listen %q: want host:port or unix:///path (port %q is not a number in 0..65535)", sf.listen, port)
+	}
+	if !loopback(host) && sf.tlsCert == "" && !sf.insecure {
+		return cli.Usagef("--listen %s is not a loopback address: give --tls-cert and --tls-key, or --insecure-listen to serve the token and capabilities in clear", sf.listen)
+	}
+	return nil
+}
+
+// tlsConfig loads --tls-cert and --tls-key (nil without them): files
+// that cannot be read or do not pair are bad input, found before anything
+// listens.
+func (sf *serveFlags) tlsConfig() (*tls.Config, error) {
+	if sf.tlsCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(sf.tlsCert, sf.tlsKey)
+	if err != nil {
+		return nil, &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("--tls-cert %s, --tls-key %s: %w", sf.tlsCert, sf.tlsKey, err)}
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}, nil
+}
+
+// listener opens --listen (checked by checkListen) and returns the public
+// URL base_urls use.
+func (sf *serveFlags) listener() (net.Listener, string, error) {
+	if path, ok := strings.CutPrefix(sf.listen, "unix://"); ok {
 		ln, err := listenUnix(path)
 		return ln, sf.publicURL, err
 	}
 	host, port, err := net.SplitHostPort(sf.listen)
 	if err != nil {
 		return nil, "", cli.Usagef("--listen %q: want host:port or unix:///path (%v)", sf.listen, err)
-	}
-	if !loopback(host) && sf.tlsCert == "" && !sf.insecure {
-		return nil, "", cli.Usagef("--listen %s is not a loopback address: give --tls-cert and --tls-key, or --insecure-listen to serve the token and capabilities in clear", sf.listen)
 	}
 	ln, err := net.Listen("tcp", sf.listen)
 	if err != nil {
@@ -223,13 +280,16 @@ func loopback(host string) bool {
 // listenUnix listens on a unix socket (mode 0600), replacing a stale
 // socket nobody answers on, never another file.
 func listenUnix(path string) (net.Listener, error) {
+	if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
+		return nil, &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("--listen unix://%s: no directory %s", path, filepath.Dir(path))}
+	}
 	if st, err := os.Lstat(path); err == nil {
 		if st.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("listen %s: exists and is not a socket", path)
+			return nil, &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("--listen unix://%s: exists and is not a socket", path)}
 		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			c.Close()
-			return nil, fmt.Errorf("listen %s: another process serves it", path)
+			return nil, fmt.Errorf("listen %s: %w: another process serves it", path, syscall.EADDRINUSE)
 		}
 		os.Remove(path)
 	}
@@ -248,16 +308,25 @@ func (sf *serveFlags) token(getenv func(string) string) ([]byte, error) {
 	var tok string
 	var from string
 	if sf.tokenFile != "" {
+		// A file that is missing, unreadable or readable by others is bad
+		// input (exit 2), like a bad flag value.
+		badFile := func(err error) error {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("--token-file %s: %w", sf.tokenFile, err)}
+		}
 		st, err := os.Stat(sf.tokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("token file: %w", err)
+			return nil, badFile(err)
 		}
 		if st.Mode().Perm()&0o077 != 0 {
 			return nil, cli.Usagef("--token-file %s: mode %#o lets others read it; want 0600", sf.tokenFile, st.Mode().Perm())
 		}
 		b, err := os.ReadFile(sf.tokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("token file: %w", err)
+			return nil, badFile(err)
 		}
 		tok, from = strings.TrimSpace(string(b)), "--token-file "+sf.tokenFile
 	} else {
@@ -268,3 +337,11 @@ func (sf *serveFlags) token(getenv func(string) string) ([]byte, error) {
 	}
 	return []byte(tok), nil
 }
+
+// stoppedError is an error of what serve does after a signal asked it to
+// stop (the --cleanup-on-exit removal): the signal is serve's normal end,
+// so the error keeps its own exit status instead of 130/143.
+type stoppedError struct{ err error }
+
+func (e *stoppedError) Error() string { return e.err.Error() }
+func (e *stoppedError) Unwrap() error { return e.err }

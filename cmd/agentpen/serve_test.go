@@ -11,9 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/adapter/api"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/logbuf"
@@ -48,6 +50,14 @@ func TestServeUsage(t *testing.T) {
 		{"loose_token_file", []string{"--token-file", loose}, nil, "lets others read it"},
 		{"positional", []string{"extra"}, nil, "unexpected argument"},
 		{"debug_not_loopback", []string{"--debug-listen", "0.0.0.0:6060"}, nil, "profiling is served on loopback only"},
+		{"unix_empty", []string{"--listen", "unix://"}, nil, "--listen unix://: the socket path must be absolute"},
+		{"unix_relative", []string{"--listen", "unix://api.sock"}, nil, "--listen unix://api.sock: the socket path must be absolute"},
+		{"missing_token_file", []string{"--token-file", filepath.Join(dir, "nope")}, nil, "--token-file " + filepath.Join(dir, "nope") + ": no such file"},
+		{"bad_port", []string{"--listen", "127.0.0.1:99999"}, nil, "--listen \"127.0.0.1:99999\": want host:port"},
+		{"tls_files_missing", []string{"--tls-cert", filepath.Join(dir, "c.pem"), "--tls-key", filepath.Join(dir, "k.pem")},
+			map[string]string{"AGENTPEN_SERVE_TOKEN": "0123456789abcdef0123"}, "--tls-cert " + filepath.Join(dir, "c.pem") + ", --tls-key " + filepath.Join(dir, "k.pem") + ": open"},
+		{"socket_dir_missing", []string{"--listen", "unix://" + filepath.Join(dir, "nodir", "api.sock")},
+			map[string]string{"AGENTPEN_SERVE_TOKEN": "0123456789abcdef0123"}, "--listen unix://" + filepath.Join(dir, "nodir", "api.sock") + ": no directory " + filepath.Join(dir, "nodir")},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := map[string]string{"HOME": dir, "DOCKER_HOST": ""}
@@ -58,6 +68,67 @@ func TestServeUsage(t *testing.T) {
 			err := run(t.Context(), append([]string{"serve", "--listen", "127.0.0.1:0"}, tt.args...), &out, &errb, func(k string) string { return e[k] })
 			if exitCode(err) != 2 || !strings.Contains(cli.Message("agentpen", err), tt.want) {
 				t.Fatalf("exit %d, message %q, want 2 and %q", exitCode(err), cli.Message("agentpen", err), tt.want)
+			}
+		})
+	}
+}
+
+// TestServeStateRootLocked: a second agentpen serve on a state root
+// another one serves exits 4 before it listens or asks any daemon, and
+// names the lock and the process holding it.
+func TestServeStateRootLocked(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "agentpen")
+	lockPath := filepath.Join(root, "api", "serve.lock")
+	if err := os.MkdirAll(filepath.Dir(lockPath), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The lock as another serve holds it: flock'd, its pid inside.
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("4242\n")
+	env := map[string]string{"XDG_STATE_HOME": dir, "DOCKER_HOST": "", "AGENTPEN_SERVE_TOKEN": "serve-test-token-0123456789"}
+	var out, errb bytes.Buffer
+	err = run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0"}, &out, &errb, func(k string) string { return env[k] })
+	msg := cli.Message("agentpen", err)
+	if exitCode(err) != exitConflict || !strings.Contains(msg, lockPath) || !strings.Contains(msg, "pid 4242") {
+		t.Fatalf("exit %d, message %q; want %d naming %s and pid 4242", exitCode(err), msg, exitConflict, lockPath)
+	}
+	// Released, the state root is served (here: up to the daemon, which
+	// DOCKER_HOST does not name).
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	err = run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0"}, &out, &errb, func(k string) string { return env[k] })
+	if msg := cli.Message("agentpen", err); exitCode(err) != exitBadInput || !strings.Contains(msg, "DOCKER_HOST") {
+		t.Fatalf("after the release: exit %d, message %q", exitCode(err), msg)
+	}
+}
+
+// TestExitStatusAfterSignal: after SIGINT/SIGTERM an interrupted command
+// exits 128+signal; what serve does after the signal that is its normal
+// stop (a --cleanup-on-exit not verified) keeps its own status.
+func TestExitStatusAfterSignal(t *testing.T) {
+	notVerified := fmt.Errorf("campaign %q: %w", "c1", adapter.ErrNotVerified)
+	for _, tt := range []struct {
+		name string
+		err  error
+		sig  syscall.Signal
+		want int
+	}{
+		{"clean_stop", nil, syscall.SIGTERM, 0},
+		{"interrupted", context.Canceled, syscall.SIGINT, 130},
+		{"interrupted_term", notVerified, syscall.SIGTERM, 143},
+		{"cleanup_on_exit_not_verified", &stoppedError{fmt.Errorf("--cleanup-on-exit: %w", notVerified)}, syscall.SIGTERM, exitFailure},
+		{"no_signal", notVerified, 0, exitFailure},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := exitStatus(tt.err, tt.sig); got != tt.want {
+				t.Errorf("exitStatus(%v, %v) = %d, want %d", tt.err, tt.sig, got, tt.want)
 			}
 		})
 	}

@@ -1,0 +1,54 @@
+package adapter
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/agentpen/agentpen/campaign"
+)
+
+// TestState: State reads one campaign's journal from the files on every
+// call, says when the state root has none, and dates the last cleanup by
+// the generation begun before it.
+func TestState(t *testing.T) {
+	a := &Adapter{StateRoot: t.TempDir()}
+	if _, err := a.State("camp-1"); !errors.Is(err, ErrNoCampaign) {
+		t.Fatalf("no journal: %v, want ErrNoCampaign", err)
+	}
+	j, err := campaign.OpenJournal(a.CampaignDir("camp-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	appendAll := func(recs ...campaign.Record) {
+		t.Helper()
+		for _, r := range recs {
+			if err := j.Append(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendAll(
+		campaign.Record{Op: campaign.OpBegin, Gen: 1, Instance: "i1"},
+		campaign.Record{Op: campaign.OpCreated, Gen: 1, Kind: campaign.KindContainer, Name: "c", ID: "id1"},
+		campaign.Record{Op: campaign.OpNote, Gen: 1, Note: "ready"},
+	)
+	st, err := a.State("camp-1")
+	if err != nil || !st.Ready || st.LastCleanup != "" || st.LastCleanupGen != 0 || len(st.Live()) != 1 {
+		t.Fatalf("up: %+v %v", st, err)
+	}
+	appendAll(
+		campaign.Record{Op: campaign.OpRemoved, Gen: 1, Kind: campaign.KindContainer, Name: "c", ID: "id1"},
+		campaign.Record{Op: campaign.OpNote, Note: "cleanup verified"},
+		campaign.Record{Op: campaign.OpBegin, Gen: 2, Instance: "i2"},
+		campaign.Record{Op: campaign.OpCreated, Gen: 2, Kind: campaign.KindContainer, Name: "c", ID: "id2"},
+	)
+	st, err = a.State("camp-1")
+	if err != nil || st.Ready || st.LastCleanup != "verified" || st.LastCleanupGen != 1 || st.Latest().N != 2 || len(st.Live()) != 1 {
+		t.Fatalf("generation 2 starting after generation 1's cleanup: %+v %v", st, err)
+	}
+	appendAll(campaign.Record{Op: campaign.OpNote, Note: "cleanup failed"})
+	if st, err = a.State("camp-1"); err != nil || st.LastCleanup != "failed" || st.LastCleanupGen != 2 {
+		t.Fatalf("a cleanup of generation 2: %+v %v", st, err)
+	}
+}

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/testenv"
+)
+
+// serveProc is agentpen serve run as a process of its own (the test
+// binary, through TestMain), on a unix socket.
+type serveProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	sock   string
+	token  string
+	stderr bytes.Buffer
+	done   chan struct{}
+}
+
+// startServe starts agentpen serve with extra flags on e's state root and
+// waits until it answers.
+func startServe(t *testing.T, e *cliEnv, extra ...string) *serveProc {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &serveProc{t: t, sock: filepath.Join(e.dir, "api.sock"), token: "serve-test-token-0123456789", done: make(chan struct{})}
+	p.cmd = exec.Command(exe, append([]string{"serve", "--listen", "unix://" + p.sock}, extra...)...)
+	p.cmd.Env = []string{"AGENTPEN_TEST_MAIN=1", "AGENTPEN_SERVE_TOKEN=" + p.token}
+	for k, v := range e.env {
+		p.cmd.Env = append(p.cmd.Env, k+"="+v)
+	}
+	p.cmd.Stderr = &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if code, _ := p.call(http.MethodGet, "/healthz", nil); code == http.StatusOK {
+			return p
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("serve ended: %s", p.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not answer on %s:\n%s", p.sock, p.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// call sends one request to the service with the token; code 0 when
+// nothing answered.
+func (p *serveProc) call(method, path string, body []byte) (int, []byte) {
+	hc := &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", p.sock)
+	}}}
+	defer hc.CloseIdleConnections()
+	req, _ := http.NewRequest(method, "http://agentpen"+path, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// stop signals the service and returns its exit status.
+func (p *serveProc) stop(sig syscall.Signal) int {
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Minute):
+		p.t.Fatalf("serve did not stop after %v:\n%s", sig, p.stderr.String())
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// campaignView is the part of a CampaignView these tests read.
+type campaignView struct {
+	CampaignID string `json:"campaign_id"`
+	Generation int    `json:"generation"`
+	State      string `json:"state"`
+	Workspaces []struct {
+		BaseURL string `json:"base_url"`
+	} `json:"workspaces"`
+}
+
+func (p *serveProc) view(id string) campaignView {
+	p.t.Helper()
+	code, b := p.call(http.MethodGet, "/v1/campaigns/"+id, nil)
+	var v campaignView
+	if code != http.StatusOK || json.Unmarshal(b, &v) != nil {
+		p.t.Fatalf("GET %s: %d %s", id, code, b)
+	}
+	return v
+}
+
+func (p *serveProc) listed(id string) string {
+	p.t.Helper()
+	code, b := p.call(http.MethodGet, "/v1/campaigns", nil)
+	var l struct{ Campaigns []campaignView }
+	if code != http.StatusOK || json.Unmarshal(b, &l) != nil {
+		p.t.Fatalf("list: %d %s", code, b)
+	}
+	for _, v := range l.Campaigns {
+		if v.CampaignID == id {
+			return v.State
+		}
+	}
+	return ""
+}
+
+// journalOf reads the campaign's journal records.
+func (e *cliEnv) journalOf(id string) []campaign.Record {
+	recs, _ := campaign.ReadJournal(filepath.Join(e.state, "campaigns", campaign.Key(id), campaign.JournalFile))
+	return recs
+}
+
+// TestServeKilledMidCreate: agentpen serve SIGKILLed while it brings a
+// campaign up leaves its containers running. The next serve lists the
+// campaign, shows its real state, refuses to create the id again in the
+// API's terms, and removes it on DELETE; the next generation's cleanup
+// report is not the earlier one's; a campaign agentpen down removes
+// behind the service's back reads removed at once.
+func TestServeKilledMidCreate(t *testing.T) {
+	testenv.RequireRoot(t)
+	e := newCLIEnv(t)
+	id := fmt.Sprintf("serve-kill-%d", time.Now().UnixNano())
+	t.Cleanup(func() { e.run("down", id) })
+	spec, err := os.ReadFile(e.spec(id, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	p := startServe(t, e)
+	go p.call(http.MethodPost, "/v1/campaigns", spec)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		n := 0
+		for _, r := range e.journalOf(id) {
+			if r.Op == campaign.OpCreated && r.Role == campaign.RoleWork && r.Kind == campaign.KindContainer {
+				n++
+			}
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no workspace created:\n%s", p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.cmd.Process.Kill()
+	<-p.done
+	for _, r := range e.journalOf(id) {
+		if r.Op == campaign.OpNote {
+			t.Fatalf("killed too late: the journal has %q", r.Note)
+		}
+	}
+
+	p = startServe(t, e)
+	if v := p.view(id); v.State != "starting_or_failed" || v.Generation != 1 || len(v.Workspaces) != 0 {
+		t.Fatalf("after the kill: %+v", v)
+	}
+	if got := p.listed(id); got != "starting_or_failed" {
+		t.Fatalf("listed as %q", got)
+	}
+	code, b := p.call(http.MethodPost, "/v1/campaigns", spec)
+	if code != http.StatusConflict || !strings.Contains(string(b), "DELETE /v1/campaigns/"+id) || strings.Contains(string(b), "agentpen down") {
+		t.Fatalf("create again: %d %s", code, b)
+	}
+	code, b = p.call(http.MethodDelete, "/v1/campaigns/"+id, nil)
+	if code != http.StatusOK || !strings.Contains(string(b), `"status":"verified"`) {
+		t.Fatalf("delete: %d %s", code, b)
+	}
+	if out, errs, code := e.run("cleanup", "verify", id); code != 0 {
+		t.Fatalf("after the delete, cleanup verify exits %d: %s%s", code, out, errs)
+	}
+
+	// Generation 2, up; generation 1's cleanup report is not its own.
+	if code, b := p.call(http.MethodPost, "/v1/campaigns", spec); code != http.StatusCreated {
+		t.Fatalf("create generation 2: %d %s", code, b)
+	}
+	if code, b := p.call(http.MethodGet, "/v1/campaigns/"+id+"/cleanup", nil); code != http.StatusNotFound || !strings.Contains(string(b), "generation 1") {
+		t.Fatalf("generation 2 is up; GET cleanup: %d %s", code, b)
+	}
+	v := p.view(id)
+	if v.State != "ready" || v.Generation != 2 || len(v.Workspaces) != 3 {
+		t.Fatalf("generation 2: %+v", v)
+	}
+	// agentpen down behind the service's back.
+	if out, errs, code := e.run("down", id); code != 0 {
+		t.Fatalf("down: exit %d %s%s", code, out, errs)
+	}
+	if v := p.view(id); v.State != "removed" || len(v.Workspaces) != 0 {
+		t.Fatalf("after agentpen down: %+v", v)
+	}
+	if code, _ := p.call(http.MethodGet, v.Workspaces[0].BaseURL+"/health", nil); code != http.StatusNotFound {
+		t.Errorf("a removed workspace's base_url: %d, want 404", code)
+	}
+	if code, b := p.call(http.MethodGet, "/v1/campaigns/"+id+"/cleanup", nil); code != http.StatusOK || !strings.Contains(string(b), `"status": "verified"`) && !strings.Contains(string(b), `"status":"verified"`) {
+		t.Fatalf("GET cleanup after down: %d %s", code, b)
+	}
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("serve exit %d:\n%s", code, p.stderr.String())
+	}
+}
+
+// TestServeCleanupOnExitNotVerified: serve --cleanup-on-exit stopped by
+// SIGTERM whose cleanup is not verified exits 1 (not 143: the signal is
+// its normal stop) and says so once, naming the campaign once; it
+// removed everything else. The failure is made by journalling a directory
+// the cleanup must refuse to touch (not shaped like a run directory).
+func TestServeCleanupOnExitNotVerified(t *testing.T) {
+	testenv.RequireRoot(t)
+	e := newCLIEnv(t)
+	id := fmt.Sprintf("serve-coe-%d", time.Now().UnixNano())
+	t.Cleanup(func() { e.run("down", id) })
+	spec, err := os.ReadFile(e.spec(id, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startServe(t, e, "--cleanup-on-exit")
+	if code, b := p.call(http.MethodPost, "/v1/campaigns", spec); code != http.StatusCreated {
+		t.Fatalf("create: %d %s", code, b)
+	}
+	bogus := filepath.Join(e.dir, "not-a-run-dir")
+	if err := os.Mkdir(bogus, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	j, err := campaign.OpenJournal(filepath.Join(e.state, "campaigns", campaign.Key(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := e.journalOf(id)[0].Gen
+	j.Append(campaign.Record{Op: campaign.OpCreated, Gen: gen, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: "bogus", ID: bogus})
+	j.Close()
+	t.Cleanup(func() {
+		// Let the test's down verify: the refused directory is not the
+		// campaign's.
+		if j, err := campaign.OpenJournal(filepath.Join(e.state, "campaigns", campaign.Key(id))); err == nil {
+			j.Append(campaign.Record{Op: campaign.OpRemoved, Gen: gen, Kind: campaign.KindDir, Name: "bogus", ID: bogus})
+			j.Close()
+		}
+	})
+	code := p.stop(syscall.SIGTERM)
+	msg := p.stderr.String()
+	if code != exitFailure || strings.Count(msg, "not verified") != 1 || strings.Count(msg, `campaign "`+id+`"`) != 1 || strings.Contains(msg, "campaign "+id+":") {
+		t.Fatalf("serve --cleanup-on-exit, cleanup not verified: exit %d, want %d; stderr:\n%s", code, exitFailure, msg)
+	}
+	t.Logf("serve --cleanup-on-exit: exit %d, stderr:\n%s", code, msg)
+	// Everything but the refused directory is removed.
+	for _, g := range campaign.Generations(e.journalOf(id)) {
+		for _, r := range g.Live() {
+			if r.ID != bogus {
+				t.Errorf("still live after --cleanup-on-exit: %s %s", r.Kind, r.Name)
+			}
+		}
+	}
+}
