@@ -153,7 +153,7 @@ func fakeCampaign(t *testing.T, a *Adapter, spec campaign.CampaignSpec, key stri
 		t.Fatal(err)
 	}
 	c := &Campaign{Plan: p, Dir: dir}
-	if err := b.create(t.Context(), c); err != nil {
+	if err := b.create(t.Context(), c, false); err != nil {
 		t.Fatal(err)
 	}
 	return c

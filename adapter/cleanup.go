@@ -237,11 +237,18 @@ func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []cam
 		g := new(errgroup.Group)
 		g.SetLimit(DefaultRemoveParallelism)
 		var dirs []string
+		var todo []campaign.Resource
 		for i := len(live) - 1; i >= 0; i-- {
-			r := live[i]
-			if r.Kind != kind {
-				continue
+			if live[i].Kind == kind {
+				todo = append(todo, live[i])
 			}
+		}
+		// The server first: it is on every agent network, so its removal
+		// is the longest, and every network's removal waits for it.
+		slices.SortStableFunc(todo, func(x, y campaign.Resource) int {
+			return serverFirst(x) - serverFirst(y)
+		})
+		for _, r := range todo {
 			g.Go(func() error {
 				o := a.removeOne(ctx, j, r)
 				mu.Lock()
@@ -260,6 +267,13 @@ func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []cam
 		return kindOrder(x.Resource.Kind) - kindOrder(y.Resource.Kind)
 	})
 	return out
+}
+
+func serverFirst(r campaign.Resource) int {
+	if r.Role == campaign.RoleServer {
+		return 0
+	}
+	return 1
 }
 
 func kindOrder(k campaign.Kind) int {
