@@ -323,6 +323,9 @@ func BenchmarkCampaignProfile(b *testing.B) {
 					b.Fatal(err)
 				}
 				fmt.Fprintf(os.Stderr, "%s cleanup %v %v\n%s\n", topo, time.Since(start), rep.Timings.PhasesMS, l.summary())
+				if os.Getenv("AGENTPEN_BENCH_TIMELINE") == "1" {
+					fmt.Fprint(os.Stderr, l.timeline())
+				}
 
 				s := newRawSet(b, a0, cli, benchSpec(benchCampaignID("raw"), img, 16, topo))
 				raw := timedAPI{dockerAPI: a0.Docker.api, log: l}
@@ -340,6 +343,9 @@ func BenchmarkCampaignProfile(b *testing.B) {
 					b.Fatal(err)
 				}
 				fmt.Fprintf(os.Stderr, "%s raw down %v\n%s\n", topo, time.Since(start), l.summary())
+				if os.Getenv("AGENTPEN_BENCH_TIMELINE") == "1" {
+					fmt.Fprint(os.Stderr, l.timeline())
+				}
 				s.done(cli)
 			}
 		})
@@ -458,4 +464,75 @@ func BenchmarkNetworkOps(b *testing.B) {
 	for k, s := range res {
 		fmt.Fprintf(os.Stderr, "%s: median %v %v\n", k, s.Median(), *s)
 	}
+}
+
+// BenchmarkTeardownAge: the raw removal of 1 + 16 containers (none
+// topology) right after they were started and 3 s later (as long as the
+// adapter's readiness and attestation keep them up before its cleanup).
+func BenchmarkTeardownAge(b *testing.B) {
+	explore(b)
+	a, cli, img := benchAdapter(b)
+	res := map[time.Duration]*latency.Samples{0: {}, 3 * time.Second: {}}
+	for r := range rounds(b, 3) {
+		for k := range 2 {
+			age := time.Duration((k+r)%2) * 3 * time.Second
+			s := newRawSet(b, a, cli, benchSpec(benchCampaignID("raw"), img, 16, campaign.TopologyNone))
+			ids, err := rawUp(b.Context(), cli, s, rawUpConcurrency)
+			s.created()
+			if err != nil {
+				b.Fatal(err)
+			}
+			time.Sleep(age)
+			start := time.Now()
+			if err := rawDown(b.Context(), cli, ids, rawDownConcurrency); err != nil {
+				b.Fatal(err)
+			}
+			*res[age] = append(*res[age], time.Since(start))
+			s.done(cli)
+		}
+	}
+	for age, s := range res {
+		fmt.Fprintf(os.Stderr, "removed %v after start: median %v %v\n", age, s.Median(), *s)
+	}
+}
+
+// BenchmarkCleanupOverhead: a ready campaign of 1 + 16 (none topology)
+// removed by the adapter's cleanup, against the same kind of campaign's
+// containers removed by direct SDK calls (then the cleanup finds them
+// gone): the adapter's own cost, with the containers in the same state.
+func BenchmarkCleanupOverhead(b *testing.B) {
+	explore(b)
+	a, cli, img := benchAdapter(b)
+	var clean, raw latency.Samples
+	for r := range rounds(b, 3) {
+		for k := range 2 {
+			id := benchCampaignID("ovh")
+			b.Cleanup(func() { removeLabelled(cli, id) })
+			c, err := a.BringUp(b.Context(), benchSpec(id, img, 16, campaign.TopologyNone))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if (k+r)%2 == 0 {
+				start := time.Now()
+				if _, err := a.Cleanup(b.Context(), id); err != nil {
+					b.Fatal(err)
+				}
+				clean = append(clean, time.Since(start))
+				continue
+			}
+			ids := rawIDs{containers: []string{c.ServerID}}
+			for _, w := range c.Workspaces {
+				ids.containers = append(ids.containers, w.ContainerID)
+			}
+			start := time.Now()
+			if err := rawDown(b.Context(), cli, ids, rawDownConcurrency); err != nil {
+				b.Fatal(err)
+			}
+			raw = append(raw, time.Since(start))
+			if _, err := a.Cleanup(b.Context(), id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	fmt.Fprintf(os.Stderr, "cleanup median %v %v\nraw removal of the same median %v %v\n", clean.Median(), clean, raw.Median(), raw)
 }

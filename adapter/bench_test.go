@@ -103,6 +103,7 @@ type rawSet struct {
 	p        *campaign.Plan
 	server   containerSpec
 	works    []containerSpec
+	sockets  []string // each workspace's workbench socket
 	subnets  []string
 	root     string // the run root, removed by done
 	env      []string
@@ -163,8 +164,30 @@ func newRawSet(b *testing.B, a *Adapter, cli *client.Client, spec campaign.Campa
 			b.Fatal(err)
 		}
 		s.works = append(s.works, workspaceSpec(p, ag, dir, graderDir, benchKey))
+		s.sockets = append(s.sockets, filepath.Join(dir, filepath.Base(campaign.WorkbenchSocket)))
 	}
 	return s
+}
+
+// settle waits (untimed) until the set's containers are in the state the
+// adapter's cleanup finds its own in: the server's ready command passes,
+// every workbench answers /health, and then as long again as hold (the
+// campaign's attestation), so the raw and CLI teardowns remove the same
+// containers in the same state (a container removed the moment it
+// started goes faster: BenchmarkTeardownAge).
+func (s *rawSet) settle(b *testing.B, a *Adapter, ids rawIDs, hold time.Duration) {
+	b.Helper()
+	var g errgroup.Group
+	g.Go(func() error { return a.waitServer(b.Context(), &Campaign{Plan: s.p, ServerID: ids.containers[0]}) })
+	for i, sock := range s.sockets {
+		g.Go(func() error {
+			return a.waitWorkspace(b.Context(), Workspace{AgentID: s.p.Agents[i].AgentID, ContainerID: ids.containers[i+1], Socket: sock})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(hold)
 }
 
 // created releases the uid claims and the subnet lock once the containers
@@ -421,7 +444,9 @@ const (
 // workspaces up (until every one is ready), attests it and tears it down
 // (cleanup with verification), per topology, beside the raw limit and the
 // sequential docker CLI on the same containers and networks, in rotating
-// order each round. Families (internal/latency): up-, raw-up-, cli-up-
+// order each round. The raw and CLI teardowns remove their containers once
+// ready and after as long again as the campaign's attestation took (see
+// rawSet.settle). Families (internal/latency): up-, raw-up-, cli-up-
 // (bring-up), down-, raw-down-, cli-down- (teardown), attest- (the whole
 // attestation), attest-probes- (its probes), attest-noprobes- (the rest).
 //
@@ -470,6 +495,7 @@ func BenchmarkCampaign16(b *testing.B) {
 						if err != nil {
 							b.Fatal(err)
 						}
+						s.settle(b, a, ids, lastOf(att))
 						start = time.Now()
 						if err := rawDown(b.Context(), cli, ids, rawDownConcurrency); err != nil {
 							b.Fatal(err)
@@ -487,6 +513,7 @@ func BenchmarkCampaign16(b *testing.B) {
 						if err != nil {
 							b.Fatal(err)
 						}
+						s.settle(b, a, ids, lastOf(att))
 						start = time.Now()
 						if err := cliDown(b.Context(), s, ids); err != nil {
 							b.Fatal(err)
@@ -511,6 +538,14 @@ func BenchmarkCampaign16(b *testing.B) {
 			attRest.Report(b, "attest-noprobes-")
 		})
 	}
+}
+
+// lastOf is the last sample of s, 0 when there is none.
+func lastOf(s latency.Samples) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)-1]
 }
 
 // scaleSizes are the campaign sizes BenchmarkCampaignScale measures.

@@ -107,7 +107,7 @@ func (a *Adapter) RemoveOrphan(ctx context.Context, id string) (cleanup.Outcome,
 		if err := j.Append(campaign.Record{Op: campaign.OpCreated, Gen: gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Labels: r.Labels, Note: "orphan removed by exact id"}); err != nil {
 			return nil, err
 		}
-		out = a.removeOne(ctx, j, r)
+		out = a.removeOne(ctx, j, r, make(chan struct{}, 1), false)
 		return nil, nil
 	})
 	if err != nil {
