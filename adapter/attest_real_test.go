@@ -352,33 +352,3 @@ func handMadeWorkspace(t *testing.T, a *Adapter, cli *client.Client, c *Campaign
 		t.Fatal(err)
 	}
 }
-
-// BenchmarkAttest attests a campaign of the workbench grader and 16
-// workspaces on the real daemon (brought up once, outside the timing).
-// daemon-ms is the daemon calls (/info, inspects, lists), probes-ms the
-// probes (execs, and their timeouts: the workspaces' unreachable probes
-// wait out ProbeTimeout together), total-ms both and the rest. Run with:
-//
-//	go test -run '^$' -bench Attest -benchtime 5x ./adapter
-func BenchmarkAttest(b *testing.B) {
-	a, cli := realAdapter(b, "bench-attest-key-0c1d2e3f", nil)
-	c := realCampaign(b, a, cli, 16)
-	var daemon, probes, total float64
-	b.ResetTimer()
-	for range b.N {
-		rep, err := a.Attest(context.Background(), c.Plan.CampaignID, AttestOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if !rep.OK {
-			b.Fatalf("not ok: %v", rep.FailureLines())
-		}
-		daemon += rep.Timings.DaemonMS
-		probes += rep.Timings.ProbesMS
-		total += rep.Timings.TotalMS
-	}
-	n := float64(b.N)
-	b.ReportMetric(daemon/n, "daemon-ms")
-	b.ReportMetric(probes/n, "probes-ms")
-	b.ReportMetric(total/n, "total-ms")
-}

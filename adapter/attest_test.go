@@ -156,7 +156,7 @@ func fakeCampaign(t *testing.T, a *Adapter, spec campaign.CampaignSpec, key stri
 		t.Fatal(err)
 	}
 	c := &Campaign{Plan: p, Dir: dir}
-	if err := b.create(t.Context(), c); err != nil {
+	if err := b.create(t.Context(), c, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Append(campaign.Record{Op: campaign.OpNote, Gen: 1, Note: "ready"}); err != nil {

@@ -104,7 +104,7 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{},
 		progress: a.newProgress(p.CampaignID, map[string]int{campaign.RoleNetwork: len(p.Networks), campaign.RoleServer: 1, campaign.RoleWork: len(p.Agents)})}
 	c := &Campaign{Plan: p, Dir: dir}
-	if err := b.run(ctx, c); err != nil {
+	if err := b.create(ctx, c, true); err != nil {
 		a.log().Warn("bring-up failed; rolling back", "campaign", p.CampaignID, "generation", gen, "err", err)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
@@ -293,20 +293,21 @@ func (b *bringUp) record(r campaign.Record) error {
 	return b.j.Append(r)
 }
 
-func (b *bringUp) run(ctx context.Context, c *Campaign) error {
-	if err := b.create(ctx, c); err != nil {
-		return err
-	}
-	return b.ready(ctx, c)
-}
-
 // create makes the campaign's networks, directories, server and
-// workspaces, journalling each.
-func (b *bringUp) create(ctx context.Context, c *Campaign) error {
+// workspaces, journalling each, and (with ready) waits until every
+// container is ready. The networks come first (under the subnet lock);
+// then the server and the workspaces share one bound of Parallelism
+// creates, starts and connects at once: the server takes the first slot,
+// its joins to the other agent networks queue behind its start, and each
+// container's readiness is awaited, holding no slot, from the moment it
+// started, while the others are still being made. The first failure
+// cancels everything not yet begun and is the error returned.
+func (b *bringUp) create(ctx context.Context, c *Campaign, ready bool) error {
 	a, p := b.a, b.p
+	limit := a.parallelism()
 	// One network per agent (TopologyPerAgent), on subnets agentpen picks.
 	if len(p.Networks) > 0 {
-		ids, err := b.createNetworks(ctx)
+		ids, err := b.createNetworks(ctx, limit)
 		if err != nil {
 			return err
 		}
@@ -330,8 +331,6 @@ func (b *bringUp) create(ctx context.Context, c *Campaign) error {
 	for i := range p.Agents {
 		p.SetUIDBlock(i, bases[i])
 	}
-
-	// Server.
 	apiKey := a.getenv(p.Server.Spec.APIKeyEnv)
 	secrets := map[string]string{}
 	for _, k := range p.Server.Spec.SecretEnv {
@@ -339,75 +338,153 @@ func (b *bringUp) create(ctx context.Context, c *Campaign) error {
 			secrets[k] = v
 		}
 	}
-	srvID, err := b.createStart(ctx, serverSpec(p, apiKey, secrets, a.Docker.Host().SocketPath, graderDir))
-	if err != nil {
-		return err
-	}
-	c.ServerID = srvID
-	if err := b.connectServer(ctx, c); err != nil {
-		return err
-	}
 
-	// Workspaces, concurrently with a bound.
-	c.Workspaces = make([]Workspace, len(p.Agents))
-	g, gctx := errgroup.WithContext(ctx)
-	limit := a.Parallelism
-	if limit <= 0 {
-		limit = DefaultParallelism
-	}
-	g.SetLimit(limit)
-	for i, ag := range p.Agents {
-		g.Go(func() error {
-			if err := gctx.Err(); err != nil {
-				return err
-			}
-			runDir, err := a.makeRunDir(b.j, p, ag)
-			if err != nil {
-				return err
-			}
-			id, err := b.createStart(gctx, workspaceSpec(p, ag, runDir, graderDir, apiKey))
-			if err != nil {
-				return err
-			}
-			c.Workspaces[i] = Workspace{AgentID: ag.AgentID, ContainerID: id, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: ag.UIDBase}
-			return nil
-		})
-	}
-	return g.Wait()
-}
-
-// ready waits until the server and every workspace answer.
-func (b *bringUp) ready(ctx context.Context, c *Campaign) error {
-	a := b.a
-	limit := a.Parallelism
-	if limit <= 0 {
-		limit = DefaultParallelism
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(limit + 1)
-	g.Go(func() error {
-		if err := a.waitServer(gctx, c); err != nil {
+	ctx, ff := newFailFast(ctx)
+	defer ff.cancel()
+	fail := ff.fail
+	sem := make(chan struct{}, limit)
+	acquire := func() error {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err := ctx.Err(); err != nil {
+			<-sem
 			return err
 		}
-		b.progress.step(Progress{Step: StepReady, Role: campaign.RoleServer, Kind: campaign.KindContainer, Name: b.p.Server.Name, ID: c.ServerID})
+		return nil
+	}
+	var g errgroup.Group
+
+	// The server, in the first slot.
+	if err := acquire(); err != nil {
+		return err
+	}
+	serverUp := make(chan struct{})
+	g.Go(func() error {
+		id, err := b.createStart(ctx, serverSpec(p, apiKey, secrets, a.Docker.Host().SocketPath, graderDir))
+		c.ServerID = id
+		if err != nil {
+			err = fail(err)
+		}
+		<-sem
+		if err != nil {
+			return err
+		}
+		close(serverUp)
+		if !ready {
+			return nil
+		}
+		if err := a.waitServer(ctx, c); err != nil {
+			return fail(err)
+		}
+		b.progress.step(Progress{Step: StepReady, Role: campaign.RoleServer, Kind: campaign.KindContainer, Name: p.Server.Name, ID: c.ServerID})
 		return nil
 	})
-	for i, ws := range c.Workspaces {
+	// Its joins to the other agent networks, under its alias.
+	for _, id := range c.NetworkIDs[min(1, len(c.NetworkIDs)):] {
 		g.Go(func() error {
-			if err := a.waitWorkspace(gctx, ws); err != nil {
+			select {
+			case <-serverUp:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if err := acquire(); err != nil {
 				return err
 			}
-			b.progress.step(Progress{Step: StepReady, Role: campaign.RoleWork, Kind: campaign.KindContainer, Name: b.p.Agents[i].Name, ID: ws.ContainerID})
+			defer func() { <-sem }()
+			if err := a.api().NetworkConnect(ctx, id, c.ServerID, &network.EndpointSettings{Aliases: []string{p.Server.Alias}}); err != nil {
+				return fail(fmt.Errorf("connect the server to network %s: %w", short(id), err))
+			}
 			return nil
 		})
 	}
-	return g.Wait()
+	// The workspaces.
+	c.Workspaces = make([]Workspace, len(p.Agents))
+	for i, ag := range p.Agents {
+		g.Go(func() error {
+			if err := acquire(); err != nil {
+				return err
+			}
+			ws, err := func() (Workspace, error) {
+				defer func() { <-sem }()
+				runDir, err := a.makeRunDir(b.j, p, ag)
+				if err != nil {
+					return Workspace{}, fail(err)
+				}
+				id, err := b.createStart(ctx, workspaceSpec(p, ag, runDir, graderDir, apiKey))
+				if err != nil {
+					return Workspace{}, fail(err)
+				}
+				return Workspace{AgentID: ag.AgentID, ContainerID: id, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: ag.UIDBase}, nil
+			}()
+			if err != nil {
+				return err
+			}
+			c.Workspaces[i] = ws
+			if !ready {
+				return nil
+			}
+			if err := a.waitWorkspace(ctx, ws); err != nil {
+				return fail(err)
+			}
+			b.progress.step(Progress{Step: StepReady, Role: campaign.RoleWork, Kind: campaign.KindContainer, Name: ag.Name, ID: ws.ContainerID})
+			return nil
+		})
+	}
+	return ff.err(g.Wait())
+}
+
+// failFast is the shared cancellation of a bring-up's concurrent steps:
+// the first failure is kept and cancels the rest. Its context is cancelled
+// plainly, never with a cause: a daemon call cut short must fail as
+// cancelled (its create may still be carried out by the daemon, and the
+// rollback resolves it), not carry the error that stopped the others.
+// Go's HTTP client returns the context's cause, so with
+// errgroup.WithContext a sibling's conflict passed for the daemon's answer
+// to a create still in flight, which was then journalled as never created
+// and leaked.
+type failFast struct {
+	cancel context.CancelFunc
+	once   sync.Once
+	first  error
+}
+
+func newFailFast(ctx context.Context) (context.Context, *failFast) {
+	ctx, cancel := context.WithCancel(ctx)
+	return ctx, &failFast{cancel: cancel}
+}
+
+// fail records err if it is the first failure, cancels the rest and
+// returns err.
+func (f *failFast) fail(err error) error {
+	f.once.Do(func() { f.first = err })
+	f.cancel()
+	return err
+}
+
+// err is the first failure, else waitErr (what the steps returned, e.g.
+// the caller's cancellation). Call it once every step has returned.
+func (f *failFast) err(waitErr error) error {
+	if f.first != nil {
+		return f.first
+	}
+	return waitErr
+}
+
+// parallelism is Parallelism or its default.
+func (a *Adapter) parallelism() int {
+	if a.Parallelism <= 0 {
+		return DefaultParallelism
+	}
+	return a.Parallelism
 }
 
 // createNetworks creates every agent network, each on a /28 of the subnet
 // pool that no network on the daemon uses, holding the daemon-wide subnet
 // lock until they exist.
-func (b *bringUp) createNetworks(ctx context.Context) ([]string, error) {
+func (b *bringUp) createNetworks(ctx context.Context, limit int) ([]string, error) {
 	lock, err := b.a.lockFile(ctx, subnetLock)
 	if err != nil {
 		return nil, err
@@ -418,34 +495,24 @@ func (b *bringUp) createNetworks(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	ids := make([]string, len(b.p.Networks))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(DefaultParallelism)
+	ctx, ff := newFailFast(ctx)
+	defer ff.cancel()
+	var g errgroup.Group
+	g.SetLimit(limit)
 	for i, n := range b.p.Networks {
-		g.Go(func() (err error) {
-			ids[i], err = b.createNetwork(gctx, n, subnets[i])
-			return err
-		})
-	}
-	return ids, g.Wait()
-}
-
-// connectServer joins the server to every agent network but the first
-// (which it was created on), under its alias.
-func (b *bringUp) connectServer(ctx context.Context, c *Campaign) error {
-	if len(c.NetworkIDs) < 2 {
-		return nil
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(DefaultParallelism)
-	for _, id := range c.NetworkIDs[1:] {
 		g.Go(func() error {
-			if err := b.a.api().NetworkConnect(gctx, id, c.ServerID, &network.EndpointSettings{Aliases: []string{b.p.Server.Alias}}); err != nil {
-				return fmt.Errorf("connect the server to network %s: %w", short(id), err)
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			id, err := b.createNetwork(ctx, n, subnets[i])
+			ids[i] = id
+			if err != nil {
+				return ff.fail(err)
 			}
 			return nil
 		})
 	}
-	return g.Wait()
+	return ids, ff.err(g.Wait())
 }
 
 // createNetwork journals the intent, creates one agent network and

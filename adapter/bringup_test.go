@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,12 +137,14 @@ func TestBringUpFailures(t *testing.T) {
 		},
 		{
 			// The daemon made the network but the client heard an error:
-			// its labels prove it is ours, so it is adopted and removed.
+			// its labels prove it is ours, so it is adopted and removed
+			// (the second is never asked for: the first failure stops the
+			// bring-up, one create at a time here).
 			name: "network_create_500_applied",
 			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
 				fake.On("POST /networks/create", dockerfake.Reply{Status: 500, Body: "timeout", Apply: true})
 			},
-			wantNetworks: 2, wantErr: "create network",
+			wantNetworks: 1, wantErr: "create network",
 		},
 		{
 			// A twin campaign (same id, another state root) already has
@@ -158,16 +161,17 @@ func TestBringUpFailures(t *testing.T) {
 			wantErr: "conflict", survivors: 1, noJournal: true,
 		},
 		{
-			// The name is taken by a network the label check cannot see
-			// (made between the check and the create): a conflict is never
-			// adopted, so it is never removed.
+			// The second network's name is taken by a network the label
+			// check cannot see (made between the check and the create): a
+			// conflict is never adopted, so it is never removed; the first
+			// network is.
 			name: "network_create_409_never_adopted",
 			script: func(t *testing.T, fake *dockerfake.Daemon, spec campaign.CampaignSpec) {
 				p, err := campaign.NewPlan(spec)
 				if err != nil {
 					t.Fatal(err)
 				}
-				fake.AddNetwork(dockerfake.Network{Name: p.Networks[0].Name, Driver: "bridge", Internal: true})
+				fake.AddNetwork(dockerfake.Network{Name: p.Networks[1].Name, Driver: "bridge", Internal: true})
 			},
 			wantNetworks: 1, wantErr: "already exists", survivors: 1,
 		},
@@ -590,5 +594,77 @@ func TestLastCleanupIsTheLatestGenerations(t *testing.T) {
 	st := readCampaignState(a.CampaignDir("c"))
 	if st.LastCleanup != "" || !st.Up() {
 		t.Fatalf("generation 2 up after generation 1's verified cleanup: last cleanup %q, up %v", st.LastCleanup, st.Up())
+	}
+}
+
+// TestInFlightCreateAfterSiblingConflict: one create is refused with a
+// conflict (a squatter holds its name) while a sibling's create is in
+// flight, and the daemon carries the sibling's out after the bring-up
+// gave up on it. The sibling's create must fail as cancelled, and be
+// resolved and removed by the rollback. With errgroup.WithContext (agent
+// networks) the sibling's create failed with the squatter's conflict
+// instead (the HTTP client returns the context's cause), was journalled
+// as never created and leaked; TestBringUpNameConflict caught the same
+// for a workspace created beside the server on the real daemon.
+func TestInFlightCreateAfterSiblingConflict(t *testing.T) {
+	tests := []struct {
+		name  string
+		route string
+		none  bool
+	}{
+		{name: "container", route: "POST /containers/create", none: true},
+		{name: "network", route: "POST /networks/create"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, fake := fakeAdapter(t)
+			a.Parallelism = 2
+			spec := fakeSpec("sibling-"+tt.name, 2)
+			spec.Server.AgentReachable = !tt.none
+			p, err := campaign.NewPlan(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			squatted := p.Server.Name
+			if tt.none {
+				fake.AddContainer(dockerfake.Container{Name: squatted, Image: fakeImage, Labels: map[string]string{"squatter": "yes"}})
+			} else {
+				squatted = p.Networks[0].Name
+				fake.AddNetwork(dockerfake.Network{Name: squatted, Driver: "bridge", Internal: true})
+			}
+			sibling := make(chan struct{})
+			var once sync.Once
+			fake.OnFunc(tt.route, func(c dockerfake.Call) dockerfake.Reply {
+				name := c.Query.Get("name")
+				if name == "" { // a network's name is in its body
+					var body struct{ Name string }
+					json.Unmarshal(c.Body, &body)
+					name = body.Name
+				}
+				if name == squatted {
+					select { // the conflict once the sibling's create is in flight
+					case <-sibling:
+					case <-time.After(5 * time.Second):
+						t.Error("no sibling create in flight")
+					}
+					return dockerfake.Pass
+				}
+				first := false
+				once.Do(func() { first = true; close(sibling) })
+				if first {
+					time.Sleep(300 * time.Millisecond) // the bring-up gives up on it meanwhile
+				}
+				return dockerfake.Pass
+			})
+			_, err = a.BringUp(t.Context(), spec)
+			if err == nil || !strings.Contains(err.Error(), squatted) || !strings.Contains(err.Error(), "cleanup verified") {
+				t.Fatalf("BringUp: %v, want the conflict on %s and a verified rollback", err, squatted)
+			}
+			time.Sleep(500 * time.Millisecond) // a create the rollback missed would land now
+			if n := len(fake.Containers()) + len(fake.Networks()); n != 1 {
+				t.Fatalf("the daemon holds %d resources after the rollback, want the squatter only: %v %v", n, fake.Containers(), fake.Networks())
+			}
+			checkRolledBack(t, a, fake, spec.CampaignID)
+		})
 	}
 }

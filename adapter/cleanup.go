@@ -295,21 +295,38 @@ func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, path,
 // removeAll removes the given journalled resources: containers
 // concurrently, then run directories, then networks. Each is observed,
 // decided, acted on, re-inspected and, when the daemon says it is gone,
-// journalled removed.
+// journalled removed. At most DefaultRemoveParallelism removals are in
+// flight at once; the observations, re-inspections and journal records
+// around them take no slot (a slot is free for the next removal the
+// moment the daemon answered one), and up to 4 times as many resources
+// are observed ahead.
 func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []campaign.Resource, pr *progress) []cleanup.Outcome {
 	var mu sync.Mutex
 	var out []cleanup.Outcome
 	for _, kind := range []campaign.Kind{campaign.KindContainer, campaign.KindDir, campaign.KindNetwork} {
-		g := new(errgroup.Group)
-		g.SetLimit(DefaultRemoveParallelism)
 		var dirs []string
+		var todo []campaign.Resource
 		for i := len(live) - 1; i >= 0; i-- {
-			r := live[i]
-			if r.Kind != kind {
-				continue
+			if live[i].Kind == kind {
+				todo = append(todo, live[i])
+			}
+		}
+		// The server first: it is on every agent network, so its removal
+		// is the longest, and every network's removal waits for it. It
+		// holds a slot from the start.
+		slices.SortStableFunc(todo, func(x, y campaign.Resource) int {
+			return serverFirst(x) - serverFirst(y)
+		})
+		slots := make(chan struct{}, DefaultRemoveParallelism)
+		g := new(errgroup.Group)
+		g.SetLimit(4 * DefaultRemoveParallelism)
+		for _, r := range todo {
+			reserved := serverFirst(r) == 0
+			if reserved {
+				slots <- struct{}{}
 			}
 			g.Go(func() error {
-				o := a.removeOne(ctx, j, r)
+				o := a.removeOne(ctx, j, r, slots, reserved)
 				pr.step(Progress{Step: StepRemoved, Role: r.Role, Kind: r.Kind, Name: r.Name, ID: r.ID, Outcome: outcome(o)})
 				mu.Lock()
 				out = append(out, o)
@@ -329,6 +346,13 @@ func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []cam
 	return out
 }
 
+func serverFirst(r campaign.Resource) int {
+	if r.Role == campaign.RoleServer {
+		return 0
+	}
+	return 1
+}
+
 func kindOrder(k campaign.Kind) int {
 	switch k {
 	case campaign.KindContainer:
@@ -341,16 +365,24 @@ func kindOrder(k campaign.Kind) int {
 
 // removeOne observes r, decides, acts and re-inspects. The outcome's
 // After is a fresh observation: "already gone" counts only after a second
-// answer confirms it.
-func (a *Adapter) removeOne(ctx context.Context, j *campaign.Journal, r campaign.Resource) cleanup.Outcome {
+// answer confirms it. The act takes a slot of slots (held already when
+// reserved, and given back in every case).
+func (a *Adapter) removeOne(ctx context.Context, j *campaign.Journal, r campaign.Resource, slots chan struct{}, reserved bool) cleanup.Outcome {
 	o := cleanup.Outcome{Resource: r}
 	obs := a.observeRetry(ctx, r)
 	o.Decision = cleanup.Decide(r, obs)
+	if reserved && o.Decision.Action != cleanup.Remove {
+		<-slots
+	}
 	switch o.Decision.Action {
 	case cleanup.Remove:
+		if !reserved {
+			slots <- struct{}{}
+		}
 		if err := a.retry(ctx, true, func() error { return a.act(ctx, r) }); err != nil {
 			o.Error = err.Error()
 		}
+		<-slots
 		o.After = a.observeRetry(ctx, r)
 	case cleanup.AlreadyGone:
 		o.After = a.observeRetry(ctx, r)

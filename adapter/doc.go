@@ -20,12 +20,13 @@
 //
 // Adapter.BringUp plans the campaign (campaign.NewPlan), then, for each
 // resource, appends an intent to the campaign's fsync'd journal, creates it
-// through the SDK, and journals the id the daemon returned; it starts the
-// containers, creates workspaces concurrently (bounded by Parallelism) and
-// waits for readiness: the server's through docker exec of its ready
-// command (no port is published unless egress is "nat" and a loopback
-// publish is asked for) and each workbench's /health on the unix socket in
-// its /run/workbench directory. Any failure, including cancellation,
+// through the SDK, and journals the id the daemon returned. The agent
+// networks come first; then the server and the workspaces are created and
+// started concurrently (Parallelism at once, the server first), and each
+// container's readiness is awaited from the moment it started: the
+// server's through docker exec of its ready command (no port is published
+// unless egress is "nat" and a loopback publish is asked for) and each
+// workbench's /health on the unix socket in its /run/workbench directory. Any failure, including cancellation,
 // removes what was created by exact id and says so in the journal. A
 // create that failed is never adopted when the daemon said the name was
 // taken (a conflict: a twin campaign's resource carries the same labels);

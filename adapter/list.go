@@ -11,6 +11,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
+	"golang.org/x/sync/errgroup"
 )
 
 // listLabelled lists every container (running or not) and network that
@@ -22,21 +23,32 @@ func (a *Adapter) listLabelled(ctx context.Context, labels ...string) ([]cleanup
 	for _, l := range labels {
 		args.Add("label", l)
 	}
-	var out []cleanup.Found
-	cs, err := a.api().ContainerList(ctx, container.ListOptions{All: true, Filters: args})
-	if err != nil {
-		return nil, fmt.Errorf("list containers labelled %v: %w", labels, err)
+	// Both lists at once: they are independent answers.
+	var cs []container.Summary
+	var ns []network.Summary
+	var g errgroup.Group
+	g.Go(func() (err error) {
+		if cs, err = a.api().ContainerList(ctx, container.ListOptions{All: true, Filters: args}); err != nil {
+			return fmt.Errorf("list containers labelled %v: %w", labels, err)
+		}
+		return nil
+	})
+	g.Go(func() (err error) {
+		if ns, err = a.api().NetworkList(ctx, network.ListOptions{Filters: args}); err != nil {
+			return fmt.Errorf("list networks labelled %v: %w", labels, err)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
+	var out []cleanup.Found
 	for _, c := range cs {
 		name := ""
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
 		out = append(out, cleanup.Found{Kind: campaign.KindContainer, ID: c.ID, Name: name, Labels: c.Labels})
-	}
-	ns, err := a.api().NetworkList(ctx, network.ListOptions{Filters: args})
-	if err != nil {
-		return nil, fmt.Errorf("list networks labelled %v: %w", labels, err)
 	}
 	for _, n := range ns {
 		out = append(out, cleanup.Found{Kind: campaign.KindNetwork, ID: n.ID, Name: n.Name, Labels: n.Labels})

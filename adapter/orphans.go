@@ -125,7 +125,7 @@ func (a *Adapter) RemoveOrphan(ctx context.Context, id string) (cleanup.Outcome,
 		if err := j.Append(campaign.Record{Op: campaign.OpCreated, Gen: gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Labels: r.Labels, Note: orphanNote}); err != nil {
 			return nil, err
 		}
-		out = a.removeOne(ctx, j, r)
+		out = a.removeOne(ctx, j, r, make(chan struct{}, 1), false)
 		return nil, nil
 	})
 	if err != nil {

@@ -24,7 +24,7 @@ var ErrNotReady = errors.New("not ready")
 func (a *Adapter) waitServer(ctx context.Context, c *Campaign) error {
 	cmd := c.Plan.Server.Spec.ReadyCommand
 	var last error
-	err := a.poll(ctx, func(ctx context.Context) bool {
+	err := a.poll(ctx, execPoll, func(ctx context.Context) bool {
 		code, out, err := a.Exec(ctx, c.ServerID, cmd)
 		switch {
 		case err != nil:
@@ -47,7 +47,7 @@ func (a *Adapter) waitWorkspace(ctx context.Context, ws Workspace) error {
 	hc := UnixHTTPClient(ws.Socket, 2*time.Second)
 	defer hc.CloseIdleConnections()
 	var last error
-	err := a.poll(ctx, func(ctx context.Context) bool {
+	err := a.poll(ctx, socketPoll, func(ctx context.Context) bool {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://workbench/health", nil)
 		resp, err := hc.Do(req)
 		if err != nil {
@@ -67,22 +67,47 @@ func (a *Adapter) waitWorkspace(ctx context.Context, ws Workspace) error {
 	return nil
 }
 
-// poll calls ready until it reports true, the container stops running, or
-// ReadyTimeout passes.
-func (a *Adapter) poll(ctx context.Context, ready func(context.Context) bool, id string) error {
+// A pollSchedule is how often a readiness check is repeated: first after
+// first, then each time factor times longer, at most every most.
+type pollSchedule struct {
+	first, most time.Duration
+	factor      float64
+}
+
+var (
+	// execPoll paces a check that is a docker exec (the server's): each
+	// one is a process start in the container and work for the daemon.
+	execPoll = pollSchedule{first: 50 * time.Millisecond, most: time.Second, factor: 2}
+	// socketPoll paces a connect to a workbench's unix socket, which costs
+	// nothing until it listens: the last workspace's readiness is the end
+	// of a bring-up, so it is asked often.
+	socketPoll = pollSchedule{first: 10 * time.Millisecond, most: 100 * time.Millisecond, factor: 1.5}
+)
+
+// exitCheckEvery is how often polling asks the daemon whether the
+// container is still running (it fails at once when it exited).
+const exitCheckEvery = 250 * time.Millisecond
+
+// poll calls ready on schedule until it reports true, the container stops
+// running, or ReadyTimeout passes.
+func (a *Adapter) poll(ctx context.Context, sched pollSchedule, ready func(context.Context) bool, id string) error {
 	timeout := a.ReadyTimeout
 	if timeout <= 0 {
 		timeout = DefaultReadyTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	delay := 50 * time.Millisecond
+	delay := sched.first
+	var checked time.Time
 	for {
 		if ready(ctx) {
 			return nil
 		}
-		if info, err := a.api().ContainerInspect(ctx, id); err == nil && info.State != nil && !info.State.Running {
-			return fmt.Errorf("%w: container exited (status %d)", ErrNotReady, info.State.ExitCode)
+		if time.Since(checked) >= exitCheckEvery {
+			if info, err := a.api().ContainerInspect(ctx, id); err == nil && info.State != nil && !info.State.Running {
+				return fmt.Errorf("%w: container exited (status %d)", ErrNotReady, info.State.ExitCode)
+			}
+			checked = time.Now()
 		}
 		select {
 		case <-ctx.Done():
@@ -92,7 +117,7 @@ func (a *Adapter) poll(ctx context.Context, ready func(context.Context) bool, id
 			return ctx.Err()
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, time.Second)
+		delay = min(time.Duration(float64(delay)*sched.factor), sched.most)
 	}
 }
 

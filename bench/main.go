@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,12 +42,20 @@ type Result struct {
 	Pass      *bool   `json:"pass"` // null: no target
 	Limit     string  `json:"limit,omitempty"`
 	Benchmark string  `json:"benchmark"`
+	// Family and RawFamily are the latency families read (empty: the
+	// unprefixed one, and "raw-").
+	Family    string  `json:"family,omitempty"`
+	RawFamily string  `json:"raw_family,omitempty"`
 	MedianMS  float64 `json:"median_ms,omitempty"`
 	P90MS     float64 `json:"p90_ms,omitempty"`
 	N         int     `json:"n,omitempty"`
 	RawMS     float64 `json:"raw_median_ms,omitempty"`
 	Ratio     float64 `json:"ratio_to_raw,omitempty"`
 	Seed      string  `json:"seed,omitempty"`
+	// Size and PerAddedMS are a scale row's: its size (e.g. workspaces)
+	// and the median's growth per unit added since the size before.
+	Size       int     `json:"size,omitempty"`
+	PerAddedMS float64 `json:"per_added_ms,omitempty"`
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -121,23 +130,39 @@ func parse(out string) map[string]map[string]float64 {
 
 func ms(ns float64) float64 { return ns / 1e6 }
 
-// evaluate makes the rows: one per target, then one per other benchmark
-// that reports median-ns.
+// evaluate makes the rows: one per target, then one per scale point,
+// then one per other latency family of any benchmark (with its raw-
+// family beside it when there is one).
 func evaluate(metrics map[string]map[string]float64) []Result {
 	var rows []Result
-	used := map[string]bool{}
+	used := map[string]map[string]bool{} // benchmark -> family
+	use := func(bench, family string) {
+		if used[bench] == nil {
+			used[bench] = map[string]bool{}
+		}
+		used[bench][family] = true
+	}
 	for _, t := range Targets {
 		m, ok := metrics[t.Benchmark]
-		r := Result{Target: t.Name, Benchmark: t.Benchmark, Seed: t.Seed}
+		rawFamily := t.RawPrefix
+		if rawFamily == "" {
+			rawFamily = "raw-" + t.Prefix
+		}
+		r := Result{Target: t.Name, Benchmark: t.Benchmark, Seed: t.Seed, Family: t.Prefix}
+		if t.MaxRatio > 0 || t.OverRaw > 0 {
+			r.RawFamily = rawFamily
+		}
 		if !ok {
 			r.Limit = "not run"
 			rows = append(rows, r)
 			continue
 		}
-		used[t.Benchmark] = true
-		r.MedianMS, r.P90MS, r.N = ms(m["median-ns"]), ms(m["p90-ns"]), int(m["n"])
-		if raw, ok := m["raw-median-ns"]; ok && raw > 0 {
-			r.RawMS, r.Ratio = ms(raw), m["median-ns"]/raw
+		use(t.Benchmark, t.Prefix)
+		p := t.Prefix
+		r.MedianMS, r.P90MS, r.N = ms(m[p+"median-ns"]), ms(m[p+"p90-ns"]), int(m[p+"n"])
+		if raw, ok := m[rawFamily+"median-ns"]; ok && raw > 0 {
+			use(t.Benchmark, rawFamily)
+			r.RawMS, r.Ratio = ms(raw), m[p+"median-ns"]/raw
 		}
 		var pass bool
 		switch {
@@ -149,7 +174,7 @@ func evaluate(metrics map[string]map[string]float64) []Result {
 		case t.Max > 0:
 			r.Value, r.Unit = r.MedianMS, "ms"
 			r.Limit = fmt.Sprintf("<= %.2f ms", ms(float64(t.Max)))
-			pass = r.MedianMS <= ms(float64(t.Max))
+			pass = r.N > 0 && r.MedianMS <= ms(float64(t.Max))
 		case t.OverRaw > 0:
 			r.Value, r.Unit = r.MedianMS-r.RawMS, "ms over raw"
 			r.Limit = fmt.Sprintf("<= raw + %.2f ms", ms(float64(t.OverRaw)))
@@ -162,52 +187,124 @@ func evaluate(metrics map[string]map[string]float64) []Result {
 		r.Pass = &pass
 		rows = append(rows, r)
 	}
-	var others []string
-	for name, m := range metrics {
-		if _, ok := m["median-ns"]; ok && !used[name] {
-			others = append(others, name)
+	for _, sc := range Scales {
+		m := metrics[sc.Benchmark]
+		for _, st := range sc.Steps {
+			prev, prevSize := 0.0, 0
+			for _, size := range sc.Sizes {
+				p := fmt.Sprintf("%s-%d-", st.Stem, size)
+				use(sc.Benchmark, p)
+				r := Result{Target: fmt.Sprintf("%s: %s, %d %s", sc.Name, st.Name, size, sc.Unit), Benchmark: sc.Benchmark, Family: p, Size: size}
+				med, ok := m[p+"median-ns"]
+				if !ok {
+					r.Limit = "not run"
+					rows = append(rows, r)
+					prevSize = 0
+					continue
+				}
+				r.MedianMS, r.P90MS, r.N = ms(med), ms(m[p+"p90-ns"]), int(m[p+"n"])
+				r.Value, r.Unit = r.MedianMS, "ms"
+				if prevSize > 0 {
+					r.PerAddedMS = (r.MedianMS - prev) / float64(size-prevSize)
+				}
+				prev, prevSize = r.MedianMS, size
+				rows = append(rows, r)
+			}
 		}
 	}
-	sort.Strings(others)
-	for _, name := range others {
+	var names []string
+	for name := range metrics {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
 		m := metrics[name]
-		r := Result{Target: "(no target)", Benchmark: name, Value: ms(m["median-ns"]), Unit: "ms",
-			MedianMS: ms(m["median-ns"]), P90MS: ms(m["p90-ns"]), N: int(m["n"])}
-		if raw, ok := m["raw-median-ns"]; ok && raw > 0 {
-			r.RawMS, r.Ratio = ms(raw), m["median-ns"]/raw
+		fams := families(m)
+		for _, f := range fams {
+			if used[name][f] || strings.HasPrefix(f, "raw-") && slices.Contains(fams, strings.TrimPrefix(f, "raw-")) {
+				continue
+			}
+			r := Result{Target: "(no target)", Benchmark: name, Family: f, Value: ms(m[f+"median-ns"]), Unit: "ms",
+				MedianMS: ms(m[f+"median-ns"]), P90MS: ms(m[f+"p90-ns"]), N: int(m[f+"n"])}
+			if raw, ok := m["raw-"+f+"median-ns"]; ok && raw > 0 {
+				r.RawFamily = "raw-" + f
+				r.RawMS, r.Ratio = ms(raw), m[f+"median-ns"]/raw
+			}
+			rows = append(rows, r)
 		}
-		rows = append(rows, r)
 	}
 	return rows
+}
+
+// families are the latency families a benchmark reported: each prefix p
+// with a p+"median-ns" metric, sorted.
+func families(m map[string]float64) []string {
+	var out []string
+	for k := range m {
+		if p, ok := strings.CutSuffix(k, "median-ns"); ok {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func render(rows []Result) string {
 	var b strings.Builder
 	b.WriteString("| target | benchmark | median ms | p90 ms | n | raw median ms | ratio | value | limit | pass | seed |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
-	num := func(v float64) string {
-		if v == 0 {
-			return ""
-		}
-		return strconv.FormatFloat(v, 'f', 3, 64)
-	}
+	var scale []Result
 	for _, r := range rows {
+		if r.Size > 0 {
+			scale = append(scale, r)
+			continue
+		}
 		pass := ""
 		if r.Pass != nil {
 			pass = map[bool]string{true: "pass", false: "MISS"}[*r.Pass]
-		}
-		n := ""
-		if r.N > 0 {
-			n = strconv.Itoa(r.N)
 		}
 		value := ""
 		if r.Unit != "" {
 			value = strconv.FormatFloat(r.Value, 'f', 3, 64) + " " + r.Unit
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.Target, r.Benchmark, num(r.MedianMS), num(r.P90MS), n, num(r.RawMS), num(r.Ratio), value, r.Limit, pass, r.Seed)
+			r.Target, benchName(r), num(r.MedianMS), num(r.P90MS), count(r.N), num(r.RawMS), num(r.Ratio), value, r.Limit, pass, r.Seed)
+	}
+	if len(scale) == 0 {
+		return b.String()
+	}
+	b.WriteString("\n| scale | benchmark | median ms | p90 ms | n | per added unit ms |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	for _, r := range scale {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", r.Target, benchName(r), num(r.MedianMS), num(r.P90MS), count(r.N), num(r.PerAddedMS))
 	}
 	return b.String()
+}
+
+// benchName is the benchmark with the families read, when not the
+// unprefixed ones: "BenchmarkX [up- vs cli-up-]".
+func benchName(r Result) string {
+	switch {
+	case r.RawFamily != "" && r.RawFamily != "raw-"+r.Family:
+		return fmt.Sprintf("%s [%s vs %s]", r.Benchmark, r.Family, r.RawFamily)
+	case r.Family != "":
+		return fmt.Sprintf("%s [%s]", r.Benchmark, r.Family)
+	}
+	return r.Benchmark
+}
+
+func num(v float64) string {
+	if v == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+func count(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
 }
 
 func machine() string {

@@ -1,13 +1,18 @@
 package main
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // A Target is one line of issue 16's targets: which benchmark (and, for
 // a memory target, which metric) it reads and what bounds it. Exactly one
-// bound is set. Campaign targets (adapter/) are added here the same way:
-// the benchmark reports median-ns, p90-ns and n (internal/latency), and
-// raw-median-ns for a raw limit it measures interleaved; its package goes
-// into Packages.
+// bound is set. A benchmark reports median-ns, p90-ns and n
+// (internal/latency), and raw-median-ns for a raw limit it measures
+// interleaved; one that measures several things reports each as a family
+// of its own (up-median-ns, raw-up-median-ns, cli-up-median-ns, ...), and
+// a target names the families it reads (Prefix, RawPrefix). The
+// benchmark's package goes into Packages.
 type Target struct {
 	// Name is what the table shows, e.g. "reset".
 	Name string
@@ -15,8 +20,15 @@ type Target struct {
 	// -GOMAXPROCS suffix, sub-benchmarks included ("BenchmarkTool/check").
 	Benchmark string
 	// Metric is the metric a byte target reads (e.g. rss-idle-bytes);
-	// empty means median-ns.
+	// empty means a latency family's median.
 	Metric string
+	// Prefix is the latency family the target reads (internal/latency's
+	// prefix): "up-" reads up-median-ns, up-p90-ns and up-n; empty means
+	// median-ns.
+	Prefix string
+	// RawPrefix is the family of the raw limit that OverRaw and MaxRatio
+	// compare with; empty means "raw-" + Prefix.
+	RawPrefix string
 	// Seed is the seed's figure from issue 16, for reference only.
 	Seed string
 
@@ -31,10 +43,12 @@ type Target struct {
 }
 
 // Packages are the packages whose benchmarks make bench runs.
-var Packages = []string{"./workbench/sandbox", "./workbench/episode", "./bench"}
+var Packages = []string{"./workbench/sandbox", "./workbench/episode", "./bench", "./adapter"}
 
-// Targets are issue 16's targets for the workbench.
-var Targets = []Target{
+// Targets are issue 16's targets: the workbench's, then the campaigns'.
+var Targets = slices.Concat(workbenchTargets, campaignTargets("none"), campaignTargets("per-agent"))
+
+var workbenchTargets = []Target{
 	{Name: "reset", Benchmark: "BenchmarkReset", Seed: "0.62 ms", Max: 400 * time.Microsecond},
 	{Name: "submit, text task", Benchmark: "BenchmarkSubmitText", Seed: "1.4 ms", Max: 800 * time.Microsecond},
 	{Name: "list_files", Benchmark: "BenchmarkTool/list_files", Max: 100 * time.Microsecond},
@@ -48,4 +62,56 @@ var Targets = []Target{
 	{Name: "8 sessions: time per episode vs 1 session (>= 2x episodes/min)", Benchmark: "BenchmarkWSEpisodes", MaxRatio: 0.5},
 	{Name: "workbench serve RSS idle", Benchmark: "BenchmarkWSEpisodes", Metric: "rss-idle-bytes", Seed: "34 MB", MaxBytes: 10 << 20},
 	{Name: "workbench serve RSS, 8 live sessions", Benchmark: "BenchmarkWSEpisodes", Metric: "rss-8-sessions-bytes", MaxBytes: 24 << 20},
+}
+
+// campaignTargets are a campaign's of 1 server + 16 workspaces in a
+// topology (adapter.BenchmarkCampaign16): bring-up and teardown against
+// the raw limit (the same containers, and networks, by direct SDK calls
+// with no journal, proof or readiness) and the sequential docker CLI, all
+// measured in the same rounds; cleanup with verification; the
+// attestation's own time, its probes apart.
+func campaignTargets(topology string) []Target {
+	bench := "BenchmarkCampaign16/" + topology
+	name := "campaign 1+16, " + topology + ": "
+	return []Target{
+		{Name: name + "bring-up vs raw SDK", Benchmark: bench, Prefix: "up-", MaxRatio: 1.15},
+		{Name: name + "bring-up vs sequential docker CLI", Benchmark: bench, Prefix: "up-", RawPrefix: "cli-up-", MaxRatio: 0.6},
+		{Name: name + "teardown vs raw SDK", Benchmark: bench, Prefix: "down-", MaxRatio: 1.15},
+		{Name: name + "teardown vs sequential docker CLI", Benchmark: bench, Prefix: "down-", RawPrefix: "cli-down-", MaxRatio: 0.6},
+		{Name: name + "cleanup with verification", Benchmark: bench, Prefix: "down-", Max: 2 * time.Second},
+		{Name: name + "attestation without the probes", Benchmark: bench, Prefix: "attest-noprobes-", Max: time.Second},
+	}
+}
+
+// Scales are the marginal-cost tables: a campaign's bring-up and teardown
+// from 1 to 64 workspaces (adapter.BenchmarkCampaignScale).
+var Scales = []Scale{campaignScale("none"), campaignScale("per-agent")}
+
+func campaignScale(topology string) Scale {
+	return Scale{Name: "campaign, " + topology, Benchmark: "BenchmarkCampaignScale/" + topology, Unit: "workspaces",
+		Sizes: []int{1, 8, 16, 32, 64}, Steps: []Step{{Name: "bring-up", Stem: "up"}, {Name: "teardown", Stem: "down"}}}
+}
+
+// A Scale is a marginal-cost table: a benchmark that reports one latency
+// family per size and step (<stem>-<size>-median-ns, e.g.
+// up-16-median-ns), shown per size with the median's growth per unit added
+// since the size before.
+type Scale struct {
+	// Name is what the table shows, e.g. "campaign, topology none".
+	Name string
+	// Benchmark is the benchmark's name as go test prints it.
+	Benchmark string
+	// Unit names what a size counts, e.g. "workspaces".
+	Unit string
+	// Sizes are the sizes measured, ascending.
+	Sizes []int
+	// Steps are the steps measured at each size.
+	Steps []Step
+}
+
+// A Step is one measured step of a Scale: its name and the stem of its
+// families.
+type Step struct {
+	Name string
+	Stem string
 }

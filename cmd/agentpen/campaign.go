@@ -135,7 +135,7 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	af.register(fs)
 	keepFailed := fs.Bool("keep-failed", false, "keep a campaign whose attestation failed (for debugging; remove it with agentpen down)")
 	timeout := fs.Duration("ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
-	parallel := fs.Int("parallel", adapter.DefaultParallelism, "workspaces created at once")
+	parallel := fs.Int("parallel", adapter.DefaultParallelism, "container creates, starts and network joins at once")
 	pos, err := fs.Parse(args, 1, 1)
 	if err != nil {
 		return err

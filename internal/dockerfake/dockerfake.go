@@ -245,8 +245,9 @@ func (d *Daemon) Client() *http.Client {
 type roundTripper struct{ d *Daemon }
 
 // RoundTrip serves req in its own goroutine and gives up when the
-// request's context is done, as a client does: the fake, like the daemon,
-// carries the call out anyway (a cancelled create still creates).
+// request's context is done, as a client does (with the context's cause):
+// the fake, like the daemon, carries the call out anyway (a cancelled
+// create still creates).
 func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	var body []byte
 	if req.Body != nil {
@@ -274,7 +275,10 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	case r := <-done:
 		return r.resp, r.err
 	case <-req.Context().Done():
-		return nil, req.Context().Err()
+		// As net/http's transport does: the context's cause, which is
+		// not always a cancellation (errgroup.WithContext sets the
+		// first error of a sibling).
+		return nil, context.Cause(req.Context())
 	}
 }
 
