@@ -23,9 +23,9 @@ type CampaignState struct {
 	// LastCleanup is the status of the latest generation's last cleanup
 	// or rollback ("verified", "failed"; "" for none since it began).
 	LastCleanup string
-	// LastCleanupGen is the latest generation begun when the last cleanup
-	// was journalled (0 for none): the last cleanup came after the latest
-	// generation began when it equals Latest().N.
+	// LastCleanupGen is the generation begun last when the last cleanup
+	// was journalled (0 for none). Like LastCleanup it is reset when a
+	// generation begins, so it is Latest().N or 0.
 	LastCleanupGen int
 	// RemovalStarted is true when a removal of one of the latest
 	// generation's resources was journalled after it was ready (a down
@@ -198,7 +198,7 @@ func readCampaignState(dir string) CampaignState {
 		switch {
 		case r.Op == campaign.OpBegin:
 			// A cleanup of an earlier generation says nothing of this one.
-			st.LastCleanup = ""
+			st.LastCleanup, st.LastCleanupGen = "", 0
 			begun = max(begun, r.Gen)
 		case r.Op == campaign.OpCreated && r.Note == orphanNote:
 			orphans[r.ID] = true

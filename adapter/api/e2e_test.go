@@ -562,8 +562,19 @@ func TestAPIClientGoneRollsBack(t *testing.T) {
 	if !bytes.Contains(b, []byte("bring-up failed")) || !bytes.Contains(b, []byte("cleanup verified")) {
 		t.Errorf("the journal does not record the rollback:\n%s", b)
 	}
-	// Listed as removed (its journal says so), with nothing to hand out.
-	if code, b := l.call(t, http.MethodGet, "/v1/campaigns", nil); code != http.StatusOK || !bytes.Contains(b, []byte(`"state":"removed"`)) || bytes.Contains(b, []byte("base_url")) {
-		t.Errorf("after the rollback: %d %s", code, b)
+	// Listed as removed (its journal says so), with nothing to hand out,
+	// once the handler has returned (it reads creating until then).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		code, b := l.call(t, http.MethodGet, "/v1/campaigns", nil)
+		if code != http.StatusOK || bytes.Contains(b, []byte("base_url")) ||
+			!bytes.Contains(b, []byte(`"state":"removed"`)) && !bytes.Contains(b, []byte(`"state":"creating"`)) {
+			t.Fatalf("after the rollback: %d %s", code, b)
+		}
+		if bytes.Contains(b, []byte(`"state":"removed"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still creating 30 s after the rollback was verified: %s", b)
+		}
 	}
 }
