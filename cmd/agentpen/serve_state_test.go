@@ -149,7 +149,8 @@ func (e *cliEnv) journalOf(id string) []campaign.Record {
 // campaign up leaves its containers running. The next serve lists the
 // campaign, shows its real state, refuses to create the id again in the
 // API's terms, and removes it on DELETE; the next generation's cleanup
-// report is not the earlier one's; a campaign agentpen down removes
+// report is not the earlier one's (set aside as cleanup.gen1.json, and
+// named); a campaign agentpen down removes
 // behind the service's back reads removed at once.
 func TestServeKilledMidCreate(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -210,7 +211,7 @@ func TestServeKilledMidCreate(t *testing.T) {
 	if code, b := p.call(http.MethodPost, "/v1/campaigns", spec); code != http.StatusCreated {
 		t.Fatalf("create generation 2: %d %s", code, b)
 	}
-	if code, b := p.call(http.MethodGet, "/v1/campaigns/"+id+"/cleanup", nil); code != http.StatusNotFound || !strings.Contains(string(b), "generation 1") {
+	if code, b := p.call(http.MethodGet, "/v1/campaigns/"+id+"/cleanup", nil); code != http.StatusNotFound || !strings.Contains(string(b), "generation 2") || !strings.Contains(string(b), "cleanup.gen1.json") {
 		t.Fatalf("generation 2 is up; GET cleanup: %d %s", code, b)
 	}
 	v := p.view(id)
