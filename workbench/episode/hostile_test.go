@@ -583,10 +583,39 @@ func noProcesses(t *testing.T, uid int) {
 	}
 	if len(pids) > 0 {
 		t.Errorf("processes of uid %d left: %v", uid, pids)
+		for _, pid := range pids {
+			t.Errorf("%s", describeProcess(pid))
+		}
 	}
 	if tids := liveTasks(t, uid); len(tids) > 0 {
 		t.Errorf("threads of uid %d left: %v", uid, tids)
 	}
+}
+
+// describeProcess says what a leftover process is (its command line, its
+// parent's, and the status lines that tell who made it), for a failure
+// message: a process of the uid that the episode did not start names the
+// test or server that did.
+func describeProcess(pid int) string {
+	var b strings.Builder
+	for p, i := pid, 0; p > 1 && i < 3; i++ {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
+		fmt.Fprintf(&b, "pid %d: %q", p, strings.ReplaceAll(string(cmdline), "\x00", " "))
+		next := 0
+		for _, line := range strings.Split(string(status), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 1 && (f[0] == "Name:" || f[0] == "State:" || f[0] == "Uid:" || f[0] == "PPid:" || f[0] == "Threads:" || f[0] == "NoNewPrivs:") {
+				fmt.Fprintf(&b, " %s", line)
+			}
+			if len(f) > 1 && f[0] == "PPid:" {
+				next, _ = strconv.Atoi(f[1])
+			}
+		}
+		b.WriteString("\n")
+		p = next
+	}
+	return b.String()
 }
 
 // liveTasks returns "pid/tid" of every thread not dead or a zombie whose
