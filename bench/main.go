@@ -341,11 +341,16 @@ operations, each waiting for a core) rose from 0.17 / 0.10 ms to 0.8 / 1.7 ms in
 
 - **Code grading** (run_tests, code submit) is bounded by one interpreter start per graded case
   (the design: each case runs alone, from a clean state): 3 + 6 starts of the probe plus, for
-  run_tests, test_solution.py, which imports json (about 7.5 ms more than a bare start here; it is
-  task content the agent sees). Per case the server adds about 0.4 ms (tmp and IPC sweep, digest,
-  one switch to the uid, the kill probe). The probe itself imports nothing (it did import json:
-  19.6x and 8.7x before). Going well below needs issue 16's stretch goal, a pre-started
-  interpreter per episode, not done.
+  run_tests, test_solution.py. Neither imports anything (importing json cost about 9 ms of every
+  run_tests: 23.6 -> 14.6 ms against a 12.4 ms bare start, measured interleaved). Per case the
+  server adds about 0.4 ms (tmp and IPC sweep, digest, one switch to the uid, the kill probe).
+  Going well below needs issue 16's stretch goal, a pre-started interpreter per episode, not done.
+- **per-agent teardown** is bounded by the daemon's network removal: it removes networks one at
+  a time (about 180 ms each here, with the server's endpoint on every one), so the raw SDK
+  removal of 1 + 16 containers and 16 networks is itself about 2.9 s. agentpen's cleanup with
+  verification is 1.0x that raw limit; "<= 0.6x the sequential CLI" and "cleanup <= 2 s" would
+  need to beat the raw limit, so they miss. The none topology (the default) has no network and
+  passes both (about 0.4 s).
 - **8 sessions** cannot exceed about 2x one session on 2 cores: one session already keeps one core
   busy with interpreter starts.
 - **reset after an episode that ran code** (BenchmarkResetAfterRun, no target; the target row
