@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,23 +124,20 @@ func dialAs(ctx context.Context, network, addr string, timeout time.Duration, as
 	if as <= 0 {
 		return dial()
 	}
-	type result struct{ outcome, err string }
-	done := make(chan result, 1)
-	go func() {
-		// Never unlocked: the thread ends with this goroutine, so its
-		// switched ids never serve anything else.
-		runtime.LockOSThread()
+	// On a thread of its own, never the main thread, that ends with the
+	// dial: its switched ids never serve anything else.
+	var outcome, msg string
+	sandbox.OnThrowawayThread(func() error {
 		unix.Setfsgid(as)
 		unix.Setfsuid(as)
 		if got, _ := unix.SetfsuidRetUid(-1); got != as {
-			done <- result{OutcomeError, fmt.Sprintf("could not become fsuid %d", as)}
-			return
+			outcome, msg = OutcomeError, fmt.Sprintf("could not become fsuid %d", as)
+			return nil
 		}
-		o, e := dial()
-		done <- result{o, e}
-	}()
-	r := <-done
-	return r.outcome, r.err
+		outcome, msg = dial()
+		return nil
+	})
+	return outcome, msg
 }
 
 // DialTCP connects to addr within timeout and closes the connection at

@@ -26,6 +26,18 @@ func onOwnThread(fn func(restored *bool) error) error {
 	return <-done
 }
 
+// OnThrowawayThread runs fn on an OS thread locked to it that is not the
+// process's main thread, and ends that thread when fn returns: for code
+// outside this package that switches the thread's ids and never switches
+// them back (the isolation probe's connect as a sandbox uid). A goroutine
+// that locks its thread and exits ends that thread, except the main
+// thread, which the Go runtime keeps, parked, with whatever ids it had:
+// a probe's dial that happened to run there left the whole process
+// looking like the sandbox uid's for the rest of its life.
+func OnThrowawayThread(fn func() error) error {
+	return onOwnThread(func(*bool) error { return fn() })
+}
+
 // runOffMain locks its goroutine to a thread; when that is the main
 // thread it keeps it locked, so another goroutine cannot be given it, and
 // runs fn on a goroutine of its own.
