@@ -62,15 +62,36 @@ type AttestOptions struct {
 // stored report, with its cleanup status, is left as it is. A campaign
 // that is up but not what it should be is a report with OK false.
 func (a *Adapter) Attest(ctx context.Context, campaignID string, opts AttestOptions) (*attest.Report, error) {
-	_, _, rep, err := a.attest(ctx, campaignID, opts)
+	if err := campaign.CheckID("campaign_id", campaignID); err != nil {
+		return nil, err
+	}
+	// A down (or a bring-up) of the campaign waits for the report, and the
+	// report is of the campaign as no other agentpen was changing it.
+	lock, err := a.lockCampaign(ctx, campaign.Key(campaignID), DefaultLockWait)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.unlock()
+	_, _, rep, err := a.attest(ctx, campaignID, opts, true)
 	return rep, err
 }
 
-// attest is Attest, also returning the evidence (for the fixtures).
-func (a *Adapter) attest(ctx context.Context, campaignID string, opts AttestOptions) (attest.Source, attest.Observation, *attest.Report, error) {
+// Journal notes of the attestation that BringUpAttested runs.
+const (
+	noteAttesting      = "attesting"
+	noteAttestedOK     = "attested ok"
+	noteAttestedFailed = "attested failed"
+)
+
+// attest is Attest without the lock (its caller holds it), also
+// returning the evidence (for the fixtures). With needUp it first
+// refuses a campaign that is not up (BringUpAttested's is pending).
+func (a *Adapter) attest(ctx context.Context, campaignID string, opts AttestOptions, needUp bool) (attest.Source, attest.Observation, *attest.Report, error) {
 	start := time.Now()
-	if err := a.requireUp(campaignID); err != nil {
-		return attest.Source{}, attest.Observation{}, nil, err
+	if needUp {
+		if err := a.requireUp(campaignID); err != nil {
+			return attest.Source{}, attest.Observation{}, nil, err
+		}
 	}
 	src, err := a.attestSource(campaignID)
 	if err != nil {
@@ -79,6 +100,11 @@ func (a *Adapter) attest(ctx context.Context, campaignID string, opts AttestOpti
 	obs, err := a.observeCampaign(ctx, src, opts)
 	if err != nil {
 		return src, obs, nil, err
+	}
+	if ctx.Err() != nil {
+		// Probes cut short would read as failures the campaign does not
+		// have: no report rather than a false one.
+		return src, obs, nil, fmt.Errorf("attestation of %s interrupted, no report written: %w", campaignID, context.Cause(ctx))
 	}
 	obs.Timings.TotalMS = msSince(start)
 	rep := attest.Evaluate(src, obs)
@@ -123,6 +149,8 @@ func (a *Adapter) requireUp(campaignID string) error {
 	switch live := len(g.Live()); {
 	case len(st.Generations) == 0:
 		why = "it has no generation"
+	case st.AttestPending && live > 0 && st.LastCleanup == "":
+		why = fmt.Sprintf("its latest generation (%d) stopped while it was being attested at bring-up (killed, or still running in another process): agentpen down %s removes it", g.N, campaignID)
 	case st.LastCleanup == "verified":
 		why = fmt.Sprintf("its latest generation (%d) was removed (cleanup verified)", g.N)
 	case st.Ready && live == 0:

@@ -85,7 +85,7 @@ func TestCaptureAttestFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { a.TearDown(context.Background(), fx.spec.CampaignID) })
-			src, obs, rep, err := a.attest(t.Context(), fx.spec.CampaignID, AttestOptions{EgressTarget: fx.egress})
+			src, obs, rep, err := a.attest(t.Context(), fx.spec.CampaignID, AttestOptions{EgressTarget: fx.egress}, true)
 			if err != nil {
 				t.Fatal(err)
 			}

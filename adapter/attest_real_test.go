@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -350,5 +351,59 @@ func handMadeWorkspace(t *testing.T, a *Adapter, cli *client.Client, c *Campaign
 	}
 	if err := a.waitWorkspace(t.Context(), Workspace{AgentID: ag.AgentID, ContainerID: id, Socket: old.Socket}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBringUpAttestedHoldsTheLock (real daemon): BringUpAttested attests
+// under its hold of the campaign's lock (another agentpen cannot take it
+// in between: a down used to remove a campaign while up attested it), and
+// a bring-up stopped during its attestation writes no report and leaves a
+// campaign that is not up (it read as up, and the API served it as ready,
+// unattested); attest refuses it saying why, and down removes it.
+func TestBringUpAttestedHoldsTheLock(t *testing.T) {
+	a, cli := realAdapter(t, "canary-lock-key-5d0e3f1a2b7c9e4d", nil)
+	img, err := cli.ImageInspect(t.Context(), testenv.WorkbenchImage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("attest-lock-%d", time.Now().UnixNano())
+	spec := campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: img.ID},
+		Workspaces: []campaign.WorkspaceSpec{{TaskID: "software/median@2", Image: img.ID}}}
+	t.Cleanup(func() { a.Cleanup(context.Background(), id) })
+	other := &Adapter{Docker: a.Docker, StateRoot: t.TempDir()}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var lockErr error
+	a.Progress = func(p Progress) {
+		if p.Step != StepAttesting {
+			return
+		}
+		// Another agentpen, another state root, the same daemon.
+		var l *campaignLock
+		if l, lockErr = other.lockCampaign(t.Context(), campaign.Key(id), 50*time.Millisecond); lockErr == nil {
+			l.unlock()
+		}
+		cancel() // stop the bring-up during its attestation
+	}
+	c, rep, err := a.BringUpAttested(ctx, spec, AttestOptions{})
+	if !errors.Is(lockErr, ErrLocked) {
+		t.Errorf("another agentpen took the campaign's lock during the bring-up's attestation (%v)", lockErr)
+	}
+	if c == nil || rep != nil || err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("interrupted attestation: campaign %v, report %v, err %v; want the campaign, no report, an interrupted error", c != nil, rep, err)
+	}
+	if _, err := os.Stat(a.AttestationPath(id)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("an interrupted attestation wrote a report (%v)", err)
+	}
+	st, err := a.State(id)
+	if err != nil || !st.Ready || !st.AttestPending || st.Up() {
+		t.Fatalf("state after the interrupted attestation: ready %v pending %v up %v (%v); want ready, pending, not up", st.Ready, st.AttestPending, st.Up(), err)
+	}
+	if _, err := a.Attest(t.Context(), id, AttestOptions{}); !errors.Is(err, ErrNotUp) || !strings.Contains(err.Error(), "being attested") {
+		t.Fatalf("attest of a campaign stopped mid-attestation: %v", err)
+	}
+	crep, err := a.Cleanup(t.Context(), id)
+	if err != nil || !crep.OK {
+		t.Fatalf("down: %v %+v", err, crep)
 	}
 }

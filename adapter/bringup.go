@@ -53,53 +53,72 @@ func (e kindError) Unwrap() error { return e.kind }
 // writes the cleanup report; the error names the failing resource and says
 // whether the rollback was verified.
 func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Campaign, error) {
+	c, _, err := a.bringUp(ctx, spec, nil)
+	return c, err
+}
+
+// BringUpAttested is BringUp, then Attest of the new generation under the
+// same hold of the campaign's lock: no other agentpen (a down, another
+// attestation) acts on the campaign between its readiness and its
+// report. The journal says "attesting" before the attestation and
+// "attested ok" or "attested failed" once its report is written, so a
+// bring-up killed in between reads as not up (CampaignState.AttestPending)
+// rather than ready and unattested. An attestation that cannot run (or
+// is interrupted) is returned as the error, with the campaign up and
+// pending; one that ran returns its report, failed or not. Either way the
+// caller decides what to do with a campaign that did not attest.
+func (a *Adapter) BringUpAttested(ctx context.Context, spec campaign.CampaignSpec, opts AttestOptions) (*Campaign, *attest.Report, error) {
+	return a.bringUp(ctx, spec, &opts)
+}
+
+func (a *Adapter) bringUp(ctx context.Context, spec campaign.CampaignSpec, attestOpts *AttestOptions) (*Campaign, *attest.Report, error) {
 	p, err := campaign.NewPlan(spec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := a.checkKey(p); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := a.checkImages(ctx, p); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lock, err := a.lockCampaign(ctx, p.Key, DefaultLockWait)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer lock.unlock()
 	dir, err := a.campaignDir(p.CampaignID, true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	gen, err := nextGeneration(dir, p.CampaignID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := a.refuseLabelled(ctx, p.CampaignID); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := setAsideReports(dir, gen-1); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p.Bind(gen, campaign.NewInstance())
 	if n := len(filepath.Join(a.runRoot(p), p.Agents[0].AgentID, filepath.Base(campaign.WorkbenchSocket))); n > maxSocketPath {
-		return nil, fmt.Errorf("the workbench socket path under %s would be %d bytes, over the %d of a unix socket address: use a daemon whose socket path is shorter", a.runBase(), n, maxSocketPath)
+		return nil, nil, fmt.Errorf("the workbench socket path under %s would be %d bytes, over the %d of a unix socket address: use a daemon whose socket path is shorter", a.runBase(), n, maxSocketPath)
 	}
 	j, err := a.openJournal(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer j.Close()
 	if err := writeSpec(dir, spec); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := a.recordDaemon(dir); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := j.Append(campaign.Record{Op: campaign.OpBegin, Gen: gen, Instance: p.Instance,
 		Note: fmt.Sprintf("bring-up started: %d workspaces, egress %s", len(p.Agents), p.Egress)}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{},
 		progress: a.newProgress(p.CampaignID, map[string]int{campaign.RoleNetwork: len(p.Networks), campaign.RoleServer: 1, campaign.RoleWork: len(p.Agents)})}
@@ -111,7 +130,7 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 		rep := a.cleanupJournal(rctx, j, j.Path(), p.CampaignID, cleanupOptions{gen: gen, failed: b.failedCreates()})
 		rbErr := a.finishReport(j, &rep)
 		err = fmt.Errorf("%w; rolled back: cleanup %s (%s)", err, rep.Status, filepath.Join(dir, CleanupReportFile))
-		return nil, errors.Join(err, rbErr, j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: "bring-up failed: " + err.Error()}))
+		return nil, nil, errors.Join(err, rbErr, j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: "bring-up failed: " + err.Error()}))
 	}
 	// Every id is journalled already; the note only marks the moment, so a
 	// failure to write it is logged rather than undoing a ready campaign.
@@ -119,7 +138,28 @@ func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 		a.log().Warn("journal the ready note", "campaign", p.CampaignID, "err", err)
 	}
 	a.log().Info("campaign ready", "campaign", p.CampaignID, "generation", gen, "topology", p.Topology, "networks", len(c.NetworkIDs), "workspaces", len(c.Workspaces))
-	return c, nil
+	if attestOpts == nil {
+		return c, nil, nil
+	}
+	if a.Progress != nil {
+		a.Progress(Progress{CampaignID: p.CampaignID, Step: StepAttesting})
+	}
+	// Until "attested ...", the campaign is not up (AttestPending).
+	if err := j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: noteAttesting}); err != nil {
+		return c, nil, err
+	}
+	_, _, rep, err := a.attest(ctx, p.CampaignID, *attestOpts, false)
+	if err != nil {
+		return c, rep, err
+	}
+	note := noteAttestedOK
+	if !rep.OK {
+		note = noteAttestedFailed
+	}
+	if err := j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: note}); err != nil {
+		return c, rep, fmt.Errorf("journal the attestation's verdict: %w", err)
+	}
+	return c, rep, nil
 }
 
 // nextGeneration reads the campaign's journal (if any) and returns the

@@ -212,6 +212,9 @@ func notVerified(rep *cleanup.Report) error {
 	return fmt.Errorf("campaign %q: %w: %d failed checks: %s%s", rep.CampaignID, ErrNotVerified, len(rep.FailedChecks), strings.Join(checks, ", "), more)
 }
 
+// noteRemovalStarted is journalled before a cleanup's first removal.
+const noteRemovalStarted = "removal started"
+
 // cleanupJournal is one cleanup (or verification) of the campaign whose
 // journal j is; see Cleanup.
 // j is nil for a read-only verification, which reads the journal at path.
@@ -273,6 +276,15 @@ func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, path,
 		byRole := map[string]int{}
 		for _, r := range live {
 			byRole[r.Role]++
+		}
+		if len(live) > 0 {
+			// Before the first removal: a down killed before it journals
+			// one leaves a campaign that reads as being removed, not up.
+			// Each removal is journalled on its own, so a failure here only
+			// loses that early sign; it is logged.
+			if err := j.Append(campaign.Record{Op: campaign.OpNote, Note: noteRemovalStarted}); err != nil {
+				a.log().Warn("journal the start of a removal", "campaign", campaignID, "err", err)
+			}
 		}
 		in.Outcomes = a.removeAll(ctx, j, live, a.newProgress(campaignID, byRole))
 		phase("remove", start)

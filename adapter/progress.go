@@ -16,6 +16,9 @@ const (
 	// StepRemoved: a teardown is done with one journalled resource:
 	// removed, found already gone, or left alone (Outcome says which).
 	StepRemoved = "removed"
+	// StepAttesting: BringUpAttested's campaign is ready and its
+	// attestation begins (no resource is named).
+	StepAttesting = "attesting"
 )
 
 // Progress is one step of a bring-up or a teardown, for a caller that

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,6 +32,10 @@ type CampaignState struct {
 	// generation's resources was journalled after it was ready (a down
 	// that did not finish, or one that was killed).
 	RemovalStarted bool
+	// AttestPending is true when the latest generation's bring-up began
+	// its attestation (BringUpAttested) and journalled no verdict: one
+	// killed (or still running) between readiness and its report.
+	AttestPending bool
 	// Torn is the journal's final line without its newline, a write that
 	// did not complete, which reading ignored (nil for none); the next
 	// agentpen down or up of the campaign cuts it.
@@ -45,10 +50,11 @@ type CampaignState struct {
 
 // Up reports whether the latest generation is up: it reached readiness,
 // no cleanup of it has finished, it has resources not removed, and the
-// state is sound. (One that is up may still be broken: RemovalStarted,
+// state is sound, and its bring-up's attestation (if it ran one) reached
+// a verdict. (One that is up may still be broken: RemovalStarted,
 // or containers gone from the daemon.)
 func (s CampaignState) Up() bool {
-	return s.Err == nil && s.Ready && s.LastCleanup == "" && len(s.Latest().Live()) > 0
+	return s.Err == nil && s.Ready && !s.AttestPending && s.LastCleanup == "" && len(s.Latest().Live()) > 0
 }
 
 // Latest returns the newest generation (the zero Generation for none).
@@ -157,9 +163,11 @@ func (a *Adapter) Campaigns() ([]CampaignState, error) {
 	}
 	var out []CampaignState
 	for _, e := range entries {
-		if !e.IsDir() {
+		if !e.IsDir() && e.Type()&fs.ModeSymlink == 0 {
 			continue
 		}
+		// A symbolic link where a campaign's directory belongs is listed
+		// (its state untrusted), never skipped: it may hide a campaign.
 		st := readCampaignState(filepath.Join(root, e.Name()))
 		if errors.Is(st.Err, os.ErrNotExist) {
 			continue // a directory without a journal is not a campaign
@@ -207,6 +215,14 @@ func readCampaignState(dir string) CampaignState {
 		case r.Op != campaign.OpNote:
 		case r.Note == "ready" && r.Gen == latest:
 			st.Ready = true
+		case r.Note == noteAttesting && r.Gen == latest:
+			st.AttestPending = true
+		case (r.Note == noteAttestedOK || r.Note == noteAttestedFailed) && r.Gen == latest:
+			st.AttestPending = false
+		case r.Note == noteRemovalStarted && st.Ready:
+			// A removal began after the latest generation was ready (a
+			// down killed before it journalled any removal included).
+			st.RemovalStarted = true
 		case strings.HasPrefix(r.Note, "cleanup "):
 			st.LastCleanup = strings.TrimPrefix(r.Note, "cleanup ")
 			st.LastCleanupGen = begun

@@ -53,3 +53,51 @@ func TestState(t *testing.T) {
 		t.Fatalf("a cleanup of generation 2: %+v %v", st, err)
 	}
 }
+
+// TestStateNotes: a bring-up stopped between readiness and its
+// attestation's verdict is not up (it read as up, and the API served it),
+// and a down stopped before it journalled any removal leaves a campaign
+// that reads as being removed (it read as up).
+func TestStateNotes(t *testing.T) {
+	for _, tt := range []struct {
+		name                 string
+		notes                []string
+		up, pending, removal bool
+	}{
+		{"ready", nil, true, false, false},
+		{"attesting", []string{noteAttesting}, false, true, false},
+		{"attested_ok", []string{noteAttesting, noteAttestedOK}, true, false, false},
+		{"attested_failed", []string{noteAttesting, noteAttestedFailed}, true, false, false},
+		{"removal_started", []string{noteAttesting, noteAttestedOK, noteRemovalStarted}, true, false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := &Adapter{StateRoot: t.TempDir()}
+			j, err := campaign.OpenJournal(a.CampaignDir("camp-1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			recs := []campaign.Record{
+				{Op: campaign.OpBegin, Gen: 1, Instance: "i1"},
+				{Op: campaign.OpCreated, Gen: 1, Kind: campaign.KindContainer, Name: "c", ID: "id1"},
+				{Op: campaign.OpNote, Gen: 1, Note: "ready"},
+			}
+			for _, n := range tt.notes {
+				r := campaign.Record{Op: campaign.OpNote, Gen: 1, Note: n}
+				if n == noteRemovalStarted {
+					r.Gen = 0 // as the cleanup journals it
+				}
+				recs = append(recs, r)
+			}
+			for _, r := range recs {
+				if err := j.Append(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := a.State("camp-1")
+			if err != nil || st.Up() != tt.up || st.AttestPending != tt.pending || st.RemovalStarted != tt.removal {
+				t.Fatalf("up %v pending %v removal %v (%v), want %v %v %v", st.Up(), st.AttestPending, st.RemovalStarted, err, tt.up, tt.pending, tt.removal)
+			}
+		})
+	}
+}

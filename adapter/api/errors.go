@@ -90,7 +90,7 @@ func operationProblem(what string, err error) error {
 	case errors.Is(err, adapter.ErrNoCampaign), errors.Is(err, adapter.ErrNotUp):
 		status = http.StatusNotFound
 	case errors.Is(err, adapter.ErrConflict), errors.Is(err, adapter.ErrLocked),
-		errors.Is(err, campaign.ErrJournalCorrupt), errors.Is(err, campaign.ErrUntrusted):
+		errors.Is(err, campaign.ErrJournalCorrupt), errors.Is(err, campaign.ErrUntrusted), errors.Is(err, errUnusable):
 		status = http.StatusConflict
 	case errors.Is(err, adapter.ErrDaemonUnreachable):
 		status = http.StatusServiceUnavailable

@@ -94,6 +94,16 @@ func (f *fakeBackend) BringUp(ctx context.Context, spec campaign.CampaignSpec) (
 	return c, nil
 }
 
+// BringUpAttested is BringUp then Attest, as the adapter's.
+func (f *fakeBackend) BringUpAttested(ctx context.Context, spec campaign.CampaignSpec, opts adapter.AttestOptions) (*adapter.Campaign, *attest.Report, error) {
+	c, err := f.BringUp(ctx, spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep, err := f.Attest(ctx, spec.CampaignID, opts)
+	return c, rep, err
+}
+
 // begin refuses an id with live resources (as the adapter does, in its
 // words), writes the spec and opens the next generation. f.mu is held.
 func (f *fakeBackend) begin(spec campaign.CampaignSpec) (*campaign.Plan, error) {

@@ -182,15 +182,17 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*campaign
 	// An id whose journal has anything live is refused in the API's terms;
 	// BringUp refuses it again under the campaign's lock (another process
 	// may bring it up meanwhile).
-	if snap, err := s.read(id); err == nil && len(snap.st.Live()) > 0 {
+	if snap, err := s.read(id); err == nil && (snap.st.Err != nil || len(snap.st.Live()) > 0) {
 		return nil, existsProblem(id, snap)
 	}
 	s.begin(e, StateCreating)
 	defer s.end(e)
 
 	start := time.Now()
-	c, err := s.be.BringUp(ctx, spec)
-	if err != nil {
+	// Attested under the bring-up's hold of the campaign's lock: nothing
+	// else acts on it before its verdict.
+	c, rep, err := s.be.BringUpAttested(ctx, spec, s.cfg.Attest)
+	if c == nil {
 		s.metrics.bringUp.WithLabelValues("failed").Observe(time.Since(start).Seconds())
 		s.log.Warn("create failed", "campaign", id, "request_id", RequestID(ctx), "cancelled", ctx.Err() != nil)
 		if snap, rerr := s.read(id); errors.Is(err, adapter.ErrCampaignExists) && rerr == nil {
@@ -198,7 +200,6 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*campaign
 		}
 		return nil, operationProblem("bring-up", err)
 	}
-	rep, err := s.be.Attest(ctx, id, s.cfg.Attest)
 	if err != nil || !rep.OK {
 		// Fail closed, as agentpen up: a campaign that does not attest is
 		// never handed out; it is removed by exact id, even when the client
@@ -244,8 +245,17 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*campaign
 // existsProblem is the 409 of a create whose id has live resources, in
 // the API's terms.
 func existsProblem(id string, snap snapshot) error {
+	if snap.st.Err != nil {
+		return unusableProblem(id, snap)
+	}
 	return problem(http.StatusConflict, fmt.Sprintf("campaign %q already exists: its generation %d is %s with %d resources live; DELETE /v1/campaigns/%s removes it, then create it again",
 		id, snap.st.Latest().N, snap.state, len(snap.st.Live()), id))
+}
+
+// unusableProblem is the 409 of every operation on an unusable campaign:
+// what is wrong with its files, and that nothing was done.
+func unusableProblem(id string, snap snapshot) error {
+	return problem(http.StatusConflict, fmt.Sprintf("campaign %q is unusable, nothing was done: %v (an operator repairs it or moves it aside: docs/troubleshooting.md)", id, snap.st.Err))
 }
 
 func statusOf(r *cleanup.Report) cleanup.Status {
@@ -458,6 +468,9 @@ func (s *Server) readFor(id string) (snapshot, error) {
 	snap, err := s.read(id)
 	if err != nil {
 		return snapshot{}, campaignProblem(id, "read", err)
+	}
+	if snap.st.Err != nil {
+		return snapshot{}, unusableProblem(id, snap)
 	}
 	return snap, nil
 }

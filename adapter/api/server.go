@@ -58,7 +58,7 @@ const minTokenBytes = 16
 
 // backend is what the service calls on the adapter.
 type backend interface {
-	BringUp(ctx context.Context, spec campaign.CampaignSpec) (*adapter.Campaign, error)
+	BringUpAttested(ctx context.Context, spec campaign.CampaignSpec, opts adapter.AttestOptions) (*adapter.Campaign, *attest.Report, error)
 	Attest(ctx context.Context, campaignID string, opts adapter.AttestOptions) (*attest.Report, error)
 	Cleanup(ctx context.Context, campaignID string) (*cleanup.Report, error)
 	Load(campaignID string) (*adapter.Campaign, error)
@@ -361,9 +361,11 @@ func stateOf(st adapter.CampaignState, att *attest.Report) string {
 		return StateCleanupFailed
 	case len(st.Live()) == 0:
 		return StateRemoved
-	case !st.Ready:
+	case !st.Ready, st.AttestPending:
+		// Never ready, or killed (or still running elsewhere) between its
+		// readiness and its attestation's verdict.
 		return StateStartingOrFailed
-	case cleanedSince, len(g.Live()) < len(g.Resources), len(st.Live()) > len(g.Live()):
+	case cleanedSince, st.RemovalStarted, len(g.Live()) < len(g.Resources), len(st.Live()) > len(g.Live()):
 		// A removal began and did not finish, or an earlier generation
 		// is still live: nothing to serve.
 		return StateCleanupFailed
@@ -531,6 +533,9 @@ func (s *Server) startOp() (context.Context, func(), error) {
 
 var errClosing = errors.New("the service is shutting down")
 
+// errUnusable is the kind of every refusal to act on an unusable campaign.
+var errUnusable = errors.New("unusable")
+
 // Close ends the service's own work and leaves every campaign up and
 // journalled: it ends the proxy's sessions (close 1001) and requests,
 // refuses new operations, lets the ones in flight finish for
@@ -582,6 +587,13 @@ func (s *Server) CleanupAll(ctx context.Context) error {
 		if s.snapshotOf(st).state == StateRemoved {
 			continue
 		}
+		if st.Err != nil {
+			// Its files cannot be trusted to say what is ours: left alone,
+			// and the exit says so (not as bad input: the service's).
+			s.log.Warn("campaign left alone on exit: unusable", "campaign", st.CampaignID, "err", st.Err)
+			errs = append(errs, fmt.Errorf("campaign %s is unusable, left alone: %v", st.CampaignID, st.Err))
+			continue
+		}
 		rep, err := s.remove(ctx, s.entry(st.CampaignID))
 		if err != nil {
 			errs = append(errs, err)
@@ -610,7 +622,7 @@ func (s *Server) remove(ctx context.Context, e *entry) (*cleanup.Report, error) 
 		return snap.cleanup, nil
 	}
 	if snap.st.Err != nil {
-		return nil, fmt.Errorf("campaign %q is unusable, nothing was removed: %w", e.id, snap.st.Err)
+		return nil, fmt.Errorf("campaign %q is %w, nothing was removed: %w", e.id, errUnusable, snap.st.Err)
 	}
 	s.begin(e, StateDeleting)
 	s.mu.Lock()

@@ -302,6 +302,11 @@ func TestStateOf(t *testing.T) {
 		{"ready_unattested", adapter.CampaignState{Ready: true, Generations: []campaign.Generation{{N: 1, Resources: res(false)}}}, nil, StateReady},
 		{"attestation_failed", adapter.CampaignState{Ready: true, Generations: []campaign.Generation{{N: 1, Resources: res(false)}}}, failed, StateAttestationFailed},
 		{"killed_create", adapter.CampaignState{Generations: []campaign.Generation{{N: 1, Resources: res(false, false)}}}, nil, StateStartingOrFailed},
+		// Killed between readiness and its attestation's verdict: never
+		// served (it read as ready, unattested, with working base_urls).
+		{"killed_attesting", adapter.CampaignState{Ready: true, AttestPending: true, Generations: []campaign.Generation{{N: 1, Resources: res(false, false)}}}, nil, StateStartingOrFailed},
+		// A down killed before it journalled any removal.
+		{"removal_started", adapter.CampaignState{Ready: true, RemovalStarted: true, Generations: []campaign.Generation{{N: 1, Resources: res(false, false)}}}, ok, StateCleanupFailed},
 		{"removal_interrupted", adapter.CampaignState{Ready: true, Generations: []campaign.Generation{{N: 1, Resources: res(true, false)}}}, ok, StateCleanupFailed},
 		{"cleanup_failed", adapter.CampaignState{Ready: true, LastCleanup: "failed", LastCleanupGen: 2,
 			Generations: []campaign.Generation{gen1Gone, {N: 2, Resources: res(false)}}}, ok, StateCleanupFailed},
@@ -349,6 +354,17 @@ func TestUnusableCampaign(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "writ"},
+		// A symbolic link where the directory was: listed, never skipped
+		// (it was missing from the list and from agentpen ls).
+		{"symlinked", func(t *testing.T, dir string) {
+			moved := filepath.Join(t.TempDir(), "moved")
+			if err := os.Rename(dir, moved); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(moved, dir); err != nil {
+				t.Fatal(err)
+			}
+		}, "link"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			be := newFakeBackend(t)
@@ -376,6 +392,20 @@ func TestUnusableCampaign(t *testing.T) {
 				resp, b := ts.do(t, m, path, nil, true)
 				if resp.StatusCode != http.StatusConflict {
 					t.Errorf("%s %s: %d %s, want 409", m, path, resp.StatusCode, b)
+				}
+			}
+			// --cleanup-on-exit leaves it alone and says so.
+			if err := ts.CleanupAll(t.Context()); err == nil || !strings.Contains(err.Error(), "unusable, left alone") {
+				t.Errorf("CleanupAll: %v, want the campaign named as left alone", err)
+			}
+			// A create of its id is refused as unusable, not as live.
+			resp, b = ts.do(t, http.MethodPost, "/v1/campaigns", specJSON("camp-u", "software/median@7"), true)
+			if p := decodeProblem(t, resp, b); resp.StatusCode != http.StatusConflict || !strings.Contains(p.Detail, "unusable") || strings.Contains(p.Detail, "DELETE") {
+				t.Errorf("create again: %d %q, want 409 saying it is unusable (not that DELETE removes it)", resp.StatusCode, p.Detail)
+			}
+			for _, path := range []string{"/v1/campaigns/camp-u/attestation", "/v1/campaigns/camp-u/cleanup"} {
+				if resp, b := ts.do(t, http.MethodGet, path, nil, true); resp.StatusCode != http.StatusConflict {
+					t.Errorf("GET %s: %d %s, want 409", path, resp.StatusCode, b)
 				}
 			}
 			if after := be.mutating(); len(after) != before {

@@ -165,14 +165,11 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	defer view.finish()
 	a.ReadyTimeout, a.Parallelism, a.Progress = *timeout, *parallel, view.step
 	start := time.Now()
-	c, err := a.BringUp(ctx, spec)
-	if err != nil {
-		view.finish()
+	c, rep, err := a.BringUpAttested(ctx, spec, opts)
+	view.finish()
+	if c == nil {
 		return err
 	}
-	view.say("attesting")
-	rep, err := a.Attest(ctx, spec.CampaignID, opts)
-	view.finish()
 	if err != nil || !rep.OK {
 		return failedAttestation(ctx, a, spec.CampaignID, rep, err, *keepFailed, stderr)
 	}

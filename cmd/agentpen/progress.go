@@ -63,6 +63,10 @@ func (v *progressView) Write(b []byte) (int, error) {
 
 // step shows one step; it is the adapter's Progress callback.
 func (v *progressView) step(p adapter.Progress) {
+	if p.Step == adapter.StepAttesting {
+		v.say("attesting")
+		return
+	}
 	if v.log != nil {
 		v.log.Info("progress", "campaign", p.CampaignID, "step", p.Step, "done", p.Done, "total", p.Total,
 			"role", p.Role, "kind", p.Kind, "name", p.Name, "id", shortID(p.ID), "outcome", p.Outcome)
