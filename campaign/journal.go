@@ -352,6 +352,16 @@ func parseRecord(line []byte) (Record, error) {
 	if rec.Seq < 1 || rec.Op == "" {
 		return rec, errors.New("not a journal record (no seq or op)")
 	}
+	switch rec.Op {
+	case OpBegin, OpIntent, OpCreated, OpCreateFailed, OpRemoved, OpNote:
+	default:
+		return rec, fmt.Errorf("unknown op %q", rec.Op)
+	}
+	switch rec.Kind {
+	case "", KindNetwork, KindContainer, KindDir:
+	default:
+		return rec, fmt.Errorf("unknown kind %q", rec.Kind)
+	}
 	return rec, nil
 }
 

@@ -40,6 +40,8 @@ var journalCases = []struct {
 	{name: "trailing_garbage", text: strings.TrimSuffix(rec(1, "begin"), "\n") + "xyz\n", badLine: 1, badReason: "invalid character"},
 	{name: "huge_line", text: rec(1, "begin") + strings.Repeat("a", MaxRecordBytes+10) + "\n" + rec(2, "intent"), records: 2, badLine: 2, badReason: "longer than a record can be"},
 	{name: "huge_torn_tail", text: rec(1, "begin") + strings.Repeat("a", MaxRecordBytes+10), records: 1, torn: MaxRecordBytes + 10},
+	{name: "unknown_op", text: rec(1, "begin") + rec(2, "bogus") + rec(3, "note"), records: 2, badLine: 2, badReason: `unknown op "bogus"`},
+	{name: "unknown_kind", text: rec(1, "begin") + `{"seq":2,"op":"created","kind":"volume","id":"x"}` + "\n", records: 1, badLine: 2, badReason: `unknown kind "volume"`},
 	{name: "two_bad_lines", text: "x\n" + rec(1, "begin") + "y\n", records: 1, badLine: 1, badReason: "not a JSON object"},
 }
 
