@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -151,6 +152,10 @@ func (a *Adapter) requireUp(campaignID string) error {
 		why = "it has no generation"
 	case st.AttestPending && live > 0 && st.LastCleanup == "":
 		why = fmt.Sprintf("its latest generation (%d) stopped while it was being attested at bring-up (killed, or still running in another process): agentpen down %s removes it", g.N, campaignID)
+	case st.BringUpFailed && live == 0:
+		why = fmt.Sprintf("its latest generation (%d) failed to come up and was rolled back (cleanup %s)", g.N, cmp.Or(st.LastCleanup, "not journalled"))
+	case st.AttestFailed && st.LastCleanup == "verified":
+		why = fmt.Sprintf("its latest generation (%d) did not attest at bring-up and was removed (cleanup verified)", g.N)
 	case st.LastCleanup == "verified":
 		why = fmt.Sprintf("its latest generation (%d) was removed (cleanup verified)", g.N)
 	case st.Ready && live == 0:

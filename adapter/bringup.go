@@ -130,7 +130,7 @@ func (a *Adapter) bringUp(ctx context.Context, spec campaign.CampaignSpec, attes
 		rep := a.cleanupJournal(rctx, j, j.Path(), p.CampaignID, cleanupOptions{gen: gen, failed: b.failedCreates()})
 		rbErr := a.finishReport(j, &rep)
 		err = fmt.Errorf("%w; rolled back: cleanup %s (%s)", err, rep.Status, filepath.Join(dir, CleanupReportFile))
-		return nil, nil, errors.Join(err, rbErr, j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: "bring-up failed: " + err.Error()}))
+		return nil, nil, errors.Join(err, rbErr, j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: noteBringUpFailed + ": " + err.Error()}))
 	}
 	// Every id is journalled already; the note only marks the moment, so a
 	// failure to write it is logged rather than undoing a ready campaign.
@@ -161,6 +161,10 @@ func (a *Adapter) bringUp(ctx context.Context, spec campaign.CampaignSpec, attes
 	}
 	return c, rep, nil
 }
+
+// noteBringUpFailed begins the note of a bring-up that failed and was
+// rolled back.
+const noteBringUpFailed = "bring-up failed"
 
 // nextGeneration reads the campaign's journal (if any) and returns the
 // number of the next generation, refusing while an earlier one has

@@ -32,6 +32,10 @@ type CampaignState struct {
 	// generation's resources was journalled after it was ready (a down
 	// that did not finish, or one that was killed).
 	RemovalStarted bool
+	// BringUpFailed is true when the latest generation's bring-up failed
+	// (and was rolled back); AttestFailed when its bring-up's attestation
+	// failed (the campaign is then removed unless kept for debugging).
+	BringUpFailed, AttestFailed bool
 	// AttestPending is true when the latest generation's bring-up began
 	// its attestation (BringUpAttested) and journalled no verdict: one
 	// killed (or still running) between readiness and its report.
@@ -219,6 +223,9 @@ func readCampaignState(dir string) CampaignState {
 			st.AttestPending = true
 		case (r.Note == noteAttestedOK || r.Note == noteAttestedFailed) && r.Gen == latest:
 			st.AttestPending = false
+			st.AttestFailed = r.Note == noteAttestedFailed
+		case strings.HasPrefix(r.Note, noteBringUpFailed) && r.Gen == latest:
+			st.BringUpFailed = true
 		case r.Note == noteRemovalStarted && st.Ready:
 			// A removal began after the latest generation was ready (a
 			// down killed before it journalled any removal included).

@@ -222,6 +222,21 @@ func TestAttestRefusesCampaignNotUp(t *testing.T) {
 	if b, _ := os.ReadFile(att); string(b) != stored {
 		t.Fatalf("attestation.json was rewritten:\n%s", b)
 	}
+	// A bring-up that failed and was rolled back says so (it read "was
+	// removed (cleanup verified)", as if it had been up), and one killed
+	// during its attestation says that.
+	for _, tt := range []struct{ id, notes, want string }{
+		{"rolled", `{"seq":5,"op":"note","gen":1,"note":"cleanup verified"}` + "\n" + `{"seq":6,"op":"note","gen":1,"note":"bring-up failed: create x: boom; rolled back"}` + "\n",
+			"its latest generation (1) failed to come up and was rolled back (cleanup verified)"},
+		{"killed", `{"seq":5,"op":"created","gen":1,"kind":"container","role":"server","name":"s","id":"c1"}` + "\n" + `{"seq":6,"op":"note","gen":1,"note":"ready"}` + "\n" + `{"seq":7,"op":"note","gen":1,"note":"attesting"}` + "\n",
+			"its latest generation (1) stopped while it was being attested at bring-up (killed, or still running in another process): agentpen down killed removes it"},
+	} {
+		appendFile(t, r.campaign(tt.id), tt.notes)
+		_, errs, code := r.run("attest", tt.id, "--probe-timeout-ms", "100")
+		if code != exitBadInput || !strings.Contains(errs, tt.want) {
+			t.Errorf("attest %s: exit %d\n%s\nwant it to say %q", tt.id, code, errs, tt.want)
+		}
+	}
 }
 
 // TestLsUpOrBroken: ls says up only while every container the latest
