@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // TestMain lets the test binary be agentpen itself (runMain, signals and
@@ -325,6 +326,9 @@ func TestCLIInterruptedUp(t *testing.T) {
 			code := cmd.ProcessState.ExitCode()
 			if code != 128+int(sig) {
 				t.Fatalf("exit %d (%v), want %d\n%s", code, err, 128+int(sig), stderr.String())
+			}
+			if want := fmt.Sprintf("agentpen: interrupted by %s (exit %d)\n", unix.SignalName(sig), 128+int(sig)); !strings.HasSuffix(stderr.String(), want) {
+				t.Errorf("the interrupted up does not end saying %q:\n%s", want, stderr.String())
 			}
 			if !strings.Contains(stderr.String(), "rolled back: cleanup verified") {
 				t.Fatalf("the interrupted up did not say its rollback was verified:\n%s", stderr.String())

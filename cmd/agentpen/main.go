@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/internal/cli"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -77,7 +78,13 @@ func runMain(args []string, getenv func(string) string) int {
 	if msg := cli.Message("agentpen", err); msg != "" {
 		fmt.Fprintln(os.Stderr, msg)
 	}
-	return exitStatus(err, syscall.Signal(caught.Load()))
+	sig := syscall.Signal(caught.Load())
+	code := exitStatus(err, sig)
+	if sig != 0 && code == 128+int(sig) {
+		// The errors above say "context canceled"; this says why.
+		fmt.Fprintf(os.Stderr, "agentpen: interrupted by %s (exit %d)\n", unix.SignalName(sig), code)
+	}
+	return code
 }
 
 // exitStatus is the process's exit status for what run returned after
