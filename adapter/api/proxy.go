@@ -375,9 +375,13 @@ func (ss *session) relayed(ctx context.Context, kind string) (bool, error) {
 }
 
 // answered records that the workspace answered the oldest pending frame
-// (observation: the answer was an observation frame) and sends the
-// refusals queued behind it.
-func (ss *session) answered(ctx context.Context, observation bool) error {
+// (observation: the answer was an observation frame), calls relay (when
+// not nil) to write that answer to the client, and sends the refusals
+// queued behind it, all under the session's lock: the session is bound
+// before the client can learn of a reset's answer (a step sent the
+// moment it arrives must find its episode), and nothing else is written
+// to the client in between.
+func (ss *session) answered(ctx context.Context, observation bool, relay func() error) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if len(ss.pending) > 0 {
@@ -386,6 +390,11 @@ func (ss *session) answered(ctx context.Context, observation bool) error {
 			ss.bound = ss.resets == 0 && observation
 		}
 		ss.pending = ss.pending[1:]
+	}
+	if relay != nil {
+		if err := relay(); err != nil {
+			return err
+		}
 	}
 	for len(ss.pending) > 0 && ss.pending[0].refusal != nil {
 		if err := ss.front.Write(ctx, websocket.MessageText, ss.pending[0].refusal); err != nil {
@@ -414,7 +423,6 @@ func (ss *session) pumpWorkspace(ctx context.Context, back *websocket.Conn) erro
 		}
 		// The frame a message answers was recorded before it was relayed,
 		// so it is pending by the time its answer arrives.
-		observation := false
 		if ss.awaitsReset() {
 			msg, err := io.ReadAll(rd)
 			if err != nil {
@@ -423,18 +431,32 @@ func (ss *session) pumpWorkspace(ctx context.Context, back *websocket.Conn) erro
 			var m struct {
 				Type string `json:"type"`
 			}
-			observation = typ == websocket.MessageText && json.Unmarshal(msg, &m) == nil && m.Type == "observation"
-			if err := ss.front.Write(ctx, typ, msg); err != nil {
+			observation := typ == websocket.MessageText && json.Unmarshal(msg, &m) == nil && m.Type == "observation"
+			if err := ss.answered(ctx, observation, func() error {
+				if err := ss.front.Write(ctx, typ, msg); err != nil {
+					return err
+				}
+				if testHookResetAnswerRelayed != nil {
+					testHookResetAnswerRelayed()
+				}
+				return nil
+			}); err != nil {
 				return err
 			}
-		} else if err := copyMessage(ctx, ss.front, typ, rd); err != nil {
+			continue
+		}
+		if err := copyMessage(ctx, ss.front, typ, rd); err != nil {
 			return err
 		}
-		if err := ss.answered(ctx, observation); err != nil {
+		if err := ss.answered(ctx, false, nil); err != nil {
 			return err
 		}
 	}
 }
+
+// testHookResetAnswerRelayed, when set (tests), runs once a reset's
+// answer was written to the client.
+var testHookResetAnswerRelayed func()
 
 // copyMessage streams one message to dst.
 func copyMessage(ctx context.Context, dst *websocket.Conn, typ websocket.MessageType, rd io.Reader) error {

@@ -463,6 +463,37 @@ func TestProxyStepBeforeReset(t *testing.T) {
 	}
 }
 
+// TestProxyStepRightAfterReset: a step sent the moment the reset's answer
+// arrives is relayed, every time: the session holds the episode before
+// the client can learn of it (the answer was written to the client before
+// the session marked it bound, and such a step was refused: the API's
+// end-to-end test hit it).
+func TestProxyStepRightAfterReset(t *testing.T) {
+	checkNoLeaks(t)
+	// The relay of the reset's answer is slow to go on: the client's step
+	// arrives first (as under load).
+	testHookResetAnswerRelayed = func() { time.Sleep(20 * time.Millisecond) }
+	t.Cleanup(func() { testHookResetAnswerRelayed = nil })
+	f := newProxyFixture(t)
+	v := f.create(t, "camp-1", "software/median@7")
+	c := dialEpisode(t, v.Workspaces[0].BaseURL)
+	ctx := t.Context()
+	for i := range 20 {
+		for _, fr := range []string{`{"type":"reset","data":{}}`, `{"type":"step","data":{"tool":"list_files","args":{}}}`} {
+			if err := c.Write(ctx, websocket.MessageText, []byte(fr)); err != nil {
+				t.Fatal(err)
+			}
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), "send a reset first") {
+				t.Fatalf("round %d: the step after an answered reset was refused: %s", i, b)
+			}
+		}
+	}
+}
+
 // TestProxyPings: pings are answered both ways while a slow reply is
 // pending.
 func TestProxyPings(t *testing.T) {
