@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/internal/cli"
@@ -245,11 +248,13 @@ daemon (containers and networks carrying its label); --json adds each workspace'
 server socket on the host (for workbench client). States:
   up                  the latest generation is ready, not cleaned up, and every container its
                       journal names is on the daemon
+  attestation-failed  up, but its latest attestation failed (kept with up --keep-failed, or a
+                      later agentpen attest): agentpen attest again, or agentpen down
   broken              it was up, but some of its containers are gone (removed by a down that
                       did not finish, outside agentpen, or lost by the daemon): agentpen down
                       removes the rest and verifies
-  starting-or-failed  live resources, never ready, no cleanup since (a bring-up in flight, or
-                      one killed: agentpen down)
+  starting-or-failed  live resources, never ready and attested, no cleanup since (a bring-up
+                      in flight, or one killed, also during its attestation: agentpen down)
   failed              a cleanup or rollback was not verified, or the daemon still holds
                       labelled resources after one
   down-verified       nothing journalled is live and nothing on the daemon carries its label
@@ -261,6 +266,21 @@ A campaign in one of the last three is listed with its error (on stderr, and as 
 --json) and never hides the others.
 Exit status: 0; 1 when any campaign is corrupt, untrusted or unreadable (the others are listed
 all the same); 2 bad flags or an unusable state root; 3 daemon unreachable.`
+
+// attestationFailed reports whether the latest attestation report of the
+// campaign's latest generation (attestation.json, written after the
+// generation began) says it failed.
+func attestationFailed(st adapter.CampaignState) bool {
+	b, err := os.ReadFile(filepath.Join(st.Dir, attest.FileName))
+	if err != nil {
+		return false
+	}
+	var rep struct {
+		OK         bool      `json:"ok"`
+		AttestedAt time.Time `json:"attested_at"`
+	}
+	return json.Unmarshal(b, &rep) == nil && !rep.OK && !rep.AttestedAt.Before(st.Latest().Started)
+}
 
 // lsEntry is one campaign in agentpen ls --json.
 type lsEntry struct {
@@ -322,6 +342,9 @@ func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 			}
 		}
 		e.State = campaignState(st, found)
+		if e.State == "up" && attestationFailed(st) {
+			e.State = "attestation-failed"
+		}
 		if st.Err != nil {
 			unsound = true
 			e.Error = st.Err.Error()

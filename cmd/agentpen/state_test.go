@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
@@ -265,6 +266,18 @@ func TestLsUpOrBroken(t *testing.T) {
 	}
 	if got := state(); got != "up" {
 		t.Fatalf("every container there: %s, want up", got)
+	}
+	// Its latest attestation failed (kept with --keep-failed, or a later
+	// attest): not "up" (the API already said attestation_failed).
+	att := filepath.Join(filepath.Dir(journal), "attestation.json")
+	for _, tt := range []struct{ ok, want string }{{"false", "attestation-failed"}, {"true", "up"}} {
+		report := `{"schema":"agentpen.attestation.v1","campaign_id":"live","ok":` + tt.ok + `,"attested_at":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"}`
+		if err := os.WriteFile(att, []byte(report), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if got := state(); got != tt.want {
+			t.Fatalf("attestation ok=%s: %s, want %s", tt.ok, got, tt.want)
+		}
 	}
 	r.fake.On("GET /containers/json", dockerfake.Reply{Body: []any{}}) // removed outside agentpen
 	if got := state(); got != "broken" {
