@@ -77,9 +77,9 @@ func (a *Adapter) Attest(ctx context.Context, campaignID string, opts AttestOpti
 	return rep, err
 }
 
-// Journal notes of the attestation that BringUpAttested runs.
+// Journal notes of the verdict of the attestation that BringUpAttested
+// runs (its start is noteReadyAttesting).
 const (
-	noteAttesting      = "attesting"
 	noteAttestedOK     = "attested ok"
 	noteAttestedFailed = "attested failed"
 )
@@ -150,6 +150,8 @@ func (a *Adapter) requireUp(campaignID string) error {
 	switch live := len(g.Live()); {
 	case len(st.Generations) == 0:
 		why = "it has no generation"
+	case st.RemovalStarted && live > 0 && st.LastCleanup == "":
+		why = fmt.Sprintf("its latest generation (%d) is being removed, or a removal of it did not finish: agentpen down %s finishes it", g.N, campaignID)
 	case st.AttestPending && live > 0 && st.LastCleanup == "":
 		why = fmt.Sprintf("its latest generation (%d) stopped while it was being attested at bring-up (killed, or still running in another process): agentpen down %s removes it", g.N, campaignID)
 	case st.BringUpFailed && live == 0:

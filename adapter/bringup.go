@@ -132,21 +132,25 @@ func (a *Adapter) bringUp(ctx context.Context, spec campaign.CampaignSpec, attes
 		err = fmt.Errorf("%w; rolled back: cleanup %s (%s)", err, rep.Status, filepath.Join(dir, CleanupReportFile))
 		return nil, nil, errors.Join(err, rbErr, j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: noteBringUpFailed + ": " + err.Error()}))
 	}
-	// Every id is journalled already; the note only marks the moment, so a
-	// failure to write it is logged rather than undoing a ready campaign.
-	if err := j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: "ready"}); err != nil {
-		a.log().Warn("journal the ready note", "campaign", p.CampaignID, "err", err)
-	}
 	a.log().Info("campaign ready", "campaign", p.CampaignID, "generation", gen, "topology", p.Topology, "networks", len(c.NetworkIDs), "workspaces", len(c.Workspaces))
 	if attestOpts == nil {
+		// Every id is journalled already; the note only marks the moment,
+		// so a failure to write it is logged rather than undoing a ready
+		// campaign.
+		if err := j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: noteReady}); err != nil {
+			a.log().Warn("journal the ready note", "campaign", p.CampaignID, "err", err)
+		}
 		return c, nil, nil
+	}
+	// Ready and attesting in one record: never a moment when the journal
+	// says ready without saying the verdict is pending (a bring-up killed
+	// between two notes read as up, unattested). Until "attested ...",
+	// the campaign is not up (AttestPending).
+	if err := j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: noteReadyAttesting}); err != nil {
+		return c, nil, err
 	}
 	if a.Progress != nil {
 		a.Progress(Progress{CampaignID: p.CampaignID, Step: StepAttesting})
-	}
-	// Until "attested ...", the campaign is not up (AttestPending).
-	if err := j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: noteAttesting}); err != nil {
-		return c, nil, err
 	}
 	_, _, rep, err := a.attest(ctx, p.CampaignID, *attestOpts, false)
 	if err != nil {
@@ -161,6 +165,13 @@ func (a *Adapter) bringUp(ctx context.Context, spec campaign.CampaignSpec, attes
 	}
 	return c, rep, nil
 }
+
+// Journal notes of a generation's readiness: noteReady for BringUp,
+// noteReadyAttesting for BringUpAttested (ready, its verdict pending).
+const (
+	noteReady          = "ready"
+	noteReadyAttesting = "ready, attesting"
+)
 
 // noteBringUpFailed begins the note of a bring-up that failed and was
 // rolled back.

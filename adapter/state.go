@@ -53,12 +53,12 @@ type CampaignState struct {
 }
 
 // Up reports whether the latest generation is up: it reached readiness,
-// no cleanup of it has finished, it has resources not removed, and the
-// state is sound, and its bring-up's attestation (if it ran one) reached
-// a verdict. (One that is up may still be broken: RemovalStarted,
-// or containers gone from the daemon.)
+// its bring-up's attestation (if it ran one) reached a verdict, no
+// removal of it began, it has resources not removed, and the state is
+// sound. (One that is up may still be broken: containers gone from the
+// daemon.)
 func (s CampaignState) Up() bool {
-	return s.Err == nil && s.Ready && !s.AttestPending && s.LastCleanup == "" && len(s.Latest().Live()) > 0
+	return s.Err == nil && s.Ready && !s.AttestPending && !s.RemovalStarted && s.LastCleanup == "" && len(s.Latest().Live()) > 0
 }
 
 // Latest returns the newest generation (the zero Generation for none).
@@ -217,10 +217,10 @@ func readCampaignState(dir string) CampaignState {
 		case r.Op == campaign.OpRemoved && r.Gen == latest && st.Ready && r.ID != "" && !orphans[r.ID]:
 			st.RemovalStarted = true
 		case r.Op != campaign.OpNote:
-		case r.Note == "ready" && r.Gen == latest:
+		case r.Note == noteReady && r.Gen == latest:
 			st.Ready = true
-		case r.Note == noteAttesting && r.Gen == latest:
-			st.AttestPending = true
+		case r.Note == noteReadyAttesting && r.Gen == latest:
+			st.Ready, st.AttestPending = true, true
 		case (r.Note == noteAttestedOK || r.Note == noteAttestedFailed) && r.Gen == latest:
 			st.AttestPending = false
 			st.AttestFailed = r.Note == noteAttestedFailed

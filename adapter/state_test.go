@@ -65,10 +65,10 @@ func TestStateNotes(t *testing.T) {
 		up, pending, removal bool
 	}{
 		{"ready", nil, true, false, false},
-		{"attesting", []string{noteAttesting}, false, true, false},
-		{"attested_ok", []string{noteAttesting, noteAttestedOK}, true, false, false},
-		{"attested_failed", []string{noteAttesting, noteAttestedFailed}, true, false, false},
-		{"removal_started", []string{noteAttesting, noteAttestedOK, noteRemovalStarted}, true, false, true},
+		{"attesting", []string{noteReadyAttesting}, false, true, false},
+		{"attested_ok", []string{noteReadyAttesting, noteAttestedOK}, true, false, false},
+		{"attested_failed", []string{noteReadyAttesting, noteAttestedFailed}, true, false, false},
+		{"removal_started", []string{noteReadyAttesting, noteAttestedOK, noteRemovalStarted}, false, false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a := &Adapter{StateRoot: t.TempDir()}
@@ -80,7 +80,9 @@ func TestStateNotes(t *testing.T) {
 			recs := []campaign.Record{
 				{Op: campaign.OpBegin, Gen: 1, Instance: "i1"},
 				{Op: campaign.OpCreated, Gen: 1, Kind: campaign.KindContainer, Name: "c", ID: "id1"},
-				{Op: campaign.OpNote, Gen: 1, Note: "ready"},
+			}
+			if tt.notes == nil {
+				recs = append(recs, campaign.Record{Op: campaign.OpNote, Gen: 1, Note: noteReady})
 			}
 			for _, n := range tt.notes {
 				r := campaign.Record{Op: campaign.OpNote, Gen: 1, Note: n}

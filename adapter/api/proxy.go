@@ -322,6 +322,15 @@ var stepRefusal = encode(map[string]any{"type": "error", "data": map[string]any{
 	"message": "no episode is running in this session: send a reset first (a step before the first reset, or after a reset that failed, is not relayed)",
 }})
 
+// stepBehindReset is the refusal of a step sent while a reset is still
+// unanswered (pipelined behind it): the proxy cannot know yet whether the
+// reset will give the bound task's episode, and a step after a failed
+// reset would start the workbench's default task.
+var stepBehindReset = encode(map[string]any{"type": "error", "data": map[string]any{
+	"code":    "EXECUTION_ERROR",
+	"message": "a step sent before its reset was answered is not relayed: wait for the reset's answer, then step",
+}})
+
 // pumpClient copies the client's messages to the workspace, each read
 // whole (at most MaxFrameBytes) so a reset's task can be set and a step
 // without an episode of the bound task refused.
@@ -363,7 +372,11 @@ func (ss *session) relayed(ctx context.Context, kind string) (bool, error) {
 		if len(ss.pending) == 0 {
 			return false, ss.front.Write(ctx, websocket.MessageText, stepRefusal)
 		}
-		ss.pending = append(ss.pending, pendingFrame{refusal: stepRefusal})
+		refusal := stepRefusal
+		if ss.resets > 0 {
+			refusal = stepBehindReset
+		}
+		ss.pending = append(ss.pending, pendingFrame{refusal: refusal})
 		return false, nil
 	}
 	if kind == "reset" {

@@ -461,6 +461,29 @@ func TestProxyStepBeforeReset(t *testing.T) {
 	if n := steps(); n != 1 {
 		t.Fatalf("%d steps reached the workspace", n)
 	}
+	// A step pipelined behind an unanswered reset is refused saying so
+	// (it said "send a reset first", though one was sent), after the
+	// reset's answer.
+	c3 := dialEpisode(t, v.Workspaces[0].BaseURL)
+	for _, fr := range []string{"SLOW", `{"type":"reset","data":{}}`, step} {
+		if err := c3.Write(ctx, websocket.MessageText, []byte(fr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var replies []string
+	for range 3 {
+		_, b, err := c3.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replies = append(replies, string(b))
+	}
+	if replies[0] != "SLOW" || !strings.Contains(replies[1], `"observation"`) || !strings.Contains(replies[2], "wait for the reset's answer") {
+		t.Fatalf("pipelined SLOW, reset, step: %q", replies)
+	}
+	if n := steps(); n != 1 {
+		t.Fatalf("%d steps reached the workspace", n)
+	}
 }
 
 // TestProxyStepRightAfterReset: a step sent the moment the reset's answer

@@ -171,7 +171,10 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		return err
 	}
 	if err != nil || !rep.OK {
-		return failedAttestation(ctx, a, spec.CampaignID, rep, err, *keepFailed, stderr)
+		// Kept only when it was attested and failed: one whose attestation
+		// could not run or was interrupted is rolled back, as every
+		// interrupted bring-up is.
+		return failedAttestation(ctx, a, spec.CampaignID, rep, err, *keepFailed && rep != nil && ctx.Err() == nil, stderr)
 	}
 	res := upResult{
 		CampaignID: c.Plan.CampaignID, Generation: c.Plan.Generation, Instance: c.Plan.Instance, StateDir: c.Dir, Topology: string(c.Plan.Topology), Networks: c.NetworkIDs,

@@ -392,7 +392,8 @@ func campaignState(st adapter.CampaignState, onDaemon []cleanup.Found) string {
 		return "down-verified"
 	case len(live) == 0, st.LastCleanup == string(cleanup.Failed):
 		return "failed"
-	case st.Up() && st.RemovalStarted:
+	case st.RemovalStarted:
+		// A removal began after it was ready and did not finish.
 		return "broken"
 	case st.Up():
 		present := map[string]bool{}

@@ -229,8 +229,13 @@ func TestAttestRefusesCampaignNotUp(t *testing.T) {
 	for _, tt := range []struct{ id, notes, want string }{
 		{"rolled", `{"seq":5,"op":"note","gen":1,"note":"cleanup verified"}` + "\n" + `{"seq":6,"op":"note","gen":1,"note":"bring-up failed: create x: boom; rolled back"}` + "\n",
 			"its latest generation (1) failed to come up and was rolled back (cleanup verified)"},
-		{"killed", `{"seq":5,"op":"created","gen":1,"kind":"container","role":"server","name":"s","id":"c1"}` + "\n" + `{"seq":6,"op":"note","gen":1,"note":"ready"}` + "\n" + `{"seq":7,"op":"note","gen":1,"note":"attesting"}` + "\n",
+		{"killed", `{"seq":5,"op":"created","gen":1,"kind":"container","role":"server","name":"s","id":"c1"}` + "\n" + `{"seq":6,"op":"note","gen":1,"note":"ready, attesting"}` + "\n",
 			"its latest generation (1) stopped while it was being attested at bring-up (killed, or still running in another process): agentpen down killed removes it"},
+		// A down killed after it began: attest used to probe it and
+		// rewrite its report ok while ls said broken and the API refused.
+		{"removing", `{"seq":5,"op":"created","gen":1,"kind":"container","role":"server","name":"s","id":"c1"}` + "\n" + `{"seq":6,"op":"note","gen":1,"note":"ready, attesting"}` + "\n" +
+			`{"seq":7,"op":"note","gen":1,"note":"attested ok"}` + "\n" + `{"seq":8,"op":"note","note":"removal started"}` + "\n",
+			"its latest generation (1) is being removed, or a removal of it did not finish: agentpen down removing finishes it"},
 	} {
 		appendFile(t, r.campaign(tt.id), tt.notes)
 		_, errs, code := r.run("attest", tt.id, "--probe-timeout-ms", "100")
