@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentpen/agentpen/internal/latency"
 	"github.com/agentpen/agentpen/internal/oracle"
+	"github.com/agentpen/agentpen/internal/testenv"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
@@ -36,9 +37,7 @@ type serveProc struct {
 
 func startServe(b *testing.B) *serveProc {
 	b.Helper()
-	if os.Geteuid() != 0 {
-		b.Skip("the end-to-end benchmarks run the server as root (uid sandbox)")
-	}
+	testenv.RequireRoot(b) // the server runs episodes as sandbox uids
 	dir := b.TempDir()
 	bin := filepath.Join(dir, "workbench")
 	build := exec.Command("go", "build", "-trimpath", "-o", bin, "../cmd/workbench")

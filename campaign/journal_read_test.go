@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentpen/agentpen/internal/testenv"
 )
 
 // rec is one well-formed journal line.
@@ -167,8 +169,8 @@ func TestJournalTrust(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if strings.HasSuffix(tt.name, "_foreign") && os.Geteuid() != 0 {
-				t.Skip("changing a file's owner needs root")
+			if strings.HasSuffix(tt.name, "_foreign") {
+				testenv.RequireRoot(t) // changing a file's owner
 			}
 			if err := tt.spoil(); err != nil {
 				t.Fatal(err)

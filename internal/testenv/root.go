@@ -19,3 +19,15 @@ func RequireRoot(t testing.TB) {
 	}
 	t.Skipf("not root (euid %d): %s", os.Geteuid(), why)
 }
+
+// Unavailable skips t because this host lacks something the test needs
+// (why says what), or, when tests are Required (CI), fails it: the host CI
+// runs on must have it, and a check that silently skips there proves
+// nothing.
+func Unavailable(t testing.TB, why string) {
+	t.Helper()
+	if Required() {
+		t.Fatalf("%s (CI=true or AGENTPEN_REQUIRE_DOCKER=1: required here)", why)
+	}
+	t.Skip(why)
+}

@@ -2,12 +2,12 @@ package episode
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"testing"
 
 	"github.com/agentpen/agentpen/internal/latency"
 	"github.com/agentpen/agentpen/internal/oracle"
+	"github.com/agentpen/agentpen/internal/testenv"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -19,9 +19,7 @@ import (
 
 func benchEnv(b *testing.B, taskID string) *Environment {
 	b.Helper()
-	if os.Geteuid() != 0 {
-		b.Skip("the uid sandbox needs root")
-	}
+	testenv.RequireRoot(b)
 	env, err := New(Config{})
 	if err != nil {
 		b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/internal/latency"
+	"github.com/agentpen/agentpen/internal/testenv"
 )
 
 // bareSpawn runs `python3 -E -s -c pass` with os/exec, as root: the raw
@@ -119,9 +120,7 @@ func BenchmarkTmpSweep(b *testing.B) {
 
 func claimUIDB(b *testing.B) int {
 	b.Helper()
-	if os.Geteuid() != 0 {
-		b.Skip("the uid sandbox needs root")
-	}
+	testenv.RequireRoot(b)
 	p := PoolFor("")
 	uid, err := p.Claim()
 	if err != nil {

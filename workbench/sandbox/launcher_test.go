@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentpen/agentpen/internal/testenv"
 )
 
 // TestLauncherCodeMatchesSource: launcherCode is what the assembler makes
@@ -19,12 +21,12 @@ import (
 func TestLauncherCodeMatchesSource(t *testing.T) {
 	t.Parallel()
 	if runtime.GOARCH != "amd64" {
-		t.Skip("the launcher exists for amd64 only")
+		testenv.Unavailable(t, "the launcher exists for amd64 only")
 	}
 	as, err1 := exec.LookPath("as")
 	objcopy, err2 := exec.LookPath("objcopy")
 	if err1 != nil || err2 != nil {
-		t.Skip("binutils (as, objcopy) not installed; install binutils to check the launcher's machine code")
+		testenv.Unavailable(t, "binutils (as, objcopy) not installed; install binutils to check the launcher's machine code")
 	}
 	dir := t.TempDir()
 	obj, bin := filepath.Join(dir, "l.o"), filepath.Join(dir, "l.bin")

@@ -52,7 +52,7 @@ func TestRefuseLiveLinkLocal(t *testing.T) {
 	t.Parallel()
 	ll, ok := linkLocalAddr()
 	if !ok {
-		t.Skip("no interface with an IPv6 link-local address")
+		testenv.Unavailable(t, "no interface with an IPv6 link-local address")
 	}
 	own := uint32(os.Getuid())
 	w := newFakeWorld()
@@ -62,7 +62,7 @@ func TestRefuseLiveLinkLocal(t *testing.T) {
 	}
 	ln, err := net.Listen("tcp", "[::]:0")
 	if err != nil {
-		t.Skipf("no IPv6 wildcard listener: %v", err)
+		testenv.Unavailable(t, "no IPv6 wildcard listener: "+err.Error())
 	}
 	ts := httptest.NewUnstartedServer(s.Handler())
 	ts.Listener.Close()
