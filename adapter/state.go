@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 )
 
@@ -24,10 +25,6 @@ type CampaignState struct {
 	// LastCleanup is the status of the latest generation's last cleanup
 	// or rollback ("verified", "failed"; "" for none since it began).
 	LastCleanup string
-	// LastCleanupGen is the generation begun last when the last cleanup
-	// was journalled (0 for none). Like LastCleanup it is reset when a
-	// generation begins, so it is Latest().N or 0.
-	LastCleanupGen int
 	// RemovalStarted is true when a removal of one of the latest
 	// generation's resources was journalled after it was ready (a down
 	// that did not finish, or one that was killed).
@@ -205,13 +202,11 @@ func readCampaignState(dir string) CampaignState {
 	}
 	latest := st.Latest().N
 	orphans := map[string]bool{} // ids agentpen orphans --remove journalled
-	begun := 0
 	for _, r := range c.Records {
 		switch {
 		case r.Op == campaign.OpBegin:
 			// A cleanup of an earlier generation says nothing of this one.
-			st.LastCleanup, st.LastCleanupGen = "", 0
-			begun = max(begun, r.Gen)
+			st.LastCleanup = ""
 		case r.Op == campaign.OpCreated && r.Note == orphanNote:
 			orphans[r.ID] = true
 		case r.Op == campaign.OpRemoved && r.Gen == latest && st.Ready && r.ID != "" && !orphans[r.ID]:
@@ -232,7 +227,6 @@ func readCampaignState(dir string) CampaignState {
 			st.RemovalStarted = true
 		case strings.HasPrefix(r.Note, "cleanup "):
 			st.LastCleanup = strings.TrimPrefix(r.Note, "cleanup ")
-			st.LastCleanupGen = begun
 		}
 	}
 	return st
@@ -252,4 +246,20 @@ func (a *Adapter) State(campaignID string) (CampaignState, error) {
 		return CampaignState{}, noCampaign(campaignID, dir)
 	}
 	return st, st.Err
+}
+
+// LatestAttestation is the stored attestation report of st's latest
+// generation: attestation.json in its directory, when it was written
+// after that generation began (nil otherwise: none, unreadable, or an
+// earlier generation's).
+func (st CampaignState) LatestAttestation() *attest.Report {
+	b, err := os.ReadFile(filepath.Join(st.Dir, attest.FileName))
+	if err != nil {
+		return nil
+	}
+	var rep attest.Report
+	if json.Unmarshal(b, &rep) != nil || rep.AttestedAt.Before(st.Latest().Started) {
+		return nil
+	}
+	return &rep
 }

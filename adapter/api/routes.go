@@ -443,11 +443,8 @@ func (s *Server) getCleanup(ctx context.Context, in *campaignIDParam) (*cleanupO
 		if snap.cleanupGen > 0 {
 			detail += fmt.Sprintf("; the stored one is of generation %d", snap.cleanupGen)
 		}
-		dir := snap.st.Dir
-		if dir == "" {
-			dir = s.be.CampaignDir(in.ID)
-		}
 		// Earlier generations' reports, set aside when the next began.
+		dir := snap.st.Dir
 		if old, _ := filepath.Glob(filepath.Join(dir, strings.TrimSuffix(adapter.CleanupReportFile, ".json")+".gen*.json")); len(old) > 0 {
 			names := make([]string, len(old))
 			for i, p := range old {

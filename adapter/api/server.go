@@ -283,6 +283,9 @@ func (s *Server) read(id string) (snapshot, error) {
 
 // snapshotOf reads the reports of the campaign whose journal state st is.
 func (s *Server) snapshotOf(st adapter.CampaignState) snapshot {
+	if st.Dir == "" {
+		st.Dir = s.be.CampaignDir(st.CampaignID)
+	}
 	snap := snapshot{st: st}
 	if st.Err != nil {
 		// Nothing of a campaign whose state cannot be trusted is read.
@@ -290,17 +293,10 @@ func (s *Server) snapshotOf(st adapter.CampaignState) snapshot {
 		return snap
 	}
 	g := st.Latest()
-	dir := st.Dir
-	if dir == "" {
-		dir = s.be.CampaignDir(st.CampaignID)
-	}
-	var att attest.Report
-	if readJSON(filepath.Join(dir, attest.FileName), &att) == nil && !att.AttestedAt.Before(g.Started) {
-		snap.att = &att
-	}
+	snap.att = st.LatestAttestation()
 	var rep cleanup.Report
 	var of reportGeneration
-	if path := filepath.Join(dir, adapter.CleanupReportFile); readJSON(path, &rep) == nil && readJSON(path, &of) == nil {
+	if path := filepath.Join(st.Dir, adapter.CleanupReportFile); readJSON(path, &rep) == nil && readJSON(path, &of) == nil {
 		if gen := of.generation(); gen == g.N && of.instance(gen) == g.Instance {
 			snap.cleanup = &rep
 		} else {
@@ -355,7 +351,9 @@ func readJSON(path string, v any) error {
 // generation's attestation (nil: none).
 func stateOf(st adapter.CampaignState, att *attest.Report) string {
 	g := st.Latest()
-	cleanedSince := st.LastCleanup != "" && st.LastCleanupGen == g.N
+	// The reader resets LastCleanup when a generation begins: a cleanup
+	// it holds is of the latest generation.
+	cleanedSince := st.LastCleanup != ""
 	switch {
 	case cleanedSince && st.LastCleanup != string(cleanup.Verified):
 		return StateCleanupFailed
@@ -451,9 +449,6 @@ func (s *Server) render(id string, snap snapshot, seq uint64, reconcile bool) (v
 	v = CampaignView{CampaignID: id, Generation: g.N, State: state, StateDir: snap.st.Dir, Workspaces: []WorkspaceView{}}
 	if snap.st.Err != nil {
 		v.Error = snap.st.Err.Error()
-	}
-	if v.StateDir == "" {
-		v.StateDir = s.be.CampaignDir(id)
 	}
 	if snap.att != nil {
 		v.Attestation = &ReportRef{OK: snap.att.OK, Path: filepath.Join(v.StateDir, attest.FileName)}

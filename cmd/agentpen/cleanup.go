@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/internal/cli"
@@ -267,21 +264,6 @@ A campaign in one of the last three is listed with its error (on stderr, and as 
 Exit status: 0; 1 when any campaign is corrupt, untrusted or unreadable (the others are listed
 all the same); 2 bad flags or an unusable state root; 3 daemon unreachable.`
 
-// attestationFailed reports whether the latest attestation report of the
-// campaign's latest generation (attestation.json, written after the
-// generation began) says it failed.
-func attestationFailed(st adapter.CampaignState) bool {
-	b, err := os.ReadFile(filepath.Join(st.Dir, attest.FileName))
-	if err != nil {
-		return false
-	}
-	var rep struct {
-		OK         bool      `json:"ok"`
-		AttestedAt time.Time `json:"attested_at"`
-	}
-	return json.Unmarshal(b, &rep) == nil && !rep.OK && !rep.AttestedAt.Before(st.Latest().Started)
-}
-
 // lsEntry is one campaign in agentpen ls --json.
 type lsEntry struct {
 	CampaignID       string `json:"campaign_id"`
@@ -342,7 +324,7 @@ func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 			}
 		}
 		e.State = campaignState(st, found)
-		if e.State == "up" && attestationFailed(st) {
+		if rep := st.LatestAttestation(); e.State == "up" && rep != nil && !rep.OK {
 			e.State = "attestation-failed"
 		}
 		if st.Err != nil {
