@@ -16,6 +16,11 @@ endif
 TEST_TIMEOUT ?= 15m
 FUZZTIME ?= 30s
 BENCHTIME ?= 30x
+# The workbench image make images builds and the tests and make run use. A branch whose
+# workbench binary changed builds its own tag (make images test WORKBENCH_IMAGE=agentpen/workbench:x)
+# so that work beside it on the same daemon keeps the image it expects.
+WORKBENCH_IMAGE ?= agentpen/workbench:dev
+export AGENTPEN_TEST_WORKBENCH_IMAGE := $(WORKBENCH_IMAGE)
 
 # The concurrent packages run under the race detector in make test (the rest
 # without it, so nothing runs twice). ./adapter/... includes the launcher API (adapter/api).
@@ -44,15 +49,15 @@ build: ## build static binaries into bin/ (workbench root-only, 0700: it holds e
 	@# sandbox uids could read or run: they would run a grader of their own from it.
 	chmod 0700 bin/workbench
 
-images: docker build ## build the local images: agentpen/python-base:bookworm and agentpen/workbench:dev
+images: docker build ## build the local images: agentpen/python-base:bookworm and $(WORKBENCH_IMAGE) (agentpen/workbench:dev)
 	@$(WITH_DOCKER) scripts/python-base.sh
 	@# The legacy builder (no buildx here) never pulls a base that exists locally; its
 	@# deprecation notice is dropped, any other message is kept.
 	@$(WITH_DOCKER) set -o pipefail; DOCKER_BUILDKIT=0 docker build -q \
 		--build-arg PYTHON_BASE=agentpen/python-base:bookworm \
 		--build-arg SANDBOX_PYTHON=/usr/bin/python3 \
-		-t agentpen/workbench:dev . 2>&1 >/dev/null | { grep -v -e DEPRECATED -e 'BuildKit is currently disabled' -e 'environment-variable' -e '^$$' >&2 || true; } && \
-		docker image inspect --format 'agentpen/workbench:dev {{.Id}}' agentpen/workbench:dev
+		-t $(WORKBENCH_IMAGE) . 2>&1 >/dev/null | { grep -v -e DEPRECATED -e 'BuildKit is currently disabled' -e 'environment-variable' -e '^$$' >&2 || true; } && \
+		docker image inspect --format '$(WORKBENCH_IMAGE) {{.Id}}' $(WORKBENCH_IMAGE)
 
 vet:
 	$(GO) vet ./...

@@ -25,7 +25,7 @@ state=$(mktemp -d /tmp/agentpen-demo.XXXXXX)
 campaign="demo-$(date +%s)"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 api="http://127.0.0.1:$port"
-img=$(docker image inspect --format '{{.Id}}' agentpen/workbench:dev)
+img=$(docker image inspect --format '{{.Id}}' "${AGENTPEN_TEST_WORKBENCH_IMAGE:-agentpen/workbench:dev}")
 
 log "agentpen serve on $api (log: $state/serve.log)"
 bin/agentpen serve --state-root "$state" --listen "127.0.0.1:$port" 2>"$state/serve.log" &
