@@ -144,7 +144,7 @@ func TestCreateGetDelete(t *testing.T) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
-	if v.State != StateReady || len(v.Workspaces) != 2 || v.Attestation == nil || !v.Attestation.OK {
+	if v.State != campaign.StatusReady.String() || len(v.Workspaces) != 2 || v.Attestation == nil || !v.Attestation.OK {
 		t.Fatalf("view %+v", v)
 	}
 	for i, w := range v.Workspaces {

@@ -22,9 +22,11 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/adapter/api"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/internal/logbuf"
 	"github.com/agentpen/agentpen/internal/oracle"
 	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/store"
 	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/coder/websocket"
 )
@@ -37,6 +39,7 @@ var e2eTasks = []string{"software/median@2", "data/csv_region_total@5", "logs/fi
 // rootless daemon, the API on an httptest server.
 type liveService struct {
 	a      *adapter.Adapter
+	root   *store.Root
 	srv    *api.Server
 	ts     *httptest.Server
 	img    string
@@ -71,19 +74,25 @@ func startLive(t *testing.T) *liveService {
 	}
 	l := &liveService{img: img, token: "tok-" + randHex(20), apiKey: "canary-key-" + randHex(16), logs: &logbuf.Buffer{}, state: t.TempDir()}
 	logger := slog.New(slog.NewJSONHandler(l.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	l.a = &adapter.Adapter{Docker: d, StateRoot: l.state, Logger: logger, ReadyTimeout: 90 * time.Second,
+	root, err := store.CreateRoot(l.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	l.root = root
+	l.a = &adapter.Adapter{Docker: d, Logger: logger, ReadyTimeout: 90 * time.Second,
 		Getenv: func(k string) string {
 			if k == campaign.DefaultAPIKeyEnv {
 				return l.apiKey
 			}
 			return ""
 		}}
-	key, err := api.LoadKey(api.KeyPath(l.state))
+	key, err := root.Secret(api.KeyFile, api.KeyBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.ts = httptest.NewUnstartedServer(nil)
-	l.srv, err = api.New(api.Config{Adapter: l.a, Token: []byte(l.token), Key: key, PublicURL: "http://" + l.ts.Listener.Addr().String(), Logger: logger})
+	l.srv, err = api.New(api.Config{Adapter: l.a, Root: root, Token: []byte(l.token), Key: key, PublicURL: "http://" + l.ts.Listener.Addr().String(), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +103,28 @@ func startLive(t *testing.T) *liveService {
 		l.ts.Close()
 	})
 	return l
+}
+
+// verify verifies the campaign's removal, read-only.
+func (l *liveService) verify(t *testing.T, id string) (*cleanup.Report, error) {
+	t.Helper()
+	c, err := l.root.Open(id)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return l.a.Verify(t.Context(), c)
+}
+
+// load rebuilds the campaign from its state directory.
+func (l *liveService) load(t *testing.T, id string) (*adapter.Campaign, error) {
+	t.Helper()
+	c, err := l.root.Open(id)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return l.a.Load(c)
 }
 
 func randHex(n int) string {
@@ -108,10 +139,15 @@ func (l *liveService) removeOnCleanup(t *testing.T, id string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		if _, err := l.a.Verify(ctx, id); err == nil {
+		c, err := l.root.Open(id)
+		if err != nil {
+			return // never created
+		}
+		defer c.Close()
+		if _, err := l.a.Verify(ctx, c); err == nil {
 			return
 		}
-		if _, err := l.a.Cleanup(ctx, id); err != nil {
+		if _, _, err := l.a.Cleanup(ctx, c, campaign.ReasonDown); err != nil {
 			t.Errorf("cleanup of %s: %v", id, err)
 		}
 	})
@@ -271,7 +307,7 @@ func TestAPIEndToEnd(t *testing.T) {
 	l := startLive(t)
 	id := "api-e2e-" + randHex(8)
 	v := l.create(t, id, e2eTasks)
-	if len(v.Workspaces) != 4 || v.State != api.StateReady || v.Attestation == nil || !v.Attestation.OK {
+	if len(v.Workspaces) != 4 || v.State != campaign.StatusReady.String() || v.Attestation == nil || !v.Attestation.OK {
 		t.Fatalf("created %+v", v)
 	}
 	var wg sync.WaitGroup
@@ -316,7 +352,7 @@ func TestAPIEndToEnd(t *testing.T) {
 		t.Errorf("stored cleanup report: %d %.200s", code, b)
 	}
 	// Nothing remains: every journalled id absent, nothing labelled.
-	if rep, err := l.a.Verify(t.Context(), id); err != nil {
+	if rep, err := l.verify(t, id); err != nil {
 		t.Fatalf("verify after delete: %v (%v)", err, rep.FailedChecks)
 	}
 	if found, err := l.a.Labelled(t.Context(), campaign.LabelCampaign+"="+id); err != nil || len(found) > 0 {
@@ -373,7 +409,7 @@ func measureOverhead(t *testing.T, l *liveService, v api.CampaignView) {
 	const n = 200
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	c, err := l.a.Load(v.CampaignID)
+	c, err := l.load(t, v.CampaignID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +569,7 @@ func TestAPIClientGoneRollsBack(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer "+l.token)
 	// Give up once the journal shows creates under way.
 	go func() {
-		journal := filepath.Join(l.a.CampaignDir(id), campaign.JournalFile)
+		journal := filepath.Join(l.root.CampaignDir(id), campaign.JournalFile)
 		for ctx.Err() == nil {
 			if b, err := os.ReadFile(journal); err == nil && bytes.Count(b, []byte(`"op":"created"`)) >= 2 {
 				break
@@ -549,7 +585,7 @@ func TestAPIClientGoneRollsBack(t *testing.T) {
 	// The handler finishes the rollback after the client has gone.
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		rep, err := l.a.Verify(t.Context(), id)
+		rep, err := l.verify(t, id)
 		if err == nil && rep.OK {
 			break
 		}
@@ -558,9 +594,22 @@ func TestAPIClientGoneRollsBack(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	b, _ := os.ReadFile(filepath.Join(l.a.CampaignDir(id), campaign.JournalFile))
-	if !bytes.Contains(b, []byte("bring-up failed")) || !bytes.Contains(b, []byte("cleanup verified")) {
-		t.Errorf("the journal does not record the rollback:\n%s", b)
+	// The rollback's verdict, then the bring-up's failure, are journalled
+	// (the second just after the verification can see the removal).
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		c, err := l.root.Open(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := c.Read()
+		c.Close()
+		if err == nil && st.RollbackNote != "" && st.Cleanup == campaign.CleanupVerified {
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(l.root.CampaignDir(id), campaign.JournalFile))
+			t.Fatalf("the journal does not record the rollback (%v):\n%s", err, b)
+		}
 	}
 	// Listed as removed (its journal says so), with nothing to hand out,
 	// once the handler has returned (it reads creating until then).

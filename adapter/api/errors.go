@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/store"
 	"github.com/danielgtaylor/huma/v2"
 )
 
@@ -50,7 +51,7 @@ func specProblem(err error) error {
 		return problem(http.StatusBadRequest, "the campaign spec is not valid JSON of the right shape",
 			&huma.ErrorDetail{Message: se.Error(), Location: loc})
 	}
-	errs := fieldErrors(err)
+	errs := campaign.FieldErrors(err)
 	if len(errs) == 0 {
 		return problem(http.StatusBadRequest, "the campaign spec is invalid: "+err.Error())
 	}
@@ -87,9 +88,9 @@ func operationProblem(what string, err error) error {
 		status = http.StatusServiceUnavailable
 	case errors.Is(err, campaign.ErrInvalid):
 		return specProblem(err)
-	case errors.Is(err, adapter.ErrNoCampaign), errors.Is(err, adapter.ErrNotUp):
+	case errors.Is(err, store.ErrNoCampaign), errors.Is(err, adapter.ErrNotUp):
 		status = http.StatusNotFound
-	case errors.Is(err, adapter.ErrConflict), errors.Is(err, adapter.ErrLocked),
+	case errors.Is(err, adapter.ErrConflict), errors.Is(err, store.ErrLocked),
 		errors.Is(err, campaign.ErrJournalCorrupt), errors.Is(err, campaign.ErrUntrusted), errors.Is(err, errUnusable):
 		status = http.StatusConflict
 	case errors.Is(err, adapter.ErrDaemonUnreachable):

@@ -24,6 +24,7 @@ import (
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/internal/logbuf"
+	"github.com/agentpen/agentpen/store"
 )
 
 // testToken is the bearer token of the unit tests' servers.
@@ -33,15 +34,14 @@ const testToken = "test-token-0123456789abcdef"
 var fakeImage = "sha256:" + strings.Repeat("ab", 32)
 
 // fakeBackend is the adapter as the service sees it, with no daemon: it
-// keeps real state directories (journal, spec, attestation.json,
-// cleanup.json) in a state root of its own, which the real adapter reads
-// back (State, Campaigns, CampaignDir), so what the service derives from
-// the journal is tested on real journals. Bring-up makes a plan and gives
-// each workspace the socket sockets returns (a fake workbench the test
-// serves); every call is counted.
+// keeps real state directories (journal, specs, reports) in a state root
+// of its own (the store), which the service reads back, so what the
+// service derives from the journal is tested on real journals. Bring-up
+// makes a plan and gives each workspace the socket sockets returns (a
+// fake workbench the test serves); every call is counted.
 type fakeBackend struct {
 	dir     string
-	files   *adapter.Adapter // reads the state root; never dials a daemon
+	root    *store.Root
 	sockets func(campaignID string, i int) string
 
 	mu       sync.Mutex
@@ -54,7 +54,12 @@ type fakeBackend struct {
 
 func newFakeBackend(t *testing.T) *fakeBackend {
 	dir := t.TempDir()
-	return &fakeBackend{dir: dir, files: &adapter.Adapter{StateRoot: dir}, up: map[string]*adapter.Campaign{}, attestOK: true, verified: true,
+	root, err := store.CreateRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return &fakeBackend{dir: dir, root: root, up: map[string]*adapter.Campaign{}, attestOK: true, verified: true,
 		sockets: func(string, int) string { return filepath.Join(dir, "nobody.sock") }}
 }
 
@@ -70,70 +75,75 @@ func (f *fakeBackend) Calls() []string {
 	return append([]string(nil), f.calls...)
 }
 
-func (f *fakeBackend) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*adapter.Campaign, error) {
-	f.record("BringUp " + spec.CampaignID)
+// open opens a campaign of the fake's state root.
+func (f *fakeBackend) open(id string) (*store.Campaign, error) { return f.root.Open(id) }
+
+// Up brings the plan up (journalled, with fake sockets), attests it and,
+// failing closed as adapter.Up does, removes one that did not attest.
+func (f *fakeBackend) Up(ctx context.Context, root *store.Root, p *campaign.Plan, opts adapter.UpOptions) (*adapter.UpResult, error) {
+	id := p.CampaignID
+	f.record("BringUp " + id)
 	if f.bringUp != nil {
 		if err := f.bringUp(ctx); err != nil {
-			return nil, err
+			return &adapter.UpResult{}, err
 		}
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	p, err := f.begin(spec)
+	err := f.begin(p)
+	if err == nil {
+		err = f.createAll(p, len(p.Agents), true)
+	}
 	if err != nil {
-		return nil, err
+		f.mu.Unlock()
+		return &adapter.UpResult{}, err
 	}
-	if err := f.createAll(p, len(p.Agents), true); err != nil {
-		return nil, err
-	}
-	c := &adapter.Campaign{Plan: p, Dir: f.CampaignDir(spec.CampaignID)}
+	c := &adapter.Campaign{Plan: p, Dir: f.root.CampaignDir(id)}
 	for i, ag := range p.Agents {
-		c.Workspaces = append(c.Workspaces, adapter.Workspace{AgentID: ag.AgentID, Socket: f.sockets(spec.CampaignID, i)})
+		c.Workspaces = append(c.Workspaces, adapter.Workspace{Index: i, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, Socket: f.sockets(id, i)})
 	}
-	f.up[spec.CampaignID] = c
-	return c, nil
-}
-
-// BringUpAttested is BringUp then Attest, as the adapter's.
-func (f *fakeBackend) BringUpAttested(ctx context.Context, spec campaign.CampaignSpec, opts adapter.AttestOptions) (*adapter.Campaign, *attest.Report, error) {
-	c, err := f.BringUp(ctx, spec)
+	f.up[id] = c
+	f.mu.Unlock()
+	sc, err := f.open(id)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	rep, err := f.Attest(ctx, spec.CampaignID, opts)
-	return c, rep, err
+	defer sc.Close()
+	rep, path, err := f.Attest(ctx, sc, opts.Attest)
+	res := &adapter.UpResult{Campaign: c, Report: rep, ReportPath: path}
+	if err != nil || !rep.OK {
+		res.Removal, res.RemovalPath, _ = f.Cleanup(ctx, sc, campaign.ReasonNotAttested)
+		return res, fmt.Errorf("campaign %s: %w", id, adapter.ErrNotAttested)
+	}
+	return res, nil
 }
 
 // begin refuses an id with live resources (as the adapter does, in its
 // words), writes the spec and opens the next generation. f.mu is held.
-func (f *fakeBackend) begin(spec campaign.CampaignSpec) (*campaign.Plan, error) {
-	p, err := campaign.NewPlan(spec)
-	if err != nil {
-		return nil, err
-	}
+func (f *fakeBackend) begin(p *campaign.Plan) error {
+	id := p.CampaignID
 	gen := 1
-	if st, err := f.State(spec.CampaignID); err == nil {
+	if st, err := f.state(id); err == nil {
 		if live := st.Live(); len(live) > 0 {
-			return nil, fmt.Errorf("campaign %q %w: its generation %d has %d resources not verified removed (journal in %s); run agentpen down %s first",
-				spec.CampaignID, adapter.ErrCampaignExists, st.Latest().N, len(live), st.Dir, spec.CampaignID)
+			return fmt.Errorf("campaign %q %w: its generation %d has %d resources not verified removed (journal in %s); run agentpen down %s first",
+				id, adapter.ErrCampaignExists, st.Latest().N, len(live), f.root.CampaignDir(id), id)
 		}
 		gen = st.Latest().N + 1
 	}
 	p.Bind(gen, campaign.NewInstance())
-	dir := f.CampaignDir(spec.CampaignID)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+	sc, err := f.root.Create(id)
+	if err != nil {
+		return err
 	}
-	b, _ := json.Marshal(spec)
-	if err := os.WriteFile(filepath.Join(dir, adapter.SpecFile), b, 0o600); err != nil {
-		return nil, err
+	defer sc.Close()
+	if err := sc.WriteSpec(gen, p.Spec); err != nil {
+		return err
 	}
-	return p, f.journal(p.CampaignID, campaign.Record{Op: campaign.OpBegin, Gen: gen, Instance: p.Instance})
+	return f.journal(id, campaign.Record{Op: campaign.OpBegin, Gen: gen, Instance: p.Instance})
 }
 
 // createAll journals the grader and the first n workspaces as created,
-// and the ready note when ready; with n < len(p.Agents) the next
-// workspace's container is an intent only (a bring-up killed there).
+// and readiness when ready; with n < len(p.Agents) the next workspace's
+// container is an intent only (a bring-up killed there).
 func (f *fakeBackend) createAll(p *campaign.Plan, n int, ready bool) error {
 	g := p.Generation
 	created := func(kind campaign.Kind, role, name, id string, labels map[string]string) []campaign.Record {
@@ -154,7 +164,7 @@ func (f *fakeBackend) createAll(p *campaign.Plan, n int, ready bool) error {
 		recs = append(recs, created(campaign.KindContainer, campaign.RoleWork, ag.Name, randID(), map[string]string{campaign.LabelUIDBlock: "100000"})...)
 	}
 	if ready {
-		recs = append(recs, campaign.Record{Op: campaign.OpNote, Gen: g, Note: "ready"})
+		recs = append(recs, campaign.Record{Op: campaign.OpAttesting, Gen: g})
 	}
 	return f.journal(p.CampaignID, recs...)
 }
@@ -167,7 +177,12 @@ func randID() string {
 
 // journal appends records to the campaign's journal.
 func (f *fakeBackend) journal(id string, recs ...campaign.Record) error {
-	j, err := campaign.OpenJournal(f.CampaignDir(id))
+	sc, err := f.root.Create(id)
+	if err != nil {
+		return err
+	}
+	defer sc.Close()
+	j, err := sc.OpenJournal()
 	if err != nil {
 		return err
 	}
@@ -180,51 +195,74 @@ func (f *fakeBackend) journal(id string, recs ...campaign.Record) error {
 	return nil
 }
 
-func (f *fakeBackend) Attest(ctx context.Context, id string, _ adapter.AttestOptions) (*attest.Report, error) {
-	f.record("Attest " + id)
+// state reads the campaign's state (store.ErrNoCampaign when it has
+// none), from the files each time.
+func (f *fakeBackend) state(id string) (store.State, error) {
+	sc, err := f.open(id)
+	if err != nil {
+		return store.State{}, err
+	}
+	defer sc.Close()
+	return sc.Read()
+}
+
+// Attest writes a report (ok as attestOK says) and journals its verdict,
+// as adapter.Attest does.
+func (f *fakeBackend) Attest(ctx context.Context, c *store.Campaign, _ adapter.AttestOptions) (*attest.Report, string, error) {
+	f.record("Attest " + c.ID)
 	f.mu.Lock()
-	rep := &attest.Report{Schema: attest.Schema, CampaignID: id, OK: f.attestOK, FailedChecks: []string{}, AttestedAt: time.Now()}
+	rep := &attest.Report{Schema: attest.Schema, CampaignID: c.ID, OK: f.attestOK, FailedChecks: []string{}, AttestedAt: time.Now()}
 	f.mu.Unlock()
 	if !rep.OK {
 		rep.FailedChecks = []string{"hardening.server.caps"}
 	}
 	b, err := rep.Marshal()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return rep, os.WriteFile(filepath.Join(f.CampaignDir(id), attest.FileName), b, 0o600)
+	st, err := c.Read()
+	if err != nil {
+		return nil, "", err
+	}
+	rf, err := c.WriteReport(store.KindAttestation, st.Latest().N, b)
+	if err != nil {
+		return nil, "", err
+	}
+	verdict := campaign.AttestOK
+	if !rep.OK {
+		verdict = campaign.AttestFailed
+	}
+	return rep, c.ReportPath(rf.Name), f.journal(c.ID, campaign.Record{Op: campaign.OpAttested, Gen: st.Latest().N, Status: verdict, Report: rf.Name, Digest: rf.Digest})
 }
 
-func (f *fakeBackend) Cleanup(ctx context.Context, id string) (*cleanup.Report, error) {
-	f.record("Cleanup " + id)
+func (f *fakeBackend) Cleanup(ctx context.Context, c *store.Campaign, reason string) (*cleanup.Report, string, error) {
+	f.record("Cleanup " + c.ID)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, err := f.State(id); err != nil {
-		return nil, err
-	}
 	if !f.verified {
-		rep, err := f.writeCleanup(id, 0)
+		rep, path, err := f.writeCleanup(c.ID, 0, reason)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		return rep, fmt.Errorf("campaign %q: %w: %s", id, adapter.ErrNotVerified, strings.Join(rep.FailedChecks, ", "))
+		return rep, path, fmt.Errorf("campaign %q: %w: %s", c.ID, adapter.ErrNotVerified, strings.Join(rep.FailedChecks, ", "))
 	}
-	return f.writeCleanup(id, -1)
+	return f.writeCleanup(c.ID, -1, reason)
 }
 
 // writeCleanup journals the removal of up to n live resources (-1: all),
-// then, when all are gone, the verdict, and writes cleanup.json, as
+// then, when all are gone, the verdict and its report, as
 // adapter.Cleanup does; n 0 is a cleanup that removed nothing and failed.
-func (f *fakeBackend) writeCleanup(id string, n int) (*cleanup.Report, error) {
-	st, err := f.State(id)
+func (f *fakeBackend) writeCleanup(id string, n int, reason string) (*cleanup.Report, string, error) {
+	st, err := f.state(id)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	rep := &cleanup.Report{Schema: cleanup.Schema, CampaignID: id, Status: cleanup.Verified, OK: true, FailedChecks: []string{}, Removed: []cleanup.Entry{}}
 	for _, g := range st.Generations {
 		rep.Generations = append(rep.Generations, cleanup.GenerationInfo{N: g.N, Instance: g.Instance})
+		rep.Generation, rep.Instance = g.N, g.Instance
 	}
-	var recs []campaign.Record
+	recs := []campaign.Record{{Op: campaign.OpRemovalStarted, Reason: reason}}
 	for i, r := range st.Live() {
 		if i == n {
 			break
@@ -234,47 +272,53 @@ func (f *fakeBackend) writeCleanup(id string, n int) (*cleanup.Report, error) {
 	}
 	if n >= 0 && n < len(st.Live()) {
 		if n > 0 {
-			return rep, f.journal(id, recs...) // interrupted: no verdict, no report
+			return rep, "", f.journal(id, recs...) // interrupted: no verdict, no report
 		}
 		rep.Status, rep.OK, rep.FailedChecks = cleanup.Failed, false, []string{"labelled_absent"}
 	}
-	recs = append(recs, campaign.Record{Op: campaign.OpNote, Note: "cleanup " + string(rep.Status)})
-	if err := f.journal(id, recs...); err != nil {
-		return nil, err
+	sc, err := f.open(id)
+	if err != nil {
+		return nil, "", err
 	}
+	defer sc.Close()
 	b, _ := json.Marshal(rep)
-	return rep, os.WriteFile(filepath.Join(f.CampaignDir(id), adapter.CleanupReportFile), b, 0o600)
+	rf, err := sc.WriteReport(store.KindCleanup, rep.Generation, b)
+	if err != nil {
+		return nil, "", err
+	}
+	recs = append(recs, campaign.Record{Op: campaign.OpCleanup, Status: string(rep.Status), Report: rf.Name, Digest: rf.Digest})
+	return rep, sc.ReportPath(rf.Name), f.journal(id, recs...)
 }
 
 // killedCreate leaves the campaign as a bring-up killed halfway leaves
 // it: the grader and its first workspace created, the next workspace's
-// container an intent, no ready note.
+// container an intent, no readiness.
 func (f *fakeBackend) killedCreate(t *testing.T, spec []byte) string {
 	t.Helper()
-	var s campaign.CampaignSpec
-	if err := json.Unmarshal(spec, &s); err != nil {
+	p, err := campaign.ParseSpec(bytes.NewReader(spec), nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p, err := f.begin(s)
+	err = f.begin(p)
 	if err == nil {
 		err = f.createAll(p, 1, false)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s.CampaignID
+	return p.CampaignID
 }
 
 // downBehind removes the campaign as agentpen down does, behind the
 // service's back: every live resource journalled removed, the verdict,
-// cleanup.json.
+// its report.
 func (f *fakeBackend) downBehind(t *testing.T, id string) {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, err := f.writeCleanup(id, -1); err != nil {
+	if _, _, err := f.writeCleanup(id, -1, campaign.ReasonDown); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -286,36 +330,31 @@ func (f *fakeBackend) interruptedDown(t *testing.T, id string) {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, err := f.writeCleanup(id, 2); err != nil {
+	if _, _, err := f.writeCleanup(id, 2, campaign.ReasonDown); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // Load returns the latest bring-up's campaign (its fake sockets) when the
 // journal says it is up, as adapter.Load does from the files.
-func (f *fakeBackend) Load(id string) (*adapter.Campaign, error) {
-	f.record("Load " + id)
-	st, err := f.State(id)
+func (f *fakeBackend) Load(c *store.Campaign) (*adapter.Campaign, error) {
+	f.record("Load " + c.ID)
+	st, err := c.Read()
 	if err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := f.up[id]
+	camp := f.up[c.ID]
 	g := st.Latest()
-	if !st.Ready || len(g.Live()) == 0 || c == nil || c.Plan.Instance != g.Instance {
-		return nil, fmt.Errorf("campaign %q generation %d: %w", id, g.N, adapter.ErrNotUp)
+	if !st.Status.Up() || camp == nil || camp.Plan.Instance != g.Instance {
+		return nil, fmt.Errorf("campaign %q generation %d: %w", c.ID, g.N, adapter.ErrNotUp)
 	}
-	return c, nil
+	return camp, nil
 }
 
-func (f *fakeBackend) Campaigns() ([]adapter.CampaignState, error) { return f.files.Campaigns() }
-
-// State is the campaign's journal state (adapter.ErrNoCampaign when it
-// has none), read from the files each time.
-func (f *fakeBackend) State(id string) (adapter.CampaignState, error) { return f.files.State(id) }
-
-func (f *fakeBackend) CampaignDir(id string) string { return f.files.CampaignDir(id) }
+// CampaignDir is the campaign's state directory.
+func (f *fakeBackend) CampaignDir(id string) string { return f.root.CampaignDir(id) }
 
 // mutating reports the calls that would create or remove something.
 func (f *fakeBackend) mutating() []string {
@@ -347,7 +386,7 @@ func newTestServerKey(t *testing.T, be *fakeBackend, key []byte) *testServer {
 	t.Helper()
 	logs := &logbuf.Buffer{}
 	ts := httptest.NewUnstartedServer(nil)
-	s, err := newServer(Config{Token: []byte(testToken), Key: key, PublicURL: "http://" + ts.Listener.Addr().String(),
+	s, err := newServer(Config{Root: be.root, Token: []byte(testToken), Key: key, PublicURL: "http://" + ts.Listener.Addr().String(),
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), ShutdownGrace: 5 * time.Second}, be)
 	if err != nil {
 		t.Fatal(err)

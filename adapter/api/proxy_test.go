@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/adapter"
+
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -717,7 +719,7 @@ func TestCapabilityScope(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&got)
 		return resp.StatusCode, got["socket"]
 	}
-	for want, v := range map[string]WorkspaceView{"camp-a-0": a.Workspaces[0], "camp-a-1": a.Workspaces[1], "camp-b-0": b.Workspaces[0]} {
+	for want, v := range map[string]adapter.Workspace{"camp-a-0": a.Workspaces[0], "camp-a-1": a.Workspaces[1], "camp-b-0": b.Workspaces[0]} {
 		if code, got := whoAnswers(v.BaseURL); code != http.StatusOK || got != want {
 			t.Errorf("%s reached %q (%d), want %s", v.AgentID, got, code, want)
 		}

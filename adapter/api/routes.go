@@ -1,11 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,6 +15,8 @@ import (
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/store"
+	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/danielgtaylor/huma/v2"
 )
 
@@ -29,20 +31,10 @@ type CampaignView struct {
 	StateDir   string `json:"state_dir" doc:"The campaign's state directory on the service's host (journal, spec, reports)"`
 	// Workspaces are in the spec's order; empty unless the state is
 	// ready.
-	Workspaces  []WorkspaceView `json:"workspaces"`
-	Attestation *ReportRef      `json:"attestation,omitempty" doc:"The latest attestation of this generation (GET .../attestation for the report)"`
-	Cleanup     *ReportRef      `json:"cleanup,omitempty" doc:"The last cleanup of this generation, when there is one (GET .../cleanup for the report)"`
-	Error       string          `json:"error,omitempty" doc:"Why the state is unusable"`
-}
-
-// WorkspaceView is one workspace: its opaque agent id, its task (for the
-// trainer: never show it to the agent) and the base_url an OpenEnv client
-// uses as it is.
-type WorkspaceView struct {
-	Index   int    `json:"index" doc:"Position in the spec's workspaces"`
-	AgentID string `json:"agent_id" doc:"Opaque agent id: the only name the workspace has on the daemon"`
-	TaskID  string `json:"task_id" doc:"The task the workspace is bound to (every reset serves it). For the trainer, not the agent"`
-	BaseURL string `json:"base_url" doc:"OpenEnv base_url: GenericEnvClient(base_url=...) appends /ws. Its last segment is the workspace's capability: keep it secret"`
+	Workspaces  []adapter.Workspace `json:"workspaces"`
+	Attestation *ReportRef          `json:"attestation,omitempty" doc:"The latest attestation of this generation (GET .../attestation for the report)"`
+	Cleanup     *ReportRef          `json:"cleanup,omitempty" doc:"The last cleanup of this generation, when there is one (GET .../cleanup for the report)"`
+	Error       string              `json:"error,omitempty" doc:"Why the state is unusable"`
 }
 
 // ReportRef says where a report is and what it concluded.
@@ -73,8 +65,8 @@ type listOutput struct {
 
 type workspacesOutput struct {
 	Body struct {
-		CampaignID string          `json:"campaign_id"`
-		Workspaces []WorkspaceView `json:"workspaces"`
+		CampaignID string              `json:"campaign_id"`
+		Workspaces []adapter.Workspace `json:"workspaces"`
 	}
 }
 
@@ -164,7 +156,7 @@ func (s *Server) opContext(ctx context.Context) (context.Context, func(), error)
 }
 
 func (s *Server) createCampaign(ctx context.Context, in *createInput) (*campaignOutput, error) {
-	spec, _, err := ValidateSpecBytes(in.RawBody)
+	p, err := campaign.ParseSpec(bytes.NewReader(in.RawBody), tasks.Known)
 	if err != nil {
 		return nil, specProblem(err)
 	}
@@ -173,26 +165,27 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*campaign
 		return nil, operationProblem("create", err)
 	}
 	defer done()
-	id := spec.CampaignID
+	id := p.CampaignID
 	e := s.entry(id)
 	if !e.op.TryLock() {
 		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q: this service is creating, attesting or deleting it: retry once that ends", id))
 	}
 	defer e.op.Unlock()
 	// An id whose journal has anything live is refused in the API's terms;
-	// BringUp refuses it again under the campaign's lock (another process
-	// may bring it up meanwhile).
-	if snap, err := s.read(id); err == nil && (snap.st.Err != nil || len(snap.st.Live()) > 0) {
+	// the bring-up refuses it again under the campaign's lock (another
+	// process may bring it up meanwhile).
+	if snap, err := s.read(id); err == nil && (snap.err != nil || len(snap.st.Live()) > 0) {
 		return nil, existsProblem(id, snap)
 	}
-	s.begin(e, StateCreating)
+	s.begin(e, campaign.StatusCreating)
 	defer s.end(e)
 
 	start := time.Now()
-	// Attested under the bring-up's hold of the campaign's lock: nothing
-	// else acts on it before its verdict.
-	c, rep, err := s.be.BringUpAttested(ctx, spec, s.cfg.Attest)
-	if c == nil {
+	// Up holds the fail-closed policy: a campaign that does not attest is
+	// never handed out; it is removed by exact id, even when the client
+	// went away meanwhile.
+	res, err := s.be.Up(ctx, s.root, p, adapter.UpOptions{Attest: s.cfg.Attest})
+	if res == nil || res.Campaign == nil {
 		s.metrics.bringUp.WithLabelValues("failed").Observe(time.Since(start).Seconds())
 		s.log.Warn("create failed", "campaign", id, "request_id", RequestID(ctx), "cancelled", ctx.Err() != nil)
 		if snap, rerr := s.read(id); errors.Is(err, adapter.ErrCampaignExists) && rerr == nil {
@@ -200,36 +193,28 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*campaign
 		}
 		return nil, operationProblem("bring-up", err)
 	}
-	if err != nil || !rep.OK {
-		// Fail closed, as agentpen up: a campaign that does not attest is
-		// never handed out; it is removed by exact id, even when the client
-		// went away meanwhile.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*adapter.DefaultCleanupTimeout)
-		defer cancel()
-		crep, cerr := s.be.Cleanup(rctx, id)
+	if err != nil {
 		s.metrics.bringUp.WithLabelValues("not_attested").Observe(time.Since(start).Seconds())
 		var details []*huma.ErrorDetail
-		if rep != nil {
-			for _, line := range rep.FailureLines() {
+		if res.Report != nil {
+			for _, line := range res.Report.FailureLines() {
 				details = append(details, &huma.ErrorDetail{Message: line, Location: "attestation"})
 			}
 		}
-		removal := "removed by exact id: cleanup " + string(statusOf(crep))
-		if cerr != nil && crep == nil {
-			removal += " (" + cerr.Error() + ")"
-		} else if crep != nil && !crep.OK {
+		removal := "removed by exact id: cleanup " + string(statusOf(res.Removal))
+		if res.Removal != nil && !res.Removal.OK {
 			removal += ": DELETE /v1/campaigns/" + id + " to retry"
 		}
 		detail := "the campaign did not attest and was not handed out; " + removal
-		if err != nil {
+		if res.Report == nil {
 			detail = "the campaign could not be attested (" + err.Error() + "); " + removal
 		}
 		return nil, problem(http.StatusInternalServerError, detail, details...)
 	}
 	s.metrics.bringUp.WithLabelValues("ready").Observe(time.Since(start).Seconds())
 	s.mu.Lock()
-	s.publishLocked(e, c)
-	e.busy = ""
+	s.publishLocked(e, res.Campaign)
+	e.busying = false
 	e.seq++
 	s.gaugesLocked()
 	s.mu.Unlock()
@@ -237,7 +222,7 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*campaign
 	if err != nil {
 		return nil, operationProblem("create", err)
 	}
-	s.log.Info("campaign created", "campaign", id, "workspaces", len(c.Workspaces), "request_id", RequestID(ctx),
+	s.log.Info("campaign created", "campaign", id, "workspaces", len(res.Campaign.Workspaces), "request_id", RequestID(ctx),
 		"took_ms", time.Since(start).Milliseconds())
 	return &campaignOutput{Location: "/v1/campaigns/" + id, Body: view}, nil
 }
@@ -245,17 +230,17 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*campaign
 // existsProblem is the 409 of a create whose id has live resources, in
 // the API's terms.
 func existsProblem(id string, snap snapshot) error {
-	if snap.st.Err != nil {
+	if snap.err != nil {
 		return unusableProblem(id, snap)
 	}
 	return problem(http.StatusConflict, fmt.Sprintf("campaign %q already exists: its generation %d is %s with %d resources live; DELETE /v1/campaigns/%s removes it, then create it again",
-		id, snap.st.Latest().N, snap.state, len(snap.st.Live()), id))
+		id, snap.st.Latest().N, snap.status(), len(snap.st.Live()), id))
 }
 
 // unusableProblem is the 409 of every operation on an unusable campaign:
 // what is wrong with its files, and that nothing was done.
 func unusableProblem(id string, snap snapshot) error {
-	return problem(http.StatusConflict, fmt.Sprintf("campaign %q is unusable, nothing was done: %v (an operator repairs it or moves it aside: docs/troubleshooting.md)", id, snap.st.Err))
+	return problem(http.StatusConflict, fmt.Sprintf("campaign %q is unusable, nothing was done: %v (an operator repairs it or moves it aside: docs/troubleshooting.md)", id, snap.err))
 }
 
 func statusOf(r *cleanup.Report) cleanup.Status {
@@ -273,7 +258,7 @@ func campaignProblem(id, what string, err error) error {
 	switch {
 	case errors.As(err, &ve):
 		return pathProblem(err)
-	case errors.Is(err, adapter.ErrNoCampaign):
+	case errors.Is(err, store.ErrNoCampaign):
 		return problem(http.StatusNotFound, fmt.Sprintf("no such campaign %q in this service's state root (GET /v1/campaigns lists them)", id))
 	}
 	return operationProblem(what, err)
@@ -289,30 +274,30 @@ func pathProblem(err error) error {
 }
 
 func (s *Server) listCampaigns(ctx context.Context, _ *struct{}) (*listOutput, error) {
-	states, err := s.be.Campaigns()
+	list, err := s.root.List()
 	if err != nil {
 		return nil, operationProblem("list", err)
 	}
 	out := &listOutput{}
 	out.Body.Campaigns = []CampaignView{}
 	seen := map[string]bool{}
-	for _, st := range states {
-		seq := s.seqOf(st.CampaignID)
-		v, fresh := s.render(st.CampaignID, s.snapshotOf(st), seq, true)
+	for _, l := range list {
+		seq := s.seqOf(l.ID)
+		v, fresh := s.render(l.ID, s.snapshotOf(l.ID, l.State, l.Err), seq, true)
 		if !fresh {
 			// An operation ended under the read: read this one again.
-			if v2, err := s.view(st.CampaignID); err == nil {
+			if v2, err := s.view(l.ID); err == nil {
 				v = v2
 			}
 		}
 		out.Body.Campaigns = append(out.Body.Campaigns, v)
-		seen[st.CampaignID] = true
+		seen[l.ID] = true
 	}
 	// Campaigns this service is creating whose journal is not written yet.
 	s.mu.Lock()
 	for id, e := range s.campaigns {
-		if e.busy == StateCreating && !seen[id] {
-			out.Body.Campaigns = append(out.Body.Campaigns, CampaignView{CampaignID: id, State: StateCreating, StateDir: s.be.CampaignDir(id), Workspaces: []WorkspaceView{}})
+		if e.busying && e.busy == campaign.StatusCreating && !seen[id] {
+			out.Body.Campaigns = append(out.Body.Campaigns, s.creatingView(id))
 		}
 	}
 	s.mu.Unlock()
@@ -339,7 +324,7 @@ func (s *Server) listWorkspaces(ctx context.Context, in *campaignIDParam) (*work
 	if err != nil {
 		return nil, campaignProblem(in.ID, "read", err)
 	}
-	if v.State != StateReady {
+	if v.State != campaign.StatusReady.String() {
 		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q is %s: its workspaces are not served (GET /v1/campaigns/%s says more)", in.ID, v.State, in.ID))
 	}
 	out := &workspacesOutput{}
@@ -360,7 +345,7 @@ func (s *Server) deleteCampaign(ctx context.Context, in *campaignIDParam) (*clea
 	defer done()
 	// The removal runs to its end even when the client goes away: a half
 	// removed campaign helps nobody. The adapter bounds it.
-	rep, err := s.remove(context.WithoutCancel(ctx), s.entry(id))
+	rep, err := s.remove(context.WithoutCancel(ctx), s.entry(id), campaign.ReasonDelete)
 	if err == nil {
 		s.log.Info("campaign deleted", "campaign", id, "cleanup", rep.Status, "request_id", RequestID(ctx))
 		return &cleanupOutput{Body: rep}, nil
@@ -376,12 +361,8 @@ func (s *Server) deleteCampaign(ctx context.Context, in *campaignIDParam) (*clea
 		details = append(details, &huma.ErrorDetail{Message: "left alone: " + l.Reason, Location: "cleanup.left_alone", Value: string(l.Kind) + " " + l.Name})
 	}
 	return nil, problem(http.StatusInternalServerError,
-		fmt.Sprintf("cleanup of %s is %s, NOT verified: the report at GET /v1/campaigns/%s/cleanup (%s) says why; DELETE again to retry",
-			id, rep.Status, id, s.cleanupPath(id)), details...)
-}
-
-func (s *Server) cleanupPath(id string) string {
-	return filepath.Join(s.be.CampaignDir(id), adapter.CleanupReportFile)
+		fmt.Sprintf("cleanup of %s is %s, NOT verified: the report at GET /v1/campaigns/%s/cleanup says why; DELETE again to retry",
+			id, rep.Status, id), details...)
 }
 
 func (s *Server) attestCampaign(ctx context.Context, in *campaignIDParam) (*attestOutput, error) {
@@ -401,10 +382,15 @@ func (s *Server) attestCampaign(ctx context.Context, in *campaignIDParam) (*atte
 	if err != nil {
 		return nil, campaignProblem(id, "attest", err)
 	}
-	if snap.state != StateReady && snap.state != StateAttestationFailed {
-		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q is %s: only a campaign that is up is attested (GET /v1/campaigns/%s says more)", id, snap.state, id))
+	if !snap.status().Up() {
+		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q is %s: only a campaign that is up is attested (GET /v1/campaigns/%s says more)", id, snap.status(), id))
 	}
-	rep, err := s.be.Attest(ctx, id, s.cfg.Attest)
+	c, err := s.root.Open(id)
+	if err != nil {
+		return nil, campaignProblem(id, "attest", err)
+	}
+	defer c.Close()
+	rep, _, err := s.be.Attest(ctx, c, s.cfg.Attest)
 	s.mu.Lock()
 	e.seq++ // the attestation changed the files read before
 	s.mu.Unlock()
@@ -438,23 +424,27 @@ func (s *Server) getCleanup(ctx context.Context, in *campaignIDParam) (*cleanupO
 	if err != nil {
 		return nil, err
 	}
-	if snap.cleanup == nil {
-		detail := fmt.Sprintf("campaign %q: its generation %d (%s) has no cleanup report", in.ID, snap.st.Latest().N, snap.state)
-		if snap.cleanupGen > 0 {
-			detail += fmt.Sprintf("; the stored one is of generation %d", snap.cleanupGen)
-		}
-		// Earlier generations' reports, set aside when the next began.
-		dir := snap.st.Dir
-		if old, _ := filepath.Glob(filepath.Join(dir, strings.TrimSuffix(adapter.CleanupReportFile, ".json")+".gen*.json")); len(old) > 0 {
-			names := make([]string, len(old))
-			for i, p := range old {
-				names[i] = filepath.Base(p)
+	if snap.cl == nil {
+		g := snap.st.Latest().N
+		detail := fmt.Sprintf("campaign %q: its generation %d (%s) has no cleanup report", in.ID, g, snap.status())
+		// Earlier generations' reports, beside it.
+		if c, err := s.root.Open(in.ID); err == nil {
+			var names []string
+			if reps, err := c.Reports(store.KindCleanup); err == nil {
+				for _, r := range reps {
+					if r.Gen < g {
+						names = append(names, r.Name)
+					}
+				}
 			}
-			detail += fmt.Sprintf("; earlier generations' reports are in %s: %s", dir, strings.Join(names, ", "))
+			c.Close()
+			if len(names) > 0 {
+				detail += fmt.Sprintf("; earlier generations' reports are in %s: %s", snap.dir, strings.Join(names, ", "))
+			}
 		}
 		return nil, problem(http.StatusNotFound, detail)
 	}
-	return &cleanupOutput{Body: snap.cleanup}, nil
+	return &cleanupOutput{Body: snap.cl}, nil
 }
 
 // readFor validates the id and reads the campaign's files.
@@ -466,7 +456,7 @@ func (s *Server) readFor(id string) (snapshot, error) {
 	if err != nil {
 		return snapshot{}, campaignProblem(id, "read", err)
 	}
-	if snap.st.Err != nil {
+	if snap.err != nil {
 		return snapshot{}, unusableProblem(id, snap)
 	}
 	return snap, nil

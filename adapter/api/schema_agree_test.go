@@ -17,6 +17,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
 // compileSpecSchema compiles SpecSchema with a draft 2020-12 validator.
@@ -104,12 +105,12 @@ func upPath(loc []string) string {
 // upRefusals returns the field paths up (ValidateSpec) names for body, in
 // order; one "" for malformed JSON. nil when up accepts it.
 func upRefusals(body []byte) []string {
-	_, _, err := ValidateSpecBytes(body)
+	_, err := campaign.ParseSpec(bytes.NewReader(body), tasks.Known)
 	if err == nil {
 		return nil
 	}
 	var out []string
-	for _, e := range fieldErrors(err) {
+	for _, e := range campaign.FieldErrors(err) {
 		out = append(out, e.Field)
 	}
 	var se *campaign.SyntaxError

@@ -2,13 +2,10 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +14,7 @@ import (
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/store"
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 )
@@ -25,6 +23,9 @@ import (
 type Config struct {
 	// Adapter brings campaigns up, attests and removes them (required).
 	Adapter *adapter.Adapter
+	// Root is the state root the service serves (required; agentpen
+	// serve holds its lock, store.Root.LockServe).
+	Root *store.Root
 	// Token is the bearer token every route but /healthz and the episode
 	// proxy's requires (required; at least 16 bytes).
 	Token []byte
@@ -56,54 +57,14 @@ const DefaultShutdownGrace = 30 * time.Second
 // minTokenBytes is the shortest bearer token New accepts.
 const minTokenBytes = 16
 
-// backend is what the service calls on the adapter.
+// backend is what the service calls on the adapter: the Docker work.
+// What a campaign is, the service reads from the store itself.
 type backend interface {
-	BringUpAttested(ctx context.Context, spec campaign.CampaignSpec, opts adapter.AttestOptions) (*adapter.Campaign, *attest.Report, error)
-	Attest(ctx context.Context, campaignID string, opts adapter.AttestOptions) (*attest.Report, error)
-	Cleanup(ctx context.Context, campaignID string) (*cleanup.Report, error)
-	Load(campaignID string) (*adapter.Campaign, error)
-	Campaigns() ([]adapter.CampaignState, error)
-	State(campaignID string) (adapter.CampaignState, error)
-	CampaignDir(campaignID string) string
+	Up(ctx context.Context, root *store.Root, p *campaign.Plan, opts adapter.UpOptions) (*adapter.UpResult, error)
+	Attest(ctx context.Context, c *store.Campaign, opts adapter.AttestOptions) (*attest.Report, string, error)
+	Cleanup(ctx context.Context, c *store.Campaign, reason string) (*cleanup.Report, string, error)
+	Load(c *store.Campaign) (*adapter.Campaign, error)
 }
-
-var _ backend = (*adapter.Adapter)(nil)
-
-// Campaign states a CampaignView reports. Creating and deleting are this
-// service's operations in progress; every other state is read from the
-// campaign's files (journal, attestation.json) on each request, so a
-// campaign that another process (agentpen up, down, attest) changed reads
-// as it is.
-const (
-	// StateCreating: this service is bringing it up and attesting it.
-	StateCreating = "creating"
-	// StateReady: its latest generation is up, nothing of it was removed,
-	// and its latest attestation (if any) passed: its workspaces are
-	// served.
-	StateReady = "ready"
-	// StateAttestationFailed: up, but its latest attestation failed; its
-	// workspaces are not served until one passes (POST .../attestation),
-	// and DELETE removes it.
-	StateAttestationFailed = "attestation_failed"
-	// StateStartingOrFailed: resources live, but its latest generation
-	// never reached ready and nothing removed them: a bring-up that was
-	// killed, or one still running in another process. DELETE removes it.
-	StateStartingOrFailed = "starting_or_failed"
-	// StateDeleting: this service is removing it.
-	StateDeleting = "deleting"
-	// StateCleanupFailed: a removal that was not verified or did not
-	// finish (its process was killed); resources may remain. DELETE
-	// again retries.
-	StateCleanupFailed = "cleanup_failed"
-	// StateRemoved: nothing its journal records is live, and no cleanup
-	// since its latest generation began failed.
-	StateRemoved = "removed"
-	// StateUnusable: its journal is corrupt, or its state directory or
-	// journal is owned or writable by another user. Nothing is done with
-	// it (no workspace served, DELETE refused) until an operator repairs
-	// it; the view's error says why.
-	StateUnusable = "unusable"
-)
 
 // Why a campaign's workspaces stop being served.
 var (
@@ -117,6 +78,7 @@ var (
 type Server struct {
 	cfg     Config
 	be      backend
+	root    *store.Root
 	log     *slog.Logger
 	metrics *metrics
 	api     huma.API
@@ -136,23 +98,6 @@ type Server struct {
 	routes    map[[32]byte]*route
 }
 
-// entry is what the service holds of one campaign beside its files: its
-// operation in progress and its published workspaces. Entries are never
-// dropped, so every operation on an id locks the same op.
-type entry struct {
-	id string
-	// op serialises this service's operations on the campaign (create,
-	// attest, delete); the adapter also holds the campaign's flock,
-	// across processes.
-	op sync.Mutex
-
-	// Guarded by Server.mu.
-	busy   string // StateCreating or StateDeleting while this service runs one
-	seq    uint64 // bumped when an operation ends: a read of the files begun before is stale
-	camp   *adapter.Campaign
-	routes []*route
-}
-
 // New validates cfg and builds the service's router and OpenAPI document.
 // It loads nothing: call Load to serve the campaigns already up in the
 // state root.
@@ -163,7 +108,12 @@ func New(cfg Config) (*Server, error) {
 	return newServer(cfg, cfg.Adapter)
 }
 
+var _ backend = (*adapter.Adapter)(nil)
+
 func newServer(cfg Config, be backend) (*Server, error) {
+	if cfg.Root == nil {
+		return nil, errors.New("api: Config.Root is required")
+	}
 	if len(cfg.Token) < minTokenBytes {
 		return nil, fmt.Errorf("api: the bearer token must hold at least %d bytes", minTokenBytes)
 	}
@@ -177,6 +127,7 @@ func newServer(cfg Config, be backend) (*Server, error) {
 	s := &Server{
 		cfg:       cfg,
 		be:        be,
+		root:      cfg.Root,
 		log:       cfg.Logger,
 		metrics:   newMetrics(),
 		campaigns: map[string]*entry{},
@@ -196,340 +147,6 @@ func (s *Server) Handler() http.Handler { return s.router }
 
 // OpenAPI returns the service's OpenAPI document.
 func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
-
-// Load reads every campaign of the state root (as agentpen serve does at
-// start) and serves the workspaces of those that are ready, with the same
-// capabilities as before a restart; it logs the campaigns that need a
-// DELETE (a bring-up or a removal that did not finish, a failed
-// attestation).
-func (s *Server) Load() error {
-	states, err := s.be.Campaigns()
-	if err != nil {
-		return err
-	}
-	for _, st := range states {
-		v, _ := s.render(st.CampaignID, s.snapshotOf(st), s.seqOf(st.CampaignID), true)
-		switch v.State {
-		case StateReady, StateRemoved:
-		default:
-			s.log.Warn("campaign not served", "campaign", st.CampaignID, "generation", v.Generation, "state", v.State)
-		}
-	}
-	return nil
-}
-
-// entry returns the campaign's entry, made when missing.
-func (s *Server) entry(id string) *entry {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.campaigns[id]
-	if e == nil {
-		e = &entry{id: id}
-		s.campaigns[id] = e
-	}
-	return e
-}
-
-// seqOf is the campaign's operation count, read before its files.
-func (s *Server) seqOf(id string) uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e := s.campaigns[id]; e != nil {
-		return e.seq
-	}
-	return 0
-}
-
-// begin marks this service's operation on e (StateCreating or
-// StateDeleting); end clears it, and makes reads of the files begun
-// before it stale.
-func (s *Server) begin(e *entry, state string) {
-	s.mu.Lock()
-	e.busy = state
-	s.gaugesLocked()
-	s.mu.Unlock()
-}
-
-func (s *Server) end(e *entry) {
-	s.mu.Lock()
-	e.busy = ""
-	e.seq++
-	s.gaugesLocked()
-	s.mu.Unlock()
-}
-
-// snapshot is one read of a campaign's files: its journal's state, the
-// latest generation's attestation and cleanup reports (nil: none), and
-// the state they say.
-type snapshot struct {
-	st      adapter.CampaignState
-	att     *attest.Report
-	cleanup *cleanup.Report
-	// cleanupGen is the generation of the stored cleanup report when it
-	// is not the latest's (0: none or the latest's).
-	cleanupGen int
-	state      string
-}
-
-// read reads the campaign's files; the error wraps adapter.ErrNoCampaign
-// when the state root has no journal of it.
-func (s *Server) read(id string) (snapshot, error) {
-	st, err := s.be.State(id)
-	if err != nil && st.Err == nil {
-		return snapshot{}, err
-	}
-	return s.snapshotOf(st), nil
-}
-
-// snapshotOf reads the reports of the campaign whose journal state st is.
-func (s *Server) snapshotOf(st adapter.CampaignState) snapshot {
-	if st.Dir == "" {
-		st.Dir = s.be.CampaignDir(st.CampaignID)
-	}
-	snap := snapshot{st: st}
-	if st.Err != nil {
-		// Nothing of a campaign whose state cannot be trusted is read.
-		snap.state = StateUnusable
-		return snap
-	}
-	g := st.Latest()
-	snap.att = st.LatestAttestation()
-	var rep cleanup.Report
-	var of reportGeneration
-	if path := filepath.Join(st.Dir, adapter.CleanupReportFile); readJSON(path, &rep) == nil && readJSON(path, &of) == nil {
-		if gen := of.generation(); gen == g.N && of.instance(gen) == g.Instance {
-			snap.cleanup = &rep
-		} else {
-			snap.cleanupGen = gen
-		}
-	}
-	snap.state = stateOf(st, snap.att)
-	return snap
-}
-
-// reportGeneration is which generation a stored cleanup.json was made
-// for: its own top-level "generation" when the report has one, else the
-// newest of the generations it lists (a cleanup covers every generation
-// of the journal it read). It is decoded apart from the report, which is
-// served as it is.
-type reportGeneration struct {
-	Generation  int                      `json:"generation"`
-	Generations []cleanup.GenerationInfo `json:"generations"`
-}
-
-func (r *reportGeneration) generation() int {
-	if r.Generation > 0 {
-		return r.Generation
-	}
-	n := 0
-	for _, g := range r.Generations {
-		n = max(n, g.N)
-	}
-	return n
-}
-
-// instance is the nonce the report lists for generation n ("" for none).
-func (r *reportGeneration) instance(n int) string {
-	for _, g := range r.Generations {
-		if g.N == n {
-			return g.Instance
-		}
-	}
-	return ""
-}
-
-// readJSON decodes the JSON file at path into v.
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, v)
-}
-
-// stateOf names a campaign's state from its journal (st) and its latest
-// generation's attestation (nil: none).
-func stateOf(st adapter.CampaignState, att *attest.Report) string {
-	g := st.Latest()
-	// The reader resets LastCleanup when a generation begins: a cleanup
-	// it holds is of the latest generation.
-	cleanedSince := st.LastCleanup != ""
-	switch {
-	case cleanedSince && st.LastCleanup != string(cleanup.Verified):
-		return StateCleanupFailed
-	case len(st.Live()) == 0:
-		return StateRemoved
-	case !st.Ready, st.AttestPending:
-		// Never ready, or killed (or still running elsewhere) between its
-		// readiness and its attestation's verdict.
-		return StateStartingOrFailed
-	case cleanedSince, st.RemovalStarted, len(g.Live()) < len(g.Resources), len(st.Live()) > len(g.Live()):
-		// A removal began and did not finish, or an earlier generation
-		// is still live: nothing to serve.
-		return StateCleanupFailed
-	case att != nil && !att.OK:
-		return StateAttestationFailed
-	}
-	return StateReady
-}
-
-// view reads the campaign's files afresh and renders it, reconciling the
-// proxy with them; the error wraps adapter.ErrNoCampaign when the state
-// root has no journal of it (and this service is not creating it).
-func (s *Server) view(id string) (CampaignView, error) {
-	for try := 0; ; try++ {
-		seq := s.seqOf(id)
-		snap, err := s.read(id)
-		if errors.Is(err, adapter.ErrNoCampaign) {
-			s.mu.Lock()
-			e := s.campaigns[id]
-			creating := e != nil && e.busy == StateCreating
-			s.mu.Unlock()
-			if creating {
-				return CampaignView{CampaignID: id, State: StateCreating, StateDir: s.be.CampaignDir(id), Workspaces: []WorkspaceView{}}, nil
-			}
-		}
-		if err != nil {
-			return CampaignView{}, err
-		}
-		// An operation that ended during the read makes it stale: read
-		// again (it changed the files), a few times at most.
-		if v, fresh := s.render(id, snap, seq, try < 3); fresh || try >= 3 {
-			return v, nil
-		}
-	}
-}
-
-// render turns a snapshot into the campaign's view. An operation of this
-// service in progress names the state; otherwise, with reconcile, the
-// proxy is made to agree with the files: a ready campaign's workspaces
-// are published (loading it when this service does not hold it), any
-// other's revoked. When an operation ended after the snapshot was read
-// (seq), nothing is changed and fresh is false.
-func (s *Server) render(id string, snap snapshot, seq uint64, reconcile bool) (v CampaignView, fresh bool) {
-	g := snap.st.Latest()
-	state := snap.state
-	var loaded *adapter.Campaign
-	if state == StateReady && reconcile && !s.published(id, g.Instance) {
-		c, err := s.be.Load(id)
-		if err != nil {
-			// The journal says up, yet it cannot be served (its spec or
-			// journal unreadable): nothing to hand out; DELETE removes it.
-			s.log.Warn("campaign cannot be served", "campaign", id, "err", err)
-			state = StateStartingOrFailed
-		}
-		loaded = c
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.campaigns[id]
-	fresh = e == nil || e.seq == seq
-	switch {
-	case e != nil && e.busy != "":
-		state = e.busy
-	case !reconcile || !fresh:
-	case state == StateReady:
-		if e == nil {
-			e = &entry{id: id}
-			s.campaigns[id] = e
-		}
-		if e.camp == nil || e.camp.Plan.Instance != g.Instance {
-			s.revokeLocked(e, errRevoked)
-			if loaded != nil {
-				s.publishLocked(e, loaded)
-			}
-		}
-	case e != nil && e.camp != nil:
-		cause := errRevoked
-		if state == StateAttestationFailed {
-			cause = errNotAttested
-		}
-		s.revokeLocked(e, cause)
-	}
-	v = CampaignView{CampaignID: id, Generation: g.N, State: state, StateDir: snap.st.Dir, Workspaces: []WorkspaceView{}}
-	if snap.st.Err != nil {
-		v.Error = snap.st.Err.Error()
-	}
-	if snap.att != nil {
-		v.Attestation = &ReportRef{OK: snap.att.OK, Path: filepath.Join(v.StateDir, attest.FileName)}
-	}
-	if snap.cleanup != nil {
-		v.Cleanup = &ReportRef{OK: snap.cleanup.OK, Status: string(snap.cleanup.Status), Path: filepath.Join(v.StateDir, adapter.CleanupReportFile)}
-	}
-	if state != StateReady || e == nil || e.camp == nil || e.camp.Plan.Instance != g.Instance {
-		return v, fresh // no base_url to hand out
-	}
-	p := e.camp.Plan
-	for i, ws := range e.camp.Workspaces {
-		v.Workspaces = append(v.Workspaces, WorkspaceView{
-			Index: i, AgentID: ws.AgentID, TaskID: p.Agents[i].Spec.TaskID,
-			BaseURL: s.cfg.PublicURL + episodePrefix + "/" + capability(s.cfg.Key, p.CampaignID, p.Instance, ws.AgentID),
-		})
-	}
-	return v, fresh
-}
-
-// published reports whether the campaign's generation instance is served.
-func (s *Server) published(id, instance string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.campaigns[id]
-	return e != nil && e.camp != nil && e.camp.Plan.Instance == instance
-}
-
-// publishLocked makes a ready campaign's workspaces reachable through the
-// proxy. s.mu is held.
-func (s *Server) publishLocked(e *entry, c *adapter.Campaign) {
-	e.camp = c
-	for i, ws := range c.Workspaces {
-		ag := c.Plan.Agents[i]
-		capab := capability(s.cfg.Key, c.Plan.CampaignID, c.Plan.Instance, ws.AgentID)
-		rt := newRoute(c.Plan.CampaignID, ws.AgentID, ag.Spec.TaskID, ws.Socket, capab)
-		s.routes[capKey(capab)] = rt
-		e.routes = append(e.routes, rt)
-	}
-	s.gaugesLocked()
-}
-
-// revokeLocked removes a campaign's workspaces from the proxy and ends
-// their sessions and requests in flight, with cause as the reason. s.mu
-// is held.
-func (s *Server) revokeLocked(e *entry, cause error) {
-	for _, rt := range e.routes {
-		delete(s.routes, rt.key)
-		rt.revoke(cause)
-	}
-	e.routes, e.camp = nil, nil
-	s.gaugesLocked()
-}
-
-func (s *Server) gaugesLocked() {
-	n := 0
-	for _, e := range s.campaigns {
-		if e.busy != "" || e.camp != nil {
-			n++
-		}
-	}
-	s.metrics.campaigns.Set(float64(n))
-	s.metrics.workspaces.Set(float64(len(s.routes)))
-}
-
-// startOp counts an API operation that creates, attests or removes; it
-// fails once the service is closing.
-func (s *Server) startOp() (context.Context, func(), error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, nil, errClosing
-	}
-	s.ops.Add(1)
-	return s.ctx, s.ops.Done, nil
-}
-
-var errClosing = errors.New("the service is shutting down")
-
-// errUnusable is the kind of every refusal to act on an unusable campaign.
-var errUnusable = errors.New("unusable")
 
 // Close ends the service's own work and leaves every campaign up and
 // journalled: it ends the proxy's sessions (close 1001) and requests,
@@ -566,80 +183,4 @@ func (s *Server) Close(ctx context.Context) error {
 	s.cancel()
 	<-done
 	return err
-}
-
-// CleanupAll removes every campaign of the state root that is not
-// removed already (agentpen serve --cleanup-on-exit): the ready ones and
-// every one with anything live in its journal, by exact id, verified. The
-// error names each campaign whose cleanup was not verified.
-func (s *Server) CleanupAll(ctx context.Context) error {
-	states, err := s.be.Campaigns()
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, st := range states {
-		if s.snapshotOf(st).state == StateRemoved {
-			continue
-		}
-		if st.Err != nil {
-			// Its files cannot be trusted to say what is ours: left alone,
-			// and the exit says so (not as bad input: the service's).
-			s.log.Warn("campaign left alone on exit: unusable", "campaign", st.CampaignID, "err", st.Err)
-			errs = append(errs, fmt.Errorf("campaign %s is unusable, left alone: %v", st.CampaignID, st.Err))
-			continue
-		}
-		rep, err := s.remove(ctx, s.entry(st.CampaignID))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		s.log.Info("campaign removed on exit", "campaign", st.CampaignID, "cleanup", rep.Status)
-	}
-	return errors.Join(errs...)
-}
-
-// remove removes the campaign by exact id from its journal
-// (adapter.Cleanup, as agentpen down), whatever its state, its workspaces
-// revoked first; a campaign whose files say it is removed already, with
-// its latest generation's cleanup verified, is not touched again and that
-// report is returned. The error says the cleanup was not verified
-// (adapter.ErrNotVerified, with the report) or why there is no report;
-// it names the campaign once.
-func (s *Server) remove(ctx context.Context, e *entry) (*cleanup.Report, error) {
-	e.op.Lock()
-	defer e.op.Unlock()
-	snap, err := s.read(e.id)
-	if err != nil {
-		return nil, err
-	}
-	if snap.state == StateRemoved && snap.cleanup != nil && snap.cleanup.OK {
-		return snap.cleanup, nil
-	}
-	if snap.st.Err != nil {
-		return nil, fmt.Errorf("campaign %q is %w, nothing was removed: %w", e.id, errUnusable, snap.st.Err)
-	}
-	s.begin(e, StateDeleting)
-	s.mu.Lock()
-	s.revokeLocked(e, errRevoked)
-	s.mu.Unlock()
-	start := time.Now()
-	rep, err := s.be.Cleanup(ctx, e.id)
-	s.end(e)
-	status := "error"
-	if rep != nil {
-		status = string(rep.Status)
-	}
-	s.metrics.cleanup.WithLabelValues(status).Observe(time.Since(start).Seconds())
-	switch {
-	case rep == nil && errors.Is(err, adapter.ErrLocked):
-		return nil, fmt.Errorf("campaign %q: %w", e.id, err)
-	case rep == nil:
-		return nil, err
-	case !rep.OK:
-		return rep, fmt.Errorf("campaign %q: %w: %s (report %s)", e.id, adapter.ErrNotVerified, strings.Join(rep.FailedChecks, ", "), s.cleanupPath(e.id))
-	case err != nil:
-		return rep, fmt.Errorf("campaign %q: cleanup verified, but: %w", e.id, err)
-	}
-	return rep, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/coder/websocket"
 )
@@ -47,7 +45,7 @@ func (ts *testServer) listed(t *testing.T) map[string]string {
 	got := map[string]string{}
 	for _, v := range out.Campaigns {
 		got[v.CampaignID] = v.State
-		if v.State != StateReady && len(v.Workspaces) > 0 {
+		if v.State != campaign.StatusReady.String() && len(v.Workspaces) > 0 {
 			t.Errorf("%s is %s and lists workspaces: %+v", v.CampaignID, v.State, v.Workspaces)
 		}
 	}
@@ -65,10 +63,10 @@ func TestInterruptedCreateServed(t *testing.T) {
 	if err := ts.Load(); err != nil {
 		t.Fatal(err)
 	}
-	if got := ts.listed(t); got[id] != StateStartingOrFailed {
-		t.Fatalf("listed %v, want %s %s", got, id, StateStartingOrFailed)
+	if got := ts.listed(t); got[id] != campaign.StatusStartingOrFailed.String() {
+		t.Fatalf("listed %v, want %s %s", got, id, campaign.StatusStartingOrFailed.String())
 	}
-	if v := ts.getView(t, id); v.State != StateStartingOrFailed || v.Generation != 1 || len(v.Workspaces) != 0 {
+	if v := ts.getView(t, id); v.State != campaign.StatusStartingOrFailed.String() || v.Generation != 1 || len(v.Workspaces) != 0 {
 		t.Fatalf("GET: %+v", v)
 	}
 	resp, b := ts.do(t, http.MethodPost, "/v1/campaigns", spec, true)
@@ -83,7 +81,7 @@ func TestInterruptedCreateServed(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"status":"verified"`) {
 		t.Fatalf("delete: %d %s", resp.StatusCode, b)
 	}
-	if v := ts.getView(t, id); v.State != StateRemoved || v.Cleanup == nil || v.Cleanup.Status != "verified" {
+	if v := ts.getView(t, id); v.State != campaign.StatusRemoved.String() || v.Cleanup == nil || v.Cleanup.Status != "verified" {
 		t.Fatalf("after the delete: %+v", v)
 	}
 	// The id is free again: a new generation.
@@ -104,8 +102,8 @@ func TestRemovedBehindTheBack(t *testing.T) {
 		state  string
 		delete []string // the adapter calls a DELETE then makes
 	}{
-		{"down", (*fakeBackend).downBehind, StateRemoved, nil},
-		{"down_interrupted", (*fakeBackend).interruptedDown, StateCleanupFailed, []string{"Cleanup camp-1"}},
+		{"down", (*fakeBackend).downBehind, campaign.StatusRemoved.String(), nil},
+		{"down_interrupted", (*fakeBackend).interruptedDown, campaign.StatusCleanupFailed.String(), []string{"Cleanup camp-1"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newProxyFixture(t)
@@ -150,7 +148,7 @@ func TestCleanupReportOfLatestGeneration(t *testing.T) {
 		}
 		resp, b := ts.do(t, http.MethodGet, "/v1/campaigns/camp-1/cleanup", nil, true)
 		p := decodeProblem(t, resp, b)
-		if resp.StatusCode != http.StatusNotFound || (gen == 2 && !strings.Contains(p.Detail, "generation 1")) {
+		if resp.StatusCode != http.StatusNotFound || (gen == 2 && !strings.Contains(p.Detail, "cleanup-1-1.json")) {
 			t.Fatalf("generation %d is up; its cleanup report: %d %s", gen, resp.StatusCode, b)
 		}
 		if v := ts.getView(t, "camp-1"); v.Cleanup != nil {
@@ -194,19 +192,19 @@ func TestAttestationFailedAfterCreate(t *testing.T) {
 		t.Fatalf("the open session: %v, want close 1001 naming the attestation", err)
 	}
 	got := f.getView(t, "camp-1")
-	if got.State != StateAttestationFailed || len(got.Workspaces) != 0 || got.Attestation == nil || got.Attestation.OK {
+	if got.State != campaign.StatusAttestationFailed.String() || len(got.Workspaces) != 0 || got.Attestation == nil || got.Attestation.OK {
 		t.Fatalf("GET after a failed attestation: %+v", got)
 	}
 	if code := rawGet(t, f.ts.URL, strings.TrimPrefix(v.Workspaces[0].BaseURL, f.ts.URL)+"/health"); code != http.StatusNotFound {
 		t.Errorf("the base_url after a failed attestation: %d, want 404", code)
 	}
-	if resp, b := f.do(t, http.MethodGet, "/v1/campaigns/camp-1/workspaces", nil, true); resp.StatusCode != http.StatusConflict || !strings.Contains(string(b), StateAttestationFailed) {
+	if resp, b := f.do(t, http.MethodGet, "/v1/campaigns/camp-1/workspaces", nil, true); resp.StatusCode != http.StatusConflict || !strings.Contains(string(b), campaign.StatusAttestationFailed.String()) {
 		t.Errorf("workspaces: %d %s", resp.StatusCode, b)
 	}
 	// A restarted service reads the same from the files.
 	again := newTestServerKey(t, f.be, f.key)
 	again.Load()
-	if got := again.getView(t, "camp-1"); got.State != StateAttestationFailed {
+	if got := again.getView(t, "camp-1"); got.State != campaign.StatusAttestationFailed.String() {
 		t.Errorf("after a restart: %s", got.State)
 	}
 	f.be.mu.Lock()
@@ -215,7 +213,7 @@ func TestAttestationFailedAfterCreate(t *testing.T) {
 	if resp, b := f.do(t, http.MethodPost, "/v1/campaigns/camp-1/attestation", nil, true); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"ok":true`) {
 		t.Fatalf("attest again: %d %s", resp.StatusCode, b)
 	}
-	if got := f.getView(t, "camp-1"); got.State != StateReady || len(got.Workspaces) != 1 || got.Workspaces[0].BaseURL != v.Workspaces[0].BaseURL {
+	if got := f.getView(t, "camp-1"); got.State != campaign.StatusReady.String() || len(got.Workspaces) != 1 || got.Workspaces[0].BaseURL != v.Workspaces[0].BaseURL {
 		t.Fatalf("after an attestation that passed: %+v", got)
 	}
 	if code := rawGet(t, f.ts.URL, strings.TrimPrefix(v.Workspaces[0].BaseURL, f.ts.URL)+"/health"); code != http.StatusOK {
@@ -245,7 +243,7 @@ func TestCleanupAllEveryCampaign(t *testing.T) {
 		t.Fatalf("removed %v, want camp-a and camp-k", got)
 	}
 	for id, state := range ts.listed(t) {
-		if state != StateRemoved {
+		if state != campaign.StatusRemoved.String() {
 			t.Errorf("%s is %s after CleanupAll", id, state)
 		}
 	}
@@ -278,54 +276,6 @@ func TestNoSuchCampaign(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound || strings.Count(p.Detail, `"nope"`) != 1 || strings.Count(p.Detail, "nope") != 1 {
 			t.Errorf("%s %s: %d %q, want 404 naming the campaign once", tt.method, tt.path, resp.StatusCode, p.Detail)
 		}
-	}
-}
-
-// TestStateOf: the state each journal shape reads as.
-func TestStateOf(t *testing.T) {
-	res := func(removed ...bool) []campaign.Resource {
-		var out []campaign.Resource
-		for i, r := range removed {
-			out = append(out, campaign.Resource{Gen: 2, Kind: campaign.KindContainer, ID: fmt.Sprint("id", i), Removed: r})
-		}
-		return out
-	}
-	gen1Gone := campaign.Generation{N: 1, Resources: []campaign.Resource{{Gen: 1, ID: "old", Removed: true}}}
-	ok, failed := &attest.Report{OK: true}, &attest.Report{OK: false}
-	for _, tt := range []struct {
-		name string
-		st   adapter.CampaignState
-		att  *attest.Report
-		want string
-	}{
-		{"ready", adapter.CampaignState{Ready: true, Generations: []campaign.Generation{{N: 1, Resources: res(false, false)}}}, ok, StateReady},
-		{"ready_unattested", adapter.CampaignState{Ready: true, Generations: []campaign.Generation{{N: 1, Resources: res(false)}}}, nil, StateReady},
-		{"attestation_failed", adapter.CampaignState{Ready: true, Generations: []campaign.Generation{{N: 1, Resources: res(false)}}}, failed, StateAttestationFailed},
-		{"killed_create", adapter.CampaignState{Generations: []campaign.Generation{{N: 1, Resources: res(false, false)}}}, nil, StateStartingOrFailed},
-		// Killed between readiness and its attestation's verdict: never
-		// served (it read as ready, unattested, with working base_urls).
-		{"killed_attesting", adapter.CampaignState{Ready: true, AttestPending: true, Generations: []campaign.Generation{{N: 1, Resources: res(false, false)}}}, nil, StateStartingOrFailed},
-		// A down killed before it journalled any removal.
-		{"removal_started", adapter.CampaignState{Ready: true, RemovalStarted: true, Generations: []campaign.Generation{{N: 1, Resources: res(false, false)}}}, ok, StateCleanupFailed},
-		{"removal_interrupted", adapter.CampaignState{Ready: true, Generations: []campaign.Generation{{N: 1, Resources: res(true, false)}}}, ok, StateCleanupFailed},
-		{"cleanup_failed", adapter.CampaignState{Ready: true, LastCleanup: "failed",
-			Generations: []campaign.Generation{gen1Gone, {N: 2, Resources: res(false)}}}, ok, StateCleanupFailed},
-		{"cleanup_failed_nothing_live", adapter.CampaignState{Ready: true, LastCleanup: "failed",
-			Generations: []campaign.Generation{{N: 1, Resources: res(true)}}}, ok, StateCleanupFailed},
-		{"removed", adapter.CampaignState{Ready: true, LastCleanup: "verified",
-			Generations: []campaign.Generation{{N: 1, Resources: res(true, true)}}}, ok, StateRemoved},
-		// A failed cleanup of generation 1 says nothing of generation 2
-		// (the reader resets LastCleanup when a generation begins: TestState).
-		{"earlier_cleanup_failed", adapter.CampaignState{Ready: true, LastCleanup: "",
-			Generations: []campaign.Generation{gen1Gone, {N: 2, Resources: res(false)}}}, ok, StateReady},
-		{"earlier_generation_live", adapter.CampaignState{Ready: true,
-			Generations: []campaign.Generation{{N: 1, Resources: []campaign.Resource{{Gen: 1, ID: "old"}}}, {N: 2, Resources: res(false)}}}, ok, StateCleanupFailed},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := stateOf(tt.st, tt.att); got != tt.want {
-				t.Errorf("got %s, want %s", got, tt.want)
-			}
-		})
 	}
 }
 
@@ -376,12 +326,12 @@ func TestUnusableCampaign(t *testing.T) {
 			}
 			tt.damage(t, be.CampaignDir("camp-u"))
 			v := ts.getView(t, "camp-u")
-			if v.State != StateUnusable || !strings.Contains(v.Error, tt.why) || len(v.Workspaces) != 0 {
-				t.Fatalf("GET: %+v, want %s with an error saying %q", v, StateUnusable, tt.why)
+			if v.State != campaign.StatusUnusable.String() || !strings.Contains(v.Error, tt.why) || len(v.Workspaces) != 0 {
+				t.Fatalf("GET: %+v, want %s with an error saying %q", v, campaign.StatusUnusable.String(), tt.why)
 			}
 			// Listed by its id, or by its directory's name when its spec
 			// is in a directory not trusted enough to read it from.
-			if got := ts.listed(t); len(got) != 1 || got["camp-u"] != StateUnusable && got[filepath.Base(be.CampaignDir("camp-u"))] != StateUnusable {
+			if got := ts.listed(t); len(got) != 1 || got["camp-u"] != campaign.StatusUnusable.String() && got[filepath.Base(be.CampaignDir("camp-u"))] != campaign.StatusUnusable.String() {
 				t.Fatalf("listed %v", got)
 			}
 			before := len(be.mutating())

@@ -38,7 +38,7 @@ non-loopback address is refused unless TLS is on (--tls-cert and --tls-key) or
 --insecure-listen is given. Every route but /healthz and the proxy's needs the bearer token,
 read from the file --token-file names (mode 0600) or from the environment variable --token-env
 names (default AGENTPEN_SERVE_TOKEN); never from the command line. The proxy's credential is
-the capability in each base_url, derived from a server key kept in <state root>/api/server.key
+the capability in each base_url, derived from a server key kept in <state root>/keys/server.key
 (0600), so base_urls survive a restart.
 
 SIGINT or SIGTERM stops it gracefully: proxy sessions are closed (1001), operations in flight
@@ -103,10 +103,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
-	// One service per state root, taken before the server key can be
-	// made and before anything listens: a second one would answer from
-	// its own memory for campaigns the first changes.
-	lock, err := api.LockStateRoot(cf.stateRoot)
+	// The state root is checked before anything in it is opened, made
+	// or read; then one service per state root, taken before the server
+	// key can be made and before anything listens: a second one would
+	// answer from its own memory for campaigns the first changes.
+	root, err := cf.root(true)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	lock, err := root.LockServe()
 	if err != nil {
 		return err
 	}
@@ -122,11 +128,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	defer a.Docker.Close()
 	a.ReadyTimeout, a.Parallelism = sf.readyTimeout, sf.parallel
-	key, err := api.LoadKey(api.KeyPath(cf.stateRoot))
+	key, err := root.Secret(api.KeyFile, api.KeyBytes)
 	if err != nil {
 		return err
 	}
-	srv, err := api.New(api.Config{Adapter: a, Token: token, Key: key, PublicURL: publicURL, Logger: a.Logger,
+	srv, err := api.New(api.Config{Adapter: a, Root: root, Token: token, Key: key, PublicURL: publicURL, Logger: a.Logger,
 		Attest: opts, Version: cli.Stamp, ShutdownGrace: sf.shutdown})
 	if err != nil {
 		return err

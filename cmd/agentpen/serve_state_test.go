@@ -141,8 +141,8 @@ func (p *serveProc) listed(id string) string {
 
 // journalOf reads the campaign's journal records.
 func (e *cliEnv) journalOf(id string) []campaign.Record {
-	recs, _ := campaign.ReadJournal(filepath.Join(e.state, "campaigns", campaign.Key(id), campaign.JournalFile))
-	return recs
+	c, _ := loadJournal(journalOf(e.state, id))
+	return c.Records
 }
 
 // TestServeKilledMidCreate: agentpen serve SIGKILLed while it brings a
@@ -258,20 +258,12 @@ func TestServeCleanupOnExitNotVerified(t *testing.T) {
 	if err := os.Mkdir(bogus, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	j, err := campaign.OpenJournal(filepath.Join(e.state, "campaigns", campaign.Key(id)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	gen := e.journalOf(id)[0].Gen
-	j.Append(campaign.Record{Op: campaign.OpCreated, Gen: gen, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: "bogus", ID: bogus})
-	j.Close()
+	appendRecords(t, e.state, id, campaign.Record{Op: campaign.OpCreated, Gen: gen, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: "bogus", ID: bogus})
 	t.Cleanup(func() {
 		// Let the test's down verify: the refused directory is not the
 		// campaign's.
-		if j, err := campaign.OpenJournal(filepath.Join(e.state, "campaigns", campaign.Key(id))); err == nil {
-			j.Append(campaign.Record{Op: campaign.OpRemoved, Gen: gen, Kind: campaign.KindDir, Name: "bogus", ID: bogus})
-			j.Close()
-		}
+		appendRecords(t, e.state, id, campaign.Record{Op: campaign.OpRemoved, Gen: gen, Kind: campaign.KindDir, Name: "bogus", ID: bogus})
 	})
 	code := p.stop(syscall.SIGTERM)
 	msg := p.stderr.String()

@@ -12,6 +12,7 @@ import (
 	"github.com/agentpen/agentpen/adapter/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
 const specUsage = `Usage:
@@ -86,7 +87,7 @@ func specCheck(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, p, verr := api.ValidateSpec(in)
+	p, verr := campaign.ParseSpec(in, tasks.Known)
 	if verr == nil {
 		res := specCheckResult{OK: true, CampaignID: p.CampaignID, Workspaces: len(p.Agents), Topology: string(p.Topology), Egress: string(p.Egress)}
 		if *asJSON {
