@@ -20,9 +20,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/store"
 	"github.com/agentpen/agentpen/internal/latency"
 	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/store"
 )
 
 // The campaign benchmarks of issue 16 (make bench): a campaign of the

@@ -15,9 +15,9 @@ import (
 
 	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/store"
 	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/internal/dockerfake"
+	"github.com/agentpen/agentpen/store"
 )
 
 const fakeImage = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

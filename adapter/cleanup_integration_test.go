@@ -18,8 +18,8 @@ import (
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/store"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/store"
 )
 
 // keyEnv is an environment with the API key the workbench needs.

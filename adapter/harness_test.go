@@ -202,7 +202,9 @@ func (h *Harness) CleanupPath(id string) string {
 }
 
 // Orphans lists the root's orphans.
-func (h *Harness) Orphans(ctx context.Context) ([]Orphan, error) { return h.Adapter.Orphans(ctx, h.Root) }
+func (h *Harness) Orphans(ctx context.Context) ([]Orphan, error) {
+	return h.Adapter.Orphans(ctx, h.Root)
+}
 
 // RemoveOrphan removes one orphan of the root.
 func (h *Harness) RemoveOrphan(ctx context.Context, id string) (cleanup.Outcome, error) {

@@ -107,15 +107,15 @@ func (c *campaignFlags) downCommand(getenv func(string) string, id string) strin
 
 // upResult is what up prints on stdout.
 type upResult struct {
-	CampaignID  string        `json:"campaign_id"`
-	Generation  int           `json:"generation"`
-	Instance    string        `json:"instance"`
-	StateDir    string        `json:"state_dir"`
-	Topology    string        `json:"topology"`
-	Networks    []string      `json:"network_ids"`
-	Server      upServer      `json:"server"`
+	CampaignID  string              `json:"campaign_id"`
+	Generation  int                 `json:"generation"`
+	Instance    string              `json:"instance"`
+	StateDir    string              `json:"state_dir"`
+	Topology    string              `json:"topology"`
+	Networks    []string            `json:"network_ids"`
+	Server      upServer            `json:"server"`
 	Workspaces  []adapter.Workspace `json:"workspaces"`
-	Attestation upAttestation `json:"attestation"`
+	Attestation upAttestation       `json:"attestation"`
 }
 
 type upAttestation struct {
@@ -128,7 +128,6 @@ type upServer struct {
 	Alias       string `json:"alias"`
 	URL         string `json:"url"`
 }
-
 
 func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := cli.NewFlagSet("agentpen", "up", "[flags] SPEC.json|-",
