@@ -65,7 +65,7 @@ func invalid(field, value, format string, args ...any) error {
 }
 
 // The patterns of ids and names, as the spec's JSON Schema states them
-// too (a test in adapter/api holds the schema to these).
+// too (a test in launcher holds the schema to these).
 const (
 	IDPattern      = `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`
 	TaskIDPattern  = `^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$`

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/adapter/api"
+	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/debugserve"
 )
@@ -77,7 +77,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&sf.debugListen, "debug-listen", "", "serve net/http/pprof at /debug/pprof/ on this loopback address (127.0.0.1:6060); off by default")
 	fs.BoolVar(&sf.insecure, "insecure-listen", false, "allow a non-loopback address without TLS (the token and capabilities then travel in clear)")
 	fs.BoolVar(&sf.cleanupOnExit, "cleanup-on-exit", false, "when it stops, remove every campaign of the state root that is not removed (by exact id, verified)")
-	fs.DurationVar(&sf.shutdown, "shutdown-timeout", api.DefaultShutdownGrace, "how long operations in flight may take to finish when stopping")
+	fs.DurationVar(&sf.shutdown, "shutdown-timeout", launcher.DefaultShutdownGrace, "how long operations in flight may take to finish when stopping")
 	fs.DurationVar(&sf.readyTimeout, "ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
 	fs.IntVar(&sf.parallel, "parallel", adapter.DefaultParallelism, "workspaces created at once, per campaign")
 	if _, err := fs.Parse(args, 0, 0); err != nil {
@@ -128,11 +128,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	defer a.Docker.Close()
 	a.ReadyTimeout, a.Parallelism = sf.readyTimeout, sf.parallel
-	key, err := root.Secret(api.KeyFile, api.KeyBytes)
+	key, err := root.Secret(launcher.KeyFile, launcher.KeyBytes)
 	if err != nil {
 		return err
 	}
-	srv, err := api.New(api.Config{Adapter: a, Root: root, Token: token, Key: key, PublicURL: publicURL, Logger: a.Logger,
+	srv, err := launcher.New(launcher.Config{Adapter: a, Root: root, Token: token, Key: key, PublicURL: publicURL, Logger: a.Logger,
 		Attest: opts, Version: cli.Stamp, ShutdownGrace: sf.shutdown})
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/adapter/api"
+	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/logbuf"
 	"github.com/agentpen/agentpen/internal/testenv"
@@ -215,7 +215,7 @@ func TestServeRestartAndExit(t *testing.T) {
 	if code != http.StatusCreated {
 		t.Fatalf("create: %d %s", code, b)
 	}
-	var v api.CampaignView
+	var v launcher.CampaignView
 	json.Unmarshal(b, &v)
 	if len(v.Workspaces) != 1 || !strings.HasPrefix(v.Workspaces[0].BaseURL, "/episode/") {
 		t.Fatalf("a unix listener's base_url is a path: %+v", v.Workspaces)

@@ -9,7 +9,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/agentpen/agentpen/adapter/api"
+	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/workbench/tasks"
@@ -41,7 +41,7 @@ func spec(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		if _, err := fs.Parse(args[1:], 0, 0); err != nil {
 			return err
 		}
-		b, err := api.SpecSchema()
+		b, err := launcher.SpecSchema()
 		if err != nil {
 			return err
 		}

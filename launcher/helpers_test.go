@@ -1,4 +1,4 @@
-package api
+package launcher
 
 import (
 	"bytes"
@@ -485,7 +485,7 @@ func leakedGoroutines() []string {
 		if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "checkNoLeaks") || strings.Contains(g, "leakedGoroutines") {
 			continue
 		}
-		if strings.Contains(g, "agentpen/adapter/api.") || strings.Contains(g, "coder/websocket") {
+		if strings.Contains(g, "agentpen/launcher.") || strings.Contains(g, "coder/websocket") {
 			out = append(out, g)
 		}
 	}

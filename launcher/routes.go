@@ -1,4 +1,4 @@
-package api
+package launcher
 
 import (
 	"bytes"
@@ -413,6 +413,9 @@ func (s *Server) getAttestation(ctx context.Context, in *campaignIDParam) (*atte
 	if err != nil {
 		return nil, err
 	}
+	if snap.att == nil && snap.st.AttestationReport != "" {
+		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q: its attestation report cannot be read: %v", in.ID, snap.reportErr))
+	}
 	if snap.att == nil {
 		return nil, problem(http.StatusNotFound, fmt.Sprintf("campaign %q: its generation %d has no attestation report", in.ID, snap.st.Latest().N))
 	}
@@ -423,6 +426,9 @@ func (s *Server) getCleanup(ctx context.Context, in *campaignIDParam) (*cleanupO
 	snap, err := s.readFor(in.ID)
 	if err != nil {
 		return nil, err
+	}
+	if snap.cl == nil && snap.st.CleanupReport != "" {
+		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q: its cleanup report cannot be read: %v", in.ID, snap.reportErr))
 	}
 	if snap.cl == nil {
 		g := snap.st.Latest().N

@@ -1,6 +1,7 @@
-package api
+package launcher
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -98,16 +99,19 @@ func (s *Server) end(e *entry) {
 
 // snapshot is one read of a campaign's files: what its journal says,
 // its latest generation's attestation and cleanup reports as the journal
-// names them (nil: none), and why it is unusable (err).
+// names them (nil: none), why it is unusable (err), and why a report the
+// journal names cannot be read (reportErr: missing, or not what the
+// journal recorded; the journal still says what the campaign is).
 type snapshot struct {
-	id      string
-	dir     string
-	st      store.State
-	err     error
-	att     *attest.Report
-	attPath string
-	cl      *cleanup.Report
-	clPath  string
+	id        string
+	dir       string
+	st        store.State
+	err       error
+	reportErr error
+	att       *attest.Report
+	attPath   string
+	cl        *cleanup.Report
+	clPath    string
 }
 
 // status is the campaign's status as its files say.
@@ -154,20 +158,14 @@ func (s *Server) readReports(c *store.Campaign, st store.State, err error) snaps
 	if err != nil {
 		return snap
 	}
-	if snap.att, err = c.Attestation(st); err != nil {
-		snap.err = err
-		return snap
-	}
-	if snap.att != nil {
+	var aerr, cerr error
+	if snap.att, aerr = c.Attestation(st); snap.att != nil {
 		snap.attPath = c.ReportPath(st.AttestationReport)
 	}
-	if snap.cl, err = c.Cleanup(st); err != nil {
-		snap.err = err
-		return snap
-	}
-	if snap.cl != nil {
+	if snap.cl, cerr = c.Cleanup(st); snap.cl != nil {
 		snap.clPath = c.ReportPath(st.CleanupReport)
 	}
+	snap.reportErr = errors.Join(aerr, cerr)
 	return snap
 }
 
@@ -251,8 +249,8 @@ func (s *Server) render(id string, snap snapshot, seq uint64, reconcile bool) (v
 		s.revokeLocked(e, cause)
 	}
 	v = CampaignView{CampaignID: id, Generation: g.N, State: status.String(), StateDir: snap.dir, Workspaces: []adapter.Workspace{}}
-	if snap.err != nil {
-		v.Error = snap.err.Error()
+	if err := cmp.Or(snap.err, snap.reportErr); err != nil {
+		v.Error = err.Error()
 	}
 	if snap.att != nil {
 		v.Attestation = &ReportRef{OK: snap.att.OK, Path: snap.attPath}

@@ -1,15 +1,17 @@
-// Package api is the launcher API that agentpen serve runs: campaigns over
-// HTTP, and an episode proxy that unmodified OpenEnv clients reach each
-// workspace through.
+// Package launcher is the launcher API that agentpen serve runs: campaigns
+// over HTTP, and an episode proxy that unmodified OpenEnv clients reach
+// each workspace through. It sits at the top of the house, beside cmd: a
+// consumer of adapter (the Docker work, behind a backend interface it
+// owns) and of store (what each campaign is), never of Docker itself.
 //
 // # Routes
 //
 // The operations are Huma v2 operations on a chi router, so the OpenAPI
 // 3.1 document (GET /v1/openapi.json) is generated from the Go types:
-// POST /v1/campaigns (the spec agentpen up takes, validated by
-// ValidateSpec: campaign.DecodeSpec, campaign.NewPlan and the workbench
-// catalogue; the campaign is brought up and attested, and removed again
-// when it does not attest), GET /v1/campaigns, GET and DELETE
+// POST /v1/campaigns (the spec agentpen up takes, validated as it does:
+// campaign.ParseSpec with the workbench catalogue; adapter.Up brings the
+// campaign up and attests it, and removes it again when it does not
+// attest), GET /v1/campaigns, GET and DELETE
 // /v1/campaigns/{id} (delete returns the cleanup report, and only a
 // verified cleanup is a 200), GET /v1/campaigns/{id}/workspaces (opaque
 // agent ids and base_urls), POST and GET /v1/campaigns/{id}/attestation
@@ -28,12 +30,13 @@
 //
 // # Campaigns
 //
-// A campaign's state is read from its files (journal, attestation.json,
-// cleanup.json) on every request, never remembered: the list holds every
-// campaign of the state root, and a campaign another process brought up,
-// attested or removed, or that a killed create or delete left half made,
-// reads as it is (ready, attestation_failed, starting_or_failed,
-// cleanup_failed, removed). The service keeps in memory only its own
+// A campaign's state is its journal's (campaign.Fold, through the store),
+// read on every request, never remembered, with the reports the journal
+// names: the list holds every campaign of the state root, and a campaign
+// another process brought up, attested or removed, or that a killed
+// create or delete left half made, reads as it is (campaign.Status: ready,
+// attestation_failed, starting_or_failed, cleanup_failed, removed,
+// unusable). The service keeps in memory only its own
 // operations in progress (creating, deleting) and the proxy's table,
 // which each read reconciles with the files: only a ready campaign's
 // workspaces are served. DELETE removes whatever the journal records as
@@ -44,13 +47,13 @@
 // the adapter rolls the bring-up back by exact id. Close leaves every
 // campaign up and journalled; CleanupAll removes every campaign that is
 // not removed (agentpen serve --cleanup-on-exit). One service serves a
-// state root (LockStateRoot).
+// state root (agentpen serve holds store.Root.LockServe).
 //
 // # Episode proxy
 //
 // Each workspace's base_url is PublicURL/episode/<capability>. The
-// capability, an HMAC-SHA256 under the server key (LoadKey: 0600 in the
-// state root) of the campaign id, the generation's instance nonce and the
+// capability, an HMAC-SHA256 under the server key (KeyFile, a secret of
+// the state root: store.Root.Secret) of the campaign id, the generation's instance nonce and the
 // agent id, is the credential: OpenEnv clients send no headers, and a
 // path segment survives every client unchanged. It is derived, never
 // stored, so a restarted service hands out the same base_urls; it names
@@ -73,4 +76,4 @@
 // The package does not talk to Docker: everything goes through package
 // adapter (a test keeps the Docker SDK out of its imports). It does not
 // terminate TLS or choose a listener: agentpen serve does.
-package api
+package launcher

@@ -1,4 +1,4 @@
-package api_test
+package launcher_test
 
 import (
 	"bytes"
@@ -20,12 +20,12 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/adapter/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/internal/logbuf"
 	"github.com/agentpen/agentpen/internal/oracle"
 	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/store"
 	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/coder/websocket"
@@ -40,7 +40,7 @@ var e2eTasks = []string{"software/median@2", "data/csv_region_total@5", "logs/fi
 type liveService struct {
 	a      *adapter.Adapter
 	root   *store.Root
-	srv    *api.Server
+	srv    *launcher.Server
 	ts     *httptest.Server
 	img    string
 	token  string
@@ -87,12 +87,12 @@ func startLive(t *testing.T) *liveService {
 			}
 			return ""
 		}}
-	key, err := root.Secret(api.KeyFile, api.KeyBytes)
+	key, err := root.Secret(launcher.KeyFile, launcher.KeyBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.ts = httptest.NewUnstartedServer(nil)
-	l.srv, err = api.New(api.Config{Adapter: l.a, Root: root, Token: []byte(l.token), Key: key, PublicURL: "http://" + l.ts.Listener.Addr().String(), Logger: logger})
+	l.srv, err = launcher.New(launcher.Config{Adapter: l.a, Root: root, Token: []byte(l.token), Key: key, PublicURL: "http://" + l.ts.Listener.Addr().String(), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func (l *liveService) spec(id string, taskIDs []string) []byte {
 	return b
 }
 
-func (l *liveService) create(t *testing.T, id string, taskIDs []string) api.CampaignView {
+func (l *liveService) create(t *testing.T, id string, taskIDs []string) launcher.CampaignView {
 	t.Helper()
 	l.removeOnCleanup(t, id)
 	start := time.Now()
@@ -185,7 +185,7 @@ func (l *liveService) create(t *testing.T, id string, taskIDs []string) api.Camp
 		t.Fatalf("create: %d %s", code, b)
 	}
 	t.Logf("create through the API (bring-up + attestation) of %d workspaces: %v", len(taskIDs), time.Since(start).Round(time.Millisecond))
-	var v api.CampaignView
+	var v launcher.CampaignView
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +405,7 @@ func TestAPIEndToEnd(t *testing.T) {
 
 // measureOverhead times state round trips through the proxy and straight
 // to the workspace's socket (the proxy's added latency per step).
-func measureOverhead(t *testing.T, l *liveService, v api.CampaignView) {
+func measureOverhead(t *testing.T, l *liveService, v launcher.CampaignView) {
 	const n = 200
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

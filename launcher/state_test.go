@@ -1,4 +1,4 @@
-package api
+package launcher
 
 import (
 	"context"
@@ -363,5 +363,32 @@ func TestUnusableCampaign(t *testing.T) {
 				t.Fatalf("the backend was asked to act on an unusable campaign: %v", after[before:])
 			}
 		})
+	}
+}
+
+// TestTamperedReport: a report the journal names that is missing, or not
+// what the journal recorded, is named in the view's error and refused by
+// its route (409), and the campaign keeps the state its journal says
+// (it read as unusable, which refuses DELETE, over a report).
+func TestTamperedReport(t *testing.T) {
+	be := newFakeBackend(t)
+	ts := newTestServer(t, be)
+	if resp, b := ts.do(t, http.MethodPost, "/v1/campaigns", specJSON("camp-t", "software/median@7"), true); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d %s", resp.StatusCode, b)
+	}
+	path := filepath.Join(be.CampaignDir("camp-t"), "attestation-1-1.json")
+	if err := os.WriteFile(path, []byte(`{"schema":"agentpen.attestation.v1","ok":true,"forged":1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v := ts.getView(t, "camp-t")
+	if v.State != campaign.StatusReady.String() || !strings.Contains(v.Error, "does not match the digest its journal recorded") || v.Attestation != nil {
+		t.Fatalf("view with a tampered report: %+v", v)
+	}
+	resp, b := ts.do(t, http.MethodGet, "/v1/campaigns/camp-t/attestation", nil, true)
+	if p := decodeProblem(t, resp, b); resp.StatusCode != http.StatusConflict || !strings.Contains(p.Detail, "attestation-1-1.json") {
+		t.Fatalf("GET the tampered report: %d %s", resp.StatusCode, b)
+	}
+	if resp, b := ts.do(t, http.MethodDelete, "/v1/campaigns/camp-t", nil, true); resp.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", resp.StatusCode, b)
 	}
 }

@@ -1,4 +1,4 @@
-package api
+package launcher
 
 import (
 	"encoding/json"
