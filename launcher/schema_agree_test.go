@@ -178,7 +178,7 @@ func goodSpecs(t *testing.T) map[string][]byte {
 // "## Example" heading).
 func specExample(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "spec.md"))
+	b, err := os.ReadFile(filepath.Join("..", "docs", "spec.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

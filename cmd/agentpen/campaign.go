@@ -260,7 +260,7 @@ func (s upSummary) print(w io.Writer) {
 		fmt.Fprintf(w, "  workspace %-3d agent %s, socket %s\n", ws.Index, ws.AgentID, ws.Socket)
 	}
 	fmt.Fprintf(w, "attestation     ok, %d checks passed\n", s.checks)
-	fmt.Fprintf(w, "reports         %s (campaign.json, journal.jsonl, attestation.json; cleanup.json after down)\n", r.StateDir)
+	fmt.Fprintf(w, "reports         %s (journal.jsonl, spec-%d.json, %s; a cleanup report after down)\n", r.StateDir, r.Generation, filepath.Base(r.Attestation.Report))
 	if len(r.Workspaces) > 0 {
 		fmt.Fprintf(w, "play by hand    workbench client %s\n", r.Workspaces[0].Socket)
 	}

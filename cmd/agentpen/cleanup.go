@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -267,7 +268,7 @@ server's socket on the host, for workbench client). States:
   removed             nothing journalled is live
   unusable            its journal is corrupt (the error names the file and line), or its
                       directory or journal is another user's or writable by others
-The NOTE column (notes in --json) says what the daemon holds that the journal does not
+The NOTE column (shown when there is a note; notes in --json) says what the daemon holds that the journal does not
 expect: journalled containers gone from the daemon (removed outside agentpen, or lost), or
 resources still labelled with a removed campaign (agentpen orphans lists them).
 An unusable campaign is listed with its error (on stderr, and as "error" in --json) and never
@@ -350,10 +351,20 @@ func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 			return err
 		}
 	} else {
+		// The NOTE column only when there is a note (no trailing blanks).
+		notes := slices.ContainsFunc(entries, func(e lsEntry) bool { return len(e.Notes) > 0 })
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "CAMPAIGN\tGEN\tSTATE\tCONTAINERS\tNETWORKS\tNOTE")
+		head := "CAMPAIGN\tGEN\tSTATE\tCONTAINERS\tNETWORKS"
+		if notes {
+			head += "\tNOTE"
+		}
+		fmt.Fprintln(tw, head)
 		for _, e := range entries {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\n", e.CampaignID, e.Generation, e.State, e.LiveContainers, e.LiveNetworks, strings.Join(e.Notes, "; "))
+			line := fmt.Sprintf("%s\t%d\t%s\t%d\t%d", e.CampaignID, e.Generation, e.State, e.LiveContainers, e.LiveNetworks)
+			if notes {
+				line += "\t" + strings.Join(e.Notes, "; ")
+			}
+			fmt.Fprintln(tw, line)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -211,7 +211,7 @@ func TestServeKilledMidCreate(t *testing.T) {
 	if code, b := p.call(http.MethodPost, "/v1/campaigns", spec); code != http.StatusCreated {
 		t.Fatalf("create generation 2: %d %s", code, b)
 	}
-	if code, b := p.call(http.MethodGet, "/v1/campaigns/"+id+"/cleanup", nil); code != http.StatusNotFound || !strings.Contains(string(b), "generation 2") || !strings.Contains(string(b), "cleanup.gen1.json") {
+	if code, b := p.call(http.MethodGet, "/v1/campaigns/"+id+"/cleanup", nil); code != http.StatusNotFound || !strings.Contains(string(b), "generation 2") || !strings.Contains(string(b), "cleanup-1-1.json") {
 		t.Fatalf("generation 2 is up; GET cleanup: %d %s", code, b)
 	}
 	v := p.view(id)
