@@ -23,8 +23,8 @@ WORKBENCH_IMAGE ?= agentpen/workbench:dev
 export AGENTPEN_TEST_WORKBENCH_IMAGE := $(WORKBENCH_IMAGE)
 
 # The concurrent packages run under the race detector in make test (the rest
-# without it, so nothing runs twice). ./adapter/... includes the launcher API (adapter/api).
-RACE_PKGS := ./adapter/... ./workbench/server/... ./workbench/grader/... ./workbench/sandbox/... ./internal/...
+# without it, so nothing runs twice).
+RACE_PKGS := ./adapter/... ./launcher/... ./store/... ./workbench/server/... ./workbench/grader/... ./workbench/sandbox/... ./internal/...
 
 .PHONY: all deps docker docker-stop build images test unit vet fmt-check tidy-check fuzz bench run serve clean help
 

@@ -110,13 +110,13 @@ func TestUIDSpaceAgrees(t *testing.T) {
 	}
 }
 
-// TestAPIGoesThroughAdapter: the launcher API (adapter/api) reaches Docker
-// only through package adapter: neither its code nor its tests import the
-// Docker SDK, though it lives under adapter/.
-func TestAPIGoesThroughAdapter(t *testing.T) {
-	pkgs := deptest.List(t, module+"/adapter/api")
+// TestLauncherGoesThroughAdapter: the launcher API reaches Docker only
+// through package adapter: neither its code nor its tests import the
+// Docker SDK.
+func TestLauncherGoesThroughAdapter(t *testing.T) {
+	pkgs := deptest.List(t, module+"/launcher")
 	if len(pkgs) != 1 {
-		t.Fatalf("go list found %d packages for adapter/api", len(pkgs))
+		t.Fatalf("go list found %d packages for launcher", len(pkgs))
 	}
 	p := pkgs[0]
 	for _, imp := range append(append(p.Imports, p.TestImports...), p.XTestImports...) {
@@ -126,5 +126,35 @@ func TestAPIGoesThroughAdapter(t *testing.T) {
 	}
 	if !slices.Contains(p.Imports, module+"/adapter") {
 		t.Errorf("%s does not import package adapter; the rule checks nothing", p.ImportPath)
+	}
+}
+
+// httpStack is the launcher and the HTTP frameworks it is built on.
+var httpStack = []string{module + "/launcher", "github.com/danielgtaylor/huma", "github.com/go-chi/", "github.com/coder/websocket", "github.com/prometheus/", "net/http"}
+
+// TestValidationNeedsNoHTTP: the one validation of a spec (campaign.Validate,
+// with the workbench catalogue) and the store depend on neither the
+// launcher nor an HTTP framework: agentpen up and spec check validate
+// without the service (they used to import it to validate).
+func TestValidationNeedsNoHTTP(t *testing.T) {
+	for _, p := range deptest.List(t, module+"/campaign", module+"/workbench/tasks", module+"/store") {
+		for _, dep := range append(p.Imports, p.Deps...) {
+			if deptest.Matches(dep, httpStack) {
+				t.Errorf("%s depends on %s; validating a spec and keeping state need no HTTP stack", p.ImportPath, dep)
+			}
+		}
+	}
+}
+
+// TestStoreBelowAdapter: the store keeps files only: it never talks to
+// Docker, the network or a subprocess, and nothing it imports is above it.
+func TestStoreBelowAdapter(t *testing.T) {
+	above := append([]string{module + "/adapter", module + "/launcher", module + "/cmd/"}, impure...)
+	for _, p := range deptest.List(t, module+"/store") {
+		for _, dep := range append(p.Imports, p.Deps...) {
+			if deptest.Matches(dep, above) {
+				t.Errorf("store depends on %s", dep)
+			}
+		}
 	}
 }

@@ -283,7 +283,7 @@ func (t timedAPI) ContainerExecInspect(ctx context.Context, id string) (containe
 }
 
 // timed is a copy of a whose SDK calls are logged in l.
-func timed(a *Adapter, l *callLog) *Adapter {
+func timed(a *Harness, l *callLog) *Harness {
 	c := *a
 	c.Docker = &Docker{api: timedAPI{dockerAPI: a.Docker.api, log: l}, host: a.Docker.host, daemon: a.Docker.daemon}
 	return &c
@@ -444,7 +444,7 @@ func BenchmarkNetworkOps(b *testing.B) {
 				res[key] = &latency.Samples{}
 			}
 			*res[key] = append(*res[key], time.Since(start))
-			lock.unlock()
+			lock.Unlock()
 			g = new(errgroup.Group)
 			g.SetLimit(conc)
 			start = time.Now()

@@ -22,6 +22,7 @@ import (
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/latency"
 	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/store"
 )
 
 // The campaign benchmarks of issue 16 (make bench): a campaign of the
@@ -70,7 +71,7 @@ func benchSpec(id, img string, n int, topology campaign.Topology) campaign.Campa
 // benchAdapter is an adapter on the real daemon (failing, never skipping,
 // when AGENTPEN_REQUIRE_DOCKER=1 and there is none) and the workbench
 // image's id.
-func benchAdapter(b *testing.B) (*Adapter, *client.Client, string) {
+func benchAdapter(b *testing.B) (*Harness, *client.Client, string) {
 	b.Helper()
 	a, cli := realAdapter(b, benchKey, nil)
 	img, err := cli.ImageInspect(b.Context(), testenv.WorkbenchImage())
@@ -108,13 +109,13 @@ type rawSet struct {
 	root     string // the run root, removed by done
 	env      []string
 	claim    *uidClaim
-	subLock  *campaignLock
+	subLock  *store.Lock
 	cleanupF func()
 }
 
 // newRawSet prepares spec's containers for a raw or CLI bring-up. done
 // (or the benchmark's end) removes whatever is left.
-func newRawSet(b *testing.B, a *Adapter, cli *client.Client, spec campaign.CampaignSpec) *rawSet {
+func newRawSet(b *testing.B, a *Harness, cli *client.Client, spec campaign.CampaignSpec) *rawSet {
 	b.Helper()
 	ctx := b.Context()
 	p, err := campaign.NewPlan(spec)
@@ -175,7 +176,7 @@ func newRawSet(b *testing.B, a *Adapter, cli *client.Client, spec campaign.Campa
 // campaign's attestation), so the raw and CLI teardowns remove the same
 // containers in the same state (a container removed the moment it
 // started goes faster: BenchmarkTeardownAge).
-func (s *rawSet) settle(b *testing.B, a *Adapter, ids rawIDs, hold time.Duration) {
+func (s *rawSet) settle(b *testing.B, a *Harness, ids rawIDs, hold time.Duration) {
 	b.Helper()
 	var g errgroup.Group
 	g.Go(func() error { return a.waitServer(b.Context(), &Campaign{Plan: s.p, ServerID: ids.containers[0]}) })
@@ -198,7 +199,7 @@ func (s *rawSet) created() {
 		s.claim = nil
 	}
 	if s.subLock != nil {
-		s.subLock.unlock()
+		s.subLock.Unlock()
 		s.subLock = nil
 	}
 }

@@ -68,8 +68,8 @@ func TestCampaignEndToEnd(t *testing.T) {
 	state := t.TempDir()
 	var logs logbuf.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	newAdapter := func() *adapter.Adapter {
-		return &adapter.Adapter{Docker: d, StateRoot: state, Getenv: getenv, ReadyTimeout: 60 * time.Second, Logger: logger}
+	newAdapter := func() *adapter.Harness {
+		return adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: getenv, ReadyTimeout: 60 * time.Second, Logger: logger}, state)
 	}
 	idA, idB := uniqueCampaign(t), uniqueCampaign(t)
 	t.Cleanup(func() { forceRemove(cli, idA); forceRemove(cli, idB) })

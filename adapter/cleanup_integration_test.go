@@ -19,6 +19,7 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/store"
 )
 
 // keyEnv is an environment with the API key the workbench needs.
@@ -31,7 +32,7 @@ func keyEnv(k string) string {
 
 // mustVerify runs a cleanup, fails unless it is verified, and checks
 // nothing carrying the campaign's label is left.
-func mustVerify(t *testing.T, a *adapter.Adapter, cli *client.Client, id string) *cleanup.Report {
+func mustVerify(t *testing.T, a *adapter.Harness, cli *client.Client, id string) *cleanup.Report {
 	t.Helper()
 	rep, err := a.Cleanup(t.Context(), id)
 	if err != nil || rep.Status != cleanup.Verified {
@@ -51,7 +52,7 @@ func TestReuseAfterDown(t *testing.T) {
 	img := imageID(t, cli, workbenchImage)
 	id := uniqueCampaign(t)
 	t.Cleanup(func() { forceRemove(cli, id) })
-	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
+	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv}, "")
 	spec := workbenchSpec(id, img, e2eTasks[:2])
 	var instances []string
 	for gen := 1; gen <= 2; gen++ {
@@ -96,8 +97,8 @@ func TestTwinRefused(t *testing.T) {
 	img := imageID(t, cli, workbenchImage)
 	id := uniqueCampaign(t)
 	t.Cleanup(func() { forceRemove(cli, id) })
-	first := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
-	twin := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
+	first := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv}, "")
+	twin := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv}, "")
 	spec := workbenchSpec(id, img, e2eTasks[:1])
 	spec.Server.AgentReachable = true // a network the twin's network create would collide with
 	c, err := first.BringUp(t.Context(), spec)
@@ -116,7 +117,7 @@ func TestTwinRefused(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(twin.CampaignDir(id), campaign.JournalFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the refused twin made a journal (%v): nothing of the first campaign may enter it", err)
 	}
-	if _, err := twin.Cleanup(t.Context(), id); !errors.Is(err, adapter.ErrNoCampaign) {
+	if _, err := twin.Cleanup(t.Context(), id); !errors.Is(err, store.ErrNoCampaign) {
 		t.Fatalf("the twin's down: %v, want ErrNoCampaign", err)
 	}
 	// The first campaign is whole: its network exists and its containers
@@ -142,7 +143,7 @@ func TestForgedLabelsLeftAlone(t *testing.T) {
 	base := imageID(t, cli, pythonBase)
 	id, other := uniqueCampaign(t), uniqueCampaign(t)
 	t.Cleanup(func() { forceRemove(cli, id); forceRemove(cli, other) })
-	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
+	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv}, "")
 	c, err := a.BringUp(t.Context(), workbenchSpec(id, img, e2eTasks[:1]))
 	if err != nil {
 		t.Fatal(err)
@@ -244,11 +245,11 @@ func TestCleanupAfterKill(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	journal := filepath.Join((&adapter.Adapter{StateRoot: state}).CampaignDir(id), campaign.JournalFile)
+	journal := filepath.Join(state, "campaigns", campaign.Key(id), campaign.JournalFile)
 	waitJournal(t, journal, 3*time.Minute, func(recs []campaign.Record) bool { return countCreated(recs) >= 3 })
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	a := &adapter.Adapter{Docker: d, StateRoot: state}
+	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d}, state)
 	rep := mustVerify(t, a, cli, id)
 	if len(rep.Removed) < 4 {
 		t.Fatalf("cleanup after the kill removed %d resources: %+v", len(rep.Removed), rep)
@@ -297,7 +298,7 @@ func TestInterruptedBringUps(t *testing.T) {
 				<-done
 				t.Fatalf("agentpen did not exit within 3 minutes of %v", sig)
 			}
-			a := &adapter.Adapter{Docker: d, StateRoot: state}
+			a := adapter.NewHarness(t, &adapter.Adapter{Docker: d}, state)
 			if _, err := os.Stat(filepath.Join(a.CampaignDir(id), campaign.JournalFile)); errors.Is(err, os.ErrNotExist) {
 				if cs, ns := owned(t, cli, id); len(cs)+len(ns) != 0 {
 					t.Fatalf("interrupted before the journal, yet %v %v exist", cs, ns)
@@ -336,7 +337,7 @@ func waitJournal(t *testing.T, path string, timeout time.Duration, ok func([]cam
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		recs, _ := campaign.ReadJournal(path)
+		recs, _ := adapter.ReadJournal(path)
 		if ok(recs) {
 			return
 		}

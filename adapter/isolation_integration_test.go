@@ -103,7 +103,7 @@ func TestAgentsCannotReachEachOther(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			id := uniqueCampaign(t)
 			t.Cleanup(func() { forceRemove(cli, id) })
-			a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
+			a := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv}, "")
 			spec := workbenchSpec(id, img, e2eTasks[:2])
 			spec.Server.AgentReachable = perAgent
 			c, err := a.BringUp(t.Context(), spec)
@@ -186,7 +186,7 @@ func TestManyWorkspaces(t *testing.T) {
 	t.Run("64_networks", func(t *testing.T) {
 		id := uniqueCampaign(t)
 		t.Cleanup(func() { forceRemove(cli, id) })
-		a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv, ReadyTimeout: 5 * time.Minute}
+		a := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv, ReadyTimeout: 5 * time.Minute}, "")
 		s := spec(id, 64)
 		s.Server.AgentReachable = true
 		start := time.Now()
@@ -212,9 +212,9 @@ func TestManyWorkspaces(t *testing.T) {
 		var wg sync.WaitGroup
 		cs := make([]*adapter.Campaign, 2)
 		errs := make([]error, 2)
-		as := make([]*adapter.Adapter, 2)
+		as := make([]*adapter.Harness, 2)
 		for i := range ids {
-			as[i] = &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv, ReadyTimeout: 5 * time.Minute}
+			as[i] = adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv, ReadyTimeout: 5 * time.Minute}, "")
 			wg.Go(func() { cs[i], errs[i] = as[i].BringUp(t.Context(), spec(ids[i], 32)) })
 		}
 		wg.Wait()
@@ -295,10 +295,10 @@ func TestProcessFloodStaysInItsWorkspace(t *testing.T) {
 	const task = "software/median@2"
 	ids := []string{uniqueCampaign(t), uniqueCampaign(t)}
 	t.Cleanup(func() { forceRemove(cli, ids[0]); forceRemove(cli, ids[1]) })
-	as := make([]*adapter.Adapter, 2)
+	as := make([]*adapter.Harness, 2)
 	cs := make([]*adapter.Campaign, 2)
 	for i, n := range []int{2, 1} {
-		as[i] = &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
+		as[i] = adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv}, "")
 		tasks := make([]string, n)
 		for j := range tasks {
 			tasks[j] = task

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/store"
 )
 
 // Orphan is a resource carrying agentpen's labels that no journal in the
@@ -24,10 +25,6 @@ type Orphan struct {
 	Why      string `json:"why"`
 }
 
-// orphanNote marks the created record RemoveOrphan journals for an orphan
-// it removes.
-const orphanNote = "orphan removed by exact id"
-
 // ErrNotOrphan is returned (wrapped) by RemoveOrphan for an id that is not
 // an orphan, or whose ownership no journal here can prove.
 var ErrNotOrphan = errors.New("not a removable orphan")
@@ -37,8 +34,8 @@ var ErrNotOrphan = errors.New("not a removable orphan")
 // whose journal is corrupt or untrusted does not hide the others: the ids
 // its well-formed records name count as accounted for, and what else
 // carries its id is listed, never provable.
-func (a *Adapter) Orphans(ctx context.Context) ([]Orphan, error) {
-	states, err := a.Campaigns()
+func (a *Adapter) Orphans(ctx context.Context, root *store.Root) ([]Orphan, error) {
+	states, err := root.List()
 	if err != nil {
 		return nil, err
 	}
@@ -47,12 +44,12 @@ func (a *Adapter) Orphans(ctx context.Context) ([]Orphan, error) {
 	unsound := map[string]error{} // campaign id -> why its state cannot be used
 	for _, st := range states {
 		if st.Err != nil {
-			unsound[st.CampaignID] = st.Err
+			unsound[st.ID] = st.Err
 		}
-		for _, g := range st.Generations {
+		for _, g := range st.State.Generations {
 			if st.Err == nil {
 				// Only a sound journal proves a nonce.
-				instances[[2]string{st.CampaignID, g.Instance}] = true
+				instances[[2]string{st.ID, g.Instance}] = true
 			}
 			for _, r := range g.Resources {
 				if r.ID != "" {
@@ -97,8 +94,8 @@ const MinIDPrefix = 12
 // state root: the full id is journalled into that campaign's journal,
 // then observed, decided and removed like any journalled resource.
 // Nothing else is touched.
-func (a *Adapter) RemoveOrphan(ctx context.Context, id string) (cleanup.Outcome, error) {
-	orphans, err := a.Orphans(ctx)
+func (a *Adapter) RemoveOrphan(ctx context.Context, root *store.Root, id string) (cleanup.Outcome, error) {
+	orphans, err := a.Orphans(ctx, root)
 	if err != nil {
 		return cleanup.Outcome{}, err
 	}
@@ -109,25 +106,12 @@ func (a *Adapter) RemoveOrphan(ctx context.Context, id string) (cleanup.Outcome,
 	case !o.Provable:
 		return cleanup.Outcome{}, fmt.Errorf("%s %s (%s): %w: %s", o.Kind, o.Name, short(o.ID), ErrNotOrphan, o.Why)
 	}
-	var out cleanup.Outcome
-	_, err = a.withJournal(ctx, o.CampaignID, func(j *campaign.Journal) (*cleanup.Report, error) {
-		recs, err := campaign.ReadJournal(j.Path())
-		if err != nil {
-			return nil, err
-		}
-		gen := 0
-		for _, g := range campaign.Generations(recs) {
-			if g.Instance == o.Instance {
-				gen = g.N
-			}
-		}
-		r := campaign.Resource{Gen: gen, Kind: o.Kind, Role: o.Labels[campaign.LabelRole], Name: o.Name, ID: o.ID, Labels: o.Labels}
-		if err := j.Append(campaign.Record{Op: campaign.OpCreated, Gen: gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Labels: r.Labels, Note: orphanNote}); err != nil {
-			return nil, err
-		}
-		out = a.removeOne(ctx, j, r, make(chan struct{}, 1), false)
-		return nil, nil
-	})
+	c, err := root.Open(o.CampaignID)
+	if err != nil {
+		return cleanup.Outcome{}, err
+	}
+	defer c.Close()
+	out, err := a.removeOrphan(ctx, c, o)
 	if err != nil {
 		return out, err
 	}
@@ -135,6 +119,36 @@ func (a *Adapter) RemoveOrphan(ctx context.Context, id string) (cleanup.Outcome,
 		return out, fmt.Errorf("%s %s (%s): %w: %s %s", o.Kind, o.Name, short(o.ID), ErrNotVerified, out.Decision.Action, out.Decision.Reason)
 	}
 	return out, nil
+}
+
+// removeOrphan journals the orphan o into its campaign's journal (under
+// the campaign's lock) and removes it like any journalled resource.
+func (a *Adapter) removeOrphan(ctx context.Context, c *store.Campaign, o *Orphan) (cleanup.Outcome, error) {
+	lock, err := a.lockCampaign(ctx, c)
+	if err != nil {
+		return cleanup.Outcome{}, err
+	}
+	defer lock.Unlock()
+	j, err := a.openJournal(c)
+	if err != nil {
+		return cleanup.Outcome{}, err
+	}
+	defer j.Close()
+	st, err := c.Read()
+	if err != nil {
+		return cleanup.Outcome{}, err
+	}
+	gen := 0
+	for _, g := range st.Generations {
+		if g.Instance == o.Instance {
+			gen = g.N
+		}
+	}
+	r := campaign.Resource{Gen: gen, Kind: o.Kind, Role: o.Labels[campaign.LabelRole], Name: o.Name, ID: o.ID, Labels: o.Labels, Orphan: true}
+	if err := j.Append(campaign.Record{Op: campaign.OpOrphan, Gen: gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Labels: r.Labels}); err != nil {
+		return cleanup.Outcome{}, err
+	}
+	return a.removeOne(ctx, j, r, make(chan struct{}, 1), false), nil
 }
 
 // findOrphan is the orphan whose id is id, or the only one whose id starts

@@ -1,8 +1,6 @@
 package adapter
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -20,35 +18,6 @@ import (
 // runBase/i-<nonce>/<agent id>.
 func (a *Adapter) runBase() string {
 	return filepath.Join(filepath.Dir(a.Docker.RealSocketPath()), "agentpen")
-}
-
-// lockDir is where the daemon-wide locks and claims live (the campaign
-// locks, the subnet and uid-block locks, the uid-block claims): in
-// runBase, under the daemon's identity (its /info ID), so every spelling of
-// DOCKER_HOST that reaches one daemon shares them, and two daemons whose
-// sockets share a directory do not.
-func (a *Adapter) lockDir() string {
-	return filepath.Join(a.runBase(), "locks", daemonKey(a.Docker.Daemon().ID))
-}
-
-// daemonKey names a daemon's lock directory: "daemon-" and 16 hex digits
-// of the SHA-256 of its /info ID (which holds ':' and is long).
-func daemonKey(id string) string {
-	sum := sha256.Sum256([]byte("agentpen-daemon\x00" + id))
-	return "daemon-" + hex.EncodeToString(sum[:8])
-}
-
-// ensureLockDir makes lockDir and its parents (0700, the daemon's user).
-func (a *Adapter) ensureLockDir() error {
-	if err := a.ensureRunBase(); err != nil {
-		return err
-	}
-	for _, d := range []string{filepath.Dir(a.lockDir()), a.lockDir()} {
-		if err := a.mkdirOwned(d, true); err != nil {
-			return fmt.Errorf("lock directory %s: %w", d, err)
-		}
-	}
-	return nil
 }
 
 // runRoot is the directory of one bring-up's run directories, named by

@@ -646,35 +646,6 @@ func TestReportHasNoEnvValues(t *testing.T) {
 	}
 }
 
-func TestSetCleanupStatus(t *testing.T) {
-	f := loadFixture(t, "internal")
-	raw, _ := Evaluate(f.src, f.obs).Marshal()
-	out, err := SetCleanupStatus(raw, CleanupVerified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r Report
-	if err := json.Unmarshal(out, &r); err != nil || r.Cleanup.Status != CleanupVerified || !r.OK || r.Schema != Schema {
-		t.Fatalf("after SetCleanupStatus: %v %+v", err, r.Cleanup)
-	}
-	var before, after map[string]json.RawMessage
-	json.Unmarshal(raw, &before)
-	json.Unmarshal(out, &after)
-	for k, v := range before {
-		if k != "cleanup" && !jsonEqual(v, after[k]) {
-			t.Errorf("field %s changed", k)
-		}
-	}
-	for _, bad := range [][]byte{[]byte("{"), []byte(`{"schema":"other"}`)} {
-		if _, err := SetCleanupStatus(bad, CleanupVerified); err == nil {
-			t.Errorf("accepted %q", bad)
-		}
-	}
-	if _, err := SetCleanupStatus(raw, "removed"); err == nil {
-		t.Error("accepted status removed")
-	}
-}
-
 func jsonEqual(a, b json.RawMessage) bool {
 	var x, y any
 	json.Unmarshal(a, &x)

@@ -58,7 +58,7 @@ var forbiddenNetworks = map[string]bool{"host": true, "bridge": true, "default":
 // returns the report. Missing or malformed evidence fails the checks that
 // need it; the report is ok only when every check passed.
 func Evaluate(src Source, obs Observation) *Report {
-	r := &Report{Schema: Schema, CampaignID: src.Spec.CampaignID, AttestedAt: obs.At, Timings: obs.Timings, Cleanup: Cleanup{Status: CleanupPending}}
+	r := &Report{Schema: Schema, CampaignID: src.Spec.CampaignID, AttestedAt: obs.At, Timings: obs.Timings}
 	e, err := expect(src)
 	if err != nil {
 		r.Error = err.Error()

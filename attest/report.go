@@ -2,8 +2,6 @@ package attest
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"sort"
 	"time"
 
@@ -12,17 +10,6 @@ import (
 
 // Schema is the report's schema name.
 const Schema = "agentpen.attestation.v1"
-
-// FileName is the report's name in the campaign's state directory.
-const FileName = "attestation.json"
-
-// Cleanup states of a report (Cleanup.Status). Attestation writes
-// CleanupPending; the cleanup path updates it.
-const (
-	CleanupPending  = "pending"
-	CleanupVerified = "verified"
-	CleanupFailed   = "failed"
-)
 
 // Check is one attested fact: what was observed, what was expected, and
 // whether they agree. Reason says why a check failed (empty when it
@@ -138,11 +125,6 @@ type Timings struct {
 	TotalMS  float64 `json:"total_ms"`
 }
 
-// Cleanup is the removal status of the campaign, updated by cleanup.
-type Cleanup struct {
-	Status string `json:"status"`
-}
-
 // Report is the attestation: each section's checks, and ok only when every
 // check passed.
 type Report struct {
@@ -170,7 +152,6 @@ type Report struct {
 	Isolation Section `json:"isolation"`
 	Campaign  Section `json:"campaign"`
 	Timings   Timings `json:"timings"`
-	Cleanup   Cleanup `json:"cleanup"`
 }
 
 func (r *Report) sections() []*Section {
@@ -237,36 +218,6 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
-}
-
-// ErrNotReport is returned by SetCleanupStatus for bytes that are not an
-// attestation report.
-var ErrNotReport = errors.New("not an " + Schema + " report")
-
-// SetCleanupStatus returns the report raw with its cleanup.status set to
-// status, every other field kept as it was. The cleanup path calls it and
-// writes the result back atomically.
-func SetCleanupStatus(raw []byte, status string) ([]byte, error) {
-	switch status {
-	case CleanupPending, CleanupVerified, CleanupFailed:
-	default:
-		return nil, fmt.Errorf("cleanup status %q: want pending, verified or failed", status)
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return nil, fmt.Errorf("attestation: %w: %w", ErrNotReport, err)
-	}
-	var schema string
-	if json.Unmarshal(fields["schema"], &schema) != nil || schema != Schema {
-		return nil, fmt.Errorf("attestation schema %q: %w", schema, ErrNotReport)
-	}
-	b, _ := json.Marshal(Cleanup{Status: status})
-	fields["cleanup"] = b
-	out, err := json.MarshalIndent(fields, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(out, '\n'), nil
 }
 
 // Marshal is the report as written to FileName: indented JSON and a

@@ -54,6 +54,9 @@ const (
 // Plan is a validated campaign: every name, alias, label and environment
 // variable, computed before anything is created.
 type Plan struct {
+	// Spec is the spec the plan was computed from (as the launcher gave
+	// it; the defaults are in the plan's other fields).
+	Spec       CampaignSpec
 	CampaignID string
 	// Key is the campaign's name component: a DNS slug and a hash.
 	Key      string
@@ -183,7 +186,7 @@ func NewPlan(spec CampaignSpec) (*Plan, error) {
 		return nil, errs.err()
 	}
 	key := Key(spec.CampaignID)
-	p := &Plan{CampaignID: spec.CampaignID, Key: key, Egress: egress, Topology: TopologyNone}
+	p := &Plan{Spec: spec, CampaignID: spec.CampaignID, Key: key, Egress: egress, Topology: TopologyNone}
 	if egress == EgressNAT || spec.Server.AgentReachable {
 		p.Topology = TopologyPerAgent
 	}

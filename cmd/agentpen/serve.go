@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/adapter/api"
+	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/debugserve"
 )
@@ -38,7 +38,7 @@ non-loopback address is refused unless TLS is on (--tls-cert and --tls-key) or
 --insecure-listen is given. Every route but /healthz and the proxy's needs the bearer token,
 read from the file --token-file names (mode 0600) or from the environment variable --token-env
 names (default AGENTPEN_SERVE_TOKEN); never from the command line. The proxy's credential is
-the capability in each base_url, derived from a server key kept in <state root>/api/server.key
+the capability in each base_url, derived from a server key kept in <state root>/keys/server.key
 (0600), so base_urls survive a restart.
 
 SIGINT or SIGTERM stops it gracefully: proxy sessions are closed (1001), operations in flight
@@ -77,7 +77,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&sf.debugListen, "debug-listen", "", "serve net/http/pprof at /debug/pprof/ on this loopback address (127.0.0.1:6060); off by default")
 	fs.BoolVar(&sf.insecure, "insecure-listen", false, "allow a non-loopback address without TLS (the token and capabilities then travel in clear)")
 	fs.BoolVar(&sf.cleanupOnExit, "cleanup-on-exit", false, "when it stops, remove every campaign of the state root that is not removed (by exact id, verified)")
-	fs.DurationVar(&sf.shutdown, "shutdown-timeout", api.DefaultShutdownGrace, "how long operations in flight may take to finish when stopping")
+	fs.DurationVar(&sf.shutdown, "shutdown-timeout", launcher.DefaultShutdownGrace, "how long operations in flight may take to finish when stopping")
 	fs.DurationVar(&sf.readyTimeout, "ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
 	fs.IntVar(&sf.parallel, "parallel", adapter.DefaultParallelism, "workspaces created at once, per campaign")
 	if _, err := fs.Parse(args, 0, 0); err != nil {
@@ -103,10 +103,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
-	// One service per state root, taken before the server key can be
-	// made and before anything listens: a second one would answer from
-	// its own memory for campaigns the first changes.
-	lock, err := api.LockStateRoot(cf.stateRoot)
+	// The state root is checked before anything in it is opened, made
+	// or read; then one service per state root, taken before the server
+	// key can be made and before anything listens: a second one would
+	// answer from its own memory for campaigns the first changes.
+	root, err := cf.root(true)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	lock, err := root.LockServe()
 	if err != nil {
 		return err
 	}
@@ -122,11 +128,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	defer a.Docker.Close()
 	a.ReadyTimeout, a.Parallelism = sf.readyTimeout, sf.parallel
-	key, err := api.LoadKey(api.KeyPath(cf.stateRoot))
+	key, err := root.Secret(launcher.KeyFile, launcher.KeyBytes)
 	if err != nil {
 		return err
 	}
-	srv, err := api.New(api.Config{Adapter: a, Token: token, Key: key, PublicURL: publicURL, Logger: a.Logger,
+	srv, err := launcher.New(launcher.Config{Adapter: a, Root: root, Token: token, Key: key, PublicURL: publicURL, Logger: a.Logger,
 		Attest: opts, Version: cli.Stamp, ShutdownGrace: sf.shutdown})
 	if err != nil {
 		return err

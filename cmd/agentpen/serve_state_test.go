@@ -141,8 +141,8 @@ func (p *serveProc) listed(id string) string {
 
 // journalOf reads the campaign's journal records.
 func (e *cliEnv) journalOf(id string) []campaign.Record {
-	recs, _ := campaign.ReadJournal(filepath.Join(e.state, "campaigns", campaign.Key(id), campaign.JournalFile))
-	return recs
+	c, _ := loadJournal(journalOf(e.state, id))
+	return c.Records
 }
 
 // TestServeKilledMidCreate: agentpen serve SIGKILLed while it brings a
@@ -211,7 +211,7 @@ func TestServeKilledMidCreate(t *testing.T) {
 	if code, b := p.call(http.MethodPost, "/v1/campaigns", spec); code != http.StatusCreated {
 		t.Fatalf("create generation 2: %d %s", code, b)
 	}
-	if code, b := p.call(http.MethodGet, "/v1/campaigns/"+id+"/cleanup", nil); code != http.StatusNotFound || !strings.Contains(string(b), "generation 2") || !strings.Contains(string(b), "cleanup.gen1.json") {
+	if code, b := p.call(http.MethodGet, "/v1/campaigns/"+id+"/cleanup", nil); code != http.StatusNotFound || !strings.Contains(string(b), "generation 2") || !strings.Contains(string(b), "cleanup-1-1.json") {
 		t.Fatalf("generation 2 is up; GET cleanup: %d %s", code, b)
 	}
 	v := p.view(id)
@@ -258,20 +258,12 @@ func TestServeCleanupOnExitNotVerified(t *testing.T) {
 	if err := os.Mkdir(bogus, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	j, err := campaign.OpenJournal(filepath.Join(e.state, "campaigns", campaign.Key(id)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	gen := e.journalOf(id)[0].Gen
-	j.Append(campaign.Record{Op: campaign.OpCreated, Gen: gen, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: "bogus", ID: bogus})
-	j.Close()
+	appendRecords(t, e.state, id, campaign.Record{Op: campaign.OpCreated, Gen: gen, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: "bogus", ID: bogus})
 	t.Cleanup(func() {
 		// Let the test's down verify: the refused directory is not the
 		// campaign's.
-		if j, err := campaign.OpenJournal(filepath.Join(e.state, "campaigns", campaign.Key(id))); err == nil {
-			j.Append(campaign.Record{Op: campaign.OpRemoved, Gen: gen, Kind: campaign.KindDir, Name: "bogus", ID: bogus})
-			j.Close()
-		}
+		appendRecords(t, e.state, id, campaign.Record{Op: campaign.OpRemoved, Gen: gen, Kind: campaign.KindDir, Name: "bogus", ID: bogus})
 	})
 	code := p.stop(syscall.SIGTERM)
 	msg := p.stderr.String()

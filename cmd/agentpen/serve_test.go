@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/adapter/api"
+	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/logbuf"
 	"github.com/agentpen/agentpen/internal/testenv"
@@ -83,7 +83,9 @@ func TestServeStateRootLocked(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(lockPath), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	// The lock as another serve holds it: flock'd, its pid inside.
+	// The lock as another serve holds it: flock'd (the holder is named
+	// from /proc/locks: nothing is written into the file, which a pid
+	// inside could forge).
 	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -92,13 +94,14 @@ func TestServeStateRootLocked(t *testing.T) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		t.Fatal(err)
 	}
-	f.WriteString("4242\n")
+	f.WriteString("4242\n") // a forged holder, never believed
 	env := map[string]string{"XDG_STATE_HOME": dir, "DOCKER_HOST": "", "AGENTPEN_SERVE_TOKEN": "serve-test-token-0123456789"}
 	var out, errb bytes.Buffer
 	err = run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0"}, &out, &errb, func(k string) string { return env[k] })
 	msg := cli.Message("agentpen", err)
-	if exitCode(err) != exitConflict || !strings.Contains(msg, lockPath) || !strings.Contains(msg, "pid 4242") {
-		t.Fatalf("exit %d, message %q; want %d naming %s and pid 4242", exitCode(err), msg, exitConflict, lockPath)
+	holder := fmt.Sprintf("pid %d,", os.Getpid())
+	if exitCode(err) != exitConflict || !strings.Contains(msg, lockPath) || !strings.Contains(msg, holder) || strings.Contains(msg, "4242") {
+		t.Fatalf("exit %d, message %q; want %d naming %s and %s", exitCode(err), msg, exitConflict, lockPath, holder)
 	}
 	// Released, the state root is served (here: up to the daemon, which
 	// DOCKER_HOST does not name).
@@ -212,7 +215,7 @@ func TestServeRestartAndExit(t *testing.T) {
 	if code != http.StatusCreated {
 		t.Fatalf("create: %d %s", code, b)
 	}
-	var v api.CampaignView
+	var v launcher.CampaignView
 	json.Unmarshal(b, &v)
 	if len(v.Workspaces) != 1 || !strings.HasPrefix(v.Workspaces[0].BaseURL, "/episode/") {
 		t.Fatalf("a unix listener's base_url is a path: %+v", v.Workspaces)
