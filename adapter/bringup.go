@@ -73,6 +73,12 @@ func (a *Adapter) BringUpAttested(ctx context.Context, root *store.Root, p *camp
 }
 
 func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Plan, attestOpts *AttestOptions) (*Campaign, *attest.Report, string, error) {
+	if !p.Keyed {
+		return nil, nil, "", errors.New("the plan's agent ids are not keyed: validate the spec with the state root's plan options (store.Root.PlanOptions)")
+	}
+	if err := a.EnvPolicy.Check(p); err != nil {
+		return nil, nil, "", err
+	}
 	if err := a.checkKey(p); err != nil {
 		return nil, nil, "", err
 	}

@@ -266,7 +266,12 @@ func bringUpChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
-	p, err := campaign.Validate(sleeperSpec(os.Getenv("CAMPAIGN"), os.Getenv("IMAGE"), n), nil)
+	popts, err := root.PlanOptions()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	p, err := campaign.Validate(sleeperSpec(os.Getenv("CAMPAIGN"), os.Getenv("IMAGE"), n), nil, popts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3

@@ -201,3 +201,9 @@ func WriteJSON(w io.Writer, v any) error {
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
+
+// StringList is a repeatable string flag: each use appends its value.
+type StringList []string
+
+func (l *StringList) String() string     { return strings.Join(*l, ",") }
+func (l *StringList) Set(v string) error { *l = append(*l, v); return nil }
