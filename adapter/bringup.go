@@ -496,6 +496,7 @@ func (b *bringUp) createNetworks(ctx context.Context, limit int) ([]string, erro
 // created and never adopted; any other failure is left to the rollback to
 // resolve.
 func (b *bringUp) createNetwork(ctx context.Context, n campaign.NetworkPlan, subnet netip.Prefix) (string, error) {
+	n.Labels = campaign.WithCreateLabel(n.Labels)
 	if err := b.record(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindNetwork, Role: campaign.RoleNetwork, Name: n.Name, Labels: n.Labels}); err != nil {
 		return "", err
 	}
@@ -519,6 +520,9 @@ func (b *bringUp) createNetwork(ctx context.Context, n campaign.NetworkPlan, sub
 // adopted.
 func (b *bringUp) createStart(ctx context.Context, s containerSpec) (string, error) {
 	api := b.a.api()
+	cfg := *s.Config
+	cfg.Labels = campaign.WithCreateLabel(s.Config.Labels)
+	s.Config = &cfg
 	if err := b.record(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindContainer, Role: s.Role, Name: s.Name, Labels: s.Config.Labels}); err != nil {
 		return "", err
 	}

@@ -632,3 +632,49 @@ func TestInFlightCreateAfterSiblingConflict(t *testing.T) {
 		})
 	}
 }
+
+// TestRunDirLinkNeverFollowed: the daemon's user owns the runtime
+// directory the run directories live in; one that replaces a run root by
+// a link to a directory of root's, holding a directory of the run
+// directory's name, made down remove root's directory through it
+// (os.RemoveAll of the path followed the link). Now the link is never
+// followed: the run directory is left alone as not ours, and what the
+// link points at is untouched.
+func TestRunDirLinkNeverFollowed(t *testing.T) {
+	for _, where := range []string{"run_root", "run_dir"} {
+		t.Run(where, func(t *testing.T) {
+			a, _ := fakeAdapter(t)
+			c := fakeCampaign(t, a, fakeSpec("linked", 1), "k3y-for-the-fake-daemon-0123456789")
+			runDir := c.Workspaces[0].RunDir
+			victim := t.TempDir()
+			precious := filepath.Join(victim, filepath.Base(runDir), "precious")
+			os.MkdirAll(filepath.Dir(precious), 0o700)
+			os.WriteFile(precious, []byte("root's\n"), 0o600)
+			planted := runDir
+			target := filepath.Join(victim, filepath.Base(runDir))
+			if where == "run_root" {
+				planted, target = filepath.Dir(runDir), victim
+			}
+			if err := os.RemoveAll(planted); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, planted); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := a.Cleanup(t.Context(), "linked")
+			if !errors.Is(err, ErrNotVerified) {
+				t.Fatalf("cleanup through a planted link: %v, want not verified", err)
+			}
+			if b, err := os.ReadFile(precious); err != nil || string(b) != "root's\n" {
+				t.Fatalf("what the link points at: %q %v", b, err)
+			}
+			var left bool
+			for _, e := range rep.LeftAlone {
+				left = left || e.ID == runDir && strings.Contains(e.Reason, "never followed")
+			}
+			if !left {
+				t.Fatalf("the run directory is not left alone as a link: %+v", rep.LeftAlone)
+			}
+		})
+	}
+}

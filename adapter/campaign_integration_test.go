@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/store"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/store"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"

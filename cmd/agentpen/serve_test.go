@@ -326,3 +326,41 @@ func TestServeDebugListen(t *testing.T) {
 		t.Fatal("the profiles are still served after the service stopped")
 	}
 }
+
+// TestServeUntrustedRootUntouched: a state root another user can write,
+// with a link planted where serve's lock belongs (pointing at a file of
+// root's), is refused (exit 2) before anything in it is opened, made or
+// read: serve used to open and truncate <state root>/api/serve.lock
+// through the link, then refuse the root.
+func TestServeUntrustedRootUntouched(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "agentpen")
+	os.MkdirAll(filepath.Join(root, "api"), 0o700)
+	victim := filepath.Join(t.TempDir(), "shadow")
+	os.WriteFile(victim, []byte("root:secret\n"), 0o600)
+	if err := os.Symlink(victim, filepath.Join(root, "api", "serve.lock")); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(root, 0o777)
+	env := map[string]string{"XDG_STATE_HOME": dir, "DOCKER_HOST": "", "AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1"}
+	var out, errb bytes.Buffer
+	err := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0"}, &out, &errb, func(k string) string { return env[k] })
+	if exitCode(err) != exitBadInput || !strings.Contains(cli.Message("agentpen", err), "state root "+root+" has mode 0777") {
+		t.Fatalf("exit %d, message %q", exitCode(err), cli.Message("agentpen", err))
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "root:secret\n" {
+		t.Fatalf("the link's target now holds %q", b)
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 1 {
+		t.Fatalf("serve made something in the untrusted root: %v", entries)
+	}
+	// Trusted again, the planted link is still refused, never followed.
+	os.Chmod(root, 0o700)
+	err = run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0"}, &out, &errb, func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(cli.Message("agentpen", err), "serve.lock") {
+		t.Fatalf("a planted lock link: %v", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "root:secret\n" {
+		t.Fatalf("the link's target now holds %q", b)
+	}
+}
