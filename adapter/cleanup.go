@@ -438,6 +438,16 @@ func (a *Adapter) observe(ctx context.Context, r campaign.Resource) cleanup.Obse
 		}
 	case campaign.KindDir:
 		obs.RunRoot = a.runBase()
+		if _, rerr := a.runRel(r.ID); rerr != nil {
+			// Not a run directory at all (a journal names it): looked at
+			// as it is, never removed (Decide refuses it by its shape).
+			if _, err = os.Lstat(r.ID); err == nil {
+				obs.State = cleanup.Present
+			} else if errors.Is(err, os.ErrNotExist) {
+				obs.State, err = cleanup.Absent, nil
+			}
+			break
+		}
 		switch err = a.lstatRun(r.ID); {
 		case err == nil:
 			obs.State = cleanup.Present

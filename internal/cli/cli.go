@@ -205,5 +205,8 @@ func WriteJSON(w io.Writer, v any) error {
 // StringList is a repeatable string flag: each use appends its value.
 type StringList []string
 
-func (l *StringList) String() string     { return strings.Join(*l, ",") }
+// String is the values joined by commas.
+func (l *StringList) String() string { return strings.Join(*l, ",") }
+
+// Set appends a value (flag.Value).
 func (l *StringList) Set(v string) error { *l = append(*l, v); return nil }
