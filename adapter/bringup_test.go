@@ -117,7 +117,7 @@ func checkRolledBack(t *testing.T, a *Harness, fake *dockerfake.Daemon, id strin
 func TestBringUpFailures(t *testing.T) {
 	tests := []struct {
 		name   string
-		script func(t *testing.T, fake *dockerfake.Daemon, spec campaign.CampaignSpec)
+		script func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan)
 		// want: journalled containers and networks (with ids) after the failure.
 		wantContainers, wantNetworks int
 		wantErr                      string
@@ -131,7 +131,7 @@ func TestBringUpFailures(t *testing.T) {
 	}{
 		{
 			name: "network_create_500",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /networks/create", dockerfake.Reply{Status: 500, Body: "boom"})
 			},
 			wantErr: "create network",
@@ -142,7 +142,7 @@ func TestBringUpFailures(t *testing.T) {
 			// (the second is never asked for: the first failure stops the
 			// bring-up, one create at a time here).
 			name: "network_create_500_applied",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /networks/create", dockerfake.Reply{Status: 500, Body: "timeout", Apply: true})
 			},
 			wantNetworks: 1, wantErr: "create network",
@@ -152,11 +152,7 @@ func TestBringUpFailures(t *testing.T) {
 			// resources with the campaign's labels: refused before anything
 			// is created, and nothing of the twin's is touched.
 			name: "twin_refused",
-			script: func(t *testing.T, fake *dockerfake.Daemon, spec campaign.CampaignSpec) {
-				p, err := campaign.NewPlan(spec)
-				if err != nil {
-					t.Fatal(err)
-				}
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.AddNetwork(dockerfake.Network{Name: p.Networks[0].Name, Driver: "bridge", Internal: true, Labels: p.Networks[0].Labels})
 			},
 			wantErr: "conflict", survivors: 1, noJournal: true,
@@ -167,57 +163,49 @@ func TestBringUpFailures(t *testing.T) {
 			// conflict is never adopted, so it is never removed; the first
 			// network is.
 			name: "network_create_409_never_adopted",
-			script: func(t *testing.T, fake *dockerfake.Daemon, spec campaign.CampaignSpec) {
-				p, err := campaign.NewPlan(spec)
-				if err != nil {
-					t.Fatal(err)
-				}
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.AddNetwork(dockerfake.Network{Name: p.Networks[1].Name, Driver: "bridge", Internal: true})
 			},
 			wantNetworks: 1, wantErr: "already exists", survivors: 1,
 		},
 		{
 			name: "server_create_500",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/create", dockerfake.Reply{Status: 500, Body: "boom"})
 			},
 			wantNetworks: 2, wantErr: "create server",
 		},
 		{
 			name: "none_server_create_500", none: true,
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/create", dockerfake.Reply{Status: 500, Body: "boom"})
 			},
 			wantErr: "create server",
 		},
 		{
 			name: "none_second_workspace_create_500", none: true,
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/create", dockerfake.Pass, dockerfake.Pass, dockerfake.Reply{Status: 500, Body: "boom"})
 			},
 			wantContainers: 2, wantErr: "create workspace",
 		},
 		{
 			name: "server_create_409_never_adopted",
-			script: func(t *testing.T, fake *dockerfake.Daemon, spec campaign.CampaignSpec) {
-				p, err := campaign.NewPlan(spec)
-				if err != nil {
-					t.Fatal(err)
-				}
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.AddContainer(dockerfake.Container{Name: p.Server.Name, Image: fakeImage, Labels: map[string]string{"squatter": "yes"}})
 			},
 			wantNetworks: 2, wantErr: "already in use", survivors: 1,
 		},
 		{
 			name: "server_start_500",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/{id}/start", dockerfake.Reply{Status: 500, Body: "cannot start"})
 			},
 			wantContainers: 1, wantNetworks: 2, wantErr: "start server",
 		},
 		{
 			name: "second_workspace_create_500",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/create", dockerfake.Pass, dockerfake.Pass, dockerfake.Reply{Status: 500, Body: "boom"})
 			},
 			wantContainers: 2, wantNetworks: 2, wantErr: "create workspace",
@@ -226,7 +214,7 @@ func TestBringUpFailures(t *testing.T) {
 			// The container went away between the rollback's inspect and
 			// its removal: NotFound on the removal counts as removed.
 			name: "removal_not_found",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/{id}/start", dockerfake.Reply{Status: 500, Body: "cannot start"})
 				fake.On("DELETE /containers/{id}", dockerfake.Reply{Status: 404, Body: "No such container", Apply: true})
 			},
@@ -238,7 +226,7 @@ func TestBringUpFailures(t *testing.T) {
 			a, fake := fakeAdapter(t)
 			spec := fakeSpec("fail-"+tt.name, 2)
 			spec.Server.AgentReachable = !tt.none
-			tt.script(t, fake, spec)
+			tt.script(t, fake, a.Plan(t, spec))
 			before := len(fake.Containers()) + len(fake.Networks())
 			_, err := a.BringUp(t.Context(), spec)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -585,10 +573,7 @@ func TestInFlightCreateAfterSiblingConflict(t *testing.T) {
 			a.Parallelism = 2
 			spec := fakeSpec("sibling-"+tt.name, 2)
 			spec.Server.AgentReachable = !tt.none
-			p, err := campaign.NewPlan(spec)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := a.Plan(t, spec)
 			squatted := p.Server.Name
 			if tt.none {
 				fake.AddContainer(dockerfake.Container{Name: squatted, Image: fakeImage, Labels: map[string]string{"squatter": "yes"}})
@@ -620,7 +605,7 @@ func TestInFlightCreateAfterSiblingConflict(t *testing.T) {
 				}
 				return dockerfake.Pass
 			})
-			_, err = a.BringUp(t.Context(), spec)
+			_, err := a.BringUp(t.Context(), spec)
 			if err == nil || !strings.Contains(err.Error(), squatted) || !strings.Contains(err.Error(), "cleanup verified") {
 				t.Fatalf("BringUp: %v, want the conflict on %s and a verified rollback", err, squatted)
 			}

@@ -176,10 +176,7 @@ func TestBringUpNameConflict(t *testing.T) {
 	t.Cleanup(func() { forceRemove(cli, id) })
 	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d}, "")
 	spec := sleeperSpec(id, img, 1)
-	plan, err := campaign.NewPlan(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan := a.Plan(t, spec)
 	// Someone else's container already has the server's name.
 	squatter, err := cli.ContainerCreate(t.Context(), &container.Config{Image: img, Cmd: []string{"true"}}, nil, nil, nil, plan.Server.Name)
 	if err != nil {

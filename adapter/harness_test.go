@@ -243,3 +243,14 @@ func ReadJournal(path string) ([]campaign.Record, error) {
 	c, err := campaign.ReadJournal(f, path)
 	return c.Records, err
 }
+
+// Plan is the plan a bring-up of spec in this root makes (its agent ids
+// keyed under the root's secret), unbound: the names it will use.
+func (h *Harness) Plan(t testing.TB, spec campaign.CampaignSpec) *campaign.Plan {
+	t.Helper()
+	p, err := h.plan(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
