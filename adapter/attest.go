@@ -151,7 +151,12 @@ func (a *Adapter) attestSource(c *store.Campaign, st store.State) (attest.Source
 	if src.Bringup, _, err = c.Daemon(gen); err != nil {
 		return src, fmt.Errorf("campaign %q: %w", c.ID, err)
 	}
-	p, err := campaign.NewPlan(src.Spec)
+	opts, err := c.PlanOptions()
+	if err != nil {
+		return src, err
+	}
+	src.AgentKey = opts.AgentKey
+	p, err := campaign.NewPlanWith(src.Spec, opts)
 	if err != nil {
 		return src, fmt.Errorf("campaign %q: %w", c.ID, err)
 	}
@@ -197,7 +202,7 @@ func (a *Adapter) observeCampaign(ctx context.Context, src attest.Source, opts A
 		env.TimeoutMS = int(opts.ProbeTimeout / time.Millisecond)
 	}
 	obs.ProbeEnv = env
-	p, err := campaign.NewPlan(src.Spec)
+	p, err := campaign.NewPlanWith(src.Spec, campaign.PlanOptions{AgentKey: src.AgentKey})
 	if err != nil {
 		return obs, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/agentpen/agentpen/campaign"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentpen/agentpen/campaign"
 
 	"github.com/coder/websocket"
 	"github.com/docker/docker/api/types/container"

@@ -46,9 +46,12 @@ type RoleSettings struct {
 // journal, the daemon recorded at bring-up, the endpoint selected now, and
 // the adapter's create settings per role.
 type Source struct {
-	// Spec is the campaign's spec (campaign.json); the plan is computed
-	// from it again.
+	// Spec is the campaign's spec (its generation's spec file); the plan
+	// is computed from it again, with AgentKey.
 	Spec campaign.CampaignSpec `json:"spec"`
+	// AgentKey is the state root's agent-id secret the plan's agent ids
+	// were keyed with (nil: unkeyed). It is evidence, never in a report.
+	AgentKey []byte `json:"agent_key,omitempty"`
 	// Records is the campaign's journal.
 	Records []campaign.Record `json:"records"`
 	// Bringup is the daemon recorded at bring-up; zero is unknown (every
@@ -134,7 +137,7 @@ type expectation struct {
 // expect derives the expectation; an error means the spec no longer makes
 // a plan (the campaign cannot be attested at all).
 func expect(src Source) (*expectation, error) {
-	p, err := campaign.NewPlan(src.Spec)
+	p, err := campaign.NewPlanWith(src.Spec, campaign.PlanOptions{AgentKey: src.AgentKey})
 	if err != nil {
 		return nil, fmt.Errorf("campaign spec: %w", err)
 	}

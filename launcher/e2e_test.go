@@ -72,7 +72,7 @@ func startLive(t *testing.T) *liveService {
 	if img == "" {
 		t.Fatalf("no image %s on the daemon (make images)", testenv.WorkbenchImage())
 	}
-	l := &liveService{img: img, token: "tok-" + randHex(20), apiKey: "canary-key-" + randHex(16), logs: &logbuf.Buffer{}, state: t.TempDir()}
+	l := &liveService{img: img, token: "tok-" + randHex(40), apiKey: "canary-key-" + randHex(16), logs: &logbuf.Buffer{}, state: t.TempDir()}
 	logger := slog.New(slog.NewJSONHandler(l.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	root, err := store.CreateRoot(l.state)
 	if err != nil {

@@ -28,7 +28,7 @@ import (
 )
 
 // testToken is the bearer token of the unit tests' servers.
-const testToken = "test-token-0123456789abcdef"
+const testToken = "test-token-0123456789abcdef-9e2f4a"
 
 // fakeImage is a well-formed image pin (nothing is pulled or created).
 var fakeImage = "sha256:" + strings.Repeat("ab", 32)
@@ -295,7 +295,7 @@ func (f *fakeBackend) writeCleanup(id string, n int, reason string) (*cleanup.Re
 // container an intent, no readiness.
 func (f *fakeBackend) killedCreate(t *testing.T, spec []byte) string {
 	t.Helper()
-	p, err := campaign.ParseSpec(bytes.NewReader(spec), nil)
+	p, err := campaign.ParseSpec(bytes.NewReader(spec), nil, campaign.PlanOptions{AgentKey: []byte("fake-backend-agent-key-32-bytes!")})
 	if err != nil {
 		t.Fatal(err)
 	}

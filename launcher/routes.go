@@ -81,7 +81,7 @@ type cleanupOutput struct {
 // registerOperations registers the /v1 operations with Huma.
 func (s *Server) registerOperations(api huma.API) {
 	tags := []string{"campaigns"}
-	bad := []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusConflict, http.StatusInternalServerError, http.StatusServiceUnavailable}
+	bad := []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusInternalServerError, http.StatusServiceUnavailable}
 	one := []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict, http.StatusInternalServerError, http.StatusServiceUnavailable}
 
 	huma.Register(api, huma.Operation{
@@ -156,7 +156,11 @@ func (s *Server) opContext(ctx context.Context) (context.Context, func(), error)
 }
 
 func (s *Server) createCampaign(ctx context.Context, in *createInput) (*campaignOutput, error) {
-	p, err := campaign.ParseSpec(bytes.NewReader(in.RawBody), tasks.Known)
+	popts, err := s.root.PlanOptions()
+	if err != nil {
+		return nil, operationProblem("create", err)
+	}
+	p, err := campaign.ParseSpec(bytes.NewReader(in.RawBody), tasks.Known, popts)
 	if err != nil {
 		return nil, specProblem(err)
 	}

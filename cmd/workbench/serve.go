@@ -29,7 +29,7 @@ that step, and no answer key is kept in this process.`
 
 // serveOptions are `workbench serve`'s flags.
 type serveOptions struct {
-	listen      listFlag
+	listen      cli.StringList
 	maxSessions int
 	idleTimeout time.Duration
 	logFormat   string
@@ -81,7 +81,7 @@ func (o *serveOptions) validate() error {
 		}
 	}
 	if len(o.listen) == 0 {
-		o.listen = listFlag{server.DefaultListen}
+		o.listen = cli.StringList{server.DefaultListen}
 	}
 	return nil
 }
