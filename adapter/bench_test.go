@@ -100,16 +100,15 @@ func removeLabelled(cli *client.Client, campaignID string) {
 // directories made, uid blocks claimed and subnets chosen beforehand:
 // what the raw limit and the docker CLI create.
 type rawSet struct {
-	p        *campaign.Plan
-	server   containerSpec
-	works    []containerSpec
-	sockets  []string // each workspace's workbench socket
-	subnets  []string
-	root     string // the run root, removed by done
-	env      []string
-	claim    *uidClaim
-	subLock  *campaignLock
-	cleanupF func()
+	p       *campaign.Plan
+	server  containerSpec
+	works   []containerSpec
+	sockets []string // each workspace's workbench socket
+	subnets []string
+	root    string // the run root, removed by done
+	env     []string
+	claim   *uidClaim
+	subLock *campaignLock
 }
 
 // newRawSet prepares spec's containers for a raw or CLI bring-up. done

@@ -452,20 +452,3 @@ func leakedGoroutines() []string {
 	}
 	return out
 }
-
-// scanFiles fails when any file under dir holds one of the secrets.
-func scanFiles(t *testing.T, dir string, secrets ...string) {
-	t.Helper()
-	filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
-		if err != nil || info.IsDir() {
-			return nil
-		}
-		b, _ := os.ReadFile(path)
-		for _, s := range secrets {
-			if s != "" && bytes.Contains(b, []byte(s)) {
-				t.Errorf("%s holds a secret (%.6s...)", path, s)
-			}
-		}
-		return nil
-	})
-}
