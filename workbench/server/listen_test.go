@@ -194,8 +194,8 @@ func TestServeShutdown(t *testing.T) {
 }
 
 // serveTCP runs Serve on a fresh loopback listener; the returned stop
-// cancels it and returns Serve's error and how long it took to return.
-func serveTCP(t *testing.T, s *Server) (addr string, stop func() (error, time.Duration)) {
+// cancels it and returns how long Serve took to return, and its error.
+func serveTCP(t *testing.T, s *Server) (addr string, stop func() (time.Duration, error)) {
 	t.Helper()
 	ln, err := Listen(t.Context(), "127.0.0.1:0")
 	if err != nil {
@@ -205,16 +205,16 @@ func serveTCP(t *testing.T, s *Server) (addr string, stop func() (error, time.Du
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(ctx, ln) }()
 	stopped := false
-	stop = func() (error, time.Duration) {
+	stop = func() (time.Duration, error) {
 		stopped = true
 		start := time.Now()
 		cancel()
 		select {
 		case err := <-errc:
-			return err, time.Since(start)
+			return time.Since(start), err
 		case <-time.After(ShutdownTimeout + 5*time.Second):
 			t.Fatal("Serve did not return")
-			return nil, 0
+			return 0, nil
 		}
 	}
 	t.Cleanup(func() {
@@ -253,7 +253,7 @@ func TestServeShutdownStalledBody(t *testing.T) {
 	addr, stop := serveTCP(t, s)
 	c := stalledPost(t, addr)
 	waitFor(t, "the request in its handler", func() bool { return s.conns.Active() == 1 })
-	err, took := stop()
+	took, err := stop()
 	if err != nil {
 		t.Errorf("Serve: %v, want nil", err)
 	}
