@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/deptest"
+	"github.com/agentpen/agentpen/internal/testkit/deptest"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
@@ -43,7 +43,7 @@ func TestPurePackages(t *testing.T) {
 
 // TestOnlyAdapterTalksToDocker fails when a package outside adapter/...
 // imports the Docker SDK, in its code or its tests (tests elsewhere use
-// adapter's exported calls or internal/dockerfake).
+// adapter's exported calls or internal/testkit/dockerfake).
 // TestCampaignStandardLibrary: the campaign model uses the standard
 // library and, for image references, the registry's own grammar only.
 func TestCampaignStandardLibrary(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 )
 
 // TestAttestObservationFaults: daemon answers that fail (a 500, a dropped

@@ -20,9 +20,9 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/internal/logbuf"
-	"github.com/agentpen/agentpen/internal/oracle"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -66,7 +66,7 @@ func TestCampaignEndToEnd(t *testing.T) {
 		return ""
 	}
 	state := t.TempDir()
-	var logs logbuf.Buffer
+	var logs testlog.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	newAdapter := func() *adapter.Adapter {
 		return &adapter.Adapter{Docker: d, StateRoot: state, Getenv: getenv, ReadyTimeout: 60 * time.Second, Logger: logger}

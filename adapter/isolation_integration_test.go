@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/oracle"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 

@@ -18,9 +18,9 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/agentpen/agentpen/internal/latency"
-	"github.com/agentpen/agentpen/internal/oracle"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlatency"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
@@ -167,7 +167,7 @@ func BenchmarkWSListFiles(b *testing.B) {
 	if _, err := env.Reset(context.Background(), episode.ResetOptions{TaskID: "data/csv_region_total"}); err != nil {
 		b.Fatal(err)
 	}
-	var wire, local latency.Samples
+	var wire, local testlatency.Samples
 	steps := 0
 	for i := 0; i < b.N; i++ {
 		if steps == 18 {
@@ -233,7 +233,7 @@ func BenchmarkWSEpisodes(b *testing.B) {
 	time.Sleep(200 * time.Millisecond)
 	idle := srv.rss()
 	const perSession = 4
-	var one, eight latency.Samples
+	var one, eight testlatency.Samples
 	var peak int64
 	for i := 0; i < min(b.N, episodeRounds); i++ {
 		ws := srv.dial(b, b.Context())

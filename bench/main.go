@@ -1,7 +1,7 @@
 // Command bench is `make bench`: it runs the benchmarks of Packages with
 // -benchmem, reads the latency metrics they report (package
-// internal/latency: median-ns, p90-ns, n, and raw-median-ns for a raw
-// limit measured in the same benchmark), checks them against Targets,
+// internal/testkit/testlatency: median-ns, p90-ns, n, and raw-median-ns for
+// a raw limit measured in the same benchmark), checks them against Targets,
 // prints a table, and writes bench/results.json and docs/bench.md (the
 // latest table and the machine it ran on). Every benchmark that reports
 // median-ns gets a row, with or without a target. Run it from the

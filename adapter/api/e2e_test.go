@@ -22,9 +22,9 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/adapter/api"
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/logbuf"
-	"github.com/agentpen/agentpen/internal/oracle"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/coder/websocket"
 )
@@ -42,10 +42,10 @@ type liveService struct {
 	img    string
 	token  string
 	apiKey string
-	logs   *logbuf.Buffer
+	logs   *testlog.Buffer
 	state  string
 	// answers holds every body the API answered, for the secret scan.
-	answers logbuf.Buffer
+	answers testlog.Buffer
 }
 
 func startLive(t *testing.T) *liveService {
@@ -69,7 +69,7 @@ func startLive(t *testing.T) *liveService {
 	if img == "" {
 		t.Fatalf("no image %s on the daemon (make images)", testenv.WorkbenchImage())
 	}
-	l := &liveService{img: img, token: "tok-" + randHex(20), apiKey: "canary-key-" + randHex(16), logs: &logbuf.Buffer{}, state: t.TempDir()}
+	l := &liveService{img: img, token: "tok-" + randHex(20), apiKey: "canary-key-" + randHex(16), logs: &testlog.Buffer{}, state: t.TempDir()}
 	logger := slog.New(slog.NewJSONHandler(l.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	l.a = &adapter.Adapter{Docker: d, StateRoot: l.state, Logger: logger, ReadyTimeout: 90 * time.Second,
 		Getenv: func(k string) string {

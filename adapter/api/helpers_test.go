@@ -23,7 +23,7 @@ import (
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
-	"github.com/agentpen/agentpen/internal/logbuf"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
 )
 
 // testToken is the bearer token of the unit tests' servers.
@@ -333,7 +333,7 @@ type testServer struct {
 	*Server
 	be   *fakeBackend
 	ts   *httptest.Server
-	logs *logbuf.Buffer
+	logs *testlog.Buffer
 	key  []byte
 }
 
@@ -345,7 +345,7 @@ func newTestServer(t *testing.T, be *fakeBackend) *testServer {
 
 func newTestServerKey(t *testing.T, be *fakeBackend, key []byte) *testServer {
 	t.Helper()
-	logs := &logbuf.Buffer{}
+	logs := &testlog.Buffer{}
 	ts := httptest.NewUnstartedServer(nil)
 	s, err := newServer(Config{Token: []byte(testToken), Key: key, PublicURL: "http://" + ts.Listener.Addr().String(),
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), ShutdownGrace: 5 * time.Second}, be)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
-	"github.com/agentpen/agentpen/internal/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 )
 
 // fakeRoot is a state root of hand-made campaigns beside a fake daemon.

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/internal/cli"
-	"github.com/agentpen/agentpen/internal/logbuf"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/workbench/grader"
 )
 
@@ -68,7 +68,7 @@ func isUsage(err error) bool { return cli.ExitCode(err) == 2 }
 type proc struct {
 	cmd    *exec.Cmd
 	addr   string // from its "listening" log line
-	logs   *logbuf.Buffer
+	logs   *testlog.Buffer
 	exited chan error
 }
 
@@ -80,7 +80,7 @@ func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	cmd.Env = append(os.Environ(), env...)
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
-	p := &proc{cmd: cmd, logs: &logbuf.Buffer{}, exited: make(chan error, 1)}
+	p := &proc{cmd: cmd, logs: &testlog.Buffer{}, exited: make(chan error, 1)}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/logbuf"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/coder/websocket"
 )
 
@@ -63,7 +63,7 @@ type liveServer struct {
 	base    string // http://127.0.0.1:port
 	sock    string // unix socket path
 	homeDir string
-	logs    *logbuf.Buffer
+	logs    *testlog.Buffer
 	exited  chan error
 }
 
@@ -96,7 +96,7 @@ func startServeEnv(t *testing.T, bin string, env []string, extra ...string) *liv
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	pr, pw := io.Pipe()
-	logs := &logbuf.Buffer{}
+	logs := &testlog.Buffer{}
 	cmd.Stderr = pw
 	cmd.Stdout = os.Stdout
 	if err := cmd.Start(); err != nil {

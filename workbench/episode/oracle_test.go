@@ -8,16 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/oracle"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
 // TestOracleEpisodes plays every family of the catalogue, on variants 0, 1
-// and 7, through internal/oracle's driver (the one the server, grader and
-// adapter tests use), in-process: each must earn reward 1.0. As root every
-// run_python, run_tests and graded case runs under the uid sandbox and its
-// syscall filter, so this is also the proof that the filter takes nothing
-// an oracle needs.
+// and 7, through internal/testkit/oracle's driver (the one the server,
+// grader and adapter tests use), in-process: each must earn reward 1.0. As
+// root every run_python, run_tests and graded case runs under the uid
+// sandbox and its syscall filter, so this is also the proof that the filter
+// takes nothing an oracle needs.
 func TestOracleEpisodes(t *testing.T) {
 	requireRoot(t)
 	start := time.Now()

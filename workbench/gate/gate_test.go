@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/logbuf"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
@@ -150,7 +150,7 @@ func (c *fakeClock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.
 // and count what they did not log.
 func TestGateCaps(t *testing.T) {
 	t.Parallel()
-	logs := &logbuf.Buffer{}
+	logs := &testlog.Buffer{}
 	g, err := New(Config{MaxPerPeer: 2, MaxConns: 3, LogEvery: time.Hour, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)

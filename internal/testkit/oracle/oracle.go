@@ -29,7 +29,7 @@ type Stepper func(tool string, args map[string]any) (Result, error)
 // Dir returns the repository's testdata/oracles directory.
 func Dir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "oracles")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "testdata", "oracles")
 }
 
 // Load returns the oracle of the family a task id names.
