@@ -13,7 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +23,7 @@ import (
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/internal/testkit/leakcheck"
 	"github.com/agentpen/agentpen/internal/testkit/testlog"
 )
 
@@ -422,33 +423,5 @@ func specJSON(id string, taskIDs ...string) []byte {
 // running (house rule 10).
 func checkNoLeaks(t *testing.T) {
 	t.Helper()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			leaked := leakedGoroutines()
-			if len(leaked) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-}
-
-func leakedGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "checkNoLeaks") || strings.Contains(g, "leakedGoroutines") {
-			continue
-		}
-		if strings.Contains(g, "agentpen/adapter/api.") || strings.Contains(g, "coder/websocket") {
-			out = append(out, g)
-		}
-	}
-	return out
+	leakcheck.AfterTest(t, reflect.TypeFor[Server]().PkgPath()+".", "coder/websocket")
 }
