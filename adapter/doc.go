@@ -11,10 +11,12 @@
 // It does not decide what a campaign is (package campaign plans it from the
 // launcher's spec, purely) or whether a resource may be removed (package
 // cleanup decides, purely); it does the I/O those packages describe. Files
-// are split by job: the client (docker.go, host.go), bring-up
-// (bringup.go), the Docker create settings (createopts.go), the workspaces'
-// run directories (rundir.go), readiness (ready.go), exec (exec.go),
-// observation (observe.go) and teardown (teardown.go).
+// are split by job: the client (adapter.go, docker.go, host.go), bring-up
+// (bringup.go, alloc.go, progress.go), the Docker create settings
+// (createopts.go), the workspaces' run directories (rundir.go), readiness
+// (ready.go), exec (exec.go), observation (observe.go, list.go),
+// attestation (attest.go), removal (cleanup.go, resolve.go, orphans.go)
+// and the state directory (state.go, load.go, lock.go, atomic.go).
 //
 // # Bring-up
 //
@@ -51,9 +53,9 @@
 //
 // The SDK is used through dockerAPI, a small interface holding only the
 // calls the adapter makes; unit tests fake the daemon at the HTTP transport
-// (internal/dockerfake) with the real SDK types, and integration tests run
-// against the real rootless daemon that scripts/rootless-docker.sh starts.
-// The adapter never pulls an image: every image it uses is built locally
-// (make images), and BringUp refuses a campaign whose image is not on the
-// daemon.
+// (internal/testkit/dockerfake) with the real SDK types, and integration
+// tests run against the real rootless daemon that
+// scripts/rootless-docker.sh starts. The adapter never pulls an image:
+// every image it uses is built locally (make images), and BringUp refuses a
+// campaign whose image is not on the daemon.
 package adapter
