@@ -62,8 +62,9 @@ images: docker build ## build the local images: agentpen/python-base:bookworm an
 vet: ## go vet ./...
 	$(GO) vet ./...
 
-lint: ## staticcheck (the version go.mod pins as a tool)
+lint: ## staticcheck (the version go.mod pins as a tool), and the form of commit messages since d9d57a6 (scripts/commit-check.sh)
 	$(GO) tool staticcheck ./...
+	@scripts/commit-check.sh
 
 fmt-check: ## fail when a Go file is not gofmt-formatted
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "not gofmt-formatted (run: gofmt -w .):" >&2; echo "$$out" >&2; exit 1; }
