@@ -182,8 +182,12 @@ func TestClientFailures(t *testing.T) {
 			}
 			start := time.Now()
 			credit, _, err := c.ScoreAnswer(context.Background(), "logs/error_count", "1")
-			if d := time.Since(start); d > 3*time.Second {
-				t.Errorf("call took %v", d)
+			// A call never outlasts its attempts' timeouts (two at most),
+			// with room for a loaded machine: it does not hang. A reply
+			// too large is read to its bound first, which under load
+			// takes seconds, so that case's timeout is 10 s.
+			if d, limit := time.Since(start), 2*timeout+3*time.Second; d > limit {
+				t.Errorf("call took %v, over its timeouts' %v", d, limit)
 			}
 			if got := calls.Load(); got != tt.wantCalls {
 				t.Errorf("grader saw %d calls, want %d", got, tt.wantCalls)
