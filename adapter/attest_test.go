@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 	"github.com/agentpen/agentpen/store"
 )
 

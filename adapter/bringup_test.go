@@ -16,7 +16,7 @@ import (
 	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
-	"github.com/agentpen/agentpen/internal/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 	"github.com/agentpen/agentpen/store"
 )
 

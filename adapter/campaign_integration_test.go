@@ -26,7 +26,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 const pythonBase = "agentpen/python-base:bookworm"

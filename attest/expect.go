@@ -286,18 +286,6 @@ func liveOf(rs []campaign.Resource) []campaign.Resource {
 	return out
 }
 
-// journalledIDs are every container id the journal recorded (live or
-// not), for telling journalled resources from strangers.
-func (e *expectation) journalledIDs(kind campaign.Kind) map[string]bool {
-	out := map[string]bool{}
-	for _, r := range e.Source.Records {
-		if r.Kind == kind && r.ID != "" && (r.Op == campaign.OpCreated) {
-			out[r.ID] = true
-		}
-	}
-	return out
-}
-
 func sortMounts(ms []mountInfo) {
 	sort.Slice(ms, func(i, j int) bool {
 		if ms[i].Destination != ms[j].Destination {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/lifecycletest"
+	"github.com/agentpen/agentpen/internal/testkit/lifecycletest"
 )
 
 // TestFold: every journal shape (lifecycletest.Shapes, which the test of

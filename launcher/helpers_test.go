@@ -11,9 +11,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"runtime"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +22,8 @@ import (
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
-	"github.com/agentpen/agentpen/internal/logbuf"
+	"github.com/agentpen/agentpen/internal/testkit/leakcheck"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/store"
 )
 
@@ -372,7 +372,7 @@ type testServer struct {
 	*Server
 	be   *fakeBackend
 	ts   *httptest.Server
-	logs *logbuf.Buffer
+	logs *testlog.Buffer
 	key  []byte
 }
 
@@ -384,7 +384,7 @@ func newTestServer(t *testing.T, be *fakeBackend) *testServer {
 
 func newTestServerKey(t *testing.T, be *fakeBackend, key []byte) *testServer {
 	t.Helper()
-	logs := &logbuf.Buffer{}
+	logs := &testlog.Buffer{}
 	ts := httptest.NewUnstartedServer(nil)
 	s, err := newServer(Config{Root: be.root, Token: []byte(testToken), Key: key, PublicURL: "http://" + ts.Listener.Addr().String(),
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), ShutdownGrace: 5 * time.Second}, be)
@@ -461,50 +461,5 @@ func specJSON(id string, taskIDs ...string) []byte {
 // running (house rule 10).
 func checkNoLeaks(t *testing.T) {
 	t.Helper()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			leaked := leakedGoroutines()
-			if len(leaked) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-}
-
-func leakedGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "checkNoLeaks") || strings.Contains(g, "leakedGoroutines") {
-			continue
-		}
-		if strings.Contains(g, "agentpen/launcher.") || strings.Contains(g, "coder/websocket") {
-			out = append(out, g)
-		}
-	}
-	return out
-}
-
-// scanFiles fails when any file under dir holds one of the secrets.
-func scanFiles(t *testing.T, dir string, secrets ...string) {
-	t.Helper()
-	filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
-		if err != nil || info.IsDir() {
-			return nil
-		}
-		b, _ := os.ReadFile(path)
-		for _, s := range secrets {
-			if s != "" && bytes.Contains(b, []byte(s)) {
-				t.Errorf("%s holds a secret (%.6s...)", path, s)
-			}
-		}
-		return nil
-	})
+	leakcheck.AfterTest(t, reflect.TypeFor[Server]().PkgPath()+".", "coder/websocket")
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/internal/lifecycletest"
+	"github.com/agentpen/agentpen/internal/testkit/lifecycletest"
 	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/store"
 )

@@ -17,8 +17,8 @@ import (
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/internal/cli"
-	"github.com/agentpen/agentpen/internal/logbuf"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/launcher"
 )
 
@@ -282,7 +282,7 @@ func TestServeDebugListen(t *testing.T) {
 	sock := filepath.Join(e.dir, "api.sock")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var logs logbuf.Buffer
+	var logs testlog.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--listen", "unix://" + sock, "--debug-listen", "127.0.0.1:0", "--log-format", "json"}, io.Discard, &logs, e.getenv)

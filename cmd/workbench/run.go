@@ -22,6 +22,7 @@ Usage:
   workbench grader [flags]          serve the answer keys to episode servers (serve --grader URL)
   workbench client [flags] TARGET   play episodes by hand on a server (URL or unix socket)
   workbench probe [flags] URL       make one HTTP request and print a JSON result (exit 0 when expected)
+  workbench probe --batch JSON      run a batch of http, tcp, socket and process probes at once
   workbench tasks [--json]          list the task catalogue
   workbench tasks show [--json] ID  show a task's instruction and files (never its answer)
   workbench version [--json]        show the version, commit and Go version
