@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -91,6 +92,11 @@ func startServeEnv(t *testing.T, bin string, env []string, extra ...string) *liv
 	os.Chmod(home, 0o755) // the sandbox uids pass through it to their homes
 	t.Cleanup(func() { os.RemoveAll(home) })
 	sock := filepath.Join(t.TempDir(), "run", "wb.sock")
+	extra = slices.Clone(extra)
+	for i := range extra {
+		// The socket's directory (a campaign workspace's run directory).
+		extra[i] = strings.ReplaceAll(extra[i], "{{RUNDIR}}", filepath.Dir(sock))
+	}
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--listen", "unix://" + sock,
 		"--log-format", "json", "--home-dir", home}, extra...)
 	cmd := exec.Command(bin, args...)

@@ -65,6 +65,16 @@
 // only repeat the first. Handler, mounted without Serve, refuses no peer.
 // The server never trusts proxy headers.
 //
+// # Task binding
+//
+// An environment bound to a task (episode.Config.Binding, package bind)
+// refuses a reset naming another task: HTTP /reset and /step answer 422
+// on body.task_id with the binding's message, WebSocket EXECUTION_ERROR.
+// While a --task-file binding has no file yet, every reset (and a
+// stateless step) is refused: 503 {"detail": "this workspace is not bound
+// to a task yet..."} over HTTP, EXECUTION_ERROR over WebSocket; the client
+// is never told the file's path, the log says what is wrong.
+//
 // # Deviations from the Python server
 //
 //   - An unknown task_id on HTTP /reset is 422 (type "value_error", loc

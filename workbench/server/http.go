@@ -12,6 +12,7 @@ import (
 	"os"
 	"unicode/utf8"
 
+	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
@@ -119,8 +120,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	}
 	s.withHTTPEnv(w, r, "/reset", func(ctx context.Context, env Env) {
 		obs, err := env.Reset(ctx, opts)
-		if errors.Is(err, tasks.ErrUnknownTask) {
-			writeUnknownTask(w, opts.TaskID)
+		if s.writeRefusedReset(w, err, opts.TaskID) {
 			return
 		}
 		if err != nil {
@@ -166,8 +166,7 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 	s.withHTTPEnv(w, r, "/step", func(ctx context.Context, env Env) {
 		if taskID != "" {
 			if _, err := env.Reset(ctx, episode.ResetOptions{TaskID: taskID}); err != nil {
-				if errors.Is(err, tasks.ErrUnknownTask) {
-					writeUnknownTask(w, taskID)
+				if s.writeRefusedReset(w, err, taskID) {
 					return
 				}
 				s.log.Error("reset failed", "route", "/step", "err", err)
@@ -176,6 +175,9 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		obs, err := env.Step(ctx, action)
+		if s.writeRefusedReset(w, err, "") {
+			return // the step's own reset (no task_id) was refused
+		}
 		if err != nil {
 			s.log.Error("step failed", "route", "/step", "err", err)
 			writeInternalError(w)
@@ -247,10 +249,50 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "healthy"})
 }
 
-// writeUnknownTask is the 422 of a task_id the catalogue does not have.
-func writeUnknownTask(w http.ResponseWriter, taskID string) {
+// writeRefusedReset answers a reset refused for its task, and reports
+// whether err was one: a task_id the catalogue does not have, or another
+// than the one the workspace is bound to, is a 422 on body.task_id; a
+// workspace whose binding cannot be read yet (package bind) is a 503.
+func (s *Server) writeRefusedReset(w http.ResponseWriter, err error, taskID string) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, tasks.ErrUnknownTask):
+		writeTaskError(w, taskID, fmt.Sprintf("unknown task_id %q", taskID))
+	case errors.Is(err, bind.ErrOtherTask):
+		writeTaskError(w, taskID, bind.ErrOtherTask.Error())
+	case errors.Is(err, bind.ErrUnbound), errors.Is(err, bind.ErrBadFile):
+		s.logUnbound(err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"detail": unboundMessage(err)})
+	default:
+		return false
+	}
+	return true
+}
+
+// logUnbound logs why a reset was refused for the binding: a bind file
+// that is there but not trusted is an error an operator must see.
+func (s *Server) logUnbound(err error) {
+	if errors.Is(err, bind.ErrBadFile) {
+		s.log.Error("reset refused: the task binding cannot be read", "err", err)
+	} else {
+		s.log.Warn("reset refused: not bound to a task yet", "err", err)
+	}
+}
+
+// unboundMessage is what a client is told when the binding cannot be
+// read: that the workspace is not bound, never the file's path or what
+// is wrong with it (the server logs that).
+func unboundMessage(err error) string {
+	if errors.Is(err, bind.ErrBadFile) {
+		return "this workspace's task binding cannot be read: every reset is refused"
+	}
+	return bind.ErrUnbound.Error()
+}
+
+// writeTaskError is the 422 of a reset refused for its task_id.
+func writeTaskError(w http.ResponseWriter, taskID, msg string) {
 	in, _ := json.Marshal(taskID)
-	msg := fmt.Sprintf("unknown task_id %q", taskID)
 	writeValidation(w, []fieldError{{
 		Type: "value_error", Loc: []any{"body", "task_id"}, Msg: "Value error, " + msg,
 		Input: in, Ctx: map[string]any{"error": msg},

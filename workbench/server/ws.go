@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/coder/websocket"
 )
@@ -337,6 +338,9 @@ func (ss *session) handle(ctx context.Context, f frame) (*wsReply, outcome) {
 				return &wsReply{Type: "observation", Data: envelope(obs)}, active
 			}
 		}
+		if errors.Is(err, bind.ErrUnbound) || errors.Is(err, bind.ErrBadFile) {
+			ss.srv.logUnbound(err)
+		}
 		return executionError(err), active
 	default: // step
 		action, verrs := validateAction(data)
@@ -359,8 +363,11 @@ func validationReply(errs []fieldError) *wsReply {
 
 func executionError(err error) *wsReply {
 	msg := err.Error()
-	if errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, context.Canceled):
 		msg = "the server is shutting down: " + msg
+	case errors.Is(err, bind.ErrUnbound), errors.Is(err, bind.ErrBadFile):
+		msg = unboundMessage(err)
 	}
 	r := errorReply(CodeExecutionError, msg, nil)
 	return &r
