@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/workbench/bind"
 )
 
 // runBase is where workspaces' /run/workbench directories live: beside the
@@ -125,6 +126,24 @@ func (a *Adapter) makeGraderDir(j *campaign.Journal, p *campaign.Plan) (string, 
 // and is never adopted.
 func (a *Adapter) makeRunDir(j *campaign.Journal, p *campaign.Plan, ag campaign.AgentPlan) (string, error) {
 	return a.makeOwnedDir(j, p, campaign.RoleWork, filepath.Join(a.runRoot(p), ag.AgentID))
+}
+
+// writeBindFile binds a workspace running the workbench (the default
+// command) to its task: the bind file in its run directory (package
+// workbench/bind: created new, never through a link, 0400, owned by the
+// daemon's user, container root), before the container starts. A
+// launcher's own command gets no file: the task id is never put where
+// code the workbench does not sandbox could read it. The file goes with
+// its directory at cleanup.
+func (a *Adapter) writeBindFile(runDir string, ag campaign.AgentPlan) error {
+	if !ag.NeedsKey {
+		return nil
+	}
+	uid, gid, err := a.daemonOwner()
+	if err != nil {
+		return err
+	}
+	return bind.Write(runDir, ag.Spec.TaskID, uid, gid)
 }
 
 // makeOwnedDir journals and makes one directory of the bring-up's run
