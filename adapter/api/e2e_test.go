@@ -190,10 +190,14 @@ func (e *episode) call(msg any) (map[string]any, error) {
 	return reply["data"].(map[string]any), nil
 }
 
-// reset asks for asked and returns the instruction and the task the
-// server says it served (metadata.task_id, the trainer's).
+// reset asks for asked ("" for no task) and returns the instruction and
+// the task the server says it served (metadata.task_id, the trainer's).
 func (e *episode) reset(asked string) (instruction, served string, err error) {
-	d, err := e.call(map[string]any{"type": "reset", "data": map[string]any{"task_id": asked}})
+	data := map[string]any{}
+	if asked != "" {
+		data["task_id"] = asked
+	}
+	d, err := e.call(map[string]any{"type": "reset", "data": data})
 	if err != nil {
 		return "", "", err
 	}
@@ -237,13 +241,19 @@ func playOracle(t *testing.T, baseURL, bound, asked string) {
 		t.Errorf("%s: a step before any reset: %v, want an EXECUTION_ERROR frame saying to reset first", bound, err)
 		return
 	}
-	instruction, served, err := e.reset(asked)
+	// A reset naming another task is refused, saying the workspace is
+	// bound; a bare one plays the workspace's task.
+	if _, served, err := e.reset(asked); err == nil || !strings.Contains(err.Error(), "bound to its task") {
+		t.Errorf("asked for %s in the workspace bound to %s: %v (served %q), want refused as bound", asked, bound, err, served)
+		return
+	}
+	instruction, served, err := e.reset("")
 	if err != nil {
 		t.Errorf("%s: reset: %v", bound, err)
 		return
 	}
 	if served != bound {
-		t.Errorf("asked for %s in the workspace bound to %s, got %s", asked, bound, served)
+		t.Errorf("a bare reset in the workspace bound to %s played %s", bound, served)
 		return
 	}
 	task, _ := tasks.Build(bound)
@@ -264,7 +274,8 @@ func playOracle(t *testing.T, baseURL, bound, asked string) {
 
 // TestAPIEndToEnd is the launcher's whole job on the real daemon, through
 // HTTP only: create a campaign of four workspaces, play an oracle episode
-// in each at once through the proxy (each reset asking for another task),
+// in each at once through the proxy (a reset asking for another task
+// refused first, on the base_url and on the workspace's own socket),
 // attest (ok), delete (verified), and nothing of it remains; no secret,
 // capability or task id reached the logs or the state directory.
 func TestAPIEndToEnd(t *testing.T) {
@@ -285,6 +296,7 @@ func TestAPIEndToEnd(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("four concurrent oracle episodes through the proxy: %v", time.Since(start).Round(time.Millisecond))
+	checkSocketsBound(t, l, v)
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -365,6 +377,30 @@ func TestAPIEndToEnd(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// checkSocketsBound: behind the proxy, each workspace's episode server
+// is bound too (the bind file agentpen wrote at bring-up): on its unix
+// socket, a reset naming another task is refused whoever asks.
+func checkSocketsBound(t *testing.T, l *liveService, v api.CampaignView) {
+	c, err := l.a.Load(v.CampaignID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ws := range c.Workspaces {
+		hc := adapter.UnixHTTPClient(ws.Socket, 30*time.Second)
+		other := e2eTasks[(i+1)%len(e2eTasks)]
+		resp, err := hc.Post("http://workbench/reset", "application/json", strings.NewReader(`{"task_id":"`+other+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		hc.CloseIdleConnections()
+		if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(b), "bound to its task") {
+			t.Errorf("workspace %d's socket: a reset naming %s: %d %.300s", i, other, resp.StatusCode, b)
+		}
+	}
 }
 
 // measureOverhead times state round trips through the proxy and straight
@@ -483,7 +519,7 @@ func TestTaskIDInvisibleToAgents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, served, err := e.reset("sql/top_customer"); err != nil || served != bound[i] {
+		if _, served, err := e.reset(""); err != nil || served != bound[i] {
 			t.Fatalf("reset: %v, served %q", err, served)
 		}
 		scan := func() map[string]any {

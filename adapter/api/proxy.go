@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/coder/websocket"
 	"github.com/go-chi/chi/v5"
 )
@@ -143,7 +144,12 @@ func (s *Server) serveHTTP(path string) http.HandlerFunc {
 				writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body could not be read or is over %d bytes", MaxFrameBytes))
 				return
 			}
-			body = rewriteBody(b, rt.taskID, path == "/reset")
+			var other bool
+			if body, other = rewriteBody(b, rt.taskID, path == "/reset"); other {
+				s.metrics.proxyErrors.WithLabelValues(errKindBadRequest).Inc()
+				writeProblem(w, http.StatusUnprocessableEntity, bind.ErrOtherTask.Error())
+				return
+			}
 		}
 		req, err := http.NewRequestWithContext(ctx, r.Method, "http://workbench"+path, bytes.NewReader(body))
 		if err != nil {
@@ -331,6 +337,18 @@ var stepBehindReset = encode(map[string]any{"type": "error", "data": map[string]
 	"message": "a step sent before its reset was answered is not relayed: wait for the reset's answer, then step",
 }})
 
+// otherTaskRefusal is the proxy's answer to a reset naming another task
+// than the workspace's: the workbench's own refusal (EXECUTION_ERROR,
+// the binding's message).
+var otherTaskRefusal = encode(map[string]any{"type": "error", "data": map[string]any{
+	"code":    "EXECUTION_ERROR",
+	"message": bind.ErrOtherTask.Error(),
+}})
+
+// kindOtherTask is the kind relayed records for a reset naming another
+// task, which is refused and never relayed.
+const kindOtherTask = "reset of another task"
+
 // pumpClient copies the client's messages to the workspace, each read
 // whole (at most MaxFrameBytes) so a reset's task can be set and a step
 // without an episode of the bound task refused.
@@ -345,7 +363,10 @@ func (ss *session) pumpClient(ctx context.Context, back *websocket.Conn, taskID 
 			kind = frameType(msg)
 		}
 		if kind == "reset" {
-			msg = rewriteFrame(msg, taskID)
+			var other bool
+			if msg, other = rewriteFrame(msg, taskID); other {
+				kind = kindOtherTask
+			}
 		}
 		relay, err := ss.relayed(ctx, kind)
 		if err != nil {
@@ -360,21 +381,27 @@ func (ss *session) pumpClient(ctx context.Context, back *websocket.Conn, taskID 
 	}
 }
 
-// relayed records a client frame of the given type ("reset", "step", or
-// "" for any other) before it is relayed, and reports whether to relay
-// it: a step without an episode of the bound task is answered with
-// stepRefusal instead, at once when nothing is pending, else after the
-// answers to the frames before it.
+// relayed records a client frame of the given type ("reset", "step",
+// kindOtherTask, or "" for any other) before it is relayed, and reports
+// whether to relay it: a reset naming another task, and a step without
+// an episode of the bound task, are answered with a refusal instead (and
+// change nothing of the session), at once when nothing is pending, else
+// after the answers to the frames before it.
 func (ss *session) relayed(ctx context.Context, kind string) (bool, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if kind == "step" && !ss.bound {
+	var refusal []byte
+	switch {
+	case kind == kindOtherTask:
+		refusal = otherTaskRefusal
+	case kind == "step" && !ss.bound && ss.resets > 0:
+		refusal = stepBehindReset
+	case kind == "step" && !ss.bound:
+		refusal = stepRefusal
+	}
+	if refusal != nil {
 		if len(ss.pending) == 0 {
-			return false, ss.front.Write(ctx, websocket.MessageText, stepRefusal)
-		}
-		refusal := stepRefusal
-		if ss.resets > 0 {
-			refusal = stepBehindReset
+			return false, ss.front.Write(ctx, websocket.MessageText, refusal)
 		}
 		ss.pending = append(ss.pending, pendingFrame{refusal: refusal})
 		return false, nil
