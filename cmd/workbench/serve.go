@@ -20,7 +20,9 @@ import (
 
 const serveHelp = `Serves workbench episodes with OpenEnv's protocol: POST /reset, POST /step,
 GET /state, GET /schema, GET /metadata, GET /health and WS /ws (one episode
-per WebSocket connection). As root, every episode's code runs as its own
+per WebSocket connection), and the tools over MCP on /mcp: the standard
+protocol (initialize; one MCP session is one episode) and OpenEnv's
+dialect (JSON-RPC tools/list and tools/call, WebSocket /mcp). As root, every episode's code runs as its own
 sandbox uid, connections opened by such code are closed at accept, and
 the server refuses to start from a binary such code could read or run.
 Connections are capped per peer and in all (--max-conns*).
@@ -167,6 +169,8 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 		MaxConnsPerPeer: o.maxPerPeer,
 		Metadata:        metadata,
 		Logger:          log,
+		Tools:           ecfg.Tools(),
+		Version:         cli.ReadVersion().Version,
 	}
 	if sandbox.Available() {
 		if err := checkBinaryPrivate(); err != nil {

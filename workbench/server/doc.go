@@ -6,7 +6,7 @@
 // # Routes
 //
 // POST /reset, POST /step, GET /state, GET /schema, GET /metadata,
-// GET /health and WS /ws, with the body shapes of
+// GET /health and WS /ws, and /mcp (see MCP below), with the body shapes of
 // docs/openenv-protocol.md. Observations travel as
 // {"observation":{...},"reward":R,"done":D,"metadata":{...}}: done and reward
 // are hoisted out of the observation and the observation's metadata travels
@@ -65,6 +65,18 @@
 // only repeat the first. Handler, mounted without Serve, refuses no peer.
 // The server never trusts proxy headers.
 //
+// # MCP
+//
+// /mcp serves the environment's tools (Config.Tools) over MCP: the
+// standard protocol (the official Go SDK, streamable HTTP; an initialize
+// makes a session, one session is one episode, counted against
+// MaxSessions) and OpenEnv's dialect on the same path (JSON-RPC without
+// the handshake on POST /mcp, WebSocket /mcp, {"type":"mcp"} frames on
+// /ws, and the list_tools and call_tool step actions). A session's first
+// tool call starts its episode (a reset of the bound or default task)
+// and its result leads with the task. docs/openenv-protocol.md §12 has
+// the shapes.
+//
 // # Task binding
 //
 // An environment bound to a task (episode.Config.Binding, package bind)
@@ -83,7 +95,6 @@
 //     in Python.
 //   - A WebSocket frame that is JSON but not an object gets SESSION_ERROR and
 //     close 1000, as in Python, with a message that says why.
-//   - MCP routes are not served.
 //   - A WebSocket upgrade whose Origin header names a host other than its
 //     Host header is refused 403 (coder/websocket's check; uvicorn has
 //     none). OpenEnv's clients send no Origin and are never affected; a

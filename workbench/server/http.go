@@ -150,11 +150,6 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 		writeValidation(w, withLocPrefix(errs, "body"))
 		return
 	}
-	action, errs := validateAction(obj.fields["action"])
-	if errs != nil {
-		writeValidation(w, withURLs(errs))
-		return
-	}
 	// A stateless step builds a fresh environment; a task_id in the body
 	// (an extra key, as /reset takes it) picks the task it is reset to
 	// first, instead of the default one. agentpen's episode proxy sets it
@@ -162,6 +157,19 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 	var taskID string
 	if v, ok := obj.fields["task_id"]; ok && jsonKind(v) == 's' {
 		json.Unmarshal(v, &taskID)
+	}
+	if a, isMCP, errs := decodeMCPAction(obj.fields["action"]); isMCP {
+		if errs != nil {
+			writeValidation(w, withURLs(errs))
+			return
+		}
+		s.stepMCP(w, r, a, taskID)
+		return
+	}
+	action, errs := validateAction(obj.fields["action"])
+	if errs != nil {
+		writeValidation(w, withURLs(errs))
+		return
 	}
 	s.withHTTPEnv(w, r, "/step", func(ctx context.Context, env Env) {
 		if taskID != "" {
@@ -184,6 +192,29 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusOK, envelope(obs))
+	})
+}
+
+// stepMCP answers one of OpenEnv's MCP actions through a stateless
+// HTTP /step: list_tools without an environment, call_tool on a fresh
+// one (reset to taskID, or the bound or default task, first).
+func (s *Server) stepMCP(w http.ResponseWriter, r *http.Request, a mcpAction, taskID string) {
+	if a.kind == "list_tools" {
+		env, _, _ := s.mcpObservation(r.Context(), nil, a, episode.ResetOptions{})
+		writeJSON(w, http.StatusOK, env)
+		return
+	}
+	s.withHTTPEnv(w, r, "/step", func(ctx context.Context, env Env) {
+		out, _, err := s.mcpObservation(ctx, &toolEpisode{env: env}, a, episode.ResetOptions{TaskID: taskID})
+		if s.writeRefusedReset(w, err, taskID) {
+			return
+		}
+		if err != nil {
+			s.log.Error("step failed", "route", "/step", "err", err)
+			writeInternalError(w)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
 	})
 }
 
