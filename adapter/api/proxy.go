@@ -197,7 +197,11 @@ func (s *Server) unavailable(w http.ResponseWriter, ctx context.Context, rt *rou
 // first (a workspace that does not answer is a 502 before any upgrade),
 // then frames flow both ways unchanged, but for the task of a reset and
 // a step while the session holds no episode of that task (see session).
-func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) { s.relayWS(w, r, "/ws") }
+
+// relayWS relays a WebSocket session to the workspace's path (/ws, or
+// OpenEnv's WebSocket /mcp).
+func (s *Server) relayWS(w http.ResponseWriter, r *http.Request, path string) {
 	rt, done := s.proxyRoute(w, r)
 	if rt == nil {
 		return
@@ -206,7 +210,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := withRoute(context.WithoutCancel(r.Context()), rt)
 	defer cancel()
 	dctx, dcancel := context.WithTimeout(ctx, dialTimeout)
-	back, _, err := websocket.Dial(dctx, "ws://workbench/ws", &websocket.DialOptions{HTTPClient: rt.client})
+	back, _, err := websocket.Dial(dctx, "ws://workbench"+path, &websocket.DialOptions{HTTPClient: rt.client})
 	dcancel()
 	if err != nil {
 		s.unavailable(w, ctx, rt, err)
@@ -361,6 +365,9 @@ func (ss *session) pumpClient(ctx context.Context, back *websocket.Conn, taskID 
 		kind := ""
 		if typ == websocket.MessageText {
 			kind = frameType(msg)
+		}
+		if kind == "step" && listsTools(msg) {
+			kind = "" // OpenEnv's list_tools needs no episode
 		}
 		if kind == "reset" {
 			var other bool

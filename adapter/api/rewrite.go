@@ -99,3 +99,14 @@ func encode(v any) []byte {
 	enc.Encode(v)
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
+
+// listsTools reports whether a step frame is OpenEnv's list_tools action
+// ({"type":"step","data":{"type":"list_tools"}}), which the workbench
+// answers without an episode.
+func listsTools(msg []byte) bool {
+	obj, _ := decodeFrame(msg)
+	var data struct {
+		Type string `json:"type"`
+	}
+	return obj != nil && json.Unmarshal(obj["data"], &data) == nil && data.Type == "list_tools"
+}

@@ -54,6 +54,9 @@ func (s *Server) buildRouter() (chi.Router, huma.API) {
 	})
 	r.Route(episodePrefix+"/{capability}", func(p chi.Router) {
 		p.Get("/ws", s.serveWS)
+		p.Post("/mcp", s.serveMCP)
+		p.Get("/mcp", s.serveMCP)
+		p.Delete("/mcp", s.serveMCP)
 		for _, pr := range proxyRoutes {
 			p.Method(pr.method, pr.path, s.serveHTTP(pr.path))
 		}
@@ -119,6 +122,14 @@ func (s *Server) documentRawRoutes(doc *huma.OpenAPI) {
 		Responses: errs(map[string]*huma.Response{
 			"101": {Description: "Switching protocols: the session is open"},
 		})})
+	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+		doc.AddOperation(&huma.Operation{OperationID: "episodeMCP" + method[:1] + strings.ToLower(method[1:]), Method: method, Path: episodePrefix + "/{capability}/mcp", Tags: []string{"episode proxy"},
+			Security: none, Parameters: []*huma.Param{capParam},
+			Summary:     "The workspace's tools over MCP: the standard protocol (streamable HTTP) and OpenEnv's dialect",
+			Description: "Relayed to the workspace's episode server with MCP's headers (Mcp-Session-Id, Mcp-Protocol-Version, Accept, Last-Event-ID) both ways, streamed. A POST with method initialize or an Mcp-Session-Id is standard MCP (one session, one episode of the workspace's task); other POSTs are OpenEnv's JSON-RPC (tools/list, tools/call, openenv/session/create and close); a GET with a WebSocket upgrade is OpenEnv's WebSocket /mcp. An openenv/session/create naming another task is refused.",
+			Responses: errs(map[string]*huma.Response{"200": object("The workspace's MCP answer, relayed (JSON, or an event stream)"),
+				"101": {Description: "Switching protocols (OpenEnv's WebSocket /mcp)"}})})
+	}
 	for _, pr := range proxyRoutes {
 		op := &huma.Operation{OperationID: "episode" + strings.ToUpper(pr.path[1:2]) + pr.path[2:], Method: pr.method, Path: episodePrefix + "/{capability}" + pr.path,
 			Tags: []string{"episode proxy"}, Security: none, Parameters: []*huma.Param{capParam}, Summary: pr.summary,
