@@ -6,7 +6,8 @@
 // # Routes
 //
 // POST /reset, POST /step, GET /state, GET /schema, GET /metadata,
-// GET /health and WS /ws, and /mcp (see MCP below), with the body shapes of
+// GET /health and WS /ws, /mcp (see MCP below) and the play page, with
+// the body shapes of
 // docs/openenv-protocol.md. Observations travel as
 // {"observation":{...},"reward":R,"done":D,"metadata":{...}}: done and reward
 // are hoisted out of the observation and the observation's metadata travels
@@ -76,6 +77,14 @@
 // tool call starts its episode (a reset of the bound or default task)
 // and its result leads with the task. docs/openenv-protocol.md §12 has
 // the shapes.
+//
+// # The play page
+//
+// /web (redirecting to /web/), /web/metadata, /web/reset, /web/step,
+// /web/state and WebSocket /ws/ui are OpenEnv's web interface on one
+// shared environment, with a page of plain HTML and JavaScript (web/,
+// and internal/webui's shared pieces) under a strict
+// Content-Security-Policy. docs/openenv-protocol.md §13 has the routes.
 //
 // # Task binding
 //

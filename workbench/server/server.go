@@ -96,6 +96,7 @@ type Server struct {
 	httpSem chan struct{}
 	mcp     *standardMCP // the standard MCP protocol on /mcp
 	rpc     rpcSessions  // OpenEnv's HTTP MCP sessions (openenv/session/create)
+	web     webPlay      // the play page's shared environment
 
 	// readTimeout bounds reading a request, headers and body (not a
 	// WebSocket, whose deadlines end at the upgrade); idleTimeout closes
@@ -184,6 +185,7 @@ func (s *Server) routes() http.Handler {
 	r.Post("/mcp", s.handleMCP)
 	r.Get("/mcp", s.handleMCP)
 	r.Delete("/mcp", s.handleMCP)
+	s.webRoutes(r)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
 	})
