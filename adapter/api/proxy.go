@@ -54,14 +54,18 @@ func newRoute(campaignID, agentID, taskID, socket, capab string) *route {
 	rt := &route{key: capKey(capab), campaignID: campaignID, agentID: agentID, taskID: taskID, socket: socket}
 	rt.ctx, rt.cancel = context.WithCancelCause(context.Background())
 	d := &net.Dialer{Timeout: dialTimeout}
-	rt.client = &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "unix", socket)
-		},
-		MaxIdleConnsPerHost: 8,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
-	}}
+	rt.client = &http.Client{
+		// A redirect is the client's to follow (the play page's /web is a
+		// relative one), never the proxy's.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return d.DialContext(ctx, "unix", socket)
+			},
+			MaxIdleConnsPerHost: 8,
+			IdleConnTimeout:     30 * time.Second,
+			DisableCompression:  true,
+		}}
 	return rt
 }
 
