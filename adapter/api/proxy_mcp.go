@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -40,10 +39,8 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	var body []byte
 	if r.Method == http.MethodPost {
-		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxFrameBytes))
-		if err != nil {
-			s.metrics.proxyErrors.WithLabelValues(errKindBadRequest).Inc()
-			writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body could not be read or is over %d bytes", MaxFrameBytes))
+		b, ok := s.readBody(w, r)
+		if !ok {
 			return
 		}
 		if createsOtherTask(b, rt.taskID) {
@@ -59,22 +56,14 @@ func (s *Server) serveMCP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusInternalServerError, "the request could not be built")
 		return
 	}
-	for _, h := range mcpHeaders {
-		if v := r.Header.Values(h); len(v) > 0 {
-			req.Header[http.CanonicalHeaderKey(h)] = v
-		}
-	}
+	copyHeaders(req.Header, r.Header, mcpHeaders)
 	resp, err := rt.client.Do(req)
 	if err != nil {
 		s.unavailable(w, ctx, rt, err)
 		return
 	}
 	defer resp.Body.Close()
-	for _, h := range mcpReplyHeaders {
-		if v := resp.Header.Values(h); len(v) > 0 {
-			w.Header()[http.CanonicalHeaderKey(h)] = v
-		}
-	}
+	copyHeaders(w.Header(), resp.Header, mcpReplyHeaders)
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	rc.Flush()
