@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"syscall"
 
-	"github.com/agentpen/agentpen/workbench/sandbox"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,15 +47,8 @@ func ProbeFile(path string, as int) (outcome, msg string, f *File) {
 		open()
 		return outcome, msg, f
 	}
-	sandbox.OnThrowawayThread(func() error {
-		unix.Setfsgid(as)
-		unix.Setfsuid(as)
-		if got, _ := unix.SetfsuidRetUid(-1); got != as {
-			outcome, msg = OutcomeError, fmt.Sprintf("could not become fsuid %d", as)
-			return nil
-		}
-		open()
-		return nil
-	})
+	if err := asUID(as, open); err != nil {
+		return OutcomeError, err.Error(), f
+	}
 	return outcome, msg, f
 }

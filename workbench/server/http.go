@@ -100,22 +100,31 @@ func (s *Server) withHTTPEnv(w http.ResponseWriter, r *http.Request, route strin
 	fn(ctx, env)
 }
 
-func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+// readReset reads an HTTP reset body (/reset, /web/reset) as FastAPI
+// validates ResetRequest; a body it refuses is answered here (ok false).
+func readReset(w http.ResponseWriter, r *http.Request) (opts episode.ResetOptions, ok bool) {
 	raw, empty, handled := readBody(w, r)
 	if handled {
-		return
+		return opts, false
 	}
 	obj := object{fields: map[string]json.RawMessage{}}
 	if !empty {
-		var ok bool
 		if obj, ok = decodeObject(raw); !ok {
 			writeValidation(w, []fieldError{bodyObjectError(raw)})
-			return
+			return opts, false
 		}
 	}
 	opts, errs := resetRequest(obj)
 	if errs != nil {
 		writeValidation(w, withLocPrefix(errs, "body"))
+		return opts, false
+	}
+	return opts, true
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	opts, ok := readReset(w, r)
+	if !ok {
 		return
 	}
 	s.withHTTPEnv(w, r, "/reset", func(ctx context.Context, env Env) {
@@ -266,6 +275,11 @@ func (s *Server) handleSchema(w http.ResponseWriter, _ *http.Request) {
 var metadataKeys = []string{"name", "description", "readme_content", "version", "author", "documentation_url"}
 
 func (s *Server) handleMetadata(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.metadata())
+}
+
+// metadata is Config.Metadata with the six OpenEnv keys always present.
+func (s *Server) metadata() map[string]any {
 	md := map[string]any{}
 	for _, k := range metadataKeys {
 		md[k] = nil
@@ -273,7 +287,7 @@ func (s *Server) handleMetadata(w http.ResponseWriter, _ *http.Request) {
 	for k, v := range s.cfg.Metadata {
 		md[k] = v
 	}
-	writeJSON(w, http.StatusOK, md)
+	return md
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {

@@ -230,3 +230,52 @@ func (s *Server) mcpObservation(ctx context.Context, te *toolEpisode, a mcpActio
 		"metadata":    md,
 	}, tc, nil
 }
+
+// heldEnv is an environment held beyond one request (an MCP session,
+// the play page's): a session slot, tracked so Shutdown cancels ctx.
+type heldEnv struct {
+	env    Env
+	ctx    context.Context // done at shutdown
+	active int             // the slots in use, this one included
+	// release closes the environment, frees the slot and untracks it;
+	// later calls do nothing.
+	release func()
+}
+
+// holdEnv takes a session slot and builds an environment. Its error is
+// an *rpcError: shutting down, the capacity refusal, or the factory's
+// failure (logged).
+func (s *Server) holdEnv(route string) (*heldEnv, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done, err := s.track(cancel)
+	if err != nil {
+		cancel()
+		return nil, &rpcError{Code: codeServerError, Message: "the server is shutting down"}
+	}
+	release, active, ok := s.reserve()
+	if !ok {
+		cancel()
+		done()
+		s.log.Info("session refused: at capacity", "route", route, "active", active, "max", s.cfg.MaxSessions)
+		return nil, capacityError(active, s.cfg.MaxSessions)
+	}
+	env, err := s.cfg.Factory()
+	if err != nil {
+		release()
+		cancel()
+		done()
+		s.log.Error("session refused: environment factory failed", "route", route, "err", err)
+		return nil, factoryError(s.cfg.FactoryName)
+	}
+	var once sync.Once
+	return &heldEnv{env: env, ctx: ctx, active: active, release: func() {
+		once.Do(func() {
+			if err := env.Close(); err != nil {
+				s.log.Error("close environment", "route", route, "err", err)
+			}
+			release()
+			cancel()
+			done()
+		})
+	}}, nil
+}

@@ -351,35 +351,12 @@ func (s *Server) createRPCSession(ctx context.Context, params map[string]json.Ra
 	if err != nil {
 		return nil, &rpcError{Code: codeInvalidParams, Message: "Invalid params: " + err.Error()}
 	}
-	sctx, cancel := context.WithCancel(context.Background())
-	done, err := s.track(cancel)
+	held, err := s.holdEnv("/mcp")
 	if err != nil {
-		cancel()
-		return nil, &rpcError{Code: codeServerError, Message: "the server is shutting down"}
+		return nil, err
 	}
-	release, active, ok := s.reserve()
-	if !ok {
-		cancel()
-		done()
-		return nil, capacityError(active, s.cfg.MaxSessions)
-	}
-	env, err := s.cfg.Factory()
-	if err != nil {
-		release()
-		cancel()
-		done()
-		s.log.Error("mcp session refused: environment factory failed", "err", err)
-		return nil, factoryError(s.cfg.FactoryName)
-	}
-	sess := &rpcSession{id: newSessionID(), ep: &toolEpisode{env: env}}
-	sess.release = func() {
-		if err := env.Close(); err != nil {
-			s.log.Error("close environment", "route", "/mcp", "err", err)
-		}
-		release()
-		cancel()
-		done()
-	}
+	env := held.env
+	sess := &rpcSession{id: newSessionID(), ep: &toolEpisode{env: env}, release: held.release}
 	if len(obj.keys) > 0 {
 		if _, err := env.Reset(ctx, opts); err != nil {
 			sess.release()
@@ -403,13 +380,13 @@ func (s *Server) createRPCSession(ctx context.Context, params map[string]json.Ra
 		})
 	}
 	// Shutdown closes it too.
-	context.AfterFunc(sctx, func() {
+	context.AfterFunc(held.ctx, func() {
 		if s.rpc.remove(sess.id) != nil {
 			s.closeRPCSession(sess, reasonShutdown)
 		}
 	})
 	s.rpc.add(sess)
-	s.log.Info("mcp session start", "route", "/mcp", "active", active)
+	s.log.Info("mcp session start", "route", "/mcp", "active", held.active)
 	return map[string]string{"session_id": sess.id}, nil
 }
 

@@ -122,40 +122,17 @@ func (m *standardMCP) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := m.s
-	ctx, cancel := context.WithCancel(context.Background())
-	done, err := s.track(cancel)
+	held, err := s.holdEnv("/mcp")
 	if err != nil {
-		cancel()
-		writeRPCError(w, http.StatusServiceUnavailable, nil, &rpcError{Code: codeServerError, Message: "the server is shutting down"})
+		writeRPCError(w, http.StatusServiceUnavailable, nil, err.(*rpcError))
 		return
 	}
-	release, active, ok := s.reserve()
-	if !ok {
-		cancel()
-		done()
-		s.log.Info("mcp session refused: at capacity", "remote", r.RemoteAddr, "active", active, "max", s.cfg.MaxSessions)
-		writeRPCError(w, http.StatusServiceUnavailable, nil, capacityError(active, s.cfg.MaxSessions))
-		return
-	}
-	env, err := s.cfg.Factory()
-	if err != nil {
-		release()
-		cancel()
-		done()
-		s.log.Error("mcp session refused: environment factory failed", "err", err)
-		writeRPCError(w, http.StatusServiceUnavailable, nil, factoryError(s.cfg.FactoryName))
-		return
-	}
+	env := held.env
 	ns := &newSession{id: newSessionID(), ep: &toolEpisode{env: env}}
 	started := time.Now()
 	end := func(reason string) {
-		if err := env.Close(); err != nil {
-			s.log.Error("close environment", "route", "/mcp", "err", err)
-		}
-		release()
-		cancel()
-		done()
 		st := env.State()
+		held.release()
 		s.log.Info("mcp session end", "episode_id", st.EpisodeID, "steps", st.StepCount, "reason", reason,
 			"duration", time.Since(started).Round(time.Millisecond))
 	}
@@ -170,9 +147,9 @@ func (m *standardMCP) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		end("no session was made")
 		return
 	}
-	s.log.Info("mcp session start", "remote", r.RemoteAddr, "active", active)
+	s.log.Info("mcp session start", "remote", r.RemoteAddr, "active", held.active)
 	go func() {
-		stop := context.AfterFunc(ctx, func() { ss.Close() })
+		stop := context.AfterFunc(held.ctx, func() { ss.Close() })
 		ss.Wait()
 		reason := "closed"
 		if !stop() {

@@ -91,13 +91,7 @@ func (s *Server) webRoutes(r interface {
 }
 
 func (s *Server) handleWebMetadata(w http.ResponseWriter, _ *http.Request) {
-	md := map[string]any{}
-	for _, k := range metadataKeys {
-		md[k] = nil
-	}
-	for k, v := range s.cfg.Metadata {
-		md[k] = v
-	}
+	md := s.metadata()
 	tools := make([]listedToolOpenEnv, 0, len(s.cfg.Tools))
 	for _, t := range s.cfg.Tools {
 		tools = append(tools, listedToolOpenEnv{t.Name, t.Description, t.InputSchema})
@@ -124,56 +118,24 @@ func (s *Server) webEnv() (Env, error) {
 	if p.env != nil {
 		return p.env, nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done, err := s.track(cancel)
+	held, err := s.holdEnv("/web")
 	if err != nil {
-		cancel()
-		return nil, ErrShuttingDown
+		return nil, err
 	}
-	release, active, ok := s.reserve()
-	if !ok {
-		cancel()
-		done()
-		return nil, capacityError(active, s.cfg.MaxSessions)
-	}
-	env, err := s.cfg.Factory()
-	if err != nil {
-		release()
-		cancel()
-		done()
-		s.log.Error("play page: environment factory failed", "err", err)
-		return nil, factoryError(s.cfg.FactoryName)
-	}
+	env := held.env
 	p.env = env
-	context.AfterFunc(ctx, func() {
+	context.AfterFunc(held.ctx, func() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		if err := env.Close(); err != nil {
-			s.log.Error("close environment", "route", "/web", "err", err)
-		}
+		held.release()
 		p.env, p.started = nil, false
-		release()
-		done()
 	})
 	return env, nil
 }
 
 func (s *Server) handleWebReset(w http.ResponseWriter, r *http.Request) {
-	raw, empty, handled := readBody(w, r)
-	if handled {
-		return
-	}
-	obj := object{fields: map[string]json.RawMessage{}}
-	if !empty {
-		var ok bool
-		if obj, ok = decodeObject(raw); !ok {
-			writeValidation(w, []fieldError{bodyObjectError(raw)})
-			return
-		}
-	}
-	opts, errs := resetRequest(obj)
-	if errs != nil {
-		writeValidation(w, withLocPrefix(errs, "body"))
+	opts, ok := readReset(w, r)
+	if !ok {
 		return
 	}
 	p := &s.web
