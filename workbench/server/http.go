@@ -167,7 +167,8 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 	if v, ok := obj.fields["task_id"]; ok && jsonKind(v) == 's' {
 		json.Unmarshal(v, &taskID)
 	}
-	if a, isMCP, errs := decodeMCPAction(obj.fields["action"]); isMCP {
+	actionObj, isObject := decodeObject(obj.fields["action"])
+	if a, isMCP, errs := decodeMCPAction(actionObj); isObject && isMCP {
 		if errs != nil {
 			writeValidation(w, withURLs(errs))
 			return
@@ -175,7 +176,7 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 		s.stepMCP(w, r, a, taskID)
 		return
 	}
-	action, errs := validateAction(obj.fields["action"])
+	action, errs := validateActionObject(actionObj, isObject, obj.fields["action"])
 	if errs != nil {
 		writeValidation(w, withURLs(errs))
 		return

@@ -101,6 +101,12 @@ var actionFields = map[string]bool{"metadata": true, "tool": true, "args": true}
 // and no url; callers add what their route needs.
 func validateAction(raw json.RawMessage) (episode.Action, []fieldError) {
 	obj, ok := decodeObject(raw)
+	return validateActionObject(obj, ok, raw)
+}
+
+// validateActionObject is validateAction on an action decodeObject has
+// read (ok false: raw is no object), so a large frame is decoded once.
+func validateActionObject(obj object, ok bool, raw json.RawMessage) (episode.Action, []fieldError) {
 	if !ok {
 		return episode.Action{}, []fieldError{{
 			Type:  "model_type",
@@ -259,15 +265,12 @@ var mcpActionFields = map[string]map[string]bool{
 	"call_tool":  {"type": true, "metadata": true, "tool_name": true, "arguments": true},
 }
 
-// decodeMCPAction reads an action with a "type" key as OpenEnv reads its
-// MCP actions (ListToolsAction, CallToolAction: extra keys forbidden,
-// tool_name required, arguments an object); isMCP is false for an action
-// without one (a workbench action, for validateAction).
-func decodeMCPAction(raw json.RawMessage) (a mcpAction, isMCP bool, errs []fieldError) {
-	obj, ok := decodeObject(raw)
-	if !ok {
-		return a, false, nil
-	}
+// decodeMCPAction reads an action (decoded by decodeObject) with a
+// "type" key as OpenEnv reads its MCP actions (ListToolsAction,
+// CallToolAction: extra keys forbidden, tool_name required, arguments an
+// object); isMCP is false for an action without one (a workbench action,
+// for validateActionObject).
+func decodeMCPAction(obj object) (a mcpAction, isMCP bool, errs []fieldError) {
 	rawType, ok := obj.fields["type"]
 	if !ok {
 		return a, false, nil

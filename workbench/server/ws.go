@@ -357,7 +357,8 @@ func (ss *session) handle(ctx context.Context, f frame) (*wsReply, outcome) {
 		}
 		return executionError(err), active
 	default: // step
-		if a, isMCP, verrs := decodeMCPAction(data); isMCP {
+		obj, isObject := decodeObject(data)
+		if a, isMCP, verrs := decodeMCPAction(obj); isObject && isMCP {
 			if verrs != nil {
 				return validationReply(withURLs(verrs)), keepOpen
 			}
@@ -370,7 +371,7 @@ func (ss *session) handle(ctx context.Context, f frame) (*wsReply, outcome) {
 			}
 			return &wsReply{Type: "observation", Data: env}, active
 		}
-		action, verrs := validateAction(data)
+		action, verrs := validateActionObject(obj, isObject, data)
 		if verrs != nil {
 			return validationReply(verrs), keepOpen
 		}
