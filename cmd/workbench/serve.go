@@ -20,11 +20,13 @@ import (
 
 const serveHelp = `Serves workbench episodes with OpenEnv's protocol: POST /reset, POST /step,
 GET /state, GET /schema, GET /metadata, GET /health and WS /ws (one episode
-per WebSocket connection), and the tools over MCP on /mcp: the standard
+per WebSocket connection); the tools over MCP on /mcp: the standard
 protocol (initialize; one MCP session is one episode) and OpenEnv's
-dialect (JSON-RPC tools/list and tools/call, WebSocket /mcp). As root, every episode's code runs as its own
-sandbox uid, connections opened by such code are closed at accept, and
-the server refuses to start from a binary such code could read or run.
+dialect (JSON-RPC tools/list and tools/call, WebSocket /mcp); and a play
+page in a browser at /web/ (OpenEnv's web routes, one shared episode).
+As root, every episode's code runs as its own sandbox uid, connections
+opened by such code are closed at accept, and the server refuses to
+start from a binary such code could read or run.
 Connections are capped per peer and in all (--max-conns*).
 SIGTERM or SIGINT closes every session, cleans every episode and exits 0.
 With --grader URL, answers are graded by a "workbench grader" there (the
