@@ -389,6 +389,9 @@ func (b *bringUp) create(ctx context.Context, c *Campaign, ready bool) error {
 				if err != nil {
 					return Workspace{}, fail(err)
 				}
+				if err := a.writeBindFile(runDir, ag); err != nil {
+					return Workspace{}, fail(err)
+				}
 				id, err := b.createStart(ctx, workspaceSpec(p, ag, runDir, graderDir, apiKey))
 				if err != nil {
 					return Workspace{}, fail(err)

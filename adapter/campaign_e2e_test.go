@@ -132,6 +132,9 @@ func TestCampaignEndToEnd(t *testing.T) {
 	pw.Wait()
 	// The second campaign still works and sees only its own files.
 	playOverSocket(t, cB.Workspaces[0].Socket, e2eTasks[0])
+	// Each serves only its task, to the host and to agent code.
+	checkBound(t, campA.Workspaces[0], e2eTasks[0], e2eTasks[1])
+	checkBound(t, cB.Workspaces[1], e2eTasks[1], "sql/top_customer")
 	// What episode code inside a workspace container can and cannot do.
 	checkContainment(t, campA.Workspaces[1], campA.Plan)
 	checkContainment(t, cB.Workspaces[1], cB.Plan)

@@ -395,11 +395,11 @@ func mutations() []mutation {
 		)
 	}
 	// Every ownership label, of the network and of each container role.
-	for _, k := range []string{campaign.LabelAgent, campaign.LabelCampaign, campaign.LabelInstance, campaign.LabelNetwork, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema} {
+	for _, k := range []string{campaign.LabelAgent, campaign.LabelCampaign, campaign.LabelCreate, campaign.LabelInstance, campaign.LabelNetwork, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema} {
 		ms = append(ms, mutation{name: "network_label_" + strings.TrimPrefix(k, "io.agentpen."), fixture: "nat", what: "network label " + k + " forged", want: []string{"networks[0].label." + k},
 			mutate: func(t *testing.T, f *fixture) { f.network(t, func(m map[string]any) { at(m, "Labels")[k] = "forged" }) }})
 	}
-	for _, k := range []string{campaign.LabelCampaign, campaign.LabelInstance, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema, campaign.LabelTopology} {
+	for _, k := range []string{campaign.LabelCampaign, campaign.LabelCreate, campaign.LabelInstance, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema, campaign.LabelTopology} {
 		ms = append(ms, mutation{name: "server_label_" + strings.TrimPrefix(k, "io.agentpen."), what: "server label " + k + " removed", want: []string{"server.label." + k},
 			mutate: func(t *testing.T, f *fixture) {
 				f.container(t, srv, func(m map[string]any) { delete(at(m, "Config", "Labels"), k) })
@@ -438,6 +438,22 @@ func mutations() []mutation {
 			mutate: func(t *testing.T, f *fixture) {
 				f.probe(t, PhaseMain, ws0, ws0+"/grader_socket_denied/0", func(m map[string]any) { m["outcome"] = "connected" })
 			}},
+		mutation{name: "bind_file_readable", what: "a sandbox uid could open the workspace's bind file", want: []string{ws0 + ".probe.bind_file"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/bind_file/0", func(m map[string]any) { m["outcome"] = "readable" })
+			}},
+		mutation{name: "bind_file_missing", what: "the workspace has no bind file (its uid's open found nothing)", want: []string{ws0 + ".probe.bind_file"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/bind_file/0", func(m map[string]any) { m["outcome"] = "denied"; delete(m, "file") })
+			}},
+		mutation{name: "bind_file_open_mode", what: "the bind file is readable by others, though the uid's open was denied (a closed directory)", want: []string{ws0 + ".probe.bind_file"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/bind_file/0", func(m map[string]any) { at(m, "file")["mode"] = "0444" })
+			}},
+		mutation{name: "bind_file_not_roots", what: "the bind file belongs to a sandbox uid", want: []string{ws0 + ".probe.bind_file"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/bind_file/0", func(m map[string]any) { at(m, "file")["uid"] = float64(campaign.UIDBlockFirst) })
+			}},
 		mutation{name: "agent_interface", what: "a workspace of a campaign without networks has an eth0", want: []string{ws0 + ".probe.agent_to_agent"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.probe(t, PhaseMain, ws0, ws0+"/agent_to_agent/0", func(m map[string]any) { m["interfaces"] = []any{"eth0", "lo"} })
@@ -447,7 +463,7 @@ func mutations() []mutation {
 				f.probe(t, PhaseMain, ws0, ws0+"/agent_to_agent/0", func(m map[string]any) { m["outcome"] = "refused" })
 			}},
 	)
-	for _, k := range []string{campaign.LabelAgent, campaign.LabelCampaign, campaign.LabelInstance, campaign.LabelNetwork, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema, campaign.LabelTopology, campaign.LabelUIDBlock} {
+	for _, k := range []string{campaign.LabelAgent, campaign.LabelCampaign, campaign.LabelCreate, campaign.LabelInstance, campaign.LabelNetwork, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema, campaign.LabelTopology, campaign.LabelUIDBlock} {
 		ms = append(ms, mutation{name: "workspace_label_" + strings.TrimPrefix(k, "io.agentpen."), what: "workspace label " + k + " forged", want: []string{ws0 + ".label." + k},
 			mutate: func(t *testing.T, f *fixture) {
 				f.container(t, ws0, func(m map[string]any) { at(m, "Config", "Labels")[k] = "forged" })

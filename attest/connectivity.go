@@ -101,6 +101,13 @@ func judge(pr probe, res probeResult) (bool, string) {
 	case wantUIDBlock:
 		ok := pr.uid != 0 && res.Outcome == "found" && res.UIDBase == pr.uid && res.UIDCount == campaign.UIDBlockSize
 		return ok, fmt.Sprintf("the episode server runs uids %d..+%d, the journal says %d..+%d (%s %s)", res.UIDBase, res.UIDCount, pr.uid, campaign.UIDBlockSize, res.Outcome, res.Error)
+	case wantBindFile:
+		if res.File == nil {
+			return false, "no bind file: " + res.Outcome + " " + res.Error
+		}
+		f := res.File
+		ok := res.Outcome == "denied" && f.Regular && f.Mode == "0400" && f.UID == 0
+		return ok, fmt.Sprintf("the uid's open: %s; as root: regular %v, mode %s, uid %d (want denied, a regular file, 0400, uid 0)", res.Outcome, f.Regular, f.Mode, f.UID)
 	case "status":
 		return res.Outcome == "reply" && res.Status == pr.status, fmt.Sprintf("outcome %s, status %d", res.Outcome, res.Status)
 	case wantNoSocket:

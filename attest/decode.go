@@ -358,6 +358,14 @@ type probeResult struct {
 	Interfaces []string `json:"interfaces"`
 	UIDBase    int      `json:"uid_base"`
 	UIDCount   int      `json:"uid_count"`
+	// File is what a file probe found as root.
+	File *probeFile `json:"file"`
+}
+
+type probeFile struct {
+	Regular bool   `json:"regular"`
+	Mode    string `json:"mode"`
+	UID     int    `json:"uid"`
 }
 
 type probeSocket struct {

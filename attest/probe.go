@@ -146,6 +146,7 @@ type wire struct {
 	HeaderEnv map[string]string `json:"header_env,omitempty"`
 	Body      bool              `json:"body,omitempty"`
 	Addr      string            `json:"addr,omitempty"`
+	Path      string            `json:"path,omitempty"`
 	Unix      string            `json:"unix,omitempty"`
 	As        int               `json:"as,omitempty"`
 	Listen    string            `json:"listen,omitempty"`
@@ -169,6 +170,9 @@ const (
 	wantLoopbackOnly = "loopback_only"
 	// wantUIDBlock: the episode server runs with its journalled uid block.
 	wantUIDBlock = "uid_block"
+	// wantBindFile: the bind file is there, container root's, mode 0400,
+	// and the uid cannot open it.
+	wantBindFile = "bind_file_private"
 )
 
 // probe is one planned probe: the request, the check it feeds and what
@@ -406,6 +410,24 @@ var probeRules = []probeRule{
 				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.agent_to_agent", want: wantNoPath, negative: true,
 					target: target + " at " + addr, req: wire{Kind: "tcp", Addr: addr}}, "agent_to_agent")
 			}
+		}
+	}},
+	// The bind file that binds each workspace's episode server to its
+	// task (campaign.WorkbenchTaskFile): a regular file of container
+	// root's, mode 0400, which a sandbox uid of the workspace's block
+	// cannot open. The probe never reads it: the task id stays out of
+	// the report.
+	{"bind_file", func(p *probePlan) {
+		for _, w := range p.workspaces() {
+			if w.Serves == "" {
+				continue // a launcher's command: no bind file is written
+			}
+			uid := w.UIDBase
+			if uid == 0 {
+				uid = campaign.UIDBlockFirst // no block journalled: still a sandbox uid
+			}
+			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.bind_file", want: wantBindFile,
+				target: fmt.Sprintf("%s as uid %d", campaign.WorkbenchTaskFile, uid), req: wire{Kind: "file", Path: campaign.WorkbenchTaskFile, As: uid}}, "bind_file")
 		}
 	}},
 	// The uid block each workspace's episode server runs episodes under.

@@ -377,6 +377,11 @@ operations, each waiting for a core) rose from 0.17 / 0.10 ms to 0.8 / 1.7 ms in
   the shared tmp directories as the uid (each entry of a busy /tmp is stat'ed: 0.37 ms for 190
   entries here), removing the home (0.37 ms) and the kill probe; the next claim skips all of it
   when the uid was released clean.
+- **MCP tool call vs step** (BenchmarkMCPToolCall): list_files as a standard MCP tools/call
+  (the official Go SDK's client, streamable HTTP with JSON answers) against the same call as an
+  OpenEnv step over the WebSocket, interleaved on one server; MCP adds an HTTP request per call
+  and the SDK's JSON-RPC layers (0.72 vs 0.24 ms median in the first run, 2026-12-02, on a busy
+  machine). Opening a session (initialize, and its episode's reset) is not timed.
 - **run_python** over the bare spawn (about 0.6-0.8 ms): the launcher's exec (tens of
   microseconds), the spawner-thread hand-off, pipes and output readers, and the kill probe after
   the run (about 0.1 ms: kill(-1) and a signal-0 probe per /proc entry, no status reads).

@@ -56,6 +56,7 @@ var workbenchTargets = []Target{
 	{Name: "check", Benchmark: "BenchmarkTool/check", Max: 100 * time.Microsecond},
 	{Name: "write_file", Benchmark: "BenchmarkTool/write_file", Max: 200 * time.Microsecond},
 	{Name: "WebSocket overhead (list_files)", Benchmark: "BenchmarkWSListFiles", Seed: "about 0.2 ms", OverRaw: 150 * time.Microsecond},
+	{Name: "MCP tool call vs step", Benchmark: "BenchmarkMCPToolCall", OverRaw: time.Millisecond},
 	{Name: "run_python print(1) vs bare spawn", Benchmark: "BenchmarkRunPython", Seed: "bare + 2.7 ms", OverRaw: time.Millisecond},
 	{Name: "run_tests (1 + 3 examples) vs bare spawn", Benchmark: "BenchmarkRunTests", Seed: "8.7x", MaxRatio: 6},
 	{Name: "submit, code task (3 + 6 cases) vs bare spawn", Benchmark: "BenchmarkSubmitCode", Seed: "19.6x", MaxRatio: 12},

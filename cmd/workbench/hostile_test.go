@@ -30,6 +30,7 @@ const servedAgents = "../../testdata/agents/served"
 func TestServedHostileAgents(t *testing.T) {
 	testenv.RequireRoot(t)
 	cases := map[string]func(t *testing.T, code string){
+		"bound_task.py":     playBoundTask,
 		"conn_flood.py":     playConnFlood,
 		"exec_workbench.py": playExecWorkbench,
 	}

@@ -10,22 +10,34 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/grader"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/server"
+	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
 const serveHelp = `Serves workbench episodes with OpenEnv's protocol: POST /reset, POST /step,
 GET /state, GET /schema, GET /metadata, GET /health and WS /ws (one episode
-per WebSocket connection). As root, every episode's code runs as its own
-sandbox uid, connections opened by such code are closed at accept, and
-the server refuses to start from a binary such code could read or run.
+per WebSocket connection); the tools over MCP on /mcp: the standard
+protocol (initialize; one MCP session is one episode) and OpenEnv's
+dialect (JSON-RPC tools/list and tools/call, WebSocket /mcp); and a play
+page in a browser at /web/ (OpenEnv's web routes, one shared episode).
+As root, every episode's code runs as its own sandbox uid, connections
+opened by such code are closed at accept, and the server refuses to
+start from a binary such code could read or run.
 Connections are capped per peer and in all (--max-conns*).
 SIGTERM or SIGINT closes every session, cleans every episode and exits 0.
 With --grader URL, answers are graded by a "workbench grader" there (the
 key in the variable --grader-key-env names); a grader that fails refuses
-that step, and no answer key is kept in this process.`
+that step, and no answer key is kept in this process.
+A workbench serves any task a reset names unless it is bound: --task ID
+binds it at start; --task-file PATH (a campaign workspace's
+/run/workbench/task, written by agentpen) binds it at the first reset
+that finds the file (mode 0400, owned by this user, not a link), and
+refuses every reset until then. Once bound it serves only that task: a
+reset naming another is refused, and the binding never changes.`
 
 // serveOptions are `workbench serve`'s flags.
 type serveOptions struct {
@@ -43,6 +55,9 @@ type serveOptions struct {
 	maxConns      int
 	maxPerPeer    int
 	debugListen   string
+	// task and taskFile bind the server to one task (package bind).
+	task     string
+	taskFile string
 }
 
 func (o *serveOptions) register(fs *cli.FlagSet) {
@@ -58,6 +73,8 @@ func (o *serveOptions) register(fs *cli.FlagSet) {
 	fs.DurationVar(&o.graderTimeout, "grader-timeout", grader.DefaultTimeout, "bound on each call to the grader; a call that fails refuses that step")
 	fs.IntVar(&o.maxConns, "max-conns", 0, "most connections open at once; more are closed at accept (0: 1024, or half the open-file limit when less)")
 	fs.IntVar(&o.maxPerPeer, "max-conns-per-peer", 0, "most connections open at once from one peer, a local uid or a remote address (0: 2*max-sessions+32, at least 64)")
+	fs.StringVar(&o.task, "task", "", "serve only this task: a reset naming no task plays it, one naming another is refused")
+	fs.StringVar(&o.taskFile, "task-file", "", "serve only the task named in this file (absolute path; mode 0400, owned by this user), read at the first reset that finds it; every reset is refused until then")
 	fs.StringVar(&o.debugListen, "debug-listen", "", "serve net/http/pprof at /debug/pprof/ on this loopback address (127.0.0.1:6060); off by default")
 }
 
@@ -75,6 +92,19 @@ func (o *serveOptions) validate() error {
 	case o.maxConns < 0 || o.maxPerPeer < 0:
 		return cli.Usagef("--max-conns %d, --max-conns-per-peer %d: must not be negative", o.maxConns, o.maxPerPeer)
 	}
+	if o.task != "" && o.taskFile != "" {
+		return cli.Usagef("--task and --task-file: give one, not both")
+	}
+	if o.task != "" {
+		if _, err := tasks.Lookup(o.task); err != nil {
+			return cli.Usagef("--task %q: %v (workbench tasks lists the catalogue)", o.task, err)
+		}
+	}
+	if o.taskFile != "" {
+		if _, err := bind.File(o.taskFile); err != nil {
+			return cli.Usagef("--task-file: %v", err)
+		}
+	}
 	if o.debugListen != "" {
 		if err := checkDebugAddr(o.debugListen); err != nil {
 			return err
@@ -91,6 +121,22 @@ func (o *serveOptions) validate() error {
 // getenv), and the refusal of episode clients when the sandbox is on.
 func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (server.Config, error) {
 	ecfg := episode.Config{Python: o.python, HomeDir: o.homeDir}
+	switch {
+	case o.task != "":
+		b, err := bind.Fixed(o.task)
+		if err != nil {
+			return server.Config{}, err
+		}
+		ecfg.Binding = b
+		log.Info("bound to one task (--task): a reset naming another is refused")
+	case o.taskFile != "":
+		b, err := bind.File(o.taskFile)
+		if err != nil {
+			return server.Config{}, err
+		}
+		ecfg.Binding = b
+		log.Info("bound to the task of the bind file, read at the first reset that finds it; every reset is refused until then", "file", o.taskFile)
+	}
 	if ecfg.Python == "" {
 		ecfg.Python = getenv("WORKBENCH_SANDBOX_PYTHON")
 	}
@@ -125,6 +171,8 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 		MaxConnsPerPeer: o.maxPerPeer,
 		Metadata:        metadata,
 		Logger:          log,
+		Tools:           ecfg.Tools(),
+		Version:         cli.ReadVersion().Version,
 	}
 	if sandbox.Available() {
 		if err := checkBinaryPrivate(); err != nil {

@@ -110,6 +110,18 @@ type Config struct {
 	HomeDir string
 	// UIDLockDir is the uid lock directory; empty means sandbox.LockDir().
 	UIDLockDir string
+	// Binding, when set, gives the task of every reset (package bind: a
+	// workspace serves only its task): a reset naming no task plays the
+	// bound one, one naming another is refused with Binding's error,
+	// before anything of the running episode is touched. Nil plays the
+	// task each reset names, or the default.
+	Binding Binding
+}
+
+// Binding resolves the task of a reset that asked for requested ("" for
+// none); *bind.Binding implements it.
+type Binding interface {
+	Resolve(requested string) (string, error)
 }
 
 // taskCatalogue is package tasks as a Catalogue.

@@ -56,6 +56,13 @@
 // copy) and nothing but LocalGrader's methods reads a Key (keyread_test.go
 // checks the source), so the environment holds no answer key.
 //
+// # Task binding
+//
+// With Config.Binding (package bind) every reset, and the implicit reset
+// of a step before any, plays the bound task; a reset naming another is
+// refused with the binding's error before anything of the running
+// episode is touched, as an unknown task is.
+//
 // # Deviations from the seed
 //
 //   - Output beyond 1 MiB per stream is read and counted, not kept; the

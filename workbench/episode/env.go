@@ -63,9 +63,10 @@ func New(cfg Config) (*Environment, error) {
 }
 
 // Reset ends the running episode, if any, and starts one on opts.TaskID
-// (default: ids[seed % len(ids)] of the sorted catalogue). An unknown task
-// id is refused with an error wrapping tasks.ErrUnknownTask before
-// anything of the running episode is touched.
+// (default: ids[seed % len(ids)] of the sorted catalogue), or on the task
+// of Config.Binding. An unknown task id, and a reset the binding refuses,
+// are refused with an error wrapping tasks.ErrUnknownTask or the
+// binding's error before anything of the running episode is touched.
 func (e *Environment) Reset(ctx context.Context, opts ResetOptions) (Observation, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -77,6 +78,14 @@ func (e *Environment) Reset(ctx context.Context, opts ResetOptions) (Observation
 
 func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation, error) {
 	taskID := opts.TaskID
+	if e.cfg.Binding != nil {
+		// Refused before anything is torn down, as an unknown task is.
+		bound, err := e.cfg.Binding.Resolve(taskID)
+		if err != nil {
+			return Observation{}, fmt.Errorf("reset: %w", err)
+		}
+		taskID = bound
+	}
 	if taskID == "" {
 		ids := append([]string(nil), e.cfg.Catalogue.IDs()...)
 		sort.Strings(ids)
@@ -138,7 +147,7 @@ func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation
 }
 
 // Step runs one tool call. Before any Reset it resets to the default task
-// first (a stateless HTTP /step). After the episode ended it returns the
+// (the bound one, with Config.Binding) first (a stateless HTTP /step). After the episode ended it returns the
 // final state again. Refusals are observations with Error set, not errors;
 // an error means the environment itself failed.
 func (e *Environment) Step(ctx context.Context, a Action) (Observation, error) {

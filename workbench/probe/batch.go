@@ -28,6 +28,10 @@ const (
 	// WORKBENCH_UID_COUNT, nothing else) from the environment of the
 	// process listening at Listen.
 	KindUIDBlock = "uid_block"
+	// KindFile looks at the file at Path as root (never reading it) and
+	// tries to open it for reading as the uid As (ProbeFile): what a
+	// sandbox uid can read.
+	KindFile = "file"
 )
 
 // Limits of a Batch.
@@ -65,10 +69,13 @@ type Request struct {
 	Body bool `json:"body,omitempty"`
 	// Addr is a TCP probe's host:port, a unix probe's socket path.
 	Addr string `json:"addr,omitempty"`
+	// Path is a file probe's file (absolute, clean).
+	Path string `json:"path,omitempty"`
 	// Unix is the socket an HTTP probe's request goes to (see Config.Unix).
 	Unix string `json:"unix,omitempty"`
-	// As runs a unix or TCP probe's connect as this uid (and gid), not
-	// root, to show what a sandbox uid can reach; zero keeps root.
+	// As runs a unix or TCP probe's connect, or a file probe's open, as
+	// this uid (and gid), not root, to show what a sandbox uid can reach;
+	// zero keeps root.
 	As int `json:"as,omitempty"`
 	// Listen is a process probe's target: "tcp:PORT", "unix:PATH", or empty
 	// for the container's main process (PID 1, or its first child when PID
@@ -110,6 +117,8 @@ type Outcome struct {
 	// UIDBase and UIDCount are what a uid_block probe found.
 	UIDBase  int `json:"uid_base,omitempty"`
 	UIDCount int `json:"uid_count,omitempty"`
+	// File is what a file probe found as root (absent when nothing).
+	File *File `json:"file,omitempty"`
 }
 
 // Validate checks a batch before anything runs.
@@ -123,8 +132,8 @@ func (b Batch) Validate() error {
 			return fmt.Errorf("batch probe %d: id %q empty, too long or repeated: %w", i, r.ID, ErrInvalid)
 		}
 		seen[r.ID] = true
-		if r.As < 0 || r.As > 65535 || r.As > 0 && r.Kind != KindUnix && r.Kind != KindTCP {
-			return fmt.Errorf("batch probe %s: as %d: a uid for a unix or tcp probe: %w", r.ID, r.As, ErrInvalid)
+		if r.As < 0 || r.As > 65535 || r.As > 0 && r.Kind != KindUnix && r.Kind != KindTCP && r.Kind != KindFile {
+			return fmt.Errorf("batch probe %s: as %d: a uid for a unix, tcp or file probe: %w", r.ID, r.As, ErrInvalid)
 		}
 		if r.TimeoutMS < 0 || time.Duration(r.TimeoutMS)*time.Millisecond > MaxTimeout {
 			return fmt.Errorf("batch probe %s: timeout_ms %d out of range: %w", r.ID, r.TimeoutMS, ErrInvalid)
@@ -150,6 +159,10 @@ func (b Batch) Validate() error {
 		case KindUnix:
 			if !strings.HasPrefix(r.Addr, "/") || filepath.Clean(r.Addr) != r.Addr {
 				return fmt.Errorf("batch probe %s: socket %q: want an absolute clean path: %w", r.ID, r.Addr, ErrInvalid)
+			}
+		case KindFile:
+			if !strings.HasPrefix(r.Path, "/") || filepath.Clean(r.Path) != r.Path {
+				return fmt.Errorf("batch probe %s: path %q: want an absolute clean path: %w", r.ID, r.Path, ErrInvalid)
 			}
 		case KindSocket, KindInterfaces:
 		default:
@@ -207,6 +220,8 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 		o.Outcome, o.Error = dialAs(ctx, "tcp", r.Addr, timeout, r.As)
 	case KindUnix:
 		o.Outcome, o.Error = dialAs(ctx, "unix", r.Addr, timeout, r.As)
+	case KindFile:
+		o.Outcome, o.Error, o.File = ProbeFile(r.Path, r.As)
 	case KindInterfaces:
 		ifs, err := Interfaces("/sys/class/net")
 		if err != nil {
