@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/apikey"
+	"github.com/agentpen/agentpen/campaign"
 )
 
 // Schema is the report's schema name.
@@ -128,11 +129,26 @@ type Timings struct {
 // Report is the attestation: each section's checks, and ok only when every
 // check passed.
 type Report struct {
-	Schema       string    `json:"schema"`
-	CampaignID   string    `json:"campaign_id"`
-	OK           bool      `json:"ok"`
-	FailedChecks []string  `json:"failed_checks"`
-	AttestedAt   time.Time `json:"attested_at"`
+	// Schema is "agentpen.attestation.v1".
+	Schema string `json:"schema"`
+	// CampaignID is the campaign attested.
+	CampaignID string `json:"campaign_id"`
+	// Generation and Instance are the generation attested (the journal's
+	// latest) and its instance nonce.
+	Generation int    `json:"generation"`
+	Instance   string `json:"instance"`
+	// Producer is the agentpen build that made the report.
+	Producer campaign.Producer `json:"producer"`
+	// OK is true only when every check passed.
+	OK bool `json:"ok"`
+	// FailedChecks are the names of the checks that failed, sorted
+	// ("attestation" when nothing could be checked).
+	FailedChecks []string `json:"failed_checks"`
+	// AttestedAt is when the daemon was observed.
+	AttestedAt time.Time `json:"attested_at"`
+	// Images are the images the campaign's containers run, by the image
+	// id the daemon reported for each container (those it answered for).
+	Images []ImageUse `json:"images"`
 	// Error, when set, says why nothing could be checked (the report is
 	// then not ok).
 	Error        string       `json:"error,omitempty"`
@@ -152,6 +168,18 @@ type Report struct {
 	Isolation Section `json:"isolation"`
 	Campaign  Section `json:"campaign"`
 	Timings   Timings `json:"timings"`
+}
+
+// ImageUse is one image the campaign's containers run.
+type ImageUse struct {
+	// Reference is the image the plan pins (an image id, or
+	// repo@sha256:...).
+	Reference string `json:"reference"`
+	// ID is the image id the daemon reported for the containers
+	// ("sha256:..."): the digest of the image's configuration.
+	ID string `json:"id"`
+	// Containers are the subjects running it ("server", "workspaces[0]").
+	Containers []string `json:"containers"`
 }
 
 func (r *Report) sections() []*Section {

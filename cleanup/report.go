@@ -1,6 +1,7 @@
 package cleanup
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -72,6 +73,8 @@ type Input struct {
 	Finished time.Time
 	// Phases are durations by phase name (resolve, remove, verify).
 	Phases map[string]time.Duration
+	// Producer is the agentpen build making the report.
+	Producer campaign.Producer
 }
 
 // Entry names one resource in a report.
@@ -114,13 +117,12 @@ type Timings struct {
 	PhasesMS map[string]int64 `json:"phases_ms,omitempty"`
 }
 
-// Report is the cleanup report (schema agentpen.cleanup.v1), written to
-// cleanup.json in the campaign's state directory by agentpen down (and a
-// rollback). It speaks for one generation: Generation and Instance name
-// the latest generation of the journal when it was made, WrittenAt when.
-// A later bring-up of the campaign id moves it aside (cleanup.gen<N>.json)
-// before it creates anything, so cleanup.json is never an earlier
-// generation's verdict on a live one.
+// Report is the cleanup report (schema agentpen.cleanup.v1) that agentpen
+// down (and a rollback, and agentpen orphans --remove) writes as a new
+// file of the campaign (cleanup-<generation>-<n>.json, never rewritten),
+// signed beside it. It speaks for one generation: Generation and Instance
+// name the latest generation of the journal when it was made, WrittenAt
+// when.
 type Report struct {
 	Schema     string `json:"schema"`
 	CampaignID string `json:"campaign_id"`
@@ -129,6 +131,8 @@ type Report struct {
 	// without one).
 	Generation int    `json:"generation"`
 	Instance   string `json:"instance"`
+	// Producer is the agentpen build that made the report.
+	Producer campaign.Producer `json:"producer"`
 	// WrittenAt is when the report was made (its verification's end).
 	WrittenAt    time.Time        `json:"written_at"`
 	Status       Status           `json:"status"`
@@ -148,6 +152,16 @@ type Report struct {
 	Timings      Timings          `json:"timings"`
 }
 
+// Marshal is the report as written to its file: indented JSON and a
+// newline.
+func (r *Report) Marshal() ([]byte, error) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
 // Build judges a cleanup. It fails closed: a resource is counted gone only
 // when its re-inspection says absent; one left alone, an intent left
 // unresolved, an id journalled twice, anything still carrying the
@@ -155,7 +169,7 @@ type Report struct {
 // and any failed check makes the status Failed.
 func Build(in Input) Report {
 	r := Report{
-		Schema: Schema, CampaignID: in.CampaignID, ReadOnly: in.ReadOnly,
+		Schema: Schema, CampaignID: in.CampaignID, ReadOnly: in.ReadOnly, Producer: in.Producer,
 		FailedChecks: []string{}, Generations: []GenerationInfo{}, Expected: []Entry{}, Removed: []Entry{},
 		AlreadyGone: []Entry{}, LeftAlone: []Entry{}, Unexpected: []Found{}, Networks: []string{},
 		RunDirs: []string{}, Ownership: []Evidence{}, Checks: map[string]Check{},
