@@ -7,9 +7,10 @@ type Producer struct {
 	// Name is "agentpen".
 	Name string `json:"name"`
 	// Version is the build's version (a module version, the stamp make
-	// build sets, or "devel"); Commit the VCS revision ("unknown" without
-	// one); Modified says the tree had uncommitted changes.
-	Version  string `json:"version"`
-	Commit   string `json:"commit"`
-	Modified bool   `json:"modified,omitempty"`
+	// build sets, or "devel").
+	Version string `json:"version"`
+	// Commit is the VCS revision ("unknown" without one).
+	Commit string `json:"commit"`
+	// Modified says the tree had uncommitted changes.
+	Modified bool `json:"modified,omitempty"`
 }

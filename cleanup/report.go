@@ -47,9 +47,13 @@ type Unresolved struct {
 
 // Found is a resource the daemon listed by label.
 type Found struct {
-	Kind   campaign.Kind     `json:"kind"`
-	ID     string            `json:"id"`
-	Name   string            `json:"name"`
+	// Kind is "container" or "network".
+	Kind campaign.Kind `json:"kind"`
+	// ID is the daemon's id of it.
+	ID string `json:"id"`
+	// Name is its name.
+	Name string `json:"name"`
+	// Labels are its labels.
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
@@ -79,41 +83,59 @@ type Input struct {
 
 // Entry names one resource in a report.
 type Entry struct {
-	Kind   campaign.Kind `json:"kind"`
-	Role   string        `json:"role,omitempty"`
-	Name   string        `json:"name,omitempty"`
-	ID     string        `json:"id,omitempty"`
-	Gen    int           `json:"generation,omitempty"`
-	Reason string        `json:"reason,omitempty"`
+	// Kind is "container", "network" or "dir".
+	Kind campaign.Kind `json:"kind"`
+	// Role is its role in the campaign (server, workspace, network).
+	Role string `json:"role,omitempty"`
+	// Name is the name it was created under.
+	Name string `json:"name,omitempty"`
+	// ID is the id the daemon returned (a directory's path).
+	ID string `json:"id,omitempty"`
+	// Gen is the generation that created it.
+	Gen int `json:"generation,omitempty"`
+	// Reason says why it is in this list.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Evidence is why a removed resource was agentpen's: the reserved labels
 // the daemon reported that matched the journal's intent.
 type Evidence struct {
-	ID     string            `json:"id"`
-	Kind   campaign.Kind     `json:"kind"`
+	// ID is the resource removed.
+	ID string `json:"id"`
+	// Kind is its kind.
+	Kind campaign.Kind `json:"kind"`
+	// Labels are the reserved labels that matched the journal's intent.
 	Labels map[string]string `json:"labels"`
 }
 
 // Check is one verification: what was observed, what was expected, and
 // whether they agree.
 type Check struct {
-	Observed any  `json:"observed"`
-	Expected any  `json:"expected"`
-	Pass     bool `json:"pass"`
+	// Observed is what the daemon showed.
+	Observed any `json:"observed"`
+	// Expected is what the journal says it must be.
+	Expected any `json:"expected"`
+	// Pass is true when they agree.
+	Pass bool `json:"pass"`
 }
 
 // GenerationInfo names a generation and its instance nonce.
 type GenerationInfo struct {
-	N        int    `json:"n"`
+	// N is the generation's number.
+	N int `json:"n"`
+	// Instance is its instance nonce.
 	Instance string `json:"instance"`
 }
 
 // Timings are a cleanup's durations in milliseconds.
 type Timings struct {
-	Started  time.Time        `json:"started"`
-	Finished time.Time        `json:"finished"`
-	TotalMS  int64            `json:"total_ms"`
+	// Started is when the cleanup began.
+	Started time.Time `json:"started"`
+	// Finished is when it ended.
+	Finished time.Time `json:"finished"`
+	// TotalMS is its duration.
+	TotalMS int64 `json:"total_ms"`
+	// PhasesMS are the durations of its phases (resolve, remove, verify).
 	PhasesMS map[string]int64 `json:"phases_ms,omitempty"`
 }
 
@@ -124,32 +146,56 @@ type Timings struct {
 // name the latest generation of the journal when it was made, WrittenAt
 // when.
 type Report struct {
-	Schema     string `json:"schema"`
+	// Schema is "agentpen.cleanup.v1".
+	Schema string `json:"schema"`
+	// CampaignID is the campaign removed (or verified).
 	CampaignID string `json:"campaign_id"`
 	// Generation and Instance are the generation the report speaks for:
 	// the journal's latest when it was made (0 and "" for a journal
 	// without one).
-	Generation int    `json:"generation"`
-	Instance   string `json:"instance"`
+	Generation int `json:"generation"`
+	// Instance is that generation's instance nonce.
+	Instance string `json:"instance"`
 	// Producer is the agentpen build that made the report.
 	Producer campaign.Producer `json:"producer"`
 	// WrittenAt is when the report was made (its verification's end).
-	WrittenAt    time.Time        `json:"written_at"`
-	Status       Status           `json:"status"`
-	OK           bool             `json:"ok"`
-	ReadOnly     bool             `json:"read_only,omitempty"`
-	FailedChecks []string         `json:"failed_checks"`
-	Generations  []GenerationInfo `json:"generations"`
-	Expected     []Entry          `json:"expected"`
-	Removed      []Entry          `json:"removed"`
-	AlreadyGone  []Entry          `json:"already_gone"`
-	LeftAlone    []Entry          `json:"left_alone"`
-	Unexpected   []Found          `json:"unexpected"`
-	Networks     []string         `json:"networks"`
-	RunDirs      []string         `json:"run_dirs"`
-	Ownership    []Evidence       `json:"ownership"`
-	Checks       map[string]Check `json:"checks"`
-	Timings      Timings          `json:"timings"`
+	WrittenAt time.Time `json:"written_at"`
+	// Status is "verified" only when everything the journal records is
+	// confirmed gone and nothing carries the campaign's labels; "failed"
+	// otherwise.
+	Status Status `json:"status"`
+	// OK is Status == "verified".
+	OK bool `json:"ok"`
+	// ReadOnly marks a verification that removed nothing (agentpen
+	// cleanup verify).
+	ReadOnly bool `json:"read_only,omitempty"`
+	// FailedChecks are the names of the checks that failed, sorted.
+	FailedChecks []string `json:"failed_checks"`
+	// Generations are every generation the journal records.
+	Generations []GenerationInfo `json:"generations"`
+	// Expected are the resources the journal says were created.
+	Expected []Entry `json:"expected"`
+	// Removed are the resources removed, by id.
+	Removed []Entry `json:"removed"`
+	// AlreadyGone are the resources the daemon confirmed absent before
+	// any removal.
+	AlreadyGone []Entry `json:"already_gone"`
+	// LeftAlone are the resources not removed (their labels did not
+	// prove ownership, or their removal failed), each with why.
+	LeftAlone []Entry `json:"left_alone"`
+	// Unexpected are resources the daemon lists with the campaign's
+	// label that the journal does not account for (never removed).
+	Unexpected []Found `json:"unexpected"`
+	// Networks are the networks removed.
+	Networks []string `json:"networks"`
+	// RunDirs are the run directories removed.
+	RunDirs []string `json:"run_dirs"`
+	// Ownership is the evidence each removal was of the campaign's.
+	Ownership []Evidence `json:"ownership"`
+	// Checks are the verifications by name.
+	Checks map[string]Check `json:"checks"`
+	// Timings are how long the cleanup took.
+	Timings Timings `json:"timings"`
 }
 
 // Marshal is the report as written to its file: indented JSON and a

@@ -73,8 +73,12 @@ func signedCampaign(t *testing.T, lc lifecycle) (string, ed25519.PrivateKey) {
 	if !lc.rollback {
 		app(campaign.Record{Op: campaign.OpAttesting, Gen: 1})
 		for _, ok := range []bool{true, false} {
-			rep := &attest.Report{Schema: attest.Schema, CampaignID: "demo", Generation: 1, Instance: "i1", OK: ok, FailedChecks: []string{},
-				AttestedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Images: []attest.ImageUse{{Reference: "agentpen/workbench:dev", ID: imageID, Containers: []string{"server"}}}}
+			// A report as Evaluate makes it of a campaign it cannot judge
+			// (no daemon record, no plan), with its images set.
+			rep := attest.Evaluate(attest.Source{Spec: campaign.CampaignSpec{CampaignID: "demo"}, Records: mustRecords(t, c)},
+				attest.Observation{At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)})
+			rep.OK = ok
+			rep.Images = []attest.ImageUse{{Reference: "agentpen/workbench:dev", ID: imageID, Containers: []string{"server"}}}
 			b, err := rep.Marshal()
 			if err != nil {
 				t.Fatal(err)
