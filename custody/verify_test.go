@@ -53,7 +53,7 @@ func TestVerifyCampaign(t *testing.T) {
 // verifies: its cleanup names no attestation, and the rollback's record
 // after the cleanup is expected.
 func TestVerifyRollback(t *testing.T) {
-	dir, key := signedCampaign(t, lifecycle{rollback: true})
+	dir, key := signedCampaign(t, lifecycle{Rollback: true})
 	res := verifyDir(t, dir, pubOf(key), custody.Options{})
 	if !res.OK {
 		t.Fatalf("not verified: %v\n%s", res.Failed, details(res))
@@ -201,7 +201,7 @@ func TestTamper(t *testing.T) {
 // TestCleanupMustFollowAttestation: a cleanup whose statement does not
 // name the attestation of its generation fails .follows.
 func TestCleanupMustFollowAttestation(t *testing.T) {
-	dir, key := signedCampaign(t, lifecycle{noFollow: true})
+	dir, key := signedCampaign(t, lifecycle{NoFollow: true})
 	res := verifyDir(t, dir, pubOf(key), custody.Options{})
 	if res.OK || !slices.Equal(res.Failed, []string{cln1 + ".follows"}) {
 		t.Fatalf("ok %v failed %v", res.OK, res.Failed)
