@@ -97,8 +97,11 @@ func (c *Campaign) OpenJournal() (*campaign.Journal, error) {
 const MaxReportBytes = 64 << 20
 
 // SpecFile is the name of generation gen's spec in a campaign's
-// directory; DaemonFile that of the daemon it was brought up on.
-func SpecFile(gen int) string   { return "spec-" + strconv.Itoa(gen) + ".json" }
+// directory.
+func SpecFile(gen int) string { return "spec-" + strconv.Itoa(gen) + ".json" }
+
+// DaemonFile is the name of the record of the daemon generation gen was
+// brought up on.
 func DaemonFile(gen int) string { return "daemon-" + strconv.Itoa(gen) + ".json" }
 
 // ReadFile reads the campaign's file name (its journal, a spec, a report,
