@@ -165,11 +165,24 @@ func verifyCmd(ctx context.Context, args []string, stdout, _ io.Writer, getenv f
 		opts  custody.Options
 		what  string
 	)
-	root, err := store.OpenRoot(kf.stateRoot)
-	if err != nil {
-		return err
+	// The state root is read for a campaign id, and for its public key
+	// when no other key is given; a copied report with --key needs none.
+	var root *store.Root
+	openRoot := func() (*store.Root, error) {
+		if root == nil {
+			r, err := store.OpenRoot(kf.stateRoot)
+			if err != nil {
+				return nil, err
+			}
+			root = r
+		}
+		return root, nil
 	}
-	defer root.Close()
+	defer func() {
+		if root != nil {
+			root.Close()
+		}
+	}()
 	if isFileArg(target) {
 		dir, only, err := reportFile(target)
 		if err != nil {
@@ -182,14 +195,18 @@ func verifyCmd(ctx context.Context, args []string, stdout, _ io.Writer, getenv f
 		defer d.Close()
 		files, opts, what = d, custody.Options{Only: only}, "report "+filepath.Join(dir, only)
 	} else {
-		c, err := root.Open(target)
+		r, err := openRoot()
+		if err != nil {
+			return err
+		}
+		c, err := r.Open(target)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 		files, what = c, "campaign "+target+" ("+c.Path+")"
 	}
-	pub, err := verifyKey(root, &kf, *keyFile)
+	pub, err := verifyKey(openRoot, &kf, *keyFile)
 	if err != nil {
 		return err
 	}
@@ -228,7 +245,7 @@ func reportFile(path string) (string, string, error) {
 
 // verifyKey is the public key to verify with: --key's, else that of
 // --signing-key, else the state root's.
-func verifyKey(root *store.Root, kf *keyFlags, keyFile string) (ed25519.PublicKey, error) {
+func verifyKey(openRoot func() (*store.Root, error), kf *keyFlags, keyFile string) (ed25519.PublicKey, error) {
 	if keyFile != "" {
 		b, err := os.ReadFile(keyFile)
 		if err != nil {
@@ -245,6 +262,10 @@ func verifyKey(root *store.Root, kf *keyFlags, keyFile string) (ed25519.PublicKe
 			return nil, err
 		}
 		return key.Public().(ed25519.PublicKey), nil
+	}
+	root, err := openRoot()
+	if err != nil {
+		return nil, err
 	}
 	pub, err := root.PublicKey()
 	if errors.Is(err, store.ErrNoSigningKey) {

@@ -58,7 +58,11 @@ func TestVerifyCommand(t *testing.T) {
 	// The signer's key given with --key verifies.
 	signer := filepath.Join(t.TempDir(), "signer.pem")
 	os.WriteFile(signer, custody.MarshalPublicKey(key.Public().(ed25519.PublicKey)), 0o644)
-	if out, err := runCLI(t, "verify", "--state-root", t.TempDir(), "--key", signer, filepath.Join(dir, "attestation-1-1.json")); exitCode(err) != 0 {
+	// ... with no state root read at all (one another user could write is
+	// not even opened).
+	unusable := t.TempDir()
+	os.Chmod(unusable, 0o777)
+	if out, err := runCLI(t, "verify", "--state-root", unusable, "--key", signer, filepath.Join(dir, "attestation-1-1.json")); exitCode(err) != 0 {
 		t.Fatalf("--key of the signer: exit %d\n%s", exitCode(err), out)
 	}
 
