@@ -144,8 +144,13 @@ func (v *verification) report(ctx context.Context, recs []campaign.Record, i int
 	}
 	v.res.Reports = append(v.res.Reports, name)
 	report, rerr := v.files.ReadFile(name, maxFileBytes)
-	if rerr != nil {
-		v.add(name+".journal", false, "cannot read the report: %v", rerr)
+	// stop ends the checks of a report whose statement cannot be used,
+	// naming a report file that cannot be read too.
+	stop := func() int {
+		if rerr != nil {
+			v.add(name+".journal", false, "cannot read the report record %d journals: %v", rec.Seq, rerr)
+		}
+		return 0
 	}
 
 	// The envelope, as the journal recorded it.
@@ -154,7 +159,7 @@ func (v *verification) report(ctx context.Context, recs []campaign.Record, i int
 	switch {
 	case err != nil:
 		v.add(name+".envelope", false, "cannot read %s: %v", envName, err)
-		return 0
+		return stop()
 	case rec.Envelope == "":
 		v.add(name+".envelope", false, "record %d journals no digest of %s: the report was not signed when it was made", rec.Seq, envName)
 	case digest(env) != rec.Envelope:
@@ -166,21 +171,21 @@ func (v *verification) report(ctx context.Context, recs []campaign.Record, i int
 	payload, err := Open(ctx, env, v.pub)
 	if err != nil {
 		v.add(name+".signature", false, "%s: %v", envName, err)
-		return 0
+		return stop()
 	}
 	v.add(name+".signature", true, "%s is signed by key %s", envName, v.res.KeyID)
 
 	st, journalN, problem := decodeStatement(payload, kind, name)
 	if problem != "" {
 		v.add(name+".statement", false, "%s", problem)
-		return 0
+		return stop()
 	}
 	v.add(name+".statement", true, "an in-toto Statement v1 of %s with %d subjects", kind.PredicateType, len(st.Subject))
 
 	var head predicateHead
 	if err := json.Unmarshal(st.Predicate, &head); err != nil {
 		v.add(name+".predicate", false, "the predicate is not a report: %v", err)
-		return 0
+		return stop()
 	}
 	switch eq, err := jsonEqual(st.Predicate, report); {
 	case rerr != nil:
@@ -200,6 +205,9 @@ func (v *verification) report(ctx context.Context, recs []campaign.Record, i int
 	// The report's record: the line right after those its statement
 	// covers, with its digest, in the generation the journal began.
 	var problems []string
+	if rerr != nil {
+		problems = append(problems, fmt.Sprintf("cannot read the report record %d journals: %v", rec.Seq, rerr))
+	}
 	if rec.Seq != journalN+1 {
 		problems = append(problems, fmt.Sprintf("its record is line %d, not %d, the line after the %d the statement covers", rec.Seq, journalN+1, journalN))
 	}

@@ -177,6 +177,10 @@ func TestTamper(t *testing.T) {
 		{"envelope_removed", func(t *testing.T, dir string) {
 			os.Remove(filepath.Join(dir, "cleanup-1-1.dsse.json"))
 		}, []string{cln1 + ".envelope", "journal.tail"}},
+		{"report_removed_and_envelope_changed", func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, att2))
+			editPayload(t, filepath.Join(dir, "attestation-1-2.dsse.json"), func(m map[string]any) { m["predicateType"] = "x" })
+		}, []string{att2 + ".signature", att2 + ".journal"}},
 		{"report_removed", func(t *testing.T, dir string) {
 			os.Remove(filepath.Join(dir, att2))
 		}, []string{att2 + ".journal", att2 + ".predicate", att2 + ".subject." + att2, cln1 + ".subject." + att2}},
