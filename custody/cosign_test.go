@@ -28,7 +28,10 @@ func TestCosign(t *testing.T) {
 		env := strings.TrimSuffix(report, ".json") + ".dsse.json"
 		cmd := exec.CommandContext(t.Context(), bin, "verify-blob-attestation", "--key", pub, "--signature", env,
 			"--type", kind.PredicateType, "--insecure-ignore-tlog=true", report)
-		cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "TUF_ROOT="+t.TempDir())
+		// With a key and no transparency log nothing remote is needed; the
+		// TUF mirror cosign still tries is a loopback port that refuses,
+		// so no lookup leaves this host.
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "TUF_ROOT="+t.TempDir(), "TUF_MIRROR=http://127.0.0.1:9")
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -43,13 +46,17 @@ func TestCosign(t *testing.T) {
 	// A changed report, and another key: refused.
 	cp := copyDir(t, dir)
 	editJSON(t, filepath.Join(cp, att1), func(m map[string]any) { m["ok"] = true })
-	if out, err := cosign(pub, filepath.Join(cp, att1), custody.Attestation); err == nil {
+	if out, err := cosign(pub, filepath.Join(cp, att1), custody.Attestation); err == nil || strings.Contains(out, "Verified OK") {
 		t.Fatalf("cosign accepts a changed report:\n%s", out)
+	} else {
+		t.Logf("a changed report: %s", strings.TrimSpace(out))
 	}
 	otherKey, _, _ := ed25519.GenerateKey(nil)
 	otherPub := filepath.Join(t.TempDir(), "other.pem")
 	os.WriteFile(otherPub, custody.MarshalPublicKey(otherKey), 0o644)
-	if out, err := cosign(otherPub, filepath.Join(dir, att1), custody.Attestation); err == nil {
+	if out, err := cosign(otherPub, filepath.Join(dir, att1), custody.Attestation); err == nil || strings.Contains(out, "Verified OK") {
 		t.Fatalf("cosign accepts another key:\n%s", out)
+	} else {
+		t.Logf("another key: %s", strings.TrimSpace(out))
 	}
 }
