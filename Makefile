@@ -26,7 +26,7 @@ export AGENTPEN_TEST_WORKBENCH_IMAGE := $(WORKBENCH_IMAGE)
 # without it, so nothing runs twice).
 RACE_PKGS := ./adapter/... ./launcher/... ./store/... ./workbench/server/... ./workbench/grader/... ./workbench/sandbox/... ./internal/...
 
-.PHONY: all deps docker docker-stop build images test unit vet lint fmt-check tidy-check fuzz bench run serve clean help
+.PHONY: all deps docker docker-stop build images test unit vet lint fmt-check tidy-check fuzz bench cosign-check run serve clean help
 
 all: build
 
@@ -87,6 +87,9 @@ fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
 			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 		done; \
 	done
+
+cosign-check: ## opt-in: cosign verify-blob-attestation of signed reports (builds cosign v2 into ~/.cache/agentpen/cosign once, ~10 min)
+	scripts/cosign-check.sh
 
 bench: ## benchmarks against issue 16's targets (as root, with the daemon): prints the table, writes bench/results.json and docs/bench.md
 	@# The campaign benchmarks fail, never skip, without the daemon.

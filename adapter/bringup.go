@@ -129,7 +129,7 @@ func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Pla
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
 		rep := a.cleanupJournal(rctx, sc, j, cleanupOptions{gen: gen, failed: b.failedCreates(), reason: campaign.ReasonRollback})
-		path, rbErr := a.finishReport(sc, j, &rep)
+		path, rbErr := a.finishReport(rctx, sc, j, &rep)
 		err = fmt.Errorf("%w; rolled back: cleanup %s (%s)", err, rep.Status, path)
 		return nil, nil, "", errors.Join(err, rbErr, j.Append(campaign.Record{Op: campaign.OpRolledBack, Gen: gen, Note: err.Error()}))
 	}

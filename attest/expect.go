@@ -68,6 +68,8 @@ type Source struct {
 	AgentpenKey apikey.Status `json:"agentpen_key"`
 	// KeyPolicy judges the keys the containers hold.
 	KeyPolicy apikey.Policy `json:"key_policy"`
+	// Producer is the agentpen build attesting, for the report.
+	Producer campaign.Producer `json:"producer"`
 }
 
 // containerExp is what one container must be.

@@ -106,9 +106,10 @@ func PeerAddrs(src Source, obs Observation) map[string]string {
 // Listener is one of agentpen's own listeners on the host: loopback (the
 // host's 127.0.0.1) or a host address (probed under internal egress).
 type Listener struct {
-	Kind     string `json:"kind"` // ListenerLoopback or ListenerHostAddress
-	Addr     string `json:"addr"` // host:port on the host
-	Accepted int    `json:"accepted"`
+	Kind string `json:"kind"` // ListenerLoopback or ListenerHostAddress
+	Addr string `json:"addr"` // host:port on the host
+	// Accepted counts the connections it accepted during the probes.
+	Accepted int `json:"accepted"`
 }
 
 // Listener kinds.

@@ -334,6 +334,7 @@ func TestAPIEndToEnd(t *testing.T) {
 			return nil
 		}
 		b, _ := os.ReadFile(path)
+		b = testenv.Readable(b) // a signed report: its payload too
 		for _, s := range secrets {
 			if bytes.Contains(b, []byte(s)) {
 				t.Errorf("%s holds a secret (%.8s...)", path, s)

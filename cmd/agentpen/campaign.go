@@ -19,13 +19,13 @@ import (
 
 // campaignFlags are the flags up and down share.
 type campaignFlags struct {
-	stateRoot   string
+	keyFlags
 	allowCustom bool
 	logFormat   string
 }
 
 func (c *campaignFlags) register(fs *cli.FlagSet, getenv func(string) string) {
-	fs.StringVar(&c.stateRoot, "state-root", defaultStateRoot(getenv), "directory holding one state directory (journal, spec) per campaign")
+	c.keyFlags.register(fs, getenv)
 	fs.BoolVar(&c.allowCustom, "allow-custom-socket", false, "accept a DOCKER_HOST socket path that does not look rootless (the daemon must still say rootless)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "progress log format on stderr: text or json")
 }
@@ -66,11 +66,15 @@ func (c *campaignFlags) adapterWithProgress(ctx context.Context, stderr io.Write
 	if c.logFormat == "json" {
 		v.log = log
 	}
+	key, err := c.operatorKey()
+	if err != nil {
+		return nil, nil, err
+	}
 	d, err := connect(ctx, getenv, c.allowCustom)
 	if err != nil {
 		return nil, nil, err
 	}
-	return &adapter.Adapter{Docker: d, Logger: log, Getenv: getenv}, v, nil
+	return &adapter.Adapter{Docker: d, Logger: log, Getenv: getenv, SigningKey: key}, v, nil
 }
 
 // root opens the state root: for reading (one that does not exist holds

@@ -345,35 +345,7 @@ func (sf *serveFlags) token(getenv func(string) string) ([]byte, error) {
 // this user with mode 0600 (a token another user owns, or can read, is
 // not this service's secret), at most 64 KiB. Anything else is bad input
 // (exit 2) naming the file and the fix.
-func readTokenFile(path string) ([]byte, error) {
-	bad := func(format string, args ...any) error {
-		return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("--token-file %s: "+format, append([]any{path}, args...)...)}
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, bad("%v", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, bad("%v", err)
-	}
-	switch st, _ := fi.Sys().(*syscall.Stat_t); {
-	case !fi.Mode().IsRegular():
-		return nil, bad("not a regular file")
-	case st != nil && int(st.Uid) != os.Geteuid():
-		return nil, bad("owned by uid %d, not by this service's user (uid %d); the token must be this user's alone: chown %d %s", st.Uid, os.Geteuid(), os.Geteuid(), path)
-	case fi.Mode().Perm()&0o077 != 0:
-		return nil, bad("mode %#o lets others read it; want 0600 (chmod 600 %s)", fi.Mode().Perm(), path)
-	case fi.Size() > 64<<10:
-		return nil, bad("%d bytes: not a token file", fi.Size())
-	}
-	return io.ReadAll(f)
-}
+func readTokenFile(path string) ([]byte, error) { return readPrivateFile("--token-file", path, 64<<10) }
 
 // stoppedError is an error of what serve does after a signal asked it to
 // stop (the --cleanup-on-exit removal): the signal is serve's normal end,

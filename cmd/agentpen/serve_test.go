@@ -57,7 +57,7 @@ func TestServeUsage(t *testing.T) {
 		// Weak: a repeated character, or too few bits (32 digits).
 		{"repeated_token", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": strings.Repeat("a", 40)}, "holds a weak key: fewer than 10 distinct characters"},
 		{"digits_token", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": "01234567890123456789012345678901"}, "or fewer than 128 bits"},
-		{"foreign_token_file", []string{"--token-file", foreign}, nil, "not by this service's user"},
+		{"foreign_token_file", []string{"--token-file", foreign}, nil, "not by this user"},
 		{"loose_token_file", []string{"--token-file", loose}, nil, "lets others read it"},
 		{"positional", []string{"extra"}, nil, "unexpected argument"},
 		{"debug_not_loopback", []string{"--debug-listen", "0.0.0.0:6060"}, nil, "profiling is served on loopback only"},

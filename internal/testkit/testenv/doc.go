@@ -3,4 +3,6 @@
 // sandbox) runs, fails or is skipped: in CI (CI=true, or
 // AGENTPEN_REQUIRE_DOCKER=1) a missing requirement is a failure, never a
 // skip; on a developer's machine it is a skip that says what to install.
+// Readable is what the secret scans read of a file (a signed statement's
+// payload decoded).
 package testenv
