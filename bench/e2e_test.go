@@ -22,6 +22,7 @@ import (
 	"github.com/agentpen/agentpen/internal/oracle"
 	"github.com/agentpen/agentpen/internal/testenv"
 	"github.com/agentpen/agentpen/workbench/episode"
+	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -159,7 +160,11 @@ func BenchmarkWSListFiles(b *testing.B) {
 	if _, err := ws.reset("data/csv_region_total"); err != nil {
 		b.Fatal(err)
 	}
-	env, err := episode.New(episode.Config{})
+	sb, err := sandbox.New(sandbox.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	env, err := episode.New(episode.Config{Sandbox: sb})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -339,10 +339,10 @@ func TestPyFormatting(t *testing.T) {
 }
 
 func TestConfigMetadata(t *testing.T) {
-	m := Config{Limits: Limits{MaxSteps: 7}}.Metadata()
-	want := "unsandboxed: not root"
+	m := Config{Limits: Limits{MaxSteps: 7}, Sandbox: testSandbox(t)}.Metadata()
+	want := "unsandboxed"
 	if sandbox.Available() {
-		want = "uid sandbox"
+		want = "namespaces"
 	}
 	limits, _ := m["limits"].(map[string]any)
 	run, _ := m["run_limits"].(sandbox.Limits)

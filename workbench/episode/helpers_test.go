@@ -3,15 +3,40 @@ package episode
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
-// newEnv returns an environment that is closed when the test ends.
+// sharedSandbox is the tests' sandbox: namespaces as root, unsandboxed
+// otherwise (the tests that need root say so).
+var sharedSandbox = sync.OnceValues(func() (*sandbox.Sandbox, error) {
+	if !sandbox.Available() {
+		return sandbox.New(sandbox.Config{Mode: sandbox.Unsandboxed})
+	}
+	return sandbox.New(sandbox.Config{})
+})
+
+// testSandbox returns the tests' sandbox.
+func testSandbox(t testing.TB) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := sharedSandbox()
+	if err != nil {
+		t.Fatalf("sandbox: %v", err)
+	}
+	return sb
+}
+
+// newEnv returns an environment (on the tests' sandbox unless cfg names
+// one) that is closed when the test ends.
 func newEnv(t *testing.T, cfg Config) *Environment {
 	t.Helper()
+	if cfg.Sandbox == nil {
+		cfg.Sandbox = testSandbox(t)
+	}
 	env, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)

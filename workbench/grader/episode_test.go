@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentpen/agentpen/internal/testenv"
 	"github.com/agentpen/agentpen/workbench/episode"
+	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/google/go-cmp/cmp"
 )
@@ -41,6 +42,7 @@ type episodeRun struct {
 
 func newRun(t *testing.T, cfg episode.Config, taskID string) *episodeRun {
 	t.Helper()
+	cfg.Sandbox = testSandbox(t)
 	env, err := episode.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -443,3 +445,21 @@ func TestGraderOutageRefusesStep(t *testing.T) {
 }
 
 var _ = strconv.Itoa
+
+// sharedSandbox is the tests' episode sandbox: namespaces as root,
+// unsandboxed otherwise.
+var sharedSandbox = sync.OnceValues(func() (*sandbox.Sandbox, error) {
+	if !sandbox.Available() {
+		return sandbox.New(sandbox.Config{Mode: sandbox.Unsandboxed})
+	}
+	return sandbox.New(sandbox.Config{})
+})
+
+func testSandbox(t testing.TB) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := sharedSandbox()
+	if err != nil {
+		t.Fatalf("sandbox: %v", err)
+	}
+	return sb
+}

@@ -243,7 +243,7 @@ func closedAtAccept(out string) bool {
 // processes as it; released when the test ends.
 func claimEpisodeUID(t *testing.T) uint32 {
 	t.Helper()
-	pool := sandbox.PoolFor("")
+	pool := sandbox.NewPool(sandbox.DefaultLockDir, sandbox.DefaultRange)
 	uid, err := pool.Claim()
 	if err != nil {
 		t.Fatal(err)
