@@ -28,6 +28,9 @@ const (
 	// WORKBENCH_UID_COUNT, nothing else) from the environment of the
 	// process listening at Listen.
 	KindUIDBlock = "uid_block"
+	// KindEpisode runs code as an episode of the workbench serving at
+	// Listen and reports its isolation (EpisodeIsolation).
+	KindEpisode = "episode"
 )
 
 // Limits of a Batch.
@@ -51,7 +54,7 @@ type Batch struct {
 type Request struct {
 	// ID names the probe in the results; unique in the batch, required.
 	ID string `json:"id"`
-	// Kind is KindHTTP, KindTCP, KindSocket or KindProcess.
+	// Kind is one of the Kind constants.
 	Kind string `json:"kind"`
 	// URL, Method and Expect are an HTTP probe's (see Config).
 	URL    string `json:"url,omitempty"`
@@ -70,9 +73,10 @@ type Request struct {
 	// As runs a unix or TCP probe's connect as this uid (and gid), not
 	// root, to show what a sandbox uid can reach; zero keeps root.
 	As int `json:"as,omitempty"`
-	// Listen is a process probe's target: "tcp:PORT", "unix:PATH", or empty
-	// for the container's main process (PID 1, or its first child when PID
-	// 1 is an init).
+	// Listen is a process, uid_block or episode probe's target:
+	// "tcp:PORT", "unix:PATH", or (a process probe) empty for the
+	// container's main process (PID 1, or its first child when PID 1 is
+	// an init).
 	Listen string `json:"listen,omitempty"`
 	// TimeoutMS bounds the probe; zero means DefaultTimeout.
 	TimeoutMS int `json:"timeout_ms,omitempty"`
@@ -110,6 +114,8 @@ type Outcome struct {
 	// UIDBase and UIDCount are what a uid_block probe found.
 	UIDBase  int `json:"uid_base,omitempty"`
 	UIDCount int `json:"uid_count,omitempty"`
+	// Isolation is what an episode probe found.
+	Isolation *Isolation `json:"isolation,omitempty"`
 }
 
 // Validate checks a batch before anything runs.
@@ -143,7 +149,7 @@ func (b Batch) Validate() error {
 			if _, _, err := net.SplitHostPort(r.Addr); err != nil {
 				return fmt.Errorf("batch probe %s: addr %q: %w", r.ID, r.Addr, ErrInvalid)
 			}
-		case KindProcess, KindUIDBlock:
+		case KindProcess, KindUIDBlock, KindEpisode:
 			if _, _, err := parseListen(r.Listen); err != nil {
 				return fmt.Errorf("batch probe %s: %w", r.ID, err)
 			}
@@ -214,6 +220,13 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 			break
 		}
 		o.Outcome, o.Interfaces = OutcomeFound, ifs
+	case KindEpisode:
+		iso, err := EpisodeIsolation(ctx, r.Listen, timeout)
+		if err != nil {
+			o.Outcome, o.Error = OutcomeError, err.Error()
+			break
+		}
+		o.Outcome, o.Isolation = OutcomeFound, &iso
 	case KindUIDBlock:
 		base, count, err := FindUIDBlock(r.Listen)
 		if err != nil {
