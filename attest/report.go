@@ -127,6 +127,8 @@ type ProbeRecord struct {
 	Error     string  `json:"error,omitempty"`
 	LatencyMS float64 `json:"latency_ms"`
 	Pass      bool    `json:"pass"`
+	// Isolation is an episode probe's finding, the sandbox mode among it.
+	Isolation *EpisodeIsolation `json:"isolation,omitempty"`
 }
 
 // Timings are how long the attestation took, in milliseconds.
