@@ -48,6 +48,7 @@ type Result struct {
 	RawFamily string  `json:"raw_family,omitempty"`
 	MedianMS  float64 `json:"median_ms,omitempty"`
 	P90MS     float64 `json:"p90_ms,omitempty"`
+	P99MS     float64 `json:"p99_ms,omitempty"`
 	N         int     `json:"n,omitempty"`
 	RawMS     float64 `json:"raw_median_ms,omitempty"`
 	Ratio     float64 `json:"ratio_to_raw,omitempty"`
@@ -159,7 +160,7 @@ func evaluate(metrics map[string]map[string]float64) []Result {
 		}
 		use(t.Benchmark, t.Prefix)
 		p := t.Prefix
-		r.MedianMS, r.P90MS, r.N = ms(m[p+"median-ns"]), ms(m[p+"p90-ns"]), int(m[p+"n"])
+		r.MedianMS, r.P90MS, r.P99MS, r.N = ms(m[p+"median-ns"]), ms(m[p+"p90-ns"]), ms(m[p+"p99-ns"]), int(m[p+"n"])
 		if raw, ok := m[rawFamily+"median-ns"]; ok && raw > 0 {
 			use(t.Benchmark, rawFamily)
 			r.RawMS, r.Ratio = ms(raw), m[p+"median-ns"]/raw
@@ -171,6 +172,10 @@ func evaluate(metrics map[string]map[string]float64) []Result {
 			r.Limit = fmt.Sprintf("<= %d MiB", t.MaxBytes>>20)
 			pass = m[t.Metric] > 0 && m[t.Metric] <= float64(t.MaxBytes)
 			r.MedianMS, r.P90MS, r.N, r.RawMS, r.Ratio = 0, 0, 0, 0, 0
+		case t.MaxP99 > 0:
+			r.Value, r.Unit = r.P99MS, "ms (p99)"
+			r.Limit = fmt.Sprintf("p99 <= %.2f ms", ms(float64(t.MaxP99)))
+			pass = r.N > 0 && r.P99MS > 0 && r.P99MS <= ms(float64(t.MaxP99))
 		case t.Max > 0:
 			r.Value, r.Unit = r.MedianMS, "ms"
 			r.Limit = fmt.Sprintf("<= %.2f ms", ms(float64(t.Max)))
