@@ -26,7 +26,7 @@ export AGENTPEN_TEST_WORKBENCH_IMAGE := $(WORKBENCH_IMAGE)
 # without it, so nothing runs twice). ./adapter/... includes the launcher API (adapter/api).
 RACE_PKGS := ./adapter/... ./workbench/server/... ./workbench/grader/... ./workbench/sandbox/... ./internal/...
 
-.PHONY: all deps docker docker-stop build images test unit vet fmt-check tidy-check fuzz bench run serve clean help
+.PHONY: all deps docker docker-stop build images test unit vet fmt-check tidy-check fuzz bench hostile run serve clean help
 
 all: build
 
@@ -87,6 +87,9 @@ fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
 bench: ## benchmarks against issue 16's targets (as root, with the daemon): prints the table, writes bench/results.json and docs/bench.md
 	@# The campaign benchmarks fail, never skip, without the daemon.
 	@$(WITH_DOCKER) AGENTPEN_REQUIRE_DOCKER=1 $(GO) run ./bench -benchtime $(BENCHTIME)
+
+hostile: images ## the hostile corpus under load, a CI step of its own: busy loops on every core, kill_under_load 200 times on this host and in a workspace container (about 20 min)
+	@$(WITH_DOCKER) scripts/hostile-load.sh
 
 run: images ## the main job as a launcher sees it: agentpen doctor, then agentpen serve and a campaign through its HTTP API (create, one episode per workspace through the proxy, attest, delete)
 	@$(WITH_DOCKER) bin/agentpen doctor
