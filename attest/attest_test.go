@@ -434,11 +434,17 @@ func mutations() []mutation {
 	}
 	ms = append(ms,
 		mutation{name: "episode_server_pid_ns", what: "episode code in the server's PID namespace", want: []string{ws0 + ".probe.episode_isolation"},
-			mutate: func(t *testing.T, f *fixture) { iso(t, f, func(i map[string]any) { i["episode_pid_ns"] = i["server_pid_ns"] }) }},
+			mutate: func(t *testing.T, f *fixture) {
+				iso(t, f, func(i map[string]any) { i["episode_pid_ns"] = i["server_pid_ns"] })
+			}},
 		mutation{name: "episode_server_net_ns", what: "episode code in the server's network namespace", want: []string{ws0 + ".probe.episode_isolation"},
-			mutate: func(t *testing.T, f *fixture) { iso(t, f, func(i map[string]any) { i["episode_net_ns"] = i["server_net_ns"] }) }},
+			mutate: func(t *testing.T, f *fixture) {
+				iso(t, f, func(i map[string]any) { i["episode_net_ns"] = i["server_net_ns"] })
+			}},
 		mutation{name: "episode_eth0", what: "episode code sees an eth0", want: []string{ws0 + ".probe.episode_isolation"},
-			mutate: func(t *testing.T, f *fixture) { iso(t, f, func(i map[string]any) { i["interfaces"] = []any{"eth0", "lo"} }) }},
+			mutate: func(t *testing.T, f *fixture) {
+				iso(t, f, func(i map[string]any) { i["interfaces"] = []any{"eth0", "lo"} })
+			}},
 		mutation{name: "episode_vsock", what: "episode code opened a vsock socket", want: []string{ws0 + ".probe.episode_isolation"},
 			mutate: func(t *testing.T, f *fixture) { iso(t, f, func(i map[string]any) { i["vsock"] = "opened" }) }},
 		mutation{name: "episode_uid_only", what: "the workbench runs the uid-only sandbox", want: []string{ws0 + ".probe.episode_isolation"},
