@@ -233,6 +233,13 @@ func (s *Sandbox) NewEpisode() (_ *Episode, err error) {
 		}
 		e.uid = uid
 	}
+	if e.uid >= 0 {
+		// A holder that died may have left processes (uid-only), and
+		// nothing else should be running as the uid: a second wall.
+		if err := KillAllOfUID(s.cfg.Range, e.uid); err != nil {
+			return nil, err
+		}
+	}
 	if s.cfg.Mode == Namespaces {
 		if e.ns, err = setupNamespaces(s.cfg, e.uid); err != nil {
 			return nil, err
@@ -242,10 +249,7 @@ func (s *Sandbox) NewEpisode() (_ *Episode, err error) {
 		return e, nil
 	}
 	if e.uid >= 0 {
-		// A holder that died may have left processes and homes.
-		if err := KillAllOfUID(s.cfg.Range, e.uid); err != nil {
-			return nil, err
-		}
+		// A holder that died may have left homes.
 		if err := removeStaleHomes(s.cfg.HomeDir, e.uid); err != nil {
 			return nil, fmt.Errorf("remove homes a previous holder of uid %d left: %w", e.uid, err)
 		}
@@ -291,7 +295,17 @@ func (e *Episode) ClearScratch() error {
 		return nil
 	}
 	return AsUID(e.uid, func() error {
-		return errors.Join(EmptyDir(e.ns.path(e.ns.tmp)), EmptyDir(e.ns.path(e.ns.shm)))
+		var errs []error
+		for _, f := range []*os.File{e.ns.tmp, e.ns.shm} {
+			// Through the descriptor's link, which needs no permission on
+			// the directory: agent code may have taken them all away.
+			if err := unix.Chmod("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), 0o700); err != nil {
+				errs = append(errs, fmt.Errorf("chmod the episode's %s: %w", f.Name(), err))
+				continue
+			}
+			errs = append(errs, EmptyDir(e.ns.path(f)))
+		}
+		return errors.Join(errs...)
 	})
 }
 
