@@ -8,8 +8,9 @@
 #   - the served hostile agents against a live workbench serve (cmd/workbench).
 # Every run must leave no process of the episode's uid. The busy loops are this script's own
 # children, stopped when it exits however it exits. Needs root, the rootless daemon and the
-# images (make hostile sees to both). On 2 cores that were busy besides, the host step took 21
-# minutes and the container step about as long again; each package is bounded by TIMEOUT.
+# images (make hostile sees to both). On this shared 2-core machine (load average 35 to 80 from
+# other work besides the busy loops) the steps took 9 s, 21 min, 1.5 min and 41 min: 64 minutes;
+# each package is bounded by TIMEOUT.
 #
 #   scripts/hostile-load.sh            RUNS=200 LOOPS_PER_CORE=4 TIMEOUT=75m by default;
 #                                      STEPS="sandbox episode served container" selects steps
