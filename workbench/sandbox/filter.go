@@ -75,6 +75,8 @@ var denials = []denial{
 		},
 		errno: unix.EPROTONOSUPPORT,
 		why:   "netlink other than NETLINK_ROUTE (which if_nameindex and getaddrinfo use): audit, netfilter, uevents and the rest"},
+	{names: []string{"shmget", "msgget", "semget"},
+		why: "System V IPC: each run has an IPC namespace of its own, whose limits are the kernel's defaults (shmmax unbounded), not the workspace container's sysctls, so a segment pins memory no rlimit counts for as long as the run lasts; Python's standard library uses none of it (multiprocessing uses POSIX semaphores and shared memory, on the episode's /dev/shm)"},
 	{names: []string{"personality"},
 		args: seccomp.ArgumentConditions{
 			{Argument: 0, Operation: seccomp.NotEqual, Value: 0x0},

@@ -298,30 +298,24 @@ func TestNamespacesIsolate(t *testing.T) {
 	}
 }
 
-// TestNamespacesIPCPerRun: a System V message queue made by one run is
-// gone in the next (each run has its IPC namespace), with nothing swept.
-func TestNamespacesIPCPerRun(t *testing.T) {
+// TestSysVIPCRefused: a run's System V IPC calls are refused (a run's
+// own IPC namespace has the kernel's unbounded defaults), in every mode.
+func TestSysVIPCRefused(t *testing.T) {
 	t.Parallel()
-	ep := testEpisode(t, testSandbox(t, Namespaces))
-	code := `import ctypes, sys
+	for _, mode := range []Mode{Namespaces, Unsandboxed} {
+		t.Run(mode.String(), func(t *testing.T) {
+			ep := testEpisode(t, testSandbox(t, mode))
+			code := `import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
-if sys.argv[1] == "make":
-    print(libc.msgget(0x4167, 0o1600))
-else:
-    print(libc.msgget(0x4167, 0o600), ctypes.get_errno())
+for name, call in (("msg", lambda: libc.msgget(0, 0o1600)), ("shm", lambda: libc.shmget(0, 4096, 0o1600)), ("sem", lambda: libc.semget(0, 1, 0o1600))):
+    print(name, call(), ctypes.get_errno())
 `
-	run := func(arg string) string {
-		res, err := ep.Run(context.Background(), Command{Argv: []string{python, "-c", code, arg}, Timeout: 10 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(string(res.Stdout))
-	}
-	if made := run("make"); strings.HasPrefix(made, "-") {
-		t.Fatalf("msgget: %s", made)
-	}
-	if found := run("find"); found != fmt.Sprintf("-1 %d", int(syscall.ENOENT)) {
-		t.Fatalf("the next run found the queue: %s", found)
+			out := strings.TrimSpace(string(runPy(t, ep, code, Limits{}, 10*time.Second).Stdout))
+			want := fmt.Sprintf("msg -1 %[1]d\nshm -1 %[1]d\nsem -1 %[1]d", int(syscall.EPERM))
+			if out != want {
+				t.Fatalf("got %q, want %q", out, want)
+			}
+		})
 	}
 }
 
