@@ -179,6 +179,7 @@ func roleSettings(p *campaign.Plan, socket string) map[string]attest.RoleSetting
 	from := func(hc *container.HostConfig) attest.RoleSettings {
 		rs := attest.RoleSettings{
 			CapAdd: slices.Clone(hc.CapAdd), CapDrop: slices.Clone(hc.CapDrop), SecurityOpt: slices.Clone(hc.SecurityOpt),
+			MaskedPaths: slices.Clone(hc.MaskedPaths), ReadonlyPaths: slices.Clone(hc.ReadonlyPaths),
 			ReadOnlyRoot: hc.ReadonlyRootfs, Tmpfs: clone(hc.Tmpfs), Init: hc.Init != nil && *hc.Init, Memory: hc.Memory,
 		}
 		if hc.PidsLimit != nil {

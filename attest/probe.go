@@ -174,7 +174,15 @@ const (
 	// wantBindFile: the bind file is there, container root's, mode 0400,
 	// and the uid cannot open it.
 	wantBindFile = "bind_file_private"
+	// wantIsolated: code run as an episode is in PID and network
+	// namespaces other than its server's, has only a loopback interface,
+	// and cannot open a vsock socket.
+	wantIsolated = "isolated_episode"
 )
+
+// episodeProbeTimeoutMS bounds an episode probe: it starts an episode and
+// runs Python in it.
+const episodeProbeTimeoutMS = 20000
 
 // probe is one planned probe: the request, the check it feeds and what
 // it must find. negative probes are evidence only next to a passing
@@ -210,6 +218,9 @@ func (p *probePlan) add(pr probe, name string) {
 	}
 	if pr.req.Kind == "tcp" || pr.req.Kind == "http" || pr.req.Kind == "unix" {
 		pr.req.TimeoutMS = p.timeout()
+	}
+	if pr.req.Kind == "episode" {
+		pr.req.TimeoutMS = max(p.timeout(), episodeProbeTimeoutMS)
 	}
 	p.probes = append(p.probes, pr)
 }
@@ -429,6 +440,18 @@ var probeRules = []probeRule{
 			}
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.bind_file", want: wantBindFile,
 				target: fmt.Sprintf("%s as uid %d", campaign.WorkbenchTaskFile, uid), req: wire{Kind: "file", Path: campaign.WorkbenchTaskFile, As: uid}}, "bind_file")
+		}
+	}},
+	// Episode code in each workspace, run through its workbench: in
+	// namespaces other than the server's, only a loopback interface, no
+	// vsock (the uid-only sandbox fails this: it is weaker).
+	{"episode_isolation", func(p *probePlan) {
+		for _, w := range p.workspaces() {
+			if w.Serves == "" {
+				continue // a launcher's command: no workbench to ask
+			}
+			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.episode_isolation", want: wantIsolated,
+				target: "code run as an episode of the workbench serving " + w.Serves, req: wire{Kind: "episode", Listen: w.Serves}}, "episode_isolation")
 		}
 	}},
 	// The uid block each workspace's episode server runs episodes under.

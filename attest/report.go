@@ -154,6 +154,8 @@ type ProbeRecord struct {
 	LatencyMS float64 `json:"latency_ms"`
 	// Pass is true when the outcome is the one needed.
 	Pass bool `json:"pass"`
+	// Isolation is an episode probe's finding, the sandbox mode among it.
+	Isolation *EpisodeIsolation `json:"isolation,omitempty"`
 }
 
 // Timings are how long the attestation took, in milliseconds.

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/agentpen/agentpen/workbench/episode"
@@ -33,17 +34,12 @@ import (
 // workspace's is) on a unix socket in dir, until the test ends.
 func realWorkbench(t *testing.T, dir, name, task string) string {
 	t.Helper()
-	testenv.RequireRoot(t) // real episodes: the uid sandbox
-	home, err := os.MkdirTemp("", "wb-homes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(home, 0o755)
+	testenv.RequireRoot(t) // real episodes: the sandbox
 	b, err := bind.Fixed(task)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ecfg := episode.Config{HomeDir: home, Binding: b}
+	ecfg := episode.Config{Sandbox: sandboxtest.Shared(t), Binding: b}
 	srv, err := server.New(server.Config{
 		Factory: func() (server.Env, error) { return episode.New(ecfg) },
 		Tools:   ecfg.Tools(),
@@ -64,7 +60,6 @@ func realWorkbench(t *testing.T, dir, name, task string) string {
 		if err := <-served; err != nil {
 			t.Errorf("workbench: %v", err)
 		}
-		os.RemoveAll(home)
 	})
 	return sock
 }

@@ -116,10 +116,19 @@ func TestServeBindFlags(t *testing.T) {
 // and its TCP port, for a reset of another task; nothing works, first
 // with the run directory as the server makes it (0700), then opened up
 // (0711, the socket 0666) so the file's mode and the gate at accept each
-// hold on their own. The agent never sees its task id.
+// hold on their own. The agent never sees its task id. In namespaces
+// the socket is not even in the episode's view (its /tmp is its own);
+// with the uid-only sandbox the opened-up socket is reached and the gate
+// closes the connection at accept.
 func playBoundTask(t *testing.T, code string) {
+	for _, mode := range []string{"namespaces", "uid-only"} {
+		t.Run(mode, func(t *testing.T) { boundTask(t, code, mode) })
+	}
+}
+
+func boundTask(t *testing.T, code, mode string) {
 	const bound, other = "logs/error_count@1", "sql/top_customer"
-	ls := startServe(t, "--task-file", "{{RUNDIR}}/"+bind.FileName)
+	ls := startServe(t, "--sandbox", mode, "--task-file", "{{RUNDIR}}/"+bind.FileName)
 	runDir := filepath.Dir(ls.Socket)
 	if err := bind.Write(runDir, bound, os.Getuid(), os.Getgid()); err != nil {
 		t.Fatal(err)
@@ -158,7 +167,10 @@ func playBoundTask(t *testing.T, code string) {
 				t.Errorf("open=%v: agent code got through (%q)", open, bad)
 			}
 		}
-		if open && (!strings.Contains(out, "unix http: closed") || !strings.Contains(out, "unix ws: closed")) {
+		switch {
+		case mode == "namespaces" && (!strings.Contains(out, "unix http: connect denied") || !strings.Contains(out, "unix ws: connect denied")):
+			t.Errorf("open=%v: in namespaces the agent reached the server's socket", open)
+		case mode == "uid-only" && open && (!strings.Contains(out, "unix http: closed") || !strings.Contains(out, "unix ws: closed")):
 			t.Errorf("open=%v: with the socket open to it, the agent's connection was not closed by the gate", open)
 		}
 	}

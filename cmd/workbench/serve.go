@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/agentpen/agentpen/internal/cli"
@@ -24,9 +24,13 @@ per WebSocket connection); the tools over MCP on /mcp: the standard
 protocol (initialize; one MCP session is one episode) and OpenEnv's
 dialect (JSON-RPC tools/list and tools/call, WebSocket /mcp); and a play
 page in a browser at /web/ (OpenEnv's web routes, one shared episode).
-As root, every episode's code runs as its own sandbox uid, connections
-opened by such code are closed at accept, and the server refuses to
-start from a binary such code could read or run.
+As root, every episode's code runs as its own sandbox uid in user, PID,
+network, IPC and mount namespaces of its own (--sandbox namespaces, the
+default: the server refuses to start where user namespaces are not
+available), or, with --sandbox uid-only, as its own uid in the server's
+namespaces (weaker: the attestation says so). Connections opened by a
+sandbox uid are closed at accept, and the server refuses to start from a
+binary episode code could read or run.
 Connections are capped per peer and in all (--max-conns*).
 SIGTERM or SIGINT closes every session, cleans every episode and exits 0.
 With --grader URL, answers are graded by a "workbench grader" there (the
@@ -48,6 +52,7 @@ type serveOptions struct {
 	logLevel    string
 	python      string
 	homeDir     string
+	sandbox     string
 	// graderURL selects the remote grader; empty grades in-process.
 	graderURL     string
 	graderKeyEnv  string
@@ -67,7 +72,8 @@ func (o *serveOptions) register(fs *cli.FlagSet) {
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.python, "python", "", "interpreter for agent code; must be runnable by the sandbox uids (default $WORKBENCH_SANDBOX_PYTHON, else /usr/bin/python3)")
-	fs.StringVar(&o.homeDir, "home-dir", "", "where episode homes are made (default /run/agent-workbench/homes as root, else the temp directory)")
+	fs.StringVar(&o.homeDir, "home-dir", "", "where the uid-only and unsandboxed modes make episode homes (default "+sandbox.DefaultHomeDir+" as root, else the temp directory)")
+	fs.StringVar(&o.sandbox, "sandbox", "", "as root: namespaces (each episode in user, PID, network, IPC and mount namespaces of its own; needs user namespaces) or uid-only (weaker: a uid per episode in the server's namespaces) (default namespaces)")
 	fs.StringVar(&o.graderURL, "grader", "", "grade with the workbench grader at this URL (http://alias:8080), so no answer key enters this process; default: grade in-process")
 	fs.StringVar(&o.graderKeyEnv, "grader-key-env", grader.DefaultKeyEnv, "name of the environment variable holding the grader's API key")
 	fs.DurationVar(&o.graderTimeout, "grader-timeout", grader.DefaultTimeout, "bound on each call to the grader; a call that fails refuses that step")
@@ -91,6 +97,8 @@ func (o *serveOptions) validate() error {
 		return cli.Usagef("--idle-timeout %v: must not be negative", o.idleTimeout)
 	case o.maxConns < 0 || o.maxPerPeer < 0:
 		return cli.Usagef("--max-conns %d, --max-conns-per-peer %d: must not be negative", o.maxConns, o.maxPerPeer)
+	case o.sandbox != "" && o.sandbox != sandbox.Namespaces.String() && o.sandbox != sandbox.UIDOnly.String():
+		return cli.Usagef("--sandbox %q: want namespaces or uid-only", o.sandbox)
 	}
 	if o.task != "" && o.taskFile != "" {
 		return cli.Usagef("--task and --task-file: give one, not both")
@@ -116,11 +124,17 @@ func (o *serveOptions) validate() error {
 	return nil
 }
 
-// build makes the episode server's configuration: the episode factory,
-// the remote grader client when --grader is set (its key read through
-// getenv), and the refusal of episode clients when the sandbox is on.
+// build makes the episode server's configuration: the sandbox (its uid
+// block from getenv, checked before anything uses it), the episode
+// factory, the remote grader client when --grader is set (its key read
+// through getenv), and the refusal of episode clients when the sandbox is
+// on.
 func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (server.Config, error) {
-	ecfg := episode.Config{Python: o.python, HomeDir: o.homeDir}
+	sb, err := o.sandboxFor(getenv, log)
+	if err != nil {
+		return server.Config{}, err
+	}
+	ecfg := episode.Config{Python: o.python, Sandbox: sb}
 	switch {
 	case o.task != "":
 		b, err := bind.Fixed(o.task)
@@ -174,48 +188,63 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 		Tools:           ecfg.Tools(),
 		Version:         cli.ReadVersion().Version,
 	}
-	if sandbox.Available() {
-		if err := checkBinaryPrivate(); err != nil {
-			return server.Config{}, err
+	if sb.Mode() != sandbox.Unsandboxed {
+		if o.maxSessions > sb.Range().Slots() {
+			return server.Config{}, cli.Usagef("--max-sessions %d: the uid range %v has %d episode uids", o.maxSessions, sb.Range(), sb.Range().Slots())
 		}
-		// The workspace's uid block, before anything uses the sandbox: a
-		// malformed one fails the start rather than falling back to the
-		// default range another workspace may be using too.
-		r, err := sandbox.RangeFromEnv(getenv)
-		if err != nil {
-			return server.Config{}, err
-		}
-		if err := sandbox.SetRange(r); err != nil {
-			return server.Config{}, err
-		}
-		if o.maxSessions > r.Slots() {
-			return server.Config{}, cli.Usagef("--max-sessions %d: the uid range %v has %d episode uids", o.maxSessions, r, r.Slots())
-		}
-		// What the attestation's uid_block probe compares with the
-		// environment.
-		if err := sandbox.RecordRange(sandbox.LockDir()); err != nil {
-			return server.Config{}, err
-		}
-		log.Info("episode uids", "range", r.String(), "episode_uids", r.Slots(), "killer_uid", r.Killer())
+		// Needed in the uid-only sandbox, whose episode code shares the
+		// server's network; a second wall in namespaces, where it has only
+		// its own loopback.
 		cfg.EpisodeUID = func(uid uint32) bool { return sandbox.IsSandboxUID(int(uid)) }
-		// Found once, now: a host where the sweep would be blind (no view of
-		// the POSIX message queues) fails here, not at the first episode.
-		places, err := sandbox.DefaultSharedPlaces()
-		if err != nil {
-			return server.Config{}, err
-		}
-		log.Info("shared places swept after every run", "dirs", places.Dirs, "queues", places.Queues)
-		for _, s := range places.Skipped {
-			log.Warn("shared places: not searched", "what", s)
-		}
-		// The search walked the host's directories once; give back what it
-		// allocated, so the idle server holds only what it uses (it never
-		// grows enough for a collection on its own while idle).
-		debug.FreeOSMemory()
-	} else {
-		log.Warn("not root: agent code runs as the server's own user, unsandboxed, and episode clients cannot be told apart")
 	}
 	return cfg, nil
+}
+
+// sandboxFor makes the sandbox: as root the mode of --sandbox (namespaces
+// by default, refused where user namespaces are not available) with the
+// workspace's uid block, recorded in the lock directory for the
+// attestation's uid_block probe; unsandboxed otherwise.
+func (o *serveOptions) sandboxFor(getenv func(string) string, log *slog.Logger) (*sandbox.Sandbox, error) {
+	if !sandbox.Available() {
+		if o.sandbox != "" {
+			return nil, cli.Usagef("--sandbox %s: needs root", o.sandbox)
+		}
+		log.Warn("not root: agent code runs as the server's own user, unsandboxed, and episode clients cannot be told apart")
+		return sandbox.New(sandbox.Config{Mode: sandbox.Unsandboxed, HomeDir: o.homeDir})
+	}
+	if err := checkBinaryPrivate(); err != nil {
+		return nil, err
+	}
+	mode := sandbox.Namespaces
+	if o.sandbox != "" {
+		m, err := sandbox.ParseMode(o.sandbox)
+		if err != nil {
+			return nil, cli.Usagef("--sandbox: %v", err)
+		}
+		mode = m
+	}
+	// The workspace's uid block: a malformed one fails the start rather
+	// than falling back to the default range another workspace may be
+	// using too.
+	r, err := sandbox.RangeFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := sandbox.New(sandbox.Config{Mode: mode, Range: r, LockDir: getenv("WORKBENCH_UID_LOCK_DIR"), HomeDir: o.homeDir})
+	if errors.Is(err, sandbox.ErrNoUserNamespaces) {
+		return nil, fmt.Errorf("%w; give the container a seccomp profile that allows them (agentpen does), or run the weaker uid-only sandbox with --sandbox uid-only", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := sandbox.RecordRange(sb.Config().LockDir, r); err != nil {
+		return nil, err
+	}
+	log.Info("episode sandbox", "mode", mode.String(), "range", r.String(), "episode_uids", r.Slots())
+	if mode == sandbox.UIDOnly {
+		log.Warn("uid-only sandbox: episode code shares the server's network, IPC, PID and mount namespaces, and what it leaves in shared places is not swept")
+	}
+	return sb, nil
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -18,8 +17,7 @@ import (
 // workspace, and the tool calls of an agent. Its methods are safe for
 // concurrent use; calls are served one at a time.
 type Environment struct {
-	cfg  Config
-	pool *sandbox.Pool
+	cfg Config
 
 	mu     sync.Mutex
 	closed bool
@@ -36,10 +34,9 @@ type Environment struct {
 	testedLastChange         bool
 	testedDigest             string // "" when the tests did not pass on a readable workspace
 
-	// testHookBeforeRelease, when set (tests), runs after the workspace and
-	// the uid's processes and files are gone, just before the uid is
-	// released.
-	testHookBeforeRelease func(uid int, home string)
+	// testHookBeforeRelease, when set (tests), runs after the episode's
+	// processes and files are gone, just before its uid is released.
+	testHookBeforeRelease func(uid int)
 }
 
 // ErrClosed is returned (wrapped) by Reset and Step after Close.
@@ -55,11 +52,10 @@ func New(cfg Config) (*Environment, error) {
 	if !strings.HasPrefix(r.Python, "/") {
 		return nil, fmt.Errorf("episode: config.Python %q: must be an absolute path", r.Python)
 	}
-	e := &Environment{cfg: r}
-	if sandbox.Available() {
-		e.pool = sandbox.PoolFor(r.UIDLockDir)
+	if r.Sandbox == nil {
+		return nil, errors.New("episode: config.Sandbox is required (sandbox.New)")
 	}
-	return e, nil
+	return &Environment{cfg: r}, nil
 }
 
 // Reset ends the running episode, if any, and starts one on opts.TaskID
@@ -127,7 +123,7 @@ func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation
 	e.checked = map[string]bool{}
 	e.checks = 0
 	e.testedLastChange, e.testedDigest = false, ""
-	ws, err := newWorkspace(e.cfg, e.pool, task.Files)
+	ws, err := newWorkspace(e.cfg, task.Files)
 	if err != nil {
 		e.task = nil
 		return Observation{}, fmt.Errorf("reset %s: %w", taskID, errors.Join(err, cleanupErr))

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
 	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/tasks"
@@ -341,10 +342,10 @@ func TestPyFormatting(t *testing.T) {
 }
 
 func TestConfigMetadata(t *testing.T) {
-	m := Config{Limits: Limits{MaxSteps: 7}}.Metadata()
-	want := "unsandboxed: not root"
+	m := Config{Limits: Limits{MaxSteps: 7}, Sandbox: sandboxtest.Shared(t)}.Metadata()
+	want := "unsandboxed"
 	if sandbox.Available() {
-		want = "uid sandbox"
+		want = "namespaces"
 	}
 	limits, _ := m["limits"].(map[string]any)
 	run, _ := m["run_limits"].(sandbox.Limits)

@@ -32,6 +32,9 @@ const (
 	// tries to open it for reading as the uid As (ProbeFile): what a
 	// sandbox uid can read.
 	KindFile = "file"
+	// KindEpisode runs code as an episode of the workbench serving at
+	// Listen and reports its isolation (EpisodeIsolation).
+	KindEpisode = "episode"
 )
 
 // Limits of a Batch.
@@ -55,7 +58,7 @@ type Batch struct {
 type Request struct {
 	// ID names the probe in the results; unique in the batch, required.
 	ID string `json:"id"`
-	// Kind is KindHTTP, KindTCP, KindSocket or KindProcess.
+	// Kind is one of the Kind constants.
 	Kind string `json:"kind"`
 	// URL, Method and Expect are an HTTP probe's (see Config).
 	URL    string `json:"url,omitempty"`
@@ -77,9 +80,10 @@ type Request struct {
 	// this uid (and gid), not root, to show what a sandbox uid can reach;
 	// zero keeps root.
 	As int `json:"as,omitempty"`
-	// Listen is a process probe's target: "tcp:PORT", "unix:PATH", or empty
-	// for the container's main process (PID 1, or its first child when PID
-	// 1 is an init).
+	// Listen is a process, uid_block or episode probe's target:
+	// "tcp:PORT", "unix:PATH", or (a process probe) empty for the
+	// container's main process (PID 1, or its first child when PID 1 is
+	// an init).
 	Listen string `json:"listen,omitempty"`
 	// TimeoutMS bounds the probe; zero means DefaultTimeout.
 	TimeoutMS int `json:"timeout_ms,omitempty"`
@@ -119,6 +123,8 @@ type Outcome struct {
 	UIDCount int `json:"uid_count,omitempty"`
 	// File is what a file probe found as root (absent when nothing).
 	File *File `json:"file,omitempty"`
+	// Isolation is what an episode probe found.
+	Isolation *Isolation `json:"isolation,omitempty"`
 }
 
 // Validate checks a batch before anything runs.
@@ -152,7 +158,7 @@ func (b Batch) Validate() error {
 			if _, _, err := net.SplitHostPort(r.Addr); err != nil {
 				return fmt.Errorf("batch probe %s: addr %q: %w", r.ID, r.Addr, ErrInvalid)
 			}
-		case KindProcess, KindUIDBlock:
+		case KindProcess, KindUIDBlock, KindEpisode:
 			if _, _, err := parseListen(r.Listen); err != nil {
 				return fmt.Errorf("batch probe %s: %w", r.ID, err)
 			}
@@ -229,6 +235,13 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 			break
 		}
 		o.Outcome, o.Interfaces = OutcomeFound, ifs
+	case KindEpisode:
+		iso, err := EpisodeIsolation(ctx, r.Listen, timeout)
+		if err != nil {
+			o.Outcome, o.Error = OutcomeError, err.Error()
+			break
+		}
+		o.Outcome, o.Isolation = OutcomeFound, &iso
 	case KindUIDBlock:
 		base, count, err := FindUIDBlock(r.Listen)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
 	"github.com/agentpen/agentpen/workbench/bind"
@@ -24,21 +25,15 @@ import (
 // dir (as a campaign workspace's run directory), over HTTP and WebSocket.
 func boundWorld(t *testing.T) (dir, base string) {
 	t.Helper()
-	testenv.RequireRoot(t) // real episodes: the uid sandbox
+	testenv.RequireRoot(t) // real episodes: the sandbox
 	dir = t.TempDir()
-	home, err := os.MkdirTemp("", "wb-homes") // not under t.TempDir(), which is 0700
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(home, 0o755)
-	t.Cleanup(func() { os.RemoveAll(home) })
 	b, err := bind.File(filepath.Join(dir, bind.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := newFakeWorld() // only for startServer's bookkeeping: no fake env is built
 	_, ts := startServer(t, w, func(c *Config) {
-		c.Factory = func() (Env, error) { return episode.New(episode.Config{HomeDir: home, Binding: b}) }
+		c.Factory = func() (Env, error) { return episode.New(episode.Config{Sandbox: sandboxtest.Shared(t), Binding: b}) }
 	})
 	return dir, ts.URL
 }

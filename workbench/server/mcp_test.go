@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
 	"github.com/agentpen/agentpen/internal/testkit/poll"
+	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/agentpen/agentpen/workbench/episode"
@@ -26,14 +26,8 @@ import (
 // with the workbench's tools on /mcp, and returns its base URL.
 func mcpWorld(t *testing.T, b *bind.Binding, mutate func(*Config)) (*Server, string) {
 	t.Helper()
-	testenv.RequireRoot(t) // real episodes: the uid sandbox
-	home, err := os.MkdirTemp("", "wb-homes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(home, 0o755)
-	t.Cleanup(func() { os.RemoveAll(home) })
-	ecfg := episode.Config{HomeDir: home}
+	testenv.RequireRoot(t) // real episodes: the sandbox
+	ecfg := episode.Config{Sandbox: sandboxtest.Shared(t)}
 	if b != nil {
 		ecfg.Binding = b
 	}
