@@ -7,12 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/grader"
+	"github.com/agentpen/agentpen/workbench/results"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/server"
 	"github.com/agentpen/agentpen/workbench/tasks"
@@ -41,7 +43,10 @@ binds it at start; --task-file PATH (a campaign workspace's
 /run/workbench/task, written by agentpen) binds it at the first reset
 that finds the file (mode 0400, owned by this user, not a link), and
 refuses every reset until then. Once bound it serves only that task: a
-reset naming another is refused, and the binding never changes.`
+reset naming another is refused, and the binding never changes.
+With --results-file PATH, every episode that ends (graded, out of steps,
+finished, replaced by a reset, closed) appends one JSON line (package
+workbench/results) to the file, created 0600 and never through a link.`
 
 // serveOptions are `workbench serve`'s flags.
 type serveOptions struct {
@@ -63,6 +68,8 @@ type serveOptions struct {
 	// task and taskFile bind the server to one task (package bind).
 	task     string
 	taskFile string
+	// resultsFile is where each ended episode's record is appended.
+	resultsFile string
 }
 
 func (o *serveOptions) register(fs *cli.FlagSet) {
@@ -81,6 +88,7 @@ func (o *serveOptions) register(fs *cli.FlagSet) {
 	fs.IntVar(&o.maxPerPeer, "max-conns-per-peer", 0, "most connections open at once from one peer, a local uid or a remote address (0: 2*max-sessions+32, at least 64)")
 	fs.StringVar(&o.task, "task", "", "serve only this task: a reset naming no task plays it, one naming another is refused")
 	fs.StringVar(&o.taskFile, "task-file", "", "serve only the task named in this file (absolute path; mode 0400, owned by this user), read at the first reset that finds it; every reset is refused until then")
+	fs.StringVar(&o.resultsFile, "results-file", "", "append one JSON line per ended episode to this file (absolute path; created 0600, never through a link); default: none")
 	fs.StringVar(&o.debugListen, "debug-listen", "", "serve net/http/pprof at /debug/pprof/ on this loopback address (127.0.0.1:6060); off by default")
 }
 
@@ -112,6 +120,9 @@ func (o *serveOptions) validate() error {
 		if _, err := bind.File(o.taskFile); err != nil {
 			return cli.Usagef("--task-file: %v", err)
 		}
+	}
+	if o.resultsFile != "" && !filepath.IsAbs(o.resultsFile) {
+		return cli.Usagef("--results-file %q: must be an absolute path", o.resultsFile)
 	}
 	if o.debugListen != "" {
 		if err := checkDebugAddr(o.debugListen); err != nil {
@@ -153,6 +164,15 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 	}
 	if ecfg.Python == "" {
 		ecfg.Python = getenv("WORKBENCH_SANDBOX_PYTHON")
+	}
+	if o.resultsFile != "" {
+		path := o.resultsFile
+		ecfg.OnEnd = func(r results.Record) {
+			if err := results.Append(path, r); err != nil {
+				log.Error("results file: a record was not written", "episode_id", r.EpisodeID, "err", err)
+			}
+		}
+		log.Info("episode results appended to a file", "file", o.resultsFile)
 	}
 	if o.graderURL != "" {
 		key := getenv(o.graderKeyEnv)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentpen/agentpen/workbench/results"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
@@ -112,6 +113,13 @@ type Config struct {
 	// before anything of the running episode is touched. Nil plays the
 	// task each reset names, or the default.
 	Binding Binding
+	// OnEnd, when set, receives each episode's results.Record once, when it
+	// ends: graded, out of steps or invalid calls, finished, replaced by
+	// a reset, or closed. It is called with the environment's lock held:
+	// it must not call the environment, and should not block.
+	OnEnd func(results.Record)
+	// Now is the clock results are stamped with; nil means time.Now.
+	Now func() time.Time
 }
 
 // Binding resolves the task of a reset that asked for requested ("" for
@@ -125,6 +133,13 @@ type taskCatalogue struct{}
 
 func (taskCatalogue) IDs() []string                        { return tasks.IDs() }
 func (taskCatalogue) Build(id string) (*tasks.Task, error) { return tasks.Build(id) }
+
+func (c Config) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
 
 // resolved is a Config with every default filled in.
 func (c Config) resolved() Config {

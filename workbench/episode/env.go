@@ -9,7 +9,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/agentpen/agentpen/workbench/results"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -26,6 +28,11 @@ type Environment struct {
 	ws     *workspace // nil once cleaned up
 	done   bool
 	reward float64
+	// started is when the running episode was reset; recorded is set
+	// once its result went to Config.OnEnd; unrecorded keeps it from
+	// there unless it ends on its own (Unrecorded).
+	started              time.Time
+	recorded, unrecorded bool
 
 	invalidTotal, invalidRun int
 	inspected                bool
@@ -110,6 +117,9 @@ func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation
 		keyless.Key = tasks.Key{}
 		task = &keyless
 	}
+	if !e.done {
+		e.record(results.EndAbandoned, results.Parts{})
+	}
 	cleanupErr := e.cleanup()
 	e.task = task
 	episodeID := opts.EpisodeID
@@ -118,6 +128,7 @@ func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation
 	}
 	e.state = State{EpisodeID: episodeID}
 	e.done, e.reward = false, 0
+	e.started, e.recorded, e.unrecorded = e.cfg.now(), false, false
 	e.invalidTotal, e.invalidRun = 0, 0
 	e.inspected = false
 	e.checked = map[string]bool{}
@@ -178,7 +189,7 @@ func (e *Environment) Step(ctx context.Context, a Action) (Observation, error) {
 		return obs, nil
 	}
 	if e.state.StepCount >= e.cfg.Limits.MaxSteps {
-		return e.finish(ctx, nil, "No tool calls left; the episode ends without a submitted answer.")
+		return e.finish(ctx, nil, results.EndNoStepsLeft, "No tool calls left; the episode ends without a submitted answer.")
 	}
 	return obs, nil
 }
@@ -199,6 +210,9 @@ func (e *Environment) Close() error {
 		return nil
 	}
 	e.closed = true
+	if !e.done {
+		e.record(results.EndClosed, results.Parts{})
+	}
 	return e.cleanup()
 }
 
@@ -215,12 +229,12 @@ func (e *Environment) refuse(reason string) Observation {
 	e.invalidTotal++
 	e.invalidRun++
 	if e.invalidRun >= e.cfg.Limits.MaxInvalidInARow {
-		obs, _ := e.finish(context.Background(), nil, fmt.Sprintf("Refused: %s. %s invalid calls in a row end the episode.",
+		obs, _ := e.finish(context.Background(), nil, results.EndInvalidCalls, fmt.Sprintf("Refused: %s. %s invalid calls in a row end the episode.",
 			reason, countWord(e.cfg.Limits.MaxInvalidInARow)))
 		return obs
 	}
 	if e.state.StepCount >= e.cfg.Limits.MaxSteps {
-		obs, _ := e.finish(context.Background(), nil, fmt.Sprintf("Refused: %s. No tool calls left.", reason))
+		obs, _ := e.finish(context.Background(), nil, results.EndNoStepsLeft, fmt.Sprintf("Refused: %s. No tool calls left.", reason))
 		return obs
 	}
 	obs := e.obs("", false, nil)
@@ -246,9 +260,10 @@ func (e *Environment) obs(output string, done bool, correctness *float64) Observ
 }
 
 // finish grades answer (nil: none was submitted), sets the reward, ends
-// the episode and frees its workspace. A grading failure is a refusal and
-// leaves the episode running.
-func (e *Environment) finish(ctx context.Context, answer *string, note string) (Observation, error) {
+// the episode (how: end, one of the End constants; results.EndSubmitted with an
+// answer), records its Result and frees its workspace. A grading failure
+// is a refusal and leaves the episode running.
+func (e *Environment) finish(ctx context.Context, answer *string, end, note string) (Observation, error) {
 	correctness, why := 0.0, "no answer was submitted"
 	if answer != nil {
 		var err error
@@ -271,6 +286,11 @@ func (e *Environment) finish(ctx context.Context, answer *string, note string) (
 	reward += 0.1 * b2f(e.invalidTotal == 0 && submitted)
 	e.reward = math.Round(math.Min(1, math.Max(0, reward))*10000) / 10000
 	e.done = true
+	if submitted {
+		end = results.EndSubmitted
+	}
+	e.record(end, results.Parts{Correctness: correctness, Inspected: e.inspected && submitted,
+		Verified: verified && submitted, NoInvalid: e.invalidTotal == 0 && submitted})
 	// Nothing of a finished episode is needed again, and a stateless caller
 	// may never close it.
 	if err := e.cleanup(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentpen/agentpen/workbench/results"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
@@ -264,7 +265,7 @@ func (e *Environment) submit(ctx context.Context, a args) (Observation, error) {
 	if err != nil {
 		return Observation{}, err
 	}
-	return e.finish(ctx, &answer, "")
+	return e.finish(ctx, &answer, results.EndSubmitted, "")
 }
 
 // finishTool is not offered to the agent: the trainer sends it to close an
@@ -273,5 +274,5 @@ func (e *Environment) finishTool(ctx context.Context, a args) (Observation, erro
 	if err := a.only(); err != nil {
 		return Observation{}, err
 	}
-	return e.finish(ctx, nil, "The episode ended without a submitted answer.")
+	return e.finish(ctx, nil, results.EndFinished, "The episode ended without a submitted answer.")
 }

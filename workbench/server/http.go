@@ -93,6 +93,11 @@ func (s *Server) withHTTPEnv(w http.ResponseWriter, r *http.Request, route strin
 		return
 	}
 	defer func() {
+		// One request's environment: only an episode that ended in it
+		// leaves a result (episode.Environment.Unrecorded).
+		if u, ok := env.(interface{ Unrecorded() }); ok {
+			u.Unrecorded()
+		}
 		if err := env.Close(); err != nil {
 			s.log.Error("close environment", "route", route, "err", err)
 		}
