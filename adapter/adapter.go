@@ -137,6 +137,9 @@ type Workspace struct {
 	RunDir string `json:"-"`
 	// UIDBase is the first uid of its block (campaign.UIDBlockSize uids).
 	UIDBase int `json:"-"`
+	// Workbench is true when it runs the workbench (the default command),
+	// false for a launcher's own command.
+	Workbench bool `json:"-"`
 }
 
 func (a *Adapter) api() campaignAPI { return a.Docker.sdk() }

@@ -396,7 +396,7 @@ func (b *bringUp) create(ctx context.Context, c *Campaign, ready bool) error {
 				if err != nil {
 					return Workspace{}, fail(err)
 				}
-				return Workspace{Index: i, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, ContainerID: id, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: ag.UIDBase}, nil
+				return Workspace{Index: i, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, ContainerID: id, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: ag.UIDBase, Workbench: ag.NeedsKey}, nil
 			}()
 			if err != nil {
 				return err

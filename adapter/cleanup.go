@@ -65,8 +65,9 @@ type cleanupOptions struct {
 // re-inspects each id, lists what still carries the campaign's labels
 // (never taken for the campaign's: a look-alike is reported, not removed), writes the report as a new
 // file of the campaign and journals its verdict, holding the campaign's
-// lock. reason says why (campaign.RemovalReasons; the journal records
-// it). It returns the report and its path; the error wraps
+// lock, after collecting the workspaces' last episode results
+// (ResultsCollector). reason says why (campaign.RemovalReasons; the
+// journal records it). It returns the report and its path; the error wraps
 // ErrNotVerified when the report is not verified.
 func (a *Adapter) Cleanup(ctx context.Context, c *store.Campaign, reason string) (*cleanup.Report, string, error) {
 	lock, err := a.lockCampaign(ctx, c)
@@ -74,6 +75,11 @@ func (a *Adapter) Cleanup(ctx context.Context, c *store.Campaign, reason string)
 		return nil, "", err
 	}
 	defer lock.Unlock()
+	// The episode results still in the run directories go to the
+	// campaign's results file before the directories go.
+	if _, err := a.NewResultsCollector().Collect(c); err != nil {
+		a.log().Warn("results: not collected before removal", "campaign", c.ID, "err", err)
+	}
 	j, err := a.openJournal(c)
 	if err != nil {
 		return nil, "", err

@@ -80,7 +80,7 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 			}
 			out.NetworkIDs = append(out.NetworkIDs, nid)
 		}
-		out.Workspaces = append(out.Workspaces, Workspace{Index: i, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, ContainerID: id, RunDir: dir, Socket: filepath.Join(dir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: base})
+		out.Workspaces = append(out.Workspaces, Workspace{Index: i, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, ContainerID: id, RunDir: dir, Socket: filepath.Join(dir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: base, Workbench: ag.NeedsKey})
 	}
 	return out, nil
 }
@@ -124,7 +124,7 @@ func Workspaces(c *store.Campaign, st store.State) ([]Workspace, error) {
 			continue
 		}
 		out = append(out, Workspace{Index: i, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, ContainerID: containers[ag.Name],
-			RunDir: dir, Socket: filepath.Join(dir, filepath.Base(campaign.WorkbenchSocket))})
+			RunDir: dir, Socket: filepath.Join(dir, filepath.Base(campaign.WorkbenchSocket)), Workbench: ag.NeedsKey})
 	}
 	return out, nil
 }

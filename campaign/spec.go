@@ -26,10 +26,12 @@ const (
 	// WorkbenchSocket the episode server's unix socket in it, and
 	// WorkbenchTaskFile the bind file (package workbench/bind: the task,
 	// mode 0400, owned by container root) that binds the episode server
-	// to the workspace's task.
-	WorkbenchRunDir   = "/run/workbench"
-	WorkbenchSocket   = WorkbenchRunDir + "/wb.sock"
-	WorkbenchTaskFile = WorkbenchRunDir + "/task"
+	// to the workspace's task, and WorkbenchResultsFile where the server
+	// appends each ended episode's record (package workbench/results).
+	WorkbenchRunDir      = "/run/workbench"
+	WorkbenchSocket      = WorkbenchRunDir + "/wb.sock"
+	WorkbenchTaskFile    = WorkbenchRunDir + "/task"
+	WorkbenchResultsFile = WorkbenchRunDir + "/results.jsonl"
 	// DefaultWorkspaceTarget is where WorkspaceSpec.WorkspaceHostPath is
 	// mounted.
 	DefaultWorkspaceTarget = "/workspace"

@@ -70,7 +70,7 @@ func TestUsageErrorOnce(t *testing.T) {
 
 // TestHelpDefaultsOnce: no flag's default is printed twice in any --help.
 func TestHelpDefaultsOnce(t *testing.T) {
-	for _, cmd := range [][]string{{"doctor"}, {"up"}, {"down"}, {"attest"}, {"cleanup", "verify"}, {"ls"}, {"orphans"}, {"version"}, {"verify"}, {"key"}, {"checks"}} {
+	for _, cmd := range [][]string{{"doctor"}, {"up"}, {"down"}, {"attest"}, {"cleanup", "verify"}, {"ls"}, {"orphans"}, {"version"}, {"verify"}, {"key"}, {"checks"}, {"results"}} {
 		var out, errb bytes.Buffer
 		if err := run(t.Context(), append(cmd, "--help"), &out, &errb, os.Getenv); err != nil && cli.ExitCode(err) != 0 {
 			t.Fatalf("%v --help: %v", cmd, err)

@@ -15,6 +15,9 @@ import (
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
+	"github.com/agentpen/agentpen/store"
+	wbclient "github.com/agentpen/agentpen/workbench/client"
 	"golang.org/x/sys/unix"
 )
 
@@ -129,6 +132,19 @@ func TestCLICampaignLifecycle(t *testing.T) {
 		len(entries[0].Workspaces) != 1 || !strings.HasSuffix(entries[0].Workspaces[0].Socket, "/"+entries[0].Workspaces[0].AgentID+"/wb.sock") {
 		t.Fatalf("ls while up: %v %s", err, out)
 	}
+	// One oracle episode over the workspace's socket: down collects its
+	// result, and agentpen results prints it after the campaign is gone.
+	ws := entries[0].Workspaces[0]
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	sess, err := wbclient.Dial(ctx, ws.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := workbenchtest.PlayOracle(ctx, sess, ws.TaskID); err != nil {
+		t.Fatal(err)
+	}
+	sess.Close()
+	cancel()
 	// Down: verified, exit 0; the report is on disk.
 	out, errs, code = e.run("down", id, "--json")
 	if code != 0 {
@@ -151,6 +167,14 @@ func TestCLICampaignLifecycle(t *testing.T) {
 	}
 	if out, _, code := e.run("cleanup", "verify", id); code != 0 || !strings.Contains(out, "verified") {
 		t.Fatalf("verify after down: exit %d\n%s", code, out)
+	}
+	out, errs, code = e.run("results", id, "--json")
+	var rs []store.Result
+	if err := json.Unmarshal([]byte(out), &rs); code != 0 || err != nil || len(rs) != 1 || rs[0].Reward != 1 || rs[0].TaskID != ws.TaskID || rs[0].AgentID != ws.AgentID {
+		t.Fatalf("results after down: exit %d %v\n%s%s", code, err, out, errs)
+	}
+	if out, _, code := e.run("results", id); code != 0 || !strings.HasPrefix(out, "WORKSPACE") || !strings.Contains(out, rs[0].EpisodeID) {
+		t.Fatalf("results (text): exit %d\n%s", code, out)
 	}
 	out, _, _ = e.run("ls")
 	if !strings.Contains(out, "removed") {

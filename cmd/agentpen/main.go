@@ -8,6 +8,7 @@
 //	agentpen down [flags] CAMPAIGN_ID        remove it by exact id and verify (cleanup report)
 //	agentpen cleanup verify CAMPAIGN_ID      verify, read-only, that nothing of it remains
 //	agentpen ls [--json]                     the campaigns in the state root
+//	agentpen results [--json] CAMPAIGN_ID    its episode results
 //	agentpen orphans [--json] [--remove ID]  labelled resources no journal accounts for
 //	agentpen version [--json]                versions, and the daemon's when it answers
 //	agentpen serve [flags]                   the launcher API and the episode proxy

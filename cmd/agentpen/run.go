@@ -34,6 +34,7 @@ Commands:
   checks          every check an attestation can hold: what it proves, from what
   report schema   the JSON Schema of a report (attestation, cleanup)
   ls              the campaigns in the state root, their generation and state
+  results         a campaign's episode results (reward, steps, how each ended)
   orphans         agentpen-labelled resources no journal accounts for (--remove ID)
   version         agentpen's version, commit, Go and Docker SDK versions, the daemon's
   help [CMD]      show this text, or CMD's help (as agentpen CMD --help)
@@ -52,7 +53,7 @@ Run "agentpen <command> --help" for a command's flags.
 var commands = map[string]bool{
 	"doctor": true, "up": true, "spec": true, "down": true, "serve": true, "attest": true,
 	"cleanup": true, "ls": true, "orphans": true, "version": true,
-	"verify": true, "key": true, "checks": true, "report": true,
+	"verify": true, "key": true, "checks": true, "report": true, "results": true,
 }
 
 // run is the whole program: it parses args and dispatches; main only wires
@@ -91,6 +92,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		cmd = cleanupCmd
 	case "ls":
 		cmd = ls
+	case "results":
+		cmd = resultsCmd
 	case "orphans":
 		cmd = orphans
 	case "version", "--version":

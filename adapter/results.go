@@ -1,0 +1,176 @@
+package adapter
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentpen/agentpen/internal/beneath"
+	"github.com/agentpen/agentpen/store"
+	"github.com/agentpen/agentpen/workbench/results"
+)
+
+// ResultsCollector moves the episode results the workspaces' workbenches
+// append to their run directories (package workbench/results) into the
+// campaign's results file (store.ResultsFile), where they outlive the
+// campaign.
+//
+// A run directory is writable by the daemon's user, which a container
+// escape yields: every byte read there is hostile. The directory and the
+// file are opened beneath the runtime directory without following a link
+// (and the file without blocking: a FIFO is refused, not waited on), at
+// most results.MaxFile bytes are read per collection, every line is
+// parsed strictly, and a record naming another task than the workspace's
+// is refused. A refused line is logged (its offset and why, never its
+// content) and skipped, never stored. Only workspaces running the
+// workbench are read: a launcher's own command writes no results.
+//
+// Two collectors of the same campaign, in one process or two, take turns
+// on the campaign's results file lock; the offsets collection resumes
+// from are read from that file, so nothing is stored twice. A collector
+// remembers them between collections while the file does not change
+// under it; after a restart it reads them again (and logs a refused line
+// at the end of a workspace's file once more).
+type ResultsCollector struct {
+	a    *Adapter
+	now  func() time.Time
+	mu   sync.Mutex
+	seen map[string]seenResults
+}
+
+type seenResults struct {
+	size int64
+	next map[store.Source]int64
+}
+
+// NewResultsCollector returns a collector for a's campaigns.
+func (a *Adapter) NewResultsCollector() *ResultsCollector {
+	return &ResultsCollector{a: a, now: time.Now, seen: map[string]seenResults{}}
+}
+
+// Collected is what one collection did.
+type Collected struct {
+	// New is how many records were stored.
+	New int
+	// Refused are the lines refused, by workspace.
+	Refused []RefusedResult
+}
+
+// RefusedResult is one refused line of a workspace's results file, or
+// the file itself (Offset -1).
+type RefusedResult struct {
+	Workspace int
+	Offset    int64
+	Reason    string
+}
+
+// Collect collects the latest generation's workspaces' new results into
+// c's results file.
+func (rc *ResultsCollector) Collect(c *store.Campaign) (Collected, error) {
+	var out Collected
+	st, err := c.Read()
+	if err != nil {
+		return out, err
+	}
+	gen := st.Latest().N
+	ws, err := Workspaces(c, st)
+	if err != nil || len(ws) == 0 {
+		return out, err
+	}
+	log, err := c.OpenResultsLog()
+	if err != nil {
+		return out, err
+	}
+	defer log.Close()
+	size, err := log.Size()
+	if err != nil {
+		return out, err
+	}
+	rc.mu.Lock()
+	seen, ok := rc.seen[c.ID]
+	rc.mu.Unlock()
+	if !ok || seen.size != size {
+		next, err := log.Offsets()
+		if err != nil {
+			return out, err
+		}
+		seen = seenResults{size: size, next: next}
+	}
+	rt, err := rc.a.runtimeDir()
+	if err != nil {
+		return out, err
+	}
+	defer rt.Close()
+	var add []store.Result
+	for _, w := range ws {
+		if !w.Workbench {
+			continue
+		}
+		k := store.Source{Generation: gen, Workspace: w.Index}
+		recs, next, refused, err := rc.read(rt, w, seen.next[k])
+		for _, r := range refused {
+			rc.a.log().Warn("results: a line refused", "campaign", c.ID, "workspace", w.Index, "offset", r.Offset, "reason", r.Reason)
+			out.Refused = append(out.Refused, RefusedResult{w.Index, r.Offset, r.Reason})
+		}
+		if err != nil {
+			rc.a.log().Warn("results: a workspace's results file refused", "campaign", c.ID, "workspace", w.Index, "err", err)
+			out.Refused = append(out.Refused, RefusedResult{w.Index, -1, err.Error()})
+			continue
+		}
+		at := rc.now().UTC()
+		for _, r := range recs {
+			if r.TaskID != w.TaskID {
+				rc.a.log().Warn("results: a record of another task refused", "campaign", c.ID, "workspace", w.Index)
+				out.Refused = append(out.Refused, RefusedResult{w.Index, next, "a record of a task other than the workspace's"})
+				continue
+			}
+			add = append(add, store.Result{Generation: gen, Workspace: w.Index, AgentID: w.AgentID, Record: r, SourceEnd: next, CollectedAt: at})
+		}
+		seen.next[k] = next
+	}
+	if err := log.Append(add); err != nil {
+		return out, err
+	}
+	out.New = len(add)
+	if size, err := log.Size(); err == nil {
+		seen.size = size
+		rc.mu.Lock()
+		rc.seen[c.ID] = seen
+		rc.mu.Unlock()
+	}
+	return out, nil
+}
+
+// read reads w's results file from offset; a missing directory or file
+// is nothing to read.
+func (rc *ResultsCollector) read(rt *beneath.Dir, w Workspace, offset int64) ([]results.Record, int64, []results.Refusal, error) {
+	rel, err := rc.a.runRel(w.RunDir)
+	if err != nil {
+		return nil, offset, nil, err
+	}
+	d, err := rt.OpenDir(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, offset, nil, nil
+	}
+	if err != nil {
+		return nil, offset, nil, err
+	}
+	defer d.Close()
+	f, err := d.OpenFile(results.FileName, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, offset, nil, nil
+	}
+	if err != nil {
+		return nil, offset, nil, err
+	}
+	defer f.Close()
+	recs, next, refused, err := results.Read(f, offset)
+	if err != nil {
+		return nil, offset, refused, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	return recs, next, refused, nil
+}
