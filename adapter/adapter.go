@@ -98,6 +98,9 @@ type Adapter struct {
 	locksOnce  sync.Once
 	locksVal   *store.Locks
 	locksErr   error
+	// resultsOnce makes results, the collector CollectResults uses.
+	resultsOnce sync.Once
+	results     *ResultsCollector
 
 	// Progress, when set, receives each step of a bring-up (every network
 	// and container created, every container ready) and of a cleanup

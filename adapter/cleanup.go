@@ -75,16 +75,16 @@ func (a *Adapter) Cleanup(ctx context.Context, c *store.Campaign, reason string)
 		return nil, "", err
 	}
 	defer lock.Unlock()
-	// The episode results still in the run directories go to the
-	// campaign's results file before the directories go.
-	if _, err := a.NewResultsCollector().Collect(c); err != nil {
-		a.log().Warn("results: not collected before removal", "campaign", c.ID, "err", err)
-	}
 	j, err := a.openJournal(c)
 	if err != nil {
 		return nil, "", err
 	}
 	defer j.Close()
+	// The episode results still in the run directories go to the
+	// campaign's results file before the directories go.
+	if _, err := a.CollectResults(c); err != nil {
+		a.log().Warn("results: not collected before removal", "campaign", c.ID, "err", err)
+	}
 	rep := a.cleanupJournal(ctx, c, j, cleanupOptions{reason: reason})
 	path, err := a.finishReport(ctx, c, j, &rep)
 	return &rep, path, err

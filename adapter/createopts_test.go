@@ -122,7 +122,7 @@ func TestWorkspaceSpec(t *testing.T) {
 	if !strings.Contains(strings.Join(cs.Config.Env, "\n"), "AGENTPEN_API_KEY=k3y") {
 		t.Fatal("workspace env lacks the grader key its episode server needs")
 	}
-	want := "serve --listen unix:///run/workbench/wb.sock --task-file /run/workbench/task --grader " + p.Server.URL + " --grader-key-env AGENTPEN_API_KEY"
+	want := "serve --listen unix:///run/workbench/wb.sock --task-file /run/workbench/task --results-file /run/workbench/results.jsonl --grader " + p.Server.URL + " --grader-key-env AGENTPEN_API_KEY"
 	if got := strings.Join(cs.Config.Cmd, " "); got != want {
 		t.Fatalf("workspace command %q, want %q", got, want)
 	}

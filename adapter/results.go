@@ -47,6 +47,13 @@ type seenResults struct {
 	next map[store.Source]int64
 }
 
+// CollectResults collects c's new results with the adapter's own
+// collector (made at the first call).
+func (a *Adapter) CollectResults(c *store.Campaign) (Collected, error) {
+	a.resultsOnce.Do(func() { a.results = a.NewResultsCollector() })
+	return a.results.Collect(c)
+}
+
 // NewResultsCollector returns a collector for a's campaigns.
 func (a *Adapter) NewResultsCollector() *ResultsCollector {
 	return &ResultsCollector{a: a, now: time.Now, seen: map[string]seenResults{}}
@@ -54,8 +61,9 @@ func (a *Adapter) NewResultsCollector() *ResultsCollector {
 
 // Collected is what one collection did.
 type Collected struct {
-	// New is how many records were stored.
-	New int
+	// New is how many records were stored; Records are they.
+	New     int
+	Records []store.Result
 	// Refused are the lines refused, by workspace.
 	Refused []RefusedResult
 }
@@ -135,7 +143,7 @@ func (rc *ResultsCollector) Collect(c *store.Campaign) (Collected, error) {
 	if err := log.Append(add); err != nil {
 		return out, err
 	}
-	out.New = len(add)
+	out.New, out.Records = len(add), add
 	if size, err := log.Size(); err == nil {
 		seen.size = size
 		rc.mu.Lock()

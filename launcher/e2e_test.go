@@ -30,6 +30,7 @@ import (
 	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/store"
 	"github.com/agentpen/agentpen/workbench/client"
+	"github.com/agentpen/agentpen/workbench/results"
 )
 
 // e2eTasks are the four workspaces' tasks: a code task and three answer
@@ -297,6 +298,27 @@ func TestAPIEndToEnd(t *testing.T) {
 	}
 	if found, err := l.a.Labelled(t.Context(), campaign.LabelCampaign+"="+id); err != nil || len(found) > 0 {
 		t.Fatalf("after delete the daemon still has %v (%v)", found, err)
+	}
+	// Every workspace's oracle episode left its result, kept after the
+	// removal, each of the workspace's own task.
+	code, b = l.call(t, http.MethodGet, "/v1/campaigns/"+id+"/episodes?limit=1000", nil)
+	var eps struct {
+		Episodes []store.Result `json:"episodes"`
+	}
+	if err := json.Unmarshal(b, &eps); code != http.StatusOK || err != nil {
+		t.Fatalf("episodes after delete: %d %v %.300s", code, err, b)
+	}
+	graded := map[int]bool{}
+	for _, e := range eps.Episodes {
+		if e.TaskID != v.Workspaces[e.Workspace].TaskID || e.AgentID != v.Workspaces[e.Workspace].AgentID {
+			t.Errorf("a result of workspace %d names %s/%s", e.Workspace, e.TaskID, e.AgentID)
+		}
+		if e.End == results.EndSubmitted && e.Reward == 1 {
+			graded[e.Workspace] = true
+		}
+	}
+	if len(graded) != len(v.Workspaces) {
+		t.Errorf("graded oracle results for workspaces %v of %d: %+v", graded, len(v.Workspaces), eps.Episodes)
 	}
 	for _, w := range v.Workspaces {
 		resp, err := http.Get(w.BaseURL + "/health")

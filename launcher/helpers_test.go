@@ -50,6 +50,8 @@ type fakeBackend struct {
 	attestOK bool
 	verified bool
 	bringUp  func(ctx context.Context) error // nil: succeed at once
+	// pending are results the next CollectResults of a campaign stores.
+	pending map[string][]store.Result
 }
 
 func newFakeBackend(t *testing.T) *fakeBackend {
@@ -351,6 +353,27 @@ func (f *fakeBackend) Load(c *store.Campaign) (*adapter.Campaign, error) {
 		return nil, fmt.Errorf("campaign %q generation %d: %w", c.ID, g.N, adapter.ErrNotUp)
 	}
 	return camp, nil
+}
+
+// CollectResults stores the campaign's pending results, as the adapter
+// stores what its workspaces wrote.
+func (f *fakeBackend) CollectResults(c *store.Campaign) (adapter.Collected, error) {
+	f.mu.Lock()
+	rs := f.pending[c.ID]
+	delete(f.pending, c.ID)
+	f.mu.Unlock()
+	if len(rs) == 0 {
+		return adapter.Collected{}, nil
+	}
+	l, err := c.OpenResultsLog()
+	if err != nil {
+		return adapter.Collected{}, err
+	}
+	defer l.Close()
+	if err := l.Append(rs); err != nil {
+		return adapter.Collected{}, err
+	}
+	return adapter.Collected{New: len(rs), Records: rs}, nil
 }
 
 // CampaignDir is the campaign's state directory.

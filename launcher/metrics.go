@@ -3,6 +3,9 @@ package launcher
 import (
 	"net/http"
 
+	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/workbench/results"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -19,6 +22,12 @@ type metrics struct {
 	episodes    prometheus.Gauge
 	proxyErrors *prometheus.CounterVec
 	requests    *prometheus.CounterVec
+	// results are the episode results collected, by how each ended, and
+	// their rewards; refused the lines of workspaces' results files
+	// refused.
+	results *prometheus.CounterVec
+	rewards prometheus.Histogram
+	refused prometheus.Counter
 }
 
 // Proxy error kinds (the kind label of agentpen_proxy_errors_total).
@@ -55,13 +64,34 @@ func newMetrics() *metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentpen_http_requests_total", Help: "HTTP requests by route pattern and status code.",
 		}, []string{"route", "code"}),
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentpen_episode_results_total", Help: "Episode results collected from the workspaces, by how the episode ended.",
+		}, []string{"end"}),
+		rewards: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "agentpen_episode_reward", Help: "Rewards of the episode results collected.", Buckets: []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1},
+		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentpen_episode_results_refused_total", Help: "Lines of workspaces' results files refused (malformed, oversized, of another task) or files refused (a link, not a regular file).",
+		}),
 	}
-	m.reg.MustRegister(m.campaigns, m.workspaces, m.bringUp, m.cleanup, m.episodes, m.proxyErrors, m.requests,
+	m.reg.MustRegister(m.campaigns, m.workspaces, m.bringUp, m.cleanup, m.episodes, m.proxyErrors, m.requests, m.results, m.rewards, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, k := range []string{errKindUnknown, errKindDial, errKindBackendLost, errKindRevoked, errKindBadRequest} {
 		m.proxyErrors.WithLabelValues(k)
 	}
+	for _, e := range results.Ends {
+		m.results.WithLabelValues(e)
+	}
 	return m
+}
+
+// collected counts what one collection of results stored and refused.
+func (m *metrics) collected(c adapter.Collected) {
+	for _, r := range c.Records {
+		m.results.WithLabelValues(r.End).Inc()
+		m.rewards.Observe(r.Reward)
+	}
+	m.refused.Add(float64(len(c.Refused)))
 }
 
 func (m *metrics) handler() http.Handler {

@@ -50,7 +50,15 @@ type Config struct {
 	// finish before cancelling them (a cancelled bring-up rolls back);
 	// zero means DefaultShutdownGrace.
 	ShutdownGrace time.Duration
+	// ResultsEvery is how often the episode results of the campaigns up
+	// are collected from their workspaces; zero means
+	// DefaultResultsEvery, negative never (a GET of the episodes still
+	// collects).
+	ResultsEvery time.Duration
 }
+
+// DefaultResultsEvery is Config.ResultsEvery when zero.
+const DefaultResultsEvery = time.Second
 
 // DefaultShutdownGrace is Config.ShutdownGrace when zero.
 const DefaultShutdownGrace = 30 * time.Second
@@ -62,6 +70,7 @@ type backend interface {
 	Attest(ctx context.Context, c *store.Campaign, opts adapter.AttestOptions) (*attest.Report, string, error)
 	Cleanup(ctx context.Context, c *store.Campaign, reason string) (*cleanup.Report, string, error)
 	Load(c *store.Campaign) (*adapter.Campaign, error)
+	CollectResults(c *store.Campaign) (adapter.Collected, error)
 }
 
 // Why a campaign's workspaces stop being served.
@@ -88,6 +97,8 @@ type Server struct {
 	cancel context.CancelFunc
 	ops    sync.WaitGroup // API operations that create, attest or remove
 	relays sync.WaitGroup // proxy sessions and requests
+	loops  sync.WaitGroup // the results collector
+	stop   chan struct{}  // closed by Close: the loops end
 	once   sync.Once
 
 	mu        sync.Mutex
@@ -135,7 +146,14 @@ func newServer(cfg Config, be backend) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.stop = make(chan struct{})
 	s.router, s.api = s.buildRouter()
+	if cfg.ResultsEvery == 0 {
+		cfg.ResultsEvery = DefaultResultsEvery
+	}
+	if cfg.ResultsEvery > 0 {
+		s.loops.Go(func() { s.collectLoop(cfg.ResultsEvery) })
+	}
 	return s, nil
 }
 
@@ -165,6 +183,8 @@ func (s *Server) Close(ctx context.Context) error {
 		rt.shutdown()
 	}
 	s.mu.Unlock()
+	close(s.stop)
+	s.loops.Wait()
 	s.relays.Wait()
 	done := make(chan struct{})
 	go func() { s.ops.Wait(); close(done) }()
