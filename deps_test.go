@@ -58,6 +58,25 @@ func TestCampaignStandardLibrary(t *testing.T) {
 // TestOnlyAdapterTalksToDocker fails when a package outside adapter/...
 // imports the Docker SDK, in its code or its tests (tests elsewhere use
 // adapter's exported calls or internal/testkit/dockerfake).
+// TestProbeWireStandardLibrary: the probe batch's JSON, which the pure
+// attest package and the workbench's probe share, imports the standard
+// library alone, and both sides import it.
+func TestProbeWireStandardLibrary(t *testing.T) {
+	wire := module + "/workbench/probe/wire"
+	for _, p := range deptest.List(t, wire) {
+		for _, dep := range p.Deps {
+			if first, _, _ := strings.Cut(dep, "/"); strings.Contains(first, ".") {
+				t.Errorf("probe/wire depends on %s; it uses the standard library only", dep)
+			}
+		}
+	}
+	for _, p := range deptest.List(t, module+"/attest", module+"/workbench/probe") {
+		if !slices.Contains(p.Imports, wire) {
+			t.Errorf("%s does not import %s: the batch's JSON has one definition", p.ImportPath, wire)
+		}
+	}
+}
+
 func TestOnlyAdapterTalksToDocker(t *testing.T) {
 	pkgs := deptest.List(t, "./...")
 	if len(pkgs) < 10 {

@@ -94,7 +94,11 @@ func (a *Adapter) attest(ctx context.Context, c *store.Campaign, j *campaign.Jou
 	if err != nil {
 		return src, attest.Observation{}, nil, "", err
 	}
-	obs, err := a.observeCampaign(ctx, src, opts)
+	x, err := attest.Expect(src)
+	if err != nil {
+		return src, attest.Observation{}, nil, "", err
+	}
+	obs, err := a.observeCampaign(ctx, x, opts)
 	if err != nil {
 		return src, obs, nil, "", err
 	}
@@ -104,7 +108,7 @@ func (a *Adapter) attest(ctx context.Context, c *store.Campaign, j *campaign.Jou
 		return src, obs, nil, "", fmt.Errorf("attestation of %s interrupted, no report written: %w", c.ID, context.Cause(ctx))
 	}
 	obs.Timings.TotalMS = msSince(start)
-	rep := attest.Evaluate(src, obs)
+	rep := x.Evaluate(obs)
 	b, err := rep.Marshal()
 	if err != nil {
 		return src, obs, rep, "", fmt.Errorf("attestation report: %w", err)
@@ -197,31 +201,24 @@ func roleSettings(p *campaign.Plan, socket string) map[string]attest.RoleSetting
 
 // observeCampaign asks the daemon about everything the journal recorded
 // and runs the probes.
-func (a *Adapter) observeCampaign(ctx context.Context, src attest.Source, opts AttestOptions) (attest.Observation, error) {
+func (a *Adapter) observeCampaign(ctx context.Context, x *attest.Expectation, opts AttestOptions) (attest.Observation, error) {
+	src := x.Source()
 	obs := attest.Observation{At: time.Now().UTC(), Endpoint: a.Docker.Host().URL, Networks: map[string]attest.Raw{}, Containers: map[string]attest.Raw{}, Images: map[string]attest.Raw{}}
 	start := time.Now()
 	a.observeDaemon(ctx, src, &obs)
 	obs.Timings.DaemonMS = msSince(start)
 
 	start = time.Now()
-	env := attest.ProbeEnv{Command: opts.ProbeCommand, HostLoopback: opts.HostLoopback, EgressTarget: opts.EgressTarget, Peers: attest.PeerAddrs(src, obs)}
+	env := attest.ProbeEnv{Command: opts.ProbeCommand, HostLoopback: opts.HostLoopback, EgressTarget: opts.EgressTarget, Peers: x.PeerAddrs(obs)}
 	if opts.ProbeTimeout > 0 {
 		env.TimeoutMS = int(opts.ProbeTimeout / time.Millisecond)
 	}
 	obs.ProbeEnv = env
-	p, err := campaign.NewPlanWith(src.Spec, campaign.PlanOptions{AgentKey: src.AgentKey})
+	ls, err := openListeners(x.Plan().Egress == campaign.EgressInternal)
 	if err != nil {
 		return obs, err
 	}
-	ls, err := openListeners(p.Egress == campaign.EgressInternal)
-	if err != nil {
-		return obs, err
-	}
-	execs, err := attest.PlanExecs(src, env, ls.describe())
-	if err != nil {
-		ls.close()
-		return obs, err
-	}
+	execs := x.PlanExecs(env, ls.describe())
 	obs.Runs = a.runProbes(ctx, execs, env)
 	ls.close()
 	obs.Listeners = ls.describe()

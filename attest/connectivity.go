@@ -7,17 +7,18 @@ import (
 	"strings"
 
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/workbench/probe/wire"
 )
 
 // evidence is what the probe runs returned, by probe id, and why an exec
 // gave none.
 type evidence struct {
-	results map[string]probeResult
+	results map[string]wire.Outcome
 	execErr map[string]string // phase/subject -> why
 }
 
 func gather(plan *probePlan, obs Observation) evidence {
-	ev := evidence{results: map[string]probeResult{}, execErr: map[string]string{}}
+	ev := evidence{results: map[string]wire.Outcome{}, execErr: map[string]string{}}
 	runs := map[string]ProbeRun{}
 	for _, run := range obs.Runs {
 		runs[run.Phase+"/"+run.Subject] = run
@@ -61,17 +62,17 @@ func gather(plan *probePlan, obs Observation) evidence {
 }
 
 // result is the probe's result, or why there is none.
-func (ev evidence) result(pr probe) (probeResult, string) {
+func (ev evidence) result(pr probe) (wire.Outcome, string) {
 	key := pr.phase + "/" + pr.subject
 	if why := ev.execErr[key]; why != "" {
-		return probeResult{}, why
+		return wire.Outcome{}, why
 	}
 	res, ok := ev.results[key+"|"+pr.req.ID]
 	if !ok {
-		return probeResult{}, "the probe returned no result for " + pr.req.ID
+		return wire.Outcome{}, "the probe returned no result for " + pr.req.ID
 	}
 	if res.Kind != pr.req.Kind {
-		return probeResult{}, fmt.Sprintf("result of kind %q for a %s probe", res.Kind, pr.req.Kind)
+		return wire.Outcome{}, fmt.Sprintf("result of kind %q for a %s probe", res.Kind, pr.req.Kind)
 	}
 	return res, ""
 }
@@ -86,7 +87,7 @@ func wantText(pr probe) string {
 }
 
 // judge says whether one connectivity probe found what it must.
-func judge(pr probe, res probeResult) (bool, string) {
+func judge(pr probe, res wire.Outcome) (bool, string) {
 	switch pr.want {
 	case wantConnected:
 		return res.Outcome == "connected", "not connected: " + res.Outcome
@@ -134,7 +135,7 @@ func judge(pr probe, res probeResult) (bool, string) {
 // judgeIsolation: the episode ran in PID and network namespaces other
 // than its server's (both named), with the loopback interface alone, and
 // could not open a vsock socket.
-func judgeIsolation(res probeResult) (bool, string) {
+func judgeIsolation(res wire.Outcome) (bool, string) {
 	i := res.Isolation
 	if res.Outcome != "found" || i == nil {
 		return false, "no finding: " + res.Outcome + " " + res.Error

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentpen/agentpen/apikey"
+	"github.com/agentpen/agentpen/workbench/probe/wire"
 )
 
 // The decoders below read the fields the checks need out of the daemon's
@@ -342,88 +343,16 @@ func decodeList(raw []byte) ([]listed, error) {
 	return out, nil
 }
 
-// probeOutput is what `workbench probe --batch` printed.
-type probeOutput struct {
-	ContainerID string        `json:"container_id"`
-	Results     []probeResult `json:"results"`
-}
+// EpisodeIsolation is what an episode probe found in a workspace: the
+// sandbox mode its workbench reports, the namespaces of the server and of
+// code run as one of its episodes, that code's network interfaces, and
+// its attempt at a vsock socket (the probe's wire.Isolation).
+type EpisodeIsolation = wire.Isolation
 
-type probeResult struct {
-	ID        string          `json:"id"`
-	Kind      string          `json:"kind"`
-	Outcome   string          `json:"outcome"`
-	Status    int             `json:"status"`
-	Error     string          `json:"error"`
-	LatencyMS float64         `json:"latency_ms"`
-	Body      json.RawMessage `json:"body"`
-	Sockets   []probeSocket   `json:"sockets"`
-	Process   *probeProcess   `json:"process"`
-	// Interfaces, UIDBase and UIDCount are an interfaces and a uid_block
-	// probe's findings.
-	Interfaces []string `json:"interfaces"`
-	UIDBase    int      `json:"uid_base"`
-	UIDCount   int      `json:"uid_count"`
-	// File is what a file probe found as root.
-	File *probeFile `json:"file"`
-	// Isolation is an episode probe's finding.
-	Isolation *EpisodeIsolation `json:"isolation"`
-}
-
-type probeFile struct {
-	Regular bool   `json:"regular"`
-	Mode    string `json:"mode"`
-	UID     int    `json:"uid"`
-}
-
-// EpisodeIsolation is what an episode probe found in a workspace (the
-// workbench probe's Isolation): the sandbox mode its workbench reports,
-// the namespaces of the server and of code run as one of its episodes,
-// that code's network interfaces, and its attempt at a vsock socket.
-type EpisodeIsolation struct {
-	// Sandbox is the sandbox mode the workbench reports (namespaces or
-	// uid-only).
-	Sandbox string `json:"sandbox"`
-	// ServerPidNS is the episode server's PID namespace (its
-	// /proc/self/ns/pid link).
-	ServerPidNS string `json:"server_pid_ns"`
-	// ServerNetNS is the episode server's network namespace.
-	ServerNetNS string `json:"server_net_ns"`
-	// EpisodePidNS is the PID namespace of code run as an episode.
-	EpisodePidNS string `json:"episode_pid_ns"`
-	// EpisodeNetNS is the network namespace of code run as an episode.
-	EpisodeNetNS string `json:"episode_net_ns"`
-	// Interfaces are the network interfaces that code sees.
-	Interfaces []string `json:"interfaces"`
-	// VSock is what that code's attempt at a vsock socket got.
-	VSock string `json:"vsock"`
-}
-
-type probeSocket struct {
-	Path        string `json:"path"`
-	How         string `json:"how"`
-	IsSocket    bool   `json:"is_socket"`
-	Connectable bool   `json:"connectable"`
-}
-
-type probeProcess struct {
-	Pid        int    `json:"pid"`
-	Pids       []int  `json:"pids"`
-	ArgvDigest string `json:"argv_digest"`
-	Argc       int    `json:"argc"`
-	Exe        string `json:"exe"`
-	Cwd        string `json:"cwd"`
-	UID        int    `json:"uid"`
-	CapEff     string `json:"cap_eff"`
-	CapBnd     string `json:"cap_bnd"`
-	NoNewPrivs bool   `json:"no_new_privs"`
-	Seccomp    int    `json:"seccomp"`
-	Serves     string `json:"serves"`
-}
-
-func decodeProbeOutput(stdout string) (probeOutput, error) {
-	var out probeOutput
+func decodeProbeOutput(stdout string) (wire.BatchResult, error) {
+	var out wire.BatchResult
 	if err := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &out); err != nil {
-		return probeOutput{}, fmt.Errorf("probe output: %w", err)
+		return wire.BatchResult{}, fmt.Errorf("probe output: %w", err)
 	}
 	return out, nil
 }

@@ -55,20 +55,32 @@ type Observation struct {
 var forbiddenNetworks = map[string]bool{"host": true, "bridge": true, "default": true, "none": true, "docker0": true}
 
 // Evaluate checks obs against what src says the campaign must be and
-// returns the report. Missing or malformed evidence fails the checks that
-// need it; the report is ok only when every check passed.
+// returns the report (Expect, then Expectation.Evaluate). Missing or
+// malformed evidence fails the checks that need it; the report is ok
+// only when every check passed.
 func Evaluate(src Source, obs Observation) *Report {
+	x, err := Expect(src)
+	if err != nil {
+		r := newReport(src, obs)
+		r.Error = err.Error()
+		r.finish()
+		return r
+	}
+	return x.Evaluate(obs)
+}
+
+func newReport(src Source, obs Observation) *Report {
 	r := &Report{Schema: Schema, CampaignID: src.Spec.CampaignID, Producer: src.Producer, AttestedAt: obs.At, Timings: obs.Timings, Images: []ImageUse{}}
 	if gens := campaign.Generations(src.Records); len(gens) > 0 {
 		g := gens[len(gens)-1]
 		r.Generation, r.Instance = g.N, g.Instance
 	}
-	e, err := expect(src)
-	if err != nil {
-		r.Error = err.Error()
-		r.finish()
-		return r
-	}
+	return r
+}
+
+// Evaluate checks obs against the expectation and returns the report.
+func (x *Expectation) Evaluate(obs Observation) *Report {
+	r, e := newReport(x.e.Source, obs), x.e
 	inf, infOK := checkDaemon(r, e, obs)
 	checkLimitsSection(r, inf, infOK)
 	checkNetwork(r, e, obs)

@@ -141,6 +141,27 @@ type expectation struct {
 	Plan         *campaign.Plan
 }
 
+// Expectation is what a campaign must be, derived once from its Source:
+// the probes are planned from it (PlanExecs, PeerAddrs) and the
+// observation is judged against it (Evaluate).
+type Expectation struct{ e *expectation }
+
+// Expect derives the expectation of src; an error means the spec no
+// longer makes a plan (the campaign cannot be attested at all).
+func Expect(src Source) (*Expectation, error) {
+	e, err := expect(src)
+	if err != nil {
+		return nil, err
+	}
+	return &Expectation{e}, nil
+}
+
+// Source is what the expectation was derived from.
+func (x *Expectation) Source() Source { return x.e.Source }
+
+// Plan is the campaign's plan, as the expectation derived it.
+func (x *Expectation) Plan() *campaign.Plan { return x.e.Plan }
+
 // expect derives the expectation; an error means the spec no longer makes
 // a plan (the campaign cannot be attested at all).
 func expect(src Source) (*expectation, error) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/apikey"
+	"github.com/agentpen/agentpen/workbench/probe/wire"
 )
 
 // seedRaws adds every raw daemon answer of the fixtures to f.
@@ -117,7 +118,7 @@ func FuzzProbeOutputNeverLies(f *testing.F) {
 		if err != nil {
 			t.Fatalf("ok from an output that does not decode: %q", out)
 		}
-		got := map[string]probeResult{}
+		got := map[string]wire.Outcome{}
 		for _, r := range po.Results {
 			got[r.ID] = r
 		}

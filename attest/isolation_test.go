@@ -3,6 +3,8 @@ package attest
 import (
 	"strings"
 	"testing"
+
+	"github.com/agentpen/agentpen/workbench/probe/wire"
 )
 
 // TestJudgeIsolation: an episode probe passes only with namespaces other
@@ -33,13 +35,13 @@ func TestJudgeIsolation(t *testing.T) {
 			iso := good
 			iso.Interfaces = append([]string{}, good.Interfaces...)
 			tt.edit(&iso)
-			pass, why := judgeIsolation(probeResult{Outcome: "found", Isolation: &iso})
+			pass, why := judgeIsolation(wire.Outcome{Outcome: "found", Isolation: &iso})
 			if pass != (tt.why == "") || (tt.why != "" && !strings.Contains(why, tt.why)) {
 				t.Fatalf("pass %v (%s), want %q", pass, why, tt.why)
 			}
 		})
 	}
-	if pass, _ := judgeIsolation(probeResult{Outcome: "error", Error: "timeout"}); pass {
+	if pass, _ := judgeIsolation(wire.Outcome{Outcome: "error", Error: "timeout"}); pass {
 		t.Fatal("a probe without a finding passed")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/workbench/probe/wire"
 )
 
 // Probe phases: the server is read before and after the workspaces are
@@ -78,11 +79,8 @@ const PeerPort = "9"
 // PeerAddrs reads each workspace's address on its own network from the
 // daemon's inspects (campaign.TopologyPerAgent), by subject; a workspace
 // without one is missing, and the probes aimed at it fail.
-func PeerAddrs(src Source, obs Observation) map[string]string {
-	e, err := expect(src)
-	if err != nil {
-		return nil
-	}
+func (x *Expectation) PeerAddrs(obs Observation) map[string]string {
+	e := x.e
 	out := map[string]string{}
 	for _, c := range e.Containers {
 		if c.Role != campaign.RoleWork || len(c.Nets) == 0 || c.ID == "" {
@@ -137,23 +135,6 @@ type ProbeRun struct {
 	Err string `json:"error,omitempty"`
 }
 
-// wire is a probe request as `workbench probe --batch` takes it.
-type wire struct {
-	ID        string            `json:"id"`
-	Kind      string            `json:"kind"`
-	URL       string            `json:"url,omitempty"`
-	Method    string            `json:"method,omitempty"`
-	Expect    []int             `json:"expect,omitempty"`
-	HeaderEnv map[string]string `json:"header_env,omitempty"`
-	Body      bool              `json:"body,omitempty"`
-	Addr      string            `json:"addr,omitempty"`
-	Path      string            `json:"path,omitempty"`
-	Unix      string            `json:"unix,omitempty"`
-	As        int               `json:"as,omitempty"`
-	Listen    string            `json:"listen,omitempty"`
-	TimeoutMS int               `json:"timeout_ms,omitempty"`
-}
-
 // What a probe must find.
 const (
 	wantConnected   = "connected"
@@ -189,7 +170,7 @@ const episodeProbeTimeoutMS = 20000
 // positive control in the same exec.
 type probe struct {
 	phase, subject string
-	req            wire
+	req            wire.Request
 	check          string
 	target         string
 	want           string
@@ -258,9 +239,9 @@ var probeRules = []probeRule{
 	// that exec is evidence and not a broken exec or network stack.
 	{"control", func(p *probePlan) {
 		for _, w := range p.workspaces() {
-			req, target := wire{Kind: "tcp", Addr: p.serverAddr()}, p.serverAddr()
+			req, target := wire.Request{Kind: wire.KindTCP, Addr: p.serverAddr()}, p.serverAddr()
 			if p.e.GraderUnix != "" {
-				req, target = wire{Kind: "unix", Addr: p.e.GraderUnix}, "unix:"+p.e.GraderUnix
+				req, target = wire.Request{Kind: wire.KindUnix, Addr: p.e.GraderUnix}, "unix:"+p.e.GraderUnix
 			}
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.control", control: true, want: wantConnected,
 				target: target, req: req}, "control")
@@ -271,7 +252,7 @@ var probeRules = []probeRule{
 		for _, w := range p.workspaces() {
 			u := p.e.ServerURL + "/health"
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.grader_health", want: "status", status: 200, target: p.targetURL(u),
-				req: wire{Kind: "http", URL: u, Expect: []int{200}, Unix: p.e.GraderUnix}}, "grader_health")
+				req: wire.Request{Kind: wire.KindHTTP, URL: u, Expect: []int{200}, Unix: p.e.GraderUnix}}, "grader_health")
 		}
 	}},
 	// Workspace -> every protected grader route without the key: 401, and
@@ -284,7 +265,7 @@ var probeRules = []probeRule{
 			for _, r := range GraderProtectedRoutes {
 				u := p.e.ServerURL + r.Path
 				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.grader_protected", want: "status", status: 401,
-					target: r.Method + " " + p.targetURL(u), route: r.Path, req: wire{Kind: "http", URL: u, Method: r.Method, Expect: []int{401}, Unix: p.e.GraderUnix}}, "grader_protected")
+					target: r.Method + " " + p.targetURL(u), route: r.Path, req: wire.Request{Kind: wire.KindHTTP, URL: u, Method: r.Method, Expect: []int{401}, Unix: p.e.GraderUnix}}, "grader_protected")
 			}
 		}
 	}},
@@ -300,7 +281,7 @@ var probeRules = []probeRule{
 				for _, h := range p.hostLoopback() {
 					addr := joinHostPort(h, port)
 					p.add(probe{subject: w.Subject, check: w.Subject + ".probe.host_loopback", want: wantUnreachable, negative: true,
-						target: addr + " (host " + l.Addr + ")", req: wire{Kind: "tcp", Addr: addr}}, "host_loopback")
+						target: addr + " (host " + l.Addr + ")", req: wire.Request{Kind: wire.KindTCP, Addr: addr}}, "host_loopback")
 				}
 			}
 		}
@@ -317,7 +298,7 @@ var probeRules = []probeRule{
 			}
 			for _, w := range p.workspaces() {
 				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.host_addresses", want: wantUnreachable, negative: true,
-					target: l.Addr, req: wire{Kind: "tcp", Addr: l.Addr}}, "host_addresses")
+					target: l.Addr, req: wire.Request{Kind: wire.KindTCP, Addr: l.Addr}}, "host_addresses")
 			}
 		}
 	}},
@@ -332,7 +313,7 @@ var probeRules = []probeRule{
 		}
 		for _, w := range p.workspaces() {
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.egress", want: want, negative: neg,
-				target: p.env.EgressTarget, req: wire{Kind: "tcp", Addr: p.env.EgressTarget}}, "egress")
+				target: p.env.EgressTarget, req: wire.Request{Kind: wire.KindTCP, Addr: p.env.EgressTarget}}, "egress")
 		}
 	}},
 	// No Docker socket visible in a workspace; in the server only when
@@ -340,7 +321,7 @@ var probeRules = []probeRule{
 	{"docker_socket", func(p *probePlan) {
 		for _, w := range p.workspaces() {
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.docker_socket", want: wantNoSocket, target: "known socket paths, mounts, DOCKER_HOST",
-				req: wire{Kind: "socket"}}, "docker_socket")
+				req: wire.Request{Kind: wire.KindSocket}}, "docker_socket")
 		}
 		s := p.e.Server
 		want := wantNoSocket
@@ -348,7 +329,7 @@ var probeRules = []probeRule{
 			want = wantSocket
 		}
 		p.add(probe{phase: PhaseBefore, subject: s.Subject, check: s.Subject + ".probe.docker_socket", want: want, target: "known socket paths, mounts, DOCKER_HOST",
-			req: wire{Kind: "socket"}}, "docker_socket")
+			req: wire.Request{Kind: wire.KindSocket}}, "docker_socket")
 	}},
 	// Custody: the process serving each container's socket or port.
 	{"process", func(p *probePlan) {
@@ -359,7 +340,7 @@ var probeRules = []probeRule{
 				phase = PhaseBefore
 			}
 			p.add(probe{phase: phase, subject: c.Subject, check: c.Subject + ".process", want: wantProcess, target: orMain(c.Serves),
-				req: wire{Kind: "process", Listen: c.Serves}}, "process")
+				req: wire.Request{Kind: wire.KindProcess, Listen: c.Serves}}, "process")
 		}
 	}},
 	// The grader's counters, read with the key (from the server's own
@@ -375,7 +356,7 @@ var probeRules = []probeRule{
 		}
 		for _, phase := range []string{PhaseBefore, PhaseAfter} {
 			p.add(probe{phase: phase, subject: s.Subject, check: s.Subject + ".grader_counters", want: wantCounters, target: p.targetURL(u),
-				req: wire{Kind: "http", URL: u, Expect: []int{200}, HeaderEnv: map[string]string{"X-API-Key": p.e.KeyEnv}, Body: true, Unix: p.e.GraderUnix}}, "counters_"+phase)
+				req: wire.Request{Kind: wire.KindHTTP, URL: u, Expect: []int{200}, HeaderEnv: map[string]string{"X-API-Key": p.e.KeyEnv}, Body: true, Unix: p.e.GraderUnix}}, "counters_"+phase)
 		}
 	}},
 	// Agent code (a sandbox uid of the workspace's block) cannot reach the
@@ -391,7 +372,7 @@ var probeRules = []probeRule{
 				uid = campaign.UIDBlockFirst // no block journalled: still a sandbox uid
 			}
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.grader_socket_denied", want: wantDenied,
-				target: fmt.Sprintf("unix:%s as uid %d", p.e.GraderUnix, uid), req: wire{Kind: "unix", Addr: p.e.GraderUnix, As: uid}}, "grader_socket_denied")
+				target: fmt.Sprintf("unix:%s as uid %d", p.e.GraderUnix, uid), req: wire.Request{Kind: wire.KindUnix, Addr: p.e.GraderUnix, As: uid}}, "grader_socket_denied")
 		}
 	}},
 	// Agent -> agent: every workspace against every other, unreachable.
@@ -403,7 +384,7 @@ var probeRules = []probeRule{
 		if p.e.Topology == campaign.TopologyNone {
 			for _, w := range ws {
 				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.agent_to_agent", want: wantLoopbackOnly,
-					target: "network interfaces", req: wire{Kind: "interfaces"}}, "agent_to_agent")
+					target: "network interfaces", req: wire.Request{Kind: wire.KindInterfaces}}, "agent_to_agent")
 			}
 			return
 		}
@@ -420,7 +401,7 @@ var probeRules = []probeRule{
 				}
 				addr = joinHostPort(addr, PeerPort)
 				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.agent_to_agent", want: wantNoPath, negative: true,
-					target: target + " at " + addr, req: wire{Kind: "tcp", Addr: addr}}, "agent_to_agent")
+					target: target + " at " + addr, req: wire.Request{Kind: wire.KindTCP, Addr: addr}}, "agent_to_agent")
 			}
 		}
 	}},
@@ -439,7 +420,7 @@ var probeRules = []probeRule{
 				uid = campaign.UIDBlockFirst // no block journalled: still a sandbox uid
 			}
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.bind_file", want: wantBindFile,
-				target: fmt.Sprintf("%s as uid %d", campaign.WorkbenchTaskFile, uid), req: wire{Kind: "file", Path: campaign.WorkbenchTaskFile, As: uid}}, "bind_file")
+				target: fmt.Sprintf("%s as uid %d", campaign.WorkbenchTaskFile, uid), req: wire.Request{Kind: wire.KindFile, Path: campaign.WorkbenchTaskFile, As: uid}}, "bind_file")
 		}
 	}},
 	// Episode code in each workspace, run through its workbench: in
@@ -451,7 +432,7 @@ var probeRules = []probeRule{
 				continue // a launcher's command: no workbench to ask
 			}
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.episode_isolation", want: wantIsolated,
-				target: "code run as an episode of the workbench serving " + w.Serves, req: wire{Kind: "episode", Listen: w.Serves}}, "episode_isolation")
+				target: "code run as an episode of the workbench serving " + w.Serves, req: wire.Request{Kind: wire.KindEpisode, Listen: w.Serves}}, "episode_isolation")
 		}
 	}},
 	// The uid block each workspace's episode server runs episodes under.
@@ -461,7 +442,7 @@ var probeRules = []probeRule{
 				continue // a launcher's command: no workbench to ask
 			}
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.uid_block", want: wantUIDBlock, uid: w.UIDBase,
-				target: fmt.Sprintf("the process serving %s", w.Serves), req: wire{Kind: "uid_block", Listen: w.Serves}}, "uid_block")
+				target: fmt.Sprintf("the process serving %s", w.Serves), req: wire.Request{Kind: wire.KindUIDBlock, Listen: w.Serves}}, "uid_block")
 		}
 	}},
 }
@@ -513,7 +494,7 @@ func (p *probePlan) execs() []Exec {
 	var out []Exec
 	for _, phase := range []string{PhaseBefore, PhaseMain, PhaseAfter} {
 		for _, c := range p.e.Containers {
-			var reqs []wire
+			var reqs []wire.Request
 			for _, pr := range p.probes {
 				if pr.phase == phase && pr.subject == c.Subject {
 					reqs = append(reqs, pr.req)
@@ -522,9 +503,7 @@ func (p *probePlan) execs() []Exec {
 			if len(reqs) == 0 {
 				continue
 			}
-			b, _ := json.Marshal(struct {
-				Probes []wire `json:"probes"`
-			}{reqs})
+			b, _ := json.Marshal(wire.Batch{Probes: reqs})
 			cmd := append(append([]string(nil), p.command()...), "--batch", string(b))
 			out = append(out, Exec{Phase: phase, Subject: c.Subject, ContainerID: c.ID, Cmd: cmd})
 		}
@@ -537,12 +516,8 @@ func (p *probePlan) execs() []Exec {
 // agentpen's host listeners (their ports are probe targets). A container
 // without a journalled id is still in the plan with an empty ContainerID:
 // its exec cannot run and its probe checks fail.
-func PlanExecs(src Source, env ProbeEnv, listeners []Listener) ([]Exec, error) {
-	e, err := expect(src)
-	if err != nil {
-		return nil, err
-	}
-	return planProbes(e, env, listeners).execs(), nil
+func (x *Expectation) PlanExecs(env ProbeEnv, listeners []Listener) []Exec {
+	return planProbes(x.e, env, listeners).execs()
 }
 
 // argvDigest is the digest workbench probe reports for a process's argv:

@@ -29,7 +29,7 @@ var reportTypes = map[string]any{
 func generateSchema(t *testing.T, kind string) []byte {
 	t.Helper()
 	r := &jsonschema.Reflector{}
-	for _, dir := range []string{"attest", "cleanup", "campaign", "apikey"} {
+	for _, dir := range []string{"attest", "cleanup", "campaign", "apikey", "workbench/probe/wire"} {
 		if err := r.AddGoComments("github.com/agentpen/agentpen", dir); err != nil {
 			t.Fatal(err)
 		}

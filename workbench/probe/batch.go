@@ -13,122 +13,8 @@ import (
 	"time"
 )
 
-// Probe kinds of a Batch.
-const (
-	KindHTTP    = "http"
-	KindTCP     = "tcp"
-	KindSocket  = "socket"
-	KindProcess = "process"
-	// KindUnix connects to a unix socket (Addr is its path).
-	KindUnix = "unix"
-	// KindInterfaces lists the network interfaces of the container
-	// (/sys/class/net): a container without a network has "lo" only.
-	KindInterfaces = "interfaces"
-	// KindUIDBlock reads the uid block (WORKBENCH_UID_BASE and
-	// WORKBENCH_UID_COUNT, nothing else) from the environment of the
-	// process listening at Listen.
-	KindUIDBlock = "uid_block"
-	// KindFile looks at the file at Path as root (never reading it) and
-	// tries to open it for reading as the uid As (ProbeFile): what a
-	// sandbox uid can read.
-	KindFile = "file"
-	// KindEpisode runs code as an episode of the workbench serving at
-	// Listen and reports its isolation (EpisodeIsolation).
-	KindEpisode = "episode"
-)
-
-// Limits of a Batch.
-const (
-	// MaxBatch is the most probes one batch may hold.
-	MaxBatch = 256
-	// MaxTimeout bounds any one probe of a batch.
-	MaxTimeout = 30 * time.Second
-	// maxBody is the most of a reply body a probe with Body returns.
-	maxBody = 64 << 10
-)
-
-// Batch is a set of probes run at once in one process, so a container is
-// probed with one docker exec and its probes wait out their timeouts
-// together. It is the JSON `workbench probe --batch` takes.
-type Batch struct {
-	Probes []Request `json:"probes"`
-}
-
-// Request is one probe of a Batch.
-type Request struct {
-	// ID names the probe in the results; unique in the batch, required.
-	ID string `json:"id"`
-	// Kind is one of the Kind constants.
-	Kind string `json:"kind"`
-	// URL, Method and Expect are an HTTP probe's (see Config).
-	URL    string `json:"url,omitempty"`
-	Method string `json:"method,omitempty"`
-	Expect []int  `json:"expect,omitempty"`
-	// HeaderEnv maps a request header to the environment variable whose
-	// value it carries, so a key never appears in the command line.
-	HeaderEnv map[string]string `json:"header_env,omitempty"`
-	// Body asks for the reply body in the result, when it is JSON (at most
-	// 64 KiB).
-	Body bool `json:"body,omitempty"`
-	// Addr is a TCP probe's host:port, a unix probe's socket path.
-	Addr string `json:"addr,omitempty"`
-	// Path is a file probe's file (absolute, clean).
-	Path string `json:"path,omitempty"`
-	// Unix is the socket an HTTP probe's request goes to (see Config.Unix).
-	Unix string `json:"unix,omitempty"`
-	// As runs a unix or TCP probe's connect, or a file probe's open, as
-	// this uid (and gid), not root, to show what a sandbox uid can reach;
-	// zero keeps root.
-	As int `json:"as,omitempty"`
-	// Listen is a process, uid_block or episode probe's target:
-	// "tcp:PORT", "unix:PATH", or (a process probe) empty for the
-	// container's main process (PID 1, or its first child when PID 1 is
-	// an init).
-	Listen string `json:"listen,omitempty"`
-	// TimeoutMS bounds the probe; zero means DefaultTimeout.
-	TimeoutMS int `json:"timeout_ms,omitempty"`
-}
-
-// BatchResult is what RunBatch prints: the id of the container it ran in
-// and one Outcome per request, in the requests' order.
-type BatchResult struct {
-	// ContainerID is the Docker container this process runs in, read from
-	// /proc/self/mountinfo (the daemon bind-mounts
-	// <root>/containers/<id>/hostname at /etc/hostname); empty when it is
-	// not found. It ties the results to a container.
-	ContainerID string    `json:"container_id,omitempty"`
-	Results     []Outcome `json:"results"`
-}
-
-// Outcome is the result of one probe of a batch.
-type Outcome struct {
-	ID      string `json:"id"`
-	Kind    string `json:"kind"`
-	Outcome string `json:"outcome"`
-	// Status is an HTTP probe's reply status (0 without a reply).
-	Status int `json:"status,omitempty"`
-	// Error says what went wrong, for any outcome but success.
-	Error     string  `json:"error,omitempty"`
-	LatencyMS float64 `json:"latency_ms"`
-	// Body is the reply body, when asked for and JSON.
-	Body json.RawMessage `json:"body,omitempty"`
-	// Sockets are what a socket probe found (see FindSockets).
-	Sockets []Socket `json:"sockets,omitempty"`
-	// Process is what a process probe found.
-	Process *Process `json:"process,omitempty"`
-	// Interfaces are what an interfaces probe found.
-	Interfaces []string `json:"interfaces,omitempty"`
-	// UIDBase and UIDCount are what a uid_block probe found.
-	UIDBase  int `json:"uid_base,omitempty"`
-	UIDCount int `json:"uid_count,omitempty"`
-	// File is what a file probe found as root (absent when nothing).
-	File *File `json:"file,omitempty"`
-	// Isolation is what an episode probe found.
-	Isolation *Isolation `json:"isolation,omitempty"`
-}
-
 // Validate checks a batch before anything runs.
-func (b Batch) Validate() error {
+func Validate(b Batch) error {
 	if len(b.Probes) == 0 || len(b.Probes) > MaxBatch {
 		return fmt.Errorf("batch: %d probes, want 1..%d: %w", len(b.Probes), MaxBatch, ErrInvalid)
 	}
@@ -181,7 +67,7 @@ func (b Batch) Validate() error {
 // RunBatch validates b and runs all its probes concurrently; getenv reads
 // the variables HeaderEnv names. Its error is only for an invalid batch.
 func RunBatch(ctx context.Context, b Batch, getenv func(string) string) (BatchResult, error) {
-	if err := b.Validate(); err != nil {
+	if err := Validate(b); err != nil {
 		return BatchResult{}, err
 	}
 	out := BatchResult{ContainerID: containerID("/proc/self/mountinfo"), Results: make([]Outcome, len(b.Probes))}

@@ -15,20 +15,6 @@ import (
 	"time"
 )
 
-// Isolation is what an episode probe found: the sandbox mode the episode
-// server reports (its GET /metadata), the PID and network namespaces of
-// the server and of code run as an episode of it, the network interfaces
-// that code sees, and what became of its attempt to open a vsock socket.
-type Isolation struct {
-	Sandbox      string   `json:"sandbox"`
-	ServerPidNS  string   `json:"server_pid_ns"`
-	ServerNetNS  string   `json:"server_net_ns"`
-	EpisodePidNS string   `json:"episode_pid_ns"`
-	EpisodeNetNS string   `json:"episode_net_ns"`
-	Interfaces   []string `json:"interfaces"`
-	VSock        string   `json:"vsock"`
-}
-
 // isolationMarker starts the line the episode code prints its findings on.
 const isolationMarker = "AGENTPEN-ISOLATION "
 

@@ -8,15 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// File is what a file probe found of its path as root: whether it is a
-// regular file, its permission bits (octal, "0400") and its owner. It
-// never holds the file's content.
-type File struct {
-	Regular bool   `json:"regular"`
-	Mode    string `json:"mode"`
-	UID     int    `json:"uid"`
-}
-
 // ProbeFile looks at path as root (lstat: a link is not followed) and
 // tries to open it for reading as uid as (on a throwaway thread whose
 // filesystem ids are the uid's; nothing is read): the outcome is

@@ -56,7 +56,7 @@ func TestProbeFile(t *testing.T) {
 		{ID: "unclean", Kind: KindFile, Path: "/run/../task", As: uid},
 		{ID: "as_http", Kind: KindHTTP, URL: "http://127.0.0.1:1/", As: uid},
 	} {
-		if err := (Batch{Probes: []Request{bad}}).Validate(); err == nil {
+		if err := Validate(Batch{Probes: []Request{bad}}); err == nil {
 			t.Errorf("%s: accepted", bad.ID)
 		}
 	}

@@ -7,41 +7,6 @@ import (
 	"syscall"
 )
 
-// Outcomes of a probe. A connection or request either got through
-// (OutcomeConnected for TCP, OutcomeReply for HTTP) or was stopped in one
-// of the ways below, which the attestation tells apart: a refusal is an
-// answer from something, a timeout is silence.
-const (
-	// OutcomeConnected: the TCP connection was established.
-	OutcomeConnected = "connected"
-	// OutcomeReply: an HTTP reply came back (any status).
-	OutcomeReply = "reply"
-	// OutcomeRefused: the peer answered with a reset (ECONNREFUSED).
-	OutcomeRefused = "refused"
-	// OutcomeTimeout: nothing answered before the probe's timeout.
-	OutcomeTimeout = "timeout"
-	// OutcomeUnreachable: the kernel had no route (ENETUNREACH,
-	// EHOSTUNREACH, EADDRNOTAVAIL).
-	OutcomeUnreachable = "unreachable"
-	// OutcomeDNS: the name did not resolve.
-	OutcomeDNS = "dns"
-	// OutcomeDenied: the kernel refused the caller (EACCES, EPERM), as on
-	// a unix socket in a directory the uid cannot search.
-	OutcomeDenied = "denied"
-	// OutcomeError: anything else (the error says what).
-	OutcomeError = "error"
-	// OutcomeVisible and OutcomeNone: a socket probe found a Docker socket,
-	// or none.
-	OutcomeVisible = "visible"
-	OutcomeNone    = "none"
-	// OutcomeFound and OutcomeNotFound: a process probe found the process
-	// serving the socket or port, or none.
-	OutcomeFound    = "found"
-	OutcomeNotFound = "not_found"
-	// OutcomeReadable: a file probe's uid could open the file for reading.
-	OutcomeReadable = "readable"
-)
-
 // Classify names what stopped a dial or a request: ctx is the probe's
 // own deadline-bound context.
 func Classify(ctx context.Context, err error) string {

@@ -13,35 +13,6 @@ import (
 	"strings"
 )
 
-// Process is the custody evidence of the process serving a socket or
-// port, read from /proc inside the container.
-type Process struct {
-	// Pid is the process's pid in the container (the lowest, when several
-	// hold the listening socket).
-	Pid int `json:"pid"`
-	// Pids are every process holding the listening socket.
-	Pids []int `json:"pids,omitempty"`
-	// ArgvDigest is "sha256:" and the hex SHA-256 of its argv joined by
-	// NUL; Argc is the number of arguments. The arguments themselves are
-	// not returned.
-	ArgvDigest string `json:"argv_digest"`
-	Argc       int    `json:"argc"`
-	// Exe and Cwd are the targets of /proc/PID/exe and /proc/PID/cwd.
-	Exe string `json:"exe"`
-	Cwd string `json:"cwd"`
-	// UID is its real uid.
-	UID int `json:"uid"`
-	// CapEff and CapBnd are its effective and bounding capability sets
-	// (hex, as /proc/PID/status prints them); NoNewPrivs and Seccomp its
-	// flags from the same file.
-	CapEff     string `json:"cap_eff"`
-	CapBnd     string `json:"cap_bnd"`
-	NoNewPrivs bool   `json:"no_new_privs"`
-	Seccomp    int    `json:"seccomp"`
-	// Serves is what it was found by: "tcp:PORT", "unix:PATH", or "main".
-	Serves string `json:"serves"`
-}
-
 // ArgvDigest is the digest a Process reports for argv.
 func ArgvDigest(argv []string) string {
 	sum := sha256.Sum256([]byte(strings.Join(argv, "\x00")))

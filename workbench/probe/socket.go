@@ -12,19 +12,6 @@ import (
 	"time"
 )
 
-// Socket is one place a socket probe looked at and found something.
-type Socket struct {
-	// Path is the path inside the container.
-	Path string `json:"path"`
-	// How says how it was found: "known_path", "glob", "env" (DOCKER_HOST)
-	// or "mount" (a mount point, or a docker.sock inside one).
-	How string `json:"how"`
-	// IsSocket is true when the path is a unix socket.
-	IsSocket bool `json:"is_socket"`
-	// Connectable is true when a connect to it succeeded (nothing is sent).
-	Connectable bool `json:"connectable"`
-}
-
 // knownSocketPaths are where a Docker daemon's socket is usually found or
 // mounted (agentpen mounts it at /run/agentpen/docker.sock when asked).
 var knownSocketPaths = []string{

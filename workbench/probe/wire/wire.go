@@ -1,0 +1,237 @@
+// Package wire is the probe batch's JSON, both sides of it: what the
+// attestation asks a container for (Batch, Request) and what `workbench
+// probe --batch` answers (BatchResult, Outcome and what a probe found),
+// with the kinds and outcomes they name. It imports the standard
+// library's encoding only, so the pure attest package and the workbench's
+// probe share one definition; running probes and validating a batch are
+// package probe's.
+package wire
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Probe kinds of a Batch.
+const (
+	KindHTTP    = "http"
+	KindTCP     = "tcp"
+	KindSocket  = "socket"
+	KindProcess = "process"
+	// KindUnix connects to a unix socket (Addr is its path).
+	KindUnix = "unix"
+	// KindInterfaces lists the network interfaces of the container
+	// (/sys/class/net): a container without a network has "lo" only.
+	KindInterfaces = "interfaces"
+	// KindUIDBlock reads the uid block (WORKBENCH_UID_BASE and
+	// WORKBENCH_UID_COUNT, nothing else) from the environment of the
+	// process listening at Listen.
+	KindUIDBlock = "uid_block"
+	// KindFile looks at the file at Path as root (never reading it) and
+	// tries to open it for reading as the uid As (probe.ProbeFile): what a
+	// sandbox uid can read.
+	KindFile = "file"
+	// KindEpisode runs code as an episode of the workbench serving at
+	// Listen and reports its isolation (probe.EpisodeIsolation).
+	KindEpisode = "episode"
+)
+
+// Limits of a Batch.
+const (
+	// MaxBatch is the most probes one batch may hold.
+	MaxBatch = 256
+	// MaxTimeout bounds any one probe of a batch.
+	MaxTimeout = 30 * time.Second
+)
+
+// Batch is a set of probes run at once in one process, so a container is
+// probed with one docker exec and its probes wait out their timeouts
+// together. It is the JSON `workbench probe --batch` takes.
+type Batch struct {
+	Probes []Request `json:"probes"`
+}
+
+// Request is one probe of a Batch.
+type Request struct {
+	// ID names the probe in the results; unique in the batch, required.
+	ID string `json:"id"`
+	// Kind is one of the Kind constants.
+	Kind string `json:"kind"`
+	// URL, Method and Expect are an HTTP probe's (see Config).
+	URL    string `json:"url,omitempty"`
+	Method string `json:"method,omitempty"`
+	Expect []int  `json:"expect,omitempty"`
+	// HeaderEnv maps a request header to the environment variable whose
+	// value it carries, so a key never appears in the command line.
+	HeaderEnv map[string]string `json:"header_env,omitempty"`
+	// Body asks for the reply body in the result, when it is JSON (at most
+	// 64 KiB).
+	Body bool `json:"body,omitempty"`
+	// Addr is a TCP probe's host:port, a unix probe's socket path.
+	Addr string `json:"addr,omitempty"`
+	// Path is a file probe's file (absolute, clean).
+	Path string `json:"path,omitempty"`
+	// Unix is the socket an HTTP probe's request goes to (see Config.Unix).
+	Unix string `json:"unix,omitempty"`
+	// As runs a unix or TCP probe's connect, or a file probe's open, as
+	// this uid (and gid), not root, to show what a sandbox uid can reach;
+	// zero keeps root.
+	As int `json:"as,omitempty"`
+	// Listen is a process, uid_block or episode probe's target:
+	// "tcp:PORT", "unix:PATH", or (a process probe) empty for the
+	// container's main process (PID 1, or its first child when PID 1 is
+	// an init).
+	Listen string `json:"listen,omitempty"`
+	// TimeoutMS bounds the probe; zero means probe.DefaultTimeout.
+	TimeoutMS int `json:"timeout_ms,omitempty"`
+}
+
+// BatchResult is what probe.RunBatch prints: the id of the container it ran in
+// and one Outcome per request, in the requests' order.
+type BatchResult struct {
+	// ContainerID is the Docker container this process runs in, read from
+	// /proc/self/mountinfo (the daemon bind-mounts
+	// <root>/containers/<id>/hostname at /etc/hostname); empty when it is
+	// not found. It ties the results to a container.
+	ContainerID string    `json:"container_id,omitempty"`
+	Results     []Outcome `json:"results"`
+}
+
+// Outcome is the result of one probe of a batch.
+type Outcome struct {
+	ID      string `json:"id"`
+	Kind    string `json:"kind"`
+	Outcome string `json:"outcome"`
+	// Status is an HTTP probe's reply status (0 without a reply).
+	Status int `json:"status,omitempty"`
+	// Error says what went wrong, for any outcome but success.
+	Error     string  `json:"error,omitempty"`
+	LatencyMS float64 `json:"latency_ms"`
+	// Body is the reply body, when asked for and JSON.
+	Body json.RawMessage `json:"body,omitempty"`
+	// Sockets are what a socket probe found (probe.FindSockets).
+	Sockets []Socket `json:"sockets,omitempty"`
+	// Process is what a process probe found.
+	Process *Process `json:"process,omitempty"`
+	// Interfaces are what an interfaces probe found.
+	Interfaces []string `json:"interfaces,omitempty"`
+	// UIDBase and UIDCount are what a uid_block probe found.
+	UIDBase  int `json:"uid_base,omitempty"`
+	UIDCount int `json:"uid_count,omitempty"`
+	// File is what a file probe found as root (absent when nothing).
+	File *File `json:"file,omitempty"`
+	// Isolation is what an episode probe found.
+	Isolation *Isolation `json:"isolation,omitempty"`
+}
+
+// Outcomes of a probe. A connection or request either got through
+// (OutcomeConnected for TCP, OutcomeReply for HTTP) or was stopped in one
+// of the ways below, which the attestation tells apart: a refusal is an
+// answer from something, a timeout is silence.
+const (
+	// OutcomeConnected: the TCP connection was established.
+	OutcomeConnected = "connected"
+	// OutcomeReply: an HTTP reply came back (any status).
+	OutcomeReply = "reply"
+	// OutcomeRefused: the peer answered with a reset (ECONNREFUSED).
+	OutcomeRefused = "refused"
+	// OutcomeTimeout: nothing answered before the probe's timeout.
+	OutcomeTimeout = "timeout"
+	// OutcomeUnreachable: the kernel had no route (ENETUNREACH,
+	// EHOSTUNREACH, EADDRNOTAVAIL).
+	OutcomeUnreachable = "unreachable"
+	// OutcomeDNS: the name did not resolve.
+	OutcomeDNS = "dns"
+	// OutcomeDenied: the kernel refused the caller (EACCES, EPERM), as on
+	// a unix socket in a directory the uid cannot search.
+	OutcomeDenied = "denied"
+	// OutcomeError: anything else (the error says what).
+	OutcomeError = "error"
+	// OutcomeVisible and OutcomeNone: a socket probe found a Docker socket,
+	// or none.
+	OutcomeVisible = "visible"
+	OutcomeNone    = "none"
+	// OutcomeFound and OutcomeNotFound: a process probe found the process
+	// serving the socket or port, or none.
+	OutcomeFound    = "found"
+	OutcomeNotFound = "not_found"
+	// OutcomeReadable: a file probe's uid could open the file for reading.
+	OutcomeReadable = "readable"
+)
+
+// Socket is one place a socket probe looked at and found something.
+type Socket struct {
+	// Path is the path inside the container.
+	Path string `json:"path"`
+	// How says how it was found: "known_path", "glob", "env" (DOCKER_HOST)
+	// or "mount" (a mount point, or a docker.sock inside one).
+	How string `json:"how"`
+	// IsSocket is true when the path is a unix socket.
+	IsSocket bool `json:"is_socket"`
+	// Connectable is true when a connect to it succeeded (nothing is sent).
+	Connectable bool `json:"connectable"`
+}
+
+// Process is the custody evidence of the process serving a socket or
+// port, read from /proc inside the container.
+type Process struct {
+	// Pid is the process's pid in the container (the lowest, when several
+	// hold the listening socket).
+	Pid int `json:"pid"`
+	// Pids are every process holding the listening socket.
+	Pids []int `json:"pids,omitempty"`
+	// ArgvDigest is "sha256:" and the hex SHA-256 of its argv joined by
+	// NUL; Argc is the number of arguments. The arguments themselves are
+	// not returned.
+	ArgvDigest string `json:"argv_digest"`
+	Argc       int    `json:"argc"`
+	// Exe and Cwd are the targets of /proc/PID/exe and /proc/PID/cwd.
+	Exe string `json:"exe"`
+	Cwd string `json:"cwd"`
+	// UID is its real uid.
+	UID int `json:"uid"`
+	// CapEff and CapBnd are its effective and bounding capability sets
+	// (hex, as /proc/PID/status prints them); NoNewPrivs and Seccomp its
+	// flags from the same file.
+	CapEff     string `json:"cap_eff"`
+	CapBnd     string `json:"cap_bnd"`
+	NoNewPrivs bool   `json:"no_new_privs"`
+	Seccomp    int    `json:"seccomp"`
+	// Serves is what it was found by: "tcp:PORT", "unix:PATH", or "main".
+	Serves string `json:"serves"`
+}
+
+// File is what a file probe found of its path as root: whether it is a
+// regular file, its permission bits (octal, "0400") and its owner. It
+// never holds the file's content.
+type File struct {
+	// Regular is true when it is a regular file (lstat: a link is not).
+	Regular bool `json:"regular"`
+	// Mode is its permission bits, in octal.
+	Mode string `json:"mode"`
+	// UID is its owner.
+	UID int `json:"uid"`
+}
+
+// Isolation is what an episode probe found: the sandbox mode the episode
+// server reports (its GET /metadata), the PID and network namespaces of
+// the server and of code run as an episode of it, the network interfaces
+// that code sees, and what became of its attempt to open a vsock socket.
+type Isolation struct {
+	// Sandbox is the sandbox mode the workbench reports (namespaces or
+	// uid-only).
+	Sandbox string `json:"sandbox"`
+	// ServerPidNS is the episode server's PID namespace (its
+	// /proc/PID/ns/pid link).
+	ServerPidNS string `json:"server_pid_ns"`
+	// ServerNetNS is the episode server's network namespace.
+	ServerNetNS string `json:"server_net_ns"`
+	// EpisodePidNS is the PID namespace of code run as an episode.
+	EpisodePidNS string `json:"episode_pid_ns"`
+	// EpisodeNetNS is the network namespace of code run as an episode.
+	EpisodeNetNS string `json:"episode_net_ns"`
+	// Interfaces are the network interfaces that code sees.
+	Interfaces []string `json:"interfaces"`
+	// VSock is what that code's attempt at a vsock socket got.
+	VSock string `json:"vsock"`
+}
