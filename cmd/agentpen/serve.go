@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentpen/agentpen/internal/httpserve"
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/apikey"
@@ -168,33 +169,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		defer wait()
 		defer stopDebug()
 	}
-	served := make(chan error, 1)
-	go func() {
-		if tlsConfig != nil {
-			hs.TLSConfig = tlsConfig
-			served <- hs.ServeTLS(ln, "", "")
-			return
-		}
-		served <- hs.Serve(ln)
-	}()
 	a.Logger.Info("serving", "listen", ln.Addr().String(), "public_url", publicURL, "state_root", cf.stateRoot, "tls", sf.tlsCert != "")
-	select {
-	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	a.Logger.Info("stopping: campaigns stay up unless --cleanup-on-exit", "cleanup_on_exit", sf.cleanupOnExit)
 	// Stop accepting, end the proxy's sessions, give operations their
 	// grace, then cancel them; the two run together because an operation
 	// in flight holds its request open.
-	sctx, cancel := context.WithTimeout(context.Background(), sf.shutdown+adapter.DefaultCleanupTimeout)
-	defer cancel()
-	shut := make(chan error, 1)
-	go func() { shut <- hs.Shutdown(sctx) }()
-	cerr := srv.Close(sctx)
-	serr := <-shut
-	<-served
-	if err := errors.Join(cerr, serr); err != nil {
+	err = httpserve.Serve(ctx, hs, []net.Listener{ln}, httpserve.Options{
+		Name: "serve", TLS: tlsConfig, ShutdownTimeout: sf.shutdown + adapter.DefaultCleanupTimeout,
+		Stop: func(sctx context.Context) error {
+			a.Logger.Info("stopping: campaigns stay up unless --cleanup-on-exit", "cleanup_on_exit", sf.cleanupOnExit)
+			return srv.Close(sctx)
+		},
+	})
+	if ctx.Err() == nil {
+		// A listener failed: serving ended before any signal.
+		return err
+	}
+	if err != nil {
 		a.Logger.Warn("shutdown", "err", err)
 	}
 	if sf.cleanupOnExit {

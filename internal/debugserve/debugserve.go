@@ -6,15 +6,15 @@ package debugserve
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
-	"sync"
 	"time"
+
+	"github.com/agentpen/agentpen/internal/httpserve"
 
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/workbench/gate"
@@ -68,19 +68,12 @@ func Serve(ctx context.Context, addr string, episodeUID func(uint32) bool, log *
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Warn("serving profiles (net/http/pprof) on loopback", "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := hs.Serve(g.Listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := httpserve.Serve(ctx, hs, []net.Listener{ln}, httpserve.Options{Name: "debug listener", Wrap: g.Listener, ShutdownTimeout: time.Second}); err != nil {
 			log.Error("debug listener", "err", err)
 		}
-	})
-	wg.Go(func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		if hs.Shutdown(sctx) != nil {
-			hs.Close()
-		}
-	})
-	return wg.Wait, nil
+	}()
+	return func() { <-done }, nil
 }

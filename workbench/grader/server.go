@@ -11,10 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/agentpen/agentpen/internal/conntrack"
+	"github.com/agentpen/agentpen/internal/httpserve"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/gate"
 	"github.com/agentpen/agentpen/workbench/tasks"
@@ -443,9 +443,6 @@ const shutdownGrace = time.Second
 // passed); a request still being read after shutdownGrace (a client
 // stalled in its body) is cut off. Serve closes the listeners.
 func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
-	if len(listeners) == 0 {
-		return errors.New("grader: Serve needs at least one listener")
-	}
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -456,34 +453,13 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 		ConnState:         s.conns.ConnState,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	if s.cfg.Key == "" {
+	if s.cfg.Key == "" && len(listeners) > 0 {
 		s.log.Warn("no API key: every protected route is open (--insecure-no-key); never use this in a campaign")
 	}
-	errc := make(chan error, len(listeners))
-	var serving sync.WaitGroup
-	for _, ln := range listeners {
-		serving.Go(func() {
-			s.log.Info("listening", "addr", ln.Addr().Network()+"://"+ln.Addr().String())
-			if err := hs.Serve(s.gate.Listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("grader: serve %s: %w", ln.Addr(), err)
-			}
-		})
-	}
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-errc:
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
-	defer cancel()
-	var shutdownErr error
-	cut := time.AfterFunc(shutdownGrace, s.conns.CutReads)
-	defer cut.Stop()
-	if err := hs.Shutdown(sctx); err != nil {
-		hs.Close()
-		shutdownErr = fmt.Errorf("grader: shutdown: %w", err)
-	}
-	serving.Wait()
-	s.log.Info("stopped")
-	return errors.Join(serveErr, shutdownErr)
+	return httpserve.Serve(ctx, hs, listeners, httpserve.Options{
+		Name: "grader", Log: s.log, Wrap: s.gate.Listener, ShutdownTimeout: ShutdownTimeout,
+		// A request still being read after shutdownGrace (a client
+		// stalled in its body) is cut off.
+		CutAfter: shutdownGrace, Cut: s.conns.CutReads,
+	})
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentpen/agentpen/internal/httpserve"
+
 	"github.com/agentpen/agentpen/internal/conntrack"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/gate"
@@ -288,9 +290,6 @@ const (
 // error if that takes longer than ShutdownTimeout. Serve closes the
 // listeners.
 func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
-	if len(listeners) == 0 {
-		return errors.New("server: Serve needs at least one listener")
-	}
 	hs := &http.Server{
 		Handler:           s.handler,
 		ConnState:         s.conns.ConnState,
@@ -299,44 +298,18 @@ func (s *Server) Serve(ctx context.Context, listeners ...net.Listener) error {
 		IdleTimeout:       s.idleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	errc := make(chan error, len(listeners))
-	var serving sync.WaitGroup
-	for _, ln := range listeners {
-		serving.Go(func() {
-			s.log.Info("listening", "addr", listenerName(ln))
-			if err := hs.Serve(s.gate.Listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("server: serve %s: %w", listenerName(ln), err)
-			}
-		})
-	}
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-errc:
-	}
-	s.log.Info("shutting down", "sessions", s.ActiveSessions())
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
-	defer cancel()
-	// Sessions first: http.Server.Shutdown neither tracks nor cancels hijacked
-	// WebSocket connections, and it would wait for in-flight HTTP calls that
-	// only Shutdown cancels.
-	shutdownErr := s.Shutdown(sctx)
-	// What is left are requests still being read, which would hold up
-	// http.Server.Shutdown until readTimeout, past sctx.
-	s.conns.CutReads()
-	if err := hs.Shutdown(sctx); err != nil {
-		hs.Close()
-		shutdownErr = errors.Join(shutdownErr, fmt.Errorf("server: http shutdown: %w", err))
-	}
-	serving.Wait()
-	s.log.Info("stopped")
-	return errors.Join(serveErr, shutdownErr)
-}
-
-func listenerName(ln net.Listener) string {
-	a := ln.Addr()
-	if a.Network() == "unix" {
-		return "unix://" + a.String()
-	}
-	return a.Network() + "://" + a.String()
+	return httpserve.Serve(ctx, hs, listeners, httpserve.Options{
+		Name: "server", Log: s.log, Wrap: s.gate.Listener, ShutdownTimeout: ShutdownTimeout,
+		// Sessions first: http.Server.Shutdown neither tracks nor cancels
+		// hijacked WebSocket connections, and it would wait for in-flight
+		// HTTP calls that only Shutdown cancels.
+		StopFirst: true,
+		Stop: func(ctx context.Context) error {
+			s.log.Info("shutting down", "sessions", s.ActiveSessions())
+			return s.Shutdown(ctx)
+		},
+		// What is left are requests still being read, which would hold up
+		// http.Server.Shutdown until readTimeout, past the bound.
+		Cut: s.conns.CutReads,
+	})
 }
