@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	apiclient "github.com/agentpen/agentpen/launcher/client"
+
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
@@ -182,16 +184,12 @@ func (l *liveService) create(t *testing.T, id string, taskIDs []string) launcher
 	t.Helper()
 	l.removeOnCleanup(t, id)
 	start := time.Now()
-	code, b := l.call(t, http.MethodPost, "/v1/campaigns", l.spec(id, taskIDs))
-	if code != http.StatusCreated {
-		t.Fatalf("create: %d %s", code, b)
+	v, err := apiclient.New(l.ts.URL, l.token, nil).Create(t.Context(), l.spec(id, taskIDs))
+	if err != nil {
+		t.Fatalf("create: %v", err)
 	}
 	t.Logf("create through the API (bring-up + attestation) of %d workspaces: %v", len(taskIDs), time.Since(start).Round(time.Millisecond))
-	var v launcher.CampaignView
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return *v
 }
 
 // playThroughProxy plays the bound task's oracle through baseURL. A
@@ -300,16 +298,13 @@ func TestAPIEndToEnd(t *testing.T) {
 		t.Fatalf("after delete the daemon still has %v (%v)", found, err)
 	}
 	// Every workspace's oracle episode left its result, kept after the
-	// removal, each of the workspace's own task.
-	code, b = l.call(t, http.MethodGet, "/v1/campaigns/"+id+"/episodes?limit=1000", nil)
-	var eps struct {
-		Episodes []store.Result `json:"episodes"`
-	}
-	if err := json.Unmarshal(b, &eps); code != http.StatusOK || err != nil {
-		t.Fatalf("episodes after delete: %d %v %.300s", code, err, b)
+	// removal, each of the workspace's own task (read with the Go client).
+	eps, err := apiclient.New(l.ts.URL, l.token, nil).Episodes(t.Context(), id, -1)
+	if err != nil {
+		t.Fatalf("episodes after delete: %v", err)
 	}
 	graded := map[int]bool{}
-	for _, e := range eps.Episodes {
+	for _, e := range eps {
 		if e.TaskID != v.Workspaces[e.Workspace].TaskID || e.AgentID != v.Workspaces[e.Workspace].AgentID {
 			t.Errorf("a result of workspace %d names %s/%s", e.Workspace, e.TaskID, e.AgentID)
 		}
@@ -318,7 +313,7 @@ func TestAPIEndToEnd(t *testing.T) {
 		}
 	}
 	if len(graded) != len(v.Workspaces) {
-		t.Errorf("graded oracle results for workspaces %v of %d: %+v", graded, len(v.Workspaces), eps.Episodes)
+		t.Errorf("graded oracle results for workspaces %v of %d: %+v", graded, len(v.Workspaces), eps)
 	}
 	for _, w := range v.Workspaces {
 		resp, err := http.Get(w.BaseURL + "/health")

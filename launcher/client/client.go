@@ -1,0 +1,209 @@
+// Package client is a Go client of the launcher API that `agentpen serve`
+// runs: typed calls for the campaign routes, with the service's own
+// types (launcher.CampaignView, the reports, store.Result), and every
+// error answer as an *Error carrying its RFC 9457 problem.
+//
+// It does not speak the episode protocol: a workspace's base_url is for
+// an OpenEnv client (package workbench/client speaks it in Go).
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/attest"
+	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/launcher"
+	"github.com/agentpen/agentpen/store"
+)
+
+// Client calls the launcher API at URL with a bearer token.
+type Client struct {
+	url   string
+	token string
+	http  *http.Client
+}
+
+// New returns a client of the service at baseURL
+// ("http://127.0.0.1:8700") presenting token; hc nil means a client with
+// no overall timeout (a create waits for the bring-up and attestation).
+func New(baseURL, token string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &Client{url: strings.TrimRight(baseURL, "/"), token: token, http: hc}
+}
+
+// Error is an error answer of the service.
+type Error struct {
+	Status int    `json:"status"`
+	Title  string `json:"title"`
+	Detail string `json:"detail"`
+	// Errors are the problem's details (a failed check, an invalid
+	// field), as the service gives them.
+	Errors []struct {
+		Message  string `json:"message"`
+		Location string `json:"location"`
+		Value    any    `json:"value"`
+	} `json:"errors"`
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("agentpen: %d %s: %s", e.Status, e.Title, e.Detail)
+}
+
+// IsNotFound reports whether err is the service's 404.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
+}
+
+// Create creates a campaign from spec (the JSON agentpen up takes) and
+// returns it once it is up and attested.
+func (c *Client) Create(ctx context.Context, spec []byte) (*launcher.CampaignView, error) {
+	var v launcher.CampaignView
+	return &v, c.do(ctx, http.MethodPost, "/v1/campaigns", spec, &v)
+}
+
+// List lists the campaigns.
+func (c *Client) List(ctx context.Context) ([]launcher.CampaignView, error) {
+	var out struct {
+		Campaigns []launcher.CampaignView `json:"campaigns"`
+	}
+	return out.Campaigns, c.do(ctx, http.MethodGet, "/v1/campaigns", nil, &out)
+}
+
+// Get reads one campaign.
+func (c *Client) Get(ctx context.Context, id string) (*launcher.CampaignView, error) {
+	var v launcher.CampaignView
+	return &v, c.do(ctx, http.MethodGet, campaignPath(id, ""), nil, &v)
+}
+
+// Workspaces lists a ready campaign's workspaces and their base_urls.
+func (c *Client) Workspaces(ctx context.Context, id string) ([]adapter.Workspace, error) {
+	var out struct {
+		Workspaces []adapter.Workspace `json:"workspaces"`
+	}
+	return out.Workspaces, c.do(ctx, http.MethodGet, campaignPath(id, "/workspaces"), nil, &out)
+}
+
+// Attest attests the campaign now and returns the fresh report (its OK
+// says whether it passed).
+func (c *Client) Attest(ctx context.Context, id string) (*attest.Report, error) {
+	var r attest.Report
+	return &r, c.do(ctx, http.MethodPost, campaignPath(id, "/attestation"), nil, &r)
+}
+
+// Attestation reads the latest generation's stored attestation.
+func (c *Client) Attestation(ctx context.Context, id string) (*attest.Report, error) {
+	var r attest.Report
+	return &r, c.do(ctx, http.MethodGet, campaignPath(id, "/attestation"), nil, &r)
+}
+
+// Cleanup reads the latest generation's stored cleanup report.
+func (c *Client) Cleanup(ctx context.Context, id string) (*cleanup.Report, error) {
+	var r cleanup.Report
+	return &r, c.do(ctx, http.MethodGet, campaignPath(id, "/cleanup"), nil, &r)
+}
+
+// Delete removes the campaign and returns its verified cleanup report; a
+// cleanup that is not verified is an *Error (500) naming the failed
+// checks, and Cleanup reads its report.
+func (c *Client) Delete(ctx context.Context, id string) (*cleanup.Report, error) {
+	var r cleanup.Report
+	return &r, c.do(ctx, http.MethodDelete, campaignPath(id, ""), nil, &r)
+}
+
+// Episodes reads every episode result of the campaign, oldest first
+// (all pages); workspace >= 0 keeps that workspace's.
+func (c *Client) Episodes(ctx context.Context, id string, workspace int) ([]store.Result, error) {
+	var all []store.Result
+	after := 0
+	for {
+		q := url.Values{"after": {strconv.Itoa(after)}, "limit": {strconv.Itoa(launcher.MaxEpisodesPage)}}
+		if workspace >= 0 {
+			q.Set("workspace", strconv.Itoa(workspace))
+		}
+		var page struct {
+			Episodes []store.Result `json:"episodes"`
+			Next     int            `json:"next"`
+		}
+		if err := c.do(ctx, http.MethodGet, campaignPath(id, "/episodes")+"?"+q.Encode(), nil, &page); err != nil {
+			return all, err
+		}
+		all = append(all, page.Episodes...)
+		if page.Next == 0 {
+			return all, nil
+		}
+		after = page.Next
+	}
+}
+
+func campaignPath(id, rest string) string {
+	return "/v1/campaigns/" + url.PathEscape(id) + rest
+}
+
+// do sends one request and decodes a 2xx answer into out, or returns the
+// error answer as an *Error.
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	resp, err := c.send(ctx, method, path, body, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("agentpen: %s %s: %w", method, path, err)
+	}
+	if out == nil || len(b) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("agentpen: %s %s: the answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// send sends one request; an answer that is not 2xx is read into an
+// *Error.
+func (c *Client) send(ctx context.Context, method, path string, body []byte, header http.Header) (*http.Response, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.url+path, r)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("agentpen: %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	e := &Error{Status: resp.StatusCode}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(b, e) != nil || e.Title == "" {
+		e.Title, e.Detail = http.StatusText(resp.StatusCode), strings.TrimSpace(string(b))
+	}
+	e.Status = resp.StatusCode
+	return nil, e
+}
