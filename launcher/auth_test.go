@@ -15,8 +15,8 @@ func TestAuthRefused(t *testing.T) {
 	var routes []routeKey
 	for _, r := range documentedRoutes(ts.Server) {
 		path := strings.SplitN(string(r), " ", 2)[1]
-		if path == "/healthz" || strings.HasPrefix(path, episodePrefix+"/") {
-			continue
+		if path == "/healthz" || path == "/ui" || strings.HasPrefix(path, UIPath) || strings.HasPrefix(path, episodePrefix+"/") {
+			continue // open: the page's files hold no data (TestCampaignPageFiles)
 		}
 		routes = append(routes, r)
 	}

@@ -20,8 +20,6 @@ import (
 	"testing"
 	"time"
 
-	apiclient "github.com/agentpen/agentpen/launcher/client"
-
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
@@ -30,6 +28,7 @@ import (
 	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
 	"github.com/agentpen/agentpen/launcher"
+	apiclient "github.com/agentpen/agentpen/launcher/client"
 	"github.com/agentpen/agentpen/store"
 	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/agentpen/agentpen/workbench/results"

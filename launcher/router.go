@@ -48,6 +48,10 @@ func (s *Server) buildRouter() (chi.Router, huma.API) {
 		g.Get(OpenAPIPath, s.serveOpenAPI)
 		g.Get("/metrics", s.metrics.handler().ServeHTTP)
 	})
+	ui := uiHandler()
+	r.Get("/ui", serveUIRedirect)
+	r.Get(UIPath, ui.ServeHTTP)
+	r.Get(UIPath+"{file}", ui.ServeHTTP)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"status":"ok"}` + "\n"))
@@ -112,6 +116,17 @@ func (s *Server) documentRawRoutes(doc *huma.OpenAPI) {
 	doc.Paths["/metrics"].Get.Responses["401"] = problemResp("No or a wrong bearer token")
 	doc.AddOperation(&huma.Operation{OperationID: "getHealthz", Method: http.MethodGet, Path: "/healthz", Tags: []string{"meta"}, Security: none,
 		Summary: "Liveness of the service (no token)", Responses: map[string]*huma.Response{"200": object(`{"status":"ok"}`)}})
+
+	html := map[string]*huma.Response{"200": {Description: "The page or its file", Content: map[string]*huma.MediaType{"text/html": {Schema: &huma.Schema{Type: "string"}}}}}
+	doc.AddOperation(&huma.Operation{OperationID: "getCampaignPageRedirect", Method: http.MethodGet, Path: "/ui", Tags: []string{"meta"}, Security: none,
+		Summary: "The campaign page: redirects (relatively) to ui/", Responses: map[string]*huma.Response{"301": {Description: "To ui/"}}})
+	doc.AddOperation(&huma.Operation{OperationID: "getCampaignPage", Method: http.MethodGet, Path: UIPath, Tags: []string{"meta"}, Security: none,
+		Summary:     "The campaign page: campaigns, workspaces, attestation, cleanup and episode results, read-only",
+		Description: "Served without the token (the page holds no data) and with a Content-Security-Policy that allows nothing but this origin; the page asks for the token and sends it on each API call, keeping it in the tab's memory only.",
+		Responses:   html})
+	doc.AddOperation(&huma.Operation{OperationID: "getCampaignPageFile", Method: http.MethodGet, Path: UIPath + "{file}", Tags: []string{"meta"}, Security: none,
+		Parameters: []*huma.Param{{Name: "file", In: "path", Required: true, Schema: &huma.Schema{Type: "string"}, Description: "A file of the page (its script, the shared style)"}},
+		Summary:    "The campaign page's files", Responses: html})
 
 	capParam := &huma.Param{Name: "capability", In: "path", Required: true, Schema: &huma.Schema{Type: "string"},
 		Description: "The workspace's capability: the last segment of its base_url. It is the credential; no token is needed."}
