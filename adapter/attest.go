@@ -151,7 +151,7 @@ func (a *Adapter) attestSource(c *store.Campaign, st store.State) (attest.Source
 	if src.Bringup, _, err = c.Daemon(gen); err != nil {
 		return src, fmt.Errorf("campaign %q: %w", c.ID, err)
 	}
-	p, err := campaign.NewPlan(src.Spec)
+	p, err := attest.PinnedPlan(src)
 	if err != nil {
 		return src, fmt.Errorf("campaign %q: %w", c.ID, err)
 	}
@@ -197,7 +197,7 @@ func (a *Adapter) observeCampaign(ctx context.Context, src attest.Source, opts A
 		env.TimeoutMS = int(opts.ProbeTimeout / time.Millisecond)
 	}
 	obs.ProbeEnv = env
-	p, err := campaign.NewPlan(src.Spec)
+	p, err := attest.PinnedPlan(src)
 	if err != nil {
 		return obs, err
 	}
@@ -265,10 +265,11 @@ func (a *Adapter) observeDaemon(ctx context.Context, src attest.Source, obs *att
 			})
 		}
 	}
-	// The images the plan pins, by the pinned reference.
-	refs := map[string]bool{src.Spec.Server.Image: true}
-	for _, w := range src.Spec.Workspaces {
-		refs[w.Image] = true
+	// The images the plan pins (a tag by the id its bring-up resolved it
+	// to, never by what the tag names now), by the pinned reference.
+	refs := map[string]string{}
+	if p, err := attest.PinnedPlan(src); err == nil {
+		refs = p.ImageFields()
 	}
 	for ref := range refs {
 		g.Go(func() error {

@@ -130,12 +130,15 @@ type Record struct {
 	// removal (OpRemovalStarted, OpCleanup), which span generations.
 	Gen int `json:"gen,omitempty"`
 	// Instance is the generation's nonce (on OpBegin records).
-	Instance string            `json:"instance,omitempty"`
-	Kind     Kind              `json:"kind,omitempty"`
-	Role     string            `json:"role,omitempty"`
-	Name     string            `json:"name,omitempty"`
-	ID       string            `json:"id,omitempty"`
-	Labels   map[string]string `json:"labels,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	// Images maps each tag the generation's spec names to the image id the
+	// bring-up resolved it to (on OpBegin records; Plan.Images).
+	Images map[string]string `json:"images,omitempty"`
+	Kind   Kind              `json:"kind,omitempty"`
+	Role   string            `json:"role,omitempty"`
+	Name   string            `json:"name,omitempty"`
+	ID     string            `json:"id,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
 	// Status is a verdict (OpAttested, OpCleanup); Reason why a removal
 	// began (OpRemovalStarted).
 	Status string `json:"status,omitempty"`
@@ -426,7 +429,13 @@ func parseRecord(line []byte) (Record, error) {
 		return rec, errors.New("not a journal record (no seq or op)")
 	}
 	switch rec.Op {
-	case OpBegin, OpIntent, OpCreated, OpCreateFailed, OpOrphan, OpRemoved, OpReady, OpAttesting, OpRolledBack, OpNote:
+	case OpBegin:
+		for ref, id := range rec.Images {
+			if CheckImage("images", ref) != nil || Pinned(ref) || !IsImageID(id) {
+				return rec, fmt.Errorf("begin record: image %q pinned as %q: not a tag and an image id", ref, id)
+			}
+		}
+	case OpIntent, OpCreated, OpCreateFailed, OpOrphan, OpRemoved, OpReady, OpAttesting, OpRolledBack, OpNote:
 	case OpAttested:
 		if rec.Status != AttestOK && rec.Status != AttestFailed {
 			return rec, fmt.Errorf("attestation verdict %q", rec.Status)
@@ -476,6 +485,9 @@ type Generation struct {
 	N        int
 	Instance string
 	Started  time.Time
+	// Images are the image ids its bring-up pinned its spec's tags to
+	// (Plan.Pin takes them); nil for a spec of pins only.
+	Images map[string]string
 	// Resources are in intent order.
 	Resources []Resource
 }
@@ -525,7 +537,7 @@ func Generations(recs []Record) []Generation {
 		switch r.Op {
 		case OpBegin:
 			g := gen(r.Gen, r.Time)
-			g.Instance, g.Started = r.Instance, r.Time
+			g.Instance, g.Started, g.Images = r.Instance, r.Time, r.Images
 		case OpIntent:
 			g := gen(r.Gen, r.Time)
 			pending[key{r.Gen, r.Kind, r.Name}] = len(g.Resources)

@@ -78,10 +78,10 @@ func messageFor(err error) string {
 func (e *cliEnv) spec(id string, n int) string {
 	s := campaign.CampaignSpec{
 		CampaignID: id,
-		Server:     campaign.ServerSpec{Image: e.ids["agentpen/workbench:dev"]},
+		Server:     campaign.ServerSpec{Image: e.ids[testenv.WorkbenchImage()]},
 	}
 	for i := range n {
-		s.Workspaces = append(s.Workspaces, campaign.WorkspaceSpec{TaskID: "data/csv_region_total", AttemptID: fmt.Sprint(i), Image: e.ids["agentpen/workbench:dev"]})
+		s.Workspaces = append(s.Workspaces, campaign.WorkspaceSpec{TaskID: "data/csv_region_total", AttemptID: fmt.Sprint(i), Image: e.ids[testenv.WorkbenchImage()]})
 	}
 	b, _ := json.Marshal(s)
 	f := filepath.Join(e.dir, id+".json")
