@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/debugserve"
+	"github.com/agentpen/agentpen/launcher"
 )
 
 // defaultListen is agentpen serve's address when --listen is not given.

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/logbuf"
 	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/launcher"
 )
 
 // TestServeUsage: serve's command line is checked before any daemon is

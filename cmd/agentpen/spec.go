@@ -9,9 +9,9 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 

@@ -75,7 +75,9 @@ func (h *History) Begin(gen int) *History {
 }
 
 // Op appends a record of op for generation gen.
-func (h *History) Op(op campaign.Op, gen int) *History { return h.add(campaign.Record{Op: op, Gen: gen}) }
+func (h *History) Op(op campaign.Op, gen int) *History {
+	return h.add(campaign.Record{Op: op, Gen: gen})
+}
 
 // Attested appends an attestation's verdict (status) for generation gen.
 func (h *History) Attested(gen int, status string) *History {
@@ -119,7 +121,9 @@ func (h *History) Orphan(gen int) *History {
 }
 
 // Note appends prose.
-func (h *History) Note(text string) *History { return h.add(campaign.Record{Op: campaign.OpNote, Note: text}) }
+func (h *History) Note(text string) *History {
+	return h.add(campaign.Record{Op: campaign.OpNote, Note: text})
+}
 
 // Shape is one lifecycle: how its journal is built, the status it reads
 // as, and a part of the reason a campaign in it is not up ("" for one
