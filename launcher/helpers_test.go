@@ -50,6 +50,8 @@ type fakeBackend struct {
 	attestOK bool
 	verified bool
 	bringUp  func(ctx context.Context) error // nil: succeed at once
+	images   []adapter.Image
+	imageErr error
 }
 
 func newFakeBackend(t *testing.T) *fakeBackend {
@@ -351,6 +353,13 @@ func (f *fakeBackend) Load(c *store.Campaign) (*adapter.Campaign, error) {
 		return nil, fmt.Errorf("campaign %q generation %d: %w", c.ID, g.N, adapter.ErrNotUp)
 	}
 	return camp, nil
+}
+
+// Images lists the fake daemon's images.
+func (f *fakeBackend) Images(context.Context) ([]adapter.Image, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.images, f.imageErr
 }
 
 // CampaignDir is the campaign's state directory.

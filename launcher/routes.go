@@ -134,6 +134,7 @@ func (s *Server) registerOperations(api huma.API) {
 		OperationID: "getCleanup", Method: http.MethodGet, Path: "/v1/campaigns/{id}/cleanup", Tags: tags,
 		Summary: "The stored cleanup report of the latest generation (404 while that generation has none)", Errors: one,
 	}, s.getCleanup)
+	s.registerCatalogue(api)
 	// The create body is read raw (campaign.DecodeSpec gives line, column
 	// and every unknown field); the document still names its schema.
 	body := api.OpenAPI().Paths["/v1/campaigns"].Post.RequestBody

@@ -64,6 +64,7 @@ type backend interface {
 	Attest(ctx context.Context, c *store.Campaign, opts adapter.AttestOptions) (*attest.Report, string, error)
 	Cleanup(ctx context.Context, c *store.Campaign, reason string) (*cleanup.Report, string, error)
 	Load(c *store.Campaign) (*adapter.Campaign, error)
+	Images(ctx context.Context) ([]adapter.Image, error)
 }
 
 // Why a campaign's workspaces stop being served.

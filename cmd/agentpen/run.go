@@ -30,6 +30,8 @@ Commands:
   cleanup verify  verify, read-only, that nothing of a campaign remains
   ls              the campaigns in the state root, their generation and state
   orphans         agentpen-labelled resources no journal accounts for (--remove ID)
+  tasks [ID]      the workbench's task catalogue, or what an agent sees of one task
+  images          the daemon's local images a spec can name (id, tags, workbench version)
   version         agentpen's version, commit, Go and Docker SDK versions, the daemon's
   help [CMD]      show this text, or CMD's help (as agentpen CMD --help)
 
@@ -46,7 +48,7 @@ Run "agentpen <command> --help" for a command's flags.
 // commands are the commands agentpen help CMD knows.
 var commands = map[string]bool{
 	"doctor": true, "up": true, "spec": true, "down": true, "serve": true, "attest": true,
-	"cleanup": true, "ls": true, "orphans": true, "version": true,
+	"cleanup": true, "ls": true, "orphans": true, "version": true, "tasks": true, "images": true,
 }
 
 // run is the whole program: it parses args and dispatches; main only wires
@@ -93,6 +95,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		cmd = attestCmd
 	case "serve":
 		cmd = serve
+	case "tasks":
+		cmd = tasksCmd
+	case "images":
+		cmd = imagesCmd
 	}
 	if cmd != nil {
 		// Every error is printed after the command's name, once.
