@@ -52,6 +52,7 @@ type fakeBackend struct {
 	bringUp  func(ctx context.Context) error // nil: succeed at once
 	images   []adapter.Image
 	imageErr error
+	prepare  func(p *campaign.Plan) error // nil: nothing to refuse
 }
 
 func newFakeBackend(t *testing.T) *fakeBackend {
@@ -79,6 +80,18 @@ func (f *fakeBackend) Calls() []string {
 
 // open opens a campaign of the fake's state root.
 func (f *fakeBackend) open(id string) (*store.Campaign, error) { return f.root.Open(id) }
+
+// Prepare is the adapter's check before a bring-up: prepare, when set,
+// says what it finds.
+func (f *fakeBackend) Prepare(ctx context.Context, p *campaign.Plan) error {
+	f.mu.Lock()
+	prepare := f.prepare
+	f.mu.Unlock()
+	if prepare != nil {
+		return prepare(p)
+	}
+	return nil
+}
 
 // Up brings the plan up (journalled, with fake sockets), attests it and,
 // failing closed as adapter.Up does, removes one that did not attest.

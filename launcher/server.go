@@ -49,6 +49,16 @@ type Config struct {
 	// finish before cancelling them (a cancelled bring-up rolls back);
 	// zero means DefaultShutdownGrace.
 	ShutdownGrace time.Duration
+	// APIKeyEnv is the variable of the service's environment holding the
+	// grader's API key for a spec that names none (server.api_key_env is
+	// then set to it, in the spec file too); empty means the spec's own
+	// default (campaign.DefaultAPIKeyEnv). agentpen serve checks it at
+	// start.
+	APIKeyEnv string
+	// Clock is the service's time for campaigns' lifetimes (their
+	// deadlines and idle timeouts); nil means the wall clock. Tests drive
+	// an internal/fakeclock.Clock.
+	Clock Clock
 }
 
 // DefaultShutdownGrace is Config.ShutdownGrace when zero.
@@ -60,6 +70,7 @@ const minTokenBytes = 16
 // backend is what the service calls on the adapter: the Docker work.
 // What a campaign is, the service reads from the store itself.
 type backend interface {
+	Prepare(ctx context.Context, p *campaign.Plan) error
 	Up(ctx context.Context, root *store.Root, p *campaign.Plan, opts adapter.UpOptions) (*adapter.UpResult, error)
 	Attest(ctx context.Context, c *store.Campaign, opts adapter.AttestOptions) (*attest.Report, string, error)
 	Cleanup(ctx context.Context, c *store.Campaign, reason string) (*cleanup.Report, string, error)
@@ -81,6 +92,7 @@ type Server struct {
 	be      backend
 	root    *store.Root
 	log     *slog.Logger
+	clock   Clock
 	metrics *metrics
 	api     huma.API
 	router  chi.Router
@@ -136,6 +148,10 @@ func newServer(cfg Config, be backend) (*Server, error) {
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.clock = cfg.Clock
+	if s.clock == nil {
+		s.clock = wallClock{}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.router, s.api = s.buildRouter()

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/apikey"
+	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/debugserve"
 	"github.com/agentpen/agentpen/launcher"
@@ -44,14 +46,25 @@ the capability in each base_url, derived from a server key kept in <state root>/
 SIGINT or SIGTERM stops it gracefully: proxy sessions are closed (1001), operations in flight
 get --shutdown-timeout to finish (then a bring-up is cancelled and rolls back), and every
 campaign stays up and journalled, unless --cleanup-on-exit removes them (verified). One
-serve per state root: it holds <state root>/api/serve.lock while it runs. The API key of the
-campaigns' grader comes from agentpen's environment, as for agentpen up.
+serve per state root: it holds <state root>/api/serve.lock while it runs.
+
+At start it checks what every create needs: the grader's API key in the variable --api-key-env
+names (default AGENTPEN_API_KEY; the key of every spec that names no server.api_key_env), set,
+not a placeholder and long enough; and the daemon, which must answer and be rootless.
+
+It logs (slog, --log-format text or json, on stderr) its start (address, state root, version),
+every create, delete, attestation (campaign, outcome, duration), every request (its route, never
+its path; a refused one with its class: invalid, unauthorized, not_found, conflict, ...), and
+its stop. No line holds the token, a key, a capability or a task id.
+
 Exit status: 0 stopped cleanly, 1 failure (with --cleanup-on-exit: a cleanup not verified,
-even after SIGINT/SIGTERM), 2 bad input (flags, the token, TLS files, the server key), 3 daemon
-unreachable, 4 conflict (another agentpen serve holds the state root, or the address is in
-use), 130/143 interrupted while starting.`
+even after SIGINT/SIGTERM), 2 bad input (flags, the token, TLS files, the server key, the
+grader's key unset or unfit, a daemon that is not rootless), 3 daemon unreachable, 4 conflict
+(another agentpen serve holds the state root, or the address is in use), 130/143 interrupted
+while starting.`
 
 type serveFlags struct {
+	apiKeyEnv               string
 	listen, publicURL       string
 	tokenFile, tokenEnv     string
 	tlsCert, tlsKey         string
@@ -68,6 +81,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	var af attestFlags
 	af.register(fs)
 	var sf serveFlags
+	fs.StringVar(&sf.apiKeyEnv, "api-key-env", campaign.DefaultAPIKeyEnv, "the variable of this environment that holds the grader's API key for a spec that names none (its server.api_key_env); checked at start")
 	fs.StringVar(&sf.listen, "listen", defaultListen, "address to listen on: host:port, or unix:///path/to/api.sock")
 	fs.StringVar(&sf.publicURL, "public-url", "", "the URL clients reach the service at, the prefix of every base_url (default: from --listen; with a unix socket, base_urls are paths)")
 	fs.StringVar(&sf.tokenFile, "token-file", "", "file holding the bearer token (mode 0600); overrides --token-env")
@@ -103,6 +117,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
+	// What every create needs, checked before anything is opened: the
+	// grader's key (then the daemon, below). A service that would answer
+	// every create with an error does not start.
+	if err := checkServeKey(sf.apiKeyEnv, getenv); err != nil {
+		return err
+	}
+	log, err := cf.serveLogger(stderr)
+	if err != nil {
+		return err
+	}
 	// The state root is checked before anything in it is opened, made
 	// or read; then one service per state root, taken before the server
 	// key can be made and before anything listens: a second one would
@@ -122,18 +146,23 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	defer ln.Close()
-	a, err := cf.adapter(ctx, stderr, getenv)
+	d, err := connect(ctx, getenv, cf.allowCustom)
+	if errors.Is(err, adapter.ErrNotRootless) {
+		// A daemon that answers but is not rootless is the wrong daemon:
+		// bad input, as a wrong DOCKER_HOST is.
+		return &cli.ExitError{Code: exitBadInput, Err: err}
+	}
 	if err != nil {
 		return err
 	}
-	defer a.Docker.Close()
-	a.ReadyTimeout, a.Parallelism = sf.readyTimeout, sf.parallel
+	defer d.Close()
+	a := &adapter.Adapter{Docker: d, Logger: log, Getenv: getenv, ReadyTimeout: sf.readyTimeout, Parallelism: sf.parallel}
 	key, err := root.Secret(launcher.KeyFile, launcher.KeyBytes)
 	if err != nil {
 		return err
 	}
-	srv, err := launcher.New(launcher.Config{Adapter: a, Root: root, Token: token, Key: key, PublicURL: publicURL, Logger: a.Logger,
-		Attest: opts, Version: cli.Stamp, ShutdownGrace: sf.shutdown})
+	srv, err := launcher.New(launcher.Config{Adapter: a, Root: root, Token: token, Key: key, PublicURL: publicURL, Logger: log,
+		Attest: opts, Version: cli.Stamp, ShutdownGrace: sf.shutdown, APIKeyEnv: sf.apiKeyEnv})
 	if err != nil {
 		return err
 	}
@@ -144,11 +173,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(a.Logger.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	if sf.debugListen != "" {
 		dctx, stopDebug := context.WithCancel(ctx)
-		wait, err := debugserve.Serve(dctx, sf.debugListen, nil, a.Logger)
+		wait, err := debugserve.Serve(dctx, sf.debugListen, nil, log)
 		if err != nil {
 			stopDebug()
 			return err
@@ -165,13 +194,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		}
 		served <- hs.Serve(ln)
 	}()
-	a.Logger.Info("serving", "listen", ln.Addr().String(), "public_url", publicURL, "state_root", cf.stateRoot, "tls", sf.tlsCert != "")
+	started := time.Now()
+	log.Info("agentpen serve started", "listen", ln.Addr().String(), "public_url", publicURL, "state_root", root.Path(),
+		"version", cli.Stamp, "daemon", a.Docker.Host().URL, "api_key_env", sf.apiKeyEnv, "tls", sf.tlsCert != "")
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	a.Logger.Info("stopping: campaigns stay up unless --cleanup-on-exit", "cleanup_on_exit", sf.cleanupOnExit)
+	log.Info("agentpen serve stopping: campaigns stay up unless --cleanup-on-exit", "cleanup_on_exit", sf.cleanupOnExit)
 	// Stop accepting, end the proxy's sessions, give operations their
 	// grace, then cancel them; the two run together because an operation
 	// in flight holds its request open.
@@ -183,7 +214,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	serr := <-shut
 	<-served
 	if err := errors.Join(cerr, serr); err != nil {
-		a.Logger.Warn("shutdown", "err", err)
+		log.Warn("shutdown", "err", err)
 	}
 	if sf.cleanupOnExit {
 		cctx, cancel := context.WithTimeout(context.Background(), 2*adapter.DefaultCleanupTimeout)
@@ -194,8 +225,35 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			return &stoppedError{fmt.Errorf("--cleanup-on-exit: %w", err)}
 		}
 	}
-	a.Logger.Info("stopped")
+	log.Info("agentpen serve stopped", "uptime_s", int64(time.Since(started).Seconds()))
 	return nil
+}
+
+// checkServeKey refuses to serve when the grader's key variable (the
+// default one every spec that names none uses) is unset, a placeholder
+// or too short: every create would fail. The message names the variable
+// and how to make a key, never a value.
+func checkServeKey(name string, getenv func(string) string) error {
+	if err := campaign.CheckEnvName("--api-key-env", name); err != nil {
+		return &cli.ExitError{Code: exitBadInput, Err: err}
+	}
+	policy := apikey.Default()
+	if st := policy.Check(getenv(name)); !st.OK() {
+		return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("the grader's API key: %s (or name another variable with --api-key-env)", policy.Refusal(name, st))}
+	}
+	return nil
+}
+
+// serveLogger is serve's log on stderr: every start, stop, operation and
+// request (slog, at info), as text or JSON (--log-format).
+func (c *campaignFlags) serveLogger(stderr io.Writer) (*slog.Logger, error) {
+	switch c.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(stderr, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(stderr, nil)), nil
+	}
+	return nil, cli.Usagef("--log-format %q: want text or json", c.logFormat)
 }
 
 // checkListen refuses a --listen (and TLS flags) serve cannot use: a

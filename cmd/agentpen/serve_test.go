@@ -22,9 +22,14 @@ import (
 	"github.com/agentpen/agentpen/launcher"
 )
 
+// testAPIKey is a grader key the policy accepts.
+const testAPIKey = "serve-test-api-key-0123456789abcdef"
+
 // TestServeUsage: serve's command line is checked before any daemon is
 // asked: help on stdout, a non-loopback address without TLS refused, the
-// token never taken from argv, a token file others can read refused.
+// token never taken from argv, a token file others can read refused, the
+// grader's key (what every create needs) unset, a placeholder or short
+// refused naming its variable and how to make one.
 func TestServeUsage(t *testing.T) {
 	dir := t.TempDir()
 	loose := filepath.Join(dir, "loose")
@@ -57,7 +62,18 @@ func TestServeUsage(t *testing.T) {
 		{"tls_files_missing", []string{"--tls-cert", filepath.Join(dir, "c.pem"), "--tls-key", filepath.Join(dir, "k.pem")},
 			map[string]string{"AGENTPEN_SERVE_TOKEN": "0123456789abcdef0123"}, "--tls-cert " + filepath.Join(dir, "c.pem") + ", --tls-key " + filepath.Join(dir, "k.pem") + ": open"},
 		{"socket_dir_missing", []string{"--listen", "unix://" + filepath.Join(dir, "nodir", "api.sock")},
-			map[string]string{"AGENTPEN_SERVE_TOKEN": "0123456789abcdef0123"}, "--listen unix://" + filepath.Join(dir, "nodir", "api.sock") + ": no directory " + filepath.Join(dir, "nodir")},
+			map[string]string{"AGENTPEN_SERVE_TOKEN": "0123456789abcdef0123", "AGENTPEN_API_KEY": testAPIKey}, "--listen unix://" + filepath.Join(dir, "nodir", "api.sock") + ": no directory " + filepath.Join(dir, "nodir")},
+		// What every create needs is checked at start: the grader's key.
+		{"no_api_key", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": "0123456789abcdef0123"},
+			"the grader's API key: AGENTPEN_API_KEY is unset or empty; make one: export AGENTPEN_API_KEY=$(openssl rand -hex 32)"},
+		{"placeholder_api_key", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": "0123456789abcdef0123", "AGENTPEN_API_KEY": "changeme"},
+			"AGENTPEN_API_KEY holds a placeholder"},
+		{"short_api_key", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": "0123456789abcdef0123", "AGENTPEN_API_KEY": "0123456789"},
+			"AGENTPEN_API_KEY holds a key shorter than"},
+		{"other_api_key_env_unset", []string{"--api-key-env", "GRADER_KEY"}, map[string]string{"AGENTPEN_SERVE_TOKEN": "0123456789abcdef0123", "AGENTPEN_API_KEY": testAPIKey},
+			"the grader's API key: GRADER_KEY is unset or empty"},
+		{"api_key_env_bad_name", []string{"--api-key-env", "1X"}, map[string]string{"AGENTPEN_SERVE_TOKEN": "0123456789abcdef0123"},
+			"--api-key-env \"1X\": not an environment variable name"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := map[string]string{"HOME": dir, "DOCKER_HOST": ""}
@@ -95,7 +111,7 @@ func TestServeStateRootLocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.WriteString("4242\n") // a forged holder, never believed
-	env := map[string]string{"XDG_STATE_HOME": dir, "DOCKER_HOST": "", "AGENTPEN_SERVE_TOKEN": "serve-test-token-0123456789"}
+	env := map[string]string{"XDG_STATE_HOME": dir, "DOCKER_HOST": "", "AGENTPEN_SERVE_TOKEN": "serve-test-token-0123456789", "AGENTPEN_API_KEY": testAPIKey}
 	var out, errb bytes.Buffer
 	err = run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0"}, &out, &errb, func(k string) string { return env[k] })
 	msg := cli.Message("agentpen", err)
