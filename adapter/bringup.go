@@ -112,6 +112,14 @@ func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Pla
 		Note: fmt.Sprintf("bring-up started: %d workspaces, egress %s", len(p.Agents), p.Egress)}); err != nil {
 		return nil, nil, "", err
 	}
+	if !p.Lifetime.IsZero() {
+		if p.Lifetime.Accepted.IsZero() {
+			p.Lifetime.Accepted = time.Now()
+		}
+		if err := j.Append(p.Lifetime.Record(gen)); err != nil {
+			return nil, nil, "", err
+		}
+	}
 	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{},
 		progress: a.newProgress(p.CampaignID, map[string]int{campaign.RoleNetwork: len(p.Networks), campaign.RoleServer: 1, campaign.RoleWork: len(p.Agents)})}
 	c := &Campaign{Plan: p, Dir: sc.Path}

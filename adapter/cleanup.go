@@ -110,6 +110,10 @@ func (a *Adapter) openJournal(c *store.Campaign) (*campaign.Journal, error) {
 	if t := j.Cut(); t != nil {
 		a.log().Warn("journal: cut "+t.String(), "journal", j.Path())
 	}
+	if a.Journalled != nil {
+		id := c.ID
+		j.Observe(func(r campaign.Record) { a.Journalled(id, r) })
+	}
 	return j, nil
 }
 
@@ -167,7 +171,7 @@ func (a *Adapter) cleanupJournal(ctx context.Context, c *store.Campaign, j *camp
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	in := cleanup.Input{CampaignID: campaignID, ReadOnly: opt.readOnly, Started: time.Now(), Phases: map[string]time.Duration{}}
+	in := cleanup.Input{CampaignID: campaignID, ReadOnly: opt.readOnly, Reason: opt.reason, Started: time.Now(), Phases: map[string]time.Duration{}}
 	phase := func(name string, start time.Time) { in.Phases[name] = time.Since(start) }
 	recs, _, err := c.Records()
 	if err != nil {

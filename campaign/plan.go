@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Topology says how a campaign's containers are connected.
@@ -71,6 +72,11 @@ type Plan struct {
 	// empty in a plan that is only being checked.
 	Generation int
 	Instance   string
+	// Lifetime is the spec's (ttl_seconds, idle_timeout_seconds); the
+	// service gives it its policy's (LifetimePolicy.Apply) and the moment
+	// the create was accepted, and the bring-up journals it (OpLifetime)
+	// when it is not zero. Accepted zero means the bring-up's start.
+	Lifetime Lifetime
 	// Images maps each tag the spec names to the image id Pin put in its
 	// place (nil before, and for a spec of pins only). The generation's
 	// begin record keeps it (Generation.Images).
@@ -237,12 +243,14 @@ func NewPlan(spec CampaignSpec) (*Plan, error) {
 		errs.add(invalid("egress", string(spec.Egress), `must be "internal" or "nat"`))
 	}
 	errs.add(CheckLabels("labels", spec.Labels))
+	errs.add(CheckLifetime("ttl_seconds", spec.TTLSeconds, "idle_timeout_seconds", spec.IdleTimeoutSeconds))
 	if n := len(spec.Workspaces); n < 1 || n > MaxWorkspaces {
 		errs.add(invalid("workspaces", strconv.Itoa(n), "need 1..%d workspaces", MaxWorkspaces))
 		return nil, errs.err()
 	}
 	key := Key(spec.CampaignID)
-	p := &Plan{Spec: spec, CampaignID: spec.CampaignID, Key: key, Egress: egress, Topology: TopologyNone}
+	p := &Plan{Spec: spec, CampaignID: spec.CampaignID, Key: key, Egress: egress, Topology: TopologyNone,
+		Lifetime: Lifetime{TTL: time.Duration(spec.TTLSeconds) * time.Second, Idle: time.Duration(spec.IdleTimeoutSeconds) * time.Second}}
 	if egress == EgressNAT || spec.Server.AgentReachable {
 		p.Topology = TopologyPerAgent
 	}

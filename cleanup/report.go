@@ -68,6 +68,9 @@ type Input struct {
 	// ReadOnly marks a verification that removes nothing (agentpen cleanup
 	// verify): outcomes carry only their observation.
 	ReadOnly bool
+	// Reason is why the campaign was removed (campaign.RemovalReasons; ""
+	// for a verification).
+	Reason   string
 	Started  time.Time
 	Finished time.Time
 	// Phases are durations by phase name (resolve, remove, verify).
@@ -130,10 +133,13 @@ type Report struct {
 	Generation int    `json:"generation"`
 	Instance   string `json:"instance"`
 	// WrittenAt is when the report was made (its verification's end).
-	WrittenAt    time.Time        `json:"written_at"`
-	Status       Status           `json:"status"`
-	OK           bool             `json:"ok"`
-	ReadOnly     bool             `json:"read_only,omitempty"`
+	WrittenAt time.Time `json:"written_at"`
+	Status    Status    `json:"status"`
+	OK        bool      `json:"ok"`
+	ReadOnly  bool      `json:"read_only,omitempty"`
+	// Reason is why the campaign was removed: down, delete, ttl, idle,
+	// rollback, ... (campaign.RemovalReasons); absent for a verification.
+	Reason       string           `json:"reason,omitempty"`
 	FailedChecks []string         `json:"failed_checks"`
 	Generations  []GenerationInfo `json:"generations"`
 	Expected     []Entry          `json:"expected"`
@@ -155,7 +161,7 @@ type Report struct {
 // and any failed check makes the status Failed.
 func Build(in Input) Report {
 	r := Report{
-		Schema: Schema, CampaignID: in.CampaignID, ReadOnly: in.ReadOnly,
+		Schema: Schema, CampaignID: in.CampaignID, ReadOnly: in.ReadOnly, Reason: in.Reason,
 		FailedChecks: []string{}, Generations: []GenerationInfo{}, Expected: []Entry{}, Removed: []Entry{},
 		AlreadyGone: []Entry{}, LeftAlone: []Entry{}, Unexpected: []Found{}, Networks: []string{},
 		RunDirs: []string{}, Ownership: []Evidence{}, Checks: map[string]Check{},
