@@ -34,6 +34,10 @@ type entry struct {
 	seq     uint64 // bumped when an operation ends: a read of the files begun before is stale
 	camp    *adapter.Campaign
 	routes  []*route
+	// wake is closed (and dropped) when the adapter journals a record of
+	// the campaign or an operation on it ends: its event streams read the
+	// journal again (journalWake).
+	wake chan struct{}
 }
 
 // Load reads every campaign of the state root (as agentpen serve does at
@@ -93,6 +97,7 @@ func (s *Server) end(e *entry) {
 	s.mu.Lock()
 	e.busying = false
 	e.seq++
+	e.wakeLocked()
 	s.gaugesLocked()
 	s.mu.Unlock()
 }

@@ -147,6 +147,7 @@ func (s *Server) create(ctx context.Context, e *entry, p *campaign.Plan, start t
 		s.publishLocked(e, res.Campaign)
 		e.busying = false
 		e.seq++
+		e.wakeLocked()
 		s.gaugesLocked()
 		s.mu.Unlock()
 	}

@@ -138,6 +138,7 @@ func (s *Server) registerOperations(api huma.API) {
 		Summary: "The stored cleanup report of the latest generation (404 while that generation has none)", Errors: one,
 	}, s.getCleanup)
 	s.registerCatalogue(api)
+	s.registerEvents(api)
 	// The create body is read raw (campaign.DecodeSpec gives line, column
 	// and every unknown field); the document still names its schema.
 	body := api.OpenAPI().Paths["/v1/campaigns"].Post.RequestBody

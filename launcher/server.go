@@ -22,6 +22,8 @@ import (
 // Config configures a Server. Its fields are read once, by New.
 type Config struct {
 	// Adapter brings campaigns up, attests and removes them (required).
+	// New sets its Journalled callback (calling the one it had first),
+	// which wakes the event streams.
 	Adapter *adapter.Adapter
 	// Root is the state root the service serves (required; agentpen
 	// serve holds its lock, store.Root.LockServe).
@@ -105,6 +107,9 @@ type Server struct {
 	relays sync.WaitGroup // proxy sessions and requests
 	once   sync.Once
 
+	// closing is closed when Close begins: event streams end.
+	closing chan struct{}
+
 	mu        sync.Mutex
 	closed    bool
 	campaigns map[string]*entry
@@ -118,7 +123,20 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Adapter == nil {
 		return nil, errors.New("api: Config.Adapter is required")
 	}
-	return newServer(cfg, cfg.Adapter)
+	s, err := newServer(cfg, cfg.Adapter)
+	if err != nil {
+		return nil, err
+	}
+	// Event streams read a campaign's journal again as soon as the
+	// adapter appends to it (and every eventsPoll in any case).
+	prev := cfg.Adapter.Journalled
+	cfg.Adapter.Journalled = func(id string, r campaign.Record) {
+		if prev != nil {
+			prev(id, r)
+		}
+		s.journalled(id, r)
+	}
+	return s, nil
 }
 
 var _ backend = (*adapter.Adapter)(nil)
@@ -145,6 +163,7 @@ func newServer(cfg Config, be backend) (*Server, error) {
 		metrics:   newMetrics(),
 		campaigns: map[string]*entry{},
 		routes:    map[[32]byte]*route{},
+		closing:   make(chan struct{}),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -180,6 +199,7 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.closed = true
+	close(s.closing)
 	for _, rt := range s.routes {
 		rt.shutdown()
 	}

@@ -63,14 +63,21 @@ func (c *campaignFlags) adapterWithProgress(ctx context.Context, stderr io.Write
 		return nil, nil, cli.Usagef("--log-format %q: want text or json", c.logFormat)
 	}
 	log := slog.New(h)
+	a := &adapter.Adapter{Logger: log, Getenv: getenv}
 	if c.logFormat == "json" {
+		// The steps are the campaign's events, read from the records the
+		// adapter journals; the adapter's own info lines would say it
+		// twice.
 		v.log = log
+		a.Logger = slog.New(slog.NewJSONHandler(v, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		a.Journalled = v.journalled
 	}
 	d, err := connect(ctx, getenv, c.allowCustom)
 	if err != nil {
 		return nil, nil, err
 	}
-	return &adapter.Adapter{Docker: d, Logger: log, Getenv: getenv}, v, nil
+	a.Docker = d
+	return a, v, nil
 }
 
 // root opens the state root: for reading (one that does not exist holds
@@ -189,6 +196,7 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	start := time.Now()
 	res, err := a.Up(ctx, root, p, adapter.UpOptions{Attest: opts, KeepFailed: *keepFailed})
 	view.finish()
+	view.final(root, spec.CampaignID)
 	if res == nil || res.Campaign == nil {
 		return err
 	}
