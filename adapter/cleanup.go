@@ -78,7 +78,7 @@ func (a *Adapter) Cleanup(ctx context.Context, c *store.Campaign, reason string)
 	defer j.Close()
 	rep := a.cleanupJournal(ctx, c, j, cleanupOptions{reason: reason})
 	path, err := a.finishReport(c, j, &rep)
-	return &rep, path, err
+	return &rep, path, lost(err)
 }
 
 // Verify is Cleanup without removal: every id the journal ever recorded

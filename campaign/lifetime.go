@@ -69,9 +69,8 @@ type LifetimePolicy struct {
 	DefaultIdle, MaxIdle time.Duration
 }
 
-// Apply gives a lifetime in seconds (a spec's, an extension's) the
-// policy's defaults for what it leaves 0, and refuses what exceeds its
-// maxima, naming the fields.
+// Apply gives a spec's lifetime (in seconds) the policy's defaults for
+// what it leaves 0, and refuses what exceeds its maxima (Check).
 func (pol LifetimePolicy) Apply(ttlField string, ttl int, idleField string, idle int) (time.Duration, time.Duration, error) {
 	t, i := time.Duration(ttl)*time.Second, time.Duration(idle)*time.Second
 	if t == 0 {
@@ -80,14 +79,20 @@ func (pol LifetimePolicy) Apply(ttlField string, ttl int, idleField string, idle
 	if i == 0 {
 		i = pol.DefaultIdle
 	}
+	return t, i, pol.Check(ttlField, t, idleField, i)
+}
+
+// Check refuses a lifetime over the policy's maxima, naming the fields:
+// more than a maximum, or none (0) where there is one.
+func (pol LifetimePolicy) Check(ttlField string, ttl time.Duration, idleField string, idle time.Duration) error {
 	var errs errList
-	if pol.MaxTTL > 0 && (t == 0 || t > pol.MaxTTL) {
-		errs.add(invalid(ttlField, strconv.Itoa(ttl), "over this service's maximum of %d seconds", int(pol.MaxTTL/time.Second)))
+	if pol.MaxTTL > 0 && (ttl <= 0 || ttl > pol.MaxTTL) {
+		errs.add(invalid(ttlField, strconv.Itoa(int(ttl/time.Second)), "this service allows at most %d seconds (and no campaign without one)", int(pol.MaxTTL/time.Second)))
 	}
-	if pol.MaxIdle > 0 && (i == 0 || i > pol.MaxIdle) {
-		errs.add(invalid(idleField, strconv.Itoa(idle), "over this service's maximum of %d seconds", int(pol.MaxIdle/time.Second)))
+	if pol.MaxIdle > 0 && (idle <= 0 || idle > pol.MaxIdle) {
+		errs.add(invalid(idleField, strconv.Itoa(int(idle/time.Second)), "this service allows at most %d seconds (and no campaign without one)", int(pol.MaxIdle/time.Second)))
 	}
-	return t, i, errs.err()
+	return errs.err()
 }
 
 // Due says whether a campaign that is up must be removed at now:

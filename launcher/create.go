@@ -61,6 +61,9 @@ func (s *Server) parseCreate(body []byte) (*campaign.Plan, error) {
 	if err != nil {
 		return nil, specProblem(err)
 	}
+	if err := s.planLifetime(p, s.clock.Now()); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -150,6 +153,7 @@ func (s *Server) create(ctx context.Context, e *entry, p *campaign.Plan, start t
 		e.wakeLocked()
 		s.gaugesLocked()
 		s.mu.Unlock()
+		s.schedule(id)
 	}
 	s.metrics.bringUp.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
 	s.logOp(ctx, "create", id, outcome, start, err)

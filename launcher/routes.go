@@ -29,10 +29,12 @@ type CampaignView struct {
 	StateDir   string `json:"state_dir" doc:"The campaign's state directory on the service's host (journal, spec, reports)"`
 	// Workspaces are in the spec's order; empty unless the state is
 	// ready.
-	Workspaces  []adapter.Workspace `json:"workspaces"`
-	Attestation *ReportRef          `json:"attestation,omitempty" doc:"The latest attestation of this generation (GET .../attestation for the report)"`
-	Cleanup     *ReportRef          `json:"cleanup,omitempty" doc:"The last cleanup of this generation, when there is one (GET .../cleanup for the report)"`
-	Error       string              `json:"error,omitempty" doc:"Why the state is unusable"`
+	Workspaces    []adapter.Workspace `json:"workspaces"`
+	Lifetime      *LifetimeView       `json:"lifetime,omitempty" doc:"Its lifetime (absent: none); PATCH changes it"`
+	RemovalReason string              `json:"removal_reason,omitempty" doc:"Why its latest removal began: delete, down, ttl, idle, rollback, not_attested, reconcile, ... (absent: none)"`
+	Attestation   *ReportRef          `json:"attestation,omitempty" doc:"The latest attestation of this generation (GET .../attestation for the report)"`
+	Cleanup       *ReportRef          `json:"cleanup,omitempty" doc:"The last cleanup of this generation, when there is one (GET .../cleanup for the report)"`
+	Error         string              `json:"error,omitempty" doc:"Why the state is unusable"`
 }
 
 // ReportRef says where a report is and what it concluded.
@@ -139,6 +141,7 @@ func (s *Server) registerOperations(api huma.API) {
 	}, s.getCleanup)
 	s.registerCatalogue(api)
 	s.registerEvents(api)
+	s.registerLifetime(api)
 	// The create body is read raw (campaign.DecodeSpec gives line, column
 	// and every unknown field); the document still names its schema.
 	body := api.OpenAPI().Paths["/v1/campaigns"].Post.RequestBody

@@ -61,6 +61,13 @@ type Config struct {
 	// deadlines and idle timeouts); nil means the wall clock. Tests drive
 	// an internal/fakeclock.Clock.
 	Clock Clock
+	// Lifetime is the operator's lifetime policy: what a create that asks
+	// for none gets, and the most one may ask for (agentpen serve's --ttl,
+	// --max-ttl, --idle-timeout, --max-idle-timeout).
+	Lifetime campaign.LifetimePolicy
+	// RescanInterval is how often the state root is read for campaigns
+	// other processes made with a lifetime (zero: DefaultRescanInterval).
+	RescanInterval time.Duration
 }
 
 // DefaultShutdownGrace is Config.ShutdownGrace when zero.
@@ -73,6 +80,9 @@ const minTokenBytes = 16
 // What a campaign is, the service reads from the store itself.
 type backend interface {
 	Prepare(ctx context.Context, p *campaign.Plan) error
+	SetLifetime(ctx context.Context, c *store.Campaign, l campaign.Lifetime) error
+	LastActivity(c *store.Campaign) (time.Time, error)
+	Reconcile(ctx context.Context, c *store.Campaign, opts adapter.ReconcileOptions) (adapter.Reconciled, error)
 	Up(ctx context.Context, root *store.Root, p *campaign.Plan, opts adapter.UpOptions) (*adapter.UpResult, error)
 	Attest(ctx context.Context, c *store.Campaign, opts adapter.AttestOptions) (*attest.Report, string, error)
 	Cleanup(ctx context.Context, c *store.Campaign, reason string) (*cleanup.Report, string, error)
@@ -110,10 +120,11 @@ type Server struct {
 	// closing is closed when Close begins: event streams end.
 	closing chan struct{}
 
-	mu        sync.Mutex
-	closed    bool
-	campaigns map[string]*entry
-	routes    map[[32]byte]*route
+	mu         sync.Mutex
+	closed     bool
+	rescanStop func() bool
+	campaigns  map[string]*entry
+	routes     map[[32]byte]*route
 }
 
 // New validates cfg and builds the service's router and OpenAPI document.
@@ -200,6 +211,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
 	close(s.closing)
+	s.stopTimersLocked()
 	for _, rt := range s.routes {
 		rt.shutdown()
 	}

@@ -70,6 +70,17 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
+// unixPaths are the paths of the unix sockets among the addresses.
+func (l listFlag) unixPaths() []string {
+	var out []string
+	for _, a := range l {
+		if p, ok := strings.CutPrefix(a, "unix://"); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // isEnvName reports whether s can name an environment variable.
 func isEnvName(s string) bool { return campaign.CheckEnvName("", s) == nil }
 

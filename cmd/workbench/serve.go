@@ -125,6 +125,9 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 		MaxConnsPerPeer: o.maxPerPeer,
 		Metadata:        metadata,
 		Logger:          log,
+		// Each reset and step touches the unix sockets served on, where
+		// agentpen reads a workspace's last activity (its idle timeout).
+		Activity: server.SocketActivity(o.listen.unixPaths(), time.Now),
 	}
 	if sandbox.Available() {
 		if err := checkBinaryPrivate(); err != nil {

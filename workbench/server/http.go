@@ -118,6 +118,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.withHTTPEnv(w, r, "/reset", func(ctx context.Context, env Env) {
+		s.activity()
 		obs, err := env.Reset(ctx, opts)
 		if errors.Is(err, tasks.ErrUnknownTask) {
 			writeUnknownTask(w, opts.TaskID)
@@ -164,6 +165,7 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 		json.Unmarshal(v, &taskID)
 	}
 	s.withHTTPEnv(w, r, "/step", func(ctx context.Context, env Env) {
+		s.activity()
 		if taskID != "" {
 			if _, err := env.Reset(ctx, episode.ResetOptions{TaskID: taskID}); err != nil {
 				if errors.Is(err, tasks.ErrUnknownTask) {

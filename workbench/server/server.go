@@ -80,6 +80,11 @@ type Config struct {
 	// Logger receives one line per session start and end, and every
 	// internal error. Nil discards.
 	Logger *slog.Logger
+	// Activity, when set, is called at each reset and step the server
+	// serves (WebSocket or HTTP), before it runs: episode traffic, which
+	// SocketActivity records where agentpen reads it. It must return
+	// quickly.
+	Activity func()
 }
 
 // Server serves Config.Factory's environments over HTTP and WebSocket.
