@@ -30,6 +30,8 @@ Commands:
   cleanup verify  verify, read-only, that nothing of a campaign remains
   ls              the campaigns in the state root, their generation and state
   orphans         agentpen-labelled resources no journal accounts for (--remove ID)
+  reconcile       roll back, finish or expire every campaign its journal says needs it
+                  (what serve does at start), without serving
   tasks [ID]      the workbench's task catalogue, or what an agent sees of one task
   images          the daemon's local images a spec can name (id, tags, workbench version)
   version         agentpen's version, commit, Go and Docker SDK versions, the daemon's
@@ -48,7 +50,7 @@ Run "agentpen <command> --help" for a command's flags.
 // commands are the commands agentpen help CMD knows.
 var commands = map[string]bool{
 	"doctor": true, "up": true, "spec": true, "down": true, "serve": true, "attest": true,
-	"cleanup": true, "ls": true, "orphans": true, "version": true, "tasks": true, "images": true,
+	"cleanup": true, "ls": true, "orphans": true, "version": true, "tasks": true, "images": true, "reconcile": true,
 }
 
 // run is the whole program: it parses args and dispatches; main only wires
@@ -99,6 +101,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		cmd = tasksCmd
 	case "images":
 		cmd = imagesCmd
+	case "reconcile":
+		cmd = reconcileCmd
 	}
 	if cmd != nil {
 		// Every error is printed after the command's name, once.

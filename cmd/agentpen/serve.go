@@ -43,6 +43,15 @@ names (default AGENTPEN_SERVE_TOKEN); never from the command line. The proxy's c
 the capability in each base_url, derived from a server key kept in <state root>/keys/server.key
 (0600), so base_urls survive a restart.
 
+Campaigns have lifetimes: a spec's ttl_seconds (counted from its create's acceptance) and
+idle_timeout_seconds (no reset or step, through the proxy or a workspace's socket), or --ttl and
+--idle-timeout for a spec that gives none, at most --max-ttl and --max-idle-timeout; PATCH
+/v1/campaigns/{id} changes them. A campaign whose lifetime is over is removed as DELETE removes
+it (reason ttl or idle), within seconds of its deadline; so is one agentpen up made with a
+lifetime in its spec. At start every campaign of the state root is reconciled with its journal,
+as agentpen reconcile does: a bring-up that did not finish (a serve killed mid-create) is rolled
+back, a removal that did not finish is finished, an expired campaign removed, the rest served.
+
 SIGINT or SIGTERM stops it gracefully: proxy sessions are closed (1001), operations in flight
 get --shutdown-timeout to finish (then a bring-up is cancelled and rolls back), and every
 campaign stays up and journalled, unless --cleanup-on-exit removes them (verified). One
@@ -65,6 +74,7 @@ while starting.`
 
 type serveFlags struct {
 	apiKeyEnv               string
+	lifetime                campaign.LifetimePolicy
 	listen, publicURL       string
 	tokenFile, tokenEnv     string
 	tlsCert, tlsKey         string
@@ -94,6 +104,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.DurationVar(&sf.shutdown, "shutdown-timeout", launcher.DefaultShutdownGrace, "how long operations in flight may take to finish when stopping")
 	fs.DurationVar(&sf.readyTimeout, "ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
 	fs.IntVar(&sf.parallel, "parallel", adapter.DefaultParallelism, "workspaces created at once, per campaign")
+	fs.DurationVar(&sf.lifetime.DefaultTTL, "ttl", defaultTTL, "the lifetime of a campaign whose spec gives no ttl_seconds, counted from its create's acceptance (0: none)")
+	fs.DurationVar(&sf.lifetime.MaxTTL, "max-ttl", defaultMaxTTL, "the most a spec's ttl_seconds (or a PATCH) may ask for (0: no maximum, and a campaign may have none)")
+	fs.DurationVar(&sf.lifetime.DefaultIdle, "idle-timeout", defaultIdle, "remove a campaign whose spec gives no idle_timeout_seconds once no reset or step reached it for this long (0: never)")
+	fs.DurationVar(&sf.lifetime.MaxIdle, "max-idle-timeout", defaultMaxIdle, "the most a spec's idle_timeout_seconds (or a PATCH) may ask for (0: no maximum, and a campaign may have none)")
 	if _, err := fs.Parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -107,6 +121,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	if err := sf.checkListen(); err != nil {
+		return err
+	}
+	if err := sf.checkLifetime(); err != nil {
 		return err
 	}
 	token, err := sf.token(getenv)
@@ -162,7 +179,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	srv, err := launcher.New(launcher.Config{Adapter: a, Root: root, Token: token, Key: key, PublicURL: publicURL, Logger: log,
-		Attest: opts, Version: cli.Stamp, ShutdownGrace: sf.shutdown, APIKeyEnv: sf.apiKeyEnv})
+		Attest: opts, Version: cli.Stamp, ShutdownGrace: sf.shutdown, APIKeyEnv: sf.apiKeyEnv, Lifetime: sf.lifetime})
 	if err != nil {
 		return err
 	}
@@ -226,6 +243,39 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		}
 	}
 	log.Info("agentpen serve stopped", "uptime_s", int64(time.Since(started).Seconds()))
+	return nil
+}
+
+// The operator's lifetime policy by default: a campaign through the API
+// lives at most a week, and a day unless it asks; idle for an hour
+// (no reset or step), it is removed.
+const (
+	defaultTTL     = 24 * time.Hour
+	defaultMaxTTL  = 7 * 24 * time.Hour
+	defaultIdle    = time.Hour
+	defaultMaxIdle = 24 * time.Hour
+)
+
+// checkLifetime refuses a lifetime policy that cannot be: negative, a
+// default over its maximum, or under a spec's own bounds.
+func (sf *serveFlags) checkLifetime() error {
+	l := sf.lifetime
+	for _, c := range []struct {
+		name       string
+		def, max   time.Duration
+		minSeconds int
+	}{{"ttl", l.DefaultTTL, l.MaxTTL, campaign.MinTTLSeconds}, {"idle-timeout", l.DefaultIdle, l.MaxIdle, campaign.MinIdleTimeoutSeconds}} {
+		switch {
+		case c.def < 0 || c.max < 0:
+			return cli.Usagef("--%s %v, --max-%s %v: must not be negative", c.name, c.def, c.name, c.max)
+		case c.def != 0 && c.def < time.Duration(c.minSeconds)*time.Second, c.max != 0 && c.max < time.Duration(c.minSeconds)*time.Second:
+			return cli.Usagef("--%s %v, --max-%s %v: at least %d s each (0: none)", c.name, c.def, c.name, c.max, c.minSeconds)
+		case c.max != 0 && (c.def == 0 || c.def > c.max):
+			return cli.Usagef("--%s %v is over --max-%s %v (a campaign that asks for nothing gets the default)", c.name, c.def, c.name, c.max)
+		case c.max > time.Duration(campaign.MaxTTLSeconds)*time.Second || c.def > time.Duration(campaign.MaxTTLSeconds)*time.Second:
+			return cli.Usagef("--%s %v, --max-%s %v: at most %d s", c.name, c.def, c.name, c.max, campaign.MaxTTLSeconds)
+		}
+	}
 	return nil
 }
 
