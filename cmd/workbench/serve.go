@@ -25,7 +25,10 @@ Connections are capped per peer and in all (--max-conns*).
 SIGTERM or SIGINT closes every session, cleans every episode and exits 0.
 With --grader URL, answers are graded by a "workbench grader" there (the
 key in the variable --grader-key-env names); a grader that fails refuses
-that step, and no answer key is kept in this process.`
+that step, and no answer key is kept in this process.
+Each reset and step served sets the modification time of the unix sockets
+it serves on (at most once a second, never through a link): agentpen reads
+it as the workspace's last activity (a campaign's idle timeout).`
 
 // serveOptions are `workbench serve`'s flags.
 type serveOptions struct {
