@@ -145,12 +145,37 @@ func (s *Server) reconcile(id string) {
 func (s *Server) entry(id string) *entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.entryLocked(id)
+}
+
+// entryLocked is entry with s.mu held.
+func (s *Server) entryLocked(id string) *entry {
 	e := s.campaigns[id]
 	if e == nil {
 		e = &entry{id: id}
 		s.campaigns[id] = e
 	}
 	return e
+}
+
+// operate begins an operation on the campaign id for what ("attest",
+// "patch"): it counts in the service's operations (opContext), holds the
+// campaign's op lock, and reads its files afresh; release ends it. The
+// error is the problem to answer.
+func (s *Server) operate(ctx context.Context, id, what string) (context.Context, *entry, snapshot, func(), error) {
+	ctx, done, err := s.opContext(ctx)
+	if err != nil {
+		return nil, nil, snapshot{}, nil, operationProblem(what, err)
+	}
+	e := s.entry(id)
+	e.op.Lock()
+	release := func() { e.op.Unlock(); done() }
+	snap, err := s.read(id)
+	if err != nil {
+		release()
+		return nil, nil, snapshot{}, nil, campaignProblem(id, what, err)
+	}
+	return ctx, e, snap, release, nil
 }
 
 // seqOf is the campaign's operation count, read before its files.
@@ -316,10 +341,7 @@ func (s *Server) render(id string, snap snapshot, seq uint64, reconcile bool) (v
 		status = e.busy
 	case !reconcile || !fresh:
 	case status == campaign.StatusReady:
-		if e == nil {
-			e = &entry{id: id}
-			s.campaigns[id] = e
-		}
+		e = s.entryLocked(id)
 		if e.camp == nil || e.camp.Plan.Instance != g.Instance {
 			s.revokeLocked(e, errRevoked)
 			if loaded != nil {

@@ -218,11 +218,7 @@ func (s *Server) busyAs(id string) campaign.Status {
 func (s *Server) journalWake(id string) <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.campaigns[id]
-	if e == nil {
-		e = &entry{id: id}
-		s.campaigns[id] = e
-	}
+	e := s.entryLocked(id)
 	if e.wake == nil {
 		e.wake = make(chan struct{})
 	}

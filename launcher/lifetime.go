@@ -97,18 +97,11 @@ func (s *Server) patchCampaign(ctx context.Context, in *patchInput) (*campaignOu
 	if err := campaign.CheckLifetime("ttl_seconds", orZero(b.TTLSeconds), "idle_timeout_seconds", orZero(b.IdleTimeoutSeconds)); err != nil {
 		return nil, specProblem(err)
 	}
-	ctx, done, err := s.opContext(ctx)
+	ctx, e, snap, release, err := s.operate(ctx, id, "patch")
 	if err != nil {
-		return nil, operationProblem("patch", err)
+		return nil, err
 	}
-	defer done()
-	e := s.entry(id)
-	e.op.Lock()
-	defer e.op.Unlock()
-	snap, err := s.read(id)
-	if err != nil {
-		return nil, campaignProblem(id, "patch", err)
-	}
+	defer release()
 	if snap.err != nil {
 		return nil, unusableProblem(id, snap)
 	}
@@ -175,11 +168,7 @@ func (s *Server) schedule(id string) {
 	if s.closed {
 		return
 	}
-	e := s.campaigns[id]
-	if e == nil {
-		e = &entry{id: id}
-		s.campaigns[id] = e
-	}
+	e := s.entryLocked(id)
 	if e.timer != nil {
 		e.timer()
 		e.timer = nil

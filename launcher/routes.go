@@ -311,18 +311,11 @@ func (s *Server) attestCampaign(ctx context.Context, in *campaignIDParam) (*atte
 		return nil, pathProblem(err)
 	}
 	id := in.ID
-	ctx, done, err := s.opContext(ctx)
+	ctx, e, snap, release, err := s.operate(ctx, id, "attest")
 	if err != nil {
-		return nil, operationProblem("attest", err)
+		return nil, err
 	}
-	defer done()
-	e := s.entry(id)
-	e.op.Lock()
-	defer e.op.Unlock()
-	snap, err := s.read(id)
-	if err != nil {
-		return nil, campaignProblem(id, "attest", err)
-	}
+	defer release()
 	if !snap.status().Up() {
 		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q is %s: only a campaign that is up is attested (GET /v1/campaigns/%s says more)", id, snap.status(), id))
 	}

@@ -89,6 +89,22 @@ func (c *campaignFlags) root(create bool) (*store.Root, error) {
 	return store.OpenRoot(c.stateRoot)
 }
 
+// rootAlone opens the state root (made when missing) and takes its
+// service lock (store.Root.LockServe): the one process that serves or
+// reconciles it.
+func (c *campaignFlags) rootAlone() (*store.Root, *store.Lock, error) {
+	root, err := c.root(true)
+	if err != nil {
+		return nil, nil, err
+	}
+	lock, err := root.LockServe()
+	if err != nil {
+		root.Close()
+		return nil, nil, err
+	}
+	return root, lock, nil
+}
+
 // open opens one campaign of the state root by id.
 func (c *campaignFlags) open(id string) (*store.Root, *store.Campaign, error) {
 	root, err := c.root(false)

@@ -52,16 +52,12 @@ func reconcileCmd(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if _, err := fs.Parse(args, 0, 0); err != nil {
 		return err
 	}
-	root, err := cf.root(true)
+	// One reconciler of a state root at a time: a serve reconciles its own.
+	root, lock, err := cf.rootAlone()
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	// One reconciler of a state root at a time: a serve reconciles its own.
-	lock, err := root.LockServe()
-	if err != nil {
-		return err
-	}
 	defer lock.Unlock()
 	a, view, err := cf.adapterWithProgress(ctx, stderr, getenv, "reconcile")
 	if err != nil {

@@ -148,15 +148,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	// or read; then one service per state root, taken before the server
 	// key can be made and before anything listens: a second one would
 	// answer from its own memory for campaigns the first changes.
-	root, err := cf.root(true)
+	root, lock, err := cf.rootAlone()
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	lock, err := root.LockServe()
-	if err != nil {
-		return err
-	}
 	defer lock.Unlock()
 	ln, publicURL, err := sf.listener()
 	if err != nil {
