@@ -105,6 +105,9 @@ func badSpecs() []badSpec {
 		{"labels_reserved", mutate(func(m map[string]any) { m["labels"] = map[string]any{"io.agentpen.role": "x"} }), []string{"body.labels"}},
 		{"publish_internal", mutate(func(m map[string]any) { m["server"].(map[string]any)["publish_loopback"] = "127.0.0.1:18080" }), []string{"body.server.publish_loopback"}},
 		{"server_port", mutate(func(m map[string]any) { m["server"].(map[string]any)["port"] = 70000 }), []string{"body.server.port"}},
+		{"ttl_negative", mutate(func(m map[string]any) { m["ttl_seconds"] = -1 }), []string{"body.ttl_seconds"}},
+		{"ttl_too_short", mutate(func(m map[string]any) { m["ttl_seconds"] = 5 }), []string{"body.ttl_seconds"}},
+		{"idle_too_long", mutate(func(m map[string]any) { m["idle_timeout_seconds"] = campaign.MaxIdleTimeoutSeconds + 1 }), []string{"body.idle_timeout_seconds"}},
 		{"duplicate_workspace", mutate(func(m map[string]any) {
 			ws(m, 1)["task_id"] = ws(m, 0)["task_id"]
 			ws(m, 1)["attempt_id"] = ws(m, 0)["attempt_id"]

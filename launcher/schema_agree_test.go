@@ -131,6 +131,7 @@ var beyondSchema = map[string]string{
 	"publish_internal":      "publish_loopback needs egress nat (a rule across two fields)",
 	"duplicate_workspace":   "two workspaces with the same task and attempt",
 	"server_image_latest":   "the tag latest (a pattern without lookahead cannot refuse one tag)",
+	"ttl_too_short":         "0 or at least 10 (a range with a hole)",
 }
 
 // goodSpecs are the valid specs of the tests: the API tests' base spec,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/internal/dockerfake"
 	"github.com/agentpen/agentpen/internal/logbuf"
 	"github.com/agentpen/agentpen/internal/testenv"
 	"github.com/agentpen/agentpen/launcher"
@@ -326,5 +327,29 @@ func TestServeDebugListen(t *testing.T) {
 	}
 	if _, err := http.Get(addr + "heap?debug=1"); err == nil {
 		t.Fatal("the profiles are still served after the service stopped")
+	}
+}
+
+// TestServeStartChecks: serve with a token file holding one bare token
+// (and its newline) goes on to the daemon; a daemon that answers but is
+// not rootless is refused with exit 2, before anything listens.
+func TestServeStartChecks(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("bare-token-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"XDG_STATE_HOME": dir, "DOCKER_HOST": "", "AGENTPEN_API_KEY": testAPIKey}
+	var out, errb bytes.Buffer
+	err := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile}, &out, &errb, func(k string) string { return env[k] })
+	if msg := cli.Message("agentpen", err); exitCode(err) != exitBadInput || !strings.Contains(msg, "DOCKER_HOST") {
+		t.Fatalf("a bare token file: exit %d %q, want the token accepted and DOCKER_HOST refused", exitCode(err), msg)
+	}
+	fake := dockerfake.New()
+	fake.SetInfo(map[string]any{"SecurityOptions": []string{"name=seccomp,profile=default"}})
+	env["DOCKER_HOST"] = fake.ServeUnix(t)
+	err = run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile}, &out, &errb, func(k string) string { return env[k] })
+	if msg := cli.Message("agentpen", err); exitCode(err) != exitBadInput || !strings.Contains(msg, "not rootless") {
+		t.Fatalf("a daemon that is not rootless: exit %d %q, want 2", exitCode(err), msg)
 	}
 }
