@@ -220,7 +220,9 @@ func (s *Server) expire(id string) {
 		s.metrics.cleanup.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
 	}
 	if errors.Is(err, store.ErrLocked) {
-		// Another process holds it for longer than the wait: ask again.
+		// Another process holds it for longer than the wait: served
+		// again meanwhile, and asked again later.
+		s.view(id)
 		s.mu.Lock()
 		if !s.closed {
 			e.timer = s.clock.AfterFunc(s.rescanInterval(), func() { s.schedule(id) })
