@@ -50,7 +50,7 @@ type CampaignSpec struct {
 	// TTLSeconds and IdleTimeoutSeconds are the campaign's lifetime (see
 	// Lifetime); 0 is none (agentpen serve gives its default).
 	TTLSeconds         int `json:"ttl_seconds,omitempty" minimum:"0" maximum:"2592000" doc:"Remove the campaign this many seconds after its create was accepted (as DELETE does; reason ttl). 0 or absent: none with agentpen up; agentpen serve's default (--ttl) through the API, which also caps it (--max-ttl). At least 10."`
-	IdleTimeoutSeconds int `json:"idle_timeout_seconds,omitempty" minimum:"0" maximum:"2592000" doc:"Remove the campaign once no episode traffic (a reset or a step, through the API's proxy or a workspace's socket) has reached it for this many seconds (reason idle). 0 or absent: none with agentpen up; agentpen serve's default (--idle-timeout) through the API, which also caps it (--max-idle-timeout). At least 5."`
+	IdleTimeoutSeconds int `json:"idle_timeout_seconds,omitempty" minimum:"0" maximum:"2592000" doc:"Remove the campaign once no episode traffic (a reset or a step, through the API's proxy or a workspace's socket) has reached it for this many seconds (reason idle). 0 or absent: none with agentpen up; agentpen serve's default (--idle-timeout) through the API, which also caps it (--max-idle-timeout), unless a workspace runs its own command (its activity is not seen: no default). At least 5."`
 }
 
 // ServerSpec describes the campaign's server container.

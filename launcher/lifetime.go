@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
@@ -51,7 +52,14 @@ func lifetimeView(l campaign.Lifetime) *LifetimeView {
 // service's defaults for what it leaves 0, within its maxima, counted
 // from accepted.
 func (s *Server) planLifetime(p *campaign.Plan, accepted time.Time) error {
-	ttl, idle, err := s.cfg.Lifetime.Apply("ttl_seconds", p.Spec.TTLSeconds, "idle_timeout_seconds", p.Spec.IdleTimeoutSeconds)
+	pol := s.cfg.Lifetime
+	if p.Spec.IdleTimeoutSeconds == 0 && slices.ContainsFunc(p.Agents, func(a campaign.AgentPlan) bool { return !a.NeedsKey }) {
+		// A workspace that runs its own command stamps no workbench
+		// socket: its activity is not seen, so it gets no idle timeout
+		// it did not ask for.
+		pol.DefaultIdle, pol.MaxIdle = 0, 0
+	}
+	ttl, idle, err := pol.Apply("ttl_seconds", p.Spec.TTLSeconds, "idle_timeout_seconds", p.Spec.IdleTimeoutSeconds)
 	if err != nil {
 		return specProblem(err)
 	}

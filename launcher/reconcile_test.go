@@ -210,4 +210,13 @@ func TestLifetimePolicyAtCreate(t *testing.T) {
 	if slices.Contains(be.Calls(), "BringUp camp-2") {
 		t.Fatal("a refused create reached the adapter")
 	}
+	// A workspace running its own command stamps no workbench socket: no
+	// idle timeout it did not ask for.
+	var own map[string]any
+	jsonUnmarshal(specJSON("camp-3", "software/median@7"), &own)
+	own["workspaces"].([]any)[0].(map[string]any)["command"] = []string{"sleep", "600"}
+	if resp, b := ts.do(t, http.MethodPost, "/v1/campaigns", jsonMarshal(own), true); resp.StatusCode != http.StatusCreated ||
+		!strings.Contains(string(b), `"ttl_seconds":3600`) || strings.Contains(string(b), `"idle_timeout_seconds"`) {
+		t.Fatalf("own command: %d %s", resp.StatusCode, b)
+	}
 }
