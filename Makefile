@@ -26,7 +26,7 @@ export AGENTPEN_TEST_WORKBENCH_IMAGE := $(WORKBENCH_IMAGE)
 # without it, so nothing runs twice).
 RACE_PKGS := ./adapter/... ./launcher/... ./store/... ./workbench/server/... ./workbench/grader/... ./workbench/sandbox/... ./internal/...
 
-.PHONY: all deps docker docker-stop build images test unit vet fmt-check tidy-check fuzz bench run serve clean help
+.PHONY: all deps docker docker-stop build images test unit vet lint fmt-check tidy-check fuzz bench run serve clean help
 
 all: build
 
@@ -60,8 +60,12 @@ images: docker build ## build the local images: agentpen/python-base:bookworm an
 		-t $(WORKBENCH_IMAGE) . 2>&1 >/dev/null | { grep -v -e DEPRECATED -e 'BuildKit is currently disabled' -e 'environment-variable' -e '^$$' >&2 || true; } && \
 		docker image inspect --format '$(WORKBENCH_IMAGE) {{.Id}}' $(WORKBENCH_IMAGE)
 
-vet:
+vet: ## go vet ./...
 	$(GO) vet ./...
+
+lint: ## staticcheck (the version go.mod pins as a tool), and the form of commit messages since d9d57a6 (scripts/commit-check.sh)
+	$(GO) tool staticcheck ./...
+	@scripts/commit-check.sh
 
 fmt-check: ## fail when a Go file is not gofmt-formatted
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "not gofmt-formatted (run: gofmt -w .):" >&2; echo "$$out" >&2; exit 1; }
@@ -69,7 +73,7 @@ fmt-check: ## fail when a Go file is not gofmt-formatted
 tidy-check: ## fail when go mod tidy would change go.mod or go.sum
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy (run: go mod tidy):" >&2; $(GO) mod tidy -diff >&2; exit 1; }
 
-test: images vet fmt-check tidy-check ## the test command: daemon, images, go vet, gofmt and tidy checks, go test (-race on the concurrent packages; Docker tests fail instead of skip when CI=true)
+test: images vet lint fmt-check tidy-check ## the test command: daemon, images, go vet, staticcheck, gofmt and tidy checks, go test (-race on the concurrent packages; Docker tests fail instead of skip when CI=true)
 	@# -count=1: results of tests against the daemon and as root never come from the cache.
 	@$(WITH_DOCKER) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -race $(RACE_PKGS)
 	@$(WITH_DOCKER) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(RACE_PKGS))")
@@ -96,5 +100,5 @@ run: images ## the main job as a launcher sees it: agentpen doctor, then agentpe
 serve: images ## run agentpen serve in the foreground on 127.0.0.1:8700 (token: AGENTPEN_SERVE_TOKEN, else a generated token file)
 	@$(WITH_DOCKER) scripts/serve.sh
 
-clean:
+clean: ## remove bin/
 	rm -rf bin

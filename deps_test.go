@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/deptest"
+	"github.com/agentpen/agentpen/internal/testkit/deptest"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
@@ -42,9 +42,6 @@ func TestPurePackages(t *testing.T) {
 	}
 }
 
-// TestOnlyAdapterTalksToDocker fails when a package outside adapter/...
-// imports the Docker SDK, in its code or its tests (tests elsewhere use
-// adapter's exported calls or internal/dockerfake).
 // TestCampaignStandardLibrary: the campaign model uses the standard
 // library and, for image references, the registry's own grammar only.
 func TestCampaignStandardLibrary(t *testing.T) {
@@ -59,6 +56,9 @@ func TestCampaignStandardLibrary(t *testing.T) {
 	}
 }
 
+// TestOnlyAdapterTalksToDocker fails when a package outside adapter/...
+// imports the Docker SDK, in its code or its tests (tests elsewhere use
+// adapter's exported calls or internal/testkit/dockerfake).
 func TestOnlyAdapterTalksToDocker(t *testing.T) {
 	pkgs := deptest.List(t, "./...")
 	if len(pkgs) < 10 {
@@ -73,6 +73,31 @@ func TestOnlyAdapterTalksToDocker(t *testing.T) {
 				t.Errorf("%s imports %s; only adapter/... may talk to Docker", p.ImportPath, imp)
 			}
 		}
+	}
+}
+
+// testkit holds the test-only packages (fakes, oracles, test helpers).
+const testkit = module + "/internal/testkit/"
+
+// TestTestkitOnlyInTests fails when code that ships (any package outside
+// internal/testkit/, test files excepted) depends on a test-only package,
+// directly or not.
+func TestTestkitOnlyInTests(t *testing.T) {
+	pkgs := deptest.List(t, "./...")
+	kit := 0
+	for _, p := range pkgs {
+		if strings.HasPrefix(p.ImportPath, testkit) {
+			kit++
+			continue
+		}
+		for _, dep := range p.Deps {
+			if strings.HasPrefix(dep, testkit) {
+				t.Errorf("%s depends on %s; internal/testkit/ is for tests only", p.ImportPath, dep)
+			}
+		}
+	}
+	if kit == 0 || kit == len(pkgs) {
+		t.Fatalf("go list found %d testkit packages of %d; the rule would check nothing", kit, len(pkgs))
 	}
 }
 

@@ -86,6 +86,10 @@ type Adapter struct {
 	// KeyPolicy says which API keys are placeholders; nil means
 	// apikey.Default().
 	KeyPolicy *apikey.Policy
+	// EnvPolicy says which of agentpen's environment variables a campaign
+	// may copy into its containers (server.secret_env,
+	// server.api_key_env); the zero value allows the grader key only.
+	EnvPolicy campaign.EnvPolicy
 	locksOnce sync.Once
 	locksVal  *store.Locks
 	locksErr  error

@@ -151,6 +151,11 @@ func (a *Adapter) attestSource(c *store.Campaign, st store.State) (attest.Source
 	if src.Bringup, _, err = c.Daemon(gen); err != nil {
 		return src, fmt.Errorf("campaign %q: %w", c.ID, err)
 	}
+	opts, err := c.PlanOptions()
+	if err != nil {
+		return src, err
+	}
+	src.AgentKey = opts.AgentKey
 	p, err := attest.PinnedPlan(src)
 	if err != nil {
 		return src, fmt.Errorf("campaign %q: %w", c.ID, err)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 var update = flag.Bool("update", false, "recapture the attestation fixtures in testdata/attest from the real daemon")

@@ -18,8 +18,8 @@ import (
 	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/logbuf"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/store"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -31,7 +31,7 @@ import (
 // realAdapter is an Adapter on the real rootless daemon whose environment
 // holds key, logging into logs; cli is its SDK client, for the tests' own
 // tampering.
-func realAdapter(t testing.TB, key string, logs *logbuf.Buffer) (*Harness, *client.Client) {
+func realAdapter(t testing.TB, key string, logs *testlog.Buffer) (*Harness, *client.Client) {
 	t.Helper()
 	raw := testenv.RequireDocker(t)
 	host, err := ResolveHost(raw, os.Getenv("AGENTPEN_ALLOW_CUSTOM_SOCKET") == "1")
@@ -101,7 +101,7 @@ func realCampaign(t testing.TB, a *Harness, cli *client.Client, n int, edit ...f
 // directory; its fingerprint is in the report.
 func TestAttestRealCampaign(t *testing.T) {
 	const canary = "canary-attest-key-6b1e94d07c2f"
-	var logs logbuf.Buffer
+	var logs testlog.Buffer
 	a, cli := realAdapter(t, canary, &logs)
 	c := realCampaign(t, a, cli, 2)
 	rep, err := a.Attest(t.Context(), c.Plan.CampaignID, AttestOptions{})

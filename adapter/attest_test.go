@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 	"github.com/agentpen/agentpen/store"
 )
 
@@ -133,10 +133,7 @@ func TestRoleSettingsFromCreateSpecs(t *testing.T) {
 // create and the ready note, as BringUp does them.
 func fakeCampaign(t *testing.T, a *Harness, spec campaign.CampaignSpec, key string) *Campaign {
 	t.Helper()
-	p, err := campaign.NewPlan(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := a.Plan(t, spec)
 	p.Bind(1, campaign.NewInstance())
 	sc, err := a.Root.Create(p.CampaignID)
 	if err != nil {

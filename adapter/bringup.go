@@ -73,6 +73,9 @@ func (a *Adapter) BringUpAttested(ctx context.Context, root *store.Root, p *camp
 }
 
 func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Plan, attestOpts *AttestOptions) (*Campaign, *attest.Report, string, error) {
+	if !p.Keyed {
+		return nil, nil, "", errors.New("the plan's agent ids are not keyed: validate the spec with the state root's plan options (store.Root.PlanOptions)")
+	}
 	if err := a.Prepare(ctx, p); err != nil {
 		return nil, nil, "", err
 	}
@@ -472,6 +475,7 @@ func (b *bringUp) createNetworks(ctx context.Context, limit int) ([]string, erro
 // created and never adopted; any other failure is left to the rollback to
 // resolve.
 func (b *bringUp) createNetwork(ctx context.Context, n campaign.NetworkPlan, subnet netip.Prefix) (string, error) {
+	n.Labels = campaign.WithCreateLabel(n.Labels)
 	if err := b.record(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindNetwork, Role: campaign.RoleNetwork, Name: n.Name, Labels: n.Labels}); err != nil {
 		return "", err
 	}
@@ -495,6 +499,9 @@ func (b *bringUp) createNetwork(ctx context.Context, n campaign.NetworkPlan, sub
 // adopted.
 func (b *bringUp) createStart(ctx context.Context, s containerSpec) (string, error) {
 	api := b.a.api()
+	cfg := *s.Config
+	cfg.Labels = campaign.WithCreateLabel(s.Config.Labels)
+	s.Config = &cfg
 	if err := b.record(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindContainer, Role: s.Role, Name: s.Name, Labels: s.Config.Labels}); err != nil {
 		return "", err
 	}

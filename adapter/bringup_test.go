@@ -16,7 +16,7 @@ import (
 	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
-	"github.com/agentpen/agentpen/internal/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 	"github.com/agentpen/agentpen/store"
 )
 
@@ -117,7 +117,7 @@ func checkRolledBack(t *testing.T, a *Harness, fake *dockerfake.Daemon, id strin
 func TestBringUpFailures(t *testing.T) {
 	tests := []struct {
 		name   string
-		script func(t *testing.T, fake *dockerfake.Daemon, spec campaign.CampaignSpec)
+		script func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan)
 		// want: journalled containers and networks (with ids) after the failure.
 		wantContainers, wantNetworks int
 		wantErr                      string
@@ -131,7 +131,7 @@ func TestBringUpFailures(t *testing.T) {
 	}{
 		{
 			name: "network_create_500",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /networks/create", dockerfake.Reply{Status: 500, Body: "boom"})
 			},
 			wantErr: "create network",
@@ -142,7 +142,7 @@ func TestBringUpFailures(t *testing.T) {
 			// (the second is never asked for: the first failure stops the
 			// bring-up, one create at a time here).
 			name: "network_create_500_applied",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /networks/create", dockerfake.Reply{Status: 500, Body: "timeout", Apply: true})
 			},
 			wantNetworks: 1, wantErr: "create network",
@@ -152,11 +152,7 @@ func TestBringUpFailures(t *testing.T) {
 			// resources with the campaign's labels: refused before anything
 			// is created, and nothing of the twin's is touched.
 			name: "twin_refused",
-			script: func(t *testing.T, fake *dockerfake.Daemon, spec campaign.CampaignSpec) {
-				p, err := campaign.NewPlan(spec)
-				if err != nil {
-					t.Fatal(err)
-				}
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.AddNetwork(dockerfake.Network{Name: p.Networks[0].Name, Driver: "bridge", Internal: true, Labels: p.Networks[0].Labels})
 			},
 			wantErr: "conflict", survivors: 1, noJournal: true,
@@ -167,57 +163,49 @@ func TestBringUpFailures(t *testing.T) {
 			// conflict is never adopted, so it is never removed; the first
 			// network is.
 			name: "network_create_409_never_adopted",
-			script: func(t *testing.T, fake *dockerfake.Daemon, spec campaign.CampaignSpec) {
-				p, err := campaign.NewPlan(spec)
-				if err != nil {
-					t.Fatal(err)
-				}
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.AddNetwork(dockerfake.Network{Name: p.Networks[1].Name, Driver: "bridge", Internal: true})
 			},
 			wantNetworks: 1, wantErr: "already exists", survivors: 1,
 		},
 		{
 			name: "server_create_500",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/create", dockerfake.Reply{Status: 500, Body: "boom"})
 			},
 			wantNetworks: 2, wantErr: "create server",
 		},
 		{
 			name: "none_server_create_500", none: true,
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/create", dockerfake.Reply{Status: 500, Body: "boom"})
 			},
 			wantErr: "create server",
 		},
 		{
 			name: "none_second_workspace_create_500", none: true,
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/create", dockerfake.Pass, dockerfake.Pass, dockerfake.Reply{Status: 500, Body: "boom"})
 			},
 			wantContainers: 2, wantErr: "create workspace",
 		},
 		{
 			name: "server_create_409_never_adopted",
-			script: func(t *testing.T, fake *dockerfake.Daemon, spec campaign.CampaignSpec) {
-				p, err := campaign.NewPlan(spec)
-				if err != nil {
-					t.Fatal(err)
-				}
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.AddContainer(dockerfake.Container{Name: p.Server.Name, Image: fakeImage, Labels: map[string]string{"squatter": "yes"}})
 			},
 			wantNetworks: 2, wantErr: "already in use", survivors: 1,
 		},
 		{
 			name: "server_start_500",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/{id}/start", dockerfake.Reply{Status: 500, Body: "cannot start"})
 			},
 			wantContainers: 1, wantNetworks: 2, wantErr: "start server",
 		},
 		{
 			name: "second_workspace_create_500",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/create", dockerfake.Pass, dockerfake.Pass, dockerfake.Reply{Status: 500, Body: "boom"})
 			},
 			wantContainers: 2, wantNetworks: 2, wantErr: "create workspace",
@@ -226,7 +214,7 @@ func TestBringUpFailures(t *testing.T) {
 			// The container went away between the rollback's inspect and
 			// its removal: NotFound on the removal counts as removed.
 			name: "removal_not_found",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/{id}/start", dockerfake.Reply{Status: 500, Body: "cannot start"})
 				fake.On("DELETE /containers/{id}", dockerfake.Reply{Status: 404, Body: "No such container", Apply: true})
 			},
@@ -238,7 +226,7 @@ func TestBringUpFailures(t *testing.T) {
 			a, fake := fakeAdapter(t)
 			spec := fakeSpec("fail-"+tt.name, 2)
 			spec.Server.AgentReachable = !tt.none
-			tt.script(t, fake, spec)
+			tt.script(t, fake, a.Plan(t, spec))
 			before := len(fake.Containers()) + len(fake.Networks())
 			_, err := a.BringUp(t.Context(), spec)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -585,10 +573,7 @@ func TestInFlightCreateAfterSiblingConflict(t *testing.T) {
 			a.Parallelism = 2
 			spec := fakeSpec("sibling-"+tt.name, 2)
 			spec.Server.AgentReachable = !tt.none
-			p, err := campaign.NewPlan(spec)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := a.Plan(t, spec)
 			squatted := p.Server.Name
 			if tt.none {
 				fake.AddContainer(dockerfake.Container{Name: squatted, Image: fakeImage, Labels: map[string]string{"squatter": "yes"}})
@@ -620,7 +605,7 @@ func TestInFlightCreateAfterSiblingConflict(t *testing.T) {
 				}
 				return dockerfake.Pass
 			})
-			_, err = a.BringUp(t.Context(), spec)
+			_, err := a.BringUp(t.Context(), spec)
 			if err == nil || !strings.Contains(err.Error(), squatted) || !strings.Contains(err.Error(), "cleanup verified") {
 				t.Fatalf("BringUp: %v, want the conflict on %s and a verified rollback", err, squatted)
 			}
@@ -629,6 +614,52 @@ func TestInFlightCreateAfterSiblingConflict(t *testing.T) {
 				t.Fatalf("the daemon holds %d resources after the rollback, want the squatter only: %v %v", n, fake.Containers(), fake.Networks())
 			}
 			checkRolledBack(t, a, fake, spec.CampaignID)
+		})
+	}
+}
+
+// TestRunDirLinkNeverFollowed: the daemon's user owns the runtime
+// directory the run directories live in; one that replaces a run root by
+// a link to a directory of root's, holding a directory of the run
+// directory's name, made down remove root's directory through it
+// (os.RemoveAll of the path followed the link). Now the link is never
+// followed: the run directory is left alone as not ours, and what the
+// link points at is untouched.
+func TestRunDirLinkNeverFollowed(t *testing.T) {
+	for _, where := range []string{"run_root", "run_dir"} {
+		t.Run(where, func(t *testing.T) {
+			a, _ := fakeAdapter(t)
+			c := fakeCampaign(t, a, fakeSpec("linked", 1), "k3y-for-the-fake-daemon-0123456789")
+			runDir := c.Workspaces[0].RunDir
+			victim := t.TempDir()
+			precious := filepath.Join(victim, filepath.Base(runDir), "precious")
+			os.MkdirAll(filepath.Dir(precious), 0o700)
+			os.WriteFile(precious, []byte("root's\n"), 0o600)
+			planted := runDir
+			target := filepath.Join(victim, filepath.Base(runDir))
+			if where == "run_root" {
+				planted, target = filepath.Dir(runDir), victim
+			}
+			if err := os.RemoveAll(planted); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, planted); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := a.Cleanup(t.Context(), "linked")
+			if !errors.Is(err, ErrNotVerified) {
+				t.Fatalf("cleanup through a planted link: %v, want not verified", err)
+			}
+			if b, err := os.ReadFile(precious); err != nil || string(b) != "root's\n" {
+				t.Fatalf("what the link points at: %q %v", b, err)
+			}
+			var left bool
+			for _, e := range rep.LeftAlone {
+				left = left || e.ID == runDir && strings.Contains(e.Reason, "never followed")
+			}
+			if !left {
+				t.Fatalf("the run directory is not left alone as a link: %+v", rep.LeftAlone)
+			}
 		})
 	}
 }

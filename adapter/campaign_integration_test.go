@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/store"
 	"net"
 	"net/http"
 	"os"
@@ -19,13 +17,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/store"
+
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 const pythonBase = "agentpen/python-base:bookworm"
@@ -175,10 +176,7 @@ func TestBringUpNameConflict(t *testing.T) {
 	t.Cleanup(func() { forceRemove(cli, id) })
 	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d}, "")
 	spec := sleeperSpec(id, img, 1)
-	plan, err := campaign.NewPlan(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan := a.Plan(t, spec)
 	// Someone else's container already has the server's name.
 	squatter, err := cli.ContainerCreate(t.Context(), &container.Config{Image: img, Cmd: []string{"true"}}, nil, nil, nil, plan.Server.Name)
 	if err != nil {
@@ -266,7 +264,12 @@ func bringUpChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
-	p, err := campaign.Validate(sleeperSpec(os.Getenv("CAMPAIGN"), os.Getenv("IMAGE"), n), nil)
+	popts, err := root.PlanOptions()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	p, err := campaign.Validate(sleeperSpec(os.Getenv("CAMPAIGN"), os.Getenv("IMAGE"), n), nil, popts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3

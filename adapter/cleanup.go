@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/internal/beneath"
 	"github.com/agentpen/agentpen/store"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -58,9 +59,9 @@ type cleanupOptions struct {
 
 // Cleanup removes, by exact id, everything the campaign's journal records
 // and has not removed (resolving first every intent whose create outcome
-// was never recorded, and finding by its instance label anything of the
-// campaign's generations the journal missed), re-inspects each id, lists
-// what still carries the campaign's labels, writes the report as a new
+// was never recorded, by exact name and the create's secret label),
+// re-inspects each id, lists what still carries the campaign's labels
+// (never taken for the campaign's: a look-alike is reported, not removed), writes the report as a new
 // file of the campaign and journals its verdict, holding the campaign's
 // lock. reason says why (campaign.RemovalReasons; the journal records
 // it). It returns the report and its path; the error wraps
@@ -201,7 +202,6 @@ func (a *Adapter) cleanupJournal(ctx context.Context, c *store.Campaign, j *camp
 	} else {
 		start := time.Now()
 		in.Unresolved = a.resolveIntents(ctx, j, gens, inScope, opt.failed)
-		a.findByInstance(ctx, j, campaignID, gens, inScope)
 		phase("resolve", start)
 		if recs, _, err = c.Records(); err != nil {
 			in.ListError = "read journal: " + err.Error()
@@ -296,7 +296,7 @@ func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []cam
 			})
 		}
 		g.Wait()
-		removeEmptyRunRoots(dirs)
+		a.removeEmptyRunRoots(dirs)
 	}
 	slices.SortStableFunc(out, func(x, y cleanup.Outcome) int {
 		return kindOrder(x.Resource.Kind) - kindOrder(y.Resource.Kind)
@@ -442,11 +442,23 @@ func (a *Adapter) observe(ctx context.Context, r campaign.Resource) cleanup.Obse
 		}
 	case campaign.KindDir:
 		obs.RunRoot = a.runBase()
-		if _, err = os.Lstat(r.ID); err == nil {
+		if _, rerr := a.runRel(r.ID); rerr != nil {
+			// Not a run directory at all (a journal names it): looked at
+			// as it is, never removed (Decide refuses it by its shape).
+			if _, err = os.Lstat(r.ID); err == nil {
+				obs.State = cleanup.Present
+			} else if errors.Is(err, os.ErrNotExist) {
+				obs.State, err = cleanup.Absent, nil
+			}
+			break
+		}
+		switch err = a.lstatRun(r.ID); {
+		case err == nil:
 			obs.State = cleanup.Present
-		} else if errors.Is(err, os.ErrNotExist) {
-			obs.State = cleanup.Absent
-			err = nil
+		case errors.Is(err, os.ErrNotExist):
+			obs.State, err = cleanup.Absent, nil
+		case errors.Is(err, beneath.ErrLink):
+			obs.State, obs.Diverted, err = cleanup.Present, "a symbolic link on its path (never followed): "+err.Error(), nil
 		}
 	default:
 		err = fmt.Errorf("unknown kind %q", r.Kind)
@@ -469,7 +481,43 @@ func (a *Adapter) act(ctx context.Context, r campaign.Resource) error {
 	case campaign.KindNetwork:
 		return a.api().NetworkRemove(ctx, r.ID)
 	case campaign.KindDir:
-		return os.RemoveAll(r.ID)
+		return a.removeRun(r.ID)
 	}
 	return fmt.Errorf("unknown kind %q", r.Kind)
+}
+
+// lstatRun looks at a run directory relative to the runtime directory,
+// following no link (a link there reads as a link, never its target).
+func (a *Adapter) lstatRun(path string) error {
+	rel, err := a.runRel(path)
+	if err != nil {
+		return err
+	}
+	rt, err := a.runtimeDir()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	fi, err := rt.Lstat(rel)
+	if err == nil && !fi.IsDir() {
+		return &os.PathError{Op: "lstat", Path: path, Err: fmt.Errorf("%w: a %v, not a directory", beneath.ErrLink, fi.Mode().Type())}
+	}
+	return err
+}
+
+// removeRun removes a run directory and everything in it relative to the
+// runtime directory, following no link: the daemon's user may have
+// planted one anywhere in it (os.RemoveAll of the path would follow a
+// link planted as one of its parents).
+func (a *Adapter) removeRun(path string) error {
+	rel, err := a.runRel(path)
+	if err != nil {
+		return err
+	}
+	rt, err := a.runtimeDir()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	return rt.RemoveAll(rel)
 }

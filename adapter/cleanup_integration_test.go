@@ -153,13 +153,25 @@ func TestForgedLabelsLeftAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	forged := map[string]string{}
-	for nonce, name := range map[string]string{"": "forged-none", "ffffffffffffffffffffffffffffffff": "forged-other"} {
+	// The third copies every label of the campaign's own server, its
+	// instance nonce and create secret among them, as another daemon
+	// client can read them off the live container: down used to adopt
+	// it by its instance label, remove it and report it as the
+	// campaign's.
+	srv, err := cli.ContainerInspect(t.Context(), c.ServerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for nonce, name := range map[string]string{"": "forged-none", "ffffffffffffffffffffffffffffffff": "forged-other", "copied": "forged-copy"} {
 		labels := map[string]string{}
-		for k, v := range c.Plan.Server.Labels {
+		for k, v := range srv.Config.Labels {
 			labels[k] = v
 		}
-		delete(labels, campaign.LabelInstance)
-		if nonce != "" {
+		if nonce != "copied" {
+			delete(labels, campaign.LabelInstance)
+			delete(labels, campaign.LabelCreate)
+		}
+		if nonce != "" && nonce != "copied" {
 			labels[campaign.LabelInstance] = nonce
 		}
 		resp, err := cli.ContainerCreate(t.Context(), &container.Config{Image: base, Cmd: []string{"sleep", "600"}, Labels: labels}, nil, nil, nil, name+"-"+id)

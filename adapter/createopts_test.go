@@ -1,10 +1,11 @@
 package adapter
 
 import (
-	"github.com/agentpen/agentpen/campaign"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentpen/agentpen/campaign"
 )
 
 func TestServerSpec(t *testing.T) {

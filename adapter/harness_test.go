@@ -36,15 +36,20 @@ func NewHarness(t testing.TB, a *Adapter, stateRoot string) *Harness {
 	return &Harness{Adapter: a, Root: root, StateRoot: stateRoot}
 }
 
-// plan validates spec as agentpen up does (the tests' task ids are the
-// catalogue's or served by their own commands: no catalogue check).
-func plan(spec campaign.CampaignSpec) (*campaign.Plan, error) {
-	return campaign.Validate(spec, nil)
+// plan validates spec as agentpen up does, its agent ids keyed under the
+// root's secret (the tests' task ids are the catalogue's or served by
+// their own commands: no catalogue check).
+func (h *Harness) plan(spec campaign.CampaignSpec) (*campaign.Plan, error) {
+	opts, err := h.Root.PlanOptions()
+	if err != nil {
+		return nil, err
+	}
+	return campaign.Validate(spec, nil, opts)
 }
 
 // BringUp validates spec and brings it up.
 func (h *Harness) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Campaign, error) {
-	p, err := plan(spec)
+	p, err := h.plan(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +58,7 @@ func (h *Harness) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Cam
 
 // BringUpAttested validates spec, brings it up and attests it.
 func (h *Harness) BringUpAttested(ctx context.Context, spec campaign.CampaignSpec, opts AttestOptions) (*Campaign, *attest.Report, error) {
-	p, err := plan(spec)
+	p, err := h.plan(spec)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -63,7 +68,7 @@ func (h *Harness) BringUpAttested(ctx context.Context, spec campaign.CampaignSpe
 
 // Up validates spec and runs the fail-closed policy.
 func (h *Harness) Up(ctx context.Context, spec campaign.CampaignSpec, opts UpOptions) (*UpResult, error) {
-	p, err := plan(spec)
+	p, err := h.plan(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -237,4 +242,15 @@ func ReadJournal(path string) ([]campaign.Record, error) {
 	defer f.Close()
 	c, err := campaign.ReadJournal(f, path)
 	return c.Records, err
+}
+
+// Plan is the plan a bring-up of spec in this root makes (its agent ids
+// keyed under the root's secret), unbound: the names it will use.
+func (h *Harness) Plan(t testing.TB, spec campaign.CampaignSpec) *campaign.Plan {
+	t.Helper()
+	p, err := h.plan(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -19,8 +19,9 @@ import (
 const WorkbenchLabel = "io.agentpen.workbench"
 
 // Prepare checks what a bring-up of p needs before anything is made, and
-// makes p ready for it: the API key in agentpen's environment (when the
-// default grader or episode servers need one), and every image on the
+// makes p ready for it: the variables it copies allowed (EnvPolicy), the
+// API key in agentpen's environment (when the default grader or episode
+// servers need one), and every image on the
 // daemon (never pulled), each tag resolved to the id of the image it
 // names now, which the plan runs from then on (campaign.Plan.Pin; the
 // spec keeps the tag, the generation's begin record the id). The error is
@@ -29,6 +30,9 @@ const WorkbenchLabel = "io.agentpen.workbench"
 // a caller that must refuse bad input at once (the launcher's
 // asynchronous create) calls it first, and a plan once pinned stays so.
 func (a *Adapter) Prepare(ctx context.Context, p *campaign.Plan) error {
+	if err := a.EnvPolicy.Check(p); err != nil {
+		return err
+	}
 	if err := a.checkKey(p); err != nil {
 		return err
 	}

@@ -11,7 +11,9 @@ import (
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
+	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -19,17 +21,17 @@ import (
 // task) and returns its output's last line decoded as JSON.
 func runCode(t *testing.T, ctx context.Context, socket, task, code string) map[string]any {
 	t.Helper()
-	s, err := dialSession(t, ctx, socket)
+	s, err := client.Dial(ctx, socket)
 	if err != nil {
 		t.Error(err)
 		return nil
 	}
-	defer s.close()
-	if _, err := s.reset(task); err != nil {
+	defer s.Close()
+	if _, err := s.Reset(ctx, client.ResetOptions{TaskID: task}); err != nil {
 		t.Error(err)
 		return nil
 	}
-	res, err := s.step("run_python", map[string]any{"code": code})
+	res, err := workbenchtest.Stepper(ctx, s)("run_python", map[string]any{"code": code})
 	if err != nil || res.Error != "" {
 		t.Errorf("run_python: %v %q", err, res.Error)
 		return nil
@@ -342,25 +344,26 @@ func TestProcessFloodStaysInItsWorkspace(t *testing.T) {
 			r := &results[i]
 			r.where, r.block = v.where, v.ws.UIDBase
 			defer func() { r.finish = time.Now() }()
-			s, err := dialSession(t, ctx, v.ws.Socket)
+			s, err := client.Dial(ctx, v.ws.Socket)
 			if err != nil {
 				r.err = err
 				return
 			}
-			defer s.close()
-			instruction, err := s.reset(task)
+			defer s.Close()
+			first, err := s.Reset(ctx, client.ResetOptions{TaskID: task})
 			if err != nil {
 				r.err = err
 				return
 			}
-			out, err := s.step("run_python", map[string]any{"code": "import os\nprint(os.getuid())"})
+			step := workbenchtest.Stepper(ctx, s)
+			out, err := step("run_python", map[string]any{"code": "import os\nprint(os.getuid())"})
 			if err != nil {
 				r.err = err
 				return
 			}
 			fmt.Sscan(out.Output, &r.uid)
 			tk, _ := tasks.Build(task)
-			r.final, r.err = oracle.Play(tk.Kind, instruction, threadedMedian, tk.Files[0].Path, s.step)
+			r.final, r.err = oracle.Play(tk.Kind, first.Observation.Task, threadedMedian, tk.Files[0].Path, step)
 		})
 	}
 	wg.Wait()

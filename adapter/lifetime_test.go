@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/lifecycletest"
+	"github.com/agentpen/agentpen/internal/testkit/lifecycletest"
 	"github.com/agentpen/agentpen/store"
 )
 
@@ -17,7 +17,7 @@ import (
 // directories under the adapter's run base) as campaign id's journal.
 func journalShape(t *testing.T, h *Harness, id string, build func(*lifecycletest.History)) *lifecycletest.History {
 	t.Helper()
-	hist := lifecycletest.New(lifecycletest.Spec(id), h.runBase())
+	hist := lifecycletest.New(lifecycletest.Spec(id), campaign.PlanOptions{}, h.runBase())
 	build(hist)
 	c, err := h.Root.Create(id)
 	if err != nil {

@@ -30,7 +30,11 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := campaign.NewPlan(spec)
+	opts, err := c.PlanOptions()
+	if err != nil {
+		return nil, err
+	}
+	p, err := campaign.NewPlanWith(spec, opts)
 	if err != nil {
 		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
 	}
@@ -98,7 +102,11 @@ func Workspaces(c *store.Campaign, st store.State) ([]Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := campaign.NewPlan(spec)
+	opts, err := c.PlanOptions()
+	if err != nil {
+		return nil, err
+	}
+	p, err := campaign.NewPlanWith(spec, opts)
 	if err != nil {
 		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
 	}

@@ -18,11 +18,14 @@ type Orphan struct {
 	// CampaignID and Instance are what its labels claim.
 	CampaignID string `json:"campaign_id"`
 	Instance   string `json:"instance,omitempty"`
-	// Provable is true when a journal in this state root has a generation
-	// of that campaign with that instance nonce: its labels then prove it
-	// is that generation's, and RemoveOrphan may remove it.
+	// Provable is true when a journal in this state root has an intent of
+	// this name whose create was never recorded, with the secret of that
+	// create (campaign.LabelCreate) the resource carries: it is that
+	// create's, and RemoveOrphan may remove it. Labels alone prove
+	// nothing: any daemon client can copy them from a live resource.
 	Provable bool   `json:"provable"`
 	Why      string `json:"why"`
+	gen      int
 }
 
 // ErrNotOrphan is returned (wrapped) by RemoveOrphan for an id that is not
@@ -40,20 +43,20 @@ func (a *Adapter) Orphans(ctx context.Context, root *store.Root) ([]Orphan, erro
 		return nil, err
 	}
 	known := map[string]bool{}
-	instances := map[[2]string]bool{}
-	unsound := map[string]error{} // campaign id -> why its state cannot be used
+	type intentKey struct{ campaign, kind, name, secret string }
+	intents := map[intentKey]int{} // an unresolved create -> its generation
+	unsound := map[string]error{}  // campaign id -> why its state cannot be used
 	for _, st := range states {
 		if st.Err != nil {
 			unsound[st.ID] = st.Err
 		}
 		for _, g := range st.State.Generations {
-			if st.Err == nil {
-				// Only a sound journal proves a nonce.
-				instances[[2]string{st.ID, g.Instance}] = true
-			}
 			for _, r := range g.Resources {
 				if r.ID != "" {
 					known[r.ID] = true
+				} else if st.Err == nil && !r.Removed && r.Labels[campaign.LabelCreate] != "" {
+					// Only a sound journal proves a create.
+					intents[intentKey{st.ID, string(r.Kind), r.Name, r.Labels[campaign.LabelCreate]}] = g.N
 				}
 			}
 		}
@@ -68,16 +71,17 @@ func (a *Adapter) Orphans(ctx context.Context, root *store.Root) ([]Orphan, erro
 			continue
 		}
 		o := Orphan{Found: f, CampaignID: f.Labels[campaign.LabelCampaign], Instance: f.Labels[campaign.LabelInstance]}
+		gen, ok := intents[intentKey{o.CampaignID, string(f.Kind), f.Name, f.Labels[campaign.LabelCreate]}]
 		switch {
 		case unsound[o.CampaignID] != nil:
 			o.Why = "its campaign's state here cannot be used, so nothing can be proven: " + unsound[o.CampaignID].Error()
-		case o.Instance == "":
-			o.Why = "it carries no instance nonce: no journal can prove it is agentpen's"
-		case !instances[[2]string{o.CampaignID, o.Instance}]:
-			o.Why = "no journal in this state root has a generation of this campaign with its instance nonce"
+		case f.Labels[campaign.LabelCreate] == "":
+			o.Why = "it carries no create secret: no journal can prove it is agentpen's"
+		case !ok:
+			o.Why = "no journal in this state root has an unresolved create of this name with its create secret (labels can be copied: they prove nothing)"
 		default:
-			o.Provable = true
-			o.Why = "its campaign and instance nonce are a generation's in this state root, whose journal lost its id"
+			o.Provable, o.gen = true, gen
+			o.Why = "a journal in this state root has the create of this name, with its secret, whose id it lost"
 		}
 		out = append(out, o)
 	}
@@ -134,16 +138,7 @@ func (a *Adapter) removeOrphan(ctx context.Context, c *store.Campaign, o *Orphan
 		return cleanup.Outcome{}, err
 	}
 	defer j.Close()
-	st, err := c.Read()
-	if err != nil {
-		return cleanup.Outcome{}, err
-	}
-	gen := 0
-	for _, g := range st.Generations {
-		if g.Instance == o.Instance {
-			gen = g.N
-		}
-	}
+	gen := o.gen
 	r := campaign.Resource{Gen: gen, Kind: o.Kind, Role: o.Labels[campaign.LabelRole], Name: o.Name, ID: o.ID, Labels: o.Labels, Orphan: true}
 	if err := j.Append(campaign.Record{Op: campaign.OpOrphan, Gen: gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Labels: r.Labels}); err != nil {
 		return cleanup.Outcome{}, err

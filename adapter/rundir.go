@@ -3,11 +3,14 @@ package adapter
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/beneath"
 )
 
 // runBase is where workspaces' /run/workbench directories live: beside the
@@ -18,6 +21,30 @@ import (
 // runBase/i-<nonce>/<agent id>.
 func (a *Adapter) runBase() string {
 	return filepath.Join(filepath.Dir(a.Docker.RealSocketPath()), "agentpen")
+}
+
+// runtimeDir opens the directory the run directories live in: the daemon
+// user's runtime directory (its socket's real directory). That user can
+// write it, and a container escape yields that user: every name below it
+// is made, observed and removed relative to this descriptor, never
+// following a link (internal/beneath), so nothing planted there sends
+// root to a file elsewhere. The caller closes it.
+func (a *Adapter) runtimeDir() (*beneath.Dir, error) {
+	d, err := beneath.Open(filepath.Dir(a.Docker.RealSocketPath()), nil)
+	if err != nil {
+		return nil, fmt.Errorf("the daemon's runtime directory: %w", err)
+	}
+	return d, nil
+}
+
+// runRel is path (a run directory, or a directory of one) relative to the
+// runtime directory; an error for a path that is not below it.
+func (a *Adapter) runRel(path string) (string, error) {
+	rel, err := filepath.Rel(filepath.Dir(a.Docker.RealSocketPath()), path)
+	if err != nil || rel == "." || filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("%s is not below the daemon's runtime directory %s", path, filepath.Dir(a.Docker.RealSocketPath()))
+	}
+	return rel, nil
 }
 
 // runRoot is the directory of one bring-up's run directories, named by
@@ -39,9 +66,16 @@ func runRootName(instance string) string {
 // holds a directory (one left alone) must stay, and an absent one is
 // already gone; the directories inside are journalled and removed one by
 // one, by exact path.
-func removeEmptyRunRoots(dirs []string) {
+func (a *Adapter) removeEmptyRunRoots(dirs []string) {
+	rt, err := a.runtimeDir()
+	if err != nil {
+		return
+	}
+	defer rt.Close()
 	for _, d := range dirs {
-		_ = os.Remove(filepath.Dir(d))
+		if rel, err := a.runRel(filepath.Dir(d)); err == nil {
+			_ = rt.Remove(rel) // an empty directory only (never one with a file in it)
+		}
 	}
 }
 
@@ -59,17 +93,35 @@ func (a *Adapter) daemonOwner() (uid, gid int, err error) {
 	return int(sys.Uid), int(sys.Gid), nil
 }
 
-// mkdirOwned makes dir 0700 owned by the daemon's user; an existing one is
-// accepted only when exist is true.
+// mkdirOwned makes dir 0700 owned by the daemon's user, relative to the
+// runtime directory without following a link; an existing one is
+// accepted only when exist is true (and when it is a directory: a link in
+// its place is refused).
 func (a *Adapter) mkdirOwned(dir string, exist bool) error {
 	uid, gid, err := a.daemonOwner()
 	if err != nil {
 		return err
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !(exist && errors.Is(err, os.ErrExist)) {
+	rel, err := a.runRel(dir)
+	if err != nil {
 		return err
 	}
-	return os.Lchown(dir, uid, gid)
+	rt, err := a.runtimeDir()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	if err := rt.Mkdir(rel, 0o700); err != nil && !(exist && errors.Is(err, fs.ErrExist)) {
+		return err
+	}
+	fi, err := rt.Lstat(rel)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory (%v): never followed", dir, fi.Mode().Type())
+	}
+	return rt.Chown(rel, uid, gid)
 }
 
 // ensureRunBase makes the daemon runtime directory's agentpen directory.

@@ -646,13 +646,6 @@ func TestReportHasNoEnvValues(t *testing.T) {
 	}
 }
 
-func jsonEqual(a, b json.RawMessage) bool {
-	var x, y any
-	json.Unmarshal(a, &x)
-	json.Unmarshal(b, &y)
-	return cmp.Equal(x, y)
-}
-
 // TestImageRepoDigest: a server pinned as repo@sha256 attests when the
 // container runs the image carrying that repo digest, and not otherwise.
 func TestImageRepoDigest(t *testing.T) {

@@ -46,9 +46,12 @@ type RoleSettings struct {
 // journal, the daemon recorded at bring-up, the endpoint selected now, and
 // the adapter's create settings per role.
 type Source struct {
-	// Spec is the campaign's spec (campaign.json); the plan is computed
-	// from it again.
+	// Spec is the campaign's spec (its generation's spec file); the plan
+	// is computed from it again, with AgentKey.
 	Spec campaign.CampaignSpec `json:"spec"`
+	// AgentKey is the state root's agent-id secret the plan's agent ids
+	// were keyed with (nil: unkeyed). It is evidence, never in a report.
+	AgentKey []byte `json:"agent_key,omitempty"`
 	// Records is the campaign's journal.
 	Records []campaign.Record `json:"records"`
 	// Bringup is the daemon recorded at bring-up; zero is unknown (every
@@ -131,12 +134,13 @@ type expectation struct {
 	Plan         *campaign.Plan
 }
 
-// PinnedPlan is the plan of src's spec with the image ids its latest
-// generation's bring-up pinned the spec's tags to (campaign.Plan.Pin): the
-// images the containers must run. An error means the spec no longer makes
-// a plan, or names a tag the journal records no id for.
+// PinnedPlan is the plan of src's spec (keyed by src.AgentKey) with the
+// image ids its latest generation's bring-up pinned the spec's tags to
+// (campaign.Plan.Pin): the images the containers must run. An error means
+// the spec no longer makes a plan, or names a tag the journal records no
+// id for.
 func PinnedPlan(src Source) (*campaign.Plan, error) {
-	p, err := campaign.NewPlan(src.Spec)
+	p, err := campaign.NewPlanWith(src.Spec, campaign.PlanOptions{AgentKey: src.AgentKey})
 	if err != nil {
 		return nil, fmt.Errorf("campaign spec: %w", err)
 	}
@@ -297,18 +301,6 @@ func liveOf(rs []campaign.Resource) []campaign.Resource {
 	for _, r := range rs {
 		if r.ID != "" && !r.Removed {
 			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// journalledIDs are every container id the journal recorded (live or
-// not), for telling journalled resources from strangers.
-func (e *expectation) journalledIDs(kind campaign.Kind) map[string]bool {
-	out := map[string]bool{}
-	for _, r := range e.Source.Records {
-		if r.Kind == kind && r.ID != "" && (r.Op == campaign.OpCreated) {
-			out[r.ID] = true
 		}
 	}
 	return out

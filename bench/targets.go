@@ -5,13 +5,13 @@ import (
 	"time"
 )
 
-// A Target is one line of issue 16's targets: which benchmark (and, for
-// a memory target, which metric) it reads and what bounds it. Exactly one
+// A Target is one line of issue 16's targets: which benchmark (and, for a
+// memory target, which metric) it reads and what bounds it. Exactly one
 // bound is set. A benchmark reports median-ns, p90-ns and n
-// (internal/latency), and raw-median-ns for a raw limit it measures
-// interleaved; one that measures several things reports each as a family
-// of its own (up-median-ns, raw-up-median-ns, cli-up-median-ns, ...), and
-// a target names the families it reads (Prefix, RawPrefix). The
+// (internal/testkit/testlatency), and raw-median-ns for a raw limit it
+// measures interleaved; one that measures several things reports each as a
+// family of its own (up-median-ns, raw-up-median-ns, cli-up-median-ns,
+// ...), and a target names the families it reads (Prefix, RawPrefix). The
 // benchmark's package goes into Packages.
 type Target struct {
 	// Name is what the table shows, e.g. "reset".
@@ -22,9 +22,9 @@ type Target struct {
 	// Metric is the metric a byte target reads (e.g. rss-idle-bytes);
 	// empty means a latency family's median.
 	Metric string
-	// Prefix is the latency family the target reads (internal/latency's
-	// prefix): "up-" reads up-median-ns, up-p90-ns and up-n; empty means
-	// median-ns.
+	// Prefix is the latency family the target reads
+	// (internal/testkit/testlatency's prefix): "up-" reads up-median-ns,
+	// up-p90-ns and up-n; empty means median-ns.
 	Prefix string
 	// RawPrefix is the family of the raw limit that OverRaw and MaxRatio
 	// compare with; empty means "raw-" + Prefix.

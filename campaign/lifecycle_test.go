@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/lifecycletest"
+	"github.com/agentpen/agentpen/internal/testkit/lifecycletest"
 )
 
 // TestFold: every journal shape (lifecycletest.Shapes, which the test of
@@ -14,7 +14,7 @@ import (
 func TestFold(t *testing.T) {
 	for _, sh := range lifecycletest.Shapes {
 		t.Run(sh.Name, func(t *testing.T) {
-			h := lifecycletest.New(lifecycletest.Spec("camp"), "/run/x")
+			h := lifecycletest.New(lifecycletest.Spec("camp"), campaign.PlanOptions{}, "/run/x")
 			sh.Build(h)
 			lc := campaign.Fold(h.Records)
 			if lc.Status != sh.Want || campaign.StatusOf(h.Records) != sh.Want {

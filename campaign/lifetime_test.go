@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/lifecycletest"
+	"github.com/agentpen/agentpen/internal/testkit/lifecycletest"
 )
 
 // TestReconcileReason: what reconciling does with every journal shape
@@ -27,7 +27,7 @@ func TestReconcileReason(t *testing.T) {
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	for _, sh := range lifecycletest.Shapes {
 		t.Run(sh.Name, func(t *testing.T) {
-			h := lifecycletest.New(lifecycletest.Spec("camp"), "/run/x")
+			h := lifecycletest.New(lifecycletest.Spec("camp"), campaign.PlanOptions{}, "/run/x")
 			sh.Build(h)
 			if got := campaign.Fold(h.Records).ReconcileReason(now, time.Time{}); got != want[sh.Name] {
 				t.Fatalf("reconcile %q, want %q", got, want[sh.Name])
@@ -44,7 +44,7 @@ func TestReconcileReason(t *testing.T) {
 func TestDue(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	up := func(l campaign.Lifetime) campaign.Lifecycle {
-		h := lifecycletest.New(lifecycletest.Spec("camp"), "/run/x")
+		h := lifecycletest.New(lifecycletest.Spec("camp"), campaign.PlanOptions{}, "/run/x")
 		h.Begin(1)
 		recs := append(h.Records, l.Record(1), campaign.Record{Op: campaign.OpAttesting, Gen: 1, Time: t0.Add(10 * time.Second)},
 			campaign.Record{Op: campaign.OpAttested, Gen: 1, Status: campaign.AttestOK, Report: "a", Digest: "d"})
@@ -84,7 +84,7 @@ func TestDue(t *testing.T) {
 	}
 	// An extension is the latest lifetime; an idle timeout counts from no
 	// earlier than it.
-	h := lifecycletest.New(lifecycletest.Spec("camp"), "/run/x")
+	h := lifecycletest.New(lifecycletest.Spec("camp"), campaign.PlanOptions{}, "/run/x")
 	h.Begin(1)
 	ext := campaign.Lifetime{Accepted: t0, TTL: 2 * time.Hour, Idle: 30 * time.Second}.Record(1)
 	ext.Time = t0.Add(time.Hour)

@@ -81,6 +81,10 @@ type Plan struct {
 	// place (nil before, and for a spec of pins only). The generation's
 	// begin record keeps it (Generation.Images).
 	Images map[string]string
+	// Keyed is true when the agent ids were derived under a key
+	// (PlanOptions.AgentKey): only such a plan is brought up.
+	Keyed    bool
+	agentKey []byte
 }
 
 // ImageFields returns the image references the plan's containers run
@@ -133,6 +137,13 @@ func (p *Plan) Pin(ids map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// PlanOptions are what a plan is computed with beside its spec.
+type PlanOptions struct {
+	// AgentKey is the state root's agent-id secret (OpaqueAgentID); nil
+	// for a plan that is only checked.
+	AgentKey []byte
 }
 
 // Bind makes the plan one bring-up's: generation gen with the instance
@@ -232,7 +243,11 @@ var forbiddenNetworks = map[string]bool{"": true, "none": true, "host": true, "b
 // creates nothing. Every field that is wrong is named, with its value, in
 // one ValidationErrors (a single one is still a *ValidationError for
 // errors.As).
-func NewPlan(spec CampaignSpec) (*Plan, error) {
+func NewPlan(spec CampaignSpec) (*Plan, error) { return NewPlanWith(spec, PlanOptions{}) }
+
+// NewPlanWith is NewPlan with options: the agent ids keyed under
+// opts.AgentKey.
+func NewPlanWith(spec CampaignSpec, opts PlanOptions) (*Plan, error) {
 	var errs errList
 	errs.add(CheckID("campaign_id", spec.CampaignID))
 	egress := spec.Egress
@@ -249,7 +264,7 @@ func NewPlan(spec CampaignSpec) (*Plan, error) {
 		return nil, errs.err()
 	}
 	key := Key(spec.CampaignID)
-	p := &Plan{Spec: spec, CampaignID: spec.CampaignID, Key: key, Egress: egress, Topology: TopologyNone,
+	p := &Plan{Spec: spec, CampaignID: spec.CampaignID, Key: key, Egress: egress, Topology: TopologyNone, Keyed: opts.AgentKey != nil, agentKey: opts.AgentKey,
 		Lifetime: Lifetime{TTL: time.Duration(spec.TTLSeconds) * time.Second, Idle: time.Duration(spec.IdleTimeoutSeconds) * time.Second}}
 	if egress == EgressNAT || spec.Server.AgentReachable {
 		p.Topology = TopologyPerAgent
@@ -356,6 +371,8 @@ func planServer(p *Plan, spec CampaignSpec, errs *errList) ServerPlan {
 		errs.add(err)
 	} else if protectedEnv[strings.ToUpper(s.APIKeyEnv)] {
 		errs.add(invalid("server.api_key_env", s.APIKeyEnv, "collides with a protected control variable"))
+	} else {
+		errs.add(checkCopiedEnv("server.api_key_env", s.APIKeyEnv))
 	}
 	errs.add(checkArgs("server.command", s.Command))
 	errs.add(checkArgs("server.ready_command", s.ReadyCommand))
@@ -380,6 +397,8 @@ func planServer(p *Plan, spec CampaignSpec, errs *errList) ServerPlan {
 			errs.add(err)
 		} else if protectedEnv[strings.ToUpper(name)] {
 			errs.add(invalid(f, name, "protected control variable"))
+		} else {
+			errs.add(checkCopiedEnv(f, name))
 		}
 	}
 	if s.DataHostPath != "" || s.DataContainerPath != "" {
@@ -438,7 +457,7 @@ func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec, errs *errLis
 	if len(*errs) > n {
 		return AgentPlan{}, false
 	}
-	id := OpaqueAgentID(p.CampaignID, ws.TaskID, ws.AttemptID)
+	id := OpaqueAgentID(p.agentKey, p.CampaignID, ws.TaskID, ws.AttemptID)
 	a := AgentPlan{
 		Index:   i,
 		AgentID: id,

@@ -331,9 +331,10 @@ type Catalogue func(taskID string) error
 // returns the plan a bring-up takes (Plan.Spec is spec). The error is one
 // *ValidationError, or ValidationErrors when there are several (NewPlan's
 // and every unknown task id), each naming its field by path
-// ("workspaces[1].task_id").
-func Validate(spec CampaignSpec, known Catalogue) (*Plan, error) {
-	p, perr := NewPlan(spec)
+// ("workspaces[1].task_id"). opts key the agent ids (a plan to bring up
+// needs the state root's key; one only checked does not).
+func Validate(spec CampaignSpec, known Catalogue, opts PlanOptions) (*Plan, error) {
+	p, perr := NewPlanWith(spec, opts)
 	errs := FieldErrors(perr)
 	// The catalogue is consulted even when NewPlan refused another field,
 	// so one answer names every unknown task.
@@ -363,12 +364,12 @@ func Validate(spec CampaignSpec, known Catalogue) (*Plan, error) {
 // ParseSpec reads a spec (DecodeSpec: malformed JSON with its line and
 // column, every unknown field, a duplicate key) and validates it
 // (Validate).
-func ParseSpec(r io.Reader, known Catalogue) (*Plan, error) {
+func ParseSpec(r io.Reader, known Catalogue, opts PlanOptions) (*Plan, error) {
 	spec, err := DecodeSpec(r)
 	if err != nil {
 		return nil, err
 	}
-	return Validate(spec, known)
+	return Validate(spec, known, opts)
 }
 
 // FieldErrors flattens err into its field errors (nil for none).

@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/events"
-	"github.com/agentpen/agentpen/internal/lifecycletest"
+	"github.com/agentpen/agentpen/internal/testkit/lifecycletest"
 )
 
 // TestEveryOp: every journal operation that is a fact has its event
@@ -41,7 +41,7 @@ func TestEventsOfEveryShape(t *testing.T) {
 	for _, sh := range lifecycletest.Shapes {
 		t.Run(sh.Name, func(t *testing.T) {
 			spec := lifecycletest.Spec("camp")
-			h := lifecycletest.New(spec, "/run/x")
+			h := lifecycletest.New(spec, campaign.PlanOptions{}, "/run/x")
 			sh.Build(h)
 			for i := range h.Records {
 				h.Records[i].Seq = i + 1
@@ -82,14 +82,14 @@ func TestEventsOfEveryShape(t *testing.T) {
 // lifetime names the reason, and a campaign that failed to come up says
 // so, as a warning.
 func TestFinalSaysWhy(t *testing.T) {
-	h := lifecycletest.New(lifecycletest.Spec("camp"), "/run/x")
+	h := lifecycletest.New(lifecycletest.Spec("camp"), campaign.PlanOptions{}, "/run/x")
 	h.Begin(1).Op(campaign.OpAttesting, 1).Attested(1, campaign.AttestOK).Removal(campaign.ReasonTTL).Removed(1, "").Cleanup(campaign.CleanupVerified)
 	lc := campaign.Fold(h.Records)
 	if ev := events.Final("camp", lc.Status, lc, time.Now()); ev.State != "removed" || ev.Reason != campaign.ReasonTTL || ev.Level != events.LevelInfo ||
 		!strings.Contains(ev.Msg, "was removed (cleanup verified)") {
 		t.Fatalf("ttl: %+v", ev)
 	}
-	h = lifecycletest.New(lifecycletest.Spec("camp"), "/run/x")
+	h = lifecycletest.New(lifecycletest.Spec("camp"), campaign.PlanOptions{}, "/run/x")
 	h.Begin(1)
 	lc = campaign.Fold(h.Records)
 	if ev := events.Final("camp", lc.Status, lc, time.Now()); ev.State != "starting_or_failed" || ev.Level != events.LevelWarn || !strings.Contains(ev.Msg, "never became ready") {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/events"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // sseEvent is one message of an event stream: its id and its data.
@@ -207,12 +207,13 @@ func TestAsyncCreateRefusedAtOnce(t *testing.T) {
 		return resp, b
 	}
 	for _, c := range badSpecs() {
-		if resp, b := post(c.body); resp.StatusCode != http.StatusBadRequest {
-			t.Errorf("%s: %d %s", c.name, resp.StatusCode, b)
+		sync, _ := ts.do(t, http.MethodPost, "/v1/campaigns", c.body, true)
+		if resp, b := post(c.body); resp.StatusCode != sync.StatusCode || resp.StatusCode/100 != 4 {
+			t.Errorf("%s: %d %s, and %d synchronously", c.name, resp.StatusCode, b, sync.StatusCode)
 		}
 	}
 	otherKey := mutate(func(m map[string]any) { m["server"].(map[string]any)["api_key_env"] = "OTHER_KEY" })
-	if resp, b := post(otherKey); resp.StatusCode != http.StatusBadRequest || decodeProblem(t, resp, b).Errors[0].Location != "body.server.api_key_env" {
+	if resp, b := post(otherKey); resp.StatusCode != http.StatusUnprocessableEntity || decodeProblem(t, resp, b).Errors[0].Location != "body.server.api_key_env" {
 		t.Errorf("a key variable unset: %d %s", resp.StatusCode, b)
 	}
 	if m := be.mutating(); len(m) > 0 {

@@ -4,7 +4,7 @@ import "time"
 
 // Clock is the time the service keeps campaigns' lifetimes by: now, and
 // a function run after a duration. The wall clock in production; tests
-// drive internal/fakeclock, whose Clock satisfies it (it takes standard
+// drive internal/testkit/fakeclock, whose Clock satisfies it (it takes standard
 // types only), so a deadline is tested by advancing the clock, never by
 // sleeping past it.
 type Clock interface {

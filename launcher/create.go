@@ -57,7 +57,11 @@ func (s *Server) parseCreate(body []byte) (*campaign.Plan, error) {
 	if spec.Server.APIKeyEnv == "" && s.cfg.APIKeyEnv != "" {
 		spec.Server.APIKeyEnv = s.cfg.APIKeyEnv
 	}
-	p, err := campaign.Validate(spec, tasks.Known)
+	popts, err := s.root.PlanOptions()
+	if err != nil {
+		return nil, operationProblem("create", err)
+	}
+	p, err := campaign.Validate(spec, tasks.Known, popts)
 	if err != nil {
 		return nil, specProblem(err)
 	}

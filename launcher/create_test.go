@@ -27,16 +27,23 @@ func ws(m map[string]any, i int) map[string]any {
 	return m["workspaces"].([]any)[i].(map[string]any)
 }
 
-// TestCreateBadSpec: one case per bad field: 400, a problem that names
-// the field by its path under body, and nothing asked of the adapter.
+// TestCreateBadSpec: one case per bad field: 400 for a body that is not a
+// spec (JSON that does not parse into one), 422 for a spec that breaks a
+// rule, a problem that names the field by its path under body, and
+// nothing asked of the adapter.
 func TestCreateBadSpec(t *testing.T) {
+	notASpec := map[string]bool{"malformed": true, "trailing": true, "wrong_type": true}
 	for _, tt := range badSpecs() {
 		t.Run(tt.name, func(t *testing.T) {
 			be := newFakeBackend(t)
 			ts := newTestServer(t, be)
 			resp, b := ts.do(t, http.MethodPost, "/v1/campaigns", tt.body, true)
-			if resp.StatusCode != http.StatusBadRequest {
-				t.Fatalf("status %d, want 400: %s", resp.StatusCode, b)
+			want := http.StatusUnprocessableEntity
+			if notASpec[tt.name] {
+				want = http.StatusBadRequest
+			}
+			if resp.StatusCode != want {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, want, b)
 			}
 			p := decodeProblem(t, resp, b)
 			var got []string
@@ -102,6 +109,10 @@ func badSpecs() []badSpec {
 		}), []string{"body.egress", "body.workspaces[1].task_id"}},
 		{"attempt_id", mutate(func(m map[string]any) { ws(m, 0)["attempt_id"] = "a b" }), []string{"body.workspaces[0].attempt_id"}},
 		{"extra_env_secret", mutate(func(m map[string]any) { ws(m, 0)["extra_env"] = map[string]any{"MY_TOKEN": "x"} }), []string{"body.workspaces[0].extra_env.MY_TOKEN"}},
+		// The service's own token (or any AGENTPEN_* variable but the
+		// grader key) copied into the grader: it was, and attested ok.
+		{"secret_env_service_token", mutate(func(m map[string]any) { m["server"].(map[string]any)["secret_env"] = []any{"AGENTPEN_SERVE_TOKEN"} }), []string{"body.server.secret_env[0]"}},
+		{"api_key_env_service_token", mutate(func(m map[string]any) { m["server"].(map[string]any)["api_key_env"] = "AGENTPEN_SERVE_TOKEN" }), []string{"body.server.api_key_env"}},
 		{"labels_reserved", mutate(func(m map[string]any) { m["labels"] = map[string]any{"io.agentpen.role": "x"} }), []string{"body.labels"}},
 		{"publish_internal", mutate(func(m map[string]any) { m["server"].(map[string]any)["publish_loopback"] = "127.0.0.1:18080" }), []string{"body.server.publish_loopback"}},
 		{"server_port", mutate(func(m map[string]any) { m["server"].(map[string]any)["port"] = 70000 }), []string{"body.server.port"}},

@@ -13,15 +13,15 @@ import (
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/store"
 )
 
 // TestDaemonLost: the service runs on a daemon that answered at start.
 // A spec naming a key variable the service's environment does not hold
-// is a 400 naming body.server.api_key_env, and one naming an image the
-// daemon lacks a 400 naming body.server.image; once the daemon is gone, a
+// is a 422 naming body.server.api_key_env, and one naming an image the
+// daemon lacks a 422 naming body.workspaces[0].image; once the daemon is gone, a
 // create of a good spec is a 503 that says the daemon is unreachable,
 // never a 400 on the spec, and so is GET /v1/images.
 func TestDaemonLost(t *testing.T) {
@@ -58,7 +58,7 @@ func TestDaemonLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
-	const token = "daemon-lost-token-0123456789"
+	const token = "daemon-lost-token-0123456789abcdef0123"
 	srv, err := launcher.New(launcher.Config{Adapter: a, Root: root, Token: []byte(token), Key: bytes.Repeat([]byte{1}, launcher.KeyBytes)})
 	if err != nil {
 		t.Fatal(err)
@@ -96,10 +96,10 @@ func TestDaemonLost(t *testing.T) {
 		}
 		return s
 	}
-	if code, detail, locs := call(http.MethodPost, "/v1/campaigns", spec(func(s *campaign.CampaignSpec) { s.Server.APIKeyEnv = "OTHER_GRADER_KEY" })); code != http.StatusBadRequest || strings.Join(locs, ",") != "body.server.api_key_env" {
+	if code, detail, locs := call(http.MethodPost, "/v1/campaigns", spec(func(s *campaign.CampaignSpec) { s.Server.APIKeyEnv = "OTHER_GRADER_KEY" })); code != http.StatusUnprocessableEntity || strings.Join(locs, ",") != "body.server.api_key_env" {
 		t.Errorf("a key variable the service lacks: %d %q %v", code, detail, locs)
 	}
-	if code, detail, locs := call(http.MethodPost, "/v1/campaigns", spec(func(s *campaign.CampaignSpec) { s.Workspaces[0].Image = "agentpen/none:1" })); code != http.StatusBadRequest || strings.Join(locs, ",") != "body.workspaces[0].image" {
+	if code, detail, locs := call(http.MethodPost, "/v1/campaigns", spec(func(s *campaign.CampaignSpec) { s.Workspaces[0].Image = "agentpen/none:1" })); code != http.StatusUnprocessableEntity || strings.Join(locs, ",") != "body.workspaces[0].image" {
 		t.Errorf("an image the daemon lacks: %d %q %v", code, detail, locs)
 	}
 	daemon.Close()

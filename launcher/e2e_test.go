@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,13 +23,13 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
-	"github.com/agentpen/agentpen/internal/logbuf"
-	"github.com/agentpen/agentpen/internal/oracle"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
+	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
 	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/store"
-	"github.com/agentpen/agentpen/workbench/tasks"
-	"github.com/coder/websocket"
+	"github.com/agentpen/agentpen/workbench/client"
 )
 
 // e2eTasks are the four workspaces' tasks: a code task and three answer
@@ -45,10 +46,10 @@ type liveService struct {
 	img    string
 	token  string
 	apiKey string
-	logs   *logbuf.Buffer
+	logs   *testlog.Buffer
 	state  string
 	// answers holds every body the API answered, for the secret scan.
-	answers logbuf.Buffer
+	answers testlog.Buffer
 }
 
 func startLive(t *testing.T) *liveService {
@@ -72,7 +73,7 @@ func startLive(t *testing.T) *liveService {
 	if img == "" {
 		t.Fatalf("no image %s on the daemon (make images)", testenv.WorkbenchImage())
 	}
-	l := &liveService{img: img, token: "tok-" + randHex(20), apiKey: "canary-key-" + randHex(16), logs: &logbuf.Buffer{}, state: t.TempDir()}
+	l := &liveService{img: img, token: "tok-" + randHex(40), apiKey: "canary-key-" + randHex(16), logs: &testlog.Buffer{}, state: t.TempDir()}
 	logger := slog.New(slog.NewJSONHandler(l.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	root, err := store.CreateRoot(l.state)
 	if err != nil {
@@ -192,109 +193,37 @@ func (l *liveService) create(t *testing.T, id string, taskIDs []string) launcher
 	return v
 }
 
-// episode is one OpenEnv WebSocket session through a base_url.
-type episode struct {
-	ctx  context.Context
-	conn *websocket.Conn
-}
-
-func dialEpisode(ctx context.Context, baseURL string) (*episode, error) {
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(baseURL, "http")+"/ws", nil)
-	if err != nil {
-		return nil, err
-	}
-	c.SetReadLimit(32 << 20)
-	return &episode{ctx: ctx, conn: c}, nil
-}
-
-func (e *episode) call(msg any) (map[string]any, error) {
-	b, _ := json.Marshal(msg)
-	if err := e.conn.Write(e.ctx, websocket.MessageText, b); err != nil {
-		return nil, err
-	}
-	_, data, err := e.conn.Read(e.ctx)
-	if err != nil {
-		return nil, err
-	}
-	var reply map[string]any
-	if err := json.Unmarshal(data, &reply); err != nil {
-		return nil, err
-	}
-	if reply["type"] == "error" {
-		return nil, fmt.Errorf("server error: %v", reply["data"])
-	}
-	return reply["data"].(map[string]any), nil
-}
-
-// reset asks for asked and returns the instruction and the task the
-// server says it served (metadata.task_id, the trainer's).
-func (e *episode) reset(asked string) (instruction, served string, err error) {
-	d, err := e.call(map[string]any{"type": "reset", "data": map[string]any{"task_id": asked}})
-	if err != nil {
-		return "", "", err
-	}
-	obs := d["observation"].(map[string]any)
-	md, _ := d["metadata"].(map[string]any)
-	served, _ = md["task_id"].(string)
-	return obs["task"].(string), served, nil
-}
-
-func (e *episode) step(tool string, args map[string]any) (oracle.Result, error) {
-	d, err := e.call(map[string]any{"type": "step", "data": map[string]any{"tool": tool, "args": args}})
-	if err != nil {
-		return oracle.Result{}, err
-	}
-	obs := d["observation"].(map[string]any)
-	r := oracle.Result{Output: obs["output"].(string), Error: obs["error"].(string), Done: d["done"].(bool)}
-	r.Reward, _ = d["reward"].(float64)
-	return r, nil
-}
-
-func (e *episode) close() {
-	e.conn.Write(e.ctx, websocket.MessageText, []byte(`{"type":"close"}`))
-	e.conn.Close(websocket.StatusNormalClosure, "")
-}
-
-// playOracle plays the bound task's oracle through baseURL, asking the
-// reset for another task: the proxy must serve the bound one.
-func playOracle(t *testing.T, baseURL, bound, asked string) {
+// playThroughProxy plays the bound task's oracle through baseURL, asking
+// the reset for another task: the proxy must serve the bound one.
+func playThroughProxy(t *testing.T, baseURL, bound, asked string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	e, err := dialEpisode(ctx, baseURL)
-	if err != nil {
-		t.Errorf("%s: dial: %v", bound, err)
-		return
-	}
-	defer e.close()
-	// A step before any reset is refused by the proxy with OpenEnv's
-	// error frame: it never reaches the workspace, where it would start
-	// an episode of the catalogue's default task.
-	if _, err := e.step("list_files", map[string]any{}); err == nil || !strings.Contains(err.Error(), "EXECUTION_ERROR") || !strings.Contains(err.Error(), "reset") {
-		t.Errorf("%s: a step before any reset: %v, want an EXECUTION_ERROR frame saying to reset first", bound, err)
-		return
-	}
-	instruction, served, err := e.reset(asked)
-	if err != nil {
-		t.Errorf("%s: reset: %v", bound, err)
-		return
-	}
-	if served != bound {
-		t.Errorf("asked for %s in the workspace bound to %s, got %s", asked, bound, served)
-		return
-	}
-	task, _ := tasks.Build(bound)
-	orc, err := oracle.Load(bound)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	final, err := oracle.Play(task.Kind, instruction, orc, task.Files[0].Path, e.step)
+	s, err := client.Dial(ctx, baseURL)
 	if err != nil {
 		t.Errorf("%s: %v", bound, err)
 		return
 	}
-	if !final.Done || final.Reward != 1.0 {
-		t.Errorf("%s: final %+v, want done with reward 1.0", bound, final)
+	defer s.Close()
+	// A step before any reset is refused by the proxy with OpenEnv's
+	// error frame: it never reaches the workspace, where it would start
+	// an episode of the catalogue's default task.
+	_, err = s.Step(ctx, "list_files", nil)
+	var se *client.ServerError
+	if !errors.As(err, &se) || se.Code != "EXECUTION_ERROR" || !strings.Contains(se.Message, "reset") {
+		t.Errorf("%s: a step before any reset: %v, want an EXECUTION_ERROR frame saying to reset first", bound, err)
+		return
+	}
+	r, err := s.Reset(ctx, client.ResetOptions{TaskID: asked})
+	if err != nil {
+		t.Errorf("%s: reset: %v", bound, err)
+		return
+	}
+	if served := r.Metadata["task_id"]; served != bound {
+		t.Errorf("asked for %s in the workspace bound to %s, got %v", asked, bound, served)
+		return
+	}
+	if _, err := oracle.PlayTask(bound, r.Observation.Task, workbenchtest.Stepper(ctx, s)); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -317,7 +246,7 @@ func TestAPIEndToEnd(t *testing.T) {
 			t.Fatalf("workspace %d bound to %s, want %s", i, w.TaskID, e2eTasks[i])
 		}
 		asked := e2eTasks[(i+1)%len(e2eTasks)]
-		wg.Go(func() { playOracle(t, w.BaseURL, w.TaskID, asked) })
+		wg.Go(func() { playThroughProxy(t, w.BaseURL, w.TaskID, asked) })
 	}
 	wg.Wait()
 	t.Logf("four concurrent oracle episodes through the proxy: %v", time.Since(start).Round(time.Millisecond))
@@ -413,25 +342,13 @@ func measureOverhead(t *testing.T, l *liveService, v launcher.CampaignView) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := adapter.UnixHTTPClient(c.Workspaces[0].Socket, 0)
-	direct, _, err := websocket.Dial(ctx, "ws://workbench/ws", &websocket.DialOptions{HTTPClient: hc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.CloseNow()
-	proxied, err := dialEpisode(ctx, v.Workspaces[0].BaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxied.conn.CloseNow()
-	round := func(conn *websocket.Conn) time.Duration {
+	direct := workbenchtest.Dial(t, ctx, c.Workspaces[0].Socket)
+	proxied := workbenchtest.Dial(t, ctx, v.Workspaces[0].BaseURL)
+	round := func(s *client.Session) time.Duration {
 		var times []time.Duration
 		for range n {
 			start := time.Now()
-			if err := conn.Write(ctx, websocket.MessageText, []byte(`{"type":"state"}`)); err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := conn.Read(ctx); err != nil {
+			if _, err := s.State(ctx); err != nil {
 				t.Fatal(err)
 			}
 			times = append(times, time.Since(start))
@@ -439,7 +356,7 @@ func measureOverhead(t *testing.T, l *liveService, v launcher.CampaignView) {
 		sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
 		return times[n/2]
 	}
-	d, p := round(direct), round(proxied.conn)
+	d, p := round(direct), round(proxied)
 	t.Logf("state round trip, median of %d: direct %v, through the proxy %v (overhead %v)", n, d, p, p-d)
 }
 
@@ -515,15 +432,13 @@ func TestTaskIDInvisibleToAgents(t *testing.T) {
 		}
 		code := fmt.Sprintf(taskScan, "["+strings.Join(hexes, ",")+"]")
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-		e, err := dialEpisode(ctx, w.BaseURL)
-		if err != nil {
-			t.Fatal(err)
+		e := workbenchtest.Dial(t, ctx, w.BaseURL)
+		if r, err := e.Reset(ctx, client.ResetOptions{TaskID: "sql/top_customer"}); err != nil || r.Metadata["task_id"] != bound[i] {
+			t.Fatalf("reset: %v, want %s served", err, bound[i])
 		}
-		if _, served, err := e.reset("sql/top_customer"); err != nil || served != bound[i] {
-			t.Fatalf("reset: %v, served %q", err, served)
-		}
+		step := workbenchtest.Stepper(ctx, e)
 		scan := func() map[string]any {
-			r, err := e.step("run_python", map[string]any{"code": code})
+			r, err := step("run_python", map[string]any{"code": code})
 			if err != nil || r.Error != "" {
 				t.Fatalf("run_python: %v %s", err, r.Error)
 			}
@@ -542,13 +457,13 @@ func TestTaskIDInvisibleToAgents(t *testing.T) {
 			t.Errorf("workspace %d: the scan read too little to prove anything: %v", i, out)
 		}
 		// The control: a file that spells the task id is found.
-		if _, err := e.step("write_file", map[string]any{"path": "planted.txt", "content": "x " + strings.ToUpper(bound[i]) + " x"}); err != nil {
+		if _, err := step("write_file", map[string]any{"path": "planted.txt", "content": "x " + strings.ToUpper(bound[i]) + " x"}); err != nil {
 			t.Fatal(err)
 		}
 		if hits := scan()["hits"].([]any); len(hits) == 0 {
 			t.Errorf("workspace %d: the scan missed a planted copy of the task id", i)
 		}
-		e.close()
+		e.Close()
 		cancel()
 	}
 	if code, b := l.call(t, http.MethodDelete, "/v1/campaigns/"+id, nil); code != http.StatusOK {

@@ -51,9 +51,12 @@ func specProblem(err error) error {
 		return problem(http.StatusBadRequest, "the campaign spec is not valid JSON of the right shape",
 			&huma.ErrorDetail{Message: se.Error(), Location: loc})
 	}
+	// A document that is a spec but breaks a rule is unprocessable
+	// content (422), each field named; one that is not a spec at all
+	// (above) is a bad request (400).
 	errs := campaign.FieldErrors(err)
 	if len(errs) == 0 {
-		return problem(http.StatusBadRequest, "the campaign spec is invalid: "+err.Error())
+		return problem(http.StatusUnprocessableEntity, "the campaign spec is invalid: "+err.Error())
 	}
 	out := make([]*huma.ErrorDetail, len(errs))
 	for i, ve := range errs {
@@ -66,7 +69,7 @@ func specProblem(err error) error {
 		}
 		out[i] = d
 	}
-	return problem(http.StatusBadRequest, "the campaign spec is invalid: "+plural(len(out), "field"), out...)
+	return problem(http.StatusUnprocessableEntity, "the campaign spec is invalid: "+plural(len(out), "field"), out...)
 }
 
 func plural(n int, what string) string {

@@ -11,9 +11,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"runtime"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -23,12 +22,13 @@ import (
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
-	"github.com/agentpen/agentpen/internal/logbuf"
+	"github.com/agentpen/agentpen/internal/testkit/leakcheck"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/store"
 )
 
 // testToken is the bearer token of the unit tests' servers.
-const testToken = "test-token-0123456789abcdef"
+const testToken = "test-token-0123456789abcdef-9e2f4a"
 
 // fakeImage is a well-formed image pin (nothing is pulled or created).
 var fakeImage = "sha256:" + strings.Repeat("ab", 32)
@@ -165,7 +165,11 @@ func (f *fakeBackend) begin(p *campaign.Plan) error {
 // plan validates a spec as the service does (no catalogue).
 func (f *fakeBackend) plan(t *testing.T, spec []byte) *campaign.Plan {
 	t.Helper()
-	p, err := campaign.ParseSpec(bytes.NewReader(spec), nil)
+	popts, err := f.root.PlanOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := campaign.ParseSpec(bytes.NewReader(spec), nil, popts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +340,7 @@ func (f *fakeBackend) writeCleanup(id string, n int, reason string) (*cleanup.Re
 // container an intent, no readiness.
 func (f *fakeBackend) killedCreate(t *testing.T, spec []byte) string {
 	t.Helper()
-	p, err := campaign.ParseSpec(bytes.NewReader(spec), nil)
+	p, err := campaign.ParseSpec(bytes.NewReader(spec), nil, campaign.PlanOptions{AgentKey: []byte("fake-backend-agent-key-32-bytes!")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +492,7 @@ type testServer struct {
 	*Server
 	be   *fakeBackend
 	ts   *httptest.Server
-	logs *logbuf.Buffer
+	logs *testlog.Buffer
 	key  []byte
 }
 
@@ -518,7 +522,7 @@ func newTestServerConfig(t *testing.T, be *fakeBackend, edit func(*Config)) *tes
 
 func newTestServerOf(t *testing.T, be *fakeBackend, key []byte, edit func(*Config)) *testServer {
 	t.Helper()
-	logs := &logbuf.Buffer{}
+	logs := &testlog.Buffer{}
 	ts := httptest.NewUnstartedServer(nil)
 	cfg := Config{Root: be.root, Token: []byte(testToken), Key: key, PublicURL: "http://" + ts.Listener.Addr().String(),
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), ShutdownGrace: 5 * time.Second}
@@ -599,50 +603,5 @@ func specJSON(id string, taskIDs ...string) []byte {
 // running (house rule 10).
 func checkNoLeaks(t *testing.T) {
 	t.Helper()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			leaked := leakedGoroutines()
-			if len(leaked) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-}
-
-func leakedGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "checkNoLeaks") || strings.Contains(g, "leakedGoroutines") {
-			continue
-		}
-		if strings.Contains(g, "agentpen/launcher.") || strings.Contains(g, "coder/websocket") {
-			out = append(out, g)
-		}
-	}
-	return out
-}
-
-// scanFiles fails when any file under dir holds one of the secrets.
-func scanFiles(t *testing.T, dir string, secrets ...string) {
-	t.Helper()
-	filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
-		if err != nil || info.IsDir() {
-			return nil
-		}
-		b, _ := os.ReadFile(path)
-		for _, s := range secrets {
-			if s != "" && bytes.Contains(b, []byte(s)) {
-				t.Errorf("%s holds a secret (%.6s...)", path, s)
-			}
-		}
-		return nil
-	})
+	leakcheck.AfterTest(t, reflect.TypeFor[Server]().PkgPath()+".", "coder/websocket")
 }

@@ -27,8 +27,6 @@ const (
 	maxObservationBytes = MaxFrameBytes + 1<<20
 	// dialTimeout bounds connecting to a workspace's socket.
 	dialTimeout = 5 * time.Second
-	// closeWait bounds a close handshake with either side.
-	closeWait = 5 * time.Second
 )
 
 // CodeWorkspaceUnavailable is the error frame's code, and the close

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
-
+	"github.com/agentpen/agentpen/internal/testkit/poll"
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -330,7 +330,7 @@ func TestProxyRelaysByteForByte(t *testing.T) {
 	if _, _, err := c.Read(ctx); websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
 		t.Fatalf("an oversized message: %v, want close 1009", err)
 	}
-	waitFor(t, "the workspace side closed", func() bool { return len(f.bench("camp-1-0").closeErrs()) == 1 })
+	poll.Until(t, "the workspace side closed", func() bool { return len(f.bench("camp-1-0").closeErrs()) == 1 })
 }
 
 // TestProxyResetRewritten: a reset frame names the workspace's task
@@ -605,7 +605,7 @@ func TestProxyCloses(t *testing.T) {
 			if _, _, err := c.Read(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "one live episode", func() bool { return testutil.ToFloat64(f.metrics.episodes) == 1 })
+			poll.Until(t, "one live episode", func() bool { return testutil.ToFloat64(f.metrics.episodes) == 1 })
 			tt.act(t, f, c)
 			if tt.clientCode != -1 {
 				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -617,13 +617,13 @@ func TestProxyCloses(t *testing.T) {
 				}
 			}
 			bench := f.bench("camp-1-0")
-			waitFor(t, "the workspace side ended", func() bool { return len(bench.closeErrs()) == 1 })
+			poll.Until(t, "the workspace side ended", func() bool { return len(bench.closeErrs()) == 1 })
 			if tt.benchCode != -1 {
 				if got := websocket.CloseStatus(bench.closeErrs()[0]); got != tt.benchCode {
 					t.Errorf("the workspace saw %v, want close %d", bench.closeErrs()[0], tt.benchCode)
 				}
 			}
-			waitFor(t, "no live episode", func() bool { return testutil.ToFloat64(f.metrics.episodes) == 0 })
+			poll.Until(t, "no live episode", func() bool { return testutil.ToFloat64(f.metrics.episodes) == 0 })
 		})
 	}
 }
@@ -832,17 +832,6 @@ func TestRestartKeepsBaseURLs(t *testing.T) {
 	_, b = other.do(t, http.MethodGet, "/v1/campaigns/camp-1/workspaces", nil, true)
 	if strings.Contains(string(b), capab) {
 		t.Error("another key derives the same capability")
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

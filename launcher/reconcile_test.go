@@ -10,8 +10,8 @@ import (
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/events"
-	"github.com/agentpen/agentpen/internal/fakeclock"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/fakeclock"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // waitState waits until GET says the campaign is in state.
@@ -171,9 +171,9 @@ func TestLifetimeExpiry(t *testing.T) {
 			loc  string
 		}{
 			{`{}`, http.StatusBadRequest, ""},
-			{`{"ttl_seconds":5}`, http.StatusBadRequest, "body.ttl_seconds"},
+			{`{"ttl_seconds":5}`, http.StatusUnprocessableEntity, "body.ttl_seconds"},
 			{`{"idle_timeout_seconds":-1}`, http.StatusUnprocessableEntity, ""},
-			{`{"ttl_seconds":10}`, http.StatusBadRequest, "body.ttl_seconds"}, // accepted minutes ago
+			{`{"ttl_seconds":10}`, http.StatusUnprocessableEntity, "body.ttl_seconds"}, // accepted minutes ago
 		} {
 			clock.Advance(time.Minute)
 			resp, b := ts.do(t, http.MethodPatch, "/v1/campaigns/patch-1", []byte(c.body), true)
@@ -204,7 +204,7 @@ func TestLifetimePolicyAtCreate(t *testing.T) {
 	m["ttl_seconds"], m["idle_timeout_seconds"] = 3*3600, 7200
 	resp, b := ts.do(t, http.MethodPost, "/v1/campaigns", jsonMarshal(m), true)
 	p := decodeProblem(t, resp, b)
-	if resp.StatusCode != http.StatusBadRequest || len(p.Errors) != 2 || p.Errors[0].Location != "body.ttl_seconds" || p.Errors[1].Location != "body.idle_timeout_seconds" {
+	if resp.StatusCode != http.StatusUnprocessableEntity || len(p.Errors) != 2 || p.Errors[0].Location != "body.ttl_seconds" || p.Errors[1].Location != "body.idle_timeout_seconds" {
 		t.Fatalf("over the maxima: %d %s", resp.StatusCode, b)
 	}
 	if slices.Contains(be.Calls(), "BringUp camp-2") {

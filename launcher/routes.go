@@ -77,7 +77,7 @@ type cleanupOutput struct {
 // registerOperations registers the /v1 operations with Huma.
 func (s *Server) registerOperations(api huma.API) {
 	tags := []string{"campaigns"}
-	bad := []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusConflict, http.StatusInternalServerError, http.StatusServiceUnavailable}
+	bad := []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusInternalServerError, http.StatusServiceUnavailable}
 	one := []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict, http.StatusInternalServerError, http.StatusServiceUnavailable}
 
 	huma.Register(api, huma.Operation{

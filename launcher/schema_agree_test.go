@@ -105,7 +105,7 @@ func upPath(loc []string) string {
 // upRefusals returns the field paths up (ValidateSpec) names for body, in
 // order; one "" for malformed JSON. nil when up accepts it.
 func upRefusals(body []byte) []string {
-	_, err := campaign.ParseSpec(bytes.NewReader(body), tasks.Known)
+	_, err := campaign.ParseSpec(bytes.NewReader(body), tasks.Known, campaign.PlanOptions{})
 	if err == nil {
 		return nil
 	}
@@ -123,15 +123,17 @@ func upRefusals(body []byte) []string {
 // beyondSchema are the bad specs JSON Schema cannot refuse, and why: up
 // and the API refuse them on rules that need code.
 var beyondSchema = map[string]string{
-	"task_id_unknown":       "the workbench catalogue",
-	"task_id_variant":       "the catalogue's variant range",
-	"task_ids_unknown_both": "the workbench catalogue",
-	"extra_env_secret":      "a variable whose name says it holds a secret belongs in secret_env",
-	"labels_reserved":       "label keys under io.agentpen. are agentpen's",
-	"publish_internal":      "publish_loopback needs egress nat (a rule across two fields)",
-	"duplicate_workspace":   "two workspaces with the same task and attempt",
-	"server_image_latest":   "the tag latest (a pattern without lookahead cannot refuse one tag)",
-	"ttl_too_short":         "0 or at least 10 (a range with a hole)",
+	"task_id_unknown":           "the workbench catalogue",
+	"task_id_variant":           "the catalogue's variant range",
+	"task_ids_unknown_both":     "the workbench catalogue",
+	"extra_env_secret":          "a variable whose name says it holds a secret belongs in secret_env",
+	"secret_env_service_token":  "agentpen's own AGENTPEN_* variables are never copied (a pattern without lookahead cannot say so)",
+	"api_key_env_service_token": "agentpen's own AGENTPEN_* variables are never copied, but the grader key",
+	"labels_reserved":           "label keys under io.agentpen. are agentpen's",
+	"publish_internal":          "publish_loopback needs egress nat (a rule across two fields)",
+	"duplicate_workspace":       "two workspaces with the same task and attempt",
+	"server_image_latest":       "the tag latest (a pattern without lookahead cannot refuse one tag)",
+	"ttl_too_short":             "0 or at least 10 (a range with a hole)",
 }
 
 // goodSpecs are the valid specs of the tests: the API tests' base spec,

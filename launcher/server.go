@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
@@ -29,7 +30,7 @@ type Config struct {
 	// serve holds its lock, store.Root.LockServe).
 	Root *store.Root
 	// Token is the bearer token every route but /healthz and the episode
-	// proxy's requires (required; at least 16 bytes).
+	// proxy's requires (required; it must pass apikey.Token).
 	Token []byte
 	// Key derives the workspaces' capabilities (required; KeyBytes; see
 	// LoadKey).
@@ -59,7 +60,7 @@ type Config struct {
 	APIKeyEnv string
 	// Clock is the service's time for campaigns' lifetimes (their
 	// deadlines and idle timeouts); nil means the wall clock. Tests drive
-	// an internal/fakeclock.Clock.
+	// an internal/testkit/fakeclock.Clock.
 	Clock Clock
 	// Lifetime is the operator's lifetime policy: what a create that asks
 	// for none gets, and the most one may ask for (agentpen serve's --ttl,
@@ -72,9 +73,6 @@ type Config struct {
 
 // DefaultShutdownGrace is Config.ShutdownGrace when zero.
 const DefaultShutdownGrace = 30 * time.Second
-
-// minTokenBytes is the shortest bearer token New accepts.
-const minTokenBytes = 16
 
 // backend is what the service calls on the adapter: the Docker work.
 // What a campaign is, the service reads from the store itself.
@@ -156,8 +154,8 @@ func newServer(cfg Config, be backend) (*Server, error) {
 	if cfg.Root == nil {
 		return nil, errors.New("api: Config.Root is required")
 	}
-	if len(cfg.Token) < minTokenBytes {
-		return nil, fmt.Errorf("api: the bearer token must hold at least %d bytes", minTokenBytes)
+	if pol := apikey.Token(); !pol.Check(string(cfg.Token)).OK() {
+		return nil, fmt.Errorf("launcher: %s", pol.Refusal("the bearer token", pol.Check(string(cfg.Token))))
 	}
 	if len(cfg.Key) != KeyBytes {
 		return nil, fmt.Errorf("api: the server key must hold %d bytes", KeyBytes)

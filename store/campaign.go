@@ -24,7 +24,12 @@ type Campaign struct {
 	// directory's path.
 	ID, Key, Path string
 	dir           *beneath.Dir
+	root          *Root
 }
+
+// PlanOptions are what the campaign's plans are computed with (its
+// root's agent-id key): a spec read back plans to the same names.
+func (c *Campaign) PlanOptions() (campaign.PlanOptions, error) { return c.root.PlanOptions() }
 
 // Close closes the directory.
 func (c *Campaign) Close() error { return c.dir.Close() }

@@ -205,7 +205,7 @@ func (r *Root) openDir(key string) (*Campaign, error) {
 		d.Close()
 		return nil, err
 	}
-	return &Campaign{Key: key, Path: path, dir: d}, nil
+	return &Campaign{Key: key, Path: path, dir: d, root: r}, nil
 }
 
 func noCampaign(id, dir string) error {

@@ -80,3 +80,21 @@ func (r *Root) readSecret(name string, n int) ([]byte, error) {
 
 // KeyPath is the path of the root's secret name, for messages.
 func (r *Root) KeyPath(name string) string { return r.path + "/keys/" + name }
+
+// AgentKeyName is the secret the root's agent ids are keyed with
+// (campaign.OpaqueAgentID): nothing an agent can read then reveals its
+// task.
+const AgentKeyName = "agent-id.key"
+
+// AgentKey is the root's agent-id secret (made at first use).
+func (r *Root) AgentKey() ([]byte, error) { return r.Secret(AgentKeyName, 32) }
+
+// PlanOptions are the options every plan of this root's campaigns is
+// computed with: its agent ids keyed under the root's secret.
+func (r *Root) PlanOptions() (campaign.PlanOptions, error) {
+	key, err := r.AgentKey()
+	if err != nil {
+		return campaign.PlanOptions{}, err
+	}
+	return campaign.PlanOptions{AgentKey: key}, nil
+}

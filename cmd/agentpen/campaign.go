@@ -173,6 +173,8 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	var af attestFlags
 	af.register(fs)
 	keepFailed := fs.Bool("keep-failed", false, "keep a campaign whose attestation failed (for debugging; remove it with agentpen down)")
+	var allowEnv cli.StringList
+	fs.Var(&allowEnv, "allow-env", "a variable of agentpen's environment campaigns may copy into their grader (server.secret_env, server.api_key_env), repeatable; "+campaign.DefaultAPIKeyEnv+" is always allowed, AGENTPEN_* never")
 	timeout := fs.Duration("ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
 	parallel := fs.Int("parallel", adapter.DefaultParallelism, "container creates, starts and network joins at once")
 	pos, err := fs.Parse(args, 1, 1)
@@ -183,6 +185,10 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	if err != nil {
 		return err
 	}
+	envPolicy := campaign.EnvPolicy{Allowed: allowEnv}
+	if err := campaign.CheckEnvPolicy(envPolicy); err != nil {
+		return cli.Usagef("%v", err)
+	}
 	in, err := readSpecFile(pos[0], os.Stdin)
 	if err != nil {
 		return err
@@ -192,9 +198,9 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		return fmt.Errorf("spec %s: %w", pos[0], err)
 	}
 	// Bad input is refused before any daemon is asked anything, as the
-	// API refuses it: one validation, whose plan the bring-up takes.
-	p, err := campaign.Validate(spec, tasks.Known)
-	if err != nil {
+	// API refuses it: one validation, whose plan the bring-up takes (its
+	// agent ids keyed under the state root's secret).
+	if _, err := campaign.Validate(spec, tasks.Known, campaign.PlanOptions{}); err != nil {
 		return err
 	}
 	root, err := cf.root(true)
@@ -202,13 +208,21 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		return err
 	}
 	defer root.Close()
+	popts, err := root.PlanOptions()
+	if err != nil {
+		return err
+	}
+	p, err := campaign.Validate(spec, tasks.Known, popts)
+	if err != nil {
+		return err
+	}
 	a, view, err := cf.adapterWithProgress(ctx, stderr, getenv, "up "+spec.CampaignID)
 	if err != nil {
 		return err
 	}
 	defer a.Docker.Close()
 	defer view.finish()
-	a.ReadyTimeout, a.Parallelism, a.Progress = *timeout, *parallel, view.step
+	a.ReadyTimeout, a.Parallelism, a.Progress, a.EnvPolicy = *timeout, *parallel, view.step, envPolicy
 	start := time.Now()
 	res, err := a.Up(ctx, root, p, adapter.UpOptions{Attest: opts, KeepFailed: *keepFailed})
 	view.finish()

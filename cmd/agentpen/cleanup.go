@@ -19,12 +19,13 @@ import (
 )
 
 const downHelp = `Removes, by exact id, everything the campaign's journal records (every generation), after
-resolving each create whose outcome was never recorded (by exact name and the generation's
-instance label) and listing what carries a generation's instance label as a final net. Each
-resource is inspected first and removed only when its labels prove it is this campaign's; then
-every id is inspected again (it must be absent) and the daemon is asked for anything still
-carrying the campaign's label (there must be none). Nothing is ever pruned or removed by a name
-pattern or a label filter alone.
+resolving each create whose outcome was never recorded (by its exact name and the secret of that
+create, a label recorded in its intent and nowhere else). Each resource is inspected first and
+removed only when its labels prove it is this campaign's; then every id is inspected again (it
+must be absent) and the daemon is asked for anything still carrying the campaign's label (there
+must be none: a look-alike another daemon client made with copied labels is left alone and
+reported as foreign, and the cleanup is not verified). Nothing is ever pruned or removed by a
+name pattern or a label filter alone.
 
 One progress line per resource goes to stderr; a summary (or the report with --json) to stdout.
 The report (schema agentpen.cleanup.v1) is written as a new file in the campaign's state directory
@@ -169,7 +170,7 @@ func printCleanup(w io.Writer, rep *cleanup.Report, path string, asJSON bool) er
 		fmt.Fprintf(w, "  left alone: %s: %s\n", resourceText(e.Kind, e.Name, e.ID), e.Reason)
 	}
 	for _, f := range rep.Unexpected {
-		fmt.Fprintf(w, "  still labelled with the campaign: %s (instance %s)\n", resourceText(f.Kind, f.Name, f.ID), orNone(f.Labels[campaign.LabelInstance]))
+		fmt.Fprintf(w, "  foreign, left alone: %s carries the campaign's labels (instance %s), and no record of its journal proves it agentpen's\n", resourceText(f.Kind, f.Name, f.ID), orNone(f.Labels[campaign.LabelInstance]))
 	}
 	for _, c := range rep.FailedChecks {
 		fmt.Fprintf(w, "  failed check: %s\n", c)
@@ -426,10 +427,11 @@ func lsEntryOf(root *store.Root, l store.Listing, found []cleanup.Found) lsEntry
 
 const orphansHelp = `Lists, read-only, the containers and networks labelled as agentpen's that no journal in the
 state root accounts for by id, with what their labels claim and whether their ownership can be
-proven: a resource whose campaign and instance nonce are a generation journalled here is that
-generation's (its create was lost from the journal). --remove ID removes exactly that id (given
-whole, or as an unambiguous prefix of at least 12 hex digits, as listed), and only when its
-ownership is proven that way; anything else is refused and left alone.
+proven: a resource of the name of a create a journal here recorded as an intent, without its id,
+carrying that create's secret (a label recorded only in the intent), is that create's. Labels
+alone prove nothing: any daemon client can copy them from a live resource. --remove ID removes
+exactly that id (given whole, or as an unambiguous prefix of at least 12 hex digits, as listed),
+and only when its ownership is proven that way; anything else is refused and left alone.
 A campaign whose journal is corrupt or untrusted hides nothing: what carries its id is listed
 (never provable), and the campaign is named on stderr.
 Exit status: 0; 1 when a --remove was refused or not verified, or a campaign's state cannot be

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/internal/cli"
-	"github.com/agentpen/agentpen/internal/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 )
 
 // TestHelpEverySubcommand: --help prints the command's usage on stdout,

@@ -13,7 +13,7 @@ import (
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/events"
-	"github.com/agentpen/agentpen/internal/lifecycletest"
+	"github.com/agentpen/agentpen/internal/testkit/lifecycletest"
 )
 
 // upSteps are the steps of a small bring-up: its server and two
@@ -116,7 +116,7 @@ func TestProgressViewJSON(t *testing.T) {
 	if b.Len() != 0 {
 		t.Fatalf("progress steps wrote records of their own:\n%s", b.String())
 	}
-	h := lifecycletest.New(lifecycletest.Spec("demo"), "/run/x")
+	h := lifecycletest.New(lifecycletest.Spec("demo"), campaign.PlanOptions{}, "/run/x")
 	h.Begin(1).Op(campaign.OpAttesting, 1).Attested(1, campaign.AttestOK).Note("prose")
 	for i, r := range h.Records {
 		r.Seq, r.Time = i+1, time.Date(2026, 12, 1, 0, 0, i, 0, time.UTC)

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/internal/lifecycletest"
+	"github.com/agentpen/agentpen/internal/testkit/lifecycletest"
 	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/store"
 )
@@ -25,14 +25,18 @@ func TestReadersAgree(t *testing.T) {
 		t.Run(sh.Name, func(t *testing.T) {
 			r := newFakeRoot(t)
 			id := "shape-" + strings.ReplaceAll(sh.Name, "_", "-")
-			h := lifecycletest.New(lifecycletest.Spec(id), filepath.Join(t.TempDir(), "run"))
-			sh.Build(h)
-			r.append(id, h.Records...)
-			root, err := store.OpenRoot(r.state)
+			root, err := store.CreateRoot(r.state)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer root.Close()
+			popts, err := root.PlanOptions()
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := lifecycletest.New(lifecycletest.Spec(id), popts, filepath.Join(t.TempDir(), "run"))
+			sh.Build(h)
+			r.append(id, h.Records...)
 			c, err := root.Open(id)
 			if err != nil {
 				t.Fatal(err)
@@ -62,12 +66,12 @@ func TestReadersAgree(t *testing.T) {
 			}
 			defer d.Close()
 			srv, err := launcher.New(launcher.Config{Adapter: &adapter.Adapter{Docker: d, LockBase: t.TempDir()}, Root: root,
-				Token: []byte(strings.Repeat("t", 32)), Key: bytes.Repeat([]byte{1}, launcher.KeyBytes)})
+				Token: []byte(readersToken), Key: bytes.Repeat([]byte{1}, launcher.KeyBytes)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			req := httptest.NewRequest(http.MethodGet, "/v1/campaigns/"+id, nil)
-			req.Header.Set("Authorization", "Bearer "+strings.Repeat("t", 32))
+			req.Header.Set("Authorization", "Bearer "+readersToken)
 			rec := httptest.NewRecorder()
 			srv.Handler().ServeHTTP(rec, req)
 			var v launcher.CampaignView
@@ -114,3 +118,6 @@ func mustHost(t *testing.T, raw string) adapter.Host {
 	}
 	return h
 }
+
+// readersToken is the bearer token of TestReadersAgree's service.
+const readersToken = "readers-token-7c1e9a3f5b2d8046e1"

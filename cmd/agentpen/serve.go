@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,8 +39,10 @@ gives each workspace a base_url an unmodified OpenEnv client uses as it is.
 Listens on 127.0.0.1:8700 or on a unix socket (--listen unix:///path/api.sock, mode 0600). A
 non-loopback address is refused unless TLS is on (--tls-cert and --tls-key) or
 --insecure-listen is given. Every route but /healthz and the proxy's needs the bearer token,
-read from the file --token-file names (mode 0600) or from the environment variable --token-env
-names (default AGENTPEN_SERVE_TOKEN); never from the command line. The proxy's credential is
+read from the file --token-file names (this user's, mode 0600) or from the environment variable
+--token-env names (default AGENTPEN_SERVE_TOKEN); never from the command line. A token has at
+least 32 characters, 10 distinct ones and 128 bits estimated from its length and the kinds of
+characters it uses (openssl rand -hex 32 makes one); a weaker one is refused. The proxy's credential is
 the capability in each base_url, derived from a server key kept in <state root>/keys/server.key
 (0600), so base_urls survive a restart.
 
@@ -82,6 +85,7 @@ type serveFlags struct {
 	insecure, cleanupOnExit bool
 	shutdown, readyTimeout  time.Duration
 	parallel                int
+	allowEnv                cli.StringList
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -108,6 +112,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.DurationVar(&sf.lifetime.MaxTTL, "max-ttl", defaultMaxTTL, "the most a spec's ttl_seconds (or a PATCH) may ask for (0: no maximum, and a campaign may have none)")
 	fs.DurationVar(&sf.lifetime.DefaultIdle, "idle-timeout", defaultIdle, "remove a campaign whose spec gives no idle_timeout_seconds once no reset or step reached it for this long (0: never)")
 	fs.DurationVar(&sf.lifetime.MaxIdle, "max-idle-timeout", defaultMaxIdle, "the most a spec's idle_timeout_seconds (or a PATCH) may ask for (0: no maximum, and a campaign may have none)")
+	fs.Var(&sf.allowEnv, "allow-env", "a variable of agentpen's environment campaigns may copy into their grader (server.secret_env, server.api_key_env), repeatable; "+campaign.DefaultAPIKeyEnv+" is always allowed; AGENTPEN_* and the token's variable never")
 	if _, err := fs.Parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -125,6 +130,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	if err := sf.checkLifetime(); err != nil {
 		return err
+	}
+	// The service's token never reaches a container, whatever a spec or
+	// the allow-list says; the grader's key variable serve is told to use
+	// is allowed with the rest.
+	allowed := sf.allowEnv
+	if sf.apiKeyEnv != campaign.DefaultAPIKeyEnv {
+		allowed = append(slices.Clone(allowed), sf.apiKeyEnv)
+	}
+	envPolicy := campaign.EnvPolicy{Allowed: allowed, Forbidden: []string{sf.tokenEnv}}
+	if err := campaign.CheckEnvPolicy(envPolicy); err != nil {
+		return cli.Usagef("%v", err)
 	}
 	token, err := sf.token(getenv)
 	if err != nil {
@@ -169,7 +185,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	defer d.Close()
-	a := &adapter.Adapter{Docker: d, Logger: log, Getenv: getenv, ReadyTimeout: sf.readyTimeout, Parallelism: sf.parallel}
+	a := &adapter.Adapter{Docker: d, Logger: log, Getenv: getenv, ReadyTimeout: sf.readyTimeout, Parallelism: sf.parallel, EnvPolicy: envPolicy}
 	key, err := root.Secret(launcher.KeyFile, launcher.KeyBytes)
 	if err != nil {
 		return err
@@ -418,34 +434,53 @@ func (sf *serveFlags) token(getenv func(string) string) ([]byte, error) {
 	var tok string
 	var from string
 	if sf.tokenFile != "" {
-		// A file that is missing, unreadable or readable by others is bad
-		// input (exit 2), like a bad flag value.
-		badFile := func(err error) error {
-			var pe *os.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
-			}
-			return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("--token-file %s: %w", sf.tokenFile, err)}
-		}
-		st, err := os.Stat(sf.tokenFile)
+		b, err := readTokenFile(sf.tokenFile)
 		if err != nil {
-			return nil, badFile(err)
-		}
-		if st.Mode().Perm()&0o077 != 0 {
-			return nil, cli.Usagef("--token-file %s: mode %#o lets others read it; want 0600", sf.tokenFile, st.Mode().Perm())
-		}
-		b, err := os.ReadFile(sf.tokenFile)
-		if err != nil {
-			return nil, badFile(err)
+			return nil, err
 		}
 		tok, from = strings.TrimSpace(string(b)), "--token-file "+sf.tokenFile
 	} else {
 		tok, from = strings.TrimSpace(getenv(sf.tokenEnv)), "$"+sf.tokenEnv
 	}
-	if len(tok) < 16 {
-		return nil, cli.Usagef("no bearer token: %s is unset or shorter than 16 characters (make one with: openssl rand -hex 32)", from)
+	pol := apikey.Token()
+	if st := pol.Check(tok); !st.OK() {
+		return nil, cli.Usagef("no usable bearer token: %s", pol.Refusal(from, st))
 	}
 	return []byte(tok), nil
+}
+
+// readTokenFile reads the token file at path: a regular file owned by
+// this user with mode 0600 (a token another user owns, or can read, is
+// not this service's secret), at most 64 KiB. Anything else is bad input
+// (exit 2) naming the file and the fix.
+func readTokenFile(path string) ([]byte, error) {
+	bad := func(format string, args ...any) error {
+		return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("--token-file %s: "+format, append([]any{path}, args...)...)}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, bad("%v", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	switch st, _ := fi.Sys().(*syscall.Stat_t); {
+	case !fi.Mode().IsRegular():
+		return nil, bad("not a regular file")
+	case st != nil && int(st.Uid) != os.Geteuid():
+		return nil, bad("owned by uid %d, not by this service's user (uid %d); the token must be this user's alone: chown %d %s", st.Uid, os.Geteuid(), os.Geteuid(), path)
+	case fi.Mode().Perm()&0o077 != 0:
+		return nil, bad("mode %#o lets others read it; want 0600 (chmod 600 %s)", fi.Mode().Perm(), path)
+	case fi.Size() > 64<<10:
+		return nil, bad("%d bytes: not a token file", fi.Size())
+	}
+	return io.ReadAll(f)
 }
 
 // stoppedError is an error of what serve does after a signal asked it to

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // logLines decodes serve's JSON log: every line one JSON object.
@@ -84,7 +84,7 @@ func TestServeLogCanary(t *testing.T) {
 	}
 	p.token = good
 	bad := strings.Replace(string(spec), "software/median@2", "nope/canary-task-9f3e", 1)
-	if code, b := p.call(http.MethodPost, "/v1/campaigns", []byte(bad)); code != http.StatusBadRequest {
+	if code, b := p.call(http.MethodPost, "/v1/campaigns", []byte(bad)); code != http.StatusUnprocessableEntity {
 		t.Fatalf("an unknown task: %d %s", code, b)
 	}
 	if code, _ := p.call(http.MethodGet, "/episode/AAAAcanaryCapabilityAAAAAAAAAAAAAAAAAAAAAAA/health", nil); code != http.StatusNotFound {
@@ -146,7 +146,7 @@ func TestServeLogCanary(t *testing.T) {
 		{"msg": "attest", "campaign": id, "outcome": "ok", "duration_ms": nil},
 		{"msg": "delete", "campaign": id, "outcome": "verified", "duration_ms": nil},
 		{"msg": "http", "status": 401, "refused": "unauthorized"},
-		{"msg": "http", "status": 400, "refused": "invalid", "route": "/v1/campaigns"},
+		{"msg": "http", "status": 422, "refused": "invalid", "route": "/v1/campaigns"},
 		{"msg": "http", "status": 404, "refused": "not_found", "route": "/episode/{capability}/health"},
 		{"msg": "http", "status": 404, "refused": "not_found", "route": "/v1/campaigns/{id}"},
 		{"msg": "agentpen serve stopped"},

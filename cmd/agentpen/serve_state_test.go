@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // serveProc is agentpen serve run as a process of its own (the test
@@ -39,7 +39,7 @@ func startServe(t *testing.T, e *cliEnv, extra ...string) *serveProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &serveProc{t: t, sock: filepath.Join(e.dir, "api.sock"), token: "serve-test-token-0123456789", done: make(chan struct{})}
+	p := &serveProc{t: t, sock: filepath.Join(e.dir, "api.sock"), token: "serve-test-token-5d0c8e1a47b93f26a1", done: make(chan struct{})}
 	p.cmd = exec.Command(exe, append([]string{"serve", "--listen", "unix://" + p.sock}, extra...)...)
 	p.cmd.Env = []string{"AGENTPEN_TEST_MAIN=1", "AGENTPEN_SERVE_TOKEN=" + p.token}
 	for k, v := range e.env {

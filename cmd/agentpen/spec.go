@@ -87,7 +87,7 @@ func specCheck(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	p, verr := campaign.ParseSpec(in, tasks.Known)
+	p, verr := campaign.ParseSpec(in, tasks.Known, campaign.PlanOptions{})
 	if verr == nil {
 		res := specCheckResult{OK: true, CampaignID: p.CampaignID, Workspaces: len(p.Agents), Topology: string(p.Topology), Egress: string(p.Egress)}
 		if *asJSON {

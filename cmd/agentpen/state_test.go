@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
-	"github.com/agentpen/agentpen/internal/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 	"github.com/agentpen/agentpen/store"
 )
 
@@ -355,9 +355,14 @@ func TestOrphansRemoveByListedID(t *testing.T) {
 	r := newFakeRoot(t)
 	r.campaign("lost")
 	const id = "5f0e3c9a1b2d4e6f8a7b6c5d4e3f2a1b5f0e3c9a1b2d4e6f8a7b6c5d4e3f2a1b"
-	r.fake.AddContainer(dockerfake.Container{ID: id, Name: "agentpen-lost-server", Labels: map[string]string{
+	labels := map[string]string{
 		campaign.LabelCampaign: "lost", campaign.LabelOwner: campaign.OwnerValue, campaign.LabelSchema: campaign.SchemaValue,
-		campaign.LabelRole: campaign.RoleServer, campaign.LabelInstance: "0123456789abcdef0123456789abcdef"}})
+		campaign.LabelRole: campaign.RoleServer, campaign.LabelInstance: "0123456789abcdef0123456789abcdef",
+		campaign.LabelCreate: "c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0"}
+	// A create whose id the journal lost: its intent (with the create's
+	// secret) is all that proves the container is agentpen's.
+	r.append("lost", campaign.Record{Op: campaign.OpIntent, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "agentpen-lost-server", Labels: labels})
+	r.fake.AddContainer(dockerfake.Container{ID: id, Name: "agentpen-lost-server", Labels: labels})
 	out, errs, code := r.run("orphans")
 	if code != 0 || !strings.Contains(out, id[:12]+"  agentpen-lost-server  lost") || !strings.Contains(out, "true") {
 		t.Fatalf("orphans: exit %d\n%s%s", code, out, errs)

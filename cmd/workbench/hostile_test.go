@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
+	"github.com/agentpen/agentpen/workbench/client"
 	"golang.org/x/sys/unix"
 )
 
@@ -87,23 +89,23 @@ func playConnFlood(t *testing.T, code string) {
 	os.Chmod(home, 0o755)
 	t.Cleanup(func() { os.RemoveAll(home) })
 	env := []string{"WB_FLOOD_KEY=" + key}
-	g := startProc(t, binary(t), env, "grader", "--listen", "127.0.0.1:0", "--key-env", "WB_FLOOD_KEY", "--log-format", "json")
-	s := startProc(t, binary(t), env, "serve", "--listen", "127.0.0.1:0", "--log-format", "json",
-		"--home-dir", home, "--grader", "http://"+g.addr, "--grader-key-env", "WB_FLOOD_KEY")
-	limitFDs(t, g.cmd.Process.Pid, fdLimit)
-	limitFDs(t, s.cmd.Process.Pid, fdLimit)
-	code = strings.ReplaceAll(code, "{{TARGETS}}", s.addr+","+g.addr)
+	g := workbenchtest.Start(t, binary(t), env, "grader", "--listen", "127.0.0.1:0", "--key-env", "WB_FLOOD_KEY", "--log-format", "json")
+	s := workbenchtest.Start(t, binary(t), env, "serve", "--listen", "127.0.0.1:0", "--log-format", "json",
+		"--home-dir", home, "--grader", "http://"+g.Addr, "--grader-key-env", "WB_FLOOD_KEY")
+	limitFDs(t, g.Cmd.Process.Pid, fdLimit)
+	limitFDs(t, s.Cmd.Process.Pid, fdLimit)
+	code = strings.ReplaceAll(code, "{{TARGETS}}", s.Addr+","+g.Addr)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	base := "http://" + s.addr
-	third := dial(t, ctx, base)
-	if _, err := third.reset(ctx, map[string]any{"task_id": "software/median"}); err != nil {
+	base := "http://" + s.Addr
+	third := workbenchtest.Dial(t, ctx, base)
+	if _, err := third.Reset(ctx, client.ResetOptions{TaskID: "software/median"}); err != nil {
 		t.Fatal(err)
 	}
-	flooders := []*wsClient{dial(t, ctx, base), dial(t, ctx, base)}
+	flooders := []*client.Session{workbenchtest.Dial(t, ctx, base), workbenchtest.Dial(t, ctx, base)}
 	for _, f := range flooders {
-		if _, err := f.reset(ctx, map[string]any{"task_id": "logs/error_count"}); err != nil {
+		if _, err := f.Reset(ctx, client.ResetOptions{TaskID: "logs/error_count"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,7 +116,7 @@ func playConnFlood(t *testing.T, code string) {
 	maxFDs := map[string]int{}
 	sampling.Go(func() {
 		for {
-			for name, pid := range map[string]int{"serve": s.cmd.Process.Pid, "grader": g.cmd.Process.Pid} {
+			for name, pid := range map[string]int{"serve": s.Cmd.Process.Pid, "grader": g.Cmd.Process.Pid} {
 				maxFDs[name] = max(maxFDs[name], openFDs(pid))
 			}
 			select {
@@ -128,7 +130,7 @@ func playConnFlood(t *testing.T, code string) {
 	var flooding sync.WaitGroup
 	for i, f := range flooders {
 		flooding.Go(func() {
-			r, err := f.step(ctx, "run_python", map[string]any{"code": code})
+			r, err := f.Step(ctx, "run_python", workbenchtest.Args(map[string]any{"code": code}))
 			outputs[i] = r.Observation.Output + r.Observation.Error
 			if err != nil {
 				outputs[i] += " step error: " + err.Error()
@@ -140,14 +142,13 @@ func playConnFlood(t *testing.T, code string) {
 	// The third episode works meanwhile.
 	var thirdErrs []string
 	for i := range 3 {
-		r, err := third.step(ctx, "run_python", map[string]any{"code": fmt.Sprintf("print('alive %d')", i)})
+		r, err := third.Step(ctx, "run_python", workbenchtest.Args(map[string]any{"code": fmt.Sprintf("print('alive %d')", i)}))
 		if err != nil || !strings.Contains(r.Observation.Output, fmt.Sprintf("alive %d", i)) {
 			thirdErrs = append(thirdErrs, fmt.Sprintf("run_python %d: %v %q %q", i, err, r.Observation.Output, r.Observation.Error))
 		}
 	}
-	final, err := playOracle(ctx, third, "software/median", "code", "third")
-	if err != nil || !final.Done || final.Reward != 1.0 {
-		thirdErrs = append(thirdErrs, fmt.Sprintf("oracle episode: %v, final %+v", err, final))
+	if err := playIsolated(ctx, third, "software/median", "third"); err != nil {
+		thirdErrs = append(thirdErrs, fmt.Sprintf("oracle episode: %v", err))
 	}
 	flooding.Wait()
 	close(stop)
@@ -178,8 +179,8 @@ func playConnFlood(t *testing.T, code string) {
 			t.Errorf("%s had up to %d descriptors open during the flood (limit %d)", name, n, fdLimit)
 		}
 	}
-	for name, p := range map[string]*proc{"serve": s, "grader": g} {
-		logs := p.logs.String()
+	for name, p := range map[string]*workbenchtest.Proc{"serve": s, "grader": g} {
+		logs := p.Logs.String()
 		if strings.Contains(strings.ToLower(logs), "too many open files") {
 			t.Errorf("the %s log has \"too many open files\"", name)
 		}
@@ -196,11 +197,11 @@ func playExecWorkbench(t *testing.T, code string) {
 	ls := startServe(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	w := dial(t, ctx, ls.base)
-	if _, err := w.reset(ctx, map[string]any{"task_id": "logs/error_count"}); err != nil {
+	w := workbenchtest.Dial(t, ctx, ls.URL)
+	if _, err := w.Reset(ctx, client.ResetOptions{TaskID: "logs/error_count"}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := w.step(ctx, "run_python", map[string]any{"code": code})
+	r, err := w.Step(ctx, "run_python", workbenchtest.Args(map[string]any{"code": code}))
 	if err != nil {
 		t.Fatal(err)
 	}

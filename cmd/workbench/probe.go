@@ -60,7 +60,7 @@ func runProbe(ctx context.Context, args []string, stdout io.Writer, getenv func(
 	fs.Var(&expect, "expect-status", "statuses that count as success, comma-separated (default any 2xx)")
 	timeout := fs.Duration("timeout", probe.DefaultTimeout, "bound on the whole probe")
 	unixSock := fs.String("unix", "", "send the request over this unix socket (the URL's host is then only a name: http://grader/health)")
-	var headers, headerEnvs listFlag
+	var headers, headerEnvs cli.StringList
 	fs.Var(&headers, "header", "request header NAME=VALUE, repeatable")
 	fs.Var(&headerEnvs, "header-env", "request header NAME=VAR whose value is environment variable VAR, repeatable")
 	batch := fs.String("batch", "", "run a JSON batch of probes (see package probe) instead of one URL")

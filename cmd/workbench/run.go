@@ -23,6 +23,7 @@ Usage:
   workbench grader [flags]          serve the answer keys to episode servers (serve --grader URL)
   workbench client [flags] TARGET   play episodes by hand on a server (URL or unix socket)
   workbench probe [flags] URL       make one HTTP request and print a JSON result (exit 0 when expected)
+  workbench probe --batch JSON      run a batch of http, tcp, socket and process probes at once
   workbench tasks [--json]          list the task catalogue
   workbench tasks show [--json] ID  show a task's instruction and files (never its answer)
   workbench version [--json]        show the version, commit and Go version
@@ -65,15 +66,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 }
 
 // listFlag is a repeatable string flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
-
 // unixPaths are the paths of the unix sockets among the addresses.
-func (l listFlag) unixPaths() []string {
+func unixPaths(addrs []string) []string {
 	var out []string
-	for _, a := range l {
+	for _, a := range addrs {
 		if p, ok := strings.CutPrefix(a, "unix://"); ok {
 			out = append(out, p)
 		}

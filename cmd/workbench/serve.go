@@ -32,7 +32,7 @@ it as the workspace's last activity (a campaign's idle timeout).`
 
 // serveOptions are `workbench serve`'s flags.
 type serveOptions struct {
-	listen      listFlag
+	listen      cli.StringList
 	maxSessions int
 	idleTimeout time.Duration
 	logFormat   string
@@ -84,7 +84,7 @@ func (o *serveOptions) validate() error {
 		}
 	}
 	if len(o.listen) == 0 {
-		o.listen = listFlag{server.DefaultListen}
+		o.listen = cli.StringList{server.DefaultListen}
 	}
 	return nil
 }
@@ -130,7 +130,7 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 		Logger:          log,
 		// Each reset and step touches the unix sockets served on, where
 		// agentpen reads a workspace's last activity (its idle timeout).
-		Activity: server.SocketActivity(o.listen.unixPaths(), time.Now),
+		Activity: server.SocketActivity(unixPaths(o.listen), time.Now),
 	}
 	if sandbox.Available() {
 		if err := checkBinaryPrivate(); err != nil {

@@ -101,6 +101,10 @@ func (d *Dir) openat2(name string, flags int, mode uint32) (*os.File, error) {
 			continue
 		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
 			return nil, &os.PathError{Op: "open", Path: d.Join(name), Err: fmt.Errorf("%w (%v)", ErrLink, err)}
+		case errors.Is(err, unix.ENOTDIR):
+			// A directory was wanted (on the way, or O_DIRECTORY) and a
+			// file or a link (O_NOFOLLOW) is there: not followed either.
+			return nil, &os.PathError{Op: "open", Path: d.Join(name), Err: fmt.Errorf("%w (%v: a file or a link where a directory belongs)", ErrLink, err)}
 		}
 		return nil, &os.PathError{Op: "open", Path: d.Join(name), Err: err}
 	}
@@ -338,6 +342,42 @@ func (d *Dir) Link(oldname, newname string) error {
 	}
 	if err := unix.Linkat(op.Fd(), ob, np.Fd(), nb, 0); err != nil {
 		return &os.LinkError{Op: "link", Old: d.Join(oldname), New: d.Join(newname), Err: err}
+	}
+	return nil
+}
+
+// RemoveAll removes name below the Dir and everything in it, never
+// following a link: a link met on the way is removed itself. A name that
+// does not exist is no error.
+func (d *Dir) RemoveAll(name string) error {
+	fi, err := d.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		sub, err := d.OpenDir(name)
+		if err != nil {
+			return err
+		}
+		entries, err := sub.f.ReadDir(-1)
+		if err != nil {
+			sub.Close()
+			return err
+		}
+		var errs []error
+		for _, e := range entries {
+			errs = append(errs, sub.RemoveAll(e.Name()))
+		}
+		sub.Close()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
+	if err := d.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	return nil
 }

@@ -171,3 +171,43 @@ func TestOpenChecks(t *testing.T) {
 		t.Fatal("a file opened as a directory")
 	}
 }
+
+// TestRemoveAllNeverFollows: a tree with links planted in it (to a file
+// and to a directory outside) is removed, links and all, and nothing they
+// point at is touched.
+func TestRemoveAllNeverFollows(t *testing.T) {
+	root, victim := plant(t)
+	outside := filepath.Dir(victim)
+	os.MkdirAll(filepath.Join(root, "tree", "a", "b"), 0o700)
+	os.WriteFile(filepath.Join(root, "tree", "a", "b", "f"), []byte("x"), 0o600)
+	os.Symlink(outside, filepath.Join(root, "tree", "a", "out"))
+	os.Symlink(victim, filepath.Join(root, "tree", "v"))
+	d, err := Open(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.RemoveAll("tree"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "tree")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("tree left: %v", err)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "precious\n" {
+		t.Fatalf("the victim: %q %v", b, err)
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Fatalf("the directory a link pointed at: %v", err)
+	}
+	if err := d.RemoveAll("tree"); err != nil {
+		t.Fatalf("a second RemoveAll: %v", err)
+	}
+	// Through a link on the way: refused, nothing removed.
+	os.MkdirAll(filepath.Join(outside, "keep", "x"), 0o700)
+	if err := d.RemoveAll("dirlink/keep"); err == nil {
+		t.Fatal("RemoveAll through a link")
+	}
+	if _, err := os.Stat(filepath.Join(outside, "keep", "x")); err != nil {
+		t.Fatalf("removed through a link: %v", err)
+	}
+}

@@ -3,7 +3,6 @@ package episode
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -343,5 +342,3 @@ func seconds(s float64) string {
 	}
 	return fmt.Sprint(s)
 }
-
-var _ = json.RawMessage(nil)

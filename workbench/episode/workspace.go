@@ -451,16 +451,11 @@ func isServerFile(rel string) bool {
 	return false
 }
 
-// resetDir clears what agent code can set on the workspace directory
+// resetDirAsUID clears what agent code can set on the workspace directory
 // itself: its user extended attributes and ACLs, and its times. The digest
 // leaves that directory out, since the server's own files come and go in
 // it, so this keeps it from carrying anything from one graded call to the
-// next. False when it could not.
-func (w *workspace) resetDir() bool {
-	return w.as(w.resetDirAsUID) == nil
-}
-
-// resetDirAsUID is resetDir's work; call it as the uid.
+// next. Call it as the uid.
 func (w *workspace) resetDirAsUID() error {
 	buf := make([]byte, 64<<10)
 	n, err := unix.Llistxattr(w.dir, buf)

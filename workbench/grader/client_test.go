@@ -114,15 +114,17 @@ func TestClientFailures(t *testing.T) {
 		{name: "unavailable_retried_then_ok", wantCalls: 2,
 			handler: func(n int64, w http.ResponseWriter, _ *http.Request) {
 				if n == 1 {
-					http.Error(w, "busy", 503)
+					http.Error(w, "busy", http.StatusServiceUnavailable)
 					return
 				}
 				writeJSON(w, 200, verdict{Credit: 0.5, Reason: "some items are missing"})
 			}},
 		{name: "unavailable_twice", wantCalls: 2, status: 503, wantErr: "status 503: Service Unavailable",
-			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { http.Error(w, "busy", 503) }},
+			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+			}},
 		{name: "one_attempt_only", attempts: 1, wantCalls: 1, status: 502, wantErr: "status 502",
-			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { http.Error(w, "x", 502) }},
+			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { http.Error(w, "x", http.StatusBadGateway) }},
 		{name: "timeout_not_retried", wantCalls: 1, wantErr: "no reply within 200ms",
 			handler: func(_ int64, _ http.ResponseWriter, r *http.Request) {
 				// The body read, the server notices the client going away.
@@ -180,8 +182,12 @@ func TestClientFailures(t *testing.T) {
 			}
 			start := time.Now()
 			credit, _, err := c.ScoreAnswer(context.Background(), "logs/error_count", "1")
-			if d := time.Since(start); d > 3*time.Second {
-				t.Errorf("call took %v", d)
+			// A call never outlasts its attempts' timeouts (two at most),
+			// with room for a loaded machine: it does not hang. A reply
+			// too large is read to its bound first, which under load
+			// takes seconds, so that case's timeout is 10 s.
+			if d, limit := time.Since(start), 2*timeout+3*time.Second; d > limit {
+				t.Errorf("call took %v, over its timeouts' %v", d, limit)
 			}
 			if got := calls.Load(); got != tt.wantCalls {
 				t.Errorf("grader saw %d calls, want %d", got, tt.wantCalls)

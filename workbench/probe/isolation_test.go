@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
@@ -138,19 +138,40 @@ func TestDialAsUID(t *testing.T) {
 	if o, _ := dialAs(t.Context(), "unix", sock, time.Second, 0); o != OutcomeConnected {
 		t.Fatalf("root after a switched dial: %s", o)
 	}
+	// A dial's result reaches its caller before its thread has exited,
+	// so a thread on its way out may still show the ids for a moment; one
+	// that kept them (the main thread, parked) shows them for good.
+	var kept []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		kept = threadsWithIDs(t, uid)
+		if len(kept) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, k := range kept {
+		t.Errorf("a thread kept the sandbox uid's ids after its dial, 5 s on: %s", k)
+	}
+}
+
+// threadsWithIDs lists the threads of this process whose uids or gids
+// include id, as "thread TID: Uid: ..." lines.
+func threadsWithIDs(t *testing.T, id int) []string {
+	t.Helper()
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out []string
 	for _, task := range tasks {
 		b, err := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "status"))
 		if err != nil {
 			continue // ended meanwhile
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) == 5 && (f[0] == "Uid:" || f[0] == "Gid:") && slices.Contains(f[1:], strconv.Itoa(uid)) {
-				t.Errorf("thread %s kept the sandbox uid's ids after its dial: %s", task.Name(), line)
+			if f := strings.Fields(line); len(f) == 5 && (f[0] == "Uid:" || f[0] == "Gid:") && slices.Contains(f[1:], strconv.Itoa(id)) {
+				out = append(out, "thread "+task.Name()+": "+line)
 			}
 		}
 	}
+	return out
 }

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/latency"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlatency"
 )
 
 // bareSpawn runs `python3 -E -s -c pass` with os/exec, as root: the raw
@@ -27,7 +27,7 @@ func bareSpawn(b *testing.B) {
 func BenchmarkRunPass(b *testing.B) {
 	uid := claimUIDB(b)
 	ws := uidDirB(b, uid)
-	var run, raw latency.Samples
+	var run, raw testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		raw.Time(func() { bareSpawn(b) })
 		run.Time(func() {
@@ -45,7 +45,7 @@ func BenchmarkRunPass(b *testing.B) {
 // (Processes) the kill used to run each round, interleaved.
 func BenchmarkKillIdle(b *testing.B) {
 	uid := claimUIDB(b)
-	var kill, scan latency.Samples
+	var kill, scan testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		scan.Time(func() {
 			if _, err := Processes(uid); err != nil {
@@ -78,7 +78,7 @@ func benchTree(b *testing.B) string {
 // BenchmarkDigest: the workspace digest of a small task workspace.
 func BenchmarkDigest(b *testing.B) {
 	dir := benchTree(b)
-	var s latency.Samples
+	var s testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		s.Time(func() {
 			if _, err := Digest(dir, func(string) bool { return false }, DigestBytes); err != nil {
@@ -92,7 +92,7 @@ func BenchmarkDigest(b *testing.B) {
 // BenchmarkWalk: a descriptor-based walk of the same tree.
 func BenchmarkWalk(b *testing.B) {
 	dir := benchTree(b)
-	var s latency.Samples
+	var s testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		s.Time(func() {
 			if err := Walk(dir, func(*Entry) bool { return true }, false, func(*Entry) error { return nil }); err != nil {
@@ -107,7 +107,7 @@ func BenchmarkWalk(b *testing.B) {
 // reset pays).
 func BenchmarkTmpSweep(b *testing.B) {
 	uid := claimUIDB(b)
-	var s latency.Samples
+	var s testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		s.Time(func() {
 			if err := Sweep(uid); err != nil {

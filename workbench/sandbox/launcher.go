@@ -15,8 +15,9 @@ import (
 // launcherArg0 is argv[0] of a launcher process.
 const launcherArg0 = "agentpen-sandbox-launcher"
 
-// launcherErrFD is the descriptor a launcher reports a failure on; the
-// launcher makes it close-on-exec, so the program never sees it.
+// launcherErrFD is the descriptor a launcher reports a failure on (its
+// code has it built in); the launcher makes it close-on-exec, so the
+// program never sees it.
 const launcherErrFD = 3
 
 // The launcher is a static ELF of a few hundred bytes, not a Go program:

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // TestLauncherCodeMatchesSource: launcherCode is what the assembler makes

@@ -115,7 +115,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		Dir:         c.Dir,
 		Stdout:      outW,
 		Stderr:      errW,
-		ExtraFiles:  []*os.File{launchW}, // launcherErrFD
+		ExtraFiles:  []*os.File{launcherErrFD - 3: launchW}, // ExtraFiles[i] is the child's fd 3+i
 		SysProcAttr: attr,
 	}
 	var inW *os.File

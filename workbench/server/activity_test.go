@@ -1,12 +1,16 @@
 package server
 
 import (
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
+	"github.com/agentpen/agentpen/workbench/client"
 )
 
 // TestActivityOnResetAndStep: the server reports episode traffic (a reset
@@ -30,17 +34,17 @@ func TestActivityOnResetAndStep(t *testing.T) {
 		t.Fatalf("HTTP reset and step: %d activities, want 2", got)
 	}
 	ctx := t.Context()
-	c := dialEnv(t, ctx, ts.URL)
-	if _, err := c.reset(ctx, nil); err != nil {
+	c := workbenchtest.Dial(t, ctx, ts.URL)
+	if _, err := c.Reset(ctx, client.ResetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.step(ctx, map[string]any{"tool": "echo", "args": map[string]any{"text": "x"}}); err != nil {
+	if _, err := c.Step(ctx, "echo", json.RawMessage(`{"text":"x"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.state(ctx); err != nil {
+	if _, err := c.State(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c.close(ctx)
+	c.Close()
 	if got := n.Load(); got != 4 {
 		t.Fatalf("after a WebSocket reset, step and state: %d activities, want 4", got)
 	}

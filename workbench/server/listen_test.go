@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/internal/testkit/poll"
+	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
+	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/coder/websocket"
 )
 
@@ -133,30 +136,25 @@ func TestServeShutdown(t *testing.T) {
 
 	cctx := t.Context()
 	base := "http://" + tcp.Addr().String()
-	idle := dialEnv(t, cctx, base)
-	if _, err := idle.reset(cctx, nil); err != nil {
+	idle := workbenchtest.Dial(t, cctx, base)
+	if _, err := idle.Reset(cctx, client.ResetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A session over the unix socket, blocked in a step.
-	uc, _, err := websocket.Dial(cctx, "ws://workbench/ws", &websocket.DialOptions{HTTPClient: unixClient(sock)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer uc.CloseNow()
-	busy := &envClient{c: uc}
+	busy := workbenchtest.Dial(t, cctx, sock)
 	// Both clients keep reading, as a real client's library does, so the
 	// close handshakes complete at once.
 	stepErr := make(chan error, 1)
 	busyClose := make(chan error, 1)
 	go func() {
-		_, err := busy.step(cctx, map[string]any{"tool": "block"})
+		_, err := busy.Step(cctx, "block", nil)
 		stepErr <- err
-		_, err = busy.recv(cctx)
+		_, err = busy.Receive(cctx)
 		busyClose <- err
 	}()
 	idleClose := make(chan error, 1)
 	go func() {
-		_, err := idle.recv(cctx)
+		_, err := idle.Receive(cctx)
 		idleClose <- err
 	}()
 	<-w.blocked
@@ -194,8 +192,8 @@ func TestServeShutdown(t *testing.T) {
 }
 
 // serveTCP runs Serve on a fresh loopback listener; the returned stop
-// cancels it and returns Serve's error and how long it took to return.
-func serveTCP(t *testing.T, s *Server) (addr string, stop func() (error, time.Duration)) {
+// cancels it and returns how long Serve took to return, and its error.
+func serveTCP(t *testing.T, s *Server) (addr string, stop func() (time.Duration, error)) {
 	t.Helper()
 	ln, err := Listen(t.Context(), "127.0.0.1:0")
 	if err != nil {
@@ -205,16 +203,16 @@ func serveTCP(t *testing.T, s *Server) (addr string, stop func() (error, time.Du
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(ctx, ln) }()
 	stopped := false
-	stop = func() (error, time.Duration) {
+	stop = func() (time.Duration, error) {
 		stopped = true
 		start := time.Now()
 		cancel()
 		select {
 		case err := <-errc:
-			return err, time.Since(start)
+			return time.Since(start), err
 		case <-time.After(ShutdownTimeout + 5*time.Second):
 			t.Fatal("Serve did not return")
-			return nil, 0
+			return 0, nil
 		}
 	}
 	t.Cleanup(func() {
@@ -252,8 +250,8 @@ func TestServeShutdownStalledBody(t *testing.T) {
 	}
 	addr, stop := serveTCP(t, s)
 	c := stalledPost(t, addr)
-	waitFor(t, "the request in its handler", func() bool { return s.conns.Active() == 1 })
-	err, took := stop()
+	poll.Until(t, "the request in its handler", func() bool { return s.conns.Active() == 1 })
+	took, err := stop()
 	if err != nil {
 		t.Errorf("Serve: %v, want nil", err)
 	}

@@ -28,6 +28,7 @@ func Spec(id string) campaign.CampaignSpec {
 // History builds a campaign's journal as agentpen writes it.
 type History struct {
 	spec    campaign.CampaignSpec
+	opts    campaign.PlanOptions
 	runRoot string
 	// Records are the journal's, in order.
 	Records []campaign.Record
@@ -35,10 +36,10 @@ type History struct {
 	live map[int]map[string][]campaign.Record
 }
 
-// New starts the history of a campaign of spec whose run directories
-// are made under runRoot.
-func New(spec campaign.CampaignSpec, runRoot string) *History {
-	return &History{spec: spec, runRoot: runRoot, live: map[int]map[string][]campaign.Record{}}
+// New starts the history of a campaign of spec, planned with opts (the
+// state root's agent key), whose run directories are made under runRoot.
+func New(spec campaign.CampaignSpec, opts campaign.PlanOptions, runRoot string) *History {
+	return &History{spec: spec, opts: opts, runRoot: runRoot, live: map[int]map[string][]campaign.Record{}}
 }
 
 func (h *History) add(rs ...campaign.Record) *History { h.Records = append(h.Records, rs...); return h }
@@ -47,7 +48,7 @@ func (h *History) add(rs ...campaign.Record) *History { h.Records = append(h.Rec
 // socket directory, the grader, and each workspace's run directory and
 // container (with its uid block label).
 func (h *History) Begin(gen int) *History {
-	p, err := campaign.NewPlan(h.spec)
+	p, err := campaign.NewPlanWith(h.spec, h.opts)
 	if err != nil {
 		panic(err)
 	}

@@ -8,5 +8,5 @@
 // LeftGoroutines): by the run's own deadline (go test -timeout), never by
 // a wall-clock bound of their own that a loaded machine can break. It
 // does not time anything: a test that must show something is quick
-// measures a control in the same run or drives internal/fakeclock.
+// measures a control in the same run or drives internal/testkit/fakeclock.
 package testenv

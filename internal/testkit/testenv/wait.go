@@ -12,7 +12,7 @@ import (
 // They end at the test's deadline (go test -timeout), less a grace that
 // leaves the test time to say what it waited for and to clean up; a test
 // that must show something happens quickly measures a control in the
-// same run or drives an injected clock (internal/fakeclock).
+// same run or drives an injected clock (internal/testkit/fakeclock).
 
 // Deadline is when a wait in t gives up: t's deadline (go test
 // -timeout) less a grace of a tenth of the time left, at most 30 s. ok

@@ -1,7 +1,7 @@
-// Package logbuf is an in-memory log sink that a logger (or a child
+// Package testlog is an in-memory log sink that a logger (or a child
 // process's output) and a test can use at once, for the tests that scan
 // every log line for a secret.
-package logbuf
+package testlog
 
 import (
 	"bytes"

@@ -1,10 +1,10 @@
-// Package latency records per-operation times in Go benchmarks and reports
+// Package testlatency records per-operation times in Go benchmarks and reports
 // their median, 90th percentile and count as benchmark metrics, under the
 // names `make bench` (package bench) reads: median-ns, p90-ns and n, and
 // with a prefix for a raw limit measured in the same benchmark
 // (raw-median-ns, raw-p90-ns, raw-n). It does not decide pass or miss:
 // the bench targets do.
-package latency
+package testlatency
 
 import (
 	"slices"

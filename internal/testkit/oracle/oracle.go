@@ -1,7 +1,10 @@
-// Package oracle plays a task's oracle (testdata/oracles) through any
-// episode transport, as an agent would: the tests of the episode
-// environment, the episode server, the grader and the campaign adapter all
-// prove reward 1.0 with it, each over its own wire.
+// Package oracle is the one oracle player of the tests: it plays a task's
+// oracle (testdata/oracles) through any episode transport, as an agent
+// would. The tests of the episode environment, the grader, the workbench
+// binary, the campaign adapter, the launcher's proxy and the benchmarks
+// all prove reward 1.0 with it, each over its own wire (a Stepper; over a
+// workbench/client session, workbenchtest.Stepper). It does not connect
+// to anything itself.
 package oracle
 
 import (
@@ -29,7 +32,7 @@ type Stepper func(tool string, args map[string]any) (Result, error)
 // Dir returns the repository's testdata/oracles directory.
 func Dir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "oracles")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "testdata", "oracles")
 }
 
 // Load returns the oracle of the family a task id names.
@@ -89,6 +92,28 @@ func Play(kind tasks.Kind, instruction, oracle, someFile string, step Stepper) (
 		return r, fmt.Errorf("check of %q: %v %q", answer, err, r.Output)
 	}
 	return do("submit", map[string]any{"answer": answer})
+}
+
+// PlayTask plays the oracle of taskID after a reset that showed
+// instruction (Play, with the task's kind and first file), and fails
+// unless the episode ended with reward 1.0.
+func PlayTask(taskID, instruction string, step Stepper) (Result, error) {
+	task, err := tasks.Build(taskID)
+	if err != nil {
+		return Result{}, err
+	}
+	code, err := Load(taskID)
+	if err != nil {
+		return Result{}, err
+	}
+	r, err := Play(task.Kind, instruction, code, task.Files[0].Path, step)
+	if err != nil {
+		return r, fmt.Errorf("%s: %w", taskID, err)
+	}
+	if !r.Done || r.Reward != 1 {
+		return r, fmt.Errorf("%s: the oracle's episode ended done=%v with reward %v, want done with 1.0 (output %q, error %q)", taskID, r.Done, r.Reward, r.Output, r.Error)
+	}
+	return r, nil
 }
 
 // LastLine returns the last non-blank line a run_python output printed,
