@@ -131,6 +131,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err := sf.checkLifetime(); err != nil {
 		return err
 	}
+	if err := campaign.CheckEnvName("--api-key-env", sf.apiKeyEnv); err != nil {
+		return &cli.ExitError{Code: exitBadInput, Err: err}
+	}
 	// The service's token never reaches a container, whatever a spec or
 	// the allow-list says; the grader's key variable serve is told to use
 	// is allowed with the rest.
@@ -150,12 +153,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
-	// What every create needs, checked before anything is opened: the
-	// grader's key (then the daemon, below). A service that would answer
-	// every create with an error does not start.
-	if err := checkServeKey(sf.apiKeyEnv, getenv); err != nil {
-		return err
-	}
 	log, err := cf.serveLogger(stderr)
 	if err != nil {
 		return err
@@ -170,6 +167,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	defer root.Close()
 	defer lock.Unlock()
+	// What every create needs, checked before anything listens: the
+	// grader's key (then the daemon, below). A service that would answer
+	// every create with an error does not start.
+	if err := checkServeKey(sf.apiKeyEnv, getenv); err != nil {
+		return err
+	}
 	ln, publicURL, err := sf.listener()
 	if err != nil {
 		return err
@@ -296,9 +299,6 @@ func (sf *serveFlags) checkLifetime() error {
 // or too short: every create would fail. The message names the variable
 // and how to make a key, never a value.
 func checkServeKey(name string, getenv func(string) string) error {
-	if err := campaign.CheckEnvName("--api-key-env", name); err != nil {
-		return &cli.ExitError{Code: exitBadInput, Err: err}
-	}
 	policy := apikey.Default()
 	if st := policy.Check(getenv(name)); !st.OK() {
 		return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("the grader's API key: %s (or name another variable with --api-key-env)", policy.Refusal(name, st))}
