@@ -26,7 +26,7 @@ export AGENTPEN_TEST_WORKBENCH_IMAGE := $(WORKBENCH_IMAGE)
 # without it, so nothing runs twice).
 RACE_PKGS := ./adapter/... ./launcher/... ./store/... ./workbench/server/... ./workbench/grader/... ./workbench/sandbox/... ./internal/...
 
-.PHONY: all deps docker docker-stop build images test unit vet lint fmt-check tidy-check fuzz bench run serve clean help
+.PHONY: all deps docker docker-stop build images test unit vet lint fmt-check tidy-check fuzz bench hostile cosign-check run serve clean help
 
 all: build
 
@@ -89,9 +89,15 @@ fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
 		done; \
 	done
 
+cosign-check: ## opt-in: cosign verify-blob-attestation of signed reports (builds cosign v2 into ~/.cache/agentpen/cosign once, ~10 min)
+	scripts/cosign-check.sh
+
 bench: ## benchmarks against issue 16's targets (as root, with the daemon): prints the table, writes bench/results.json and docs/bench.md
 	@# The campaign benchmarks fail, never skip, without the daemon.
 	@$(WITH_DOCKER) AGENTPEN_REQUIRE_DOCKER=1 $(GO) run ./bench -benchtime $(BENCHTIME)
+
+hostile: images ## the hostile corpus under load, a CI step of its own: busy loops on every core, kill_under_load 200 times on this host and in a workspace container (64 min on this shared 2-core machine at load 35-80)
+	@$(WITH_DOCKER) scripts/hostile-load.sh
 
 run: images ## the main job as a launcher sees it: agentpen doctor, then agentpen serve and a campaign through its HTTP API (create, one episode per workspace through the proxy, attest, delete)
 	@$(WITH_DOCKER) bin/agentpen doctor

@@ -172,6 +172,24 @@ func TestValidationNeedsNoHTTP(t *testing.T) {
 	}
 }
 
+// TestCustodyStandsAlone: signing and verifying reports (package custody,
+// behind agentpen verify, key and report schema) need neither the
+// launcher nor an HTTP framework, nor Docker or a subprocess: an auditor
+// verifies a copied campaign without any of them.
+func TestCustodyStandsAlone(t *testing.T) {
+	never := append(append([]string{module + "/adapter"}, httpStack...), "os/exec")
+	never = append(never, dockerSDK...)
+	pkgs := deptest.List(t, module+"/custody")
+	if len(pkgs) != 1 {
+		t.Fatalf("go list found %d packages for custody", len(pkgs))
+	}
+	for _, dep := range append(pkgs[0].Imports, pkgs[0].Deps...) {
+		if deptest.Matches(dep, never) {
+			t.Errorf("custody depends on %s; verifying a report needs no service, HTTP stack, daemon or subprocess", dep)
+		}
+	}
+}
+
 // TestStoreBelowAdapter: the store keeps files only: it never talks to
 // Docker, the network or a subprocess, and nothing it imports is above it.
 func TestStoreBelowAdapter(t *testing.T) {

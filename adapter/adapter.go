@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
@@ -90,9 +91,13 @@ type Adapter struct {
 	// may copy into its containers (server.secret_env,
 	// server.api_key_env); the zero value allows the grader key only.
 	EnvPolicy campaign.EnvPolicy
-	locksOnce sync.Once
-	locksVal  *store.Locks
-	locksErr  error
+	// SigningKey signs the statement of every report (its DSSE envelope,
+	// beside it); nil means the campaign's state root's key
+	// (store.Root.SigningKey, made at first use).
+	SigningKey ed25519.PrivateKey
+	locksOnce  sync.Once
+	locksVal   *store.Locks
+	locksErr   error
 
 	// Journalled, when set, receives every record this adapter appends to
 	// a campaign's journal, once it is on disk, in order (the journal's

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/custody"
 	"github.com/agentpen/agentpen/store"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -89,6 +90,10 @@ func (a *Adapter) attest(ctx context.Context, c *store.Campaign, j *campaign.Jou
 	if err != nil {
 		return src, attest.Observation{}, nil, "", err
 	}
+	key, err := a.signingKey(c)
+	if err != nil {
+		return src, attest.Observation{}, nil, "", err
+	}
 	obs, err := a.observeCampaign(ctx, src, opts)
 	if err != nil {
 		return src, obs, nil, "", err
@@ -105,7 +110,7 @@ func (a *Adapter) attest(ctx context.Context, c *store.Campaign, j *campaign.Jou
 		return src, obs, rep, "", fmt.Errorf("attestation report: %w", err)
 	}
 	gen := st.Latest().N
-	f, err := c.WriteReport(store.KindAttestation, gen, b)
+	f, env, err := custody.WriteReport(ctx, c, key, custody.Attestation, gen, b, custody.ImageSubjects(rep)...)
 	if err != nil {
 		return src, obs, rep, "", err
 	}
@@ -113,7 +118,7 @@ func (a *Adapter) attest(ctx context.Context, c *store.Campaign, j *campaign.Jou
 	if !rep.OK {
 		verdict = campaign.AttestFailed
 	}
-	if err := j.Append(campaign.Record{Op: campaign.OpAttested, Gen: gen, Status: verdict, Report: f.Name, Digest: f.Digest}); err != nil {
+	if err := j.Append(campaign.Record{Op: campaign.OpAttested, Gen: gen, Status: verdict, Report: f.Name, Digest: f.Digest, Envelope: env}); err != nil {
 		return src, obs, rep, "", fmt.Errorf("journal the attestation's verdict: %w", err)
 	}
 	a.log().Info("attestation", "campaign", c.ID, "ok", rep.OK, "failed_checks", len(rep.FailedChecks),
@@ -163,6 +168,7 @@ func (a *Adapter) attestSource(c *store.Campaign, st store.State) (attest.Source
 	src.Endpoint, src.SocketPath = a.Docker.Host().URL, a.Docker.Host().SocketPath
 	src.Roles = roleSettings(p, src.SocketPath)
 	src.KeyPolicy = a.keyPolicy()
+	src.Producer = producer()
 	src.AgentpenKey = src.KeyPolicy.Check(a.getenv(p.Server.Spec.APIKeyEnv))
 	return src, nil
 }
@@ -173,6 +179,7 @@ func roleSettings(p *campaign.Plan, socket string) map[string]attest.RoleSetting
 	from := func(hc *container.HostConfig) attest.RoleSettings {
 		rs := attest.RoleSettings{
 			CapAdd: slices.Clone(hc.CapAdd), CapDrop: slices.Clone(hc.CapDrop), SecurityOpt: slices.Clone(hc.SecurityOpt),
+			MaskedPaths: slices.Clone(hc.MaskedPaths), ReadonlyPaths: slices.Clone(hc.ReadonlyPaths),
 			ReadOnlyRoot: hc.ReadonlyRootfs, Tmpfs: clone(hc.Tmpfs), Init: hc.Init != nil && *hc.Init, Memory: hc.Memory,
 		}
 		if hc.PidsLimit != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/store"
 )
 
@@ -85,6 +86,10 @@ func TestAttestObservationFaults(t *testing.T) {
 			}
 			if strings.Contains(string(b), canary) {
 				t.Fatal("the report holds the key")
+			}
+			env, err := os.ReadFile(strings.TrimSuffix(a.AttestationPath("attest-faults"), ".json") + ".dsse.json")
+			if err != nil || strings.Contains(string(testenv.Readable(env)), canary) || !strings.Contains(string(testenv.Readable(env)), "api_key") {
+				t.Fatalf("the signed statement is missing (%v) or holds the key", err)
 			}
 			if fi, _ := os.Stat(a.AttestationPath("attest-faults")); fi.Mode().Perm() != 0o600 {
 				t.Fatalf("report mode %v", fi.Mode())

@@ -131,7 +131,7 @@ func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Pla
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
 		rep := a.cleanupJournal(rctx, sc, j, cleanupOptions{gen: gen, failed: b.failedCreates(), reason: campaign.ReasonRollback})
-		path, rbErr := a.finishReport(sc, j, &rep)
+		path, rbErr := a.finishReport(rctx, sc, j, &rep)
 		err = fmt.Errorf("%w; rolled back: cleanup %s (%s)", err, rep.Status, path)
 		return nil, nil, "", errors.Join(err, rbErr, j.Append(campaign.Record{Op: campaign.OpRolledBack, Gen: gen, Note: err.Error()}))
 	}
@@ -366,6 +366,9 @@ func (b *bringUp) create(ctx context.Context, c *Campaign, ready bool) error {
 				defer func() { <-sem }()
 				runDir, err := a.makeRunDir(b.j, p, ag)
 				if err != nil {
+					return Workspace{}, fail(err)
+				}
+				if err := a.writeBindFile(runDir, ag); err != nil {
 					return Workspace{}, fail(err)
 				}
 				id, err := b.createStart(ctx, workspaceSpec(p, ag, runDir, graderDir, apiKey))

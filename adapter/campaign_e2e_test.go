@@ -132,6 +132,9 @@ func TestCampaignEndToEnd(t *testing.T) {
 	pw.Wait()
 	// The second campaign still works and sees only its own files.
 	playOverSocket(t, cB.Workspaces[0].Socket, e2eTasks[0])
+	// Each serves only its task, to the host and to agent code.
+	checkBound(t, campA.Workspaces[0], e2eTasks[0], e2eTasks[1])
+	checkBound(t, cB.Workspaces[1], e2eTasks[1], "sql/top_customer")
 	// What episode code inside a workspace container can and cannot do.
 	checkContainment(t, campA.Workspaces[1], campA.Plan)
 	checkContainment(t, cB.Workspaces[1], cB.Plan)
@@ -143,7 +146,7 @@ func TestCampaignEndToEnd(t *testing.T) {
 	}
 	filepath.WalkDir(state, func(path string, de fs.DirEntry, err error) error {
 		if err == nil && !de.IsDir() {
-			if b, _ := os.ReadFile(path); strings.Contains(string(b), canary) {
+			if b, _ := os.ReadFile(path); strings.Contains(string(testenv.Readable(b)), canary) {
 				t.Errorf("%s holds the API key", path)
 			}
 		}
@@ -406,8 +409,8 @@ def score():
     except Exception as e:
         r["grader_unauthenticated"] = type(e).__name__
 score()
-# System V shared memory: a segment past the workspace's bound is refused,
-# and one within it does not outlive the process that made it.
+# System V shared memory: refused to episode code (the workbench's filter),
+# whatever the size, and none is left by a process that tried.
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 r["shm_128m"] = libc.shmget(0, 128 << 20, 0o1600)
@@ -472,8 +475,8 @@ func checkContainment(t *testing.T, ws adapter.Workspace, p *campaign.Plan) {
 			t.Errorf("%s = %v, want PermissionError (the grader key is there)", k, got[k])
 		}
 	}
-	if got["shm_128m"] != float64(-1) || got["shm_8m"] == float64(-1) || got["shm_left_by_exited"] != float64(0) {
-		t.Errorf("System V shared memory: a 128 MiB segment %v (want -1: refused), an 8 MiB one %v (want an id), left after its maker exited %v (want 0)",
+	if got["shm_128m"] != float64(-1) || got["shm_8m"] != float64(-1) || got["shm_left_by_exited"] != float64(0) {
+		t.Errorf("System V shared memory: a 128 MiB segment %v, an 8 MiB one %v (want -1: refused), left after its maker exited %v (want 0)",
 			got["shm_128m"], got["shm_8m"], got["shm_left_by_exited"])
 	}
 	if got["docker_socket"] != "FileNotFoundError" || got["docker_host_env"] != false || got["key_env"] != false {
@@ -486,7 +489,10 @@ func checkContainment(t *testing.T, ws adapter.Workspace, p *campaign.Plan) {
 		}
 		return
 	}
-	if code, _ := got["grader_unauthenticated"].(float64); code != 401 && code != 403 && code != 404 {
-		t.Errorf("unauthenticated grader call from the workspace = %v, want 401/403/404", got["grader_unauthenticated"])
+	// Episode code has only its own loopback: the grader's URL resolves to
+	// nothing it can reach (the attestation shows the workspace itself
+	// reaches the grader, and gets 401 without the key).
+	if got["grader_unauthenticated"] != "URLError" {
+		t.Errorf("unauthenticated grader call from episode code = %v, want URLError (no network)", got["grader_unauthenticated"])
 	}
 }

@@ -2,7 +2,7 @@ package adapter
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"os"
@@ -13,7 +13,9 @@ import (
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/custody"
 	"github.com/agentpen/agentpen/internal/beneath"
+	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/store"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -78,7 +80,7 @@ func (a *Adapter) Cleanup(ctx context.Context, c *store.Campaign, reason string)
 	}
 	defer j.Close()
 	rep := a.cleanupJournal(ctx, c, j, cleanupOptions{reason: reason})
-	path, err := a.finishReport(c, j, &rep)
+	path, err := a.finishReport(ctx, c, j, &rep)
 	return &rep, path, lost(err)
 }
 
@@ -128,26 +130,54 @@ func (a *Adapter) readState(c *store.Campaign) (store.State, error) {
 	return st, err
 }
 
-// finishReport writes the report as a new file of the campaign, journals
-// its verdict and returns its path, and ErrNotVerified (wrapped) unless
-// it is verified.
-func (a *Adapter) finishReport(c *store.Campaign, j *campaign.Journal, rep *cleanup.Report) (string, error) {
-	b, err := json.MarshalIndent(rep, "", "  ")
+// finishReport writes the report as a new file of the campaign, signed
+// beside it (naming the attestation of its generation it follows),
+// journals its verdict and returns its path, and ErrNotVerified (wrapped)
+// unless it is verified.
+func (a *Adapter) finishReport(ctx context.Context, c *store.Campaign, j *campaign.Journal, rep *cleanup.Report) (string, error) {
+	b, err := rep.Marshal()
 	if err != nil {
 		return "", fmt.Errorf("cleanup report: %w", err)
 	}
-	f, err := c.WriteReport(store.KindCleanup, rep.Generation, append(b, '\n'))
+	key, err := a.signingKey(c)
+	if err != nil {
+		return "", err
+	}
+	recs, _, err := c.Records()
+	if err != nil {
+		return "", err
+	}
+	var extra []custody.Subject
+	if s, ok := custody.FollowedSubject(recs, rep.Generation); ok {
+		extra = append(extra, s)
+	}
+	f, env, err := custody.WriteReport(ctx, c, key, custody.Cleanup, rep.Generation, b, extra...)
 	if err != nil {
 		return "", err
 	}
 	path := c.ReportPath(f.Name)
-	if err := j.Append(campaign.Record{Op: campaign.OpCleanup, Status: string(rep.Status), Report: f.Name, Digest: f.Digest}); err != nil {
+	if err := j.Append(campaign.Record{Op: campaign.OpCleanup, Status: string(rep.Status), Report: f.Name, Digest: f.Digest, Envelope: env}); err != nil {
 		return path, err
 	}
 	if !rep.OK {
 		return path, notVerified(rep)
 	}
 	return path, nil
+}
+
+// signingKey is the key the campaign's reports are signed with: the
+// adapter's, else its state root's.
+func (a *Adapter) signingKey(c *store.Campaign) (ed25519.PrivateKey, error) {
+	if a.SigningKey != nil {
+		return a.SigningKey, nil
+	}
+	return c.SigningKey()
+}
+
+// producer is the agentpen build running, for the reports.
+func producer() campaign.Producer {
+	v := cli.ReadVersion()
+	return campaign.Producer{Name: "agentpen", Version: v.Version, Commit: v.Commit, Modified: v.Modified}
 }
 
 // notVerified is the error of a report that is not verified: its failed
@@ -172,7 +202,7 @@ func (a *Adapter) cleanupJournal(ctx context.Context, c *store.Campaign, j *camp
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	in := cleanup.Input{CampaignID: campaignID, ReadOnly: opt.readOnly, Reason: opt.reason, Started: time.Now(), Phases: map[string]time.Duration{}}
+	in := cleanup.Input{CampaignID: campaignID, ReadOnly: opt.readOnly, Reason: opt.reason, Started: time.Now(), Phases: map[string]time.Duration{}, Producer: producer()}
 	phase := func(name string, start time.Time) { in.Phases[name] = time.Since(start) }
 	recs, _, err := c.Records()
 	if err != nil {

@@ -57,6 +57,25 @@ func listenAndDial(t *testing.T, ctx context.Context, c *adapter.Campaign, peer 
 	return heard, sent
 }
 
+// listenAndDialAsRoot is listenAndDial with the code run as each
+// container's root (docker exec), outside the episodes' namespaces.
+func listenAndDialAsRoot(t *testing.T, ctx context.Context, a *adapter.Adapter, c *adapter.Campaign, peer string) (heard, sent map[string]any) {
+	t.Helper()
+	run := func(i int, code string) map[string]any {
+		exit, out, err := a.Exec(ctx, c.Workspaces[i].ContainerID, []string{"/usr/bin/python3", "-c", code})
+		var got map[string]any
+		if err != nil || exit != 0 || json.Unmarshal([]byte(oracle.LastLine(out)), &got) != nil {
+			t.Errorf("exec in workspace %d: exit %d, %v: %q", i, exit, err, out)
+		}
+		return got
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { heard = run(1, listenerCode) })
+	wg.Go(func() { sent = run(0, fmt.Sprintf("PEER = %q\n", peer)+dialerCode) })
+	wg.Wait()
+	return heard, sent
+}
+
 // listenerCode listens on TCP and UDP port 47001 on every address for a
 // few seconds and reports what reached it.
 const listenerCode = `import json, os, socket, select, time
@@ -146,12 +165,14 @@ func TestAgentsCannotReachEachOther(t *testing.T) {
 			}
 			if perAgent {
 				// The control: with workspace 0 attached to workspace 1's
-				// network by hand, the same code does get through, so the
-				// test can see a path when there is one.
+				// network by hand, the same code run as the containers' root
+				// (episode code has only its own loopback: it reaches no
+				// network at all) does get through, so the test can see a
+				// path between the containers when there is one.
 				if err := cli.NetworkConnect(t.Context(), c.NetworkIDs[1], c.Workspaces[0].ContainerID, nil); err != nil {
 					t.Fatal(err)
 				}
-				heard, sent := listenAndDial(t, ctx, c, peer)
+				heard, sent := listenAndDialAsRoot(t, ctx, a.Adapter, c, peer)
 				t.Logf("control, one shared network: listener heard %v; dialer %v", heard, sent)
 				if heard == nil || heard["tcp"] == float64(0) || heard["udp"] == float64(0) {
 					t.Fatalf("the listener heard nothing over a network the two workspaces share: the test cannot see a path (%v, %v)", heard, sent)
@@ -169,6 +190,68 @@ func TestAgentsCannotReachEachOther(t *testing.T) {
 			mustVerify(t, a, cli, id)
 		})
 	}
+}
+
+// vsockCode is a vsock covert channel's two ends (testdata/agents/
+// vsock_channel.py, as JSON): ROLE "send" holds a port per set bit of a
+// message, "receive" finds which ports are taken by binding them itself.
+const vsockCode = `import errno, json, socket, time
+AF_VSOCK, CID_ANY, BASE = 40, 0xFFFFFFFF, 0x7B000000
+bits = [int(b) for b in format(ord("A"), "08b")]
+try:
+    socket.socket(AF_VSOCK, socket.SOCK_STREAM).close()
+except OSError as e:
+    print(json.dumps({"vsock": "denied " + errno.errorcode[e.errno]}))
+    raise SystemExit(0)
+if ROLE == "send":
+    held = [socket.socket(AF_VSOCK, socket.SOCK_STREAM) for b in [1] + bits if b]
+    for s, port in zip(held, [BASE + i for i, b in enumerate([1] + bits) if b]):
+        s.bind((CID_ANY, port))
+    time.sleep(5)
+    print(json.dumps({"vsock": "sent"}))
+else:
+    def taken(port):
+        s = socket.socket(AF_VSOCK, socket.SOCK_STREAM)
+        try:
+            s.bind((CID_ANY, port)); return 0
+        except OSError as e:
+            return int(e.errno == errno.EADDRINUSE)
+        finally:
+            s.close()
+    end = time.time() + 5
+    while not taken(BASE) and time.time() < end:
+        time.sleep(0.05)
+    print(json.dumps({"vsock": "received", "bits": [taken(BASE + 1 + i) for i in range(8)]}))
+`
+
+// TestVsockChannelBetweenWorkspaces: episode code in two workspaces
+// (campaign without networks) tries a vsock channel, whose ports are one
+// table for the whole machine: both ends are refused the socket, so
+// nothing is read.
+func TestVsockChannelBetweenWorkspaces(t *testing.T) {
+	d, cli := realDocker(t)
+	img := imageID(t, cli, workbenchImage)
+	id := uniqueCampaign(t)
+	t.Cleanup(func() { forceRemove(cli, id) })
+	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv}, "")
+	c, err := a.BringUp(t.Context(), workbenchSpec(id, img, e2eTasks[:2]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var sent, got map[string]any
+	var wg sync.WaitGroup
+	wg.Go(func() { sent = runCode(t, ctx, c.Workspaces[0].Socket, e2eTasks[0], "ROLE = \"send\"\n"+vsockCode) })
+	wg.Go(func() { got = runCode(t, ctx, c.Workspaces[1].Socket, e2eTasks[1], "ROLE = \"receive\"\n"+vsockCode) })
+	wg.Wait()
+	t.Logf("sender %v, receiver %v", sent, got)
+	for name, r := range map[string]map[string]any{"sender": sent, "receiver": got} {
+		if r["vsock"] != "denied EAFNOSUPPORT" {
+			t.Errorf("the %s was not refused its vsock socket: %v", name, r)
+		}
+	}
+	mustVerify(t, a, cli, id)
 }
 
 // TestManyWorkspaces: 64 workspaces (a network each: beyond the daemon's

@@ -164,7 +164,7 @@ func (a *Adapter) Reconcile(ctx context.Context, c *store.Campaign, opts Reconci
 	a.log().Info("reconcile: removing the campaign", "campaign", c.ID, "status", st.Status, "reason", res.Reason)
 	rep := a.cleanupJournal(ctx, c, j, cleanupOptions{reason: res.Reason})
 	res.Report = &rep
-	path, ferr := a.finishReport(c, j, &rep)
+	path, ferr := a.finishReport(ctx, c, j, &rep)
 	res.ReportPath = path
 	if res.Reason == campaign.ReasonRollback {
 		note := fmt.Sprintf("the bring-up of generation %d did not finish (its process ended); rolled back by reconcile: cleanup %s", st.Latest().N, rep.Status)

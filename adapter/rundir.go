@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/beneath"
+	"github.com/agentpen/agentpen/workbench/bind"
 )
 
 // runBase is where workspaces' /run/workbench directories live: beside the
@@ -146,6 +147,40 @@ func (a *Adapter) makeGraderDir(j *campaign.Journal, p *campaign.Plan) (string, 
 // and is never adopted.
 func (a *Adapter) makeRunDir(j *campaign.Journal, p *campaign.Plan, ag campaign.AgentPlan) (string, error) {
 	return a.makeOwnedDir(j, p, campaign.RoleWork, filepath.Join(a.runRoot(p), ag.AgentID))
+}
+
+// writeBindFile binds a workspace running the workbench (the default
+// command) to its task: the bind file in its run directory (package
+// workbench/bind: created new, never through a link, 0400, owned by the
+// daemon's user, container root), before the container starts. A
+// launcher's own command gets no file: the task id is never put where
+// code the workbench does not sandbox could read it. The file goes with
+// its directory at cleanup.
+func (a *Adapter) writeBindFile(runDir string, ag campaign.AgentPlan) error {
+	if !ag.NeedsKey {
+		return nil
+	}
+	uid, gid, err := a.daemonOwner()
+	if err != nil {
+		return err
+	}
+	// The run directory is opened relative to the runtime directory,
+	// following no link on the way (its user controls it).
+	rel, err := a.runRel(runDir)
+	if err != nil {
+		return err
+	}
+	rt, err := a.runtimeDir()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	d, err := rt.OpenDir(rel)
+	if err != nil {
+		return fmt.Errorf("bind file: %w", err)
+	}
+	defer d.Close()
+	return bind.WriteAt(d.Fd(), runDir, ag.Spec.TaskID, uid, gid)
 }
 
 // makeOwnedDir journals and makes one directory of the bring-up's run

@@ -30,12 +30,17 @@ type DaemonRecord struct {
 // hardening, the limits requested and the DNS configuration. Empty slices
 // and maps mean none.
 type RoleSettings struct {
-	CapAdd       []string          `json:"cap_add"`
-	CapDrop      []string          `json:"cap_drop"`
-	SecurityOpt  []string          `json:"security_opt"`
-	ReadOnlyRoot bool              `json:"read_only_root"`
-	Tmpfs        map[string]string `json:"tmpfs"`
-	Init         bool              `json:"init"`
+	CapAdd      []string `json:"cap_add"`
+	CapDrop     []string `json:"cap_drop"`
+	SecurityOpt []string `json:"security_opt"`
+	// MaskedPaths and ReadonlyPaths, when set, are asked for explicitly
+	// (the workspaces: episodes keep the container's /proc, so these stay
+	// masked); nil leaves them to the daemon and unchecked.
+	MaskedPaths   []string          `json:"masked_paths,omitempty"`
+	ReadonlyPaths []string          `json:"readonly_paths,omitempty"`
+	ReadOnlyRoot  bool              `json:"read_only_root"`
+	Tmpfs         map[string]string `json:"tmpfs"`
+	Init          bool              `json:"init"`
 	// Memory (bytes) and PidsLimit are the limits requested; 0 is none.
 	Memory    int64     `json:"memory"`
 	PidsLimit int64     `json:"pids_limit"`
@@ -68,6 +73,8 @@ type Source struct {
 	AgentpenKey apikey.Status `json:"agentpen_key"`
 	// KeyPolicy judges the keys the containers hold.
 	KeyPolicy apikey.Policy `json:"key_policy"`
+	// Producer is the agentpen build attesting, for the report.
+	Producer campaign.Producer `json:"producer"`
 }
 
 // containerExp is what one container must be.

@@ -16,6 +16,7 @@ import (
 	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
 	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/agentpen/agentpen/workbench/episode"
+	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
 // The end-to-end benchmarks run a real `workbench serve` (built here, run
@@ -67,7 +68,11 @@ func BenchmarkWSListFiles(b *testing.B) {
 	if _, err := ws.Reset(ctx, client.ResetOptions{TaskID: "data/csv_region_total"}); err != nil {
 		b.Fatal(err)
 	}
-	env, err := episode.New(episode.Config{})
+	sb, err := sandbox.New(sandbox.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	env, err := episode.New(episode.Config{Sandbox: sb})
 	if err != nil {
 		b.Fatal(err)
 	}

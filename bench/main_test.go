@@ -56,7 +56,8 @@ func TestEvaluateFamilies(t *testing.T) {
 			"up-1-median-ns": 0.5e9, "up-8-median-ns": 1.2e9, "up-16-median-ns": 2e9, "up-32-median-ns": 3.6e9, "up-64-median-ns": 6.8e9,
 			"down-1-median-ns": 0.1e9, "down-8-median-ns": 0.3e9, "down-16-median-ns": 0.5e9, "down-32-median-ns": 0.9e9, "down-64-median-ns": 1.7e9,
 		},
-		"BenchmarkKillIdle": {"median-ns": 1e5, "raw-median-ns": 1e6, "n": 60},
+		"BenchmarkKillIdle":      {"median-ns": 1e5, "raw-median-ns": 1e6, "n": 60},
+		"BenchmarkForkFloodKill": {"median-ns": 60e6, "p90-ns": 100e6, "p99-ns": 260e6, "n": 200},
 	}
 	rows := evaluate(metrics)
 	find := func(target, family string) Result {
@@ -79,6 +80,8 @@ func TestEvaluateFamilies(t *testing.T) {
 		{"down_vs_raw", "campaign 1+16, none: teardown vs raw SDK", "down-", 1.2, false},
 		{"cleanup", "campaign 1+16, none: cleanup with verification", "down-", 600, true},
 		{"attest", "campaign 1+16, none: attestation without the probes", "attest-noprobes-", 30, true},
+		// A p99 bound reads the p99, not the median, which passes.
+		{"p99", "fork flood at the process limit, 4 busy loops per core: end of run to last process reaped (p99)", "", 260, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

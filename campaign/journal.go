@@ -158,9 +158,12 @@ type Record struct {
 	Status string `json:"status,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	// Report names a report's file in the campaign's directory and Digest
-	// its SHA-256 (hex), on OpAttested and OpCleanup.
-	Report string `json:"report,omitempty"`
-	Digest string `json:"digest,omitempty"`
+	// its SHA-256 (hex), on OpAttested and OpCleanup; Envelope is the
+	// SHA-256 (hex) of the report's signed statement (its DSSE envelope,
+	// the file beside it), empty for a report that was not signed.
+	Report   string `json:"report,omitempty"`
+	Digest   string `json:"digest,omitempty"`
+	Envelope string `json:"envelope,omitempty"`
 	// Accepted (when the create was accepted: the TTL counts from it),
 	// TTL and Idle (seconds; 0 for none) are an OpLifetime's.
 	Accepted time.Time `json:"accepted,omitzero"`
@@ -369,6 +372,14 @@ func ReadJournal(f *os.File, path string) (JournalContents, error) {
 		return JournalContents{}, err
 	}
 	return scanJournal(path, io.NewSectionReader(f, 0, fi.Size()))
+}
+
+// ParseJournal reads a journal's records from r (named path in messages)
+// as ReadJournal does, without its owner and mode check: for verifying a
+// copy of a campaign's files, whose trust comes from the signed
+// statements that cover it, never for acting on a campaign.
+func ParseJournal(path string, r io.Reader) (JournalContents, error) {
+	return scanJournal(path, r)
 }
 
 // scanJournal reads records, one per line, from r (the journal at path).

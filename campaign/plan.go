@@ -514,12 +514,14 @@ func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec, errs *errLis
 }
 
 // WorkbenchCommand is a workspace's default command: the episode server on
-// its unix socket, grading through the campaign's grader (at graderURL:
+// its unix socket, bound to the workspace's task by WorkbenchTaskFile
+// (which the adapter writes before the start; the command line names only
+// its path), grading through the campaign's grader (at graderURL:
 // http://alias:port, or unix:///path) with the key in the variable keyEnv
 // (set in the workspace's environment at create time, never visible to
 // episode code, which runs with a cleared environment).
 func WorkbenchCommand(graderURL, keyEnv string) []string {
-	return []string{"serve", "--listen", "unix://" + WorkbenchSocket, "--grader", graderURL, "--grader-key-env", keyEnv}
+	return []string{"serve", "--listen", "unix://" + WorkbenchSocket, "--task-file", WorkbenchTaskFile, "--grader", graderURL, "--grader-key-env", keyEnv}
 }
 
 func checkArgs(field string, args []string) error {

@@ -193,8 +193,9 @@ func (l *liveService) create(t *testing.T, id string, taskIDs []string) launcher
 	return v
 }
 
-// playThroughProxy plays the bound task's oracle through baseURL, asking
-// the reset for another task: the proxy must serve the bound one.
+// playThroughProxy plays the bound task's oracle through baseURL. A
+// reset asking for another task is refused as bound; a bare one plays
+// the workspace's task.
 func playThroughProxy(t *testing.T, baseURL, bound, asked string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -213,13 +214,21 @@ func playThroughProxy(t *testing.T, baseURL, bound, asked string) {
 		t.Errorf("%s: a step before any reset: %v, want an EXECUTION_ERROR frame saying to reset first", bound, err)
 		return
 	}
-	r, err := s.Reset(ctx, client.ResetOptions{TaskID: asked})
+	if r, err := s.Reset(ctx, client.ResetOptions{TaskID: asked}); err == nil || !strings.Contains(err.Error(), "bound to its task") {
+		var served any
+		if r != nil {
+			served = r.Metadata["task_id"]
+		}
+		t.Errorf("asked for %s in the workspace bound to %s: %v (served %v), want refused as bound", asked, bound, err, served)
+		return
+	}
+	r, err := s.Reset(ctx, client.ResetOptions{})
 	if err != nil {
 		t.Errorf("%s: reset: %v", bound, err)
 		return
 	}
 	if served := r.Metadata["task_id"]; served != bound {
-		t.Errorf("asked for %s in the workspace bound to %s, got %v", asked, bound, served)
+		t.Errorf("a bare reset in the workspace bound to %s played %v", bound, served)
 		return
 	}
 	if _, err := oracle.PlayTask(bound, r.Observation.Task, workbenchtest.Stepper(ctx, s)); err != nil {
@@ -229,7 +238,8 @@ func playThroughProxy(t *testing.T, baseURL, bound, asked string) {
 
 // TestAPIEndToEnd is the launcher's whole job on the real daemon, through
 // HTTP only: create a campaign of four workspaces, play an oracle episode
-// in each at once through the proxy (each reset asking for another task),
+// in each at once through the proxy (a reset asking for another task
+// refused first, on the base_url and on the workspace's own socket),
 // attest (ok), delete (verified), and nothing of it remains; no secret,
 // capability or task id reached the logs or the state directory.
 func TestAPIEndToEnd(t *testing.T) {
@@ -250,6 +260,7 @@ func TestAPIEndToEnd(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("four concurrent oracle episodes through the proxy: %v", time.Since(start).Round(time.Millisecond))
+	checkSocketsBound(t, l, v)
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -323,6 +334,7 @@ func TestAPIEndToEnd(t *testing.T) {
 			return nil
 		}
 		b, _ := os.ReadFile(path)
+		b = testenv.Readable(b) // a signed report: its payload too
 		for _, s := range secrets {
 			if bytes.Contains(b, []byte(s)) {
 				t.Errorf("%s holds a secret (%.8s...)", path, s)
@@ -330,6 +342,30 @@ func TestAPIEndToEnd(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// checkSocketsBound: behind the proxy, each workspace's episode server
+// is bound too (the bind file agentpen wrote at bring-up): on its unix
+// socket, a reset naming another task is refused whoever asks.
+func checkSocketsBound(t *testing.T, l *liveService, v launcher.CampaignView) {
+	c, err := l.load(t, v.CampaignID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ws := range c.Workspaces {
+		hc := adapter.UnixHTTPClient(ws.Socket, 30*time.Second)
+		other := e2eTasks[(i+1)%len(e2eTasks)]
+		resp, err := hc.Post("http://workbench/reset", "application/json", strings.NewReader(`{"task_id":"`+other+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		hc.CloseIdleConnections()
+		if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(b), "bound to its task") {
+			t.Errorf("workspace %d's socket: a reset naming %s: %d %.300s", i, other, resp.StatusCode, b)
+		}
+	}
 }
 
 // measureOverhead times state round trips through the proxy and straight
@@ -433,7 +469,7 @@ func TestTaskIDInvisibleToAgents(t *testing.T) {
 		code := fmt.Sprintf(taskScan, "["+strings.Join(hexes, ",")+"]")
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		e := workbenchtest.Dial(t, ctx, w.BaseURL)
-		if r, err := e.Reset(ctx, client.ResetOptions{TaskID: "sql/top_customer"}); err != nil || r.Metadata["task_id"] != bound[i] {
+		if r, err := e.Reset(ctx, client.ResetOptions{}); err != nil || r.Metadata["task_id"] != bound[i] {
 			t.Fatalf("reset: %v, want %s served", err, bound[i])
 		}
 		step := workbenchtest.Stepper(ctx, e)

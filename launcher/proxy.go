@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/coder/websocket"
 	"github.com/go-chi/chi/v5"
 )
@@ -51,14 +52,18 @@ func newRoute(campaignID, agentID, taskID, socket, capab string) *route {
 	rt := &route{key: capKey(capab), campaignID: campaignID, agentID: agentID, taskID: taskID, socket: socket}
 	rt.ctx, rt.cancel = context.WithCancelCause(context.Background())
 	d := &net.Dialer{Timeout: dialTimeout}
-	rt.client = &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "unix", socket)
-		},
-		MaxIdleConnsPerHost: 8,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
-	}}
+	rt.client = &http.Client{
+		// A redirect is the client's to follow (the play page's /web is a
+		// relative one), never the proxy's.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return d.DialContext(ctx, "unix", socket)
+			},
+			MaxIdleConnsPerHost: 8,
+			IdleConnTimeout:     30 * time.Second,
+			DisableCompression:  true,
+		}}
 	return rt
 }
 
@@ -125,45 +130,81 @@ func (s *Server) proxyRoute(w http.ResponseWriter, r *http.Request) (rt *route, 
 
 // serveHTTP relays one OpenEnv HTTP call to the workspace's socket.
 func (s *Server) serveHTTP(path string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		rt, done := s.proxyRoute(w, r)
-		if rt == nil {
+	return func(w http.ResponseWriter, r *http.Request) { s.relayHTTP(w, r, path) }
+}
+
+// replyHeaders are the workspace's response headers relayed back: the
+// content type, the play page's CSP and the others it is served with,
+// and a redirect's (relative) Location.
+var replyHeaders = []string{"Content-Type", "Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy", "Cache-Control", "Location"}
+
+// relayHTTP relays one HTTP call to path on the workspace's socket: a
+// POST body gets the workspace's task_id (a reset's, a stateless step's),
+// or is refused when it names another task; the play page's step (its
+// shared episode) passes unchanged.
+func (s *Server) relayHTTP(w http.ResponseWriter, r *http.Request, path string) {
+	rt, done := s.proxyRoute(w, r)
+	if rt == nil {
+		return
+	}
+	defer done()
+	ctx, cancel := withRoute(r.Context(), rt)
+	defer cancel()
+	var body []byte
+	if r.Method == http.MethodPost {
+		b, ok := s.readBody(w, r)
+		if !ok {
 			return
 		}
-		defer done()
-		ctx, cancel := withRoute(r.Context(), rt)
-		defer cancel()
-		var body []byte
-		if r.Method == http.MethodPost {
-			b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxFrameBytes))
-			if err != nil {
+		body = b
+		if path != "/web/step" {
+			var other bool
+			if body, other = rewriteBody(b, rt.taskID, path == "/reset" || path == "/web/reset"); other {
 				s.metrics.proxyErrors.WithLabelValues(errKindBadRequest).Inc()
-				writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body could not be read or is over %d bytes", MaxFrameBytes))
+				writeProblem(w, http.StatusUnprocessableEntity, bind.ErrOtherTask.Error())
 				return
 			}
-			body = rewriteBody(b, rt.taskID, path == "/reset")
 		}
-		req, err := http.NewRequestWithContext(ctx, r.Method, "http://workbench"+path, bytes.NewReader(body))
-		if err != nil {
-			writeProblem(w, http.StatusInternalServerError, "the request could not be built")
-			return
-		}
-		if r.Method == http.MethodPost {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		req.Header.Set("Accept", "application/json")
-		resp, err := rt.client.Do(req)
-		if err != nil {
-			s.unavailable(w, ctx, rt, err)
-			return
-		}
-		defer resp.Body.Close()
-		if ct := resp.Header.Get("Content-Type"); ct != "" {
-			w.Header().Set("Content-Type", ct)
-		}
-		w.WriteHeader(resp.StatusCode)
-		if _, err := io.Copy(w, io.LimitReader(resp.Body, maxObservationBytes)); err != nil {
-			s.metrics.proxyErrors.WithLabelValues(errKindBackendLost).Inc()
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, "http://workbench"+path, bytes.NewReader(body))
+	if err != nil {
+		writeProblem(w, http.StatusInternalServerError, "the request could not be built")
+		return
+	}
+	if r.Method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := rt.client.Do(req)
+	if err != nil {
+		s.unavailable(w, ctx, rt, err)
+		return
+	}
+	defer resp.Body.Close()
+	copyHeaders(w.Header(), resp.Header, replyHeaders)
+	w.WriteHeader(resp.StatusCode)
+	if _, err := io.Copy(w, io.LimitReader(resp.Body, maxObservationBytes)); err != nil {
+		s.metrics.proxyErrors.WithLabelValues(errKindBackendLost).Inc()
+	}
+}
+
+// readBody reads a request body of at most MaxFrameBytes, or answers 413
+// and reports false.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxFrameBytes))
+	if err != nil {
+		s.metrics.proxyErrors.WithLabelValues(errKindBadRequest).Inc()
+		writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body could not be read or is over %d bytes", MaxFrameBytes))
+		return nil, false
+	}
+	return b, true
+}
+
+// copyHeaders copies the named headers from src to dst.
+func copyHeaders(dst, src http.Header, names []string) {
+	for _, h := range names {
+		if v := src.Values(h); len(v) > 0 {
+			dst[http.CanonicalHeaderKey(h)] = v
 		}
 	}
 }
@@ -189,7 +230,11 @@ func (s *Server) unavailable(w http.ResponseWriter, ctx context.Context, rt *rou
 // first (a workspace that does not answer is a 502 before any upgrade),
 // then frames flow both ways unchanged, but for the task of a reset and
 // a step while the session holds no episode of that task (see session).
-func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) { s.relayWS(w, r, "/ws") }
+
+// relayWS relays a WebSocket session to the workspace's path (/ws, or
+// OpenEnv's WebSocket /mcp).
+func (s *Server) relayWS(w http.ResponseWriter, r *http.Request, path string) {
 	rt, done := s.proxyRoute(w, r)
 	if rt == nil {
 		return
@@ -198,7 +243,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := withRoute(context.WithoutCancel(r.Context()), rt)
 	defer cancel()
 	dctx, dcancel := context.WithTimeout(ctx, dialTimeout)
-	back, _, err := websocket.Dial(dctx, "ws://workbench/ws", &websocket.DialOptions{HTTPClient: rt.client})
+	back, _, err := websocket.Dial(dctx, "ws://workbench"+path, &websocket.DialOptions{HTTPClient: rt.client})
 	dcancel()
 	if err != nil {
 		s.unavailable(w, ctx, rt, err)
@@ -329,6 +374,18 @@ var stepBehindReset = encode(map[string]any{"type": "error", "data": map[string]
 	"message": "a step sent before its reset was answered is not relayed: wait for the reset's answer, then step",
 }})
 
+// otherTaskRefusal is the proxy's answer to a reset naming another task
+// than the workspace's: the workbench's own refusal (EXECUTION_ERROR,
+// the binding's message).
+var otherTaskRefusal = encode(map[string]any{"type": "error", "data": map[string]any{
+	"code":    "EXECUTION_ERROR",
+	"message": bind.ErrOtherTask.Error(),
+}})
+
+// kindOtherTask is the kind relayed records for a reset naming another
+// task, which is refused and never relayed.
+const kindOtherTask = "reset of another task"
+
 // pumpClient copies the client's messages to the workspace, each read
 // whole (at most MaxFrameBytes) so a reset's task can be set and a step
 // without an episode of the bound task refused.
@@ -342,8 +399,14 @@ func (ss *session) pumpClient(ctx context.Context, back *websocket.Conn, taskID 
 		if typ == websocket.MessageText {
 			kind = frameType(msg)
 		}
+		if kind == "step" && listsTools(msg) {
+			kind = "" // OpenEnv's list_tools needs no episode
+		}
 		if kind == "reset" {
-			msg = rewriteFrame(msg, taskID)
+			var other bool
+			if msg, other = rewriteFrame(msg, taskID); other {
+				kind = kindOtherTask
+			}
 		}
 		relay, err := ss.relayed(ctx, kind)
 		if err != nil {
@@ -358,21 +421,27 @@ func (ss *session) pumpClient(ctx context.Context, back *websocket.Conn, taskID 
 	}
 }
 
-// relayed records a client frame of the given type ("reset", "step", or
-// "" for any other) before it is relayed, and reports whether to relay
-// it: a step without an episode of the bound task is answered with
-// stepRefusal instead, at once when nothing is pending, else after the
-// answers to the frames before it.
+// relayed records a client frame of the given type ("reset", "step",
+// kindOtherTask, or "" for any other) before it is relayed, and reports
+// whether to relay it: a reset naming another task, and a step without
+// an episode of the bound task, are answered with a refusal instead (and
+// change nothing of the session), at once when nothing is pending, else
+// after the answers to the frames before it.
 func (ss *session) relayed(ctx context.Context, kind string) (bool, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if kind == "step" && !ss.bound {
+	var refusal []byte
+	switch {
+	case kind == kindOtherTask:
+		refusal = otherTaskRefusal
+	case kind == "step" && !ss.bound && ss.resets > 0:
+		refusal = stepBehindReset
+	case kind == "step" && !ss.bound:
+		refusal = stepRefusal
+	}
+	if refusal != nil {
 		if len(ss.pending) == 0 {
-			return false, ss.front.Write(ctx, websocket.MessageText, stepRefusal)
-		}
-		refusal := stepRefusal
-		if ss.resets > 0 {
-			refusal = stepBehindReset
+			return false, ss.front.Write(ctx, websocket.MessageText, refusal)
 		}
 		ss.pending = append(ss.pending, pendingFrame{refusal: refusal})
 		return false, nil

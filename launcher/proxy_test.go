@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/internal/testkit/poll"
+	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -333,31 +334,59 @@ func TestProxyRelaysByteForByte(t *testing.T) {
 	poll.Until(t, "the workspace side closed", func() bool { return len(f.bench("camp-1-0").closeErrs()) == 1 })
 }
 
-// TestProxyResetRewritten: a reset frame names the workspace's task
-// whatever the client sent; other frames are untouched.
-func TestProxyResetRewritten(t *testing.T) {
+// TestProxyResetBound: a reset frame naming another task is refused by
+// the proxy (the workbench's EXECUTION_ERROR saying the workspace is
+// bound) and never relayed, in its place among the replies; every other
+// reset names the workspace's task once relayed; other frames are
+// untouched.
+func TestProxyResetBound(t *testing.T) {
 	checkNoLeaks(t)
 	f := newProxyFixture(t)
 	v := f.create(t, "camp-1", "software/median@7")
 	c := dialEpisode(t, v.Workspaces[0].BaseURL)
-	frames := []string{
-		`{"type":"reset","data":{"task_id":"sql/top_customer","seed":3}}`,
+	relayed := []string{
+		`{"type":"reset","data":{"seed":3}}`,
 		`{"type":"reset"}`,
-		`{"type":"state","type":"reset","data":{"task_id":"x"}}`,
-		`{"type":"reset","data":{"task_id":"x","task_id":"y"}}`,
-		`{"typ\u0065":"reset","d\u0061ta":{"t\u0061sk_id":"x"}}`,
+		`{"type":"reset","data":{"task_id":"software/median@7"}}`,
+		`{"type":"reset","data":{"task_id":null}}`,
+		`{"type":"reset","data":{"task_id":"x","task_id":"software/median@7"}}`,
 		`{"type":"step","data":{"tool":"read_file","args":{"path":"a"}}}`,
 		`{"type":"reset","data":null}`,
 	}
-	for _, fr := range frames {
+	refused := []string{
+		`{"type":"reset","data":{"task_id":"sql/top_customer","seed":3}}`,
+		`{"type":"state","type":"reset","data":{"task_id":"x"}}`,
+		`{"type":"reset","data":{"task_id":"software/median@7","task_id":"y"}}`,
+		`{"typ\u0065":"reset","d\u0061ta":{"t\u0061sk_id":"x"}}`,
+	}
+	exchange := func(fr string) map[string]any {
+		t.Helper()
 		if err := c.Write(t.Context(), websocket.MessageText, []byte(fr)); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := c.Read(t.Context()); err != nil {
+		_, b, err := c.Read(t.Context())
+		if err != nil {
 			t.Fatal(err)
+		}
+		var m map[string]any
+		json.Unmarshal(b, &m)
+		return m
+	}
+	for i, fr := range relayed {
+		exchange(fr)
+		if i < 5 {
+			// A refused reset between two relayed frames: answered in turn.
+			m := exchange(refused[i%len(refused)])
+			d, _ := m["data"].(map[string]any)
+			if m["type"] != "error" || d["code"] != "EXECUTION_ERROR" || d["message"] != bind.ErrOtherTask.Error() {
+				t.Errorf("reset %s: %v, want the proxy's refusal", refused[i%len(refused)], m)
+			}
 		}
 	}
 	got, _ := f.bench("camp-1-0").received()
+	if len(got) != len(relayed) {
+		t.Fatalf("the workspace received %d frames, want the %d relayed ones: %q", len(got), len(relayed), got)
+	}
 	for i, msg := range got[:5] {
 		var m struct {
 			Type string         `json:"type"`
@@ -373,8 +402,8 @@ func TestProxyResetRewritten(t *testing.T) {
 	if string(got[0]) != `{"data":{"seed":3,"task_id":"software/median@7"},"type":"reset"}` {
 		t.Errorf("frame 0: %s", got[0])
 	}
-	for i := 5; i < len(frames); i++ {
-		if string(got[i]) != frames[i] {
+	for i := 5; i < len(relayed); i++ {
+		if string(got[i]) != relayed[i] {
 			t.Errorf("frame %d changed: %s", i, got[i])
 		}
 	}
@@ -429,7 +458,7 @@ func TestProxyStepBeforeReset(t *testing.T) {
 	if m := exchange(`{"type":"state"}`); m["type"] != "state" {
 		t.Fatalf("state after the refusal: %v (the session must stay open)", m)
 	}
-	if m := exchange(`{"type":"reset","data":{"task_id":"sql/top_customer"}}`); m["type"] != "observation" {
+	if m := exchange(`{"type":"reset","data":{"task_id":"software/median@7"}}`); m["type"] != "observation" {
 		t.Fatalf("reset: %v", m)
 	}
 	if m := exchange(step); m["type"] != "step" {
@@ -668,7 +697,7 @@ func TestProxyHTTP(t *testing.T) {
 	for _, tt := range []struct {
 		method, path, body, want string
 	}{
-		{http.MethodPost, "/reset", `{"task_id":"sql/top_customer","seed":3}`, `{"seed":3,"task_id":"software/median@7"}`},
+		{http.MethodPost, "/reset", `{"seed":3}`, `{"seed":3,"task_id":"software/median@7"}`},
 		{http.MethodPost, "/reset", ``, `{"task_id":"software/median@7"}`},
 		{http.MethodPost, "/reset", `[1]`, `[1]`},
 		{http.MethodPost, "/step", `{"action":{"tool":"read_file","args":{}}}`, `{"action":{"tool":"read_file","args":{}},"task_id":"software/median@7"}`},
@@ -688,6 +717,22 @@ func TestProxyHTTP(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || got["socket"] != "camp-1-0" || got["path"] != tt.path || got["body"] != tt.want {
 			t.Errorf("%s %s %q: %d %v, want body %q", tt.method, tt.path, tt.body, resp.StatusCode, got, tt.want)
+		}
+	}
+	// A reset or a stateless step naming another task: refused, not relayed.
+	for _, tt := range []struct{ path, body string }{
+		{"/reset", `{"task_id":"sql/top_customer","seed":3}`},
+		{"/step", `{"action":{"tool":"read_file","args":{}},"task_id":"sql/top_customer"}`},
+	} {
+		resp, err := http.Post(base+tt.path, "application/json", strings.NewReader(tt.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		// The fake workspace answers every relayed call 200.
+		if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(b), "bound to its task") {
+			t.Errorf("POST %s %s: %d %s, want 422 from the proxy", tt.path, tt.body, resp.StatusCode, b)
 		}
 	}
 	resp, err := http.Get(base + "/nothing")

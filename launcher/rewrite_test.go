@@ -10,22 +10,27 @@ const bound = "software/median@7"
 var rewriteCases = []struct {
 	name, in string
 	reset    bool // the workbench would reset on it
+	other    bool // it names another task: refused
 }{
-	{"reset_other_task", `{"type":"reset","data":{"task_id":"sql/top_customer","seed":1}}`, true},
-	{"reset_no_data", `{"type":"reset"}`, true},
-	{"reset_empty_data", `{"type":"reset","data":{}}`, true},
-	{"duplicate_type", `{"type":"state","type":"reset","data":{"task_id":"x"}}`, true},
-	{"duplicate_task", `{"type":"reset","data":{"task_id":"x","task_id":"y"}}`, true},
-	{"duplicate_data", `{"type":"reset","data":{"task_id":"x"},"data":{"task_id":"y"}}`, true},
-	{"escaped_keys", `{"typ\u0065":"r\u0065set","d\u0061ta":{"t\u0061sk_id":"x"}}`, true},
-	{"null_task", `{"type":"reset","data":{"task_id":null}}`, true},
-	{"step", `{"type":"step","data":{"tool":"submit","args":{"answer":"1"}}}`, false},
-	{"state", `{"type":"state"}`, false},
-	{"data_null", `{"type":"reset","data":null}`, false},
-	{"data_string", `{"type":"reset","data":"task"}`, false},
-	{"not_json", `{"type":"reset",`, false},
-	{"array", `[{"type":"reset"}]`, false},
-	{"upper_type", `{"Type":"reset","data":{"task_id":"x"}}`, false},
+	{"reset_other_task", `{"type":"reset","data":{"task_id":"sql/top_customer","seed":1}}`, true, true},
+	{"reset_bound_task", `{"type":"reset","data":{"task_id":"software/median@7","seed":1}}`, true, false},
+	{"reset_no_data", `{"type":"reset"}`, true, false},
+	{"reset_empty_data", `{"type":"reset","data":{}}`, true, false},
+	{"duplicate_type", `{"type":"state","type":"reset","data":{"task_id":"x"}}`, true, true},
+	{"duplicate_task", `{"type":"reset","data":{"task_id":"x","task_id":"y"}}`, true, true},
+	{"duplicate_task_bound_last", `{"type":"reset","data":{"task_id":"x","task_id":"software/median@7"}}`, true, false},
+	{"duplicate_data", `{"type":"reset","data":{"task_id":"x"},"data":{"task_id":"y"}}`, true, true},
+	{"escaped_keys", `{"typ\u0065":"r\u0065set","d\u0061ta":{"t\u0061sk_id":"x"}}`, true, true},
+	{"null_task", `{"type":"reset","data":{"task_id":null}}`, true, false},
+	{"empty_task", `{"type":"reset","data":{"task_id":""}}`, true, false},
+	{"number_task", `{"type":"reset","data":{"task_id":7}}`, true, false},
+	{"step", `{"type":"step","data":{"tool":"submit","args":{"answer":"1"}}}`, false, false},
+	{"state", `{"type":"state"}`, false, false},
+	{"data_null", `{"type":"reset","data":null}`, false, false},
+	{"data_string", `{"type":"reset","data":"task"}`, false, false},
+	{"not_json", `{"type":"reset",`, false, false},
+	{"array", `[{"type":"reset"}]`, false, false},
+	{"upper_type", `{"Type":"reset","data":{"task_id":"x"}}`, false, false},
 }
 
 // wouldReset decodes a frame as the workbench does (encoding/json, the
@@ -51,7 +56,13 @@ func wouldReset(frame []byte) (task any, reset bool) {
 func TestRewriteFrame(t *testing.T) {
 	for _, tt := range rewriteCases {
 		t.Run(tt.name, func(t *testing.T) {
-			out := rewriteFrame([]byte(tt.in), bound)
+			out, other := rewriteFrame([]byte(tt.in), bound)
+			if other != tt.other {
+				t.Fatalf("other task %v, want %v", other, tt.other)
+			}
+			if other {
+				return
+			}
 			task, reset := wouldReset(out)
 			if reset != tt.reset {
 				t.Fatalf("%s: reset %v, want %v", out, reset, tt.reset)
@@ -67,19 +78,27 @@ func TestRewriteFrame(t *testing.T) {
 }
 
 // FuzzRewriteFrame: whatever the client sends, a frame the workbench
-// takes for a reset names the bound task, and one it does not is
-// relayed unchanged.
+// takes for a reset names the bound task once relayed, one naming
+// another task is refused (never relayed), and one the workbench does
+// not take for a reset is relayed unchanged.
 func FuzzRewriteFrame(f *testing.F) {
 	for _, tt := range rewriteCases {
 		f.Add([]byte(tt.in))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out := rewriteFrame(in, bound)
+		out, other := rewriteFrame(in, bound)
+		asked, wasReset := wouldReset(in)
+		if other {
+			if s, ok := asked.(string); !wasReset || !ok || s == "" || s == bound {
+				t.Fatalf("%q refused as naming another task; the workbench would reset on %v (%v)", in, asked, wasReset)
+			}
+			return
+		}
 		task, reset := wouldReset(out)
 		if reset && task != bound {
 			t.Fatalf("%q -> %q: a reset of %v", in, out, task)
 		}
-		if _, wasReset := wouldReset(in); !wasReset && string(out) != string(in) {
+		if !wasReset && string(out) != string(in) {
 			t.Fatalf("%q changed to %q", in, out)
 		}
 	})
@@ -90,15 +109,23 @@ func TestRewriteBody(t *testing.T) {
 		name, in, want string
 		empty          bool
 	}{
-		{"reset", `{"task_id":"x","seed":2}`, `{"seed":2,"task_id":"software/median@7"}`, true},
+		{"reset", `{"seed":2}`, `{"seed":2,"task_id":"software/median@7"}`, true},
+		{"reset_other", `{"task_id":"x","seed":2}`, `other`, true},
+		{"reset_null", `{"task_id":null}`, `{"task_id":"software/median@7"}`, true},
 		{"reset_empty", ` `, `{"task_id":"software/median@7"}`, true},
 		{"step_empty", ``, ``, false},
 		{"array", `[]`, `[]`, true},
-		{"duplicate", `{"task_id":"x","task_id":"y"}`, `{"task_id":"software/median@7"}`, true},
+		{"duplicate", `{"task_id":"x","task_id":"y"}`, `other`, true},
+		{"duplicate_bound_last", `{"task_id":"x","task_id":"software/median@7"}`, `{"task_id":"software/median@7"}`, true},
 		{"html_kept", `{"episode_id":"<a&b>"}`, `{"episode_id":"<a&b>","task_id":"software/median@7"}`, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := string(rewriteBody([]byte(tt.in), bound, tt.empty)); got != tt.want {
+			out, other := rewriteBody([]byte(tt.in), bound, tt.empty)
+			got := string(out)
+			if other {
+				got = "other"
+			}
+			if got != tt.want {
 				t.Errorf("got %s, want %s", got, tt.want)
 			}
 		})
@@ -147,7 +174,15 @@ func FuzzRewriteBodyStep(f *testing.F) {
 		f.Add([]byte(b))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out := rewriteBody(in, bound, false)
+		out, other := rewriteBody(in, bound, false)
+		if other {
+			var obj map[string]json.RawMessage
+			var task string
+			if json.Unmarshal(in, &obj) != nil || json.Unmarshal(obj["task_id"], &task) != nil || task == "" || task == bound {
+				t.Fatalf("%q refused as naming another task (task_id %q)", in, task)
+			}
+			return
+		}
 		if task, step := wouldStepOn(out); step && task != bound {
 			t.Fatalf("%q -> %q: a step on task %q", in, out, task)
 		}

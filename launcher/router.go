@@ -54,6 +54,15 @@ func (s *Server) buildRouter() (chi.Router, huma.API) {
 	})
 	r.Route(episodePrefix+"/{capability}", func(p chi.Router) {
 		p.Get("/ws", s.serveWS)
+		p.Post("/mcp", s.serveMCP)
+		p.Get("/mcp", s.serveMCP)
+		p.Delete("/mcp", s.serveMCP)
+		p.Get("/web", s.serveHTTP("/web"))
+		p.Get("/web/", s.serveHTTP("/web/"))
+		p.Get("/web/{file}", s.serveWebFile)
+		p.Post("/web/reset", s.serveHTTP("/web/reset"))
+		p.Post("/web/step", s.serveHTTP("/web/step"))
+		p.Get("/ws/ui", s.serveWebUI)
 		for _, pr := range proxyRoutes {
 			p.Method(pr.method, pr.path, s.serveHTTP(pr.path))
 		}
@@ -119,6 +128,30 @@ func (s *Server) documentRawRoutes(doc *huma.OpenAPI) {
 		Responses: errs(map[string]*huma.Response{
 			"101": {Description: "Switching protocols: the session is open"},
 		})})
+	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+		doc.AddOperation(&huma.Operation{OperationID: "episodeMCP" + method[:1] + strings.ToLower(method[1:]), Method: method, Path: episodePrefix + "/{capability}/mcp", Tags: []string{"episode proxy"},
+			Security: none, Parameters: []*huma.Param{capParam},
+			Summary:     "The workspace's tools over MCP: the standard protocol (streamable HTTP) and OpenEnv's dialect",
+			Description: "Relayed to the workspace's episode server with MCP's headers (Mcp-Session-Id, Mcp-Protocol-Version, Accept, Last-Event-ID) both ways, streamed. A POST with method initialize or an Mcp-Session-Id is standard MCP (one session, one episode of the workspace's task); other POSTs are OpenEnv's JSON-RPC (tools/list, tools/call, openenv/session/create and close); a GET with a WebSocket upgrade is OpenEnv's WebSocket /mcp. An openenv/session/create naming another task is refused.",
+			Responses: errs(map[string]*huma.Response{"200": object("The workspace's MCP answer, relayed (JSON, or an event stream)"),
+				"101": {Description: "Switching protocols (OpenEnv's WebSocket /mcp)"}})})
+	}
+	for _, wr := range []struct{ method, path, summary string }{
+		{http.MethodGet, "/web", "The play page: redirects (relatively) to web/"},
+		{http.MethodGet, "/web/", "The play page (OpenEnv's web interface), with its Content-Security-Policy"},
+		{http.MethodGet, "/web/{file}", "The play page and its files, /web/metadata (with the tools' schemas) and /web/state, with the page's Content-Security-Policy"},
+		{http.MethodPost, "/web/reset", "Reset the play page's episode: the workspace's task; a task_id naming another is refused"},
+		{http.MethodPost, "/web/step", "One tool call in the play page's episode"},
+		{http.MethodGet, "/ws/ui", "The play page's live state (WebSocket: state_update messages)"},
+	} {
+		op := &huma.Operation{OperationID: "episodeWeb" + strings.ReplaceAll(strings.ReplaceAll(wr.method+wr.path, "/", "_"), "{file}", "file"), Method: wr.method,
+			Path: episodePrefix + "/{capability}" + wr.path, Tags: []string{"episode proxy"}, Security: none, Parameters: []*huma.Param{capParam}, Summary: wr.summary,
+			Responses: errs(map[string]*huma.Response{"200": object("The workspace's play page answer, relayed")})}
+		if wr.path == "/web/{file}" {
+			op.Parameters = append(op.Parameters, &huma.Param{Name: "file", In: "path", Required: true, Schema: &huma.Schema{Type: "string"}, Description: "index.html, a file of the page, metadata or state"})
+		}
+		doc.AddOperation(op)
+	}
 	for _, pr := range proxyRoutes {
 		op := &huma.Operation{OperationID: "episode" + strings.ToUpper(pr.path[1:2]) + pr.path[2:], Method: pr.method, Path: episodePrefix + "/{capability}" + pr.path,
 			Tags: []string{"episode proxy"}, Security: none, Parameters: []*huma.Param{capParam}, Summary: pr.summary,

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
@@ -91,43 +92,54 @@ func (c *Campaign) OpenJournal() (*campaign.Journal, error) {
 	return j, nil
 }
 
-// maxReportBytes bounds a report read back (a report of a 256-workspace
-// campaign is a few MB).
-const maxReportBytes = 64 << 20
+// MaxReportBytes bounds a report, or its envelope, read back (a report of
+// a 256-workspace campaign is a few MB).
+const MaxReportBytes = 64 << 20
 
-func specFile(gen int) string   { return "spec-" + strconv.Itoa(gen) + ".json" }
-func daemonFile(gen int) string { return "daemon-" + strconv.Itoa(gen) + ".json" }
+// SpecFile is the name of generation gen's spec in a campaign's
+// directory.
+func SpecFile(gen int) string { return "spec-" + strconv.Itoa(gen) + ".json" }
+
+// DaemonFile is the name of the record of the daemon generation gen was
+// brought up on.
+func DaemonFile(gen int) string { return "daemon-" + strconv.Itoa(gen) + ".json" }
+
+// ReadFile reads the campaign's file name (its journal, a spec, a report,
+// an envelope), at most max bytes, without following a link.
+func (c *Campaign) ReadFile(name string, max int64) ([]byte, error) {
+	return c.dir.ReadFile(name, max)
+}
 
 // WriteSpec writes the spec of generation gen, once.
 func (c *Campaign) WriteSpec(gen int, spec campaign.CampaignSpec) error {
-	return c.writeJSON(specFile(gen), spec)
+	return c.writeJSON(SpecFile(gen), spec)
 }
 
 // Spec reads the spec of generation gen.
 func (c *Campaign) Spec(gen int) (campaign.CampaignSpec, error) {
 	var spec campaign.CampaignSpec
-	b, err := c.dir.ReadFile(specFile(gen), campaign.MaxSpecBytes)
+	b, err := c.dir.ReadFile(SpecFile(gen), campaign.MaxSpecBytes)
 	if err != nil {
 		return spec, fmt.Errorf("campaign %s: spec of generation %d: %w", c.ID, gen, err)
 	}
 	if err := json.Unmarshal(b, &spec); err != nil {
-		return spec, fmt.Errorf("campaign %s: %s: %w", c.ID, c.dir.Join(specFile(gen)), err)
+		return spec, fmt.Errorf("campaign %s: %s: %w", c.ID, c.dir.Join(SpecFile(gen)), err)
 	}
 	return spec, nil
 }
 
 // SpecPath is the path of generation gen's spec, for messages.
-func (c *Campaign) SpecPath(gen int) string { return c.dir.Join(specFile(gen)) }
+func (c *Campaign) SpecPath(gen int) string { return c.dir.Join(SpecFile(gen)) }
 
 // WriteDaemon records, once, the daemon generation gen is brought up on.
 func (c *Campaign) WriteDaemon(gen int, d attest.DaemonRecord) error {
-	return c.writeJSON(daemonFile(gen), d)
+	return c.writeJSON(DaemonFile(gen), d)
 }
 
 // Daemon reads the daemon generation gen was brought up on; ok is false
 // when none was recorded (a bring-up killed before it wrote it).
 func (c *Campaign) Daemon(gen int) (d attest.DaemonRecord, ok bool, err error) {
-	b, err := c.dir.ReadFile(daemonFile(gen), 1<<20)
+	b, err := c.dir.ReadFile(DaemonFile(gen), 1<<20)
 	if errors.Is(err, fs.ErrNotExist) {
 		return d, false, nil
 	}
@@ -135,7 +147,7 @@ func (c *Campaign) Daemon(gen int) (d attest.DaemonRecord, ok bool, err error) {
 		return d, false, err
 	}
 	if err := json.Unmarshal(b, &d); err != nil {
-		return d, false, fmt.Errorf("%s: %w", c.dir.Join(daemonFile(gen)), err)
+		return d, false, fmt.Errorf("%s: %w", c.dir.Join(DaemonFile(gen)), err)
 	}
 	return d, true, nil
 }
@@ -168,6 +180,38 @@ type ReportFile struct {
 func (f ReportFile) Path(dir string) string { return dir + "/" + f.Name }
 
 var reportName = regexp.MustCompile(`^(attestation|cleanup)-([1-9][0-9]*)-([1-9][0-9]*)\.json$`)
+
+// ParseReportName reads a report's file name
+// (<kind>-<generation>-<n>.json); ok is false for any other name.
+func ParseReportName(name string) (kind string, f ReportFile, ok bool) {
+	m := reportName.FindStringSubmatch(name)
+	if m == nil {
+		return "", ReportFile{}, false
+	}
+	gen, err1 := strconv.Atoi(m[2])
+	n, err2 := strconv.Atoi(m[3])
+	if err1 != nil || err2 != nil {
+		return "", ReportFile{}, false
+	}
+	return m[1], ReportFile{Name: name, Gen: gen, N: n}, true
+}
+
+// EnvelopeName is the name of the signed statement of the report name
+// (attestation-1-2.json: attestation-1-2.dsse.json), beside it.
+func EnvelopeName(report string) string {
+	return strings.TrimSuffix(report, ".json") + ".dsse.json"
+}
+
+// WriteEnvelope writes the signed statement (a DSSE envelope) of the
+// report f beside it, once, synced, and returns its SHA-256 for the
+// journal to record with the report's.
+func (c *Campaign) WriteEnvelope(f ReportFile, envelope []byte) (string, error) {
+	name := EnvelopeName(f.Name)
+	if err := c.dir.WriteNew(name, envelope, 0o600); err != nil {
+		return "", fmt.Errorf("write the statement of %s: %w", f.Name, err)
+	}
+	return digest(envelope), nil
+}
 
 // WriteReport writes a new report of kind for generation gen under the
 // next free number (never over another file), synced, and returns its
@@ -240,7 +284,7 @@ func (c *Campaign) readReport(name, want string, v any) error {
 	if !reportName.MatchString(name) {
 		return fmt.Errorf("campaign %s: the journal names a report %q that is not a report's name", c.ID, name)
 	}
-	b, err := c.dir.ReadFile(name, maxReportBytes)
+	b, err := c.dir.ReadFile(name, MaxReportBytes)
 	if err != nil {
 		return err
 	}

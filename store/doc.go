@@ -16,14 +16,16 @@
 //	    daemon-<gen>.json            the daemon it was brought up on, written once
 //	    attestation-<gen>-<n>.json   the n-th attestation of generation <gen>
 //	    cleanup-<gen>-<n>.json       the n-th cleanup (or verification) since <gen> began
+//	    <report>.dsse.json           each report's signed statement (WriteEnvelope), beside it
 //	<root>/api/serve.lock            agentpen serve's hold of the root (LockServe)
 //	<root>/keys/<name>               secrets the root keeps (Secret), 0600
+//	<root>/keys/signing.key          the reports' ed25519 signing key (SigningKey)
 //
 // The campaign's files are append-only: a file is written whole under a
 // name that did not exist (O_EXCL, then synced) and never rewritten, moved
-// or removed; the journal records each report's name and SHA-256 after
-// the file is on disk, and readers reach reports through the journal's
-// records only (Campaign.Attestation, Campaign.Cleanup), so a report the
+// or removed; the journal records each report's name and SHA-256 (and
+// its envelope's) after the files are on disk, and readers reach reports
+// through the journal's records only (Campaign.Attestation, Campaign.Cleanup), so a report the
 // journal does not name (one whose writer died before journalling it) is
 // never taken for a verdict.
 //

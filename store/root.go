@@ -277,7 +277,7 @@ func (r *Root) List() ([]Listing, error) {
 // specID is the campaign id its spec of generation gen names ("" when it
 // cannot be read).
 func (c *Campaign) specID(gen int) string {
-	b, err := c.dir.ReadFile(specFile(gen), campaign.MaxSpecBytes)
+	b, err := c.dir.ReadFile(SpecFile(gen), campaign.MaxSpecBytes)
 	if err != nil {
 		return ""
 	}

@@ -19,13 +19,13 @@ import (
 
 // campaignFlags are the flags up and down share.
 type campaignFlags struct {
-	stateRoot   string
+	keyFlags
 	allowCustom bool
 	logFormat   string
 }
 
 func (c *campaignFlags) register(fs *cli.FlagSet, getenv func(string) string) {
-	fs.StringVar(&c.stateRoot, "state-root", defaultStateRoot(getenv), "directory holding one state directory (journal, spec) per campaign")
+	c.keyFlags.register(fs, getenv)
 	fs.BoolVar(&c.allowCustom, "allow-custom-socket", false, "accept a DOCKER_HOST socket path that does not look rootless (the daemon must still say rootless)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "progress log format on stderr: text or json")
 }
@@ -72,11 +72,15 @@ func (c *campaignFlags) adapterWithProgress(ctx context.Context, stderr io.Write
 		a.Logger = slog.New(slog.NewJSONHandler(v, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		a.Journalled = v.journalled
 	}
+	key, err := c.operatorKey()
+	if err != nil {
+		return nil, nil, err
+	}
 	d, err := connect(ctx, getenv, c.allowCustom)
 	if err != nil {
 		return nil, nil, err
 	}
-	a.Docker = d
+	a.Docker, a.SigningKey = d, key
 	return a, v, nil
 }
 

@@ -137,8 +137,23 @@ func TestUpDownRealDaemon(t *testing.T) {
 		t.Fatalf("attest --strict after down: exit %d %v\n%s", exitCode(err), err, out.String())
 	}
 	after, _ := filepath.Glob(filepath.Join(res.StateDir, "*-*-*.json"))
-	if want := []string{"attestation-1-1.json", "attestation-1-2.json", "attestation-1-3.json", "cleanup-1-1.json"}; len(after) != len(reports) || len(after) != len(want) {
-		t.Fatalf("reports after a refused attest: %v (before %v), want %v", after, reports, want)
+	if want := []string{"attestation-1-1.json", "attestation-1-2.json", "attestation-1-3.json", "cleanup-1-1.json"}; len(after) != len(reports) || len(after) != 2*len(want) {
+		t.Fatalf("reports and their envelopes after a refused attest: %v (before %v), want %v and theirs", after, reports, want)
+	}
+	// Every report of the real campaign verifies with the state root's
+	// key: the chain, the signatures, the spec, daemon, journal and image
+	// subjects, the cleanup following the last attestation.
+	out.Reset()
+	if err := run(t.Context(), []string{"verify", "--json", campaignID}, &out, io.Discard, getenv); err != nil {
+		t.Fatalf("verify after down: %v\n%s", err, out.String())
+	}
+	var vr struct {
+		OK      bool     `json:"ok"`
+		Reports []string `json:"reports"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &vr); err != nil || !vr.OK || len(vr.Reports) != 4 ||
+		!strings.Contains(out.String(), "the image id the report records for") || !strings.Contains(out.String(), `"id": "attestation-1-1.json.subject.journal.jsonl"`) {
+		t.Fatalf("verify --json: %v\n%s", err, out.String())
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/custody"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/debugserve"
 	"github.com/agentpen/agentpen/launcher"
@@ -62,18 +64,21 @@ serve per state root: it holds <state root>/api/serve.lock while it runs.
 
 At start it checks what every create needs: the grader's API key in the variable --api-key-env
 names (default AGENTPEN_API_KEY; the key of every spec that names no server.api_key_env), set,
-not a placeholder and long enough; and the daemon, which must answer and be rootless.
+not a placeholder and long enough; the key the reports are signed with (--signing-key, this
+user's alone, or else the state root's, made then if it has none); and the daemon, which must
+answer and be rootless.
 
-It logs (slog, --log-format text or json, on stderr) its start (address, state root, version),
-every create, delete, attestation (campaign, outcome, duration), every request (its route, never
-its path; a refused one with its class: invalid, unauthorized, not_found, conflict, ...), and
-its stop. No line holds the token, a key, a capability or a task id.
+It logs (slog, --log-format text or json, on stderr) its start (address, state root, version,
+the signing key's id), every create, delete, attestation (campaign, outcome, duration), every
+request (its route, never its path; a refused one with its class: invalid, unauthorized,
+not_found, conflict, ...), and its stop. No line holds the token, a key, a capability or a
+task id.
 
 Exit status: 0 stopped cleanly, 1 failure (with --cleanup-on-exit: a cleanup not verified,
 even after SIGINT/SIGTERM), 2 bad input (flags, the token, TLS files, the server key, the
-grader's key unset or unfit, a daemon that is not rootless), 3 daemon unreachable, 4 conflict
-(another agentpen serve holds the state root, or the address is in use), 130/143 interrupted
-while starting.`
+signing key, the grader's key unset or unfit, a daemon that is not rootless), 3 daemon
+unreachable, 4 conflict (another agentpen serve holds the state root, or the address is in
+use), 130/143 interrupted while starting.`
 
 type serveFlags struct {
 	apiKeyEnv               string
@@ -153,6 +158,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
+	// The operator's signing key, when one is named, is read before
+	// anything else of the state: a key others can read is bad input.
+	signingKey, err := cf.operatorKey()
+	if err != nil {
+		return err
+	}
 	log, err := cf.serveLogger(stderr)
 	if err != nil {
 		return err
@@ -173,6 +184,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err := checkServeKey(sf.apiKeyEnv, getenv); err != nil {
 		return err
 	}
+	// Every create signs its reports: with the operator's key, else the
+	// state root's, made now if it has none.
+	if signingKey == nil {
+		if signingKey, err = root.SigningKey(); err != nil {
+			return err
+		}
+	}
 	ln, publicURL, err := sf.listener()
 	if err != nil {
 		return err
@@ -188,7 +206,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	defer d.Close()
-	a := &adapter.Adapter{Docker: d, Logger: log, Getenv: getenv, ReadyTimeout: sf.readyTimeout, Parallelism: sf.parallel, EnvPolicy: envPolicy}
+	a := &adapter.Adapter{Docker: d, Logger: log, Getenv: getenv, ReadyTimeout: sf.readyTimeout, Parallelism: sf.parallel, EnvPolicy: envPolicy, SigningKey: signingKey}
 	key, err := root.Secret(launcher.KeyFile, launcher.KeyBytes)
 	if err != nil {
 		return err
@@ -228,7 +246,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}()
 	started := time.Now()
 	log.Info("agentpen serve started", "listen", ln.Addr().String(), "public_url", publicURL, "state_root", root.Path(),
-		"version", cli.Stamp, "daemon", a.Docker.Host().URL, "api_key_env", sf.apiKeyEnv, "tls", sf.tlsCert != "")
+		"version", cli.Stamp, "daemon", a.Docker.Host().URL, "api_key_env", sf.apiKeyEnv, "tls", sf.tlsCert != "",
+		"signing_key_id", custody.KeyID(signingKey.Public().(ed25519.PublicKey)))
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
@@ -453,35 +472,7 @@ func (sf *serveFlags) token(getenv func(string) string) ([]byte, error) {
 // this user with mode 0600 (a token another user owns, or can read, is
 // not this service's secret), at most 64 KiB. Anything else is bad input
 // (exit 2) naming the file and the fix.
-func readTokenFile(path string) ([]byte, error) {
-	bad := func(format string, args ...any) error {
-		return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("--token-file %s: "+format, append([]any{path}, args...)...)}
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, bad("%v", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, bad("%v", err)
-	}
-	switch st, _ := fi.Sys().(*syscall.Stat_t); {
-	case !fi.Mode().IsRegular():
-		return nil, bad("not a regular file")
-	case st != nil && int(st.Uid) != os.Geteuid():
-		return nil, bad("owned by uid %d, not by this service's user (uid %d); the token must be this user's alone: chown %d %s", st.Uid, os.Geteuid(), os.Geteuid(), path)
-	case fi.Mode().Perm()&0o077 != 0:
-		return nil, bad("mode %#o lets others read it; want 0600 (chmod 600 %s)", fi.Mode().Perm(), path)
-	case fi.Size() > 64<<10:
-		return nil, bad("%d bytes: not a token file", fi.Size())
-	}
-	return io.ReadAll(f)
-}
+func readTokenFile(path string) ([]byte, error) { return readPrivateFile("--token-file", path, 64<<10) }
 
 // stoppedError is an error of what serve does after a signal asked it to
 // stop (the --cleanup-on-exit removal): the signal is serve's normal end,

@@ -228,7 +228,7 @@ func (e *cliEnv) removalOf(id string) (campaign.Record, bool) {
 
 // TestServeLifetime: agentpen serve removes a campaign whose ttl_seconds
 // (20) passed, reason ttl (its state removed, its cleanup report and its
-// events say why), within a generous bound of its deadline: 30 s, for a
+// events say why, and agentpen verify holds its signed reports), within a generous bound of its deadline: 30 s, for a
 // machine under any load (the issue's bar is 5 s; the delay measured is
 // logged: 9 ms on a quiet machine); and a campaign idle
 // for its idle_timeout_seconds (10), reason idle, never sooner than the
@@ -301,6 +301,11 @@ func TestServeLifetime(t *testing.T) {
 	}
 	if code, b := p.call(http.MethodGet, "/v1/campaigns/"+idT+"/cleanup", nil); code != http.StatusOK || !strings.Contains(string(b), `"reason":"ttl"`) {
 		t.Errorf("the cleanup report does not say ttl: %d %s", code, b)
+	}
+	// The reason is a field of the signed cleanup statement: verify
+	// holds the report byte for byte, ttl and all.
+	if out, errOut, code := e.run("verify", idT); code != 0 || !strings.HasPrefix(out, "verified: ") {
+		t.Errorf("agentpen verify %s after its ttl removal: exit %d\n%s%s", idT, code, out, errOut)
 	}
 	var evs []events.Event
 	p.events(testenv.Context(t), idT, func(ev events.Event) bool { evs = append(evs, ev); return true })

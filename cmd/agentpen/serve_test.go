@@ -63,7 +63,7 @@ func TestServeUsage(t *testing.T) {
 		// Weak: a repeated character, or too few bits (32 digits).
 		{"repeated_token", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": strings.Repeat("a", 40)}, "holds a weak key: fewer than 10 distinct characters"},
 		{"digits_token", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": "01234567890123456789012345678901"}, "or fewer than 128 bits"},
-		{"foreign_token_file", []string{"--token-file", foreign}, nil, "not by this service's user"},
+		{"foreign_token_file", []string{"--token-file", foreign}, nil, "not by this user"},
 		{"loose_token_file", []string{"--token-file", loose}, nil, "lets others read it"},
 		{"positional", []string{"extra"}, nil, "unexpected argument"},
 		{"debug_not_loopback", []string{"--debug-listen", "0.0.0.0:6060"}, nil, "profiling is served on loopback only"},
@@ -346,7 +346,9 @@ func TestServeDebugListen(t *testing.T) {
 
 // TestServeStartChecks: serve with a token file holding one bare token
 // (and its newline) goes on to the daemon; a daemon that answers but is
-// not rootless is refused with exit 2, before anything listens.
+// not rootless is refused with exit 2, before anything listens; so is a
+// --signing-key others can read (serve used to ignore the flag and sign
+// with the state root's key).
 func TestServeStartChecks(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
@@ -355,7 +357,15 @@ func TestServeStartChecks(t *testing.T) {
 	}
 	env := map[string]string{"XDG_STATE_HOME": dir, "DOCKER_HOST": "", "AGENTPEN_API_KEY": testAPIKey}
 	var out, errb bytes.Buffer
-	err := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile}, &out, &errb, func(k string) string { return env[k] })
+	readable := filepath.Join(t.TempDir(), "op.pem")
+	if err := os.WriteFile(readable, []byte("not read: its mode is refused first\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile, "--signing-key", readable}, &out, &errb, func(k string) string { return env[k] })
+	if msg := cli.Message("agentpen", err); exitCode(err) != exitBadInput || !strings.Contains(msg, "--signing-key") || !strings.Contains(msg, "want 0600") {
+		t.Fatalf("a signing key others can read: exit %d %q, want 2 naming --signing-key", exitCode(err), msg)
+	}
+	err = run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile}, &out, &errb, func(k string) string { return env[k] })
 	if msg := cli.Message("agentpen", err); exitCode(err) != exitBadInput || !strings.Contains(msg, "DOCKER_HOST") {
 		t.Fatalf("a bare token file: exit %d %q, want the token accepted and DOCKER_HOST refused", exitCode(err), msg)
 	}

@@ -30,6 +30,7 @@ const servedAgents = "../../testdata/agents/served"
 func TestServedHostileAgents(t *testing.T) {
 	testenv.RequireRoot(t)
 	cases := map[string]func(t *testing.T, code string){
+		"bound_task.py":     playBoundTask,
 		"conn_flood.py":     playConnFlood,
 		"exec_workbench.py": playExecWorkbench,
 	}
@@ -77,9 +78,16 @@ var floodResult = regexp.MustCompile(`flood: (\d+) processes, (\d+) connections 
 // with connections while a third episode works. The third episode's
 // run_python calls and its oracle episode (graded by the grader) succeed,
 // neither server keeps a flooding connection open or runs out of
-// descriptors, and each says so in its log in a few lines, not one per
-// connection.
+// descriptors. In namespaces the flood reaches neither (episode code has
+// only its own loopback); with the uid-only sandbox it does, and each
+// server says so in its log in a few lines, not one per connection.
 func playConnFlood(t *testing.T, code string) {
+	for _, mode := range []string{"namespaces", "uid-only"} {
+		t.Run(mode, func(t *testing.T) { connFlood(t, code, mode) })
+	}
+}
+
+func connFlood(t *testing.T, code, mode string) {
 	const key = "flood-grader-key-0b7e4c19a2d5"
 	const fdLimit = 1024
 	home, err := os.MkdirTemp("", "wb-homes")
@@ -90,7 +98,7 @@ func playConnFlood(t *testing.T, code string) {
 	t.Cleanup(func() { os.RemoveAll(home) })
 	env := []string{"WB_FLOOD_KEY=" + key}
 	g := workbenchtest.Start(t, binary(t), env, "grader", "--listen", "127.0.0.1:0", "--key-env", "WB_FLOOD_KEY", "--log-format", "json")
-	s := workbenchtest.Start(t, binary(t), env, "serve", "--listen", "127.0.0.1:0", "--log-format", "json",
+	s := workbenchtest.Start(t, binary(t), env, "serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--sandbox", mode,
 		"--home-dir", home, "--grader", "http://"+g.Addr, "--grader-key-env", "WB_FLOOD_KEY")
 	limitFDs(t, g.Cmd.Process.Pid, fdLimit)
 	limitFDs(t, s.Cmd.Process.Pid, fdLimit)
@@ -173,6 +181,9 @@ func playConnFlood(t *testing.T, code string) {
 		if kept != 0 {
 			t.Errorf("flood %d: the servers kept %d of its %d connections open", i, kept, opened)
 		}
+		if mode == "namespaces" && opened != 0 {
+			t.Errorf("flood %d opened %d connections to the servers from its own network namespace", i, opened)
+		}
 	}
 	for name, n := range maxFDs {
 		if n > fdLimit/4 {
@@ -184,7 +195,11 @@ func playConnFlood(t *testing.T, code string) {
 		if strings.Contains(strings.ToLower(logs), "too many open files") {
 			t.Errorf("the %s log has \"too many open files\"", name)
 		}
-		if n := strings.Count(logs, `"msg":"refused connections from episode code"`); n == 0 || n > 5 {
+		n := strings.Count(logs, `"msg":"refused connections from episode code"`)
+		if mode == "namespaces" && n != 0 {
+			t.Errorf("the %s log has %d lines on refused connections: the flood reached it", name, n)
+		}
+		if mode != "namespaces" && (n == 0 || n > 5) {
 			t.Errorf("the %s log has %d lines on refused connections, want 1 to 5 (rate-limited)", name, n)
 		}
 	}

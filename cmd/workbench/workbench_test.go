@@ -209,7 +209,17 @@ func TestConcurrentEpisodes(t *testing.T) {
 // same server is served.
 func TestAgentCodeRefused(t *testing.T) {
 	testenv.RequireRoot(t)
-	ls := startServe(t)
+	for _, mode := range []string{"namespaces", "uid-only"} {
+		t.Run(mode, func(t *testing.T) { agentCodeRefused(t, mode) })
+	}
+}
+
+// agentCodeRefused: in namespaces agent code reaches neither of the
+// server's sockets (its loopback is its own, the socket's directory is in
+// the server's /tmp, not the episode's); with the uid-only sandbox it
+// reaches them and is refused: closed at accept, EACCES on the socket.
+func agentCodeRefused(t *testing.T, mode string) {
+	ls := startServe(t, "--sandbox", mode)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	w := workbenchtest.Dial(t, ctx, ls.URL)
@@ -249,14 +259,20 @@ print("unix", call(unix))
 	if !strings.Contains(out, "uid 2") {
 		t.Errorf("agent code did not run as a sandbox uid: %q", out)
 	}
-	// Closed at accept: reset before a reply (or before the request was
-	// written), or an empty reply.
-	if !strings.Contains(out, fmt.Sprintf("tcp errno %d\n", syscall.ECONNRESET)) && !strings.Contains(out, fmt.Sprintf("tcp errno %d\n", syscall.EPIPE)) &&
-		!strings.Contains(out, "tcp  | \n") {
-		t.Errorf("agent code over TCP was not refused: %q", out)
-	}
-	if !strings.Contains(out, fmt.Sprintf("unix errno %d", syscall.EACCES)) {
-		t.Errorf("agent code reached the unix socket: %q", out)
+	if mode == "namespaces" {
+		if !strings.Contains(out, fmt.Sprintf("tcp errno %d\n", syscall.ECONNREFUSED)) || !strings.Contains(out, fmt.Sprintf("unix errno %d", syscall.ENOENT)) {
+			t.Errorf("agent code reached a socket of the server's from its namespaces: %q", out)
+		}
+	} else {
+		// Closed at accept: reset before a reply (or before the request
+		// was written), or an empty reply.
+		if !strings.Contains(out, fmt.Sprintf("tcp errno %d\n", syscall.ECONNRESET)) && !strings.Contains(out, fmt.Sprintf("tcp errno %d\n", syscall.EPIPE)) &&
+			!strings.Contains(out, "tcp  | \n") {
+			t.Errorf("agent code over TCP was not refused: %q", out)
+		}
+		if !strings.Contains(out, fmt.Sprintf("unix errno %d", syscall.EACCES)) {
+			t.Errorf("agent code reached the unix socket: %q", out)
+		}
 	}
 	// The normal client, and the server itself, still work.
 	resp, err := http.Get(ls.URL + "/health")

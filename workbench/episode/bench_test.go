@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/testlatency"
 	"github.com/agentpen/agentpen/workbench/tasks"
@@ -20,7 +21,7 @@ import (
 func benchEnv(b *testing.B, taskID string) *Environment {
 	b.Helper()
 	testenv.RequireRoot(b)
-	env, err := New(Config{})
+	env, err := New(Config{Sandbox: sandboxtest.Shared(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -63,9 +64,8 @@ func BenchmarkReset(b *testing.B) {
 	s.Report(b, "")
 }
 
-// BenchmarkResetAfterRun: Reset after an episode that ran code, so the
-// previous uid's kill, tmp sweep and IPC sweep are part of it (no target:
-// the trainer's usual reset; BenchmarkReset is the target's).
+// BenchmarkResetAfterRun: Reset after an episode that ran code (no
+// target: the trainer's usual reset; BenchmarkReset is the target's).
 func BenchmarkResetAfterRun(b *testing.B) {
 	env := benchEnv(b, taskCSV)
 	var s testlatency.Samples

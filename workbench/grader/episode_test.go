@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
+
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/episode"
@@ -40,6 +42,7 @@ type episodeRun struct {
 
 func newRun(t *testing.T, cfg episode.Config, taskID string) *episodeRun {
 	t.Helper()
+	cfg.Sandbox = sandboxtest.Shared(t)
 	env, err := episode.New(cfg)
 	if err != nil {
 		t.Fatal(err)

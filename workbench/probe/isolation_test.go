@@ -118,7 +118,7 @@ func TestDialAsUID(t *testing.T) {
 	// A uid of the shared pool, held for the test: a fixed one (20063)
 	// was an episode's uid in another test package, whose hostile test
 	// then found this process among its uid's.
-	pool := sandbox.PoolFor("")
+	pool := sandbox.NewPool(sandbox.DefaultLockDir, sandbox.DefaultRange)
 	uid, err := pool.Claim()
 	if err != nil {
 		t.Fatal(err)

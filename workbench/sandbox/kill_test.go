@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -59,8 +58,9 @@ while time.time() < end:
 
 // hopKill is the hopkill helper: as a child subreaper (so the chain's
 // orphans are reaped at once, not by a slow init), start hopChain as
-// SANDBOX_TEST_UID, wait until it hops, KillUntilNone, and print the CapEff
-// line and how many processes of the uid are left.
+// SANDBOX_TEST_UID, wait until it hops, KillAllOfUID, and print the CapEff
+// line and how many processes of the uid are left once the killed ones
+// finished exiting.
 func hopKill() {
 	uid, _ := strconv.Atoi(os.Getenv("SANDBOX_TEST_UID"))
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -92,11 +92,11 @@ func hopKill() {
 	}
 	status, _ := os.ReadFile("/proc/self/status")
 	fmt.Println(capEffLine(string(status)))
-	if err := KillUntilNone(uid); err != nil {
+	if err := KillAllOfUID(testRange, uid); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	pids, err := Processes(uid)
+	pids, err := gone(uid)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -106,7 +106,7 @@ func hopKill() {
 }
 
 // TestKillHoppingChain: a chain whose every process forks its successor
-// and exits is gone after KillUntilNone, run as root and with exactly the
+// and exits is gone after one KillAllOfUID, run as root and with exactly the
 // four production capabilities (CapEff e1).
 func TestKillHoppingChain(t *testing.T) {
 	for _, tt := range []struct {
@@ -167,7 +167,7 @@ func killedBy(t *testing.T, cmd *exec.Cmd) syscall.Signal {
 func TestKillAllOfUIDSparesOthers(t *testing.T) {
 	uid, other := claimUID(t), claimUID(t)
 	victim, rootProc, otherProc := startAs(t, uid), startAs(t, 0), startAs(t, other)
-	if err := KillAllOfUID(uid); err != nil {
+	if err := KillAllOfUID(testRange, uid); err != nil {
 		t.Fatal(err)
 	}
 	if sig := killedBy(t, victim); sig != syscall.SIGKILL {
@@ -179,7 +179,7 @@ func TestKillAllOfUIDSparesOthers(t *testing.T) {
 			t.Errorf("%s process ended by %v, want SIGTERM (kill(-1) reached it)", name, sig)
 		}
 	}
-	if err := KillAllOfUID(0); err == nil {
+	if err := KillAllOfUID(testRange, 0); err == nil {
 		t.Error("KillAllOfUID(0) was accepted")
 	}
 }
@@ -227,7 +227,7 @@ func TestKillerThreadUnsignalable(t *testing.T) {
 	var r [2]string
 	onOwnThread(func(*bool) error {
 		restored := false
-		err := asKillerLocked(uid, &restored, func() error { r[0] = probe(); return nil })
+		err := asKillerLocked(testRange.Killer(), uid, &restored, func() error { r[0] = probe(); return nil })
 		if err != nil || !restored {
 			r[0] = fmt.Sprintf("asKillerLocked: %v, restored %v", err, restored)
 		}
@@ -283,11 +283,10 @@ os.close(w)
 print(os.read(r, 4096).decode(), end="")
 `
 
-// TestLiveProcessesSeesWhatHides: the probe finds a non-dumpable process
-// and a zombie leader with a live thread, not a plain zombie; the kill
-// then leaves nothing. The processes are started outside Run (whose end
-// would kill them).
-func TestLiveProcessesSeesWhatHides(t *testing.T) {
+// TestKillReachesWhatHides: one KillAllOfUID ends a non-dumpable process
+// and a zombie leader with a live thread, and not another uid's process.
+// The processes are started outside a run (whose end would kill them).
+func TestKillReachesWhatHides(t *testing.T) {
 	uid := claimUID(t)
 	other := startAs(t, claimUID(t))
 	cmd := exec.Command(python, "-E", "-s", "-c", liveProbeAgent)
@@ -297,106 +296,33 @@ func TestLiveProcessesSeesWhatHides(t *testing.T) {
 	if err != nil {
 		t.Fatalf("agent: %v", err)
 	}
-	pids := map[string]int{}
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		var name string
-		var pid int
-		if _, err := fmt.Sscanf(l, "%s %d", &name, &pid); err == nil {
-			pids[name] = pid
-		}
-	}
-	if len(pids) != 4 {
+	if n := strings.Count(string(out), "\n"); n != 4 {
 		t.Fatalf("agent printed %q", out)
 	}
-	// Wait until the zombie leader's leader has exited.
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids["zombieleader"]))
-		if strings.Contains(string(st), "State:\tZ") {
-			break
-		}
+	if pids, _ := Processes(uid); len(pids) < 3 {
+		t.Fatalf("the agent left %v, want its daemons alive", pids)
 	}
-	// Probe without killing first: the same probe the kill uses, from the
-	// switched thread.
-	var found []int
-	err = onOwnThread(func(restored *bool) error {
-		return asKillerLocked(uid, restored, func() error {
-			var err error
-			found, err = signalable()
-			return err
-		})
-	})
-	if err != nil {
+	if err := KillAllOfUID(testRange, uid); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"nondumpable", "zombieleader", "zombie", "parent"} {
-		if !slices.Contains(found, pids[name]) {
-			t.Errorf("the probe missed the %s (pid %d): %v", name, pids[name], found)
-		}
-	}
-	if slices.Contains(found, other.Process.Pid) {
-		t.Errorf("the probe found another uid's process %d", other.Process.Pid)
-	}
-	live, err := LiveProcesses(uid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if slices.Contains(live, pids["zombie"]) {
-		t.Errorf("a zombie counted as alive: %v", live)
-	}
-	if err := KillUntilNone(uid); err != nil {
-		t.Fatal(err)
-	}
-	if pids, _ := Processes(uid); len(pids) > 0 {
-		t.Fatalf("left after the kill: %v", pids)
+	if pids, err := gone(uid); err != nil || len(pids) > 0 {
+		t.Fatalf("left after the kill: %v %v", pids, err)
 	}
 	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Fatalf("another uid's process was killed: %v", err)
 	}
 }
 
-// TestRetiredUIDWaitsForItsProcesses: a retired uid is not handed out
-// while a process of it is alive, and is released once none is.
-func TestRetiredUIDWaitsForItsProcesses(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	p := newPool(dir, DefaultRange)
-	alive := true
-	p.alive = func(int) ([]int, error) {
-		if alive {
-			return []int{4242}, nil
+// gone waits until no process of uid is alive (Processes), for at most
+// 30 s (the killed processes only have to finish exiting), and returns
+// those still alive then.
+func gone(uid int) ([]int, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pids, err := Processes(uid)
+		if err != nil || len(pids) == 0 || time.Now().After(deadline) {
+			return pids, err
 		}
-		return nil, nil
-	}
-	uid, err := p.Claim()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Retire(uid)
-	seen := map[int]bool{}
-	for range DefaultRange.Slots() - 1 {
-		u, err := p.Claim()
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen[u] = true
-	}
-	if seen[uid] || !p.Holds(uid) || !p.Retired(uid) {
-		t.Fatalf("retired uid %d: handed out again %v, held %v", uid, seen[uid], p.Holds(uid))
-	}
-	if _, err := p.Claim(); !errors.Is(err, ErrNoFreeUID) {
-		t.Fatalf("every uid held or retired: Claim gave %v", err)
-	}
-	alive = false
-	// Another test's fork may briefly hold a copy of the lock file's
-	// descriptor (until its exec closes it), so the flock can fail once.
-	var u int
-	for range 20 {
-		if u, err = p.Claim(); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil || u != uid || p.Retired(uid) {
-		t.Fatalf("after its processes are gone: Claim = %d, %v (retired %v); want %d", u, err, p.Retired(uid), uid)
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
+	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/agentpen/agentpen/workbench/client"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestActivityOnResetAndStep: the server reports episode traffic (a reset
@@ -100,4 +103,63 @@ func TestSocketActivity(t *testing.T) {
 	if got := mtime(sock); !got.Equal(now) {
 		t.Fatalf("a second later: %v, want %v", got, now)
 	}
+}
+
+// TestActivityOverMCPAndPlayPage: a tool call over MCP (OpenEnv's
+// dialect over HTTP, stateless or in a session; a call_tool through HTTP
+// /step; the official SDK's standard MCP), a session created with a
+// reset, and the play page's reset and step are each activity; listing
+// the tools, a session created without a reset and the page's metadata
+// are not. Before, only /reset, /step and /ws counted, so a campaign
+// played over MCP was removed as idle.
+func TestActivityOverMCPAndPlayPage(t *testing.T) {
+	const taskID = "logs/error_count@1"
+	b, _ := bind.Fixed(taskID)
+	var n atomic.Int32
+	_, base := mcpWorld(t, b, func(c *Config) { c.Activity = func() { n.Add(1) } })
+	want := int32(0)
+	expect := func(what string, more int32) {
+		t.Helper()
+		want += more
+		if got := n.Load(); got != want {
+			t.Fatalf("after %s: %d activities, want %d", what, got, want)
+		}
+	}
+	rpc(t, base, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	do(t, "GET", base+"/web/metadata", "")
+	_, m := rpc(t, base, `{"jsonrpc":"2.0","id":2,"method":"openenv/session/create","params":{}}`)
+	sid, _ := m["result"].(map[string]any)["session_id"].(string)
+	expect("tools/list, the page's metadata, a session without a reset", 0)
+	if sid == "" {
+		t.Fatalf("session/create: %v", m)
+	}
+	rpc(t, base, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"list_files","arguments":{}}}`)
+	expect("a stateless tools/call", 1)
+	rpc(t, base, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"list_files","session_id":"`+sid+`"}}`)
+	expect("a session's tools/call", 1)
+	rpc(t, base, `{"jsonrpc":"2.0","id":5,"method":"openenv/session/create","params":{"task_id":"`+taskID+`"}}`)
+	expect("a session created with a reset", 1)
+	if code, body := post(t, base+"/step", `{"action":{"type":"call_tool","tool_name":"list_files","arguments":{}}}`); code != 200 {
+		t.Fatalf("call_tool through /step: %d %s", code, body)
+	}
+	expect("a call_tool through HTTP /step", 1)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cs := sdkSession(t, ctx, base)
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	expect("standard MCP's tools/list", 0)
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "list_files", Arguments: map[string]any{}}); err != nil {
+		t.Fatal(err)
+	}
+	expect("standard MCP's tools/call", 1)
+	if code, body := post(t, base+"/web/reset", `{}`); code != 200 {
+		t.Fatalf("/web/reset: %d %s", code, body)
+	}
+	expect("the play page's reset", 1)
+	if code, body := post(t, base+"/web/step", `{"action":{"tool":"list_files"}}`); code != 200 {
+		t.Fatalf("/web/step: %d %s", code, body)
+	}
+	expect("the play page's step", 1)
 }

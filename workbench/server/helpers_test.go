@@ -234,3 +234,16 @@ func codeOf(err error) string {
 	}
 	return ""
 }
+
+// roundTrip writes msg on s's WebSocket as it is and reads its reply,
+// for frames the client's calls never send (a step in MCP's dialect).
+func roundTrip(ctx context.Context, s *client.Session, msg any) (json.RawMessage, error) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Conn().Write(ctx, websocket.MessageText, b); err != nil {
+		return nil, err
+	}
+	return s.Receive(ctx)
+}

@@ -32,7 +32,6 @@ func TestWSProtocol(t *testing.T) {
 		{"missing_type", `{"data":{}}`, CodeUnknownType, "Unknown message type: "},
 		{"unknown_type", `{"type":"teleport"}`, CodeUnknownType, "Unknown message type: teleport"},
 		{"type_not_string", `{"type":5}`, CodeUnknownType, "Unknown message type: 5"},
-		{"mcp_not_served", `{"type":"mcp","data":{}}`, CodeUnknownType, "Unknown message type: mcp"},
 		{"state_with_data", `{"type":"state","data":{}}`, CodeValidationError, "Invalid message"},
 		{"close_with_extra", `{"type":"close","id":1}`, CodeValidationError, "Invalid message"},
 		{"step_without_data", `{"type":"step"}`, CodeValidationError, "Invalid message"},

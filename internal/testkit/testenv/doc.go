@@ -3,6 +3,8 @@
 // sandbox) runs, fails or is skipped: in CI (CI=true, or
 // AGENTPEN_REQUIRE_DOCKER=1) a missing requirement is a failure, never a
 // skip; on a developer's machine it is a skip that says what to install.
+// Readable is what the secret scans read of a file (a signed statement's
+// payload decoded).
 //
 // It also bounds a test's waits (Deadline, Context, WaitFor,
 // LeftGoroutines): by the run's own deadline (go test -timeout), never by

@@ -209,6 +209,9 @@ type Options struct {
 	// Env is added to the test's environment.
 	Env []string
 	// Args are more flags after serve's own (--max-sessions 3, ...).
+	// {{RUNDIR}} in one stands for the socket's directory, as a
+	// campaign workspace's run directory holds both the socket and
+	// the bind file.
 	Args []string
 }
 
@@ -238,8 +241,11 @@ func Serve(t testing.TB, o Options) *Server {
 	os.Chmod(home, 0o755) // the sandbox uids pass through it to their homes
 	t.Cleanup(func() { os.RemoveAll(home) })
 	sock := filepath.Join(t.TempDir(), "run", "wb.sock")
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--listen", "unix://" + sock,
-		"--log-format", "json", "--home-dir", home}, o.Args...)
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--listen", "unix://" + sock,
+		"--log-format", "json", "--home-dir", home}
+	for _, a := range o.Args {
+		args = append(args, strings.ReplaceAll(a, "{{RUNDIR}}", filepath.Dir(sock)))
+	}
 	p := Start(t, bin, o.Env, args...)
 	return &Server{Proc: p, URL: "http://" + p.Addr, Socket: sock, HomeDir: home}
 }

@@ -1,19 +1,19 @@
-package episode
+package sandbox
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/agentpen/agentpen/workbench/sandbox"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
-// TestRemoveStaleHomes: a home whose workspace belongs to the uid being
-// claimed was left by a holder that crashed; it goes, even when the agent
+// TestRemoveStaleHomes (the uid-only sandbox): a home whose workspace
+// belongs to the uid being claimed was left by a holder that crashed; it goes, even when the agent
 // locked its files away, and nothing else under the base does.
 func TestRemoveStaleHomes(t *testing.T) {
-	requireRoot(t)
-	pool := sandbox.PoolFor("")
+	testenv.RequireRoot(t)
+	pool := testPool()
 	uid, err := pool.Claim()
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestRemoveStaleHomes(t *testing.T) {
 		}
 		// The agent took its own permissions away (as the uid: root may
 		// lack FOWNER).
-		sandbox.AsUID(owner, func() error { return os.Chmod(filepath.Join(ws, "locked"), 0o000) })
+		AsUID(owner, func() error { return os.Chmod(filepath.Join(ws, "locked"), 0o000) })
 		os.Chmod(home, 0o711)
 		return home
 	}
@@ -54,7 +54,7 @@ func TestRemoveStaleHomes(t *testing.T) {
 	os.Mkdir(notHome, 0o700)
 	t.Cleanup(func() {
 		ws := filepath.Join(kept, "ws")
-		sandbox.AsUID(other, func() error { return sandbox.EmptyDir(ws) })
+		AsUID(other, func() error { return EmptyDir(ws) })
 		os.Remove(ws)
 	})
 
