@@ -22,6 +22,10 @@ COPY bin/workbench /usr/local/bin/workbench
 # generator (in a campaign the answer keys live only with the grader).
 RUN chmod 0700 /usr/local/bin/workbench
 
-LABEL io.agentpen.image="workbench"
+# io.agentpen.workbench names the workbench version the image carries (make images passes it):
+# agentpen images and GET /v1/images list the images that carry one.
+ARG WORKBENCH_VERSION=dev
+LABEL io.agentpen.image="workbench" \
+      io.agentpen.workbench="${WORKBENCH_VERSION}"
 ENTRYPOINT ["/usr/local/bin/workbench"]
 CMD ["serve", "--listen", "unix:///run/workbench/wb.sock"]

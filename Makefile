@@ -56,6 +56,7 @@ images: docker build ## build the local images: agentpen/python-base:bookworm an
 	@$(WITH_DOCKER) set -o pipefail; DOCKER_BUILDKIT=0 docker build -q \
 		--build-arg PYTHON_BASE=agentpen/python-base:bookworm \
 		--build-arg SANDBOX_PYTHON=/usr/bin/python3 \
+		--build-arg WORKBENCH_VERSION=$$(git describe --always --dirty 2>/dev/null || echo devel) \
 		-t $(WORKBENCH_IMAGE) . 2>&1 >/dev/null | { grep -v -e DEPRECATED -e 'BuildKit is currently disabled' -e 'environment-variable' -e '^$$' >&2 || true; } && \
 		docker image inspect --format '$(WORKBENCH_IMAGE) {{.Id}}' $(WORKBENCH_IMAGE)
 

@@ -23,6 +23,7 @@ var purePackages = []string{
 	module + "/attest",
 	module + "/campaign",
 	module + "/cleanup",
+	module + "/events",
 	module + "/workbench/tasks",
 }
 

@@ -102,6 +102,12 @@ type Adapter struct {
 	resultsOnce sync.Once
 	results     *ResultsCollector
 
+	// Journalled, when set, receives every record this adapter appends to
+	// a campaign's journal, once it is on disk, in order (the journal's
+	// lock is held: it must return quickly). The CLI shows a campaign's
+	// events from it (package events).
+	Journalled func(campaignID string, r campaign.Record)
+
 	// Progress, when set, receives each step of a bring-up (every network
 	// and container created, every container ready) and of a cleanup
 	// (every journalled resource done with), one call at a time, from the

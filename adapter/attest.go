@@ -165,7 +165,7 @@ func (a *Adapter) attestSource(c *store.Campaign, st store.State) (attest.Source
 		return src, err
 	}
 	src.AgentKey = opts.AgentKey
-	p, err := campaign.NewPlanWith(src.Spec, opts)
+	p, err := attest.PinnedPlan(src)
 	if err != nil {
 		return src, fmt.Errorf("campaign %q: %w", c.ID, err)
 	}
@@ -274,10 +274,11 @@ func (a *Adapter) observeDaemon(ctx context.Context, src attest.Source, obs *att
 			})
 		}
 	}
-	// The images the plan pins, by the pinned reference.
-	refs := map[string]bool{src.Spec.Server.Image: true}
-	for _, w := range src.Spec.Workspaces {
-		refs[w.Image] = true
+	// The images the plan pins (a tag by the id its bring-up resolved it
+	// to, never by what the tag names now), by the pinned reference.
+	refs := map[string]string{}
+	if p, err := attest.PinnedPlan(src); err == nil {
+		refs = p.ImageFields()
 	}
 	for ref := range refs {
 		g.Go(func() error {

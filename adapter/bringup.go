@@ -76,13 +76,7 @@ func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Pla
 	if !p.Keyed {
 		return nil, nil, "", errors.New("the plan's agent ids are not keyed: validate the spec with the state root's plan options (store.Root.PlanOptions)")
 	}
-	if err := a.EnvPolicy.Check(p); err != nil {
-		return nil, nil, "", err
-	}
-	if err := a.checkKey(p); err != nil {
-		return nil, nil, "", err
-	}
-	if err := a.checkImages(ctx, p); err != nil {
+	if err := a.Prepare(ctx, p); err != nil {
 		return nil, nil, "", err
 	}
 	sc, err := root.Create(p.CampaignID)
@@ -117,9 +111,17 @@ func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Pla
 	if err := sc.WriteDaemon(gen, a.daemonRecord()); err != nil {
 		return nil, nil, "", err
 	}
-	if err := j.Append(campaign.Record{Op: campaign.OpBegin, Gen: gen, Instance: p.Instance,
+	if err := j.Append(campaign.Record{Op: campaign.OpBegin, Gen: gen, Instance: p.Instance, Images: p.Images,
 		Note: fmt.Sprintf("bring-up started: %d workspaces, egress %s", len(p.Agents), p.Egress)}); err != nil {
 		return nil, nil, "", err
+	}
+	if !p.Lifetime.IsZero() {
+		if p.Lifetime.Accepted.IsZero() {
+			p.Lifetime.Accepted = time.Now()
+		}
+		if err := j.Append(p.Lifetime.Record(gen)); err != nil {
+			return nil, nil, "", err
+		}
 	}
 	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{},
 		progress: a.newProgress(p.CampaignID, map[string]int{campaign.RoleNetwork: len(p.Networks), campaign.RoleServer: 1, campaign.RoleWork: len(p.Agents)})}
@@ -216,29 +218,6 @@ func (a *Adapter) checkKey(p *campaign.Plan) error {
 		return nil
 	}
 	return &campaign.ValidationError{Field: "server.api_key_env", Msg: policy.Refusal(name, st)}
-}
-
-// checkImages refuses a campaign whose images are not present locally:
-// nothing is ever pulled.
-func (a *Adapter) checkImages(ctx context.Context, p *campaign.Plan) error {
-	refs := map[string]string{p.Server.Spec.Image: "server.image"}
-	for _, ag := range p.Agents {
-		refs[ag.Spec.Image] = fmt.Sprintf("workspaces[%d].image", ag.Index)
-	}
-	for _, ref := range sortedKeys(refs) {
-		if _, err := a.api().ImageInspect(ctx, ref); err != nil {
-			if cerrdefs.IsNotFound(err) {
-				msg := "no such image on the daemon (agentpen never pulls; build or load it first)"
-				if strings.Contains(ref, "@sha256:") {
-					msg = "no such image on the daemon: repo@sha256:<digest> must be one of the image's registry digests (RepoDigests), and a locally built image has none; " +
-						"pin it by its image id instead: " + campaign.ImageIDCommand + "<repo:tag> (agentpen never pulls)"
-				}
-				return &campaign.ValidationError{Field: refs[ref], Value: ref, Msg: msg}
-			}
-			return fmt.Errorf("inspect image %s: %w", ref, err)
-		}
-	}
-	return nil
 }
 
 // bringUp is one bring-up in progress: its journal, its bound plan, and

@@ -87,7 +87,7 @@ func (a *Adapter) Cleanup(ctx context.Context, c *store.Campaign, reason string)
 	}
 	rep := a.cleanupJournal(ctx, c, j, cleanupOptions{reason: reason})
 	path, err := a.finishReport(ctx, c, j, &rep)
-	return &rep, path, err
+	return &rep, path, lost(err)
 }
 
 // Verify is Cleanup without removal: every id the journal ever recorded
@@ -118,6 +118,10 @@ func (a *Adapter) openJournal(c *store.Campaign) (*campaign.Journal, error) {
 	}
 	if t := j.Cut(); t != nil {
 		a.log().Warn("journal: cut "+t.String(), "journal", j.Path())
+	}
+	if a.Journalled != nil {
+		id := c.ID
+		j.Observe(func(r campaign.Record) { a.Journalled(id, r) })
 	}
 	return j, nil
 }
@@ -204,7 +208,7 @@ func (a *Adapter) cleanupJournal(ctx context.Context, c *store.Campaign, j *camp
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	in := cleanup.Input{CampaignID: campaignID, ReadOnly: opt.readOnly, Started: time.Now(), Phases: map[string]time.Duration{}, Producer: producer()}
+	in := cleanup.Input{CampaignID: campaignID, ReadOnly: opt.readOnly, Reason: opt.reason, Started: time.Now(), Phases: map[string]time.Duration{}, Producer: producer()}
 	phase := func(name string, start time.Time) { in.Phases[name] = time.Since(start) }
 	recs, _, err := c.Records()
 	if err != nil {

@@ -63,5 +63,16 @@
 // tests run against the real rootless daemon that
 // scripts/rootless-docker.sh starts. The adapter never pulls an image:
 // every image it uses is built locally (make images), and BringUp refuses a
-// campaign whose image is not on the daemon.
+// campaign whose image is not on the daemon. Prepare (images.go) resolves a
+// spec's tags to image ids before anything is made, and the plan runs the
+// ids from then on; Images lists the daemon's images.
+//
+// # Lifetimes
+//
+// lifetime.go is a campaign lifetime's Docker side: SetLifetime journals
+// one, LastActivity reads the workspaces' socket times (the workbench sets
+// them at each reset and step) without following links, and Reconcile
+// rolls back a bring-up a dead process left, finishes a removal, or
+// removes a campaign whose lifetime is over, under the campaign's lock
+// and on the state read under it.
 package adapter

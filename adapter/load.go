@@ -39,6 +39,9 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
 	}
 	p.Bind(g.N, g.Instance)
+	if err := p.Pin(g.Images); err != nil {
+		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
+	}
 	out := &Campaign{Plan: p, Dir: c.Path}
 	containers, dirs, networks := map[string]string{}, map[string]string{}, map[string]string{}
 	blocks := map[string]string{}

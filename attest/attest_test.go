@@ -746,3 +746,41 @@ func TestImageRepoDigest(t *testing.T) {
 		})
 	}
 }
+
+// TestImageTag: a spec that names its images by a local tag is judged by
+// the image ids its bring-up pinned the tags to (the begin record's
+// images): it attests when the containers run those ids, whatever the tag
+// names now; a container on another image fails, and so does a tag the
+// journal pinned to nothing (fail closed: no plan, no expectation).
+func TestImageTag(t *testing.T) {
+	const tag = "agentpen/workbench:dev"
+	tagged := func(t *testing.T, pinned bool) *fixture {
+		f := loadFixture(t, "internal")
+		id := f.src.Spec.Server.Image
+		f.src.Spec.Server.Image = tag
+		for i := range f.src.Spec.Workspaces {
+			f.src.Spec.Workspaces[i].Image = tag
+		}
+		if pinned {
+			for i, r := range f.src.Records {
+				if r.Op == campaign.OpBegin {
+					f.src.Records[i].Images = map[string]string{tag: id}
+				}
+			}
+		}
+		return f
+	}
+	f := tagged(t, true)
+	if rep := Evaluate(f.src, f.obs); !rep.OK {
+		t.Fatalf("a tag pinned to the id the containers run: %v", rep.FailureLines())
+	}
+	f = tagged(t, true)
+	f.container(t, ws0, func(m map[string]any) { m["Image"] = "sha256:" + strings.Repeat("e", 64) })
+	if rep := Evaluate(f.src, f.obs); rep.OK || !slices.Contains(rep.FailedChecks, ws0+".image") {
+		t.Fatalf("a workspace on another image: ok %v, failed %v", rep.OK, rep.FailedChecks)
+	}
+	f = tagged(t, false)
+	if rep := Evaluate(f.src, f.obs); rep.OK || !strings.Contains(rep.Error, "none is recorded") {
+		t.Fatalf("a tag the journal pinned to nothing: ok %v, error %q", rep.OK, rep.Error)
+	}
+}

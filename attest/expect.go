@@ -162,12 +162,32 @@ func (x *Expectation) Source() Source { return x.e.Source }
 // Plan is the campaign's plan, as the expectation derived it.
 func (x *Expectation) Plan() *campaign.Plan { return x.e.Plan }
 
-// expect derives the expectation; an error means the spec no longer makes
-// a plan (the campaign cannot be attested at all).
-func expect(src Source) (*expectation, error) {
+// PinnedPlan is the plan of src's spec (keyed by src.AgentKey) with the
+// image ids its latest generation's bring-up pinned the spec's tags to
+// (campaign.Plan.Pin): the images the containers must run. An error means
+// the spec no longer makes a plan, or names a tag the journal records no
+// id for.
+func PinnedPlan(src Source) (*campaign.Plan, error) {
 	p, err := campaign.NewPlanWith(src.Spec, campaign.PlanOptions{AgentKey: src.AgentKey})
 	if err != nil {
 		return nil, fmt.Errorf("campaign spec: %w", err)
+	}
+	var images map[string]string
+	if gens := campaign.Generations(src.Records); len(gens) > 0 {
+		images = gens[len(gens)-1].Images
+	}
+	if err := p.Pin(images); err != nil {
+		return nil, fmt.Errorf("campaign spec: %w", err)
+	}
+	return p, nil
+}
+
+// expect derives the expectation; an error means the spec no longer makes
+// a plan (the campaign cannot be attested at all).
+func expect(src Source) (*expectation, error) {
+	p, err := PinnedPlan(src)
+	if err != nil {
+		return nil, err
 	}
 	res := campaign.Resources(src.Records)
 	e := &expectation{

@@ -63,6 +63,10 @@ const (
 	// OpCleanup records a cleanup's verdict (Status CleanupVerified or
 	// CleanupFailed) and its report (Report, Digest).
 	OpCleanup Op = "cleanup"
+	// OpLifetime sets the generation's lifetime (Record.Accepted, TTL,
+	// Idle): written after OpBegin when its spec or the service gives it
+	// one, and again by each extension (PATCH). The latest one counts.
+	OpLifetime Op = "lifetime"
 	// OpNote is prose for a person (a bring-up's summary, the cut of a
 	// torn line); nothing reads it back.
 	OpNote Op = "note"
@@ -93,10 +97,20 @@ const (
 	ReasonExit = "exit"
 	// ReasonOrphan: agentpen orphans --remove.
 	ReasonOrphan = "orphan"
+	// ReasonTTL: its lifetime's deadline passed (ttl_seconds).
+	ReasonTTL = "ttl"
+	// ReasonIdle: nothing used it for its idle timeout
+	// (idle_timeout_seconds).
+	ReasonIdle = "idle"
+	// ReasonReconcile: agentpen reconcile (or serve at start) removed what
+	// an earlier generation left live, with no removal of its own to
+	// finish.
+	ReasonReconcile = "reconcile"
 )
 
 // RemovalReasons are the reasons a journal may give.
-var RemovalReasons = []string{ReasonDown, ReasonDelete, ReasonRollback, ReasonNotAttested, ReasonUndelivered, ReasonExit, ReasonOrphan}
+var RemovalReasons = []string{ReasonDown, ReasonDelete, ReasonRollback, ReasonNotAttested, ReasonUndelivered, ReasonExit, ReasonOrphan,
+	ReasonTTL, ReasonIdle, ReasonReconcile}
 
 // Kind is the kind of resource a journal record is about.
 type Kind string
@@ -130,12 +144,15 @@ type Record struct {
 	// removal (OpRemovalStarted, OpCleanup), which span generations.
 	Gen int `json:"gen,omitempty"`
 	// Instance is the generation's nonce (on OpBegin records).
-	Instance string            `json:"instance,omitempty"`
-	Kind     Kind              `json:"kind,omitempty"`
-	Role     string            `json:"role,omitempty"`
-	Name     string            `json:"name,omitempty"`
-	ID       string            `json:"id,omitempty"`
-	Labels   map[string]string `json:"labels,omitempty"`
+	Instance string `json:"instance,omitempty"`
+	// Images maps each tag the generation's spec names to the image id the
+	// bring-up resolved it to (on OpBegin records; Plan.Images).
+	Images map[string]string `json:"images,omitempty"`
+	Kind   Kind              `json:"kind,omitempty"`
+	Role   string            `json:"role,omitempty"`
+	Name   string            `json:"name,omitempty"`
+	ID     string            `json:"id,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
 	// Status is a verdict (OpAttested, OpCleanup); Reason why a removal
 	// began (OpRemovalStarted).
 	Status string `json:"status,omitempty"`
@@ -147,7 +164,12 @@ type Record struct {
 	Report   string `json:"report,omitempty"`
 	Digest   string `json:"digest,omitempty"`
 	Envelope string `json:"envelope,omitempty"`
-	Note     string `json:"note,omitempty"`
+	// Accepted (when the create was accepted: the TTL counts from it),
+	// TTL and Idle (seconds; 0 for none) are an OpLifetime's.
+	Accepted time.Time `json:"accepted,omitzero"`
+	TTL      int       `json:"ttl_seconds,omitempty"`
+	Idle     int       `json:"idle_timeout_seconds,omitempty"`
+	Note     string    `json:"note,omitempty"`
 }
 
 // Journal is a campaign's append-only, fsync'd record of what agentpen
@@ -162,6 +184,17 @@ type Journal struct {
 	now  func() time.Time
 	path string
 	cut  *TornTail
+	// observe is called with each record once it is on disk (Observe).
+	observe func(Record)
+}
+
+// Observe sets f to be called with each record Append writes, once it
+// is synced, in the journal's order (under the journal's lock: f must
+// return quickly). agentpen's commands show a campaign's events from it.
+func (j *Journal) Observe(f func(Record)) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.observe = f
 }
 
 // MaxRecordBytes bounds one journal line. A record is far smaller: its
@@ -298,6 +331,9 @@ func (j *Journal) Append(r Record) error {
 		return fmt.Errorf("journal sync: %w", err)
 	}
 	j.seq, j.prev = r.Seq, lineHash(line)
+	if j.observe != nil {
+		j.observe(r)
+	}
 	return nil
 }
 
@@ -437,7 +473,13 @@ func parseRecord(line []byte) (Record, error) {
 		return rec, errors.New("not a journal record (no seq or op)")
 	}
 	switch rec.Op {
-	case OpBegin, OpIntent, OpCreated, OpCreateFailed, OpOrphan, OpRemoved, OpReady, OpAttesting, OpRolledBack, OpNote:
+	case OpBegin:
+		for ref, id := range rec.Images {
+			if CheckImage("images", ref) != nil || Pinned(ref) || !IsImageID(id) {
+				return rec, fmt.Errorf("begin record: image %q pinned as %q: not a tag and an image id", ref, id)
+			}
+		}
+	case OpIntent, OpCreated, OpCreateFailed, OpOrphan, OpRemoved, OpReady, OpAttesting, OpRolledBack, OpNote:
 	case OpAttested:
 		if rec.Status != AttestOK && rec.Status != AttestFailed {
 			return rec, fmt.Errorf("attestation verdict %q", rec.Status)
@@ -449,6 +491,10 @@ func parseRecord(line []byte) (Record, error) {
 	case OpRemovalStarted:
 		if !slices.Contains(RemovalReasons, rec.Reason) {
 			return rec, fmt.Errorf("removal reason %q", rec.Reason)
+		}
+	case OpLifetime:
+		if rec.Gen < 1 || rec.Accepted.IsZero() || rec.TTL < 0 || rec.TTL > MaxTTLSeconds || rec.Idle < 0 || rec.Idle > MaxIdleTimeoutSeconds {
+			return rec, fmt.Errorf("lifetime of generation %d: accepted %v, ttl %d s, idle timeout %d s", rec.Gen, rec.Accepted, rec.TTL, rec.Idle)
 		}
 	default:
 		return rec, fmt.Errorf("unknown op %q", rec.Op)
@@ -487,6 +533,9 @@ type Generation struct {
 	N        int
 	Instance string
 	Started  time.Time
+	// Images are the image ids its bring-up pinned its spec's tags to
+	// (Plan.Pin takes them); nil for a spec of pins only.
+	Images map[string]string
 	// Resources are in intent order.
 	Resources []Resource
 }
@@ -536,7 +585,7 @@ func Generations(recs []Record) []Generation {
 		switch r.Op {
 		case OpBegin:
 			g := gen(r.Gen, r.Time)
-			g.Instance, g.Started = r.Instance, r.Time
+			g.Instance, g.Started, g.Images = r.Instance, r.Time, r.Images
 		case OpIntent:
 			g := gen(r.Gen, r.Time)
 			pending[key{r.Gen, r.Kind, r.Name}] = len(g.Resources)

@@ -97,6 +97,13 @@ var journalCases = []struct {
 		return lines[0] + lines[2] + lines[1]
 	}(), records: 2, badLine: 2, badReason: "record 3 follows record 1"},
 	{name: "unknown_verdict", text: text().rec(1, "begin").raw(`{"v":2,"seq":2,"op":"attested","status":"maybe"}` + "\n").String(), records: 1, badLine: 2, badReason: `attestation verdict "maybe"`},
+	{name: "begin_images", text: text().raw(`{"v":2,"seq":1,"op":"begin","gen":1,"images":{"agentpen/workbench:dev":"sha256:` + strings.Repeat("a", 64) + `"}}` + "\n").String(), records: 1},
+	{name: "begin_image_not_an_id", text: text().raw(`{"v":2,"seq":1,"op":"begin","gen":1,"images":{"agentpen/workbench:dev":"agentpen/workbench:other"}}` + "\n").String(), badLine: 1, badReason: `image "agentpen/workbench:dev" pinned as "agentpen/workbench:other"`},
+	{name: "begin_image_pin_pinned", text: text().raw(`{"v":2,"seq":1,"op":"begin","gen":1,"images":{"sha256:` + strings.Repeat("b", 64) + `":"sha256:` + strings.Repeat("a", 64) + `"}}` + "\n").String(), badLine: 1, badReason: "not a tag and an image id"},
+	{name: "lifetime_negative", text: text().raw(`{"v":2,"seq":1,"op":"lifetime","gen":1,"accepted":"2026-11-30T12:00:00Z","ttl_seconds":-20}` + "\n").String(), badLine: 1, badReason: "lifetime of generation 1"},
+	{name: "lifetime_unaccepted", text: text().raw(`{"v":2,"seq":1,"op":"lifetime","gen":1,"ttl_seconds":20}` + "\n").String(), badLine: 1, badReason: "lifetime of generation 1"},
+	{name: "lifetime_ok", text: text().raw(`{"v":2,"seq":1,"op":"lifetime","gen":1,"accepted":"2026-11-30T12:00:00Z","ttl_seconds":20,"idle_timeout_seconds":5}` + "\n").String(), records: 1},
+	{name: "removal_reason_ttl", text: text().raw(`{"v":2,"seq":1,"op":"removal_started","reason":"ttl"}` + "\n").String(), records: 1},
 	{name: "unknown_removal_reason", text: text().rec(1, "begin").raw(`{"v":2,"seq":2,"op":"removal_started","reason":"whim"}` + "\n").String(), records: 1, badLine: 2, badReason: `removal reason "whim"`},
 }
 

@@ -1,6 +1,9 @@
 package campaign
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Status is what a campaign is. Fold reads it from the journal's typed
 // records; every reader (agentpen ls, attest and down, the launcher API,
@@ -103,6 +106,13 @@ type Lifecycle struct {
 	// (CleanupVerified, CleanupFailed; "" for none); CleanupReport and
 	// CleanupDigest name that cleanup's report.
 	Cleanup, CleanupReport, CleanupDigest string
+	// LastRemoval is why the last removal since it began began (its
+	// OpRemovalStarted's reason, before readiness too; "" for none).
+	LastRemoval string
+	// ReadyAt is when it reached readiness (zero: never).
+	ReadyAt time.Time
+	// Lifetime is its latest OpLifetime's (zero: none).
+	Lifetime Lifetime
 }
 
 // AttestPending is Lifecycle.Attestation while a bring-up's attestation
@@ -127,11 +137,15 @@ func Fold(recs []Record) Lifecycle {
 			}
 		case OpReady:
 			if r.Gen == latest {
-				lc.Ready = true
+				lc.Ready, lc.ReadyAt = true, r.Time
 			}
 		case OpAttesting:
 			if r.Gen == latest {
-				lc.Ready, lc.Attestation = true, AttestPending
+				lc.Ready, lc.Attestation, lc.ReadyAt = true, AttestPending, r.Time
+			}
+		case OpLifetime:
+			if r.Gen == latest {
+				lc.Lifetime = Lifetime{Accepted: r.Accepted, TTL: time.Duration(r.TTL) * time.Second, Idle: time.Duration(r.Idle) * time.Second, Set: r.Time}
 			}
 		case OpAttested:
 			if r.Gen == latest {
@@ -142,6 +156,7 @@ func Fold(recs []Record) Lifecycle {
 				lc.RollbackNote = r.Note
 			}
 		case OpRemovalStarted:
+			lc.LastRemoval = r.Reason
 			if lc.Ready {
 				lc.Removal = r.Reason
 			}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Topology says how a campaign's containers are connected.
@@ -71,10 +72,71 @@ type Plan struct {
 	// empty in a plan that is only being checked.
 	Generation int
 	Instance   string
+	// Lifetime is the spec's (ttl_seconds, idle_timeout_seconds); the
+	// service gives it its policy's (LifetimePolicy.Apply) and the moment
+	// the create was accepted, and the bring-up journals it (OpLifetime)
+	// when it is not zero. Accepted zero means the bring-up's start.
+	Lifetime Lifetime
+	// Images maps each tag the spec names to the image id Pin put in its
+	// place (nil before, and for a spec of pins only). The generation's
+	// begin record keeps it (Generation.Images).
+	Images map[string]string
 	// Keyed is true when the agent ids were derived under a key
 	// (PlanOptions.AgentKey): only such a plan is brought up.
 	Keyed    bool
 	agentKey []byte
+}
+
+// ImageFields returns the image references the plan's containers run
+// (pinned by Pin, or as the spec names them before), each with the first
+// spec field that names it ("server.image", "workspaces[2].image").
+func (p *Plan) ImageFields() map[string]string {
+	out := map[string]string{p.Server.Spec.Image: "server.image"}
+	for _, a := range p.Agents {
+		if _, ok := out[a.Spec.Image]; !ok {
+			out[a.Spec.Image] = fmt.Sprintf("workspaces[%d].image", a.Index)
+		}
+	}
+	return out
+}
+
+// Pin puts in place of every tag the plan's containers name (Pinned is
+// false) the image id ids maps it to, and records the map in Images; pins
+// are kept as they are. Plan.Spec keeps what the launcher gave (the spec
+// file shows the tag); the containers, and the attestation, use the id.
+// A tag with no image id in ids is a *ValidationError naming the field,
+// and nothing is changed. Pinning a pinned plan again changes nothing.
+func (p *Plan) Pin(ids map[string]string) error {
+	fields := p.ImageFields()
+	pinned := map[string]string{}
+	for ref, field := range fields {
+		if Pinned(ref) {
+			continue
+		}
+		id, ok := ids[ref]
+		if !ok || !IsImageID(id) {
+			return invalid(field, ref, "a tag needs the image id it was resolved to at create time, and none is recorded")
+		}
+		pinned[ref] = id
+	}
+	if len(pinned) == 0 {
+		return nil
+	}
+	if p.Images == nil {
+		p.Images = map[string]string{}
+	}
+	for ref, id := range pinned {
+		p.Images[ref] = id
+	}
+	if id, ok := pinned[p.Server.Spec.Image]; ok {
+		p.Server.Spec.Image = id
+	}
+	for i := range p.Agents {
+		if id, ok := pinned[p.Agents[i].Spec.Image]; ok {
+			p.Agents[i].Spec.Image = id
+		}
+	}
+	return nil
 }
 
 // PlanOptions are what a plan is computed with beside its spec.
@@ -196,12 +258,14 @@ func NewPlanWith(spec CampaignSpec, opts PlanOptions) (*Plan, error) {
 		errs.add(invalid("egress", string(spec.Egress), `must be "internal" or "nat"`))
 	}
 	errs.add(CheckLabels("labels", spec.Labels))
+	errs.add(CheckLifetime("ttl_seconds", spec.TTLSeconds, "idle_timeout_seconds", spec.IdleTimeoutSeconds))
 	if n := len(spec.Workspaces); n < 1 || n > MaxWorkspaces {
 		errs.add(invalid("workspaces", strconv.Itoa(n), "need 1..%d workspaces", MaxWorkspaces))
 		return nil, errs.err()
 	}
 	key := Key(spec.CampaignID)
-	p := &Plan{Spec: spec, CampaignID: spec.CampaignID, Key: key, Egress: egress, Topology: TopologyNone, Keyed: opts.AgentKey != nil, agentKey: opts.AgentKey}
+	p := &Plan{Spec: spec, CampaignID: spec.CampaignID, Key: key, Egress: egress, Topology: TopologyNone, Keyed: opts.AgentKey != nil, agentKey: opts.AgentKey,
+		Lifetime: Lifetime{TTL: time.Duration(spec.TTLSeconds) * time.Second, Idle: time.Duration(spec.IdleTimeoutSeconds) * time.Second}}
 	if egress == EgressNAT || spec.Server.AgentReachable {
 		p.Topology = TopologyPerAgent
 	}

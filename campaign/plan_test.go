@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -131,7 +132,8 @@ func TestNewPlanRefusals(t *testing.T) {
 		{"too_many_workspaces", func(s *CampaignSpec) {
 			s.Workspaces = make([]WorkspaceSpec, MaxWorkspaces+1)
 		}, "workspaces"},
-		{"image_tag_only", func(s *CampaignSpec) { s.Server.Image = "agentpen/workbench:dev" }, "server.image"},
+		{"image_untagged", func(s *CampaignSpec) { s.Server.Image = "agentpen/workbench" }, "server.image"},
+		{"image_tag_latest", func(s *CampaignSpec) { s.Workspaces[1].Image = "registry.local:5000/agentpen/workbench:latest" }, "workspaces[1].image"},
 		{"image_latest", func(s *CampaignSpec) { s.Server.Image = "latest" }, "server.image"},
 		{"image_placeholder", func(s *CampaignSpec) { s.Workspaces[0].Image = "${IMAGE}" }, "workspaces[0].image"},
 		{"image_short_digest", func(s *CampaignSpec) { s.Server.Image = "sha256:abc" }, "server.image"},
@@ -209,7 +211,11 @@ func TestCheckImageMessages(t *testing.T) {
 	tests := []struct {
 		ref, want string
 	}{
-		{"agentpen/workbench:dev", "a tag is not a pin: give the local image id (docker image inspect --format '{{.Id}}' agentpen/workbench:dev)"},
+		{"agentpen/workbench:dev", ""},
+		{"registry.local:5000/team/img:1.2", ""},
+		{"agentpen/workbench", "names no tag, which means latest: give a tag (repo:tag), the local image id (docker image inspect --format '{{.Id}}' agentpen/workbench)"},
+		{"agentpen/workbench:latest", "latest is whatever was built last"},
+		{"latest", "is a placeholder"},
 		{"sha256:abc", "an image id is sha256: and 64 lower-case hex digits"},
 		{"Agentpen/Workbench@" + testDigest, "is not an image reference"},
 		{"registry.local:5000/team/img:1.2@" + testDigest, ""},
@@ -427,5 +433,51 @@ func TestInvalidIDsAreValidationErrors(t *testing.T) {
 				t.Fatalf("NewPlan: %T %v, want a ValidationError of campaign_id saying %q", err, err, tt.msg)
 			}
 		})
+	}
+}
+
+// TestPin: a plan whose spec names tags runs the ids they were resolved
+// to; its spec keeps the tags; pins stay as they are; a tag without an
+// id is refused naming its field, and nothing changes; pinning again
+// changes nothing.
+func TestPin(t *testing.T) {
+	id1, id2 := "sha256:"+strings.Repeat("1", 64), "sha256:"+strings.Repeat("2", 64)
+	s := validSpec()
+	s.Server.Image = "agentpen/workbench:dev"
+	s.Workspaces[0].Image = "agentpen/workbench:dev"
+	s.Workspaces[1].Image = "registry.local:5000/team/img:1.2"
+	p, err := NewPlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Pin(map[string]string{"agentpen/workbench:dev": id1})
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Field != "workspaces[1].image" || p.Images != nil || p.Server.Spec.Image != "agentpen/workbench:dev" {
+		t.Fatalf("a tag without an id: %v (images %v, server %s)", err, p.Images, p.Server.Spec.Image)
+	}
+	ids := map[string]string{"agentpen/workbench:dev": id1, "registry.local:5000/team/img:1.2": id2, "other:1": id2}
+	if err := p.Pin(ids); err != nil {
+		t.Fatal(err)
+	}
+	if p.Server.Spec.Image != id1 || p.Agents[0].Spec.Image != id1 || p.Agents[1].Spec.Image != id2 {
+		t.Fatalf("containers run %s, %s, %s", p.Server.Spec.Image, p.Agents[0].Spec.Image, p.Agents[1].Spec.Image)
+	}
+	if p.Spec.Server.Image != "agentpen/workbench:dev" || p.Spec.Workspaces[1].Image != "registry.local:5000/team/img:1.2" {
+		t.Fatalf("the spec changed: %+v", p.Spec)
+	}
+	want := map[string]string{"agentpen/workbench:dev": id1, "registry.local:5000/team/img:1.2": id2}
+	if !maps.Equal(p.Images, want) {
+		t.Fatalf("images %v, want %v", p.Images, want)
+	}
+	if err := p.Pin(nil); err != nil || !maps.Equal(p.Images, want) || p.Server.Spec.Image != id1 {
+		t.Fatalf("pinned again: %v %v", err, p.Images)
+	}
+	// A spec of pins only needs nothing.
+	q, err := NewPlan(validSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Pin(nil); err != nil || q.Images != nil {
+		t.Fatalf("pins only: %v %v", err, q.Images)
 	}
 }

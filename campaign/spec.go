@@ -53,12 +53,17 @@ type CampaignSpec struct {
 	Server ServerSpec `json:"server" doc:"The task-server (grader) container."`
 	// Workspaces are the agents' containers, 1..MaxWorkspaces.
 	Workspaces []WorkspaceSpec `json:"workspaces" minItems:"1" maxItems:"64" nullable:"false" doc:"One container per agent, 1..64."`
+	// TTLSeconds and IdleTimeoutSeconds are the campaign's lifetime (see
+	// Lifetime); 0 is none (agentpen serve gives its default).
+	TTLSeconds         int `json:"ttl_seconds,omitempty" minimum:"0" maximum:"2592000" doc:"Remove the campaign this many seconds after its create was accepted (as DELETE does; reason ttl). 0 or absent: none with agentpen up; agentpen serve's default (--ttl) through the API, which also caps it (--max-ttl). At least 10."`
+	IdleTimeoutSeconds int `json:"idle_timeout_seconds,omitempty" minimum:"0" maximum:"2592000" doc:"Remove the campaign once no episode traffic (a reset or a step, through the API's proxy or a workspace's socket) has reached it for this many seconds (reason idle). 0 or absent: none with agentpen up; agentpen serve's default (--idle-timeout) through the API, which also caps it (--max-idle-timeout), unless a workspace runs its own command (its activity is not seen: no default). At least 5."`
 }
 
 // ServerSpec describes the campaign's server container.
 type ServerSpec struct {
-	// Image is a pinned reference (see CheckImage).
-	Image string `json:"image" pattern:"^(sha256:[0-9a-f]{64}|[^@\\s]+@sha256:[0-9a-f]{64})$" doc:"A pinned image: an image id (sha256:<64 hex>) or repo@sha256:<repo digest>; a bare tag is refused (docker image inspect --format '{{.Id}}' IMAGE gives the id)."`
+	// Image is an image id, a repository digest or a local tag (see
+	// CheckImage).
+	Image string `json:"image" pattern:"^(sha256:[0-9a-f]{64}|[^@\\s]+@sha256:[0-9a-f]{64}|[^@\\s]+:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$" doc:"The image: an image id (sha256:<64 hex>), repo@sha256:<repo digest>, or a local tag (repo:tag, not latest), resolved to the daemon's image id when the campaign is created; the containers and the attestation use that id (GET /v1/images, agentpen images list the local images)."`
 	// Command overrides the image's command; empty means the workbench
 	// grader ("grader --listen :Port").
 	Command []string `json:"command,omitempty" nullable:"false" doc:"Overrides the image's command; empty: the workbench grader."`
@@ -101,8 +106,8 @@ type WorkspaceSpec struct {
 	TaskID string `json:"task_id" pattern:"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$" doc:"The benchmark task (workbench tasks lists the catalogue); never visible to the agent."`
 	// AttemptID distinguishes retries of the same task (optional).
 	AttemptID string `json:"attempt_id,omitempty" pattern:"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$" doc:"Distinguishes two workspaces of the same task."`
-	// Image is a pinned reference (see CheckImage).
-	Image string `json:"image" pattern:"^(sha256:[0-9a-f]{64}|[^@\\s]+@sha256:[0-9a-f]{64})$" doc:"A pinned image, as server.image."`
+	// Image is as ServerSpec.Image.
+	Image string `json:"image" pattern:"^(sha256:[0-9a-f]{64}|[^@\\s]+@sha256:[0-9a-f]{64}|[^@\\s]+:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$" doc:"The image, as server.image."`
 	// Command overrides the image's command; empty means the workbench
 	// episode server on /run/workbench/wb.sock grading through the
 	// campaign's grader (WorkbenchCommand), so no answer key enters the

@@ -70,9 +70,10 @@ const (
 	IDPattern      = `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`
 	TaskIDPattern  = `^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$`
 	EnvNamePattern = `^[A-Za-z_][A-Za-z0-9_]{0,127}$`
-	// ImagePattern is what every pinned image matches (CheckImage then
-	// applies the registry's reference grammar).
-	ImagePattern = `^(sha256:[0-9a-f]{64}|[^@\s]+@sha256:[0-9a-f]{64})$`
+	// ImagePattern is what every image reference matches: an image id, a
+	// repository digest or a tag (CheckImage then applies the registry's
+	// reference grammar, and refuses latest).
+	ImagePattern = `^(sha256:[0-9a-f]{64}|[^@\s]+@sha256:[0-9a-f]{64}|[^@\s]+:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})$`
 )
 
 var (
@@ -217,13 +218,17 @@ var placeholderImages = map[string]bool{"latest": true, "placeholder": true, "ch
 // a spec pins a locally built image with.
 const ImageIDCommand = "docker image inspect --format '{{.Id}}' "
 
-// CheckImage validates a pinned image reference: a local image id
+// CheckImage validates a spec's image reference: a local image id
 // ("sha256:<64 hex>", what `docker image inspect --format '{{.Id}}'`
-// prints) or a repository pinned by its registry digest
-// ("repo[:tag]@sha256:<64 hex>", one of the image's RepoDigests), in the
-// registry's own reference grammar (github.com/distribution/reference).
-// Tags alone, "latest", placeholders and template text are refused: the
-// pin is what attestation checks, and a tag can be moved.
+// prints), a repository pinned by its registry digest
+// ("repo[:tag]@sha256:<64 hex>", one of the image's RepoDigests), or a
+// local tag ("repo:tag"), in the registry's own reference grammar
+// (github.com/distribution/reference). A tag is resolved to the id of the
+// daemon's image at create time (Plan.Pin), and everything after the
+// spec (the containers, the attestation) uses that id. "latest" (as a
+// reference or a tag), a repository without a tag (which means latest),
+// placeholders and template text are refused: latest is whatever was
+// built last, never a choice.
 func CheckImage(field, ref string) error {
 	if err := checkText(field, ref, 1024); err != nil {
 		return err
@@ -241,15 +246,32 @@ func CheckImage(field, ref string) error {
 	if err != nil {
 		return invalid(field, ref, "is not an image reference (%v)", err)
 	}
-	canonical, ok := named.(reference.Canonical)
-	if !ok {
-		return invalid(field, ref, "a tag is not a pin: give the local image id (%s%s) or repo@sha256:<registry digest>", ImageIDCommand, ref)
+	if canonical, ok := named.(reference.Canonical); ok {
+		if canonical.Digest().Algorithm() != "sha256" {
+			return invalid(field, ref, "the digest must be sha256")
+		}
+		return nil
 	}
-	if canonical.Digest().Algorithm() != "sha256" {
-		return invalid(field, ref, "the digest must be sha256")
+	tagged, ok := named.(reference.Tagged)
+	switch {
+	case !ok:
+		return invalid(field, ref, "names no tag, which means latest: give a tag (repo:tag), the local image id (%s%s) or repo@sha256:<registry digest>", ImageIDCommand, ref)
+	case tagged.Tag() == "latest":
+		return invalid(field, ref, "latest is whatever was built last: give another tag, the local image id (%s%s) or repo@sha256:<registry digest>", ImageIDCommand, ref)
 	}
 	return nil
 }
+
+// Pinned reports whether an image reference CheckImage accepts is a pin
+// (an image id, or a repository digest) rather than a tag, which a
+// bring-up resolves to an image id.
+func Pinned(ref string) bool {
+	return digestRe.MatchString(ref) || strings.Contains(ref, "@sha256:")
+}
+
+// IsImageID reports whether s is an image id: sha256: and 64 lower-case
+// hex digits.
+func IsImageID(s string) bool { return digestRe.MatchString(s) }
 
 // CheckLoopbackPublish validates "IP:PORT" for a loopback-only published
 // port: a numeric loopback address (never a wildcard or a name) and a port

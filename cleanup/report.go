@@ -73,6 +73,9 @@ type Input struct {
 	// ReadOnly marks a verification that removes nothing (agentpen cleanup
 	// verify): outcomes carry only their observation.
 	ReadOnly bool
+	// Reason is why the campaign was removed (campaign.RemovalReasons; ""
+	// for a verification).
+	Reason   string
 	Started  time.Time
 	Finished time.Time
 	// Phases are durations by phase name (resolve, remove, verify).
@@ -169,6 +172,9 @@ type Report struct {
 	// ReadOnly marks a verification that removed nothing (agentpen
 	// cleanup verify).
 	ReadOnly bool `json:"read_only,omitempty"`
+	// Reason is why the campaign was removed: down, delete, ttl, idle,
+	// rollback, ... (campaign.RemovalReasons); absent for a verification.
+	Reason string `json:"reason,omitempty"`
 	// FailedChecks are the names of the checks that failed, sorted.
 	FailedChecks []string `json:"failed_checks"`
 	// Generations are every generation the journal records.
@@ -215,7 +221,7 @@ func (r *Report) Marshal() ([]byte, error) {
 // and any failed check makes the status Failed.
 func Build(in Input) Report {
 	r := Report{
-		Schema: Schema, CampaignID: in.CampaignID, ReadOnly: in.ReadOnly, Producer: in.Producer,
+		Schema: Schema, CampaignID: in.CampaignID, ReadOnly: in.ReadOnly, Reason: in.Reason, Producer: in.Producer,
 		FailedChecks: []string{}, Generations: []GenerationInfo{}, Expected: []Entry{}, Removed: []Entry{},
 		AlreadyGone: []Entry{}, LeftAlone: []Entry{}, Unexpected: []Found{}, Networks: []string{},
 		RunDirs: []string{}, Ownership: []Evidence{}, Checks: map[string]Check{},

@@ -34,39 +34,148 @@ type entry struct {
 	seq     uint64 // bumped when an operation ends: a read of the files begun before is stale
 	camp    *adapter.Campaign
 	routes  []*route
+	// wake is closed (and dropped) when the adapter journals a record of
+	// the campaign or an operation on it ends: its event streams read the
+	// journal again (journalWake).
+	wake chan struct{}
+	// timer stops the campaign's lifetime timer (schedule), set for the
+	// generation whose instance is timerFor.
+	timer    func() bool
+	timerFor string
 }
 
-// Load reads every campaign of the state root (as agentpen serve does at
-// start) and serves the workspaces of those that are ready, with the same
-// capabilities as before a restart; it logs the campaigns that need a
-// DELETE (a bring-up or a removal that did not finish, a failed
-// attestation).
+// Load reads every campaign of the state root (agentpen serve does at
+// start) and reconciles it with its journal (adapter.Reconcile): a
+// bring-up that did not finish is rolled back, a removal that did not
+// finish is finished, a campaign whose lifetime is over is removed, each
+// in the background (reconcileParallelism at once), the campaign reading
+// deleting until it is done, each action logged and in its events. The
+// rest is served again: a ready campaign's workspaces with the same
+// capabilities as before a restart, and a campaign with a lifetime gets
+// its timer. Then the state root is rescanned every RescanInterval for
+// campaigns other processes make.
 func (s *Server) Load() error {
 	list, err := s.root.List()
 	if err != nil {
 		return err
 	}
+	now := s.clock.Now()
+	var todo []string
 	for _, l := range list {
+		if l.Err != nil {
+			s.log.Warn("campaign unusable: left alone", "campaign", l.ID, "err", l.Err)
+			continue
+		}
+		var last time.Time
+		if l.State.Status.Up() && l.State.Lifetime.Idle > 0 {
+			if c, err := s.root.Open(l.ID); err == nil {
+				last, _ = s.be.LastActivity(c)
+				c.Close()
+			}
+		}
+		if l.State.ReconcileReason(now, last) != "" {
+			s.begin(s.entry(l.ID), campaign.StatusDeleting)
+			todo = append(todo, l.ID)
+			continue
+		}
 		v, _ := s.render(l.ID, s.snapshotOf(l.ID, l.State, l.Err), s.seqOf(l.ID), true)
 		switch v.State {
 		case campaign.StatusReady.String(), campaign.StatusRemoved.String():
 		default:
 			s.log.Warn("campaign not served", "campaign", l.ID, "generation", v.Generation, "state", v.State)
 		}
+		if l.State.Status.Up() {
+			s.schedule(l.ID)
+		}
 	}
+	sem := make(chan struct{}, reconcileParallelism)
+	for _, id := range todo {
+		go func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			s.reconcile(id)
+		}()
+	}
+	s.rescanLoop()
 	return nil
+}
+
+// reconcileParallelism bounds the reconciliations Load runs at once.
+const reconcileParallelism = 4
+
+// reconcile reconciles one campaign Load marked deleting: it removes it
+// as its journal says (adapter.Reconcile), unless another process holds
+// it (a bring-up or a removal in flight there), and then serves it if it
+// is up.
+func (s *Server) reconcile(id string) {
+	e := s.entry(id)
+	sctx, done, err := s.startOp()
+	if err != nil {
+		s.end(e)
+		return
+	}
+	defer done()
+	e.op.Lock()
+	defer e.op.Unlock()
+	start := time.Now()
+	c, err := s.root.Open(id)
+	if err != nil {
+		s.end(e)
+		s.logOp(context.Background(), "reconcile", id, "failed", start, err)
+		return
+	}
+	defer c.Close()
+	res, err := s.be.Reconcile(sctx, c, adapter.ReconcileOptions{Now: s.clock.Now()})
+	s.end(e)
+	outcome := "left as it is"
+	switch {
+	case errors.Is(err, store.ErrLocked):
+		outcome, err = "in flight in another process: left to it", nil
+	case res.Report != nil:
+		outcome = fmt.Sprintf("%s: removed, cleanup %s", res.Reason, res.Report.Status)
+	case err != nil:
+		outcome = "failed"
+	}
+	s.logOp(context.Background(), "reconcile", id, outcome, start, err)
+	s.view(id)
+	s.schedule(id)
 }
 
 // entry returns the campaign's entry, made when missing.
 func (s *Server) entry(id string) *entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.entryLocked(id)
+}
+
+// entryLocked is entry with s.mu held.
+func (s *Server) entryLocked(id string) *entry {
 	e := s.campaigns[id]
 	if e == nil {
 		e = &entry{id: id}
 		s.campaigns[id] = e
 	}
 	return e
+}
+
+// operate begins an operation on the campaign id for what ("attest",
+// "patch"): it counts in the service's operations (opContext), holds the
+// campaign's op lock, and reads its files afresh; release ends it. The
+// error is the problem to answer.
+func (s *Server) operate(ctx context.Context, id, what string) (context.Context, *entry, snapshot, func(), error) {
+	ctx, done, err := s.opContext(ctx)
+	if err != nil {
+		return nil, nil, snapshot{}, nil, operationProblem(what, err)
+	}
+	e := s.entry(id)
+	e.op.Lock()
+	release := func() { e.op.Unlock(); done() }
+	snap, err := s.read(id)
+	if err != nil {
+		release()
+		return nil, nil, snapshot{}, nil, campaignProblem(id, what, err)
+	}
+	return ctx, e, snap, release, nil
 }
 
 // seqOf is the campaign's operation count, read before its files.
@@ -93,6 +202,7 @@ func (s *Server) end(e *entry) {
 	s.mu.Lock()
 	e.busying = false
 	e.seq++
+	e.wakeLocked()
 	s.gaugesLocked()
 	s.mu.Unlock()
 }
@@ -231,10 +341,7 @@ func (s *Server) render(id string, snap snapshot, seq uint64, reconcile bool) (v
 		status = e.busy
 	case !reconcile || !fresh:
 	case status == campaign.StatusReady:
-		if e == nil {
-			e = &entry{id: id}
-			s.campaigns[id] = e
-		}
+		e = s.entryLocked(id)
 		if e.camp == nil || e.camp.Plan.Instance != g.Instance {
 			s.revokeLocked(e, errRevoked)
 			if loaded != nil {
@@ -248,7 +355,8 @@ func (s *Server) render(id string, snap snapshot, seq uint64, reconcile bool) (v
 		}
 		s.revokeLocked(e, cause)
 	}
-	v = CampaignView{CampaignID: id, Generation: g.N, State: status.String(), StateDir: snap.dir, Workspaces: []adapter.Workspace{}}
+	v = CampaignView{CampaignID: id, Generation: g.N, State: status.String(), StateDir: snap.dir, Workspaces: []adapter.Workspace{},
+		Lifetime: lifetimeView(snap.st.Lifetime), RemovalReason: snap.st.LastRemoval}
 	if err := cmp.Or(snap.err, snap.reportErr); err != nil {
 		v.Error = err.Error()
 	}

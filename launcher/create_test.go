@@ -93,7 +93,8 @@ func badSpecs() []badSpec {
 		{"campaign_id", mutate(func(m map[string]any) { m["campaign_id"] = "has space" }), []string{"body.campaign_id"}},
 		{"egress", mutate(func(m map[string]any) { m["egress"] = "open" }), []string{"body.egress"}},
 		{"no_workspaces", mutate(func(m map[string]any) { m["workspaces"] = []any{} }), []string{"body.workspaces"}},
-		{"server_image_tag", mutate(func(m map[string]any) { m["server"].(map[string]any)["image"] = "agentpen/workbench:dev" }), []string{"body.server.image"}},
+		{"server_image_untagged", mutate(func(m map[string]any) { m["server"].(map[string]any)["image"] = "agentpen/workbench" }), []string{"body.server.image"}},
+		{"server_image_latest", mutate(func(m map[string]any) { m["server"].(map[string]any)["image"] = "agentpen/workbench:latest" }), []string{"body.server.image"}},
 		{"workspace_image", mutate(func(m map[string]any) { ws(m, 1)["image"] = "latest" }), []string{"body.workspaces[1].image"}},
 		{"task_id_syntax", mutate(func(m map[string]any) { ws(m, 0)["task_id"] = "../etc" }), []string{"body.workspaces[0].task_id"}},
 		{"task_id_unknown", mutate(func(m map[string]any) { ws(m, 1)["task_id"] = "software/nonexistent" }), []string{"body.workspaces[1].task_id"}},
@@ -115,6 +116,9 @@ func badSpecs() []badSpec {
 		{"labels_reserved", mutate(func(m map[string]any) { m["labels"] = map[string]any{"io.agentpen.role": "x"} }), []string{"body.labels"}},
 		{"publish_internal", mutate(func(m map[string]any) { m["server"].(map[string]any)["publish_loopback"] = "127.0.0.1:18080" }), []string{"body.server.publish_loopback"}},
 		{"server_port", mutate(func(m map[string]any) { m["server"].(map[string]any)["port"] = 70000 }), []string{"body.server.port"}},
+		{"ttl_negative", mutate(func(m map[string]any) { m["ttl_seconds"] = -1 }), []string{"body.ttl_seconds"}},
+		{"ttl_too_short", mutate(func(m map[string]any) { m["ttl_seconds"] = 5 }), []string{"body.ttl_seconds"}},
+		{"idle_too_long", mutate(func(m map[string]any) { m["idle_timeout_seconds"] = campaign.MaxIdleTimeoutSeconds + 1 }), []string{"body.idle_timeout_seconds"}},
 		{"duplicate_workspace", mutate(func(m map[string]any) {
 			ws(m, 1)["task_id"] = ws(m, 0)["task_id"]
 			ws(m, 1)["attempt_id"] = ws(m, 0)["attempt_id"]

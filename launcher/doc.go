@@ -9,13 +9,19 @@
 // The operations are Huma v2 operations on a chi router, so the OpenAPI
 // 3.1 document (GET /v1/openapi.json) is generated from the Go types:
 // POST /v1/campaigns (the spec agentpen up takes, validated as it does:
-// campaign.ParseSpec with the workbench catalogue; adapter.Up brings the
-// campaign up and attests it, and removes it again when it does not
-// attest), GET /v1/campaigns, GET and DELETE
-// /v1/campaigns/{id} (delete returns the cleanup report, and only a
+// campaign.Validate with the workbench catalogue, then adapter.Prepare:
+// the key and the images, a tag resolved to its id; adapter.Up brings
+// the campaign up and attests it, and removes it again when it does not
+// attest; with Prefer: respond-async, a 202 at once and the bring-up in
+// the background), GET /v1/campaigns, GET, PATCH (its lifetime) and
+// DELETE /v1/campaigns/{id} (delete returns the cleanup report, and only a
 // verified cleanup is a 200), GET /v1/campaigns/{id}/workspaces (opaque
-// agent ids and base_urls), POST and GET /v1/campaigns/{id}/attestation
-// (fresh or stored report), GET /v1/campaigns/{id}/cleanup. GET /healthz
+// agent ids and base_urls), GET /v1/campaigns/{id}/events (server-sent
+// events read from its journal, package events), POST and GET
+// /v1/campaigns/{id}/attestation (fresh or stored report), GET
+// /v1/campaigns/{id}/cleanup, GET /v1/tasks and /v1/tasks/{id} (the
+// catalogue, and what an agent sees of a task), GET /v1/images (the
+// daemon's images a spec can name). GET /healthz
 // and GET /metrics (Prometheus, on a registry of the server's own) are
 // plain handlers, described in the same document. Every error, from Huma
 // or from the router, the auth check or the proxy, is an RFC 9457 problem
@@ -26,7 +32,22 @@
 // compared in constant time; authentication is attached to those routes,
 // not decided by a path prefix. Requests carry an id (X-Request-Id); the
 // access log names the route pattern, never the path, so no capability,
-// token, body or task id is ever logged.
+// token, body or task id is ever logged; a refused request names its
+// class. Each operation (create, delete, attest, expire, reconcile) logs
+// one line: campaign, outcome, duration.
+//
+// # Lifetimes
+//
+// A create gets the spec's ttl_seconds and idle_timeout_seconds or the
+// operator's defaults (Config.Lifetime), counted from its acceptance on
+// the service's Clock. Each campaign that is up with a lifetime has one
+// timer at the next moment campaign.Lifecycle.Due may say yes; then it
+// is removed as DELETE removes it, reason ttl or idle (idle: the
+// workspaces' socket times, adapter.LastActivity). Load reconciles every
+// campaign at start (adapter.Reconcile: a bring-up a killed service left
+// is rolled back, a removal finished, an expired campaign removed), each
+// reading deleting meanwhile, and the state root is rescanned every
+// RescanInterval for campaigns other processes made.
 //
 // # Campaigns
 //

@@ -51,7 +51,12 @@ type fakeBackend struct {
 	verified bool
 	bringUp  func(ctx context.Context) error // nil: succeed at once
 	// pending are results the next CollectResults of a campaign stores.
-	pending map[string][]store.Result
+	pending  map[string][]store.Result
+	images   []adapter.Image
+	imageErr error
+	prepare  func(p *campaign.Plan) error // nil: nothing to refuse
+	activity map[string]time.Time         // LastActivity by campaign
+	locked   map[string]bool              // campaigns another process holds
 }
 
 func newFakeBackend(t *testing.T) *fakeBackend {
@@ -79,6 +84,18 @@ func (f *fakeBackend) Calls() []string {
 
 // open opens a campaign of the fake's state root.
 func (f *fakeBackend) open(id string) (*store.Campaign, error) { return f.root.Open(id) }
+
+// Prepare is the adapter's check before a bring-up: prepare, when set,
+// says what it finds.
+func (f *fakeBackend) Prepare(ctx context.Context, p *campaign.Plan) error {
+	f.mu.Lock()
+	prepare := f.prepare
+	f.mu.Unlock()
+	if prepare != nil {
+		return prepare(p)
+	}
+	return nil
+}
 
 // Up brings the plan up (journalled, with fake sockets), attests it and,
 // failing closed as adapter.Up does, removes one that did not attest.
@@ -140,7 +157,35 @@ func (f *fakeBackend) begin(p *campaign.Plan) error {
 	if err := sc.WriteSpec(gen, p.Spec); err != nil {
 		return err
 	}
-	return f.journal(id, campaign.Record{Op: campaign.OpBegin, Gen: gen, Instance: p.Instance})
+	recs := []campaign.Record{{Op: campaign.OpBegin, Gen: gen, Instance: p.Instance}}
+	if !p.Lifetime.IsZero() {
+		recs = append(recs, p.Lifetime.Record(gen))
+	}
+	return f.journal(id, recs...)
+}
+
+// plan validates a spec as the service does (no catalogue).
+func (f *fakeBackend) plan(t *testing.T, spec []byte) *campaign.Plan {
+	t.Helper()
+	popts, err := f.root.PlanOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := campaign.ParseSpec(bytes.NewReader(spec), nil, popts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func adapterUpOptions() adapter.UpOptions { return adapter.UpOptions{} }
+
+func jsonMarshal(v any) []byte { b, _ := json.Marshal(v); return b }
+
+func jsonUnmarshal(b []byte, v any) {
+	if err := json.Unmarshal(b, v); err != nil {
+		panic(err)
+	}
 }
 
 // createAll journals the grader and the first n workspaces as created,
@@ -376,6 +421,81 @@ func (f *fakeBackend) CollectResults(c *store.Campaign) (adapter.Collected, erro
 	return adapter.Collected{New: len(rs), Records: rs}, nil
 }
 
+// Images lists the fake daemon's images.
+func (f *fakeBackend) Images(context.Context) ([]adapter.Image, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.images, f.imageErr
+}
+
+// SetLifetime journals the lifetime of an up campaign, as the adapter
+// does.
+func (f *fakeBackend) SetLifetime(ctx context.Context, c *store.Campaign, l campaign.Lifetime) error {
+	f.record("SetLifetime " + c.ID)
+	st, err := f.state(c.ID)
+	if err != nil {
+		return err
+	}
+	if !st.Status.Up() {
+		return fmt.Errorf("campaign %q: %w", c.ID, adapter.ErrNotUp)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.journal(c.ID, l.Record(st.Latest().N))
+}
+
+// setActivity says when the campaign's workspaces last served an episode.
+func (f *fakeBackend) setActivity(id string, t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.activity == nil {
+		f.activity = map[string]time.Time{}
+	}
+	f.activity[id] = t
+}
+
+// LastActivity is what setActivity said (zero: never).
+func (f *fakeBackend) LastActivity(c *store.Campaign) (time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.activity[c.ID], nil
+}
+
+// Reconcile decides as the adapter does (campaign.Lifecycle's
+// ReconcileReason, or Due with ExpiryOnly) and removes what it says,
+// journalling a rollback; a campaign locked by another process is left
+// alone with store.ErrLocked.
+func (f *fakeBackend) Reconcile(ctx context.Context, c *store.Campaign, opts adapter.ReconcileOptions) (adapter.Reconciled, error) {
+	f.record("Reconcile " + c.ID)
+	f.mu.Lock()
+	locked, last := f.locked[c.ID], f.activity[c.ID]
+	f.mu.Unlock()
+	if locked {
+		return adapter.Reconciled{}, fmt.Errorf("campaign %q: %w (pid 1)", c.ID, store.ErrLocked)
+	}
+	st, err := f.state(c.ID)
+	if err != nil {
+		return adapter.Reconciled{}, err
+	}
+	res := adapter.Reconciled{Status: st.Status}
+	if opts.ExpiryOnly {
+		res.Reason, _ = st.Due(opts.Now, last)
+	} else {
+		res.Reason = st.ReconcileReason(opts.Now, last)
+	}
+	if res.Reason == "" {
+		return res, nil
+	}
+	f.record("Cleanup " + c.ID + " (" + res.Reason + ")")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res.Report, res.ReportPath, err = f.writeCleanup(c.ID, -1, res.Reason)
+	if err == nil && res.Reason == campaign.ReasonRollback {
+		err = f.journal(c.ID, campaign.Record{Op: campaign.OpRolledBack, Gen: st.Latest().N, Note: "rolled back by reconcile"})
+	}
+	return res, err
+}
+
 // CampaignDir is the campaign's state directory.
 func (f *fakeBackend) CampaignDir(id string) string { return f.root.CampaignDir(id) }
 
@@ -407,10 +527,32 @@ func newTestServer(t *testing.T, be *fakeBackend) *testServer {
 
 func newTestServerKey(t *testing.T, be *fakeBackend, key []byte) *testServer {
 	t.Helper()
+	return newTestServerOf(t, be, key, nil)
+}
+
+// newTestServerClock is a test server whose lifetimes run on clock.
+func newTestServerClock(t *testing.T, be *fakeBackend, clock Clock) *testServer {
+	t.Helper()
+	return newTestServerOf(t, be, bytes.Repeat([]byte{7}, KeyBytes), func(c *Config) { c.Clock = clock })
+}
+
+// newTestServerConfig is a test server with edit's changes to its
+// configuration.
+func newTestServerConfig(t *testing.T, be *fakeBackend, edit func(*Config)) *testServer {
+	t.Helper()
+	return newTestServerOf(t, be, bytes.Repeat([]byte{7}, KeyBytes), edit)
+}
+
+func newTestServerOf(t *testing.T, be *fakeBackend, key []byte, edit func(*Config)) *testServer {
+	t.Helper()
 	logs := &testlog.Buffer{}
 	ts := httptest.NewUnstartedServer(nil)
-	s, err := newServer(Config{Root: be.root, Token: []byte(testToken), Key: key, PublicURL: "http://" + ts.Listener.Addr().String(),
-		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), ShutdownGrace: 5 * time.Second}, be)
+	cfg := Config{Root: be.root, Token: []byte(testToken), Key: key, PublicURL: "http://" + ts.Listener.Addr().String(),
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), ShutdownGrace: 5 * time.Second}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := newServer(cfg, be)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,16 @@ func TestPythonClient(t *testing.T) {
 	if out, errs, code := pyClient(t, ts, testToken, "delete", id); code != 0 || !strings.Contains(out, `"status": "verified"`) {
 		t.Fatalf("delete: exit %d\n%s%s", code, out, errs)
 	}
+	// Asynchronous: 202 at once, then the event stream to its end.
+	os.WriteFile(spec, specJSON("py-async", "software/median@7"), 0o600)
+	if out, errs, code := pyClient(t, ts, testToken, "create", spec, "--async"); code != 0 || !strings.Contains(out, `"state": "creating"`) {
+		t.Fatalf("create --async: exit %d\n%s%s", code, out, errs)
+	}
+	out, errs, code = pyClient(t, ts, testToken, "events", "py-async")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) < 2 || !strings.Contains(lines[len(lines)-1], `"event": "state"`) || !strings.Contains(lines[len(lines)-1], `"state": "ready"`) {
+		t.Fatalf("events: exit %d\n%s%s", code, out, errs)
+	}
 	if _, _, code := pyClient(t, ts, testToken, "bogus"); code != 2 {
 		t.Fatalf("bad usage: exit %d, want 2", code)
 	}

@@ -19,7 +19,7 @@ func (s *Server) collectLoop(every time.Duration) {
 	failing := map[string]string{} // campaign id -> the last error logged
 	for {
 		select {
-		case <-s.stop:
+		case <-s.closing:
 			return
 		case <-t.C:
 		}

@@ -268,14 +268,18 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			sw.status = http.StatusSwitchingProtocols // hijacked: the 101 went to the raw connection
 		}
 		s.metrics.requests.WithLabelValues(pattern, strconv.Itoa(sw.status)).Inc()
-		s.log.LogAttrs(r.Context(), slog.LevelInfo, "http",
+		attrs := []slog.Attr{
 			slog.String("request_id", RequestID(r.Context())),
 			slog.String("method", r.Method),
 			slog.String("route", pattern),
 			slog.Int("status", sw.status),
 			slog.Int64("bytes", sw.bytes),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-		)
+		}
+		if class := refusalClass(sw.status); class != "" {
+			attrs = append(attrs, slog.String("refused", class))
+		}
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "http", attrs...)
 	})
 }
 

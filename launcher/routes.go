@@ -1,7 +1,6 @@
 package launcher
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/store"
-	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/danielgtaylor/huma/v2"
 )
 
@@ -31,10 +29,12 @@ type CampaignView struct {
 	StateDir   string `json:"state_dir" doc:"The campaign's state directory on the service's host (journal, spec, reports)"`
 	// Workspaces are in the spec's order; empty unless the state is
 	// ready.
-	Workspaces  []adapter.Workspace `json:"workspaces"`
-	Attestation *ReportRef          `json:"attestation,omitempty" doc:"The latest attestation of this generation (GET .../attestation for the report)"`
-	Cleanup     *ReportRef          `json:"cleanup,omitempty" doc:"The last cleanup of this generation, when there is one (GET .../cleanup for the report)"`
-	Error       string              `json:"error,omitempty" doc:"Why the state is unusable"`
+	Workspaces    []adapter.Workspace `json:"workspaces"`
+	Lifetime      *LifetimeView       `json:"lifetime,omitempty" doc:"Its lifetime (absent: none); PATCH changes it"`
+	RemovalReason string              `json:"removal_reason,omitempty" doc:"Why its latest removal began: delete, down, ttl, idle, rollback, not_attested, reconcile, ... (absent: none)"`
+	Attestation   *ReportRef          `json:"attestation,omitempty" doc:"The latest attestation of this generation (GET .../attestation for the report)"`
+	Cleanup       *ReportRef          `json:"cleanup,omitempty" doc:"The last cleanup of this generation, when there is one (GET .../cleanup for the report)"`
+	Error         string              `json:"error,omitempty" doc:"Why the state is unusable"`
 }
 
 // ReportRef says where a report is and what it concluded.
@@ -46,10 +46,6 @@ type ReportRef struct {
 
 type campaignIDParam struct {
 	ID string `path:"id" doc:"Campaign id"`
-}
-
-type createInput struct {
-	RawBody []byte `contentType:"application/json"`
 }
 
 type campaignOutput struct {
@@ -88,12 +84,21 @@ func (s *Server) registerOperations(api huma.API) {
 		OperationID: "createCampaign", Method: http.MethodPost, Path: "/v1/campaigns", Tags: tags,
 		Summary: "Create a campaign and attest it",
 		Description: "The body is the spec agentpen up takes, validated the same way (every unknown field, then the values; " +
-			"each workspace's task_id must be in the workbench catalogue). The campaign is brought up, attested, and " +
-			"only then returned (201); one that does not attest is removed by exact id (500). A client that goes away " +
-			"cancels the bring-up, which rolls back by exact id.",
+			"each workspace's task_id must be in the workbench catalogue; the key variable set; every image on the daemon, " +
+			"a tag resolved to its image id). The campaign is brought up, attested, and only then returned (201); one that " +
+			"does not attest is removed by exact id (500). A client that goes away (a client timeout included) cancels " +
+			"the bring-up, which rolls back by exact id. With Prefer: respond-async the spec is checked the same way, " +
+			"and the answer is 202 with Location at once: the campaign reads creating until it is ready or failed, " +
+			"GET /v1/campaigns/{id}/events streams its progress, and no client going away stops it.",
 		DefaultStatus: http.StatusCreated, Errors: bad, SkipValidateBody: true, MaxBodyBytes: campaign.MaxSpecBytes + 1,
 		BodyReadTimeout: 30 * time.Second,
 	}, s.createCampaign)
+	// The asynchronous answer: the same view, reading creating.
+	created := api.OpenAPI().Paths["/v1/campaigns"].Post.Responses["201"]
+	api.OpenAPI().Paths["/v1/campaigns"].Post.Responses["202"] = &huma.Response{
+		Description: "Accepted (Prefer: respond-async): the campaign reads creating; Location names it, GET .../events streams its progress",
+		Headers:     created.Headers, Content: created.Content,
+	}
 	huma.Register(api, huma.Operation{
 		OperationID: "listCampaigns", Method: http.MethodGet, Path: "/v1/campaigns", Tags: tags,
 		Summary: "List every campaign of the service's state root, each with the state its journal says", Errors: []int{http.StatusUnauthorized},
@@ -135,6 +140,9 @@ func (s *Server) registerOperations(api huma.API) {
 		Summary: "The stored cleanup report of the latest generation (404 while that generation has none)", Errors: one,
 	}, s.getCleanup)
 	s.registerEpisodes(api, one)
+	s.registerCatalogue(api)
+	s.registerEvents(api)
+	s.registerLifetime(api)
 	// The create body is read raw (campaign.DecodeSpec gives line, column
 	// and every unknown field); the document still names its schema.
 	body := api.OpenAPI().Paths["/v1/campaigns"].Post.RequestBody
@@ -154,82 +162,6 @@ func (s *Server) opContext(ctx context.Context) (context.Context, func(), error)
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(sctx, cancel)
 	return ctx, func() { stop(); cancel(); done() }, nil
-}
-
-func (s *Server) createCampaign(ctx context.Context, in *createInput) (*campaignOutput, error) {
-	popts, err := s.root.PlanOptions()
-	if err != nil {
-		return nil, operationProblem("create", err)
-	}
-	p, err := campaign.ParseSpec(bytes.NewReader(in.RawBody), tasks.Known, popts)
-	if err != nil {
-		return nil, specProblem(err)
-	}
-	ctx, done, err := s.opContext(ctx)
-	if err != nil {
-		return nil, operationProblem("create", err)
-	}
-	defer done()
-	id := p.CampaignID
-	e := s.entry(id)
-	if !e.op.TryLock() {
-		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q: this service is creating, attesting or deleting it: retry once that ends", id))
-	}
-	defer e.op.Unlock()
-	// An id whose journal has anything live is refused in the API's terms;
-	// the bring-up refuses it again under the campaign's lock (another
-	// process may bring it up meanwhile).
-	if snap, err := s.read(id); err == nil && (snap.err != nil || len(snap.st.Live()) > 0) {
-		return nil, existsProblem(id, snap)
-	}
-	s.begin(e, campaign.StatusCreating)
-	defer s.end(e)
-
-	start := time.Now()
-	// Up holds the fail-closed policy: a campaign that does not attest is
-	// never handed out; it is removed by exact id, even when the client
-	// went away meanwhile.
-	res, err := s.be.Up(ctx, s.root, p, adapter.UpOptions{Attest: s.cfg.Attest})
-	if res == nil || res.Campaign == nil {
-		s.metrics.bringUp.WithLabelValues("failed").Observe(time.Since(start).Seconds())
-		s.log.Warn("create failed", "campaign", id, "request_id", RequestID(ctx), "cancelled", ctx.Err() != nil)
-		if snap, rerr := s.read(id); errors.Is(err, adapter.ErrCampaignExists) && rerr == nil {
-			return nil, existsProblem(id, snap)
-		}
-		return nil, operationProblem("bring-up", err)
-	}
-	if err != nil {
-		s.metrics.bringUp.WithLabelValues("not_attested").Observe(time.Since(start).Seconds())
-		var details []*huma.ErrorDetail
-		if res.Report != nil {
-			for _, line := range res.Report.FailureLines() {
-				details = append(details, &huma.ErrorDetail{Message: line, Location: "attestation"})
-			}
-		}
-		removal := "removed by exact id: cleanup " + string(statusOf(res.Removal))
-		if res.Removal != nil && !res.Removal.OK {
-			removal += ": DELETE /v1/campaigns/" + id + " to retry"
-		}
-		detail := "the campaign did not attest and was not handed out; " + removal
-		if res.Report == nil {
-			detail = "the campaign could not be attested (" + err.Error() + "); " + removal
-		}
-		return nil, problem(http.StatusInternalServerError, detail, details...)
-	}
-	s.metrics.bringUp.WithLabelValues("ready").Observe(time.Since(start).Seconds())
-	s.mu.Lock()
-	s.publishLocked(e, res.Campaign)
-	e.busying = false
-	e.seq++
-	s.gaugesLocked()
-	s.mu.Unlock()
-	view, err := s.view(id)
-	if err != nil {
-		return nil, operationProblem("create", err)
-	}
-	s.log.Info("campaign created", "campaign", id, "workspaces", len(res.Campaign.Workspaces), "request_id", RequestID(ctx),
-		"took_ms", time.Since(start).Milliseconds())
-	return &campaignOutput{Location: "/v1/campaigns/" + id, Body: view}, nil
 }
 
 // existsProblem is the 409 of a create whose id has live resources, in
@@ -350,9 +282,14 @@ func (s *Server) deleteCampaign(ctx context.Context, in *campaignIDParam) (*clea
 	defer done()
 	// The removal runs to its end even when the client goes away: a half
 	// removed campaign helps nobody. The adapter bounds it.
+	start := time.Now()
 	rep, err := s.remove(context.WithoutCancel(ctx), s.entry(id), campaign.ReasonDelete)
+	outcome := "failed"
+	if rep != nil {
+		outcome = string(rep.Status)
+	}
+	s.logOp(ctx, "delete", id, outcome, start, err)
 	if err == nil {
-		s.log.Info("campaign deleted", "campaign", id, "cleanup", rep.Status, "request_id", RequestID(ctx))
 		return &cleanupOutput{Body: rep}, nil
 	}
 	if rep == nil {
@@ -375,18 +312,11 @@ func (s *Server) attestCampaign(ctx context.Context, in *campaignIDParam) (*atte
 		return nil, pathProblem(err)
 	}
 	id := in.ID
-	ctx, done, err := s.opContext(ctx)
+	ctx, e, snap, release, err := s.operate(ctx, id, "attest")
 	if err != nil {
-		return nil, operationProblem("attest", err)
+		return nil, err
 	}
-	defer done()
-	e := s.entry(id)
-	e.op.Lock()
-	defer e.op.Unlock()
-	snap, err := s.read(id)
-	if err != nil {
-		return nil, campaignProblem(id, "attest", err)
-	}
+	defer release()
 	if !snap.status().Up() {
 		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q is %s: only a campaign that is up is attested (GET /v1/campaigns/%s says more)", id, snap.status(), id))
 	}
@@ -395,20 +325,23 @@ func (s *Server) attestCampaign(ctx context.Context, in *campaignIDParam) (*atte
 		return nil, campaignProblem(id, "attest", err)
 	}
 	defer c.Close()
+	start := time.Now()
 	rep, _, err := s.be.Attest(ctx, c, s.cfg.Attest)
 	s.mu.Lock()
 	e.seq++ // the attestation changed the files read before
 	s.mu.Unlock()
 	if err != nil {
+		s.logOp(ctx, "attest", id, "error", start, err)
 		return nil, operationProblem("attest", err)
 	}
 	// The new report decides: served when it passed, revoked when not.
 	if _, err := s.view(id); err != nil {
 		return nil, campaignProblem(id, "attest", err)
 	}
-	if !rep.OK {
-		s.log.Warn("campaign failed its attestation: its workspaces are no longer served", "campaign", id,
-			"failed_checks", len(rep.FailedChecks), "request_id", RequestID(ctx))
+	if rep.OK {
+		s.logOp(ctx, "attest", id, "ok", start, nil)
+	} else {
+		s.logOp(ctx, "attest", id, "failed", start, fmt.Errorf("%d checks failed: its workspaces are no longer served", len(rep.FailedChecks)))
 	}
 	return &attestOutput{Body: rep}, nil
 }

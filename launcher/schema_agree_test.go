@@ -132,6 +132,8 @@ var beyondSchema = map[string]string{
 	"labels_reserved":           "label keys under io.agentpen. are agentpen's",
 	"publish_internal":          "publish_loopback needs egress nat (a rule across two fields)",
 	"duplicate_workspace":       "two workspaces with the same task and attempt",
+	"server_image_latest":       "the tag latest (a pattern without lookahead cannot refuse one tag)",
+	"ttl_too_short":             "0 or at least 10 (a range with a hole)",
 }
 
 // goodSpecs are the valid specs of the tests: the API tests' base spec,
@@ -164,8 +166,10 @@ func goodSpecs(t *testing.T) map[string][]byte {
 			reachable.Workspaces = append(reachable.Workspaces, ws)
 		}
 	}
+	tagged := campaign.CampaignSpec{CampaignID: "tagged", Server: campaign.ServerSpec{Image: "agentpen/workbench:dev"},
+		Workspaces: []campaign.WorkspaceSpec{{TaskID: "software/median@2", Image: "registry.local:5000/team/workbench:1.2"}}}
 	out := map[string][]byte{"api_base": specJSON("camp-1", "software/median@7", "sql/top_customer@3")}
-	for name, s := range map[string]campaign.CampaignSpec{"all_fields": full, "agent_reachable": reachable, "64_workspaces": sixtyFour} {
+	for name, s := range map[string]campaign.CampaignSpec{"all_fields": full, "agent_reachable": reachable, "64_workspaces": sixtyFour, "local_tags": tagged} {
 		b, err := json.Marshal(s)
 		if err != nil {
 			t.Fatal(err)

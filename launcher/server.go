@@ -23,6 +23,8 @@ import (
 // Config configures a Server. Its fields are read once, by New.
 type Config struct {
 	// Adapter brings campaigns up, attests and removes them (required).
+	// New sets its Journalled callback (calling the one it had first),
+	// which wakes the event streams.
 	Adapter *adapter.Adapter
 	// Root is the state root the service serves (required; agentpen
 	// serve holds its lock, store.Root.LockServe).
@@ -55,6 +57,23 @@ type Config struct {
 	// DefaultResultsEvery, negative never (a GET of the episodes still
 	// collects).
 	ResultsEvery time.Duration
+	// APIKeyEnv is the variable of the service's environment holding the
+	// grader's API key for a spec that names none (server.api_key_env is
+	// then set to it, in the spec file too); empty means the spec's own
+	// default (campaign.DefaultAPIKeyEnv). agentpen serve checks it at
+	// start.
+	APIKeyEnv string
+	// Clock is the service's time for campaigns' lifetimes (their
+	// deadlines and idle timeouts); nil means the wall clock. Tests drive
+	// an internal/testkit/fakeclock.Clock.
+	Clock Clock
+	// Lifetime is the operator's lifetime policy: what a create that asks
+	// for none gets, and the most one may ask for (agentpen serve's --ttl,
+	// --max-ttl, --idle-timeout, --max-idle-timeout).
+	Lifetime campaign.LifetimePolicy
+	// RescanInterval is how often the state root is read for campaigns
+	// other processes made with a lifetime (zero: DefaultRescanInterval).
+	RescanInterval time.Duration
 }
 
 // DefaultResultsEvery is Config.ResultsEvery when zero.
@@ -66,11 +85,16 @@ const DefaultShutdownGrace = 30 * time.Second
 // backend is what the service calls on the adapter: the Docker work.
 // What a campaign is, the service reads from the store itself.
 type backend interface {
+	Prepare(ctx context.Context, p *campaign.Plan) error
+	SetLifetime(ctx context.Context, c *store.Campaign, l campaign.Lifetime) error
+	LastActivity(c *store.Campaign) (time.Time, error)
+	Reconcile(ctx context.Context, c *store.Campaign, opts adapter.ReconcileOptions) (adapter.Reconciled, error)
 	Up(ctx context.Context, root *store.Root, p *campaign.Plan, opts adapter.UpOptions) (*adapter.UpResult, error)
 	Attest(ctx context.Context, c *store.Campaign, opts adapter.AttestOptions) (*attest.Report, string, error)
 	Cleanup(ctx context.Context, c *store.Campaign, reason string) (*cleanup.Report, string, error)
 	Load(c *store.Campaign) (*adapter.Campaign, error)
 	CollectResults(c *store.Campaign) (adapter.Collected, error)
+	Images(ctx context.Context) ([]adapter.Image, error)
 }
 
 // Why a campaign's workspaces stop being served.
@@ -87,6 +111,7 @@ type Server struct {
 	be      backend
 	root    *store.Root
 	log     *slog.Logger
+	clock   Clock
 	metrics *metrics
 	api     huma.API
 	router  chi.Router
@@ -97,14 +122,17 @@ type Server struct {
 	cancel context.CancelFunc
 	ops    sync.WaitGroup // API operations that create, attest or remove
 	relays sync.WaitGroup // proxy sessions and requests
-	loops  sync.WaitGroup // the results collector
-	stop   chan struct{}  // closed by Close: the loops end
+	loops  sync.WaitGroup // the results collector, until closing
 	once   sync.Once
 
-	mu        sync.Mutex
-	closed    bool
-	campaigns map[string]*entry
-	routes    map[[32]byte]*route
+	// closing is closed when Close begins: event streams end.
+	closing chan struct{}
+
+	mu         sync.Mutex
+	closed     bool
+	rescanStop func() bool
+	campaigns  map[string]*entry
+	routes     map[[32]byte]*route
 }
 
 // New validates cfg and builds the service's router and OpenAPI document.
@@ -114,7 +142,20 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Adapter == nil {
 		return nil, errors.New("api: Config.Adapter is required")
 	}
-	return newServer(cfg, cfg.Adapter)
+	s, err := newServer(cfg, cfg.Adapter)
+	if err != nil {
+		return nil, err
+	}
+	// Event streams read a campaign's journal again as soon as the
+	// adapter appends to it (and every eventsPoll in any case).
+	prev := cfg.Adapter.Journalled
+	cfg.Adapter.Journalled = func(id string, r campaign.Record) {
+		if prev != nil {
+			prev(id, r)
+		}
+		s.journalled(id, r)
+	}
+	return s, nil
 }
 
 var _ backend = (*adapter.Adapter)(nil)
@@ -141,12 +182,16 @@ func newServer(cfg Config, be backend) (*Server, error) {
 		metrics:   newMetrics(),
 		campaigns: map[string]*entry{},
 		routes:    map[[32]byte]*route{},
+		closing:   make(chan struct{}),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.clock = cfg.Clock
+	if s.clock == nil {
+		s.clock = wallClock{}
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.stop = make(chan struct{})
 	s.router, s.api = s.buildRouter()
 	if cfg.ResultsEvery == 0 {
 		cfg.ResultsEvery = DefaultResultsEvery
@@ -179,11 +224,12 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.closed = true
+	close(s.closing)
+	s.stopTimersLocked()
 	for _, rt := range s.routes {
 		rt.shutdown()
 	}
 	s.mu.Unlock()
-	close(s.stop)
 	s.loops.Wait()
 	s.relays.Wait()
 	done := make(chan struct{})

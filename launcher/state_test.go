@@ -52,17 +52,20 @@ func (ts *testServer) listed(t *testing.T) map[string]string {
 	return got
 }
 
-// TestInterruptedCreateServed: a campaign whose bring-up was killed (the
-// service SIGKILLed mid-create) is listed, shown with its state, refused
-// a second create in the API's terms, and removed by DELETE.
+// TestInterruptedCreateServed: a campaign whose bring-up is in flight in
+// another process (it holds the campaign's lock: Load's reconciliation
+// leaves it alone) is listed, shown with its state, refused a second
+// create in the API's terms, and removed by DELETE.
 func TestInterruptedCreateServed(t *testing.T) {
 	be := newFakeBackend(t)
 	spec := specJSON("camp-k", "software/median@7", "sql/top_customer@3")
 	id := be.killedCreate(t, spec)
+	be.locked = map[string]bool{id: true}
 	ts := newTestServer(t, be)
 	if err := ts.Load(); err != nil {
 		t.Fatal(err)
 	}
+	waitState(t, ts, id, campaign.StatusStartingOrFailed.String())
 	if got := ts.listed(t); got[id] != campaign.StatusStartingOrFailed.String() {
 		t.Fatalf("listed %v, want %s %s", got, id, campaign.StatusStartingOrFailed.String())
 	}

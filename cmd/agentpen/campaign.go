@@ -63,8 +63,14 @@ func (c *campaignFlags) adapterWithProgress(ctx context.Context, stderr io.Write
 		return nil, nil, cli.Usagef("--log-format %q: want text or json", c.logFormat)
 	}
 	log := slog.New(h)
+	a := &adapter.Adapter{Logger: log, Getenv: getenv}
 	if c.logFormat == "json" {
+		// The steps are the campaign's events, read from the records the
+		// adapter journals; the adapter's own info lines would say it
+		// twice.
 		v.log = log
+		a.Logger = slog.New(slog.NewJSONHandler(v, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		a.Journalled = v.journalled
 	}
 	key, err := c.operatorKey()
 	if err != nil {
@@ -74,7 +80,8 @@ func (c *campaignFlags) adapterWithProgress(ctx context.Context, stderr io.Write
 	if err != nil {
 		return nil, nil, err
 	}
-	return &adapter.Adapter{Docker: d, Logger: log, Getenv: getenv, SigningKey: key}, v, nil
+	a.Docker, a.SigningKey = d, key
+	return a, v, nil
 }
 
 // root opens the state root: for reading (one that does not exist holds
@@ -84,6 +91,22 @@ func (c *campaignFlags) root(create bool) (*store.Root, error) {
 		return store.CreateRoot(c.stateRoot)
 	}
 	return store.OpenRoot(c.stateRoot)
+}
+
+// rootAlone opens the state root (made when missing) and takes its
+// service lock (store.Root.LockServe): the one process that serves or
+// reconciles it.
+func (c *campaignFlags) rootAlone() (*store.Root, *store.Lock, error) {
+	root, err := c.root(true)
+	if err != nil {
+		return nil, nil, err
+	}
+	lock, err := root.LockServe()
+	if err != nil {
+		root.Close()
+		return nil, nil, err
+	}
+	return root, lock, nil
 }
 
 // open opens one campaign of the state root by id.
@@ -207,6 +230,7 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	start := time.Now()
 	res, err := a.Up(ctx, root, p, adapter.UpOptions{Attest: opts, KeepFailed: *keepFailed})
 	view.finish()
+	view.final(root, spec.CampaignID)
 	if res == nil || res.Campaign == nil {
 		return err
 	}

@@ -62,6 +62,7 @@ func down(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	a.Progress = view.step
 	rep, path, err := a.Cleanup(ctx, sc, campaign.ReasonDown)
 	view.finish()
+	view.final(root, pos[0])
 	if rep == nil {
 		return err
 	}

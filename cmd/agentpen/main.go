@@ -12,6 +12,9 @@
 //	agentpen orphans [--json] [--remove ID]  labelled resources no journal accounts for
 //	agentpen version [--json]                versions, and the daemon's when it answers
 //	agentpen serve [flags]                   the launcher API and the episode proxy
+//	agentpen reconcile [--json] [--dry-run]  roll back, finish or expire what the journals say
+//	agentpen tasks [--json] [ID]             the task catalogue, or what an agent sees of a task
+//	agentpen images [--json]                 the daemon's images a spec can name
 //	agentpen help [CMD]                      this usage, or CMD's help
 //
 // Every command takes --help. Exit status: 0 success, 1 failure (a

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/events"
+	"github.com/agentpen/agentpen/store"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,7 +21,8 @@ import (
 // stdout: on a terminal one line rewritten in place ("up demo: created
 // 12/30, ready 3/30 workspaces; server ready"), otherwise one line per
 // step ("created 12/30 workspace agentpen-..."), and with --log-format
-// json one JSON record per step. It is also the writer of the command's
+// json the campaign's events (package events: one JSON record per journal
+// record, then the final state), the schema of the API's event stream. It is also the writer of the command's
 // log, so on a terminal a log line never lands in the middle of the
 // progress line.
 type progressView struct {
@@ -61,15 +66,14 @@ func (v *progressView) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// step shows one step; it is the adapter's Progress callback.
+// step shows one step; it is the adapter's Progress callback. With a
+// JSON log the steps are the journal's events instead (event).
 func (v *progressView) step(p adapter.Progress) {
-	if p.Step == adapter.StepAttesting {
-		v.say("attesting")
+	if v.log != nil {
 		return
 	}
-	if v.log != nil {
-		v.log.Info("progress", "campaign", p.CampaignID, "step", p.Step, "done", p.Done, "total", p.Total,
-			"role", p.Role, "kind", p.Kind, "name", p.Name, "id", shortID(p.ID), "outcome", p.Outcome)
+	if p.Step == adapter.StepAttesting {
+		v.say("attesting")
 		return
 	}
 	v.mu.Lock()
@@ -102,6 +106,49 @@ func (v *progressView) step(p adapter.Progress) {
 		line += " (" + p.Outcome + ")"
 	}
 	fmt.Fprintln(v.w, line)
+}
+
+// event writes one of the campaign's events (package events) as a line
+// of the JSON log: the adapter's Journalled callback, through
+// events.FromRecord, and the final state. Nothing is written without a
+// JSON log.
+func (v *progressView) event(ev events.Event) {
+	if v.log == nil {
+		return
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.w.Write(append(b, '\n'))
+}
+
+// journalled is the adapter's Journalled callback: each record's event.
+func (v *progressView) journalled(id string, r campaign.Record) {
+	if ev, ok := events.FromRecord(id, r); ok {
+		v.event(ev)
+	}
+}
+
+// final writes the campaign's final state event, read from its journal
+// in root (nothing when it cannot be read: the command's error says
+// why).
+func (v *progressView) final(root *store.Root, id string) {
+	if v.log == nil {
+		return
+	}
+	c, err := root.Open(id)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	st, err := c.Read()
+	if err != nil {
+		return
+	}
+	v.event(events.Final(id, st.Status, st.Lifecycle, time.Now()))
 }
 
 // say shows a phase the adapter does not count ("attesting").

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/events"
+	"github.com/agentpen/agentpen/internal/testkit/lifecycletest"
 )
 
 // upSteps are the steps of a small bring-up: its server and two
@@ -97,8 +100,11 @@ func noTime(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// TestProgressViewJSON: with --log-format json every step is one JSON
-// record and nothing is rewritten.
+// TestProgressViewJSON: with --log-format json the steps are the
+// journal's events, one JSON record each, in the schema of the API's
+// event stream (events.Event, nothing left over), in the journal's order,
+// and nothing is rewritten; the adapter's progress calls write nothing of
+// their own.
 func TestProgressViewJSON(t *testing.T) {
 	var b bytes.Buffer
 	v := newProgressView(&b, true, true, "up demo")
@@ -107,18 +113,31 @@ func TestProgressViewJSON(t *testing.T) {
 		p.CampaignID = "demo"
 		v.step(p)
 	}
+	if b.Len() != 0 {
+		t.Fatalf("progress steps wrote records of their own:\n%s", b.String())
+	}
+	h := lifecycletest.New(lifecycletest.Spec("demo"), campaign.PlanOptions{}, "/run/x")
+	h.Begin(1).Op(campaign.OpAttesting, 1).Attested(1, campaign.AttestOK).Note("prose")
+	for i, r := range h.Records {
+		r.Seq, r.Time = i+1, time.Date(2026, 12, 1, 0, 0, i, 0, time.UTC)
+		h.Records[i] = r
+		v.journalled("demo", r)
+	}
 	v.finish()
+	want := events.FromRecords("demo", h.Records)
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != len(upSteps) || strings.Contains(b.String(), "\r") {
-		t.Fatalf("%d lines for %d steps:\n%s", len(lines), len(upSteps), b.String())
+	if len(lines) != len(want) || len(want) != 1+6+2 || strings.Contains(b.String(), "\r") {
+		t.Fatalf("%d lines for %d events:\n%s", len(lines), len(want), b.String())
 	}
-	var rec map[string]any
-	if err := json.Unmarshal([]byte(lines[5]), &rec); err != nil {
-		t.Fatal(err)
-	}
-	for k, want := range map[string]any{"msg": "progress", "campaign": "demo", "step": "ready", "role": "workspace", "done": 2.0, "total": 2.0, "name": "w0"} {
-		if rec[k] != want {
-			t.Errorf("%s = %v, want %v", k, rec[k], want)
+	for i, l := range lines {
+		var ev events.Event
+		dec := json.NewDecoder(strings.NewReader(l))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatalf("line %d: %v: %s", i, err, l)
+		}
+		if !reflect.DeepEqual(ev, want[i]) {
+			t.Fatalf("line %d is %+v, want %+v", i, ev, want[i])
 		}
 	}
 }

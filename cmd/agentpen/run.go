@@ -36,6 +36,10 @@ Commands:
   ls              the campaigns in the state root, their generation and state
   results         a campaign's episode results (reward, steps, how each ended)
   orphans         agentpen-labelled resources no journal accounts for (--remove ID)
+  reconcile       roll back, finish or expire every campaign its journal says needs it
+                  (what serve does at start), without serving
+  tasks [ID]      the workbench's task catalogue, or what an agent sees of one task
+  images          the daemon's local images a spec can name (id, tags, workbench version)
   version         agentpen's version, commit, Go and Docker SDK versions, the daemon's
   help [CMD]      show this text, or CMD's help (as agentpen CMD --help)
 
@@ -52,7 +56,7 @@ Run "agentpen <command> --help" for a command's flags.
 // commands are the commands agentpen help CMD knows.
 var commands = map[string]bool{
 	"doctor": true, "up": true, "spec": true, "down": true, "serve": true, "attest": true,
-	"cleanup": true, "ls": true, "orphans": true, "version": true,
+	"cleanup": true, "ls": true, "orphans": true, "version": true, "tasks": true, "images": true, "reconcile": true,
 	"verify": true, "key": true, "checks": true, "report": true, "results": true,
 }
 
@@ -102,6 +106,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		cmd = attestCmd
 	case "serve":
 		cmd = serve
+	case "tasks":
+		cmd = tasksCmd
+	case "images":
+		cmd = imagesCmd
+	case "reconcile":
+		cmd = reconcileCmd
 	case "verify":
 		cmd = verifyCmd
 	case "key":

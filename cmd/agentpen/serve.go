@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +24,7 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/custody"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/debugserve"
 	"github.com/agentpen/agentpen/launcher"
@@ -46,17 +50,41 @@ characters it uses (openssl rand -hex 32 makes one); a weaker one is refused. Th
 the capability in each base_url, derived from a server key kept in <state root>/keys/server.key
 (0600), so base_urls survive a restart.
 
+Campaigns have lifetimes: a spec's ttl_seconds (counted from its create's acceptance) and
+idle_timeout_seconds (no reset or step, through the proxy or a workspace's socket), or --ttl and
+--idle-timeout for a spec that gives none, at most --max-ttl and --max-idle-timeout; PATCH
+/v1/campaigns/{id} changes them. A campaign whose lifetime is over is removed as DELETE removes
+it (reason ttl or idle), within seconds of its deadline; so is one agentpen up made with a
+lifetime in its spec. At start every campaign of the state root is reconciled with its journal,
+as agentpen reconcile does: a bring-up that did not finish (a serve killed mid-create) is rolled
+back, a removal that did not finish is finished, an expired campaign removed, the rest served.
+
 SIGINT or SIGTERM stops it gracefully: proxy sessions are closed (1001), operations in flight
 get --shutdown-timeout to finish (then a bring-up is cancelled and rolls back), and every
 campaign stays up and journalled, unless --cleanup-on-exit removes them (verified). One
-serve per state root: it holds <state root>/api/serve.lock while it runs. The API key of the
-campaigns' grader comes from agentpen's environment, as for agentpen up.
+serve per state root: it holds <state root>/api/serve.lock while it runs.
+
+At start it checks what every create needs: the grader's API key in the variable --api-key-env
+names (default AGENTPEN_API_KEY; the key of every spec that names no server.api_key_env), set,
+not a placeholder and long enough; the key the reports are signed with (--signing-key, this
+user's alone, or else the state root's, made then if it has none); and the daemon, which must
+answer and be rootless.
+
+It logs (slog, --log-format text or json, on stderr) its start (address, state root, version,
+the signing key's id), every create, delete, attestation (campaign, outcome, duration), every
+request (its route, never its path; a refused one with its class: invalid, unauthorized,
+not_found, conflict, ...), and its stop. No line holds the token, a key, a capability or a
+task id.
+
 Exit status: 0 stopped cleanly, 1 failure (with --cleanup-on-exit: a cleanup not verified,
-even after SIGINT/SIGTERM), 2 bad input (flags, the token, TLS files, the server key), 3 daemon
+even after SIGINT/SIGTERM), 2 bad input (flags, the token, TLS files, the server key, the
+signing key, the grader's key unset or unfit, a daemon that is not rootless), 3 daemon
 unreachable, 4 conflict (another agentpen serve holds the state root, or the address is in
 use), 130/143 interrupted while starting.`
 
 type serveFlags struct {
+	apiKeyEnv               string
+	lifetime                campaign.LifetimePolicy
 	listen, publicURL       string
 	tokenFile, tokenEnv     string
 	tlsCert, tlsKey         string
@@ -74,6 +102,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	var af attestFlags
 	af.register(fs)
 	var sf serveFlags
+	fs.StringVar(&sf.apiKeyEnv, "api-key-env", campaign.DefaultAPIKeyEnv, "the variable of this environment that holds the grader's API key for a spec that names none (its server.api_key_env); checked at start")
 	fs.StringVar(&sf.listen, "listen", defaultListen, "address to listen on: host:port, or unix:///path/to/api.sock")
 	fs.StringVar(&sf.publicURL, "public-url", "", "the URL clients reach the service at, the prefix of every base_url (default: from --listen; with a unix socket, base_urls are paths)")
 	fs.StringVar(&sf.tokenFile, "token-file", "", "file holding the bearer token (mode 0600); overrides --token-env")
@@ -86,6 +115,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.DurationVar(&sf.shutdown, "shutdown-timeout", launcher.DefaultShutdownGrace, "how long operations in flight may take to finish when stopping")
 	fs.DurationVar(&sf.readyTimeout, "ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
 	fs.IntVar(&sf.parallel, "parallel", adapter.DefaultParallelism, "workspaces created at once, per campaign")
+	fs.DurationVar(&sf.lifetime.DefaultTTL, "ttl", defaultTTL, "the lifetime of a campaign whose spec gives no ttl_seconds, counted from its create's acceptance (0: none)")
+	fs.DurationVar(&sf.lifetime.MaxTTL, "max-ttl", defaultMaxTTL, "the most a spec's ttl_seconds (or a PATCH) may ask for (0: no maximum, and a campaign may have none)")
+	fs.DurationVar(&sf.lifetime.DefaultIdle, "idle-timeout", defaultIdle, "remove a campaign whose spec gives no idle_timeout_seconds once no reset or step reached it for this long (0: never)")
+	fs.DurationVar(&sf.lifetime.MaxIdle, "max-idle-timeout", defaultMaxIdle, "the most a spec's idle_timeout_seconds (or a PATCH) may ask for (0: no maximum, and a campaign may have none)")
 	fs.Var(&sf.allowEnv, "allow-env", "a variable of agentpen's environment campaigns may copy into their grader (server.secret_env, server.api_key_env), repeatable; "+campaign.DefaultAPIKeyEnv+" is always allowed; AGENTPEN_* and the token's variable never")
 	if _, err := fs.Parse(args, 0, 0); err != nil {
 		return err
@@ -102,9 +135,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err := sf.checkListen(); err != nil {
 		return err
 	}
+	if err := sf.checkLifetime(); err != nil {
+		return err
+	}
+	if err := campaign.CheckEnvName("--api-key-env", sf.apiKeyEnv); err != nil {
+		return &cli.ExitError{Code: exitBadInput, Err: err}
+	}
 	// The service's token never reaches a container, whatever a spec or
-	// the allow-list says.
-	envPolicy := campaign.EnvPolicy{Allowed: sf.allowEnv, Forbidden: []string{sf.tokenEnv}}
+	// the allow-list says; the grader's key variable serve is told to use
+	// is allowed with the rest.
+	allowed := sf.allowEnv
+	if sf.apiKeyEnv != campaign.DefaultAPIKeyEnv {
+		allowed = append(slices.Clone(allowed), sf.apiKeyEnv)
+	}
+	envPolicy := campaign.EnvPolicy{Allowed: allowed, Forbidden: []string{sf.tokenEnv}}
 	if err := campaign.CheckEnvPolicy(envPolicy); err != nil {
 		return cli.Usagef("%v", err)
 	}
@@ -116,37 +160,61 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
+	// The operator's signing key, when one is named, is read before
+	// anything else of the state: a key others can read is bad input.
+	signingKey, err := cf.operatorKey()
+	if err != nil {
+		return err
+	}
+	log, err := cf.serveLogger(stderr)
+	if err != nil {
+		return err
+	}
 	// The state root is checked before anything in it is opened, made
 	// or read; then one service per state root, taken before the server
 	// key can be made and before anything listens: a second one would
 	// answer from its own memory for campaigns the first changes.
-	root, err := cf.root(true)
+	root, lock, err := cf.rootAlone()
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	lock, err := root.LockServe()
-	if err != nil {
+	defer lock.Unlock()
+	// What every create needs, checked before anything listens: the
+	// grader's key (then the daemon, below). A service that would answer
+	// every create with an error does not start.
+	if err := checkServeKey(sf.apiKeyEnv, getenv); err != nil {
 		return err
 	}
-	defer lock.Unlock()
+	// Every create signs its reports: with the operator's key, else the
+	// state root's, made now if it has none.
+	if signingKey == nil {
+		if signingKey, err = root.SigningKey(); err != nil {
+			return err
+		}
+	}
 	ln, publicURL, err := sf.listener()
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
-	a, err := cf.adapter(ctx, stderr, getenv)
+	d, err := connect(ctx, getenv, cf.allowCustom)
+	if errors.Is(err, adapter.ErrNotRootless) {
+		// A daemon that answers but is not rootless is the wrong daemon:
+		// bad input, as a wrong DOCKER_HOST is.
+		return &cli.ExitError{Code: exitBadInput, Err: err}
+	}
 	if err != nil {
 		return err
 	}
-	defer a.Docker.Close()
-	a.ReadyTimeout, a.Parallelism, a.EnvPolicy = sf.readyTimeout, sf.parallel, envPolicy
+	defer d.Close()
+	a := &adapter.Adapter{Docker: d, Logger: log, Getenv: getenv, ReadyTimeout: sf.readyTimeout, Parallelism: sf.parallel, EnvPolicy: envPolicy, SigningKey: signingKey}
 	key, err := root.Secret(launcher.KeyFile, launcher.KeyBytes)
 	if err != nil {
 		return err
 	}
-	srv, err := launcher.New(launcher.Config{Adapter: a, Root: root, Token: token, Key: key, PublicURL: publicURL, Logger: a.Logger,
-		Attest: opts, Version: cli.Stamp, ShutdownGrace: sf.shutdown})
+	srv, err := launcher.New(launcher.Config{Adapter: a, Root: root, Token: token, Key: key, PublicURL: publicURL, Logger: log,
+		Attest: opts, Version: cli.Stamp, ShutdownGrace: sf.shutdown, APIKeyEnv: sf.apiKeyEnv, Lifetime: sf.lifetime})
 	if err != nil {
 		return err
 	}
@@ -157,11 +225,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(a.Logger.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	if sf.debugListen != "" {
 		dctx, stopDebug := context.WithCancel(ctx)
-		wait, err := debugserve.Serve(dctx, sf.debugListen, nil, a.Logger)
+		wait, err := debugserve.Serve(dctx, sf.debugListen, nil, log)
 		if err != nil {
 			stopDebug()
 			return err
@@ -169,14 +237,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		defer wait()
 		defer stopDebug()
 	}
-	a.Logger.Info("serving", "listen", ln.Addr().String(), "public_url", publicURL, "state_root", cf.stateRoot, "tls", sf.tlsCert != "")
+	started := time.Now()
+	log.Info("agentpen serve started", "listen", ln.Addr().String(), "public_url", publicURL, "state_root", root.Path(),
+		"version", cli.Stamp, "daemon", a.Docker.Host().URL, "api_key_env", sf.apiKeyEnv, "tls", sf.tlsCert != "",
+		"signing_key_id", custody.KeyID(signingKey.Public().(ed25519.PublicKey)))
 	// Stop accepting, end the proxy's sessions, give operations their
 	// grace, then cancel them; the two run together because an operation
 	// in flight holds its request open.
 	err = httpserve.Serve(ctx, hs, []net.Listener{ln}, httpserve.Options{
 		Name: "serve", TLS: tlsConfig, ShutdownTimeout: sf.shutdown + adapter.DefaultCleanupTimeout,
 		Stop: func(sctx context.Context) error {
-			a.Logger.Info("stopping: campaigns stay up unless --cleanup-on-exit", "cleanup_on_exit", sf.cleanupOnExit)
+			log.Info("agentpen serve stopping: campaigns stay up unless --cleanup-on-exit", "cleanup_on_exit", sf.cleanupOnExit)
 			return srv.Close(sctx)
 		},
 	})
@@ -185,7 +256,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	if err != nil {
-		a.Logger.Warn("shutdown", "err", err)
+		log.Warn("shutdown", "err", err)
 	}
 	if sf.cleanupOnExit {
 		cctx, cancel := context.WithTimeout(context.Background(), 2*adapter.DefaultCleanupTimeout)
@@ -196,8 +267,65 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			return &stoppedError{fmt.Errorf("--cleanup-on-exit: %w", err)}
 		}
 	}
-	a.Logger.Info("stopped")
+	log.Info("agentpen serve stopped", "uptime_s", int64(time.Since(started).Seconds()))
 	return nil
+}
+
+// The operator's lifetime policy by default: a campaign through the API
+// lives at most a week, and a day unless it asks; idle for an hour
+// (no reset or step), it is removed.
+const (
+	defaultTTL     = 24 * time.Hour
+	defaultMaxTTL  = 7 * 24 * time.Hour
+	defaultIdle    = time.Hour
+	defaultMaxIdle = 24 * time.Hour
+)
+
+// checkLifetime refuses a lifetime policy that cannot be: negative, a
+// default over its maximum, or under a spec's own bounds.
+func (sf *serveFlags) checkLifetime() error {
+	l := sf.lifetime
+	for _, c := range []struct {
+		name       string
+		def, max   time.Duration
+		minSeconds int
+	}{{"ttl", l.DefaultTTL, l.MaxTTL, campaign.MinTTLSeconds}, {"idle-timeout", l.DefaultIdle, l.MaxIdle, campaign.MinIdleTimeoutSeconds}} {
+		switch {
+		case c.def < 0 || c.max < 0:
+			return cli.Usagef("--%s %v, --max-%s %v: must not be negative", c.name, c.def, c.name, c.max)
+		case c.def != 0 && c.def < time.Duration(c.minSeconds)*time.Second, c.max != 0 && c.max < time.Duration(c.minSeconds)*time.Second:
+			return cli.Usagef("--%s %v, --max-%s %v: at least %d s each (0: none)", c.name, c.def, c.name, c.max, c.minSeconds)
+		case c.max != 0 && (c.def == 0 || c.def > c.max):
+			return cli.Usagef("--%s %v is over --max-%s %v (a campaign that asks for nothing gets the default)", c.name, c.def, c.name, c.max)
+		case c.max > time.Duration(campaign.MaxTTLSeconds)*time.Second || c.def > time.Duration(campaign.MaxTTLSeconds)*time.Second:
+			return cli.Usagef("--%s %v, --max-%s %v: at most %d s", c.name, c.def, c.name, c.max, campaign.MaxTTLSeconds)
+		}
+	}
+	return nil
+}
+
+// checkServeKey refuses to serve when the grader's key variable (the
+// default one every spec that names none uses) is unset, a placeholder
+// or too short: every create would fail. The message names the variable
+// and how to make a key, never a value.
+func checkServeKey(name string, getenv func(string) string) error {
+	policy := apikey.Default()
+	if st := policy.Check(getenv(name)); !st.OK() {
+		return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("the grader's API key: %s (or name another variable with --api-key-env)", policy.Refusal(name, st))}
+	}
+	return nil
+}
+
+// serveLogger is serve's log on stderr: every start, stop, operation and
+// request (slog, at info), as text or JSON (--log-format).
+func (c *campaignFlags) serveLogger(stderr io.Writer) (*slog.Logger, error) {
+	switch c.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(stderr, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(stderr, nil)), nil
+	}
+	return nil, cli.Usagef("--log-format %q: want text or json", c.logFormat)
 }
 
 // checkListen refuses a --listen (and TLS flags) serve cannot use: a

@@ -146,12 +146,11 @@ func (e *cliEnv) journalOf(id string) []campaign.Record {
 }
 
 // TestServeKilledMidCreate: agentpen serve SIGKILLed while it brings a
-// campaign up leaves its containers running. The next serve lists the
-// campaign, shows its real state, refuses to create the id again in the
-// API's terms, and removes it on DELETE; the next generation's cleanup
-// report is not the earlier one's (set aside as cleanup.gen1.json, and
-// named); a campaign agentpen down removes
-// behind the service's back reads removed at once.
+// campaign up leaves its containers running; the next serve reconciles
+// it at start: it reads deleting, then removed (rolled back, verified),
+// and the id is free for a new generation, whose cleanup report is not
+// the earlier one's (named); a campaign agentpen down removes behind the
+// service's back reads removed at once.
 func TestServeKilledMidCreate(t *testing.T) {
 	testenv.RequireRoot(t)
 	e := newCLIEnv(t)
@@ -189,22 +188,18 @@ func TestServeKilledMidCreate(t *testing.T) {
 	}
 
 	p = startServe(t, e)
-	if v := p.view(id); v.State != "starting_or_failed" || v.Generation != 1 || len(v.Workspaces) != 0 {
-		t.Fatalf("after the kill: %+v", v)
-	}
-	if got := p.listed(id); got != "starting_or_failed" {
-		t.Fatalf("listed as %q", got)
-	}
-	code, b := p.call(http.MethodPost, "/v1/campaigns", spec)
-	if code != http.StatusConflict || !strings.Contains(string(b), "DELETE /v1/campaigns/"+id) || strings.Contains(string(b), "agentpen down") {
-		t.Fatalf("create again: %d %s", code, b)
-	}
-	code, b = p.call(http.MethodDelete, "/v1/campaigns/"+id, nil)
-	if code != http.StatusOK || !strings.Contains(string(b), `"status":"verified"`) {
-		t.Fatalf("delete: %d %s", code, b)
+	testenv.WaitFor(t, id+" to be rolled back", func() bool {
+		v := p.view(id)
+		if v.State != "deleting" && v.State != "removed" {
+			t.Fatalf("after the kill, while serve reconciles it: %+v", v)
+		}
+		return v.State == "removed"
+	})
+	if r, ok := e.removalOf(id); !ok || r.Reason != campaign.ReasonRollback {
+		t.Fatalf("removal %+v, want reason rollback", r)
 	}
 	if out, errs, code := e.run("cleanup", "verify", id); code != 0 {
-		t.Fatalf("after the delete, cleanup verify exits %d: %s%s", code, out, errs)
+		t.Fatalf("after the reconciliation, cleanup verify exits %d: %s%s", code, out, errs)
 	}
 
 	// Generation 2, up; generation 1's cleanup report is not its own.

@@ -17,14 +17,20 @@ import (
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/launcher"
 )
 
+// testAPIKey is a grader key the policy accepts.
+const testAPIKey = "serve-test-api-key-0123456789abcdef"
+
 // TestServeUsage: serve's command line is checked before any daemon is
 // asked: help on stdout, a non-loopback address without TLS refused, the
-// token never taken from argv, a token file others can read refused.
+// token never taken from argv, a token file others can read refused, the
+// grader's key (what every create needs) unset, a placeholder or short
+// refused naming its variable and how to make one.
 func TestServeUsage(t *testing.T) {
 	dir := t.TempDir()
 	loose := filepath.Join(dir, "loose")
@@ -68,7 +74,18 @@ func TestServeUsage(t *testing.T) {
 		{"tls_files_missing", []string{"--tls-cert", filepath.Join(dir, "c.pem"), "--tls-key", filepath.Join(dir, "k.pem")},
 			map[string]string{"AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1"}, "--tls-cert " + filepath.Join(dir, "c.pem") + ", --tls-key " + filepath.Join(dir, "k.pem") + ": open"},
 		{"socket_dir_missing", []string{"--listen", "unix://" + filepath.Join(dir, "nodir", "api.sock")},
-			map[string]string{"AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1"}, "--listen unix://" + filepath.Join(dir, "nodir", "api.sock") + ": no directory " + filepath.Join(dir, "nodir")},
+			map[string]string{"AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1", "AGENTPEN_API_KEY": testAPIKey}, "--listen unix://" + filepath.Join(dir, "nodir", "api.sock") + ": no directory " + filepath.Join(dir, "nodir")},
+		// What every create needs is checked at start: the grader's key.
+		{"no_api_key", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1"},
+			"the grader's API key: AGENTPEN_API_KEY is unset or empty; make one: export AGENTPEN_API_KEY=$(openssl rand -hex 32)"},
+		{"placeholder_api_key", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1", "AGENTPEN_API_KEY": "changeme"},
+			"AGENTPEN_API_KEY holds a placeholder"},
+		{"short_api_key", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1", "AGENTPEN_API_KEY": "0123456789"},
+			"AGENTPEN_API_KEY holds a key shorter than"},
+		{"other_api_key_env_unset", []string{"--api-key-env", "GRADER_KEY"}, map[string]string{"AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1", "AGENTPEN_API_KEY": testAPIKey},
+			"the grader's API key: GRADER_KEY is unset or empty"},
+		{"api_key_env_bad_name", []string{"--api-key-env", "1X"}, map[string]string{"AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1"},
+			"--api-key-env \"1X\": not an environment variable name"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.name == "foreign_token_file" {
@@ -109,7 +126,7 @@ func TestServeStateRootLocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.WriteString("4242\n") // a forged holder, never believed
-	env := map[string]string{"XDG_STATE_HOME": dir, "DOCKER_HOST": "", "AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1"}
+	env := map[string]string{"XDG_STATE_HOME": dir, "DOCKER_HOST": "", "AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1", "AGENTPEN_API_KEY": testAPIKey}
 	var out, errb bytes.Buffer
 	err = run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0"}, &out, &errb, func(k string) string { return env[k] })
 	msg := cli.Message("agentpen", err)
@@ -324,6 +341,40 @@ func TestServeDebugListen(t *testing.T) {
 	}
 	if _, err := http.Get(addr + "heap?debug=1"); err == nil {
 		t.Fatal("the profiles are still served after the service stopped")
+	}
+}
+
+// TestServeStartChecks: serve with a token file holding one bare token
+// (and its newline) goes on to the daemon; a daemon that answers but is
+// not rootless is refused with exit 2, before anything listens; so is a
+// --signing-key others can read (serve used to ignore the flag and sign
+// with the state root's key).
+func TestServeStartChecks(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("serve-test-token-5d0c8e1a47b93f26a1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"XDG_STATE_HOME": dir, "DOCKER_HOST": "", "AGENTPEN_API_KEY": testAPIKey}
+	var out, errb bytes.Buffer
+	readable := filepath.Join(t.TempDir(), "op.pem")
+	if err := os.WriteFile(readable, []byte("not read: its mode is refused first\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile, "--signing-key", readable}, &out, &errb, func(k string) string { return env[k] })
+	if msg := cli.Message("agentpen", err); exitCode(err) != exitBadInput || !strings.Contains(msg, "--signing-key") || !strings.Contains(msg, "want 0600") {
+		t.Fatalf("a signing key others can read: exit %d %q, want 2 naming --signing-key", exitCode(err), msg)
+	}
+	err = run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile}, &out, &errb, func(k string) string { return env[k] })
+	if msg := cli.Message("agentpen", err); exitCode(err) != exitBadInput || !strings.Contains(msg, "DOCKER_HOST") {
+		t.Fatalf("a bare token file: exit %d %q, want the token accepted and DOCKER_HOST refused", exitCode(err), msg)
+	}
+	fake := dockerfake.New()
+	fake.SetInfo(map[string]any{"SecurityOptions": []string{"name=seccomp,profile=default"}})
+	env["DOCKER_HOST"] = fake.ServeUnix(t)
+	err = run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile}, &out, &errb, func(k string) string { return env[k] })
+	if msg := cli.Message("agentpen", err); exitCode(err) != exitBadInput || !strings.Contains(msg, "not rootless") {
+		t.Fatalf("a daemon that is not rootless: exit %d %q, want 2", exitCode(err), msg)
 	}
 }
 

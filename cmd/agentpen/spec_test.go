@@ -56,9 +56,9 @@ func TestSpecCommand(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.name == "values" {
-				write("values.json", `{"campaign_id":"demo 1","server":{"image":"agentpen/workbench:dev"},
+				write("values.json", `{"campaign_id":"demo 1","server":{"image":"agentpen/workbench:latest"},
  "workspaces":[{"task_id":"nope/x@1","image":"`+testImage+`"}]}`)
-				c.stderr = []string{`campaign_id "demo 1"`, `server.image "agentpen/workbench:dev": a tag is not a pin`, `workspaces[0].task_id "nope/x@1": is not in the workbench catalogue`}
+				c.stderr = []string{`campaign_id "demo 1"`, `server.image "agentpen/workbench:latest": latest is whatever was built last`, `workspaces[0].task_id "nope/x@1": is not in the workbench catalogue`}
 			}
 			var out, errb bytes.Buffer
 			err := run(t.Context(), c.args, &out, &errb, noEnv)

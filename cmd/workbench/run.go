@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
@@ -65,6 +66,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 }
 
 // listFlag is a repeatable string flag.
+// unixPaths are the paths of the unix sockets among the addresses.
+func unixPaths(addrs []string) []string {
+	var out []string
+	for _, a := range addrs {
+		if p, ok := strings.CutPrefix(a, "unix://"); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // isEnvName reports whether s can name an environment variable.
 func isEnvName(s string) bool { return campaign.CheckEnvName("", s) == nil }
 

@@ -38,6 +38,9 @@ SIGTERM or SIGINT closes every session, cleans every episode and exits 0.
 With --grader URL, answers are graded by a "workbench grader" there (the
 key in the variable --grader-key-env names); a grader that fails refuses
 that step, and no answer key is kept in this process.
+Each reset and step served sets the modification time of the unix sockets
+it serves on (at most once a second, never through a link): agentpen reads
+it as the workspace's last activity (a campaign's idle timeout).
 A workbench serves any task a reset names unless it is bound: --task ID
 binds it at start; --task-file PATH (a campaign workspace's
 /run/workbench/task, written by agentpen) binds it at the first reset
@@ -207,6 +210,9 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 		Logger:          log,
 		Tools:           ecfg.Tools(),
 		Version:         cli.ReadVersion().Version,
+		// Each reset and step touches the unix sockets served on, where
+		// agentpen reads a workspace's last activity (its idle timeout).
+		Activity: server.SocketActivity(unixPaths(o.listen), time.Now),
 	}
 	if sb.Mode() != sandbox.Unsandboxed {
 		if o.maxSessions > sb.Range().Slots() {

@@ -8,6 +8,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -22,6 +23,7 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/events"
 	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/store"
 )
@@ -72,6 +74,71 @@ func IsNotFound(err error) bool {
 func (c *Client) Create(ctx context.Context, spec []byte) (*launcher.CampaignView, error) {
 	var v launcher.CampaignView
 	return &v, c.do(ctx, http.MethodPost, "/v1/campaigns", spec, &v)
+}
+
+// CreateAsync creates a campaign from spec and returns at once (202,
+// Prefer: respond-async) with the campaign reading creating; Events
+// follows it.
+func (c *Client) CreateAsync(ctx context.Context, spec []byte) (*launcher.CampaignView, error) {
+	var v launcher.CampaignView
+	resp, err := c.send(ctx, http.MethodPost, "/v1/campaigns", spec, http.Header{"Prefer": {"respond-async"}})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return &v, json.NewDecoder(resp.Body).Decode(&v)
+}
+
+// Lifetime is a change of a campaign's lifetime (PATCH): a nil field
+// stays as it is; 0 means none, where the service allows it.
+type Lifetime struct {
+	TTLSeconds         *int `json:"ttl_seconds,omitempty"`
+	IdleTimeoutSeconds *int `json:"idle_timeout_seconds,omitempty"`
+}
+
+// Patch changes the campaign's lifetime and returns the campaign.
+func (c *Client) Patch(ctx context.Context, id string, l Lifetime) (*launcher.CampaignView, error) {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return nil, err
+	}
+	var v launcher.CampaignView
+	return &v, c.do(ctx, http.MethodPatch, campaignPath(id, ""), b, &v)
+}
+
+// Events streams the campaign's events (after lastID, a journal sequence
+// number; 0 for all) to fn until the stream ends, with its final event
+// of type state; an error from fn ends it early.
+func (c *Client) Events(ctx context.Context, id string, lastID int, fn func(events.Event) error) error {
+	h := http.Header{"Accept": {"text/event-stream"}}
+	if lastID > 0 {
+		h.Set("Last-Event-ID", strconv.Itoa(lastID))
+	}
+	resp, err := c.send(ctx, http.MethodGet, campaignPath(id, "/events"), nil, h)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var data []string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "data:"):
+			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		case line == "" && len(data) > 0:
+			var ev events.Event
+			if err := json.Unmarshal([]byte(strings.Join(data, "\n")), &ev); err != nil {
+				return fmt.Errorf("agentpen: an event: %w", err)
+			}
+			data = nil
+			if err := fn(ev); err != nil {
+				return err
+			}
+		}
+	}
+	return sc.Err()
 }
 
 // List lists the campaigns.

@@ -75,7 +75,7 @@ func TestCoversTheAPI(t *testing.T) {
 	methods := map[string]string{
 		"createCampaign": "Create", "listCampaigns": "List", "getCampaign": "Get", "deleteCampaign": "Delete",
 		"listWorkspaces": "Workspaces", "attestCampaign": "Attest", "getAttestation": "Attestation",
-		"getCleanup": "Cleanup", "listEpisodes": "Episodes",
+		"getCleanup": "Cleanup", "listEpisodes": "Episodes", "patchCampaign": "Patch", "campaignEvents": "Events",
 	}
 	typ := reflect.TypeFor[*client.Client]()
 	for path, item := range srv.OpenAPI().Paths {

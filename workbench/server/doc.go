@@ -109,4 +109,12 @@
 //     none). OpenEnv's clients send no Origin and are never affected; a
 //     web page in a browser on the trainer's machine cannot open
 //     sessions.
+//
+// # Activity
+//
+// Config.Activity is called at each reset and step served: over HTTP, a
+// WebSocket, MCP (a tool call, a session created with a reset) and the
+// play page; workbench serve sets it to SocketActivity, which stamps the
+// served unix sockets' time, the signal agentpen reads a workspace's last
+// activity from.
 package server

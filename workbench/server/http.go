@@ -133,6 +133,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.withHTTPEnv(w, r, "/reset", func(ctx context.Context, env Env) {
+		s.activity()
 		obs, err := env.Reset(ctx, opts)
 		if s.writeRefusedReset(w, err, opts.TaskID) {
 			return
@@ -187,6 +188,7 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.withHTTPEnv(w, r, "/step", func(ctx context.Context, env Env) {
+		s.activity()
 		if taskID != "" {
 			if _, err := env.Reset(ctx, episode.ResetOptions{TaskID: taskID}); err != nil {
 				if s.writeRefusedReset(w, err, taskID) {
@@ -220,6 +222,7 @@ func (s *Server) stepMCP(w http.ResponseWriter, r *http.Request, a mcpAction, ta
 		return
 	}
 	s.withHTTPEnv(w, r, "/step", func(ctx context.Context, env Env) {
+		s.activity()
 		out, _, err := s.mcpObservation(ctx, &toolEpisode{env: env}, a, episode.ResetOptions{TaskID: taskID})
 		if s.writeRefusedReset(w, err, taskID) {
 			return

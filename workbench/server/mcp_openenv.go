@@ -274,6 +274,10 @@ func (s *Server) rpcMethod(ctx context.Context, req rpcRequest, own *rpcSession)
 			return nil, &rpcError{Code: codeInvalidParams, Message: "Missing 'name' in params"}
 		}
 		args := req.Params["arguments"]
+		if own == nil {
+			// Over HTTP; a WebSocket's mcp frame is its session's activity.
+			s.activity()
+		}
 		sess := own
 		if sess == nil {
 			if id, _ := stringParam(req.Params, "session_id", false); id != "" {
@@ -358,6 +362,7 @@ func (s *Server) createRPCSession(ctx context.Context, params map[string]json.Ra
 	env := held.env
 	sess := &rpcSession{id: newSessionID(), ep: &toolEpisode{env: env}, release: held.release}
 	if len(obj.keys) > 0 {
+		s.activity()
 		if _, err := env.Reset(ctx, opts); err != nil {
 			sess.release()
 			if msg, ok := bindingMessage(err); ok {

@@ -92,6 +92,7 @@ func (m *standardMCP) server(r *http.Request) *sdk.Server {
 
 // call runs one tool call of a session's episode as an SDK result.
 func (m *standardMCP) call(ctx context.Context, ep *toolEpisode, name string, args json.RawMessage) (*sdk.CallToolResult, error) {
+	m.s.activity()
 	tc, err := ep.call(ctx, name, args, episode.ResetOptions{})
 	if err == errNotObject {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Invalid params: " + err.Error()}

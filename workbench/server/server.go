@@ -82,6 +82,11 @@ type Config struct {
 	// Logger receives one line per session start and end, and every
 	// internal error. Nil discards.
 	Logger *slog.Logger
+	// Activity, when set, is called at each reset and step the server
+	// serves (WebSocket, HTTP, MCP or the play page), before it runs:
+	// episode traffic, which SocketActivity records where agentpen reads
+	// it. It must return quickly.
+	Activity func()
 	// Tools are the tools /mcp lists and calls (episode.Config.Tools);
 	// none means /mcp lists none.
 	Tools []episode.ToolSpec

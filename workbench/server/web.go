@@ -146,6 +146,7 @@ func (s *Server) handleWebReset(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"detail": err.Error()})
 		return
 	}
+	s.activity()
 	obs, err := env.Reset(r.Context(), opts)
 	if s.writeRefusedReset(w, err, opts.TaskID) {
 		return
@@ -190,6 +191,7 @@ func (s *Server) handleWebStep(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusConflict, map[string]string{"detail": "no episode is running: reset first"})
 		return
 	}
+	s.activity()
 	obs, err := p.env.Step(r.Context(), action)
 	if err != nil {
 		s.log.Error("step failed", "route", "/web/step", "err", err)

@@ -244,6 +244,7 @@ func (ss *session) run(ctx context.Context, frames <-chan frame) (websocket.Stat
 			case endWithError:
 				return websocket.StatusNormalClosure, "session error"
 			case active:
+				ss.srv.activity()
 				if timer != nil {
 					timer.Reset(ss.srv.cfg.IdleTimeout)
 				}

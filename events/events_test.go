@@ -1,0 +1,98 @@
+package events_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/events"
+	"github.com/agentpen/agentpen/internal/testkit/lifecycletest"
+)
+
+// TestEveryOp: every journal operation that is a fact has its event
+// type; an intent (the create follows) and a note (prose) have none.
+func TestEveryOp(t *testing.T) {
+	want := map[campaign.Op]events.Type{
+		campaign.OpBegin: events.Begin, campaign.OpLifetime: events.Lifetime, campaign.OpCreated: events.Created,
+		campaign.OpCreateFailed: events.CreateFailed, campaign.OpOrphan: events.Orphan, campaign.OpRemoved: events.Removed,
+		campaign.OpReady: events.Ready, campaign.OpAttesting: events.Attesting, campaign.OpAttested: events.Attested,
+		campaign.OpRolledBack: events.RolledBack, campaign.OpRemovalStarted: events.RemovalStarted, campaign.OpCleanup: events.Cleanup,
+		campaign.OpIntent: "", campaign.OpNote: "",
+	}
+	for op, typ := range want {
+		ev, ok := events.FromRecord("c", campaign.Record{Op: op, Seq: 3, Gen: 1, Status: campaign.AttestOK, Accepted: time.Unix(0, 0), TTL: 60})
+		if ok != (typ != "") || ev.Type != typ {
+			t.Errorf("%s: event %q (%v), want %q", op, ev.Type, ok, typ)
+		}
+		if ok && (ev.Campaign != "c" || ev.Seq != 3 || ev.Msg == "" || ev.Level == "") {
+			t.Errorf("%s: %+v", op, ev)
+		}
+	}
+}
+
+// TestEventsOfEveryShape: the events of every journal shape are one per
+// record that is a fact, in order, each a JSON object that decodes back
+// into Event with nothing left over, and none holds a task id.
+func TestEventsOfEveryShape(t *testing.T) {
+	for _, sh := range lifecycletest.Shapes {
+		t.Run(sh.Name, func(t *testing.T) {
+			spec := lifecycletest.Spec("camp")
+			h := lifecycletest.New(spec, campaign.PlanOptions{}, "/run/x")
+			sh.Build(h)
+			for i := range h.Records {
+				h.Records[i].Seq = i + 1
+			}
+			evs := events.FromRecords("camp", h.Records)
+			seq := 0
+			for _, ev := range evs {
+				if ev.Seq <= seq {
+					t.Fatalf("event %+v out of order", ev)
+				}
+				seq = ev.Seq
+				b, err := json.Marshal(ev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ws := range spec.Workspaces {
+					family, _, _ := strings.Cut(ws.TaskID, "@")
+					if bytes.Contains(b, []byte(family)) {
+						t.Fatalf("an event holds a task id: %s", b)
+					}
+				}
+				var back events.Event
+				dec := json.NewDecoder(bytes.NewReader(b))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&back); err != nil || !reflect.DeepEqual(back, ev) {
+					t.Fatalf("%s does not decode back (%v): %+v", b, err, back)
+				}
+			}
+			final := events.Final("camp", sh.Want, campaign.Fold(h.Records), time.Now())
+			if final.Type != events.State || final.State != sh.Want.String() || final.Seq != 0 {
+				t.Fatalf("final %+v", final)
+			}
+		})
+	}
+}
+
+// TestFinalSaysWhy: the final event of a campaign removed for its
+// lifetime names the reason, and a campaign that failed to come up says
+// so, as a warning.
+func TestFinalSaysWhy(t *testing.T) {
+	h := lifecycletest.New(lifecycletest.Spec("camp"), campaign.PlanOptions{}, "/run/x")
+	h.Begin(1).Op(campaign.OpAttesting, 1).Attested(1, campaign.AttestOK).Removal(campaign.ReasonTTL).Removed(1, "").Cleanup(campaign.CleanupVerified)
+	lc := campaign.Fold(h.Records)
+	if ev := events.Final("camp", lc.Status, lc, time.Now()); ev.State != "removed" || ev.Reason != campaign.ReasonTTL || ev.Level != events.LevelInfo ||
+		!strings.Contains(ev.Msg, "was removed (cleanup verified)") {
+		t.Fatalf("ttl: %+v", ev)
+	}
+	h = lifecycletest.New(lifecycletest.Spec("camp"), campaign.PlanOptions{}, "/run/x")
+	h.Begin(1)
+	lc = campaign.Fold(h.Records)
+	if ev := events.Final("camp", lc.Status, lc, time.Now()); ev.State != "starting_or_failed" || ev.Level != events.LevelWarn || !strings.Contains(ev.Msg, "never became ready") {
+		t.Fatalf("killed: %+v", ev)
+	}
+}
