@@ -14,6 +14,8 @@ ifeq ($(CI),true)
 export AGENTPEN_REQUIRE_DOCKER := 1
 endif
 TEST_TIMEOUT ?= 15m
+# Options of scripts/demo.sh for make run (--json: the results as JSON on stdout).
+DEMO_FLAGS ?=
 FUZZTIME ?= 30s
 BENCHTIME ?= 30x
 # The workbench image make images builds and the tests and make run use. A branch whose
@@ -88,9 +90,9 @@ bench: ## benchmarks against issue 16's targets (as root, with the daemon): prin
 	@# The campaign benchmarks fail, never skip, without the daemon.
 	@$(WITH_DOCKER) AGENTPEN_REQUIRE_DOCKER=1 $(GO) run ./bench -benchtime $(BENCHTIME)
 
-run: images ## the main job as a launcher sees it: agentpen doctor, then agentpen serve and a campaign through its HTTP API (create, one episode per workspace through the proxy, attest, delete)
+run: images ## the main job as a launcher sees it: agentpen doctor, then agentpen serve and a campaign through its HTTP API (create, one episode per workspace through the proxy, attest, delete); DEMO_FLAGS=--json prints the results as JSON
 	@$(WITH_DOCKER) bin/agentpen doctor
-	@$(WITH_DOCKER) scripts/demo.sh
+	@$(WITH_DOCKER) scripts/demo.sh $(DEMO_FLAGS)
 
 serve: images ## run agentpen serve in the foreground on 127.0.0.1:8700 (token: AGENTPEN_SERVE_TOKEN, else a generated token file)
 	@$(WITH_DOCKER) scripts/serve.sh

@@ -78,29 +78,10 @@ func TestNewcomerTranscript(t *testing.T) {
 			t.Fatalf("%s is needed to replay the newcomer transcript: %v", tool, err)
 		}
 	}
-	root, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
 	tmp := t.TempDir()
-	checkout := filepath.Join(tmp, "agentpen")
+	checkout := freshCheckout(t, tmp)
 	state := filepath.Join(tmp, "state")
-	for _, d := range []string{checkout, state} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range []string{"scripts", "testdata"} {
-		if err := os.Symlink(filepath.Join(root, name), filepath.Join(checkout, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(checkout, "bin")+"/", "./cmd/...")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	if err := os.Chmod(filepath.Join(checkout, "bin", "workbench"), 0o700); err != nil {
+	if err := os.Mkdir(state, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	image := testenv.WorkbenchImage()
