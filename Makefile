@@ -28,7 +28,7 @@ export AGENTPEN_TEST_WORKBENCH_IMAGE := $(WORKBENCH_IMAGE)
 # without it, so nothing runs twice). ./adapter/... includes the launcher API (adapter/api).
 RACE_PKGS := ./adapter/... ./workbench/server/... ./workbench/grader/... ./workbench/sandbox/... ./internal/...
 
-.PHONY: all deps docker docker-stop build images test unit vet fmt-check tidy-check fuzz bench run serve clean help
+.PHONY: all deps docker docker-stop build images test unit vet fmt-check tidy-check shellcheck fuzz bench run serve clean help
 
 all: build
 
@@ -70,7 +70,11 @@ fmt-check: ## fail when a Go file is not gofmt-formatted
 tidy-check: ## fail when go mod tidy would change go.mod or go.sum
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy (run: go mod tidy):" >&2; $(GO) mod tidy -diff >&2; exit 1; }
 
-test: images vet fmt-check tidy-check ## the test command: daemon, images, go vet, gofmt and tidy checks, go test (-race on the concurrent packages; Docker tests fail instead of skip when CI=true)
+shellcheck: ## lint every script in scripts/ and .ci/ (shellcheck, installed by scripts/deps.sh)
+	@command -v shellcheck >/dev/null || { echo "shellcheck is missing: run scripts/deps.sh" >&2; exit 1; }
+	shellcheck -x $$(git ls-files scripts .ci)
+
+test: images vet fmt-check tidy-check shellcheck ## the test command: daemon, images, go vet, gofmt, tidy and shellcheck checks, go test (-race on the concurrent packages; Docker tests fail instead of skip when CI=true)
 	@# -count=1: results of tests against the daemon and as root never come from the cache.
 	@$(WITH_DOCKER) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -race $(RACE_PKGS)
 	@$(WITH_DOCKER) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(RACE_PKGS))")
