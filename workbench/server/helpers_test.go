@@ -9,8 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/agentpen/agentpen/internal/testenv"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/coder/websocket"
@@ -180,8 +180,9 @@ func (e *fakeEnv) Close() error {
 }
 
 // startServer serves a Server over httptest and closes both at cleanup,
-// checking that every environment was closed.
-func startServer(t *testing.T, w *fakeWorld, mutate func(*Config)) (*Server, *httptest.Server) {
+// checking that every environment was closed. clk, when given, is the
+// clock its sessions' idle timers run on.
+func startServer(t *testing.T, w *fakeWorld, mutate func(*Config), clk ...clock) (*Server, *httptest.Server) {
 	t.Helper()
 	cfg := Config{Factory: w.factory, FactoryName: "FakeEnv", Metadata: map[string]any{"name": "AgentWorkbenchEnvironment", "version": "1.0.0"}}
 	if mutate != nil {
@@ -191,12 +192,15 @@ func startServer(t *testing.T, w *fakeWorld, mutate func(*Config)) (*Server, *ht
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, c := range clk {
+		s.clock = c
+	}
 	// Behind the server's gate, as Serve puts it.
 	ts := httptest.NewUnstartedServer(s.Handler())
 	ts.Listener = s.Gate().Listener(ts.Listener)
 	ts.Start()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := testenv.CleanupContext(t)
 		defer cancel()
 		if err := s.Shutdown(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
@@ -275,8 +279,6 @@ func (e *envClient) roundTrip(ctx context.Context, v any) (json.RawMessage, erro
 }
 
 func (e *envClient) recv(ctx context.Context) (json.RawMessage, error) {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
 	typ, b, err := e.c.Read(ctx)
 	if err != nil {
 		return nil, err
@@ -357,8 +359,6 @@ func (e *envClient) close(ctx context.Context) {
 // and reason.
 func (e *envClient) expectClose(t *testing.T, ctx context.Context) (websocket.StatusCode, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
 	for {
 		_, b, err := e.c.Read(ctx)
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/testenv"
 	"github.com/agentpen/agentpen/workbench/sandbox"
@@ -69,7 +68,7 @@ func TestRefuseLiveLinkLocal(t *testing.T) {
 	ts.Listener = s.Gate().Listener(ln)
 	ts.Start()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := testenv.CleanupContext(t)
 		defer cancel()
 		s.Shutdown(ctx)
 		ts.Close()
@@ -124,8 +123,7 @@ func checkRefusal(t *testing.T, base string, hc *http.Client, refuse bool) {
 			t.Errorf("HTTP: %d %q, want 200", resp.StatusCode, body)
 		}
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t)
 	c, wsResp, err := websocket.Dial(ctx, wsURL(base), &websocket.DialOptions{HTTPClient: hc})
 	if refuse {
 		if err == nil {
@@ -255,9 +253,7 @@ func claimEpisodeUID(t *testing.T) uint32 {
 // runAsUID runs clientScript as uid (no groups) and returns its output.
 func runAsUID(t *testing.T, uid uint32, target string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "/usr/bin/python3", "-I", "-c", clientScript, target)
+	cmd := exec.CommandContext(testenv.Context(t), "/usr/bin/python3", "-I", "-c", clientScript, target)
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/internal/fakeclock"
+	"github.com/agentpen/agentpen/internal/testenv"
 	"github.com/coder/websocket"
 )
 
@@ -18,7 +19,7 @@ func TestWSProtocol(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld()
 	_, ts := startServer(t, w, nil)
-	ctx := t.Context()
+	ctx := testenv.Context(t)
 	c := dialEnv(t, ctx, ts.URL)
 
 	// Frames that are answered with an error and leave the session open.
@@ -125,7 +126,7 @@ func TestWSSessionErrors(t *testing.T) {
 	s, ts := startServer(t, w, nil)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx := t.Context()
+			ctx := testenv.Context(t)
 			c := dialEnv(t, ctx, ts.URL)
 			if err := c.c.Write(ctx, tt.typ, []byte(tt.frame)); err != nil {
 				t.Fatal(err)
@@ -139,7 +140,7 @@ func TestWSSessionErrors(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "slots freed", func() bool { return s.ActiveSessions() == 0 })
+	testenv.WaitFor(t, "slots freed", func() bool { return s.ActiveSessions() == 0 })
 }
 
 func TestWSFactoryError(t *testing.T) {
@@ -147,7 +148,7 @@ func TestWSFactoryError(t *testing.T) {
 	w := newFakeWorld()
 	w.fail = true
 	s, ts := startServer(t, w, nil)
-	ctx := t.Context()
+	ctx := testenv.Context(t)
 	c := dialEnv(t, ctx, ts.URL)
 	_, err := c.reset(ctx, nil)
 	se, ok := err.(*serverError)
@@ -157,7 +158,7 @@ func TestWSFactoryError(t *testing.T) {
 	if code, _ := c.expectClose(t, ctx); code != websocket.StatusNormalClosure {
 		t.Errorf("close %d, want 1000", code)
 	}
-	waitFor(t, "slot freed", func() bool { return s.ActiveSessions() == 0 })
+	testenv.WaitFor(t, "slot freed", func() bool { return s.ActiveSessions() == 0 })
 }
 
 // TestWSCapacity: with N sessions open, connection N+1 reliably reads
@@ -168,7 +169,7 @@ func TestWSCapacity(t *testing.T) {
 	const n = 3
 	w := newFakeWorld()
 	s, ts := startServer(t, w, func(c *Config) { c.MaxSessions = n })
-	ctx := t.Context()
+	ctx := testenv.Context(t)
 	var open []*envClient
 	for i := range n {
 		c := dialEnv(t, ctx, ts.URL)
@@ -196,7 +197,7 @@ func TestWSCapacity(t *testing.T) {
 		t.Errorf("%d environments built, want %d: a refused session built one", got, n)
 	}
 	open[0].close(ctx)
-	waitFor(t, "slot freed", func() bool { return s.ActiveSessions() == n-1 })
+	testenv.WaitFor(t, "slot freed", func() bool { return s.ActiveSessions() == n-1 })
 	again := dialEnv(t, ctx, ts.URL)
 	if _, err := again.reset(ctx, nil); err != nil {
 		t.Fatalf("after a slot was freed: %v", err)
@@ -206,20 +207,31 @@ func TestWSCapacity(t *testing.T) {
 // TestWSIdleReaping: a session with no reset or step for IdleTimeout is
 // closed, socket included, and its slot and environment released; state
 // frames do not keep it alive. A half-open client that never speaks is
-// reaped the same way.
+// reaped the same way. The sessions' idle timers run on a fake clock the
+// test advances: the timeout is exact, however slowly the machine runs.
 func TestWSIdleReaping(t *testing.T) {
 	t.Parallel()
+	const idle = 2 * time.Minute // on the fake clock
 	w := newFakeWorld()
-	s, ts := startServer(t, w, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond; c.MaxSessions = 2 })
-	ctx := t.Context()
+	clk := fakeclock.New()
+	s, ts := startServer(t, w, func(c *Config) { c.IdleTimeout = idle; c.MaxSessions = 2 }, clk)
+	ctx := testenv.Context(t)
 	talker := dialEnv(t, ctx, ts.URL)
 	if _, err := talker.reset(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	silent := dialEnv(t, ctx, ts.URL) // never sends a frame
-	start := time.Now()
-	if _, err := talker.state(ctx); err != nil { // not activity
+	// The talker's timer was re-armed before its reset was answered; the
+	// silent session's is armed when its session begins.
+	testenv.WaitFor(t, "the silent session's idle timer", func() bool { return clk.Pending() == 2 })
+	if n := clk.Advance(idle - time.Nanosecond); n != 0 {
+		t.Fatalf("%d sessions reaped before IdleTimeout", n)
+	}
+	if _, err := talker.state(ctx); err != nil { // answered, and not activity
 		t.Fatal(err)
+	}
+	if n := clk.Advance(time.Nanosecond); n != 2 {
+		t.Fatalf("%d sessions reaped at IdleTimeout, want both (a state frame restarted the clock)", n)
 	}
 	for _, c := range []*envClient{talker, silent} {
 		code, reason := c.expectClose(t, ctx)
@@ -227,10 +239,7 @@ func TestWSIdleReaping(t *testing.T) {
 			t.Errorf("close %d %q, want 1000 %q", code, reason, reasonIdle)
 		}
 	}
-	if el := time.Since(start); el > 5*time.Second {
-		t.Errorf("reaping took %v", el)
-	}
-	waitFor(t, "slots freed", func() bool { return s.ActiveSessions() == 0 })
+	testenv.WaitFor(t, "slots freed", func() bool { return s.ActiveSessions() == 0 })
 	w.mu.Lock()
 	for _, e := range w.envs {
 		if e.closes() != 1 {
@@ -238,17 +247,24 @@ func TestWSIdleReaping(t *testing.T) {
 		}
 	}
 	w.mu.Unlock()
-	// Activity keeps a session alive past the timeout. Its own server has
-	// a timeout ten times the pacing, so a loaded machine (a 300 ms
-	// stall was seen under load 6 on 2 cores) does not reap it.
-	_, ts2 := startServer(t, w, func(c *Config) { c.IdleTimeout = time.Second })
-	busy := dialEnv(t, ctx, ts2.URL)
-	deadline := time.Now().Add(2500 * time.Millisecond)
-	for time.Now().Before(deadline) {
+
+	// Each step restarts the clock: a session active every IdleTimeout
+	// less a nanosecond lives on, and is reaped IdleTimeout after its
+	// last step.
+	busy := dialEnv(t, ctx, ts.URL)
+	for i := range 3 {
 		if _, err := busy.step(ctx, map[string]any{"tool": "echo"}); err != nil {
-			t.Fatalf("an active session was reaped: %v", err)
+			t.Fatalf("step %d: %v", i, err)
 		}
-		time.Sleep(100 * time.Millisecond) // pacing the client, not synchronisation
+		if n := clk.Advance(idle - time.Nanosecond); n != 0 {
+			t.Fatalf("after step %d: an active session was reaped", i)
+		}
+	}
+	if n := clk.Advance(time.Nanosecond); n != 1 {
+		t.Fatalf("%d sessions reaped IdleTimeout after the last step, want 1", n)
+	}
+	if code, reason := busy.expectClose(t, ctx); code != websocket.StatusNormalClosure || reason != reasonIdle {
+		t.Errorf("close %d %q, want 1000 %q", code, reason, reasonIdle)
 	}
 }
 
@@ -257,7 +273,7 @@ func TestWSPingDuringStep(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld()
 	_, ts := startServer(t, w, nil)
-	ctx := t.Context()
+	ctx := testenv.Context(t)
 	c := dialEnv(t, ctx, ts.URL)
 	if _, err := c.reset(ctx, nil); err != nil {
 		t.Fatal(err)
@@ -267,9 +283,7 @@ func TestWSPingDuringStep(t *testing.T) {
 	var res stepResult
 	wg.Go(func() { res, stepErr = c.step(ctx, map[string]any{"tool": "block"}) })
 	<-w.blocked
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err := c.c.Ping(pctx)
-	cancel()
+	err := c.c.Ping(ctx)
 	close(w.release)
 	wg.Wait()
 	if err != nil {
@@ -286,7 +300,7 @@ func TestWSLargeFrames(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld()
 	_, ts := startServer(t, w, nil)
-	ctx := t.Context()
+	ctx := testenv.Context(t)
 	c := dialEnv(t, ctx, ts.URL)
 	big := strings.Repeat("a", MaxFrameBytes-100)
 	res, err := c.step(ctx, map[string]any{"tool": "echo", "args": map[string]any{"s": big}})
@@ -309,7 +323,7 @@ func TestWSConcurrentSessionsFake(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld()
 	_, ts := startServer(t, w, nil)
-	ctx := t.Context()
+	ctx := testenv.Context(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, DefaultMaxSessions)
 	for i := range DefaultMaxSessions {
@@ -347,19 +361,6 @@ func TestWSConcurrentSessionsFake(t *testing.T) {
 	}
 }
 
-// waitFor polls cond (state the server changes after the client's part is
-// done, such as a slot freed after close) until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestEnvPanicReleasesEpisode: a bug that panics in a step (net/http
 // recovers it) still closes the session's environment, so its workspace
 // and sandbox uid are not leaked, and frees its slot.
@@ -367,7 +368,7 @@ func TestEnvPanicReleasesEpisode(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld()
 	s, ts := startServer(t, w, func(c *Config) { c.MaxSessions = 1 })
-	ctx := t.Context()
+	ctx := testenv.Context(t)
 	c := dialEnv(t, ctx, ts.URL)
 	if _, err := c.reset(ctx, nil); err != nil {
 		t.Fatal(err)
@@ -375,8 +376,8 @@ func TestEnvPanicReleasesEpisode(t *testing.T) {
 	if _, err := c.step(ctx, map[string]any{"tool": "panic"}); err == nil {
 		t.Fatal("a panicking step got a reply")
 	}
-	waitFor(t, "slot freed", func() bool { return s.ActiveSessions() == 0 })
-	waitFor(t, "environment closed", func() bool {
+	testenv.WaitFor(t, "slot freed", func() bool { return s.ActiveSessions() == 0 })
+	testenv.WaitFor(t, "environment closed", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		return w.envs[0].closes() == 1
