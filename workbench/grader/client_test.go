@@ -101,7 +101,7 @@ func TestClientFailures(t *testing.T) {
 		wantCalls int64
 		wantErr   string // substring of the error; "" means success
 		status    int
-		timeout   time.Duration // 0 means 200 ms
+		timeout   time.Duration // 0 means an hour: not meant to time out
 	}{
 		{name: "unauthorized_not_retried", wantCalls: 1, status: 401, wantErr: "grader POST /v1/score: status 401 (unauthorized): missing or wrong API key",
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) {
@@ -123,14 +123,12 @@ func TestClientFailures(t *testing.T) {
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { http.Error(w, "busy", 503) }},
 		{name: "one_attempt_only", attempts: 1, wantCalls: 1, status: 502, wantErr: "status 502",
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { http.Error(w, "x", 502) }},
-		{name: "timeout_not_retried", wantCalls: 1, wantErr: "no reply within 200ms",
+		{name: "timeout_not_retried", wantCalls: 1, wantErr: "no reply within 200ms", timeout: 200 * time.Millisecond,
 			handler: func(_ int64, _ http.ResponseWriter, r *http.Request) {
-				// The body read, the server notices the client going away.
+				// Never answers: the body read, it waits for the client
+				// to give up.
 				io.Copy(io.Discard, r.Body)
-				select {
-				case <-r.Context().Done():
-				case <-time.After(5 * time.Second):
-				}
+				<-r.Context().Done()
 			}},
 		{name: "credit_out_of_range", wantCalls: 1, wantErr: "bad reply",
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, verdict{Credit: 1.5}) }},
@@ -144,7 +142,7 @@ func TestClientFailures(t *testing.T) {
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"status":"ok"}`)) }},
 		{name: "not_json", wantCalls: 1, status: 200, wantErr: "bad reply",
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { w.Write([]byte("<html>")) }},
-		{name: "reply_too_large", wantCalls: 1, status: 200, wantErr: "reply too large", timeout: 10 * time.Second,
+		{name: "reply_too_large", wantCalls: 1, status: 200, wantErr: "reply too large",
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) {
 				w.Write([]byte(`{"credit":1,"reason":"`))
 				w.Write(make([]byte, maxResponseBytes+10))
@@ -170,19 +168,17 @@ func TestClientFailures(t *testing.T) {
 				tt.handler(calls.Add(1), w, r)
 			}))
 			defer hs.Close()
+			// Only timeout_not_retried is meant to time out; the other
+			// calls get a bound load never reaches.
 			timeout := tt.timeout
 			if timeout == 0 {
-				timeout = 200 * time.Millisecond
+				timeout = time.Hour
 			}
 			c, err := NewClient(ClientConfig{URL: hs.URL, Key: key, Timeout: timeout, Attempts: tt.attempts})
 			if err != nil {
 				t.Fatal(err)
 			}
-			start := time.Now()
 			credit, _, err := c.ScoreAnswer(context.Background(), "logs/error_count", "1")
-			if d := time.Since(start); d > 3*time.Second {
-				t.Errorf("call took %v", d)
-			}
 			if got := calls.Load(); got != tt.wantCalls {
 				t.Errorf("grader saw %d calls, want %d", got, tt.wantCalls)
 			}
