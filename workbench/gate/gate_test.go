@@ -25,30 +25,29 @@ import (
 // TestMain fails the run if a goroutine of this package outlives the
 // tests.
 func TestMain(m *testing.M) {
+	start := time.Now()
 	code := m.Run()
 	if code == 0 {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			var leaked []string
-			for _, g := range strings.Split(string(buf), "\n\n") {
-				if strings.Contains(g, "workbench/gate.") && !strings.Contains(g, "workbench/gate.TestMain") {
-					leaked = append(leaked, g)
-				}
-			}
-			if len(leaked) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				fmt.Fprintf(os.Stderr, "goroutines of package gate left after the tests:\n%s\n", strings.Join(leaked, "\n\n"))
-				code = 1
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+		if left := testenv.LeftGoroutines(start, leakedGoroutines); left != "" {
+			fmt.Fprintf(os.Stderr, "goroutines of package gate left after the tests:\n%s\n", left)
+			code = 1
 		}
 	}
 	os.Exit(code)
+}
+
+// leakedGoroutines lists the goroutines of this package still running,
+// "" when none.
+func leakedGoroutines() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var leaked []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "workbench/gate.") && !strings.Contains(g, "workbench/gate.TestMain") {
+			leaked = append(leaked, g)
+		}
+	}
+	return strings.Join(leaked, "\n\n")
 }
 
 // sandboxRange is the uid sandbox's default range (sandbox.DefaultRange).
@@ -115,8 +114,10 @@ func (s *served) dial(t *testing.T, network string) (client, server net.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	// The probe read ends when the gate closes the connection (reset or
+	// EOF), or when this test ends it once the gate took it; no deadline
+	// of its own, which a slow accept would overrun and pass for a close.
 	closed := make(chan struct{})
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	go func() {
 		defer close(closed)
 		c.Read(make([]byte, 1))
@@ -130,7 +131,7 @@ func (s *served) dial(t *testing.T, network string) (client, server net.Conn) {
 		return c, sc
 	case <-closed:
 		return c, nil
-	case <-time.After(10 * time.Second):
+	case <-testenv.Context(t).Done():
 		t.Fatal("the gate neither took nor closed the connection")
 	}
 	return nil, nil

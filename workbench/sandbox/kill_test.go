@@ -11,8 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/agentpen/agentpen/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -309,12 +309,10 @@ func TestLiveProcessesSeesWhatHides(t *testing.T) {
 		t.Fatalf("agent printed %q", out)
 	}
 	// Wait until the zombie leader's leader has exited.
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	testenv.WaitFor(t, "the zombie leader", func() bool {
 		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids["zombieleader"]))
-		if strings.Contains(string(st), "State:\tZ") {
-			break
-		}
-	}
+		return strings.Contains(string(st), "State:\tZ")
+	})
 	// Probe without killing first: the same probe the kill uses, from the
 	// switched thread.
 	var found []int
@@ -387,16 +385,17 @@ func TestRetiredUIDWaitsForItsProcesses(t *testing.T) {
 		t.Fatalf("every uid held or retired: Claim gave %v", err)
 	}
 	alive = false
-	// Another test's fork may briefly hold a copy of the lock file's
-	// descriptor (until its exec closes it), so the flock can fail once.
+	// Another test's fork may hold a copy of the lock file's descriptor
+	// until its exec closes it (on a loaded machine, for as long as the
+	// child waits for a core), and the flock fails meanwhile: try until
+	// it is gone. A pool that never releases the uid fails at the test's
+	// deadline.
 	var u int
-	for range 20 {
-		if u, err = p.Claim(); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil || u != uid || p.Retired(uid) {
+	testenv.WaitFor(t, "the retired uid claimed again", func() bool {
+		u, err = p.Claim()
+		return err == nil
+	})
+	if u != uid || p.Retired(uid) {
 		t.Fatalf("after its processes are gone: Claim = %d, %v (retired %v); want %d", u, err, p.Retired(uid), uid)
 	}
 }
