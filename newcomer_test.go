@@ -1,7 +1,6 @@
 package agentpen_test
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/testenv"
 	"github.com/google/go-cmp/cmp"
@@ -94,9 +92,7 @@ func TestNewcomerTranscript(t *testing.T) {
 		cmd := strings.ReplaceAll(s.cmd, "agentpen/workbench:dev", image)
 		fmt.Fprintf(&script, "echo '@@step %d'\n{ %s\n} 2>&1\necho \"@@rc $?\"\n", i, cmd)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	sh := exec.CommandContext(ctx, "bash", "-c", script.String())
+	sh := exec.CommandContext(testenv.Context(t), "bash", "-c", script.String())
 	sh.Dir, sh.Env = checkout, env
 	out, err := sh.CombinedOutput()
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/logbuf"
@@ -106,12 +104,14 @@ func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 		if cmd.ProcessState == nil {
 			cmd.Process.Signal(os.Interrupt)
 		}
+		wait, cancel := testenv.CleanupContext(t)
+		defer cancel()
 		select {
 		case err := <-p.exited:
 			if err != nil {
 				t.Errorf("%s exited: %v", args[0], err)
 			}
-		case <-time.After(30 * time.Second):
+		case <-wait.Done():
 			cmd.Process.Kill()
 			t.Errorf("%s did not exit after SIGINT", args[0])
 		}
@@ -126,7 +126,7 @@ func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	case err := <-p.exited:
 		p.exited <- err
 		t.Fatalf("%s exited at start: %v\n%s", args[0], err, p.logs.String())
-	case <-time.After(20 * time.Second):
+	case <-testenv.Context(t).Done():
 		t.Fatalf("%s did not report its address\n%s", args[0], p.logs.String())
 	}
 	return p
@@ -168,8 +168,7 @@ func TestServeWithRemoteGrader(t *testing.T) {
 	s := startProc(t, bin, []string{"WB_E2E_KEY=" + key}, "serve", "--listen", "127.0.0.1:0", "--log-format", "json",
 		"--home-dir", home, "--grader", "http://"+g.addr, "--grader-key-env", "WB_E2E_KEY")
 
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	for _, task := range []struct{ id, kind string }{{"software/median", "code"}, {"logs/error_count", "number"}} {
 		w := dial(t, ctx, "http://"+s.addr)
 		final, err := playOracle(ctx, w, task.id, task.kind, strings.ReplaceAll(task.id, "/", "_"))

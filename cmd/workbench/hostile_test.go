@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -94,8 +93,7 @@ func playConnFlood(t *testing.T, code string) {
 	limitFDs(t, s.cmd.Process.Pid, fdLimit)
 	code = strings.ReplaceAll(code, "{{TARGETS}}", s.addr+","+g.addr)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	base := "http://" + s.addr
 	third := dial(t, ctx, base)
 	if _, err := third.reset(ctx, map[string]any{"task_id": "software/median"}); err != nil {
@@ -135,7 +133,12 @@ func playConnFlood(t *testing.T, code string) {
 			}
 		})
 	}
-	time.Sleep(time.Second) // the floods are holding their connections now
+	// The floods have reached both servers once each has refused some of
+	// their connections (and said so).
+	testenv.WaitFor(t, "the floods to reach both servers", func() bool {
+		return strings.Contains(s.logs.String(), `"msg":"refused connections from episode code"`) &&
+			strings.Contains(g.logs.String(), `"msg":"refused connections from episode code"`)
+	})
 
 	// The third episode works meanwhile.
 	var thirdErrs []string
@@ -194,8 +197,7 @@ func playConnFlood(t *testing.T, code string) {
 // own with the answer keys compiled in.
 func playExecWorkbench(t *testing.T, code string) {
 	ls := startServe(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	w := dial(t, ctx, ls.base)
 	if _, err := w.reset(ctx, map[string]any{"task_id": "logs/error_count"}); err != nil {
 		t.Fatal(err)
@@ -237,9 +239,7 @@ func TestServeRefusesExposedBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.Chmod(bin, mode)
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		out, err := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0", "--home-dir", dir).CombinedOutput()
-		cancel()
+		out, err := exec.CommandContext(testenv.Context(t), bin, "serve", "--listen", "127.0.0.1:0", "--home-dir", dir).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "make build (mode 0700)") || !strings.Contains(string(out), fmt.Sprintf("mode %04o", mode)) {
 			t.Errorf("serve from a %04o binary: %v\n%s\nwant a refusal naming make build", mode, err, out)
 		}

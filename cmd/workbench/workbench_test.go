@@ -15,7 +15,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/logbuf"
 	"github.com/agentpen/agentpen/internal/testenv"
@@ -137,7 +136,7 @@ func startServeEnv(t *testing.T, bin string, env []string, extra ...string) *liv
 	case err := <-ls.exited:
 		ls.exited <- err
 		t.Fatalf("workbench serve exited at start: %v\n%s", err, logs.String())
-	case <-time.After(20 * time.Second):
+	case <-testenv.Context(t).Done():
 		t.Fatalf("workbench serve did not report its address\n%s", logs.String())
 	}
 	return ls
@@ -149,13 +148,15 @@ func (ls *liveServer) stop(t *testing.T) error {
 	if ls.cmd.ProcessState == nil {
 		ls.cmd.Process.Signal(syscall.SIGTERM)
 	}
+	wait, cancel := testenv.CleanupContext(t)
+	defer cancel()
 	select {
 	case err := <-ls.exited:
 		ls.exited <- err
 		return err
-	case <-time.After(30 * time.Second):
+	case <-wait.Done():
 		ls.cmd.Process.Kill()
-		t.Error("workbench serve did not exit within 30 s of SIGTERM")
+		t.Error("workbench serve did not exit after SIGTERM")
 		return <-ls.exited
 	}
 }
@@ -221,8 +222,7 @@ func TestPythonClientPlaysEveryDomain(t *testing.T) {
 			if transport[0] == "--unix" {
 				taskArgs = args[:1] // the transport, not the catalogue, is under test here
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-			defer cancel()
+			ctx := testenv.Context(t)
 			cmd := exec.CommandContext(ctx, "python3", append([]string{"../../testdata/clients/workbench_client.py", "--oracles", oracles}, append(transport, taskArgs...)...)...)
 			out, err := cmd.CombinedOutput()
 			t.Logf("python client:\n%s", out)
@@ -381,8 +381,7 @@ func TestConcurrentEpisodes(t *testing.T) {
 	if len(picks) == 0 {
 		t.Fatal("no oracles")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	const n = 8
 	errs := make(chan error, n)
 	rewards := make([]float64, n)
@@ -437,8 +436,7 @@ func TestConcurrentEpisodes(t *testing.T) {
 func TestAgentCodeRefused(t *testing.T) {
 	testenv.RequireRoot(t)
 	ls := startServe(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	w := dial(t, ctx, ls.base)
 	if _, err := w.reset(ctx, map[string]any{"task_id": onePerDomain(t)[0].ID}); err != nil {
 		t.Fatal(err)
