@@ -220,16 +220,12 @@ func TestBringUpNeverReady(t *testing.T) {
 	}
 	spec := sleeperSpec(id, img, 1)
 	spec.Workspaces[0].Command = []string{"sh", "-c", "echo workbench-not-starting >&2; sleep 600"}
-	start := time.Now()
 	_, err := a.BringUp(t.Context(), spec)
 	if !errors.Is(err, adapter.ErrNotReady) {
 		t.Fatalf("err = %v; want ErrNotReady", err)
 	}
 	if !strings.Contains(err.Error(), "workspace agent-") || !strings.Contains(err.Error(), "workbench-not-starting") {
 		t.Fatalf("error should name the workspace and carry its last log lines: %v", err)
-	}
-	if el := time.Since(start); el > 60*time.Second {
-		t.Fatalf("took %s", el)
 	}
 	if cs, ns := owned(t, cli, id); len(cs)+len(ns) != 0 {
 		t.Fatalf("rollback left %v %v", cs, ns)
