@@ -24,6 +24,7 @@ import (
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/internal/logbuf"
+	"github.com/agentpen/agentpen/internal/testenv"
 )
 
 // testToken is the bearer token of the unit tests' servers.
@@ -423,17 +424,11 @@ func specJSON(id string, taskIDs ...string) []byte {
 func checkNoLeaks(t *testing.T) {
 	t.Helper()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			leaked := leakedGoroutines()
-			if len(leaked) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
+		// Until the test's deadline: goroutines end a moment after the
+		// test, later on a loaded machine.
+		var leaked []string
+		if !testenv.Until(t, func() bool { leaked = leakedGoroutines(); return len(leaked) == 0 }) {
+			t.Errorf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 		}
 	})
 }
