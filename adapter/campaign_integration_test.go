@@ -279,8 +279,7 @@ func TestBringUpKilled(t *testing.T) {
 	}
 	journal := filepath.Join((&adapter.Adapter{StateRoot: state}).CampaignDir(id), campaign.JournalFile)
 	// Kill it once some workspaces exist and others are on their way.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	if !testenv.Until(t, func() bool {
 		recs, _ := campaign.ReadJournal(journal)
 		created := 0
 		for _, r := range recs {
@@ -288,15 +287,11 @@ func TestBringUpKilled(t *testing.T) {
 				created++
 			}
 		}
-		if created >= 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("bring-up made no progress; child said: %s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return created >= 4
+	}) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("bring-up made no progress; child said: %s", stderr.String())
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -431,14 +426,13 @@ func TestCampaignNATPublish(t *testing.T) {
 			}
 		}
 	}
+	// The port is published by rootlesskit's port driver, which may
+	// come after the server's readiness: until the test's deadline.
 	var resp *http.Response
-	for i := 0; i < 50; i++ {
+	testenv.Until(t, func() bool {
 		resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
-		if err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil
+	})
 	if err != nil {
 		t.Fatalf("published server unreachable on loopback: %v", err)
 	}

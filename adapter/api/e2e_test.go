@@ -547,16 +547,13 @@ func TestAPIClientGoneRollsBack(t *testing.T) {
 		t.Fatalf("the create answered %d before the client gave up", resp.StatusCode)
 	}
 	// The handler finishes the rollback after the client has gone.
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		rep, err := l.a.Verify(t.Context(), id)
-		if err == nil && rep.OK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cancelled bring-up left resources: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var err error
+	if !testenv.Until(t, func() bool {
+		rep, verr := l.a.Verify(t.Context(), id)
+		err = verr
+		return err == nil && rep.OK
+	}) {
+		t.Fatalf("the cancelled bring-up left resources: %v", err)
 	}
 	b, _ := os.ReadFile(filepath.Join(l.a.CampaignDir(id), campaign.JournalFile))
 	if !bytes.Contains(b, []byte("bring-up failed")) || !bytes.Contains(b, []byte("cleanup verified")) {
@@ -564,17 +561,16 @@ func TestAPIClientGoneRollsBack(t *testing.T) {
 	}
 	// Listed as removed (its journal says so), with nothing to hand out,
 	// once the handler has returned (it reads creating until then).
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	var listed []byte
+	if !testenv.Until(t, func() bool {
 		code, b := l.call(t, http.MethodGet, "/v1/campaigns", nil)
 		if code != http.StatusOK || bytes.Contains(b, []byte("base_url")) ||
 			!bytes.Contains(b, []byte(`"state":"removed"`)) && !bytes.Contains(b, []byte(`"state":"creating"`)) {
 			t.Fatalf("after the rollback: %d %s", code, b)
 		}
-		if bytes.Contains(b, []byte(`"state":"removed"`)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still creating 30 s after the rollback was verified: %s", b)
-		}
+		listed = b
+		return bytes.Contains(b, []byte(`"state":"removed"`))
+	}) {
+		t.Fatalf("still creating at the test's deadline, long after the rollback was verified: %s", listed)
 	}
 }
