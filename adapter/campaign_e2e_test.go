@@ -408,8 +408,7 @@ func (s *session) step(tool string, args map[string]any) (oracle.Result, error) 
 // workbench's unix socket and requires reward 1.0.
 func playOverSocket(t *testing.T, socket, taskID string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	s, err := dialSession(t, ctx, socket)
 	if err != nil {
 		t.Errorf("%s: %v", taskID, err)
@@ -506,8 +505,7 @@ print(json.dumps(r))
 func checkContainment(t *testing.T, ws adapter.Workspace, p *campaign.Plan) {
 	t.Helper()
 	socket, graderURL := ws.Socket, p.Server.URL
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	s, err := dialSession(t, ctx, socket)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/oracle"
+	"github.com/agentpen/agentpen/internal/testenv"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -118,8 +119,7 @@ func TestAgentsCannotReachEachOther(t *testing.T) {
 				}
 				peer = info.NetworkSettings.Networks[c.Plan.Agents[1].Network].IPAddress
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-			defer cancel()
+			ctx := testenv.Context(t)
 			heard, sent := listenAndDial(t, ctx, c, peer)
 			t.Logf("listener heard %v; dialer %v", heard, sent)
 			if heard == nil || sent == nil {
@@ -309,8 +309,7 @@ func TestProcessFloodStaysInItsWorkspace(t *testing.T) {
 		}
 		cs[i] = c
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 
 	// The flood: workspace 0 of campaign 0, for 8 s.
 	flood := make(chan map[string]any, 1)

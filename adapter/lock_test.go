@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -60,8 +59,7 @@ func TestLocksFollowTheDaemonNotTheSpelling(t *testing.T) {
 	}
 	l.unlock()
 	os.Remove(filepath.Join(a.lockDir(), key+".lock"))
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	mine, claimA, err := a.claimUIDBlocks(ctx, 2)
 	if err != nil {
 		t.Fatal(err)

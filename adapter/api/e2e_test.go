@@ -106,7 +106,7 @@ func randHex(n int) string {
 // it still up, and fails when anything of it remains.
 func (l *liveService) removeOnCleanup(t *testing.T, id string) {
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		ctx, cancel := testenv.CleanupContext(t)
 		defer cancel()
 		if _, err := l.a.Verify(ctx, id); err == nil {
 			return
@@ -222,8 +222,7 @@ func (e *episode) close() {
 // playOracle plays the bound task's oracle through baseURL, asking the
 // reset for another task: the proxy must serve the bound one.
 func playOracle(t *testing.T, baseURL, bound, asked string) {
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	e, err := dialEpisode(ctx, baseURL)
 	if err != nil {
 		t.Errorf("%s: dial: %v", bound, err)
@@ -371,8 +370,7 @@ func TestAPIEndToEnd(t *testing.T) {
 // to the workspace's socket (the proxy's added latency per step).
 func measureOverhead(t *testing.T, l *liveService, v api.CampaignView) {
 	const n = 200
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	c, err := l.a.Load(v.CampaignID)
 	if err != nil {
 		t.Fatal(err)
@@ -478,7 +476,7 @@ func TestTaskIDInvisibleToAgents(t *testing.T) {
 			hexes = append(hexes, `"`+hex.EncodeToString(x)+`"`)
 		}
 		code := fmt.Sprintf(taskScan, "["+strings.Join(hexes, ",")+"]")
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		ctx, cancel := context.WithCancel(testenv.Context(t))
 		e, err := dialEpisode(ctx, w.BaseURL)
 		if err != nil {
 			t.Fatal(err)
