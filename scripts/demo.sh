@@ -80,22 +80,23 @@ reap() {
 }
 
 # shellcheck disable=SC2317 # called from finish, which only the EXIT trap runs
-# leftovers: remove every campaign of the state root that is not gone (agentpen ls: a journalled
-# live resource, a live container or network carrying its label, or a state it cannot read),
-# by agentpen down. Fails unless each such down verified.
+# leftovers [all]: remove, by agentpen down, every campaign of the state root that is not gone
+# (agentpen ls: a journalled live resource, a live container or network carrying its label, or
+# a state it cannot read); with all, every campaign, so that down verifies each again. Fails
+# unless each down verified.
 leftovers() {
 	local ids rc=0 id
 	ids=$(bin/agentpen ls --state-root "$state" --json | python3 -c '
 import json, sys
 for c in json.load(sys.stdin):
-    if c.get("error") or c["journalled_live"] or c["live_containers"] or c["live_networks"]:
+    if sys.argv[1] or c.get("error") or c["journalled_live"] or c["live_containers"] or c["live_networks"]:
         print(c["campaign_id"])
-') || {
+' "${1:-}") || {
 		log "agentpen ls --state-root $state failed: what is left is unknown"
 		return 1
 	}
 	for id in $ids; do
-		log "campaign $id is not removed: agentpen down $id"
+		log "campaign $id: agentpen down $id"
 		bin/agentpen down --state-root "$state" "$id" >&2 || rc=1
 	done
 	return "$rc"
@@ -123,11 +124,11 @@ finish() {
 		fi
 	done
 	[ -n "$serve_pid" ] && log "agentpen serve stopped (exit $serve_rc)"
-	local cleanup=verified
-	if [ -n "$state" ] && ! leftovers; then
-		cleanup="NOT verified"
-	fi
-	if [ "$cleanup" != verified ] || [ "$serve_rc" -eq 1 ]; then
+	# Exit 1 from the service: its cleanup on exit was not verified; every campaign is then
+	# taken down again, and that down's verdict is the cleanup's.
+	local cleanup=verified all=''
+	[ "$serve_rc" -eq 1 ] && all=all
+	if [ -n "$state" ] && ! leftovers "$all"; then
 		cleanup="NOT verified"
 		rc=1
 		[ -f "$state/result.json" ] && python3 - "$state/result.json" <<'PY'
@@ -136,7 +137,7 @@ p = sys.argv[1]
 r = json.load(open(p))
 r["ok"] = False
 r["cleanup"]["status"] = "failed"
-r["cleanup"]["error"] = (r["cleanup"].get("error") or "") + " something was left in the state root after the run (see the demo's stderr)"
+r["cleanup"]["error"] = (r["cleanup"].get("error") or "") + " (after the run, agentpen down did not verify the removal of what was left: see the demo's stderr)"
 json.dump(r, open(p + ".tmp", "w"), indent=2)
 os.replace(p + ".tmp", p)
 PY
