@@ -29,10 +29,10 @@ WORKBENCH_IMAGE ?= agentpen/workbench:dev
 export AGENTPEN_TEST_WORKBENCH_IMAGE := $(WORKBENCH_IMAGE)
 
 # The concurrent packages run under the race detector in make test (the rest
-# without it, so nothing runs twice). ./adapter/... includes the launcher API (adapter/api).
-RACE_PKGS := ./adapter/... ./workbench/server/... ./workbench/grader/... ./workbench/sandbox/... ./internal/...
+# without it, so nothing runs twice).
+RACE_PKGS := ./adapter/... ./launcher/... ./store/... ./workbench/server/... ./workbench/grader/... ./workbench/sandbox/... ./internal/...
 
-.PHONY: all deps docker docker-stop build images test unit vet fmt-check tidy-check shellcheck fuzz bench run serve clean help
+.PHONY: all deps docker docker-stop build images test unit vet lint shellcheck fmt-check tidy-check fuzz bench hostile cosign-check run serve clean help
 
 all: build
 
@@ -65,8 +65,12 @@ images: docker build ## build the local images: agentpen/python-base:bookworm an
 		-t $(WORKBENCH_IMAGE) . 2>&1 >/dev/null | { grep -v -e DEPRECATED -e 'BuildKit is currently disabled' -e 'environment-variable' -e '^$$' >&2 || true; } && \
 		docker image inspect --format '$(WORKBENCH_IMAGE) {{.Id}}' $(WORKBENCH_IMAGE)
 
-vet:
+vet: ## go vet ./...
 	$(GO) vet ./...
+
+lint: shellcheck ## staticcheck (the version go.mod pins as a tool), shellcheck over scripts/ and .ci/, and the form of commit messages since d9d57a6 (scripts/commit-check.sh)
+	$(GO) tool staticcheck ./...
+	@scripts/commit-check.sh
 
 fmt-check: ## fail when a Go file is not gofmt-formatted
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "not gofmt-formatted (run: gofmt -w .):" >&2; echo "$$out" >&2; exit 1; }
@@ -78,7 +82,7 @@ shellcheck: ## lint every script in scripts/ and .ci/ (shellcheck, installed by 
 	@command -v shellcheck >/dev/null || { echo "shellcheck is missing: run scripts/deps.sh" >&2; exit 1; }
 	shellcheck -x $$(git ls-files scripts .ci)
 
-test: images vet fmt-check tidy-check shellcheck ## the test command: daemon, images, go vet, gofmt, tidy and shellcheck checks, go test (-race on the concurrent packages; Docker tests fail instead of skip when CI=true)
+test: images vet lint fmt-check tidy-check ## the test command: daemon, images, go vet, staticcheck, shellcheck and commit-message, gofmt and tidy checks, go test (-race on the concurrent packages; Docker tests fail instead of skip when CI=true)
 	@# -count=1: results of tests against the daemon and as root never come from the cache.
 	@$(WITH_DOCKER) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -race $(RACE_PKGS)
 	@$(WITH_DOCKER) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(RACE_PKGS))")
@@ -94,9 +98,15 @@ fuzz: ## run every fuzz target for FUZZTIME (default 30s) each
 		done; \
 	done
 
+cosign-check: ## opt-in: cosign verify-blob-attestation of signed reports (builds cosign v2 into ~/.cache/agentpen/cosign once, ~10 min)
+	scripts/cosign-check.sh
+
 bench: ## benchmarks against issue 16's targets (as root, with the daemon): prints the table, writes bench/results.json and docs/bench.md
 	@# The campaign benchmarks fail, never skip, without the daemon.
 	@$(WITH_DOCKER) AGENTPEN_REQUIRE_DOCKER=1 $(GO) run ./bench -benchtime $(BENCHTIME)
+
+hostile: images ## the hostile corpus under load, a CI step of its own: busy loops on every core, kill_under_load 200 times on this host and in a workspace container (64 min on this shared 2-core machine at load 35-80)
+	@$(WITH_DOCKER) scripts/hostile-load.sh
 
 run: images ## the main job as a launcher sees it: agentpen doctor, then agentpen serve and a campaign through its HTTP API (create, one episode per workspace through the proxy, attest, delete); DEMO_FLAGS=--json prints the results as JSON
 	@$(WITH_DOCKER) bin/agentpen doctor
@@ -105,5 +115,5 @@ run: images ## the main job as a launcher sees it: agentpen doctor, then agentpe
 serve: images ## run agentpen serve in the foreground on 127.0.0.1:8700 (token: AGENTPEN_SERVE_TOKEN, else a generated token file)
 	@$(WITH_DOCKER) scripts/serve.sh
 
-clean:
+clean: ## remove bin/
 	rm -rf bin

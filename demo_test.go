@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 var demoInterrupts = flag.Int("demo.interrupts", 6, "how many times TestDemo interrupts scripts/demo.sh at a random moment")
@@ -241,6 +241,12 @@ func TestDemo(t *testing.T) {
 	res := readDemoResult(t, m[1])
 	if !res.OK || res.Schema != "agentpen.demo.v1" || res.CampaignID != r.campaign || !res.Attestation.OK || res.Cleanup.Status != "verified" || len(res.Workspaces) != len(rows) {
 		t.Errorf("result.json disagrees with a run that ended well: %+v", res)
+	}
+	// The reports it names are the campaign's files.
+	for name, path := range map[string]string{"attestation": res.Attestation.Report, "cleanup": res.Cleanup.Report} {
+		if _, err := os.Stat(path); path == "" || err != nil {
+			t.Errorf("the %s report %q: %v", name, path, err)
+		}
 	}
 	for i, w := range res.Workspaces {
 		if w.AgentID != rows[i][1] || w.TaskID != rows[i][2] || fmt.Sprintf("%.1f", w.Reward) != rows[i][3] || strconv.Itoa(w.Steps) != rows[i][4] || w.Reward != 1 {

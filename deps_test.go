@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/deptest"
+	"github.com/agentpen/agentpen/internal/testkit/deptest"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
@@ -41,9 +41,6 @@ func TestPurePackages(t *testing.T) {
 	}
 }
 
-// TestOnlyAdapterTalksToDocker fails when a package outside adapter/...
-// imports the Docker SDK, in its code or its tests (tests elsewhere use
-// adapter's exported calls or internal/dockerfake).
 // TestCampaignStandardLibrary: the campaign model uses the standard
 // library and, for image references, the registry's own grammar only.
 func TestCampaignStandardLibrary(t *testing.T) {
@@ -58,6 +55,9 @@ func TestCampaignStandardLibrary(t *testing.T) {
 	}
 }
 
+// TestOnlyAdapterTalksToDocker fails when a package outside adapter/...
+// imports the Docker SDK, in its code or its tests (tests elsewhere use
+// adapter's exported calls or internal/testkit/dockerfake).
 func TestOnlyAdapterTalksToDocker(t *testing.T) {
 	pkgs := deptest.List(t, "./...")
 	if len(pkgs) < 10 {
@@ -72,6 +72,31 @@ func TestOnlyAdapterTalksToDocker(t *testing.T) {
 				t.Errorf("%s imports %s; only adapter/... may talk to Docker", p.ImportPath, imp)
 			}
 		}
+	}
+}
+
+// testkit holds the test-only packages (fakes, oracles, test helpers).
+const testkit = module + "/internal/testkit/"
+
+// TestTestkitOnlyInTests fails when code that ships (any package outside
+// internal/testkit/, test files excepted) depends on a test-only package,
+// directly or not.
+func TestTestkitOnlyInTests(t *testing.T) {
+	pkgs := deptest.List(t, "./...")
+	kit := 0
+	for _, p := range pkgs {
+		if strings.HasPrefix(p.ImportPath, testkit) {
+			kit++
+			continue
+		}
+		for _, dep := range p.Deps {
+			if strings.HasPrefix(dep, testkit) {
+				t.Errorf("%s depends on %s; internal/testkit/ is for tests only", p.ImportPath, dep)
+			}
+		}
+	}
+	if kit == 0 || kit == len(pkgs) {
+		t.Fatalf("go list found %d testkit packages of %d; the rule would check nothing", kit, len(pkgs))
 	}
 }
 
@@ -110,13 +135,13 @@ func TestUIDSpaceAgrees(t *testing.T) {
 	}
 }
 
-// TestAPIGoesThroughAdapter: the launcher API (adapter/api) reaches Docker
-// only through package adapter: neither its code nor its tests import the
-// Docker SDK, though it lives under adapter/.
-func TestAPIGoesThroughAdapter(t *testing.T) {
-	pkgs := deptest.List(t, module+"/adapter/api")
+// TestLauncherGoesThroughAdapter: the launcher API reaches Docker only
+// through package adapter: neither its code nor its tests import the
+// Docker SDK.
+func TestLauncherGoesThroughAdapter(t *testing.T) {
+	pkgs := deptest.List(t, module+"/launcher")
 	if len(pkgs) != 1 {
-		t.Fatalf("go list found %d packages for adapter/api", len(pkgs))
+		t.Fatalf("go list found %d packages for launcher", len(pkgs))
 	}
 	p := pkgs[0]
 	for _, imp := range append(append(p.Imports, p.TestImports...), p.XTestImports...) {
@@ -126,5 +151,53 @@ func TestAPIGoesThroughAdapter(t *testing.T) {
 	}
 	if !slices.Contains(p.Imports, module+"/adapter") {
 		t.Errorf("%s does not import package adapter; the rule checks nothing", p.ImportPath)
+	}
+}
+
+// httpStack is the launcher and the HTTP frameworks it is built on.
+var httpStack = []string{module + "/launcher", "github.com/danielgtaylor/huma", "github.com/go-chi/", "github.com/coder/websocket", "github.com/prometheus/", "net/http"}
+
+// TestValidationNeedsNoHTTP: the one validation of a spec (campaign.Validate,
+// with the workbench catalogue) and the store depend on neither the
+// launcher nor an HTTP framework: agentpen up and spec check validate
+// without the service (they used to import it to validate).
+func TestValidationNeedsNoHTTP(t *testing.T) {
+	for _, p := range deptest.List(t, module+"/campaign", module+"/workbench/tasks", module+"/store") {
+		for _, dep := range append(p.Imports, p.Deps...) {
+			if deptest.Matches(dep, httpStack) {
+				t.Errorf("%s depends on %s; validating a spec and keeping state need no HTTP stack", p.ImportPath, dep)
+			}
+		}
+	}
+}
+
+// TestCustodyStandsAlone: signing and verifying reports (package custody,
+// behind agentpen verify, key and report schema) need neither the
+// launcher nor an HTTP framework, nor Docker or a subprocess: an auditor
+// verifies a copied campaign without any of them.
+func TestCustodyStandsAlone(t *testing.T) {
+	never := append(append([]string{module + "/adapter"}, httpStack...), "os/exec")
+	never = append(never, dockerSDK...)
+	pkgs := deptest.List(t, module+"/custody")
+	if len(pkgs) != 1 {
+		t.Fatalf("go list found %d packages for custody", len(pkgs))
+	}
+	for _, dep := range append(pkgs[0].Imports, pkgs[0].Deps...) {
+		if deptest.Matches(dep, never) {
+			t.Errorf("custody depends on %s; verifying a report needs no service, HTTP stack, daemon or subprocess", dep)
+		}
+	}
+}
+
+// TestStoreBelowAdapter: the store keeps files only: it never talks to
+// Docker, the network or a subprocess, and nothing it imports is above it.
+func TestStoreBelowAdapter(t *testing.T) {
+	above := append([]string{module + "/adapter", module + "/launcher", module + "/cmd/"}, impure...)
+	for _, p := range deptest.List(t, module+"/store") {
+		for _, dep := range append(p.Imports, p.Deps...) {
+			if deptest.Matches(dep, above) {
+				t.Errorf("store depends on %s", dep)
+			}
+		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // TestLauncherDemoVerdicts runs testdata/clients/launcher_demo.py (make
@@ -33,6 +33,7 @@ func TestLauncherDemoVerdicts(t *testing.T) {
 	dead := "http://" + l.Addr().String()
 	l.Close()
 
+	const cleanupReport = "/state/demo/cleanup-1-1.json"
 	const ok, problem = `{"status": "verified"}`, `{"title": "Internal Server Error", "status": 500, "detail": "cleanup of demo is failed, NOT verified"}`
 	tests := []struct {
 		name         string
@@ -75,6 +76,10 @@ func TestLauncherDemoVerdicts(t *testing.T) {
 				w.WriteHeader(tt.deleteStatus)
 				w.Write([]byte(tt.deleteBody))
 			})
+			// The campaign's view names its cleanup report's file.
+			mux.HandleFunc("GET /v1/campaigns/demo", func(w http.ResponseWriter, r *http.Request) {
+				w.Write([]byte(`{"campaign_id": "demo", "cleanup": {"ok": true, "status": "verified", "path": "` + cleanupReport + `"}}`))
+			})
 			api := httptest.NewServer(mux)
 			defer api.Close()
 
@@ -104,6 +109,9 @@ func TestLauncherDemoVerdicts(t *testing.T) {
 			if code != wantCode || res.OK != tt.wantOK || res.Cleanup.Status != tt.wantCleanup || deletes.Load() != 1 {
 				t.Errorf("exit %d, ok %v, cleanup %q, %d deletes; want exit %d, ok %v, cleanup %q, 1 delete\n%s",
 					code, res.OK, res.Cleanup.Status, deletes.Load(), wantCode, tt.wantOK, tt.wantCleanup, out)
+			}
+			if res.Cleanup.Report != cleanupReport || !strings.Contains(string(out), "cleanup report:     "+cleanupReport+"\n") {
+				t.Errorf("the cleanup report is %q, want the campaign's %q, in result.json and the table\n%s", res.Cleanup.Report, cleanupReport, out)
 			}
 			if !strings.Contains(string(out), "cleanup:            "+tt.wantCleanup) {
 				t.Errorf("the table's cleanup line does not say %q:\n%s", tt.wantCleanup, out)

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -109,6 +109,9 @@ func TestNewcomerTranscript(t *testing.T) {
 		fmt.Fprintf(&doc, "%s\n\n```console\n$ %s\n%s```\n\n", s.say, strings.ReplaceAll(s.cmd, "\n", "\n> "), o)
 	}
 	got := strings.TrimRight(doc.String(), "\n") + "\n"
+	if *update && t.Failed() {
+		t.Fatalf("%s not rewritten: a step failed", newcomerFile)
+	}
 	if *update {
 		if err := os.WriteFile(newcomerFile, []byte(got), 0o644); err != nil {
 			t.Fatal(err)

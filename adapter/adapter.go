@@ -2,16 +2,20 @@ package adapter
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/store"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
@@ -57,8 +61,11 @@ var _ campaignAPI = (*client.Client)(nil)
 type Adapter struct {
 	// Docker is the pinned client (required).
 	Docker *Docker
-	// StateRoot holds one directory per campaign (required).
-	StateRoot string
+	// LockBase is where the daemon-wide locks and claims live (default
+	// store.DefaultLockBase: /run/agentpen for root), in a directory
+	// named by the daemon's identity, so every agentpen on one daemon,
+	// whatever its state root, shares them.
+	LockBase string
 	// Logger receives progress; nil discards it. Secret values never reach it.
 	Logger *slog.Logger
 	// Getenv reads agentpen's environment for API keys and secret_env; nil
@@ -80,6 +87,18 @@ type Adapter struct {
 	// KeyPolicy says which API keys are placeholders; nil means
 	// apikey.Default().
 	KeyPolicy *apikey.Policy
+	// EnvPolicy says which of agentpen's environment variables a campaign
+	// may copy into its containers (server.secret_env,
+	// server.api_key_env); the zero value allows the grader key only.
+	EnvPolicy campaign.EnvPolicy
+	// SigningKey signs the statement of every report (its DSSE envelope,
+	// beside it); nil means the campaign's state root's key
+	// (store.Root.SigningKey, made at first use).
+	SigningKey ed25519.PrivateKey
+	locksOnce  sync.Once
+	locksVal   *store.Locks
+	locksErr   error
+
 	// Progress, when set, receives each step of a bring-up (every network
 	// and container created, every container ready) and of a cleanup
 	// (every journalled resource done with), one call at a time, from the
@@ -90,7 +109,8 @@ type Adapter struct {
 // Campaign is a brought-up campaign: the plan and the ids of what exists.
 type Campaign struct {
 	Plan *campaign.Plan
-	Dir  string
+	// Dir is the campaign's state directory.
+	Dir string
 	// NetworkIDs are the agents' networks, in agent order (none for
 	// campaign.TopologyNone).
 	NetworkIDs []string
@@ -101,16 +121,22 @@ type Campaign struct {
 	Workspaces []Workspace
 }
 
-// Workspace is one running workspace container.
+// Workspace is one workspace of a campaign: the one object agentpen up's
+// JSON, agentpen ls --json and the launcher API describe a workspace with.
 type Workspace struct {
-	AgentID     string
-	ContainerID string
-	// RunDir is the host directory mounted at /run/workbench; Socket is the
-	// workbench's unix socket in it.
-	RunDir string
-	Socket string
+	Index   int    `json:"index" doc:"Position in the spec's workspaces"`
+	AgentID string `json:"agent_id" doc:"Opaque agent id: the only name the workspace has on the daemon"`
+	TaskID  string `json:"task_id" doc:"The task the workspace is bound to (every reset serves it). For the trainer, not the agent"`
+	// ContainerID is its container's id on the daemon.
+	ContainerID string `json:"container_id" doc:"Its container's id on the daemon"`
+	// Socket is the workbench's unix socket on the host (the CLI's way
+	// in); BaseURL the launcher API's (set by the service).
+	Socket  string `json:"socket,omitempty" doc:"The workbench's unix socket on the service's host"`
+	BaseURL string `json:"base_url,omitempty" doc:"OpenEnv base_url: GenericEnvClient(base_url=...) appends /ws. Its last segment is the workspace's capability: keep it secret"`
+	// RunDir is the host directory mounted at /run/workbench.
+	RunDir string `json:"-"`
 	// UIDBase is the first uid of its block (campaign.UIDBlockSize uids).
-	UIDBase int
+	UIDBase int `json:"-"`
 }
 
 func (a *Adapter) api() campaignAPI { return a.Docker.sdk() }
@@ -136,9 +162,35 @@ func (a *Adapter) getenv(k string) string {
 	return a.Getenv(k)
 }
 
-// CampaignDir returns the state directory of a campaign id.
-func (a *Adapter) CampaignDir(campaignID string) string {
-	return filepath.Join(a.StateRoot, "campaigns", campaign.Key(campaignID))
+// locks opens, once, the daemon-wide lock directory of the daemon.
+func (a *Adapter) locks() (*store.Locks, error) {
+	a.locksOnce.Do(func() {
+		base := a.LockBase
+		if base == "" {
+			base, a.locksErr = store.DefaultLockBase(a.getenv)
+			if a.locksErr != nil {
+				return
+			}
+		}
+		a.locksVal, a.locksErr = store.OpenLocks(base, daemonKey(a.Docker.Daemon().ID))
+	})
+	return a.locksVal, a.locksErr
+}
+
+// lockCampaign takes the campaign's daemon-wide lock.
+func (a *Adapter) lockCampaign(ctx context.Context, c *store.Campaign) (*store.Lock, error) {
+	l, err := a.locks()
+	if err != nil {
+		return nil, err
+	}
+	return l.Campaign(ctx, c.Key, store.DefaultLockWait)
+}
+
+// daemonKey names a daemon's lock directory: "daemon-" and 16 hex digits
+// of the SHA-256 of its /info ID (which holds ':' and is long).
+func daemonKey(id string) string {
+	sum := sha256.Sum256([]byte("agentpen-daemon\x00" + id))
+	return "daemon-" + hex.EncodeToString(sum[:8])
 }
 
 func short(id string) string {

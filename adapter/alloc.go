@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strconv"
-	"syscall"
 
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/store"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
@@ -24,8 +22,8 @@ var DefaultSubnetPool = netip.MustParsePrefix("10.213.0.0/16")
 const subnetBits = 28
 
 // Daemon-wide allocations (subnets, uid blocks) are serialised by a lock
-// file each in the daemon's lock directory (lockDir), whatever the state
-// root and the spelling of DOCKER_HOST, like the per-campaign locks.
+// file each in the daemon's lock directory (Adapter.locks), whatever the
+// state root and the spelling of DOCKER_HOST, like the per-campaign locks.
 const (
 	subnetLock = "subnets.lock"
 	uidLock    = "uid-blocks.lock"
@@ -37,8 +35,12 @@ var ErrExhausted = errors.New("daemon-wide pool exhausted")
 
 // lockFile takes an exclusive flock on name in the daemon's lock
 // directory, waiting until ctx is done.
-func (a *Adapter) lockFile(ctx context.Context, name string) (*campaignLock, error) {
-	return a.lockPath(ctx, filepath.Join(a.lockDir(), name), DefaultLockWait)
+func (a *Adapter) lockFile(ctx context.Context, name string) (*store.Lock, error) {
+	l, err := a.locks()
+	if err != nil {
+		return nil, err
+	}
+	return l.Take(ctx, name, store.DefaultLockWait)
 }
 
 // allocateSubnets picks n /28 subnets of the pool that overlap no subnet
@@ -100,13 +102,13 @@ func freeSubnets(pool netip.Prefix, used []netip.Prefix, n int) ([]netip.Prefix,
 // their io.agentpen.uid-block labels: each block's claim file is flocked
 // by this process, so a concurrent bring-up (any state root) skips it,
 // and a crash releases it.
-type uidClaim struct{ files []*os.File }
+type uidClaim struct{ locks []*store.Lock }
 
 func (c *uidClaim) release() {
-	for _, f := range c.files {
-		f.Close()
+	for _, l := range c.locks {
+		l.Unlock()
 	}
-	c.files = nil
+	c.locks = nil
 }
 
 // claimUIDBlocks claims n uid blocks no container on the daemon holds
@@ -117,7 +119,11 @@ func (a *Adapter) claimUIDBlocks(ctx context.Context, n int) ([]int, *uidClaim, 
 	if err != nil {
 		return nil, nil, err
 	}
-	defer lock.unlock()
+	defer lock.Unlock()
+	locks, err := a.locks()
+	if err != nil {
+		return nil, nil, err
+	}
 	cs, err := a.api().ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", campaign.LabelUIDBlock))})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list uid blocks in use: %w", err)
@@ -127,10 +133,6 @@ func (a *Adapter) claimUIDBlocks(ctx context.Context, n int) ([]int, *uidClaim, 
 		if base, ok := campaign.ParseUIDBlock(c.Labels[campaign.LabelUIDBlock]); ok {
 			used[base] = true
 		}
-	}
-	dir := filepath.Join(a.lockDir(), uidClaims)
-	if err := a.mkdirOwned(dir, true); err != nil {
-		return nil, nil, fmt.Errorf("uid block claims: %w", err)
 	}
 	claim := &uidClaim{}
 	var bases []int
@@ -142,16 +144,15 @@ func (a *Adapter) claimUIDBlocks(ctx context.Context, n int) ([]int, *uidClaim, 
 		if used[base] {
 			continue
 		}
-		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(base)), os.O_RDWR|os.O_CREATE, 0o600)
+		l, ok, err := locks.TryClaim(uidClaims, strconv.Itoa(base))
 		if err != nil {
 			claim.release()
 			return nil, nil, fmt.Errorf("uid block claim: %w", err)
 		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			f.Close() // claimed by a bring-up in flight
-			continue
+		if !ok {
+			continue // claimed by a bring-up in flight
 		}
-		claim.files = append(claim.files, f)
+		claim.locks = append(claim.locks, l)
 		bases = append(bases, base)
 	}
 	if len(bases) < n {

@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,25 +10,18 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/custody"
+	"github.com/agentpen/agentpen/store"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"golang.org/x/sync/errgroup"
 )
-
-// DaemonFile is the daemon a campaign was brought up on, in its state
-// directory.
-const DaemonFile = "daemon.json"
-
-// SpecFile is the campaign's spec in its state directory.
-const SpecFile = "campaign.json"
 
 // attestParallelism bounds concurrent daemon calls and execs of an
 // attestation: the probes of every workspace must wait out their
@@ -53,68 +45,85 @@ type AttestOptions struct {
 	HostLoopback []string
 }
 
-// Attest proves what the campaign is, from the daemon's own answers and
-// from probes run inside its containers, and writes the report to
-// attestation.json in the campaign's state directory (atomically). The
-// error is for a campaign that cannot be attested at all (no state
-// directory, an unreadable journal, a report that cannot be written) and,
-// wrapping ErrNotUp, for one whose latest generation is not up (removed,
-// being removed, failed or never ready): nothing is observed and the
-// stored report, with its cleanup status, is left as it is. A campaign
-// that is up but not what it should be is a report with OK false.
-func (a *Adapter) Attest(ctx context.Context, campaignID string, opts AttestOptions) (*attest.Report, error) {
-	if err := campaign.CheckID("campaign_id", campaignID); err != nil {
-		return nil, err
-	}
-	// A down (or a bring-up) of the campaign waits for the report, and the
-	// report is of the campaign as no other agentpen was changing it.
-	lock, err := a.lockCampaign(ctx, campaign.Key(campaignID), DefaultLockWait)
-	if err != nil {
-		return nil, err
-	}
-	defer lock.unlock()
-	_, _, rep, err := a.attest(ctx, campaignID, opts, true)
-	return rep, err
-}
+// ErrNotUp is returned (wrapped) for a campaign whose latest generation
+// is not up (campaign.Status.Up): its bring-up never reached readiness,
+// or it was removed, or it is being removed.
+var ErrNotUp = errors.New("campaign is not up")
 
-// Journal notes of the verdict of the attestation that BringUpAttested
-// runs (its start is noteReadyAttesting).
-const (
-	noteAttestedOK     = "attested ok"
-	noteAttestedFailed = "attested failed"
-)
+// Attest proves what the campaign is, from the daemon's own answers and
+// from probes run inside its containers, writes the report as a new file
+// of the campaign (never over another) and journals its verdict, holding
+// the campaign's lock (a down or a bring-up of it waits for the report).
+// It returns the report and its path. The error is for a campaign that
+// cannot be attested at all (an unusable state, a report that cannot be
+// written) and, wrapping ErrNotUp, for one whose latest generation is not
+// up: nothing is observed or written. A campaign that is up but not what
+// it should be is a report with OK false.
+func (a *Adapter) Attest(ctx context.Context, c *store.Campaign, opts AttestOptions) (*attest.Report, string, error) {
+	lock, err := a.lockCampaign(ctx, c)
+	if err != nil {
+		return nil, "", err
+	}
+	defer lock.Unlock()
+	j, err := a.openJournal(c)
+	if err != nil {
+		return nil, "", err
+	}
+	defer j.Close()
+	_, _, rep, path, err := a.attest(ctx, c, j, opts, true)
+	return rep, path, err
+}
 
 // attest is Attest without the lock (its caller holds it), also
 // returning the evidence (for the fixtures). With needUp it first
 // refuses a campaign that is not up (BringUpAttested's is pending).
-func (a *Adapter) attest(ctx context.Context, campaignID string, opts AttestOptions, needUp bool) (attest.Source, attest.Observation, *attest.Report, error) {
+func (a *Adapter) attest(ctx context.Context, c *store.Campaign, j *campaign.Journal, opts AttestOptions, needUp bool) (attest.Source, attest.Observation, *attest.Report, string, error) {
 	start := time.Now()
-	if needUp {
-		if err := a.requireUp(campaignID); err != nil {
-			return attest.Source{}, attest.Observation{}, nil, err
-		}
-	}
-	src, err := a.attestSource(campaignID)
+	st, err := c.Read()
 	if err != nil {
-		return src, attest.Observation{}, nil, err
+		return attest.Source{}, attest.Observation{}, nil, "", fmt.Errorf("campaign %q: %w", c.ID, err)
+	}
+	if needUp && !st.Status.Up() {
+		return attest.Source{}, attest.Observation{}, nil, "", &notUpError{fmt.Sprintf("campaign %s is not up: %s; nothing was attested", c.ID, st.Reason(c.ID))}
+	}
+	src, err := a.attestSource(c, st)
+	if err != nil {
+		return src, attest.Observation{}, nil, "", err
+	}
+	key, err := a.signingKey(c)
+	if err != nil {
+		return src, attest.Observation{}, nil, "", err
 	}
 	obs, err := a.observeCampaign(ctx, src, opts)
 	if err != nil {
-		return src, obs, nil, err
+		return src, obs, nil, "", err
 	}
 	if ctx.Err() != nil {
 		// Probes cut short would read as failures the campaign does not
 		// have: no report rather than a false one.
-		return src, obs, nil, fmt.Errorf("attestation of %s interrupted, no report written: %w", campaignID, context.Cause(ctx))
+		return src, obs, nil, "", fmt.Errorf("attestation of %s interrupted, no report written: %w", c.ID, context.Cause(ctx))
 	}
 	obs.Timings.TotalMS = msSince(start)
 	rep := attest.Evaluate(src, obs)
-	if err := a.writeReport(campaignID, rep); err != nil {
-		return src, obs, rep, err
+	b, err := rep.Marshal()
+	if err != nil {
+		return src, obs, rep, "", fmt.Errorf("attestation report: %w", err)
 	}
-	a.log().Info("attestation", "campaign", campaignID, "ok", rep.OK, "failed_checks", len(rep.FailedChecks),
+	gen := st.Latest().N
+	f, env, err := custody.WriteReport(ctx, c, key, custody.Attestation, gen, b, custody.ImageSubjects(rep)...)
+	if err != nil {
+		return src, obs, rep, "", err
+	}
+	verdict := campaign.AttestOK
+	if !rep.OK {
+		verdict = campaign.AttestFailed
+	}
+	if err := j.Append(campaign.Record{Op: campaign.OpAttested, Gen: gen, Status: verdict, Report: f.Name, Digest: f.Digest, Envelope: env}); err != nil {
+		return src, obs, rep, "", fmt.Errorf("journal the attestation's verdict: %w", err)
+	}
+	a.log().Info("attestation", "campaign", c.ID, "ok", rep.OK, "failed_checks", len(rep.FailedChecks),
 		"daemon_ms", rep.Timings.DaemonMS, "probes_ms", rep.Timings.ProbesMS)
-	return src, obs, rep, nil
+	return src, obs, rep, c.ReportPath(f.Name), nil
 }
 
 // notUpError is the error of a campaign whose latest generation is not
@@ -124,118 +133,42 @@ type notUpError struct{ msg string }
 func (e *notUpError) Error() string { return e.msg }
 func (e *notUpError) Unwrap() error { return ErrNotUp }
 
-// requireUp returns nil when the campaign's latest generation is up
-// (CampaignState.Up), else an error that says what became of it (or that
-// there is no such campaign).
-func (a *Adapter) requireUp(campaignID string) error {
-	if err := campaign.CheckID("campaign_id", campaignID); err != nil {
-		return err
-	}
-	dir, err := a.campaignDir(campaignID, false)
-	if err != nil {
-		return err
-	}
-	if _, err := os.Lstat(filepath.Join(dir, campaign.JournalFile)); err != nil {
-		return noCampaign(campaignID, dir)
-	}
-	st := readCampaignState(dir)
-	if st.Err != nil {
-		return fmt.Errorf("campaign %q: %w", campaignID, st.Err)
-	}
-	if st.Up() {
-		return nil
-	}
-	g := st.Latest()
-	var why string
-	switch live := len(g.Live()); {
-	case len(st.Generations) == 0:
-		why = "it has no generation"
-	case st.RemovalStarted && live > 0 && st.LastCleanup == "":
-		why = fmt.Sprintf("its latest generation (%d) is being removed, or a removal of it did not finish: agentpen down %s finishes it", g.N, campaignID)
-	case st.AttestPending && live > 0 && st.LastCleanup == "":
-		why = fmt.Sprintf("its latest generation (%d) stopped while it was being attested at bring-up (killed, or still running in another process): agentpen down %s removes it", g.N, campaignID)
-	case st.BringUpFailed && live == 0:
-		why = fmt.Sprintf("its latest generation (%d) failed to come up and was rolled back (cleanup %s)", g.N, cmp.Or(st.LastCleanup, "not journalled"))
-	case st.AttestFailed && st.LastCleanup == "verified":
-		why = fmt.Sprintf("its latest generation (%d) did not attest at bring-up and was removed (cleanup verified)", g.N)
-	case st.LastCleanup == "verified":
-		why = fmt.Sprintf("its latest generation (%d) was removed (cleanup verified)", g.N)
-	case st.Ready && live == 0:
-		why = fmt.Sprintf("its latest generation (%d) was removed (every resource of it is journalled removed)", g.N)
-	case st.LastCleanup != "":
-		why = fmt.Sprintf("its latest generation (%d) was being removed and its cleanup was %s: agentpen down %s finishes it", g.N, st.LastCleanup, campaignID)
-	case live == 0:
-		why = fmt.Sprintf("its latest generation (%d) failed and was rolled back", g.N)
-	default:
-		why = fmt.Sprintf("its latest generation (%d) never became ready (a bring-up in flight, or one killed: agentpen down %s removes it)", g.N, campaignID)
-	}
-	return &notUpError{fmt.Sprintf("campaign %s is not up: %s; nothing was attested, and %s is left as it was", campaignID, why, attest.FileName)}
-}
-
-// AttestationPath is where Attest writes a campaign's report.
-func (a *Adapter) AttestationPath(campaignID string) string {
-	return filepath.Join(a.CampaignDir(campaignID), attest.FileName)
-}
-
-func (a *Adapter) writeReport(campaignID string, rep *attest.Report) error {
-	b, err := rep.Marshal()
-	if err != nil {
-		return fmt.Errorf("attestation report: %w", err)
-	}
-	return writeFileAtomic(a.AttestationPath(campaignID), b)
-}
-
-// recordDaemon writes the daemon the campaign is being brought up on.
-func (a *Adapter) recordDaemon(dir string) error {
+// daemonRecord is the daemon a bring-up runs on, for its state directory.
+func (a *Adapter) daemonRecord() attest.DaemonRecord {
 	d := a.Docker.Daemon()
-	rec := attest.DaemonRecord{ID: d.ID, ServerVersion: d.ServerVersion, RootDir: d.DockerRootDir, Rootless: d.Rootless, Endpoint: a.Docker.Host().URL}
-	b, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return fmt.Errorf("daemon record: %w", err)
-	}
-	return writeFileAtomic(filepath.Join(dir, DaemonFile), append(b, '\n'))
+	return attest.DaemonRecord{ID: d.ID, ServerVersion: d.ServerVersion, RootDir: d.DockerRootDir, Rootless: d.Rootless, Endpoint: a.Docker.Host().URL}
 }
 
-// attestSource reads the campaign's state directory: spec, journal and the
-// daemon recorded at bring-up (absent: left zero, and the daemon checks
-// fail), plus the create settings and agentpen's key status.
-func (a *Adapter) attestSource(campaignID string) (attest.Source, error) {
-	if err := campaign.CheckID("campaign_id", campaignID); err != nil {
-		return attest.Source{}, err
-	}
+// attestSource reads what the campaign's state directory says of its
+// latest generation (st): its spec, its journal and the daemon recorded
+// at bring-up (absent: left zero, and the daemon checks fail), plus the
+// create settings and agentpen's key status.
+func (a *Adapter) attestSource(c *store.Campaign, st store.State) (attest.Source, error) {
 	var src attest.Source
-	dir, err := a.campaignDir(campaignID, false)
+	gen := st.Latest().N
+	var err error
+	if src.Spec, err = c.Spec(gen); err != nil {
+		return src, err
+	}
+	if src.Records, _, err = c.Records(); err != nil {
+		return src, fmt.Errorf("campaign %q: %w", c.ID, err)
+	}
+	if src.Bringup, _, err = c.Daemon(gen); err != nil {
+		return src, fmt.Errorf("campaign %q: %w", c.ID, err)
+	}
+	opts, err := c.PlanOptions()
 	if err != nil {
 		return src, err
 	}
-	b, err := os.ReadFile(filepath.Join(dir, SpecFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return src, noCampaign(campaignID, dir)
-	}
+	src.AgentKey = opts.AgentKey
+	p, err := campaign.NewPlanWith(src.Spec, opts)
 	if err != nil {
-		return src, fmt.Errorf("campaign %q: %w", campaignID, err)
-	}
-	if err := json.Unmarshal(b, &src.Spec); err != nil {
-		return src, fmt.Errorf("campaign %q: spec: %w", campaignID, err)
-	}
-	src.Records, err = a.loadJournal(filepath.Join(dir, campaign.JournalFile))
-	if err != nil {
-		return src, fmt.Errorf("campaign %q: %w", campaignID, err)
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, DaemonFile)); err == nil {
-		if err := json.Unmarshal(b, &src.Bringup); err != nil {
-			return src, fmt.Errorf("campaign %q: %s: %w", campaignID, DaemonFile, err)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return src, err
-	}
-	p, err := campaign.NewPlan(src.Spec)
-	if err != nil {
-		return src, fmt.Errorf("campaign %q: %w", campaignID, err)
+		return src, fmt.Errorf("campaign %q: %w", c.ID, err)
 	}
 	src.Endpoint, src.SocketPath = a.Docker.Host().URL, a.Docker.Host().SocketPath
 	src.Roles = roleSettings(p, src.SocketPath)
 	src.KeyPolicy = a.keyPolicy()
+	src.Producer = producer()
 	src.AgentpenKey = src.KeyPolicy.Check(a.getenv(p.Server.Spec.APIKeyEnv))
 	return src, nil
 }
@@ -246,6 +179,7 @@ func roleSettings(p *campaign.Plan, socket string) map[string]attest.RoleSetting
 	from := func(hc *container.HostConfig) attest.RoleSettings {
 		rs := attest.RoleSettings{
 			CapAdd: slices.Clone(hc.CapAdd), CapDrop: slices.Clone(hc.CapDrop), SecurityOpt: slices.Clone(hc.SecurityOpt),
+			MaskedPaths: slices.Clone(hc.MaskedPaths), ReadonlyPaths: slices.Clone(hc.ReadonlyPaths),
 			ReadOnlyRoot: hc.ReadonlyRootfs, Tmpfs: clone(hc.Tmpfs), Init: hc.Init != nil && *hc.Init, Memory: hc.Memory,
 		}
 		if hc.PidsLimit != nil {
@@ -275,7 +209,7 @@ func (a *Adapter) observeCampaign(ctx context.Context, src attest.Source, opts A
 		env.TimeoutMS = int(opts.ProbeTimeout / time.Millisecond)
 	}
 	obs.ProbeEnv = env
-	p, err := campaign.NewPlan(src.Spec)
+	p, err := campaign.NewPlanWith(src.Spec, campaign.PlanOptions{AgentKey: src.AgentKey})
 	if err != nil {
 		return obs, err
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 var update = flag.Bool("update", false, "recapture the attestation fixtures in testdata/attest from the real daemon")
@@ -78,14 +78,14 @@ func TestCaptureAttestFixtures(t *testing.T) {
 	} {
 		t.Run(fx.name, func(t *testing.T) {
 			fx.spec.CampaignID = fmt.Sprintf("fixture-%s-%d", fx.name, time.Now().UnixNano())
-			a := &Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: func(k string) string {
+			a := NewHarness(t, &Adapter{Docker: d, Getenv: func(k string) string {
 				return map[string]string{campaign.DefaultAPIKeyEnv: fixtureKey}[k]
-			}}
+			}}, "")
 			if _, err := a.BringUp(t.Context(), fx.spec); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { a.TearDown(context.Background(), fx.spec.CampaignID) })
-			src, obs, rep, err := a.attest(t.Context(), fx.spec.CampaignID, AttestOptions{EgressTarget: fx.egress}, true)
+			src, obs, rep, err := a.attestID(t.Context(), fx.spec.CampaignID, AttestOptions{EgressTarget: fx.egress}, true)
 			if err != nil {
 				t.Fatal(err)
 			}

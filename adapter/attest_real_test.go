@@ -18,8 +18,9 @@ import (
 	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/logbuf"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
+	"github.com/agentpen/agentpen/store"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
@@ -30,7 +31,7 @@ import (
 // realAdapter is an Adapter on the real rootless daemon whose environment
 // holds key, logging into logs; cli is its SDK client, for the tests' own
 // tampering.
-func realAdapter(t testing.TB, key string, logs *logbuf.Buffer) (*Adapter, *client.Client) {
+func realAdapter(t testing.TB, key string, logs *testlog.Buffer) (*Harness, *client.Client) {
 	t.Helper()
 	raw := testenv.RequireDocker(t)
 	host, err := ResolveHost(raw, os.Getenv("AGENTPEN_ALLOW_CUSTOM_SOCKET") == "1")
@@ -42,9 +43,9 @@ func realAdapter(t testing.TB, key string, logs *logbuf.Buffer) (*Adapter, *clie
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	a := &Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: func(k string) string {
+	a := NewHarness(t, &Adapter{Docker: d, Getenv: func(k string) string {
 		return map[string]string{campaign.DefaultAPIKeyEnv: key}[k]
-	}}
+	}}, "")
 	if logs != nil {
 		a.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -54,7 +55,7 @@ func realAdapter(t testing.TB, key string, logs *logbuf.Buffer) (*Adapter, *clie
 // realCampaign brings up the workbench grader and n workspaces of the
 // workbench image and removes them when the test ends (by the journal,
 // then, as a last resort, whatever still carries the campaign's label).
-func realCampaign(t testing.TB, a *Adapter, cli *client.Client, n int, edit ...func(*campaign.CampaignSpec)) *Campaign {
+func realCampaign(t testing.TB, a *Harness, cli *client.Client, n int, edit ...func(*campaign.CampaignSpec)) *Campaign {
 	t.Helper()
 	img, err := cli.ImageInspect(context.Background(), testenv.WorkbenchImage())
 	if err != nil {
@@ -100,7 +101,7 @@ func realCampaign(t testing.TB, a *Adapter, cli *client.Client, n int, edit ...f
 // directory; its fingerprint is in the report.
 func TestAttestRealCampaign(t *testing.T) {
 	const canary = "canary-attest-key-6b1e94d07c2f"
-	var logs logbuf.Buffer
+	var logs testlog.Buffer
 	a, cli := realAdapter(t, canary, &logs)
 	c := realCampaign(t, a, cli, 2)
 	rep, err := a.Attest(t.Context(), c.Plan.CampaignID, AttestOptions{})
@@ -146,7 +147,7 @@ func TestAttestRealCampaign(t *testing.T) {
 	}
 	filepath.WalkDir(a.StateRoot, func(path string, de fs.DirEntry, err error) error {
 		if err == nil && !de.IsDir() {
-			if b, _ := os.ReadFile(path); strings.Contains(string(b), canary) {
+			if b, _ := os.ReadFile(path); strings.Contains(string(testenv.Readable(b)), canary) {
 				t.Errorf("%s holds the key", path)
 			}
 		}
@@ -167,7 +168,7 @@ func TestAttestRealCampaign(t *testing.T) {
 // bring-up, and the checks the attestation must then fail.
 type tamper struct {
 	name string
-	do   func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign)
+	do   func(t *testing.T, a *Harness, cli *client.Client, c *Campaign)
 	// exact are the failed checks, exactly; atLeast, some of them (when
 	// the tampering also takes away the evidence of other checks).
 	exact, atLeast []string
@@ -185,7 +186,7 @@ func TestAttestTampered(t *testing.T) {
 	const key = "tamper-test-key-2f8c61d9"
 	for _, tt := range []tamper{
 		{name: "second_network", exact: []string{"workspaces[0].networks_unplanned"}, perAgent: true,
-			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+			do: func(t *testing.T, a *Harness, cli *client.Client, c *Campaign) {
 				n, err := cli.NetworkCreate(t.Context(), "agentpen-test-"+c.Plan.Key+"-second", network.CreateOptions{Internal: true, Labels: map[string]string{"agentpen-test": c.Plan.CampaignID}})
 				if err != nil {
 					t.Fatal(err)
@@ -201,26 +202,26 @@ func TestAttestTampered(t *testing.T) {
 		// On the default bridge the workspace has outbound NAT: the host's
 		// addresses answer, and agentpen's listener there sees it.
 		{name: "default_bridge", exact: []string{"workspaces[0].networks_forbidden", "workspaces[0].probe.host_addresses", "connectivity.host_listener"}, perAgent: true,
-			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+			do: func(t *testing.T, a *Harness, cli *client.Client, c *Campaign) {
 				if err := cli.NetworkConnect(t.Context(), "bridge", c.Workspaces[0].ContainerID, nil); err != nil {
 					t.Fatal(err)
 				}
 			}},
 		{name: "extra_labelled_container", exact: []string{"campaign.unexpected_containers"},
-			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+			do: func(t *testing.T, a *Harness, cli *client.Client, c *Campaign) {
 				handMade(t, cli, &container.Config{Image: c.Plan.Server.Spec.Image, Cmd: []string{"sleep", "600"}, Labels: clone(c.Plan.Server.Labels)}, nil, "agentpen-test-"+c.Plan.Key+"-extra", false)
 			}},
 		// A workspace joined to another agent's network: a path between
 		// agents, which the network's members and the probes show.
 		{name: "another_agents_network", atLeast: []string{"workspaces[0].networks_unplanned", "networks[1].members", "workspaces[0].probe.agent_to_agent"}, perAgent: true,
-			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+			do: func(t *testing.T, a *Harness, cli *client.Client, c *Campaign) {
 				if err := cli.NetworkConnect(t.Context(), c.NetworkIDs[1], c.Workspaces[0].ContainerID, nil); err != nil {
 					t.Fatal(err)
 				}
 			}},
 		// Two workspaces given the same uid block by hand.
 		{name: "same_uid_block", atLeast: []string{"isolation.uid_blocks_disjoint", "workspaces[0].label.io.agentpen.uid-block", "workspaces[0].probe.uid_block"},
-			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+			do: func(t *testing.T, a *Harness, cli *client.Client, c *Campaign) {
 				other := c.Plan.Agents[1]
 				handMadeWorkspace(t, a, cli, c, key, func(s *containerSpec) {
 					s.Config.Labels[campaign.LabelUIDBlock] = other.Labels[campaign.LabelUIDBlock]
@@ -232,7 +233,7 @@ func TestAttestTampered(t *testing.T) {
 				}, true)
 			}},
 		{name: "replaced_other_labels", atLeast: []string{"workspaces[0].present", "networks[0].members"}, perAgent: true,
-			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+			do: func(t *testing.T, a *Harness, cli *client.Client, c *Campaign) {
 				ag := c.Plan.Agents[0]
 				cli.ContainerRemove(t.Context(), c.Workspaces[0].ContainerID, container.RemoveOptions{Force: true})
 				s := workspaceSpec(c.Plan, ag, c.Workspaces[0].RunDir, c.GraderDir, key)
@@ -240,7 +241,7 @@ func TestAttestTampered(t *testing.T) {
 				handMade(t, cli, s.Config, s.HostConfig, ag.Name, true, s.Networking)
 			}},
 		{name: "replaced_other_image", atLeast: []string{"workspaces[0].present", "campaign.unexpected_containers"},
-			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+			do: func(t *testing.T, a *Harness, cli *client.Client, c *Campaign) {
 				ag := c.Plan.Agents[0]
 				cli.ContainerRemove(t.Context(), c.Workspaces[0].ContainerID, container.RemoveOptions{Force: true})
 				base, err := cli.ImageInspect(t.Context(), "agentpen/python-base:bookworm")
@@ -250,13 +251,13 @@ func TestAttestTampered(t *testing.T) {
 				handMade(t, cli, &container.Config{Image: base.ID, Cmd: []string{"sleep", "600"}, Labels: clone(ag.Labels)}, nil, ag.Name, true)
 			}},
 		{name: "socket_in_workspace", exact: []string{"workspaces[0].docker_socket", "workspaces[0].probe.docker_socket"},
-			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+			do: func(t *testing.T, a *Harness, cli *client.Client, c *Campaign) {
 				handMadeWorkspace(t, a, cli, c, key, func(s *containerSpec) {
 					s.HostConfig.Mounts = append(s.HostConfig.Mounts, mount.Mount{Type: mount.TypeBind, Source: a.Docker.Host().SocketPath, Target: "/var/run/docker.sock"})
 				})
 			}},
 		{name: "extra_capability", exact: []string{"workspaces[0].caps", "workspaces[0].process"},
-			do: func(t *testing.T, a *Adapter, cli *client.Client, c *Campaign) {
+			do: func(t *testing.T, a *Harness, cli *client.Client, c *Campaign) {
 				handMadeWorkspace(t, a, cli, c, key, func(s *containerSpec) {
 					s.HostConfig.CapAdd = append(s.HostConfig.CapAdd, "CAP_NET_RAW")
 				})
@@ -274,7 +275,7 @@ func TestAttestTampered(t *testing.T) {
 			// journalled removed after readiness, which makes Attest
 			// refuse the campaign as being removed; the evidence is what
 			// this test is about.
-			_, _, rep, err := a.attest(t.Context(), c.Plan.CampaignID, AttestOptions{}, false)
+			_, _, rep, err := a.attestID(t.Context(), c.Plan.CampaignID, AttestOptions{}, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -321,7 +322,7 @@ func handMade(t *testing.T, cli *client.Client, cfg *container.Config, hc *conta
 // handMadeWorkspace replaces workspace 0 by one the test creates by hand
 // from the same spec, changed by edit, journals it as the campaign's (its
 // intent, its id, the old id removed) and waits until it serves.
-func handMadeWorkspace(t *testing.T, a *Adapter, cli *client.Client, c *Campaign, key string, edit func(*containerSpec), journalOld ...bool) {
+func handMadeWorkspace(t *testing.T, a *Harness, cli *client.Client, c *Campaign, key string, edit func(*containerSpec), journalOld ...bool) {
 	t.Helper()
 	old := c.Workspaces[0]
 	ag := c.Plan.Agents[0]
@@ -332,7 +333,12 @@ func handMadeWorkspace(t *testing.T, a *Adapter, cli *client.Client, c *Campaign
 	intent := clone(s.Config.Labels)
 	edit(&s)
 	id := handMade(t, cli, s.Config, s.HostConfig, s.Name, true, s.Networking)
-	j, err := campaign.OpenJournal(c.Dir)
+	sc, err := a.Root.Open(c.Plan.CampaignID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	j, err := sc.OpenJournal()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +380,7 @@ func TestBringUpAttestedHoldsTheLock(t *testing.T) {
 	spec := campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: img.ID},
 		Workspaces: []campaign.WorkspaceSpec{{TaskID: "software/median@2", Image: img.ID}}}
 	t.Cleanup(func() { a.Cleanup(context.Background(), id) })
-	other := &Adapter{Docker: a.Docker, StateRoot: t.TempDir()}
+	other := NewHarness(t, &Adapter{Docker: a.Docker}, "")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var lockErr error
@@ -383,25 +389,29 @@ func TestBringUpAttestedHoldsTheLock(t *testing.T) {
 			return
 		}
 		// Another agentpen, another state root, the same daemon.
-		var l *campaignLock
-		if l, lockErr = other.lockCampaign(t.Context(), campaign.Key(id), 50*time.Millisecond); lockErr == nil {
-			l.unlock()
+		locks, err := other.locks()
+		if err != nil {
+			lockErr = err
+		} else if l, err := locks.Campaign(t.Context(), campaign.Key(id), 50*time.Millisecond); err == nil {
+			l.Unlock()
+		} else {
+			lockErr = err
 		}
 		cancel() // stop the bring-up during its attestation
 	}
 	c, rep, err := a.BringUpAttested(ctx, spec, AttestOptions{})
-	if !errors.Is(lockErr, ErrLocked) {
+	if !errors.Is(lockErr, store.ErrLocked) {
 		t.Errorf("another agentpen took the campaign's lock during the bring-up's attestation (%v)", lockErr)
 	}
 	if c == nil || rep != nil || err == nil || !strings.Contains(err.Error(), "interrupted") {
 		t.Fatalf("interrupted attestation: campaign %v, report %v, err %v; want the campaign, no report, an interrupted error", c != nil, rep, err)
 	}
-	if _, err := os.Stat(a.AttestationPath(id)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("an interrupted attestation wrote a report (%v)", err)
+	if reports, _ := filepath.Glob(filepath.Join(a.CampaignDir(id), "attestation-*")); len(reports) > 0 {
+		t.Fatalf("an interrupted attestation wrote a report: %v", reports)
 	}
 	st, err := a.State(id)
-	if err != nil || !st.Ready || !st.AttestPending || st.Up() {
-		t.Fatalf("state after the interrupted attestation: ready %v pending %v up %v (%v); want ready, pending, not up", st.Ready, st.AttestPending, st.Up(), err)
+	if err != nil || !st.Ready || st.Attestation != campaign.AttestPending || st.Status != campaign.StatusStartingOrFailed {
+		t.Fatalf("state after the interrupted attestation: ready %v attestation %q status %s (%v); want ready, pending, starting_or_failed", st.Ready, st.Attestation, st.Status, err)
 	}
 	if _, err := a.Attest(t.Context(), id, AttestOptions{}); !errors.Is(err, ErrNotUp) || !strings.Contains(err.Error(), "being attested") {
 		t.Fatalf("attest of a campaign stopped mid-attestation: %v", err)

@@ -4,14 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/store"
 )
 
 // TestAttestObservationFaults: daemon answers that fail (a 500, a dropped
@@ -80,18 +81,21 @@ func TestAttestObservationFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 			var onDisk attest.Report
-			if err := json.Unmarshal(b, &onDisk); err != nil || onDisk.OK || onDisk.Cleanup.Status != attest.CleanupPending {
-				t.Fatalf("report on disk: %v ok=%v cleanup=%+v", err, onDisk.OK, onDisk.Cleanup)
+			if err := json.Unmarshal(b, &onDisk); err != nil || onDisk.OK {
+				t.Fatalf("report on disk: %v ok=%v", err, onDisk.OK)
 			}
 			if strings.Contains(string(b), canary) {
 				t.Fatal("the report holds the key")
 			}
+			env, err := os.ReadFile(strings.TrimSuffix(a.AttestationPath("attest-faults"), ".json") + ".dsse.json")
+			if err != nil || strings.Contains(string(testenv.Readable(env)), canary) || !strings.Contains(string(testenv.Readable(env)), "api_key") {
+				t.Fatalf("the signed statement is missing (%v) or holds the key", err)
+			}
 			if fi, _ := os.Stat(a.AttestationPath("attest-faults")); fi.Mode().Perm() != 0o600 {
 				t.Fatalf("report mode %v", fi.Mode())
 			}
-			left, _ := filepath.Glob(filepath.Join(a.CampaignDir("attest-faults"), ".attestation.json.tmp-*"))
-			if len(left) != 0 {
-				t.Fatalf("temporary files left: %v", left)
+			if st, _ := a.State("attest-faults"); st.Status != campaign.StatusAttestationFailed || st.Attestation != campaign.AttestFailed {
+				t.Fatalf("state after a failed attestation: %s %q", st.Status, st.Attestation)
 			}
 		})
 	}
@@ -103,7 +107,7 @@ func TestAttestNoCampaign(t *testing.T) {
 	a, _ := fakeAdapter(t)
 	_, err := a.Attest(t.Context(), "never-brought-up", AttestOptions{})
 	want := `no such campaign "never-brought-up": nothing in ` + a.CampaignDir("never-brought-up") + ` (agentpen ls lists this state root's campaigns; --state-root names another)`
-	if !errors.Is(err, ErrNoCampaign) || err.Error() != want {
+	if !errors.Is(err, store.ErrNoCampaign) || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)
 	}
 	if _, err := a.Attest(t.Context(), "../escape", AttestOptions{}); err == nil {
@@ -132,15 +136,16 @@ func TestRoleSettingsFromCreateSpecs(t *testing.T) {
 // fakeCampaign does a bring-up on the fake daemon without the readiness
 // wait (the fake runs no process): spec, daemon record, journal, every
 // create and the ready note, as BringUp does them.
-func fakeCampaign(t *testing.T, a *Adapter, spec campaign.CampaignSpec, key string) *Campaign {
+func fakeCampaign(t *testing.T, a *Harness, spec campaign.CampaignSpec, key string) *Campaign {
 	t.Helper()
-	p, err := campaign.NewPlan(spec)
+	p := a.Plan(t, spec)
+	p.Bind(1, campaign.NewInstance())
+	sc, err := a.Root.Create(p.CampaignID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Bind(1, campaign.NewInstance())
-	dir := a.CampaignDir(p.CampaignID)
-	j, err := campaign.OpenJournal(dir)
+	defer sc.Close()
+	j, err := sc.OpenJournal()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,18 +153,18 @@ func fakeCampaign(t *testing.T, a *Adapter, spec campaign.CampaignSpec, key stri
 	if err := j.Append(campaign.Record{Op: campaign.OpBegin, Gen: 1, Instance: p.Instance}); err != nil {
 		t.Fatal(err)
 	}
-	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{}}
-	if err := writeSpec(dir, spec); err != nil {
+	b := &bringUp{a: a.Adapter, j: j, p: p, failed: map[string]failedCreate{}}
+	if err := sc.WriteSpec(1, spec); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.recordDaemon(dir); err != nil {
+	if err := sc.WriteDaemon(1, a.daemonRecord()); err != nil {
 		t.Fatal(err)
 	}
-	c := &Campaign{Plan: p, Dir: dir}
+	c := &Campaign{Plan: p, Dir: sc.Path}
 	if err := b.create(t.Context(), c, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Append(campaign.Record{Op: campaign.OpNote, Gen: 1, Note: "ready"}); err != nil {
+	if err := j.Append(campaign.Record{Op: campaign.OpReady, Gen: 1}); err != nil {
 		t.Fatal(err)
 	}
 	return c

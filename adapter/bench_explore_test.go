@@ -22,7 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/latency"
+	"github.com/agentpen/agentpen/internal/testkit/testlatency"
 )
 
 // The exploration benchmarks behind the campaign rows of docs/bench.md:
@@ -70,10 +70,10 @@ func BenchmarkConcurrency(b *testing.B) {
 	for _, topo := range []campaign.Topology{campaign.TopologyNone, campaign.TopologyPerAgent} {
 		b.Run(string(topo), func(b *testing.B) {
 			a, cli, img := benchAdapter(b)
-			upS := map[config]*latency.Samples{}
-			downS := map[config]*latency.Samples{}
+			upS := map[config]*testlatency.Samples{}
+			downS := map[config]*testlatency.Samples{}
 			for _, c := range configs {
-				upS[c], downS[c] = &latency.Samples{}, &latency.Samples{}
+				upS[c], downS[c] = &testlatency.Samples{}, &testlatency.Samples{}
 			}
 			for r := range rounds(b, 3) {
 				for i := range configs {
@@ -158,7 +158,7 @@ func (l *callLog) summary() string {
 	}
 	var out []string
 	for name, cs := range by {
-		var s latency.Samples
+		var s testlatency.Samples
 		var tot time.Duration
 		first, last := cs[0].start, time.Duration(0)
 		for _, c := range cs {
@@ -283,7 +283,7 @@ func (t timedAPI) ContainerExecInspect(ctx context.Context, id string) (containe
 }
 
 // timed is a copy of a whose SDK calls are logged in l.
-func timed(a *Adapter, l *callLog) *Adapter {
+func timed(a *Harness, l *callLog) *Harness {
 	c := *a
 	c.Docker = &Docker{api: timedAPI{dockerAPI: a.Docker.api, log: l}, host: a.Docker.host, daemon: a.Docker.daemon}
 	return &c
@@ -359,7 +359,7 @@ func BenchmarkCampaignProfile(b *testing.B) {
 func BenchmarkTeardownOrder(b *testing.B) {
 	explore(b)
 	a, cli, img := benchAdapter(b)
-	var plain, disc latency.Samples
+	var plain, disc testlatency.Samples
 	for r := range rounds(b, 3) {
 		for k := range 2 {
 			s := newRawSet(b, a, cli, benchSpec(benchCampaignID("raw"), img, 16, campaign.TopologyPerAgent))
@@ -410,7 +410,7 @@ func BenchmarkNetworkOps(b *testing.B) {
 	explore(b)
 	a, cli, _ := benchAdapter(b)
 	ctx := b.Context()
-	res := map[string]*latency.Samples{}
+	res := map[string]*testlatency.Samples{}
 	for r := range rounds(b, 3) {
 		for k := range 2 {
 			conc := []int{1, 16}[(k+r)%2]
@@ -441,10 +441,10 @@ func BenchmarkNetworkOps(b *testing.B) {
 			}
 			key := fmt.Sprintf("create conc %d", conc)
 			if res[key] == nil {
-				res[key] = &latency.Samples{}
+				res[key] = &testlatency.Samples{}
 			}
 			*res[key] = append(*res[key], time.Since(start))
-			lock.unlock()
+			lock.Unlock()
 			g = new(errgroup.Group)
 			g.SetLimit(conc)
 			start = time.Now()
@@ -456,7 +456,7 @@ func BenchmarkNetworkOps(b *testing.B) {
 			}
 			key = fmt.Sprintf("remove conc %d", conc)
 			if res[key] == nil {
-				res[key] = &latency.Samples{}
+				res[key] = &testlatency.Samples{}
 			}
 			*res[key] = append(*res[key], time.Since(start))
 		}
@@ -472,7 +472,7 @@ func BenchmarkNetworkOps(b *testing.B) {
 func BenchmarkTeardownAge(b *testing.B) {
 	explore(b)
 	a, cli, img := benchAdapter(b)
-	res := map[time.Duration]*latency.Samples{0: {}, 3 * time.Second: {}}
+	res := map[time.Duration]*testlatency.Samples{0: {}, 3 * time.Second: {}}
 	for r := range rounds(b, 3) {
 		for k := range 2 {
 			age := time.Duration((k+r)%2) * 3 * time.Second
@@ -503,7 +503,7 @@ func BenchmarkTeardownAge(b *testing.B) {
 func BenchmarkCleanupOverhead(b *testing.B) {
 	explore(b)
 	a, cli, img := benchAdapter(b)
-	var clean, raw latency.Samples
+	var clean, raw testlatency.Samples
 	for r := range rounds(b, 3) {
 		for k := range 2 {
 			id := benchCampaignID("ovh")

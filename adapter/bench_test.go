@@ -20,8 +20,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/latency"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlatency"
+	"github.com/agentpen/agentpen/store"
 )
 
 // The campaign benchmarks of issue 16 (make bench): a campaign of the
@@ -70,7 +71,7 @@ func benchSpec(id, img string, n int, topology campaign.Topology) campaign.Campa
 // benchAdapter is an adapter on the real daemon (failing, never skipping,
 // when AGENTPEN_REQUIRE_DOCKER=1 and there is none) and the workbench
 // image's id.
-func benchAdapter(b *testing.B) (*Adapter, *client.Client, string) {
+func benchAdapter(b *testing.B) (*Harness, *client.Client, string) {
 	b.Helper()
 	a, cli := realAdapter(b, benchKey, nil)
 	img, err := cli.ImageInspect(b.Context(), testenv.WorkbenchImage())
@@ -100,21 +101,20 @@ func removeLabelled(cli *client.Client, campaignID string) {
 // directories made, uid blocks claimed and subnets chosen beforehand:
 // what the raw limit and the docker CLI create.
 type rawSet struct {
-	p        *campaign.Plan
-	server   containerSpec
-	works    []containerSpec
-	sockets  []string // each workspace's workbench socket
-	subnets  []string
-	root     string // the run root, removed by done
-	env      []string
-	claim    *uidClaim
-	subLock  *campaignLock
-	cleanupF func()
+	p       *campaign.Plan
+	server  containerSpec
+	works   []containerSpec
+	sockets []string // each workspace's workbench socket
+	subnets []string
+	root    string // the run root, removed by done
+	env     []string
+	claim   *uidClaim
+	subLock *store.Lock
 }
 
 // newRawSet prepares spec's containers for a raw or CLI bring-up. done
 // (or the benchmark's end) removes whatever is left.
-func newRawSet(b *testing.B, a *Adapter, cli *client.Client, spec campaign.CampaignSpec) *rawSet {
+func newRawSet(b *testing.B, a *Harness, cli *client.Client, spec campaign.CampaignSpec) *rawSet {
 	b.Helper()
 	ctx := b.Context()
 	p, err := campaign.NewPlan(spec)
@@ -175,7 +175,7 @@ func newRawSet(b *testing.B, a *Adapter, cli *client.Client, spec campaign.Campa
 // campaign's attestation), so the raw and CLI teardowns remove the same
 // containers in the same state (a container removed the moment it
 // started goes faster: BenchmarkTeardownAge).
-func (s *rawSet) settle(b *testing.B, a *Adapter, ids rawIDs, hold time.Duration) {
+func (s *rawSet) settle(b *testing.B, a *Harness, ids rawIDs, hold time.Duration) {
 	b.Helper()
 	var g errgroup.Group
 	g.Go(func() error { return a.waitServer(b.Context(), &Campaign{Plan: s.p, ServerID: ids.containers[0]}) })
@@ -198,7 +198,7 @@ func (s *rawSet) created() {
 		s.claim = nil
 	}
 	if s.subLock != nil {
-		s.subLock.unlock()
+		s.subLock.Unlock()
 		s.subLock = nil
 	}
 }
@@ -446,16 +446,17 @@ const (
 // sequential docker CLI on the same containers and networks, in rotating
 // order each round. The raw and CLI teardowns remove their containers once
 // ready and after as long again as the campaign's attestation took (see
-// rawSet.settle). Families (internal/latency): up-, raw-up-, cli-up-
-// (bring-up), down-, raw-down-, cli-down- (teardown), attest- (the whole
-// attestation), attest-probes- (its probes), attest-noprobes- (the rest).
+// rawSet.settle). Families (internal/testkit/testlatency): up-, raw-up-,
+// cli-up- (bring-up), down-, raw-down-, cli-down- (teardown), attest- (the
+// whole attestation), attest-probes- (its probes), attest-noprobes- (the
+// rest).
 //
 //	go test -run '^$' -bench Campaign16 -benchtime 5x ./adapter
 func BenchmarkCampaign16(b *testing.B) {
 	for _, topo := range []campaign.Topology{campaign.TopologyNone, campaign.TopologyPerAgent} {
 		b.Run(string(topo), func(b *testing.B) {
 			a, cli, img := benchAdapter(b)
-			var up, rawUpS, cliUpS, down, rawDownS, cliDownS, att, attProbes, attRest latency.Samples
+			var up, rawUpS, cliUpS, down, rawDownS, cliDownS, att, attProbes, attRest testlatency.Samples
 			n := rounds(b, 5)
 			for r := range n {
 				steps := []func(){
@@ -541,7 +542,7 @@ func BenchmarkCampaign16(b *testing.B) {
 }
 
 // lastOf is the last sample of s, 0 when there is none.
-func lastOf(s latency.Samples) time.Duration {
+func lastOf(s testlatency.Samples) time.Duration {
 	if len(s) == 0 {
 		return 0
 	}
@@ -563,8 +564,8 @@ func BenchmarkCampaignScale(b *testing.B) {
 	for _, topo := range []campaign.Topology{campaign.TopologyNone, campaign.TopologyPerAgent} {
 		b.Run(string(topo), func(b *testing.B) {
 			a, cli, img := benchAdapter(b)
-			up := make([]latency.Samples, len(scaleSizes))
-			down := make([]latency.Samples, len(scaleSizes))
+			up := make([]testlatency.Samples, len(scaleSizes))
+			down := make([]testlatency.Samples, len(scaleSizes))
 			for r := range rounds(b, 3) {
 				for k := range scaleSizes {
 					i := (k + r) % len(scaleSizes)

@@ -2,19 +2,18 @@ package adapter
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/store"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
@@ -43,146 +42,125 @@ type kindError struct {
 func (e kindError) Error() string { return e.msg }
 func (e kindError) Unwrap() error { return e.kind }
 
-// BringUp validates spec, then, holding the campaign's lock, refuses a
+// BringUp brings up a validated plan (campaign.Validate's; the bring-up
+// binds it to its generation): holding the campaign's lock, it refuses a
 // campaign id that already has live resources (in this state root's
 // journal or on the daemon, whatever the state root), starts a new
 // generation with a fresh instance nonce, journals and creates the
 // campaign's network, server and workspaces, and waits until each is
 // ready. On any failure (including ctx cancellation) it removes what it
-// created through the cleanup path (by exact id, with proof, verified) and
-// writes the cleanup report; the error names the failing resource and says
-// whether the rollback was verified.
-func (a *Adapter) BringUp(ctx context.Context, spec campaign.CampaignSpec) (*Campaign, error) {
-	c, _, err := a.bringUp(ctx, spec, nil)
+// created through the cleanup path (by exact id, with proof, verified)
+// and writes the cleanup report; the error names the failing resource and
+// says whether the rollback was verified.
+func (a *Adapter) BringUp(ctx context.Context, root *store.Root, p *campaign.Plan) (*Campaign, error) {
+	c, _, _, err := a.bringUp(ctx, root, p, nil)
 	return c, err
 }
 
 // BringUpAttested is BringUp, then Attest of the new generation under the
 // same hold of the campaign's lock: no other agentpen (a down, another
 // attestation) acts on the campaign between its readiness and its
-// report. The journal says "attesting" before the attestation and
-// "attested ok" or "attested failed" once its report is written, so a
-// bring-up killed in between reads as not up (CampaignState.AttestPending)
+// report. The journal says campaign.OpAttesting (ready, its verdict
+// pending) before the attestation and campaign.OpAttested once its
+// report is written, so a bring-up killed in between reads as not up
 // rather than ready and unattested. An attestation that cannot run (or
 // is interrupted) is returned as the error, with the campaign up and
-// pending; one that ran returns its report, failed or not. Either way the
-// caller decides what to do with a campaign that did not attest.
-func (a *Adapter) BringUpAttested(ctx context.Context, spec campaign.CampaignSpec, opts AttestOptions) (*Campaign, *attest.Report, error) {
-	return a.bringUp(ctx, spec, &opts)
+// pending; one that ran returns its report (and its path), failed or not.
+// Either way the caller decides what to do with a campaign that did not
+// attest: Up is the policy agentpen's commands and service use.
+func (a *Adapter) BringUpAttested(ctx context.Context, root *store.Root, p *campaign.Plan, opts AttestOptions) (*Campaign, *attest.Report, string, error) {
+	return a.bringUp(ctx, root, p, &opts)
 }
 
-func (a *Adapter) bringUp(ctx context.Context, spec campaign.CampaignSpec, attestOpts *AttestOptions) (*Campaign, *attest.Report, error) {
-	p, err := campaign.NewPlan(spec)
-	if err != nil {
-		return nil, nil, err
+func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Plan, attestOpts *AttestOptions) (*Campaign, *attest.Report, string, error) {
+	if !p.Keyed {
+		return nil, nil, "", errors.New("the plan's agent ids are not keyed: validate the spec with the state root's plan options (store.Root.PlanOptions)")
+	}
+	if err := a.EnvPolicy.Check(p); err != nil {
+		return nil, nil, "", err
 	}
 	if err := a.checkKey(p); err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	if err := a.checkImages(ctx, p); err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	lock, err := a.lockCampaign(ctx, p.Key, DefaultLockWait)
+	sc, err := root.Create(p.CampaignID)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	defer lock.unlock()
-	dir, err := a.campaignDir(p.CampaignID, true)
+	defer sc.Close()
+	lock, err := a.lockCampaign(ctx, sc)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	gen, err := nextGeneration(dir, p.CampaignID)
+	defer lock.Unlock()
+	gen, err := nextGeneration(sc)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	if err := a.refuseLabelled(ctx, p.CampaignID); err != nil {
-		return nil, nil, err
-	}
-	if err := setAsideReports(dir, gen-1); err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	p.Bind(gen, campaign.NewInstance())
 	if n := len(filepath.Join(a.runRoot(p), p.Agents[0].AgentID, filepath.Base(campaign.WorkbenchSocket))); n > maxSocketPath {
-		return nil, nil, fmt.Errorf("the workbench socket path under %s would be %d bytes, over the %d of a unix socket address: use a daemon whose socket path is shorter", a.runBase(), n, maxSocketPath)
+		return nil, nil, "", fmt.Errorf("the workbench socket path under %s would be %d bytes, over the %d of a unix socket address: use a daemon whose socket path is shorter", a.runBase(), n, maxSocketPath)
 	}
-	j, err := a.openJournal(dir)
+	j, err := a.openJournal(sc)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	defer j.Close()
-	if err := writeSpec(dir, spec); err != nil {
-		return nil, nil, err
+	if err := sc.WriteSpec(gen, p.Spec); err != nil {
+		return nil, nil, "", err
 	}
-	if err := a.recordDaemon(dir); err != nil {
-		return nil, nil, err
+	if err := sc.WriteDaemon(gen, a.daemonRecord()); err != nil {
+		return nil, nil, "", err
 	}
 	if err := j.Append(campaign.Record{Op: campaign.OpBegin, Gen: gen, Instance: p.Instance,
 		Note: fmt.Sprintf("bring-up started: %d workspaces, egress %s", len(p.Agents), p.Egress)}); err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{},
 		progress: a.newProgress(p.CampaignID, map[string]int{campaign.RoleNetwork: len(p.Networks), campaign.RoleServer: 1, campaign.RoleWork: len(p.Agents)})}
-	c := &Campaign{Plan: p, Dir: dir}
+	c := &Campaign{Plan: p, Dir: sc.Path}
 	if err := b.create(ctx, c, true); err != nil {
 		a.log().Warn("bring-up failed; rolling back", "campaign", p.CampaignID, "generation", gen, "err", err)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
-		rep := a.cleanupJournal(rctx, j, j.Path(), p.CampaignID, cleanupOptions{gen: gen, failed: b.failedCreates()})
-		rbErr := a.finishReport(j, &rep)
-		err = fmt.Errorf("%w; rolled back: cleanup %s (%s)", err, rep.Status, filepath.Join(dir, CleanupReportFile))
-		return nil, nil, errors.Join(err, rbErr, j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: noteBringUpFailed + ": " + err.Error()}))
+		rep := a.cleanupJournal(rctx, sc, j, cleanupOptions{gen: gen, failed: b.failedCreates(), reason: campaign.ReasonRollback})
+		path, rbErr := a.finishReport(rctx, sc, j, &rep)
+		err = fmt.Errorf("%w; rolled back: cleanup %s (%s)", err, rep.Status, path)
+		return nil, nil, "", errors.Join(err, rbErr, j.Append(campaign.Record{Op: campaign.OpRolledBack, Gen: gen, Note: err.Error()}))
 	}
 	a.log().Info("campaign ready", "campaign", p.CampaignID, "generation", gen, "topology", p.Topology, "networks", len(c.NetworkIDs), "workspaces", len(c.Workspaces))
 	if attestOpts == nil {
-		// Every id is journalled already; the note only marks the moment,
-		// so a failure to write it is logged rather than undoing a ready
-		// campaign.
-		if err := j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: noteReady}); err != nil {
-			a.log().Warn("journal the ready note", "campaign", p.CampaignID, "err", err)
+		// Every id is journalled already; the record only marks the
+		// moment, so a failure to write it is logged rather than undoing
+		// a ready campaign.
+		if err := j.Append(campaign.Record{Op: campaign.OpReady, Gen: gen}); err != nil {
+			a.log().Warn("journal the campaign's readiness", "campaign", p.CampaignID, "err", err)
 		}
-		return c, nil, nil
+		return c, nil, "", nil
 	}
 	// Ready and attesting in one record: never a moment when the journal
-	// says ready without saying the verdict is pending (a bring-up killed
-	// between two notes read as up, unattested). Until "attested ...",
-	// the campaign is not up (AttestPending).
-	if err := j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: noteReadyAttesting}); err != nil {
-		return c, nil, err
+	// says ready without saying the verdict is pending.
+	if err := j.Append(campaign.Record{Op: campaign.OpAttesting, Gen: gen}); err != nil {
+		return c, nil, "", err
 	}
 	if a.Progress != nil {
 		a.Progress(Progress{CampaignID: p.CampaignID, Step: StepAttesting})
 	}
-	_, _, rep, err := a.attest(ctx, p.CampaignID, *attestOpts, false)
-	if err != nil {
-		return c, rep, err
-	}
-	note := noteAttestedOK
-	if !rep.OK {
-		note = noteAttestedFailed
-	}
-	if err := j.Append(campaign.Record{Op: campaign.OpNote, Gen: gen, Note: note}); err != nil {
-		return c, rep, fmt.Errorf("journal the attestation's verdict: %w", err)
-	}
-	return c, rep, nil
+	_, _, rep, path, err := a.attest(ctx, sc, j, *attestOpts, false)
+	return c, rep, path, err
 }
-
-// Journal notes of a generation's readiness: noteReady for BringUp,
-// noteReadyAttesting for BringUpAttested (ready, its verdict pending).
-const (
-	noteReady          = "ready"
-	noteReadyAttesting = "ready, attesting"
-)
-
-// noteBringUpFailed begins the note of a bring-up that failed and was
-// rolled back.
-const noteBringUpFailed = "bring-up failed"
 
 // nextGeneration reads the campaign's journal (if any) and returns the
 // number of the next generation, refusing while an earlier one has
 // resources not verified removed.
-func nextGeneration(dir, campaignID string) (int, error) {
-	recs, err := campaign.ReadJournal(filepath.Join(dir, campaign.JournalFile))
-	if errors.Is(err, os.ErrNotExist) {
+func nextGeneration(c *store.Campaign) (int, error) {
+	recs, _, err := c.Records()
+	if errors.Is(err, fs.ErrNotExist) {
 		return 1, nil
 	}
 	if err != nil {
@@ -192,7 +170,7 @@ func nextGeneration(dir, campaignID string) (int, error) {
 	for _, g := range campaign.Generations(recs) {
 		if live := g.Live(); len(live) > 0 {
 			return 0, fmt.Errorf("campaign %q %w: its generation %d has %d resources not verified removed (journal in %s); run agentpen down %s first",
-				campaignID, ErrCampaignExists, g.N, len(live), dir, campaignID)
+				c.ID, ErrCampaignExists, g.N, len(live), c.Path, c.ID)
 		}
 		next = max(next, g.N+1)
 	}
@@ -215,63 +193,6 @@ func (a *Adapter) refuseLabelled(ctx context.Context, campaignID string) error {
 	}
 	return fmt.Errorf("campaign %q: %w: the daemon already has resources labelled with this campaign id (another state root's campaign, or resources no journal here accounts for: see agentpen orphans): %s",
 		campaignID, ErrConflict, strings.Join(names, ", "))
-}
-
-// setAsideReports moves the reports an earlier generation left in the
-// campaign's state directory (cleanup.json, attestation.json) to
-// <name>.gen<N>.json, before a new generation creates anything, so neither
-// ever speaks for the new one: a down of it that is killed leaves no
-// report at all, never the last generation's "verified". N is the
-// report's own generation when it names one, else prev (the journal's
-// latest: a report is set aside at every bring-up, so one found here is
-// the previous generation's). A name already taken gets a suffix; nothing
-// is overwritten.
-func setAsideReports(dir string, prev int) error {
-	moved := false
-	for _, name := range []string{CleanupReportFile, attest.FileName} {
-		path := filepath.Join(dir, name)
-		b, err := os.ReadFile(path)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("set the previous generation's report aside: %w", err)
-		}
-		gen := prev
-		var head struct {
-			Generation int `json:"generation"`
-		}
-		if json.Unmarshal(b, &head) == nil && head.Generation > 0 {
-			gen = head.Generation
-		}
-		base := strings.TrimSuffix(name, ".json") + ".gen" + strconv.Itoa(gen)
-		to := filepath.Join(dir, base+".json")
-		for i := 1; ; i++ {
-			if _, err := os.Lstat(to); errors.Is(err, os.ErrNotExist) {
-				break
-			}
-			to = filepath.Join(dir, base+"."+strconv.Itoa(i)+".json")
-		}
-		if err := os.Rename(path, to); err != nil {
-			return fmt.Errorf("set the previous generation's report aside: %w", err)
-		}
-		moved = true
-	}
-	if !moved {
-		return nil
-	}
-	return syncDir(dir)
-}
-
-func writeSpec(dir string, spec campaign.CampaignSpec) error {
-	b, err := json.MarshalIndent(spec, "", "  ")
-	if err != nil {
-		return fmt.Errorf("campaign spec: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, SpecFile), append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("write campaign spec: %w", err)
-	}
-	return nil
 }
 
 // checkKey refuses a campaign whose default grader or episode servers need
@@ -468,11 +389,14 @@ func (b *bringUp) create(ctx context.Context, c *Campaign, ready bool) error {
 				if err != nil {
 					return Workspace{}, fail(err)
 				}
+				if err := a.writeBindFile(runDir, ag); err != nil {
+					return Workspace{}, fail(err)
+				}
 				id, err := b.createStart(ctx, workspaceSpec(p, ag, runDir, graderDir, apiKey))
 				if err != nil {
 					return Workspace{}, fail(err)
 				}
-				return Workspace{AgentID: ag.AgentID, ContainerID: id, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: ag.UIDBase}, nil
+				return Workspace{Index: i, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, ContainerID: id, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: ag.UIDBase}, nil
 			}()
 			if err != nil {
 				return err
@@ -544,7 +468,7 @@ func (b *bringUp) createNetworks(ctx context.Context, limit int) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
-	defer lock.unlock()
+	defer lock.Unlock()
 	subnets, err := b.a.allocateSubnets(ctx, len(b.p.Networks))
 	if err != nil {
 		return nil, err
@@ -575,6 +499,7 @@ func (b *bringUp) createNetworks(ctx context.Context, limit int) ([]string, erro
 // created and never adopted; any other failure is left to the rollback to
 // resolve.
 func (b *bringUp) createNetwork(ctx context.Context, n campaign.NetworkPlan, subnet netip.Prefix) (string, error) {
+	n.Labels = campaign.WithCreateLabel(n.Labels)
 	if err := b.record(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindNetwork, Role: campaign.RoleNetwork, Name: n.Name, Labels: n.Labels}); err != nil {
 		return "", err
 	}
@@ -598,6 +523,9 @@ func (b *bringUp) createNetwork(ctx context.Context, n campaign.NetworkPlan, sub
 // adopted.
 func (b *bringUp) createStart(ctx context.Context, s containerSpec) (string, error) {
 	api := b.a.api()
+	cfg := *s.Config
+	cfg.Labels = campaign.WithCreateLabel(s.Config.Labels)
+	s.Config = &cfg
 	if err := b.record(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindContainer, Role: s.Role, Name: s.Name, Labels: s.Config.Labels}); err != nil {
 		return "", err
 	}

@@ -16,15 +16,16 @@ import (
 	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
-	"github.com/agentpen/agentpen/internal/dockerfake"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/store"
 )
 
 const fakeImage = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 // fakeAdapter is an Adapter on a fake daemon whose socket path is a file in
 // a temporary directory (run directories are made beside it).
-func fakeAdapter(t *testing.T) (*Adapter, *dockerfake.Daemon) {
+func fakeAdapter(t *testing.T) (*Harness, *dockerfake.Daemon) {
 	t.Helper()
 	// A short directory: workbench socket paths under it must fit in a
 	// unix socket address, as under /run/user/<uid>.
@@ -52,7 +53,7 @@ func fakeAdapter(t *testing.T) (*Adapter, *dockerfake.Daemon) {
 	}
 	t.Cleanup(func() { d.Close() })
 	env := map[string]string{campaign.DefaultAPIKeyEnv: "k3y-for-the-fake-daemon-0123456789"}
-	return &Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: func(k string) string { return env[k] }, Parallelism: 1}, fake
+	return NewHarness(t, &Adapter{Docker: d, Getenv: func(k string) string { return env[k] }, Parallelism: 1}, ""), fake
 }
 
 func fakeSpec(id string, workspaces int) campaign.CampaignSpec {
@@ -64,9 +65,9 @@ func fakeSpec(id string, workspaces int) campaign.CampaignSpec {
 }
 
 // journalled returns the campaign's folded journal.
-func journalled(t *testing.T, a *Adapter, id string) []campaign.Resource {
+func journalled(t *testing.T, a *Harness, id string) []campaign.Resource {
 	t.Helper()
-	recs, err := campaign.ReadJournal(filepath.Join(a.CampaignDir(id), campaign.JournalFile))
+	recs, err := a.Records(t, id), error(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func deleted(fake *dockerfake.Daemon, kind string) []string {
 
 // checkRolledBack asserts that every journalled resource with an id was
 // removed, and that the DELETE calls named exactly those ids.
-func checkRolledBack(t *testing.T, a *Adapter, fake *dockerfake.Daemon, id string) (containers, networks []string) {
+func checkRolledBack(t *testing.T, a *Harness, fake *dockerfake.Daemon, id string) (containers, networks []string) {
 	t.Helper()
 	for _, r := range journalled(t, a, id) {
 		if r.ID != "" && !r.Removed {
@@ -117,7 +118,7 @@ func checkRolledBack(t *testing.T, a *Adapter, fake *dockerfake.Daemon, id strin
 func TestBringUpFailures(t *testing.T) {
 	tests := []struct {
 		name   string
-		script func(t *testing.T, fake *dockerfake.Daemon, spec campaign.CampaignSpec)
+		script func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan)
 		// want: journalled containers and networks (with ids) after the failure.
 		wantContainers, wantNetworks int
 		wantErr                      string
@@ -131,7 +132,7 @@ func TestBringUpFailures(t *testing.T) {
 	}{
 		{
 			name: "network_create_500",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /networks/create", dockerfake.Reply{Status: 500, Body: "boom"})
 			},
 			wantErr: "create network",
@@ -142,7 +143,7 @@ func TestBringUpFailures(t *testing.T) {
 			// (the second is never asked for: the first failure stops the
 			// bring-up, one create at a time here).
 			name: "network_create_500_applied",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /networks/create", dockerfake.Reply{Status: 500, Body: "timeout", Apply: true})
 			},
 			wantNetworks: 1, wantErr: "create network",
@@ -152,11 +153,7 @@ func TestBringUpFailures(t *testing.T) {
 			// resources with the campaign's labels: refused before anything
 			// is created, and nothing of the twin's is touched.
 			name: "twin_refused",
-			script: func(t *testing.T, fake *dockerfake.Daemon, spec campaign.CampaignSpec) {
-				p, err := campaign.NewPlan(spec)
-				if err != nil {
-					t.Fatal(err)
-				}
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.AddNetwork(dockerfake.Network{Name: p.Networks[0].Name, Driver: "bridge", Internal: true, Labels: p.Networks[0].Labels})
 			},
 			wantErr: "conflict", survivors: 1, noJournal: true,
@@ -167,57 +164,49 @@ func TestBringUpFailures(t *testing.T) {
 			// conflict is never adopted, so it is never removed; the first
 			// network is.
 			name: "network_create_409_never_adopted",
-			script: func(t *testing.T, fake *dockerfake.Daemon, spec campaign.CampaignSpec) {
-				p, err := campaign.NewPlan(spec)
-				if err != nil {
-					t.Fatal(err)
-				}
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.AddNetwork(dockerfake.Network{Name: p.Networks[1].Name, Driver: "bridge", Internal: true})
 			},
 			wantNetworks: 1, wantErr: "already exists", survivors: 1,
 		},
 		{
 			name: "server_create_500",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/create", dockerfake.Reply{Status: 500, Body: "boom"})
 			},
 			wantNetworks: 2, wantErr: "create server",
 		},
 		{
 			name: "none_server_create_500", none: true,
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/create", dockerfake.Reply{Status: 500, Body: "boom"})
 			},
 			wantErr: "create server",
 		},
 		{
 			name: "none_second_workspace_create_500", none: true,
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/create", dockerfake.Pass, dockerfake.Pass, dockerfake.Reply{Status: 500, Body: "boom"})
 			},
 			wantContainers: 2, wantErr: "create workspace",
 		},
 		{
 			name: "server_create_409_never_adopted",
-			script: func(t *testing.T, fake *dockerfake.Daemon, spec campaign.CampaignSpec) {
-				p, err := campaign.NewPlan(spec)
-				if err != nil {
-					t.Fatal(err)
-				}
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.AddContainer(dockerfake.Container{Name: p.Server.Name, Image: fakeImage, Labels: map[string]string{"squatter": "yes"}})
 			},
 			wantNetworks: 2, wantErr: "already in use", survivors: 1,
 		},
 		{
 			name: "server_start_500",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/{id}/start", dockerfake.Reply{Status: 500, Body: "cannot start"})
 			},
 			wantContainers: 1, wantNetworks: 2, wantErr: "start server",
 		},
 		{
 			name: "second_workspace_create_500",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/create", dockerfake.Pass, dockerfake.Pass, dockerfake.Reply{Status: 500, Body: "boom"})
 			},
 			wantContainers: 2, wantNetworks: 2, wantErr: "create workspace",
@@ -226,7 +215,7 @@ func TestBringUpFailures(t *testing.T) {
 			// The container went away between the rollback's inspect and
 			// its removal: NotFound on the removal counts as removed.
 			name: "removal_not_found",
-			script: func(t *testing.T, fake *dockerfake.Daemon, _ campaign.CampaignSpec) {
+			script: func(t *testing.T, fake *dockerfake.Daemon, p *campaign.Plan) {
 				fake.On("POST /containers/{id}/start", dockerfake.Reply{Status: 500, Body: "cannot start"})
 				fake.On("DELETE /containers/{id}", dockerfake.Reply{Status: 404, Body: "No such container", Apply: true})
 			},
@@ -238,7 +227,7 @@ func TestBringUpFailures(t *testing.T) {
 			a, fake := fakeAdapter(t)
 			spec := fakeSpec("fail-"+tt.name, 2)
 			spec.Server.AgentReachable = !tt.none
-			tt.script(t, fake, spec)
+			tt.script(t, fake, a.Plan(t, spec))
 			before := len(fake.Containers()) + len(fake.Networks())
 			_, err := a.BringUp(t.Context(), spec)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
@@ -276,15 +265,12 @@ func TestBringUpFailures(t *testing.T) {
 func TestBringUpRefusesExistingCampaign(t *testing.T) {
 	a, _ := fakeAdapter(t)
 	spec := fakeSpec("twice", 1)
-	j, err := campaign.OpenJournal(a.CampaignDir(spec.CampaignID))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := a.OpenJournal(t, spec.CampaignID)
 	if err := j.Append(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindNetwork, Name: "n"}); err != nil {
 		t.Fatal(err)
 	}
 	j.Close()
-	_, err = a.BringUp(t.Context(), spec)
+	_, err := a.BringUp(t.Context(), spec)
 	if !errors.Is(err, ErrCampaignExists) || !errors.Is(err, ErrConflict) {
 		t.Fatalf("BringUp over a journal with live resources: %v, want ErrCampaignExists", err)
 	}
@@ -310,10 +296,7 @@ func TestTearDownRequiresOwnership(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a, fake := fakeAdapter(t)
 			fake.AddContainer(dockerfake.Container{ID: "c1", Name: "srv", Labels: tt.labels})
-			j, err := campaign.OpenJournal(a.CampaignDir("c"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			j := a.OpenJournal(t, "c")
 			for _, r := range []campaign.Record{
 				{Op: campaign.OpIntent, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "srv", Labels: want},
 				{Op: campaign.OpCreated, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "srv", ID: "c1"},
@@ -459,7 +442,7 @@ func TestBringUpRefusesLongSocketPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: func(string) string { return "k3y-for-the-fake-daemon-0123456789" }}
+	a := NewHarness(t, &Adapter{Docker: d, Getenv: func(string) string { return "k3y-for-the-fake-daemon-0123456789" }}, "")
 	if _, err := a.BringUp(t.Context(), fakeSpec("long", 1)); err == nil || !strings.Contains(err.Error(), "unix socket address") {
 		t.Fatalf("BringUp: %v, want the socket-path refusal", err)
 	}
@@ -484,7 +467,11 @@ func TestCleanupListingFailsClosed(t *testing.T) {
 	// The report, not the error (which names three checks): on a loaded
 	// machine the 300 ms can end before the listing, and then other
 	// checks fail too, but never this one.
-	b, err := os.ReadFile(filepath.Join(a.CampaignDir(spec.CampaignID), CleanupReportFile))
+	st, err := a.State(spec.CampaignID)
+	if err != nil || st.CleanupReport == "" {
+		t.Fatalf("the rollback's report is not in the journal: %+v %v", st, err)
+	}
+	b, err := os.ReadFile(filepath.Join(a.CampaignDir(spec.CampaignID), st.CleanupReport))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,87 +514,56 @@ func TestBringUpRefusesKey(t *testing.T) {
 	}
 }
 
-// TestBringUpSetsAsideLastReports: a new generation moves the previous
-// generation's cleanup report (and attestation) aside before it creates
-// anything, so cleanup.json never says "verified" of a live generation;
-// the report names its generation, nonce and time; ls's last cleanup is
-// the latest generation's only.
-func TestBringUpSetsAsideLastReports(t *testing.T) {
+// TestReportsOfEachGeneration: each generation's cleanup report is a file
+// of its own, never moved or rewritten; while generation 2 comes up,
+// nothing speaks for it but its journal (generation 1's verified report
+// used to sit in cleanup.json until it was set aside), and the journal
+// names the report of the latest generation.
+func TestReportsOfEachGeneration(t *testing.T) {
 	a, fake := fakeAdapter(t)
 	spec := fakeSpec("gens", 1)
 	dir := a.CampaignDir(spec.CampaignID)
-	readReport := func(name string) cleanup.Report {
+	readReport := func(name string) (cleanup.Report, []byte) {
 		t.Helper()
 		var rep cleanup.Report
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil || json.Unmarshal(b, &rep) != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		return rep
+		return rep, b
 	}
 	// Generation 1 fails at its server and is rolled back, verified.
 	fake.On("POST /containers/create", dockerfake.Reply{Status: 500, Body: "boom"})
 	if _, err := a.BringUp(t.Context(), spec); err == nil {
 		t.Fatal("BringUp succeeded")
 	}
-	os.WriteFile(filepath.Join(dir, "attestation.json"), []byte(`{"schema":"agentpen.attestation.v1","cleanup":{"status":"verified"}}`), 0o600)
-	rep1 := readReport(CleanupReportFile)
+	rep1, raw1 := readReport("cleanup-1-1.json")
 	if rep1.Generation != 1 || rep1.Status != cleanup.Verified || rep1.WrittenAt.IsZero() || rep1.Instance == "" {
 		t.Fatalf("generation 1's report: generation %d %s at %v instance %q", rep1.Generation, rep1.Status, rep1.WrittenAt, rep1.Instance)
 	}
-	// Generation 2 stops at its first create: by then the old reports
-	// are aside and nothing says verified of it.
-	var during []string
+	// Generation 2 stops at its first create: by then its state says no
+	// cleanup of it, whatever files are beside the journal.
+	var during store.State
 	fake.OnFunc("POST /containers/create", func(dockerfake.Call) dockerfake.Reply {
-		entries, _ := os.ReadDir(dir)
-		for _, e := range entries {
-			during = append(during, e.Name())
-		}
+		during, _ = a.State(spec.CampaignID)
 		return dockerfake.Reply{Status: 500, Body: "boom"}
 	})
 	if _, err := a.BringUp(t.Context(), spec); err == nil {
 		t.Fatal("BringUp succeeded")
 	}
-	if slices.Contains(during, CleanupReportFile) || slices.Contains(during, "attestation.json") ||
-		!slices.Contains(during, "cleanup.gen1.json") || !slices.Contains(during, "attestation.gen1.json") {
-		t.Fatalf("state directory while generation 2 came up: %v", during)
+	if during.Latest().N != 2 || during.Cleanup != "" || during.CleanupReport != "" || during.Status != campaign.StatusStartingOrFailed {
+		t.Fatalf("state while generation 2 came up: %+v", during)
 	}
-	if old := readReport("cleanup.gen1.json"); old.Generation != 1 || old.Instance != rep1.Instance {
-		t.Fatalf("the set-aside report: %+v", old)
+	if _, raw := readReport("cleanup-1-1.json"); string(raw) != string(raw1) {
+		t.Fatal("generation 1's report changed")
 	}
-	rep2 := readReport(CleanupReportFile)
-	states, err := a.Campaigns()
-	if err != nil || len(states) != 1 {
-		t.Fatalf("Campaigns: %v %v", states, err)
+	rep2, _ := readReport("cleanup-2-1.json")
+	st, err := a.State(spec.CampaignID)
+	if err != nil || st.CleanupReport != "cleanup-2-1.json" {
+		t.Fatalf("state: %+v %v", st, err)
 	}
-	if g := states[0].Latest(); rep2.Generation != 2 || rep2.Instance != g.Instance || rep2.Instance == rep1.Instance {
+	if g := st.Latest(); rep2.Generation != 2 || rep2.Instance != g.Instance || rep2.Instance == rep1.Instance {
 		t.Fatalf("generation 2's report names generation %d instance %q; the journal's latest is %d %q", rep2.Generation, rep2.Instance, g.N, g.Instance)
-	}
-}
-
-// TestLastCleanupIsTheLatestGenerations: a cleanup note of an earlier
-// generation says nothing of the latest one.
-func TestLastCleanupIsTheLatestGenerations(t *testing.T) {
-	a, _ := fakeAdapter(t)
-	j, err := campaign.OpenJournal(a.CampaignDir("c"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []campaign.Record{
-		{Op: campaign.OpBegin, Gen: 1, Instance: "a"},
-		{Op: campaign.OpNote, Gen: 1, Note: "ready"},
-		{Op: campaign.OpNote, Note: "cleanup verified"},
-		{Op: campaign.OpBegin, Gen: 2, Instance: "b"},
-		{Op: campaign.OpIntent, Gen: 2, Kind: campaign.KindContainer, Name: "s"},
-		{Op: campaign.OpCreated, Gen: 2, Kind: campaign.KindContainer, Name: "s", ID: "S"},
-		{Op: campaign.OpNote, Gen: 2, Note: "ready"},
-	} {
-		j.Append(r)
-	}
-	j.Close()
-	st := readCampaignState(a.CampaignDir("c"))
-	if st.LastCleanup != "" || !st.Up() {
-		t.Fatalf("generation 2 up after generation 1's verified cleanup: last cleanup %q, up %v", st.LastCleanup, st.Up())
 	}
 }
 
@@ -635,10 +591,7 @@ func TestInFlightCreateAfterSiblingConflict(t *testing.T) {
 			a.Parallelism = 2
 			spec := fakeSpec("sibling-"+tt.name, 2)
 			spec.Server.AgentReachable = !tt.none
-			p, err := campaign.NewPlan(spec)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := a.Plan(t, spec)
 			squatted := p.Server.Name
 			if tt.none {
 				fake.AddContainer(dockerfake.Container{Name: squatted, Image: fakeImage, Labels: map[string]string{"squatter": "yes"}})
@@ -666,7 +619,7 @@ func TestInFlightCreateAfterSiblingConflict(t *testing.T) {
 				}
 				return dockerfake.Pass
 			})
-			_, err = a.BringUp(t.Context(), spec)
+			_, err := a.BringUp(t.Context(), spec)
 			if err == nil || !strings.Contains(err.Error(), squatted) || !strings.Contains(err.Error(), "cleanup verified") {
 				t.Fatalf("BringUp: %v, want the conflict on %s and a verified rollback", err, squatted)
 			}
@@ -676,6 +629,52 @@ func TestInFlightCreateAfterSiblingConflict(t *testing.T) {
 				t.Fatalf("the daemon holds %d resources after the rollback, want the squatter only: %v %v", n, fake.Containers(), fake.Networks())
 			}
 			checkRolledBack(t, a, fake, spec.CampaignID)
+		})
+	}
+}
+
+// TestRunDirLinkNeverFollowed: the daemon's user owns the runtime
+// directory the run directories live in; one that replaces a run root by
+// a link to a directory of root's, holding a directory of the run
+// directory's name, made down remove root's directory through it
+// (os.RemoveAll of the path followed the link). Now the link is never
+// followed: the run directory is left alone as not ours, and what the
+// link points at is untouched.
+func TestRunDirLinkNeverFollowed(t *testing.T) {
+	for _, where := range []string{"run_root", "run_dir"} {
+		t.Run(where, func(t *testing.T) {
+			a, _ := fakeAdapter(t)
+			c := fakeCampaign(t, a, fakeSpec("linked", 1), "k3y-for-the-fake-daemon-0123456789")
+			runDir := c.Workspaces[0].RunDir
+			victim := t.TempDir()
+			precious := filepath.Join(victim, filepath.Base(runDir), "precious")
+			os.MkdirAll(filepath.Dir(precious), 0o700)
+			os.WriteFile(precious, []byte("root's\n"), 0o600)
+			planted := runDir
+			target := filepath.Join(victim, filepath.Base(runDir))
+			if where == "run_root" {
+				planted, target = filepath.Dir(runDir), victim
+			}
+			if err := os.RemoveAll(planted); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(target, planted); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := a.Cleanup(t.Context(), "linked")
+			if !errors.Is(err, ErrNotVerified) {
+				t.Fatalf("cleanup through a planted link: %v, want not verified", err)
+			}
+			if b, err := os.ReadFile(precious); err != nil || string(b) != "root's\n" {
+				t.Fatalf("what the link points at: %q %v", b, err)
+			}
+			var left bool
+			for _, e := range rep.LeftAlone {
+				left = left || e.ID == runDir && strings.Contains(e.Reason, "never followed")
+			}
+			if !left {
+				t.Fatalf("the run directory is not left alone as a link: %+v", rep.LeftAlone)
+			}
 		})
 	}
 }

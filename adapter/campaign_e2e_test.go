@@ -1,10 +1,8 @@
 package adapter_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/agentpen/agentpen/campaign"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -15,14 +13,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/agentpen/agentpen/campaign"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/internal/logbuf"
-	"github.com/agentpen/agentpen/internal/oracle"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
+	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
+	wbclient "github.com/agentpen/agentpen/workbench/client"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -66,10 +66,10 @@ func TestCampaignEndToEnd(t *testing.T) {
 		return ""
 	}
 	state := t.TempDir()
-	var logs logbuf.Buffer
+	var logs testlog.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	newAdapter := func() *adapter.Adapter {
-		return &adapter.Adapter{Docker: d, StateRoot: state, Getenv: getenv, ReadyTimeout: 60 * time.Second, Logger: logger}
+	newAdapter := func() *adapter.Harness {
+		return adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: getenv, ReadyTimeout: 60 * time.Second, Logger: logger}, state)
 	}
 	idA, idB := uniqueCampaign(t), uniqueCampaign(t)
 	t.Cleanup(func() { forceRemove(cli, idA); forceRemove(cli, idB) })
@@ -131,6 +131,9 @@ func TestCampaignEndToEnd(t *testing.T) {
 	pw.Wait()
 	// The second campaign still works and sees only its own files.
 	playOverSocket(t, cB.Workspaces[0].Socket, e2eTasks[0])
+	// Each serves only its task, to the host and to agent code.
+	checkBound(t, campA.Workspaces[0], e2eTasks[0], e2eTasks[1])
+	checkBound(t, cB.Workspaces[1], e2eTasks[1], "sql/top_customer")
 	// What episode code inside a workspace container can and cannot do.
 	checkContainment(t, campA.Workspaces[1], campA.Plan)
 	checkContainment(t, cB.Workspaces[1], cB.Plan)
@@ -142,7 +145,7 @@ func TestCampaignEndToEnd(t *testing.T) {
 	}
 	filepath.WalkDir(state, func(path string, de fs.DirEntry, err error) error {
 		if err == nil && !de.IsDir() {
-			if b, _ := os.ReadFile(path); strings.Contains(string(b), canary) {
+			if b, _ := os.ReadFile(path); strings.Contains(string(testenv.Readable(b)), canary) {
 				t.Errorf("%s holds the API key", path)
 			}
 		}
@@ -340,99 +343,19 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-// session is one WebSocket episode session on a workbench unix socket.
-type session struct {
-	t    *testing.T
-	ctx  context.Context
-	conn *websocket.Conn
-}
-
-func dialSession(t *testing.T, ctx context.Context, socket string) (*session, error) {
-	hc := adapter.UnixHTTPClient(socket, 30*time.Second)
-	hc.Timeout = 0
-	conn, _, err := websocket.Dial(ctx, "ws://workbench/ws", &websocket.DialOptions{HTTPClient: hc})
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", socket, err)
-	}
-	conn.SetReadLimit(16 << 20)
-	return &session{t: t, ctx: ctx, conn: conn}, nil
-}
-
-func (s *session) close() {
-	s.conn.Write(s.ctx, websocket.MessageText, []byte(`{"type":"close"}`))
-	s.conn.CloseNow()
-}
-
-func (s *session) call(msg map[string]any) (map[string]any, error) {
-	b, _ := json.Marshal(msg)
-	if err := s.conn.Write(s.ctx, websocket.MessageText, b); err != nil {
-		return nil, err
-	}
-	_, data, err := s.conn.Read(s.ctx)
-	if err != nil {
-		return nil, err
-	}
-	var reply map[string]any
-	if err := json.Unmarshal(data, &reply); err != nil {
-		return nil, err
-	}
-	if reply["type"] == "error" {
-		return nil, fmt.Errorf("server error: %v", reply["data"])
-	}
-	return reply["data"].(map[string]any), nil
-}
-
-// reset starts an episode of taskID and returns its instruction.
-func (s *session) reset(taskID string) (string, error) {
-	d, err := s.call(map[string]any{"type": "reset", "data": map[string]any{"task_id": taskID}})
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprint(d["observation"].(map[string]any)["task"]), nil
-}
-
-func (s *session) step(tool string, args map[string]any) (oracle.Result, error) {
-	d, err := s.call(map[string]any{"type": "step", "data": map[string]any{"tool": tool, "args": args}})
-	if err != nil {
-		return oracle.Result{}, err
-	}
-	o := d["observation"].(map[string]any)
-	r := oracle.Result{Done: d["done"] == true}
-	r.Output, _ = o["output"].(string)
-	r.Error, _ = o["error"].(string)
-	r.Reward, _ = d["reward"].(float64)
-	return r, nil
-}
-
-// playOverSocket plays taskID's oracle over a WebSocket session on the
-// workbench's unix socket and requires reward 1.0.
+// playOverSocket plays taskID's oracle over a session on the workbench's
+// unix socket and requires reward 1.0.
 func playOverSocket(t *testing.T, socket, taskID string) {
 	t.Helper()
 	ctx := testenv.Context(t)
-	s, err := dialSession(t, ctx, socket)
+	s, err := wbclient.Dial(ctx, socket)
 	if err != nil {
 		t.Errorf("%s: %v", taskID, err)
 		return
 	}
-	defer s.close()
-	instruction, err := s.reset(taskID)
-	if err != nil {
-		t.Errorf("%s: reset: %v", taskID, err)
-		return
-	}
-	task, _ := tasks.Build(taskID)
-	orc, err := oracle.Load(taskID)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	final, err := oracle.Play(task.Kind, instruction, orc, task.Files[0].Path, s.step)
-	if err != nil {
-		t.Errorf("%s over %s: %v", taskID, socket, err)
-		return
-	}
-	if !final.Done || final.Reward != 1.0 {
-		t.Errorf("%s over %s: final %+v, want done with reward 1.0", taskID, socket, final)
+	defer s.Close()
+	if err := workbenchtest.PlayOracle(ctx, s, taskID); err != nil {
+		t.Errorf("over %s: %v", socket, err)
 	}
 }
 
@@ -484,8 +407,8 @@ def score():
     except Exception as e:
         r["grader_unauthenticated"] = type(e).__name__
 score()
-# System V shared memory: a segment past the workspace's bound is refused,
-# and one within it does not outlive the process that made it.
+# System V shared memory: refused to episode code (the workbench's filter),
+# whatever the size, and none is left by a process that tried.
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 r["shm_128m"] = libc.shmget(0, 128 << 20, 0o1600)
@@ -506,15 +429,11 @@ func checkContainment(t *testing.T, ws adapter.Workspace, p *campaign.Plan) {
 	t.Helper()
 	socket, graderURL := ws.Socket, p.Server.URL
 	ctx := testenv.Context(t)
-	s, err := dialSession(t, ctx, socket)
-	if err != nil {
+	s := workbenchtest.Dial(t, ctx, socket)
+	if _, err := s.Reset(ctx, wbclient.ResetOptions{TaskID: e2eTasks[1]}); err != nil {
 		t.Fatal(err)
 	}
-	defer s.close()
-	if _, err := s.reset(e2eTasks[1]); err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.step("run_python", map[string]any{"code": fmt.Sprintf("GRADER_URL = %q\n", graderURL) + containmentProbe})
+	res, err := workbenchtest.Stepper(ctx, s)("run_python", map[string]any{"code": fmt.Sprintf("GRADER_URL = %q\n", graderURL) + containmentProbe})
 	if err != nil || res.Error != "" {
 		t.Fatalf("run_python: %v %q", err, res.Error)
 	}
@@ -553,8 +472,8 @@ func checkContainment(t *testing.T, ws adapter.Workspace, p *campaign.Plan) {
 			t.Errorf("%s = %v, want PermissionError (the grader key is there)", k, got[k])
 		}
 	}
-	if got["shm_128m"] != float64(-1) || got["shm_8m"] == float64(-1) || got["shm_left_by_exited"] != float64(0) {
-		t.Errorf("System V shared memory: a 128 MiB segment %v (want -1: refused), an 8 MiB one %v (want an id), left after its maker exited %v (want 0)",
+	if got["shm_128m"] != float64(-1) || got["shm_8m"] != float64(-1) || got["shm_left_by_exited"] != float64(0) {
+		t.Errorf("System V shared memory: a 128 MiB segment %v, an 8 MiB one %v (want -1: refused), left after its maker exited %v (want 0)",
 			got["shm_128m"], got["shm_8m"], got["shm_left_by_exited"])
 	}
 	if got["docker_socket"] != "FileNotFoundError" || got["docker_host_env"] != false || got["key_env"] != false {
@@ -567,7 +486,10 @@ func checkContainment(t *testing.T, ws adapter.Workspace, p *campaign.Plan) {
 		}
 		return
 	}
-	if code, _ := got["grader_unauthenticated"].(float64); code != 401 && code != 403 && code != 404 {
-		t.Errorf("unauthenticated grader call from the workspace = %v, want 401/403/404", got["grader_unauthenticated"])
+	// Episode code has only its own loopback: the grader's URL resolves to
+	// nothing it can reach (the attestation shows the workspace itself
+	// reaches the grader, and gets 401 without the key).
+	if got["grader_unauthenticated"] != "URLError" {
+		t.Errorf("unauthenticated grader call from episode code = %v, want URLError (no network)", got["grader_unauthenticated"])
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/agentpen/agentpen/campaign"
 	"net"
 	"net/http"
 	"os"
@@ -18,13 +17,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/store"
+
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 const pythonBase = "agentpen/python-base:bookworm"
@@ -138,7 +140,7 @@ func TestBringUpNeedsKey(t *testing.T) {
 	d, cli := realDocker(t)
 	img := imageID(t, cli, pythonBase)
 	id := uniqueCampaign(t)
-	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: func(string) string { return "" }}
+	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: func(string) string { return "" }}, "")
 	spec := sleeperSpec(id, img, 1)
 	spec.Workspaces[0].Command = nil // the default: the episode server grading remotely
 	_, err := a.BringUp(t.Context(), spec)
@@ -153,7 +155,7 @@ func TestBringUpNeedsKey(t *testing.T) {
 func TestBringUpBadImage(t *testing.T) {
 	d, cli := realDocker(t)
 	id := uniqueCampaign(t)
-	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir()}
+	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d}, "")
 	spec := sleeperSpec(id, "sha256:"+strings.Repeat("ab", 32), 1)
 	_, err := a.BringUp(t.Context(), spec)
 	if !errors.Is(err, campaign.ErrInvalid) || !strings.Contains(err.Error(), "no such image") {
@@ -172,12 +174,9 @@ func TestBringUpNameConflict(t *testing.T) {
 	img := imageID(t, cli, pythonBase)
 	id := uniqueCampaign(t)
 	t.Cleanup(func() { forceRemove(cli, id) })
-	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir()}
+	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d}, "")
 	spec := sleeperSpec(id, img, 1)
-	plan, err := campaign.NewPlan(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan := a.Plan(t, spec)
 	// Someone else's container already has the server's name.
 	squatter, err := cli.ContainerCreate(t.Context(), &container.Config{Image: img, Cmd: []string{"true"}}, nil, nil, nil, plan.Server.Name)
 	if err != nil {
@@ -196,7 +195,7 @@ func TestBringUpNameConflict(t *testing.T) {
 	if len(cs)+len(ns) != 0 {
 		t.Fatalf("rollback left %v %v", cs, ns)
 	}
-	recs, err := campaign.ReadJournal(filepath.Join(a.CampaignDir(id), campaign.JournalFile))
+	recs, err := a.Records(t, id), error(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,9 +214,7 @@ func TestBringUpNeverReady(t *testing.T) {
 	img := imageID(t, cli, pythonBase)
 	id := uniqueCampaign(t)
 	t.Cleanup(func() { forceRemove(cli, id) })
-	a := &adapter.Adapter{
-		Docker: d, StateRoot: t.TempDir(), ReadyTimeout: 3 * time.Second,
-	}
+	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d, ReadyTimeout: 3 * time.Second}, "")
 	spec := sleeperSpec(id, img, 1)
 	spec.Workspaces[0].Command = []string{"sh", "-c", "echo workbench-not-starting >&2; sleep 600"}
 	_, err := a.BringUp(t.Context(), spec)
@@ -257,8 +254,23 @@ func bringUpChild() int {
 		defer stop()
 		parallel = adapter.DefaultParallelism
 	}
-	a := &adapter.Adapter{Docker: d, StateRoot: os.Getenv("STATE_ROOT"), Parallelism: parallel, ReadyTimeout: 10 * time.Minute}
-	_, err = a.BringUp(ctx, sleeperSpec(os.Getenv("CAMPAIGN"), os.Getenv("IMAGE"), n))
+	a := &adapter.Adapter{Docker: d, Parallelism: parallel, ReadyTimeout: 10 * time.Minute}
+	root, err := store.CreateRoot(os.Getenv("STATE_ROOT"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	popts, err := root.PlanOptions()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	p, err := campaign.Validate(sleeperSpec(os.Getenv("CAMPAIGN"), os.Getenv("IMAGE"), n), nil, popts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	_, err = a.BringUp(ctx, root, p)
 	fmt.Fprintln(os.Stderr, "bring-up returned:", err)
 	return 4
 }
@@ -277,10 +289,10 @@ func TestBringUpKilled(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	journal := filepath.Join((&adapter.Adapter{StateRoot: state}).CampaignDir(id), campaign.JournalFile)
+	journal := filepath.Join(state, "campaigns", campaign.Key(id), campaign.JournalFile)
 	// Kill it once some workspaces exist and others are on their way.
 	if !testenv.Until(t, func() bool {
-		recs, _ := campaign.ReadJournal(journal)
+		recs, _ := adapter.ReadJournal(journal)
 		created := 0
 		for _, r := range recs {
 			if r.Op == campaign.OpCreated && r.Kind == campaign.KindContainer {
@@ -300,7 +312,7 @@ func TestBringUpKilled(t *testing.T) {
 	// Let any create the daemon was already running finish.
 	time.Sleep(2 * time.Second)
 
-	recs, err := campaign.ReadJournal(journal)
+	recs, err := adapter.ReadJournal(journal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,13 +357,13 @@ func TestBringUpCancelled(t *testing.T) {
 	img := imageID(t, cli, pythonBase)
 	id := uniqueCampaign(t)
 	t.Cleanup(func() { forceRemove(cli, id) })
-	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Parallelism: 2, ReadyTimeout: time.Minute}
+	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Parallelism: 2, ReadyTimeout: time.Minute}, "")
 	ctx, cancel := context.WithCancel(t.Context())
 	journal := filepath.Join(a.CampaignDir(id), campaign.JournalFile)
 	go func() {
 		defer cancel()
 		for range 3000 {
-			recs, _ := campaign.ReadJournal(journal)
+			recs, _ := adapter.ReadJournal(journal)
 			n := 0
 			for _, r := range recs {
 				if r.Op == campaign.OpCreated && r.Kind == campaign.KindContainer {
@@ -371,7 +383,7 @@ func TestBringUpCancelled(t *testing.T) {
 	if cs, ns := owned(t, cli, id); len(cs)+len(ns) != 0 {
 		t.Fatalf("cancelled bring-up left %v %v", cs, ns)
 	}
-	recs, _ := campaign.ReadJournal(journal)
+	recs, _ := adapter.ReadJournal(journal)
 	for _, r := range campaign.Resources(recs) {
 		if r.ID != "" && !r.Removed {
 			t.Fatalf("journal: %+v not removed", r)
@@ -403,9 +415,9 @@ func TestCampaignNATPublish(t *testing.T) {
 		},
 		Workspaces: []campaign.WorkspaceSpec{{TaskID: "data/csv_region_total", Image: wb}},
 	}
-	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: func(k string) string {
+	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: func(k string) string {
 		return map[string]string{campaign.DefaultAPIKeyEnv: "nat-test-key-0f3a9c5e7b21d4"}[k]
-	}}
+	}}, "")
 	c, err := a.BringUp(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)

@@ -2,18 +2,21 @@ package adapter
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/custody"
+	"github.com/agentpen/agentpen/internal/beneath"
+	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/store"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
@@ -31,9 +34,6 @@ const (
 	// recorded can still be completed by the daemon: until then "no such
 	// container" is not a definitive answer.
 	resolveSettle = 10 * time.Second
-	// CleanupReportFile is the cleanup report's name in the campaign's
-	// state directory.
-	CleanupReportFile = "cleanup.json"
 )
 
 // ErrNotOwned is returned (wrapped) when a journalled id names a resource
@@ -45,16 +45,6 @@ var ErrNotOwned = errors.New("labels do not prove ownership")
 // report's status is not verified.
 var ErrNotVerified = errors.New("cleanup not verified")
 
-// ErrNoCampaign is returned (wrapped) when the state root has no journal
-// for the campaign id.
-var ErrNoCampaign = errors.New("no such campaign")
-
-// noCampaign is the error for a campaign id the state root has no journal
-// of (its state directory is dir).
-func noCampaign(campaignID, dir string) error {
-	return fmt.Errorf("%w %q: nothing in %s (agentpen ls lists this state root's campaigns; --state-root names another)", ErrNoCampaign, campaignID, dir)
-}
-
 // cleanupOptions scope one cleanup.
 type cleanupOptions struct {
 	// readOnly observes and verifies, and removes nothing.
@@ -65,108 +55,58 @@ type cleanupOptions struct {
 	// failed are the failed creates of this process's bring-up, by name,
 	// for resolving them (see resolveContainer).
 	failed map[string]failedCreate
+	// reason is why the campaign is removed (campaign.RemovalReasons).
+	reason string
 }
 
 // Cleanup removes, by exact id, everything the campaign's journal records
 // and has not removed (resolving first every intent whose create outcome
-// was never recorded, and finding by its instance label anything of the
-// campaign's generations the journal missed), re-inspects each id, lists
-// what still carries the campaign's labels, and writes the report
-// (cleanup.json, atomically) in the campaign's state directory. The error
-// wraps ErrNotVerified when the report is not verified.
-func (a *Adapter) Cleanup(ctx context.Context, campaignID string) (*cleanup.Report, error) {
-	return a.withJournal(ctx, campaignID, func(j *campaign.Journal) (*cleanup.Report, error) {
-		rep := a.cleanupJournal(ctx, j, j.Path(), campaignID, cleanupOptions{})
-		err := a.finishReport(j, &rep)
-		return &rep, errors.Join(err, a.markAttestation(filepath.Dir(j.Path()), rep.Status))
-	})
-}
-
-// markAttestation sets the cleanup status of the campaign's attestation
-// report, when there is one, to the cleanup's verdict.
-func (a *Adapter) markAttestation(dir string, status cleanup.Status) error {
-	path := filepath.Join(dir, attest.FileName)
-	raw, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+// was never recorded, by exact name and the create's secret label),
+// re-inspects each id, lists what still carries the campaign's labels
+// (never taken for the campaign's: a look-alike is reported, not removed), writes the report as a new
+// file of the campaign and journals its verdict, holding the campaign's
+// lock. reason says why (campaign.RemovalReasons; the journal records
+// it). It returns the report and its path; the error wraps
+// ErrNotVerified when the report is not verified.
+func (a *Adapter) Cleanup(ctx context.Context, c *store.Campaign, reason string) (*cleanup.Report, string, error) {
+	lock, err := a.lockCampaign(ctx, c)
 	if err != nil {
-		return fmt.Errorf("attestation: %w", err)
+		return nil, "", err
 	}
-	out, err := attest.SetCleanupStatus(raw, string(status))
+	defer lock.Unlock()
+	j, err := a.openJournal(c)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	return writeFileAtomic(path, out)
+	defer j.Close()
+	rep := a.cleanupJournal(ctx, c, j, cleanupOptions{reason: reason})
+	path, err := a.finishReport(ctx, c, j, &rep)
+	return &rep, path, err
 }
 
 // Verify is Cleanup without removal: every id the journal ever recorded
 // must be absent and nothing may carry the campaign's labels. It writes
 // nothing, not even the cut of a torn journal tail (it reads past it).
-func (a *Adapter) Verify(ctx context.Context, campaignID string) (*cleanup.Report, error) {
-	dir, unlock, err := a.lockExisting(ctx, campaignID)
+func (a *Adapter) Verify(ctx context.Context, c *store.Campaign) (*cleanup.Report, error) {
+	lock, err := a.lockCampaign(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	path := filepath.Join(dir, campaign.JournalFile)
-	if _, err := a.loadJournal(path); err != nil {
+	defer lock.Unlock()
+	if _, err := a.readState(c); err != nil {
 		return nil, err
 	}
-	rep := a.cleanupJournal(ctx, nil, path, campaignID, cleanupOptions{readOnly: true})
+	rep := a.cleanupJournal(ctx, c, nil, cleanupOptions{readOnly: true})
 	if !rep.OK {
 		return &rep, notVerified(&rep)
 	}
 	return &rep, nil
 }
 
-// TearDown is Cleanup that returns only the error.
-func (a *Adapter) TearDown(ctx context.Context, campaignID string) error {
-	_, err := a.Cleanup(ctx, campaignID)
-	return err
-}
-
-// withJournal validates the id, takes the campaign's lock and opens its
-// journal for fn (cutting a torn final line, which it logs).
-func (a *Adapter) withJournal(ctx context.Context, campaignID string, fn func(*campaign.Journal) (*cleanup.Report, error)) (*cleanup.Report, error) {
-	dir, unlock, err := a.lockExisting(ctx, campaignID)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	j, err := a.openJournal(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer j.Close()
-	return fn(j)
-}
-
-// lockExisting validates the id, checks the state root and that the
-// campaign has a journal there, and takes the campaign's lock; the caller
-// calls unlock.
-func (a *Adapter) lockExisting(ctx context.Context, campaignID string) (dir string, unlock func(), err error) {
-	if err := campaign.CheckID("campaign_id", campaignID); err != nil {
-		return "", nil, err
-	}
-	dir, err = a.campaignDir(campaignID, false)
-	if err != nil {
-		return "", nil, err
-	}
-	if _, err := os.Lstat(filepath.Join(dir, campaign.JournalFile)); err != nil {
-		return "", nil, noCampaign(campaignID, dir)
-	}
-	lock, err := a.lockCampaign(ctx, campaign.Key(campaignID), DefaultLockWait)
-	if err != nil {
-		return "", nil, err
-	}
-	return dir, lock.unlock, nil
-}
-
-// openJournal opens the journal in dir for appending, logging a torn
+// openJournal opens the campaign's journal for appending, logging a torn
 // final line it cut (the journal records the cut too).
-func (a *Adapter) openJournal(dir string) (*campaign.Journal, error) {
-	j, err := campaign.OpenJournal(dir)
+func (a *Adapter) openJournal(c *store.Campaign) (*campaign.Journal, error) {
+	j, err := c.OpenJournal()
 	if err != nil {
 		return nil, err
 	}
@@ -176,29 +116,64 @@ func (a *Adapter) openJournal(dir string) (*campaign.Journal, error) {
 	return j, nil
 }
 
-// loadJournal reads the journal at path, logging a torn final line it
+// readState reads the campaign's state, logging a torn final line it
 // ignored.
-func (a *Adapter) loadJournal(path string) ([]campaign.Record, error) {
-	c, err := campaign.LoadJournal(path)
-	if c.Torn != nil && err == nil {
-		a.log().Warn("journal: ignoring "+c.Torn.String()+"; the next agentpen down or up of the campaign cuts it", "journal", path)
+func (a *Adapter) readState(c *store.Campaign) (store.State, error) {
+	st, err := c.Read()
+	if st.Torn != nil && err == nil {
+		a.log().Warn("journal: ignoring "+st.Torn.String()+"; the next agentpen down or up of the campaign cuts it", "journal", c.JournalPath())
 	}
-	return c.Records, err
+	return st, err
 }
 
-// finishReport writes the report, journals its verdict and returns
-// ErrNotVerified (wrapped) unless it is verified.
-func (a *Adapter) finishReport(j *campaign.Journal, rep *cleanup.Report) error {
-	dir := filepath.Dir(j.Path())
-	werr := writeJSONAtomic(filepath.Join(dir, CleanupReportFile), rep)
-	jerr := j.Append(campaign.Record{Op: campaign.OpNote, Note: "cleanup " + string(rep.Status)})
-	if err := errors.Join(werr, jerr); err != nil {
-		return err
+// finishReport writes the report as a new file of the campaign, signed
+// beside it (naming the attestation of its generation it follows),
+// journals its verdict and returns its path, and ErrNotVerified (wrapped)
+// unless it is verified.
+func (a *Adapter) finishReport(ctx context.Context, c *store.Campaign, j *campaign.Journal, rep *cleanup.Report) (string, error) {
+	b, err := rep.Marshal()
+	if err != nil {
+		return "", fmt.Errorf("cleanup report: %w", err)
+	}
+	key, err := a.signingKey(c)
+	if err != nil {
+		return "", err
+	}
+	recs, _, err := c.Records()
+	if err != nil {
+		return "", err
+	}
+	var extra []custody.Subject
+	if s, ok := custody.FollowedSubject(recs, rep.Generation); ok {
+		extra = append(extra, s)
+	}
+	f, env, err := custody.WriteReport(ctx, c, key, custody.Cleanup, rep.Generation, b, extra...)
+	if err != nil {
+		return "", err
+	}
+	path := c.ReportPath(f.Name)
+	if err := j.Append(campaign.Record{Op: campaign.OpCleanup, Status: string(rep.Status), Report: f.Name, Digest: f.Digest, Envelope: env}); err != nil {
+		return path, err
 	}
 	if !rep.OK {
-		return notVerified(rep)
+		return path, notVerified(rep)
 	}
-	return nil
+	return path, nil
+}
+
+// signingKey is the key the campaign's reports are signed with: the
+// adapter's, else its state root's.
+func (a *Adapter) signingKey(c *store.Campaign) (ed25519.PrivateKey, error) {
+	if a.SigningKey != nil {
+		return a.SigningKey, nil
+	}
+	return c.SigningKey()
+}
+
+// producer is the agentpen build running, for the reports.
+func producer() campaign.Producer {
+	v := cli.ReadVersion()
+	return campaign.Producer{Name: "agentpen", Version: v.Version, Commit: v.Commit, Modified: v.Modified}
 }
 
 // notVerified is the error of a report that is not verified: its failed
@@ -212,22 +187,20 @@ func notVerified(rep *cleanup.Report) error {
 	return fmt.Errorf("campaign %q: %w: %d failed checks: %s%s", rep.CampaignID, ErrNotVerified, len(rep.FailedChecks), strings.Join(checks, ", "), more)
 }
 
-// noteRemovalStarted is journalled before a cleanup's first removal.
-const noteRemovalStarted = "removal started"
-
-// cleanupJournal is one cleanup (or verification) of the campaign whose
-// journal j is; see Cleanup.
-// j is nil for a read-only verification, which reads the journal at path.
-func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, path, campaignID string, opt cleanupOptions) cleanup.Report {
+// cleanupJournal is one cleanup (or verification) of the campaign c, whose
+// journal j is open for appending (nil for a read-only verification); see
+// Cleanup.
+func (a *Adapter) cleanupJournal(ctx context.Context, c *store.Campaign, j *campaign.Journal, opt cleanupOptions) cleanup.Report {
+	campaignID := c.ID
 	timeout := a.CleanupTimeout
 	if timeout <= 0 {
 		timeout = DefaultCleanupTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	in := cleanup.Input{CampaignID: campaignID, ReadOnly: opt.readOnly, Started: time.Now(), Phases: map[string]time.Duration{}}
+	in := cleanup.Input{CampaignID: campaignID, ReadOnly: opt.readOnly, Started: time.Now(), Phases: map[string]time.Duration{}, Producer: producer()}
 	phase := func(name string, start time.Time) { in.Phases[name] = time.Since(start) }
-	recs, err := campaign.ReadJournal(path)
+	recs, _, err := c.Records()
 	if err != nil {
 		in.ListError = "read journal: " + err.Error()
 		in.Finished = time.Now()
@@ -255,9 +228,8 @@ func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, path,
 	} else {
 		start := time.Now()
 		in.Unresolved = a.resolveIntents(ctx, j, gens, inScope, opt.failed)
-		a.findByInstance(ctx, j, campaignID, gens, inScope)
 		phase("resolve", start)
-		if recs, err = campaign.ReadJournal(path); err != nil {
+		if recs, _, err = c.Records(); err != nil {
 			in.ListError = "read journal: " + err.Error()
 		}
 		gens = campaign.Generations(recs)
@@ -282,7 +254,7 @@ func (a *Adapter) cleanupJournal(ctx context.Context, j *campaign.Journal, path,
 			// one leaves a campaign that reads as being removed, not up.
 			// Each removal is journalled on its own, so a failure here only
 			// loses that early sign; it is logged.
-			if err := j.Append(campaign.Record{Op: campaign.OpNote, Note: noteRemovalStarted}); err != nil {
+			if err := j.Append(campaign.Record{Op: campaign.OpRemovalStarted, Reason: opt.reason}); err != nil {
 				a.log().Warn("journal the start of a removal", "campaign", campaignID, "err", err)
 			}
 		}
@@ -350,7 +322,7 @@ func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []cam
 			})
 		}
 		g.Wait()
-		removeEmptyRunRoots(dirs)
+		a.removeEmptyRunRoots(dirs)
 	}
 	slices.SortStableFunc(out, func(x, y cleanup.Outcome) int {
 		return kindOrder(x.Resource.Kind) - kindOrder(y.Resource.Kind)
@@ -496,11 +468,23 @@ func (a *Adapter) observe(ctx context.Context, r campaign.Resource) cleanup.Obse
 		}
 	case campaign.KindDir:
 		obs.RunRoot = a.runBase()
-		if _, err = os.Lstat(r.ID); err == nil {
+		if _, rerr := a.runRel(r.ID); rerr != nil {
+			// Not a run directory at all (a journal names it): looked at
+			// as it is, never removed (Decide refuses it by its shape).
+			if _, err = os.Lstat(r.ID); err == nil {
+				obs.State = cleanup.Present
+			} else if errors.Is(err, os.ErrNotExist) {
+				obs.State, err = cleanup.Absent, nil
+			}
+			break
+		}
+		switch err = a.lstatRun(r.ID); {
+		case err == nil:
 			obs.State = cleanup.Present
-		} else if errors.Is(err, os.ErrNotExist) {
-			obs.State = cleanup.Absent
-			err = nil
+		case errors.Is(err, os.ErrNotExist):
+			obs.State, err = cleanup.Absent, nil
+		case errors.Is(err, beneath.ErrLink):
+			obs.State, obs.Diverted, err = cleanup.Present, "a symbolic link on its path (never followed): "+err.Error(), nil
 		}
 	default:
 		err = fmt.Errorf("unknown kind %q", r.Kind)
@@ -523,7 +507,43 @@ func (a *Adapter) act(ctx context.Context, r campaign.Resource) error {
 	case campaign.KindNetwork:
 		return a.api().NetworkRemove(ctx, r.ID)
 	case campaign.KindDir:
-		return os.RemoveAll(r.ID)
+		return a.removeRun(r.ID)
 	}
 	return fmt.Errorf("unknown kind %q", r.Kind)
+}
+
+// lstatRun looks at a run directory relative to the runtime directory,
+// following no link (a link there reads as a link, never its target).
+func (a *Adapter) lstatRun(path string) error {
+	rel, err := a.runRel(path)
+	if err != nil {
+		return err
+	}
+	rt, err := a.runtimeDir()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	fi, err := rt.Lstat(rel)
+	if err == nil && !fi.IsDir() {
+		return &os.PathError{Op: "lstat", Path: path, Err: fmt.Errorf("%w: a %v, not a directory", beneath.ErrLink, fi.Mode().Type())}
+	}
+	return err
+}
+
+// removeRun removes a run directory and everything in it relative to the
+// runtime directory, following no link: the daemon's user may have
+// planted one anywhere in it (os.RemoveAll of the path would follow a
+// link planted as one of its parents).
+func (a *Adapter) removeRun(path string) error {
+	rel, err := a.runRel(path)
+	if err != nil {
+		return err
+	}
+	rt, err := a.runtimeDir()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	return rt.RemoveAll(rel)
 }

@@ -19,7 +19,8 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/store"
 )
 
 // keyEnv is an environment with the API key the workbench needs.
@@ -32,7 +33,7 @@ func keyEnv(k string) string {
 
 // mustVerify runs a cleanup, fails unless it is verified, and checks
 // nothing carrying the campaign's label is left.
-func mustVerify(t *testing.T, a *adapter.Adapter, cli *client.Client, id string) *cleanup.Report {
+func mustVerify(t *testing.T, a *adapter.Harness, cli *client.Client, id string) *cleanup.Report {
 	t.Helper()
 	rep, err := a.Cleanup(t.Context(), id)
 	if err != nil || rep.Status != cleanup.Verified {
@@ -52,7 +53,7 @@ func TestReuseAfterDown(t *testing.T) {
 	img := imageID(t, cli, workbenchImage)
 	id := uniqueCampaign(t)
 	t.Cleanup(func() { forceRemove(cli, id) })
-	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
+	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv}, "")
 	spec := workbenchSpec(id, img, e2eTasks[:2])
 	var instances []string
 	for gen := 1; gen <= 2; gen++ {
@@ -97,8 +98,8 @@ func TestTwinRefused(t *testing.T) {
 	img := imageID(t, cli, workbenchImage)
 	id := uniqueCampaign(t)
 	t.Cleanup(func() { forceRemove(cli, id) })
-	first := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
-	twin := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
+	first := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv}, "")
+	twin := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv}, "")
 	spec := workbenchSpec(id, img, e2eTasks[:1])
 	spec.Server.AgentReachable = true // a network the twin's network create would collide with
 	c, err := first.BringUp(t.Context(), spec)
@@ -117,7 +118,7 @@ func TestTwinRefused(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(twin.CampaignDir(id), campaign.JournalFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the refused twin made a journal (%v): nothing of the first campaign may enter it", err)
 	}
-	if _, err := twin.Cleanup(t.Context(), id); !errors.Is(err, adapter.ErrNoCampaign) {
+	if _, err := twin.Cleanup(t.Context(), id); !errors.Is(err, store.ErrNoCampaign) {
 		t.Fatalf("the twin's down: %v, want ErrNoCampaign", err)
 	}
 	// The first campaign is whole: its network exists and its containers
@@ -143,7 +144,7 @@ func TestForgedLabelsLeftAlone(t *testing.T) {
 	base := imageID(t, cli, pythonBase)
 	id, other := uniqueCampaign(t), uniqueCampaign(t)
 	t.Cleanup(func() { forceRemove(cli, id); forceRemove(cli, other) })
-	a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
+	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv}, "")
 	c, err := a.BringUp(t.Context(), workbenchSpec(id, img, e2eTasks[:1]))
 	if err != nil {
 		t.Fatal(err)
@@ -153,13 +154,25 @@ func TestForgedLabelsLeftAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	forged := map[string]string{}
-	for nonce, name := range map[string]string{"": "forged-none", "ffffffffffffffffffffffffffffffff": "forged-other"} {
+	// The third copies every label of the campaign's own server, its
+	// instance nonce and create secret among them, as another daemon
+	// client can read them off the live container: down used to adopt
+	// it by its instance label, remove it and report it as the
+	// campaign's.
+	srv, err := cli.ContainerInspect(t.Context(), c.ServerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for nonce, name := range map[string]string{"": "forged-none", "ffffffffffffffffffffffffffffffff": "forged-other", "copied": "forged-copy"} {
 		labels := map[string]string{}
-		for k, v := range c.Plan.Server.Labels {
+		for k, v := range srv.Config.Labels {
 			labels[k] = v
 		}
-		delete(labels, campaign.LabelInstance)
-		if nonce != "" {
+		if nonce != "copied" {
+			delete(labels, campaign.LabelInstance)
+			delete(labels, campaign.LabelCreate)
+		}
+		if nonce != "" && nonce != "copied" {
 			labels[campaign.LabelInstance] = nonce
 		}
 		resp, err := cli.ContainerCreate(t.Context(), &container.Config{Image: base, Cmd: []string{"sleep", "600"}, Labels: labels}, nil, nil, nil, name+"-"+id)
@@ -245,11 +258,11 @@ func TestCleanupAfterKill(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	journal := filepath.Join((&adapter.Adapter{StateRoot: state}).CampaignDir(id), campaign.JournalFile)
+	journal := filepath.Join(state, "campaigns", campaign.Key(id), campaign.JournalFile)
 	waitJournal(t, journal, func(recs []campaign.Record) bool { return countCreated(recs) >= 3 })
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	a := &adapter.Adapter{Docker: d, StateRoot: state}
+	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d}, state)
 	rep := mustVerify(t, a, cli, id)
 	if len(rep.Removed) < 4 {
 		t.Fatalf("cleanup after the kill removed %d resources: %+v", len(rep.Removed), rep)
@@ -298,7 +311,7 @@ func TestInterruptedBringUps(t *testing.T) {
 				<-done
 				t.Fatalf("agentpen did not exit after %v", sig)
 			}
-			a := &adapter.Adapter{Docker: d, StateRoot: state}
+			a := adapter.NewHarness(t, &adapter.Adapter{Docker: d}, state)
 			if _, err := os.Stat(filepath.Join(a.CampaignDir(id), campaign.JournalFile)); errors.Is(err, os.ErrNotExist) {
 				if cs, ns := owned(t, cli, id); len(cs)+len(ns) != 0 {
 					t.Fatalf("interrupted before the journal, yet %v %v exist", cs, ns)
@@ -336,7 +349,7 @@ func countCreated(recs []campaign.Record) int {
 func waitJournal(t *testing.T, path string, ok func([]campaign.Record) bool) {
 	t.Helper()
 	testenv.WaitFor(t, "progress in the journal "+path, func() bool {
-		recs, _ := campaign.ReadJournal(path)
+		recs, _ := adapter.ReadJournal(path)
 		return ok(recs)
 	})
 }

@@ -15,13 +15,15 @@ import (
 )
 
 // WorkspaceCaps are the only capabilities a workspace container keeps; all
-// others are dropped. The workbench's uid sandbox needs exactly these
+// others are dropped. The workbench's sandbox needs exactly these
 // (measured in docs: each one's absence breaks a check):
-//   - CAP_SETUID, CAP_SETGID: the launcher drops to the episode's uid with
-//     setgroups([]), setgid and setuid; without them nothing runs as the uid.
-//   - CAP_CHOWN: the server gives each episode's workspace to its uid.
-//   - CAP_KILL: the server kills every process of an episode's uid (the
-//     /proc scan), which it does not own.
+//   - CAP_SETUID, CAP_SETGID: the maps of each episode's user namespace,
+//     and the launcher's drop to the episode's uid with setgroups([]),
+//     setgid and setuid; without them nothing runs as the uid.
+//   - CAP_CHOWN: the uid-only sandbox gives each episode's workspace to
+//     its uid.
+//   - CAP_KILL: the uid-only sandbox kills a run's session, whose
+//     processes it does not own.
 var WorkspaceCaps = []string{"CAP_CHOWN", "CAP_KILL", "CAP_SETGID", "CAP_SETUID"}
 
 // Resource requests of a workspace. Rootless Docker on cgroup v1 records and
@@ -190,7 +192,9 @@ func workspaceSpec(p *campaign.Plan, a campaign.AgentPlan, runDir, graderDir, ap
 		NetworkMode:    mode,
 		CapDrop:        []string{"ALL"},
 		CapAdd:         slices.Clone(WorkspaceCaps),
-		SecurityOpt:    []string{"no-new-privileges"},
+		SecurityOpt:    workspaceSecurityOpt(),
+		MaskedPaths:    slices.Clone(workspaceMaskedPaths),
+		ReadonlyPaths:  slices.Clone(workspaceReadonlyPaths),
 		ReadonlyRootfs: true,
 		Tmpfs:          clone(workspaceTmpfs),
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},

@@ -1,10 +1,13 @@
 package adapter
 
 import (
-	"github.com/agentpen/agentpen/campaign"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/moby/profiles/seccomp"
 )
 
 func TestServerSpec(t *testing.T) {
@@ -119,8 +122,76 @@ func TestWorkspaceSpec(t *testing.T) {
 	if !strings.Contains(strings.Join(cs.Config.Env, "\n"), "AGENTPEN_API_KEY=k3y") {
 		t.Fatal("workspace env lacks the grader key its episode server needs")
 	}
-	want := "serve --listen unix:///run/workbench/wb.sock --grader " + p.Server.URL + " --grader-key-env AGENTPEN_API_KEY"
+	want := "serve --listen unix:///run/workbench/wb.sock --task-file /run/workbench/task --grader " + p.Server.URL + " --grader-key-env AGENTPEN_API_KEY"
 	if got := strings.Join(cs.Config.Cmd, " "); got != want {
 		t.Fatalf("workspace command %q, want %q", got, want)
 	}
+}
+
+// TestWorkspaceSeccomp: the workspace's profile is Docker's default plus
+// the namespace calls, unconditionally: every other rule of the default
+// is there unchanged, clone and unshare need no CAP_SYS_ADMIN, no socket
+// rule lets AF_VSOCK through, and the masked paths are asked for.
+func TestWorkspaceSeccomp(t *testing.T) {
+	hc := workspaceSpec(&campaign.Plan{}, campaign.AgentPlan{Name: "w"}, "/run", "/g", "").HostConfig
+	var inline string
+	for _, o := range hc.SecurityOpt {
+		if p, ok := strings.CutPrefix(o, "seccomp="); ok {
+			inline = p
+		}
+	}
+	var prof struct {
+		DefaultAction string `json:"defaultAction"`
+		Syscalls      []struct {
+			Names    []string          `json:"names"`
+			Action   string            `json:"action"`
+			Args     []json.RawMessage `json:"args"`
+			Includes json.RawMessage   `json:"includes"`
+			Excludes json.RawMessage   `json:"excludes"`
+		} `json:"syscalls"`
+	}
+	if err := json.Unmarshal([]byte(inline), &prof); err != nil {
+		t.Fatalf("the inline profile: %v", err)
+	}
+	def, _ := json.Marshal(seccomp.DefaultProfile())
+	if !strings.HasPrefix(inline, string(def[:len(def)-2])) || prof.DefaultAction != "SCMP_ACT_ERRNO" {
+		t.Fatal("the profile is not Docker's default with rules appended")
+	}
+	unconditional := map[string]bool{}
+	for _, s := range prof.Syscalls {
+		if s.Action == "SCMP_ACT_ALLOW" && len(s.Args) == 0 && s.Includes == nil && s.Excludes == nil {
+			for _, n := range s.Names {
+				unconditional[n] = true
+			}
+		}
+		if slices.Contains(s.Names, "socket") && s.Action == "SCMP_ACT_ALLOW" {
+			var a []struct{ Value uint64 }
+			json.Unmarshal(mustJSON(t, s.Args), &a)
+			if len(a) == 0 || a[0].Value == 40 {
+				t.Errorf("a socket rule lets AF_VSOCK through: %v", s.Args)
+			}
+		}
+	}
+	for _, n := range []string{"clone", "unshare", "setns", "mount", "mount_setattr", "read"} {
+		if !unconditional[n] {
+			t.Errorf("%s is not allowed unconditionally", n)
+		}
+	}
+	for _, n := range []string{"ptrace", "bpf", "kexec_load", "open_by_handle_at"} {
+		if unconditional[n] {
+			t.Errorf("%s is allowed", n)
+		}
+	}
+	if !slices.Contains(hc.MaskedPaths, "/proc/kcore") || !slices.Contains(hc.ReadonlyPaths, "/proc/sys") {
+		t.Errorf("masked %v, read-only %v", hc.MaskedPaths, hc.ReadonlyPaths)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

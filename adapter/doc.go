@@ -9,17 +9,23 @@
 // (campaign.Daemon) is what the attestation later proves against.
 //
 // It does not decide what a campaign is (package campaign plans it from the
-// launcher's spec, purely) or whether a resource may be removed (package
-// cleanup decides, purely); it does the I/O those packages describe. Files
-// are split by job: the client (docker.go, host.go), bring-up
-// (bringup.go), the Docker create settings (createopts.go), the workspaces'
-// run directories (rundir.go), readiness (ready.go), exec (exec.go),
-// observation (observe.go) and teardown (teardown.go).
+// launcher's spec and folds its journal into a lifecycle, purely), whether
+// a resource may be removed (package cleanup decides, purely), or where a
+// campaign's files are (package store owns the state root, and every
+// method here takes a store campaign); it does the Docker I/O those
+// packages describe. Files are split by job: the client (adapter.go,
+// docker.go, host.go), bring-up (bringup.go, alloc.go, progress.go) and its
+// fail-closed policy (up.go), the Docker create settings (createopts.go),
+// the workspaces' run directories (rundir.go), readiness (ready.go), exec
+// (exec.go), observation (observe.go, list.go), attestation (attest.go),
+// removal (cleanup.go, resolve.go, orphans.go) and rebuilding a campaign
+// from its state directory (load.go).
 //
 // # Bring-up
 //
-// Adapter.BringUp plans the campaign (campaign.NewPlan), then, for each
-// resource, appends an intent to the campaign's fsync'd journal, creates it
+// Adapter.BringUp takes a validated plan (campaign.Validate), then, for
+// each resource, appends an intent (with a secret of that create, a label
+// recorded nowhere else) to the campaign's fsync'd journal, creates it
 // through the SDK, and journals the id the daemon returned. The agent
 // networks come first; then the server and the workspaces are created and
 // started concurrently (Parallelism at once, the server first), and each
@@ -31,11 +37,13 @@
 // create that failed is never adopted when the daemon said the name was
 // taken (a conflict: a twin campaign's resource carries the same labels);
 // after any other failure the name is looked up and adopted only when its
-// labels prove it is this campaign's.
+// labels, the create's secret among them, prove it is this create's.
+// Adapter.Up is the policy agentpen up and the launcher share: bring up,
+// attest, and remove a campaign that does not attest.
 //
 // # Removal
 //
-// TearDown (and the rollback) removes, by the ids the journal recorded and
+// Cleanup (and the rollback) removes, by the ids the journal recorded and
 // never by a name pattern or a label filter, in three steps per resource:
 // observe (inspect by id, or stat a run directory), decide
 // (cleanup.Decide: remove, already gone, not ours, or refuse, with a
@@ -51,9 +59,9 @@
 //
 // The SDK is used through dockerAPI, a small interface holding only the
 // calls the adapter makes; unit tests fake the daemon at the HTTP transport
-// (internal/dockerfake) with the real SDK types, and integration tests run
-// against the real rootless daemon that scripts/rootless-docker.sh starts.
-// The adapter never pulls an image: every image it uses is built locally
-// (make images), and BringUp refuses a campaign whose image is not on the
-// daemon.
+// (internal/testkit/dockerfake) with the real SDK types, and integration
+// tests run against the real rootless daemon that
+// scripts/rootless-docker.sh starts. The adapter never pulls an image:
+// every image it uses is built locally (make images), and BringUp refuses a
+// campaign whose image is not on the daemon.
 package adapter

@@ -6,7 +6,7 @@ import (
 	"github.com/docker/docker/api"
 	"github.com/docker/docker/api/types/versions"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // TestConnectRealDaemon connects to the real rootless daemon started by

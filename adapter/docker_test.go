@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 	"github.com/docker/docker/api/types/system"
 )
 

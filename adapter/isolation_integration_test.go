@@ -11,8 +11,10 @@ import (
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/oracle"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
+	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -20,17 +22,17 @@ import (
 // task) and returns its output's last line decoded as JSON.
 func runCode(t *testing.T, ctx context.Context, socket, task, code string) map[string]any {
 	t.Helper()
-	s, err := dialSession(t, ctx, socket)
+	s, err := client.Dial(ctx, socket)
 	if err != nil {
 		t.Error(err)
 		return nil
 	}
-	defer s.close()
-	if _, err := s.reset(task); err != nil {
+	defer s.Close()
+	if _, err := s.Reset(ctx, client.ResetOptions{TaskID: task}); err != nil {
 		t.Error(err)
 		return nil
 	}
-	res, err := s.step("run_python", map[string]any{"code": code})
+	res, err := workbenchtest.Stepper(ctx, s)("run_python", map[string]any{"code": code})
 	if err != nil || res.Error != "" {
 		t.Errorf("run_python: %v %q", err, res.Error)
 		return nil
@@ -52,6 +54,25 @@ func listenAndDial(t *testing.T, ctx context.Context, c *adapter.Campaign, peer 
 	wg.Go(func() {
 		sent = runCode(t, ctx, c.Workspaces[0].Socket, e2eTasks[0], fmt.Sprintf("PEER = %q\n", peer)+dialerCode)
 	})
+	wg.Wait()
+	return heard, sent
+}
+
+// listenAndDialAsRoot is listenAndDial with the code run as each
+// container's root (docker exec), outside the episodes' namespaces.
+func listenAndDialAsRoot(t *testing.T, ctx context.Context, a *adapter.Adapter, c *adapter.Campaign, peer string) (heard, sent map[string]any) {
+	t.Helper()
+	run := func(i int, code string) map[string]any {
+		exit, out, err := a.Exec(ctx, c.Workspaces[i].ContainerID, []string{"/usr/bin/python3", "-c", code})
+		var got map[string]any
+		if err != nil || exit != 0 || json.Unmarshal([]byte(oracle.LastLine(out)), &got) != nil {
+			t.Errorf("exec in workspace %d: exit %d, %v: %q", i, exit, err, out)
+		}
+		return got
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { heard = run(1, listenerCode) })
+	wg.Go(func() { sent = run(0, fmt.Sprintf("PEER = %q\n", peer)+dialerCode) })
 	wg.Wait()
 	return heard, sent
 }
@@ -104,7 +125,7 @@ func TestAgentsCannotReachEachOther(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			id := uniqueCampaign(t)
 			t.Cleanup(func() { forceRemove(cli, id) })
-			a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
+			a := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv}, "")
 			spec := workbenchSpec(id, img, e2eTasks[:2])
 			spec.Server.AgentReachable = perAgent
 			c, err := a.BringUp(t.Context(), spec)
@@ -144,12 +165,14 @@ func TestAgentsCannotReachEachOther(t *testing.T) {
 			}
 			if perAgent {
 				// The control: with workspace 0 attached to workspace 1's
-				// network by hand, the same code does get through, so the
-				// test can see a path when there is one.
+				// network by hand, the same code run as the containers' root
+				// (episode code has only its own loopback: it reaches no
+				// network at all) does get through, so the test can see a
+				// path between the containers when there is one.
 				if err := cli.NetworkConnect(t.Context(), c.NetworkIDs[1], c.Workspaces[0].ContainerID, nil); err != nil {
 					t.Fatal(err)
 				}
-				heard, sent := listenAndDial(t, ctx, c, peer)
+				heard, sent := listenAndDialAsRoot(t, ctx, a.Adapter, c, peer)
 				t.Logf("control, one shared network: listener heard %v; dialer %v", heard, sent)
 				if heard == nil || heard["tcp"] == float64(0) || heard["udp"] == float64(0) {
 					t.Fatalf("the listener heard nothing over a network the two workspaces share: the test cannot see a path (%v, %v)", heard, sent)
@@ -169,6 +192,67 @@ func TestAgentsCannotReachEachOther(t *testing.T) {
 	}
 }
 
+// vsockCode is a vsock covert channel's two ends (testdata/agents/
+// vsock_channel.py, as JSON): ROLE "send" holds a port per set bit of a
+// message, "receive" finds which ports are taken by binding them itself.
+const vsockCode = `import errno, json, socket, time
+AF_VSOCK, CID_ANY, BASE = 40, 0xFFFFFFFF, 0x7B000000
+bits = [int(b) for b in format(ord("A"), "08b")]
+try:
+    socket.socket(AF_VSOCK, socket.SOCK_STREAM).close()
+except OSError as e:
+    print(json.dumps({"vsock": "denied " + errno.errorcode[e.errno]}))
+    raise SystemExit(0)
+if ROLE == "send":
+    held = [socket.socket(AF_VSOCK, socket.SOCK_STREAM) for b in [1] + bits if b]
+    for s, port in zip(held, [BASE + i for i, b in enumerate([1] + bits) if b]):
+        s.bind((CID_ANY, port))
+    time.sleep(5)
+    print(json.dumps({"vsock": "sent"}))
+else:
+    def taken(port):
+        s = socket.socket(AF_VSOCK, socket.SOCK_STREAM)
+        try:
+            s.bind((CID_ANY, port)); return 0
+        except OSError as e:
+            return int(e.errno == errno.EADDRINUSE)
+        finally:
+            s.close()
+    end = time.time() + 5
+    while not taken(BASE) and time.time() < end:
+        time.sleep(0.05)
+    print(json.dumps({"vsock": "received", "bits": [taken(BASE + 1 + i) for i in range(8)]}))
+`
+
+// TestVsockChannelBetweenWorkspaces: episode code in two workspaces
+// (campaign without networks) tries a vsock channel, whose ports are one
+// table for the whole machine: both ends are refused the socket, so
+// nothing is read.
+func TestVsockChannelBetweenWorkspaces(t *testing.T) {
+	d, cli := realDocker(t)
+	img := imageID(t, cli, workbenchImage)
+	id := uniqueCampaign(t)
+	t.Cleanup(func() { forceRemove(cli, id) })
+	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv}, "")
+	c, err := a.BringUp(t.Context(), workbenchSpec(id, img, e2eTasks[:2]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	var sent, got map[string]any
+	var wg sync.WaitGroup
+	wg.Go(func() { sent = runCode(t, ctx, c.Workspaces[0].Socket, e2eTasks[0], "ROLE = \"send\"\n"+vsockCode) })
+	wg.Go(func() { got = runCode(t, ctx, c.Workspaces[1].Socket, e2eTasks[1], "ROLE = \"receive\"\n"+vsockCode) })
+	wg.Wait()
+	t.Logf("sender %v, receiver %v", sent, got)
+	for name, r := range map[string]map[string]any{"sender": sent, "receiver": got} {
+		if r["vsock"] != "denied EAFNOSUPPORT" {
+			t.Errorf("the %s was not refused its vsock socket: %v", name, r)
+		}
+	}
+	mustVerify(t, a, cli, id)
+}
+
 // TestManyWorkspaces: 64 workspaces (a network each: beyond the daemon's
 // default pool of 30 networks) come up, attest and go down cleanly; then
 // two campaigns of 32 side by side, which get disjoint uid blocks.
@@ -186,7 +270,7 @@ func TestManyWorkspaces(t *testing.T) {
 	t.Run("64_networks", func(t *testing.T) {
 		id := uniqueCampaign(t)
 		t.Cleanup(func() { forceRemove(cli, id) })
-		a := &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv, ReadyTimeout: 5 * time.Minute}
+		a := adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv, ReadyTimeout: 5 * time.Minute}, "")
 		s := spec(id, 64)
 		s.Server.AgentReachable = true
 		start := time.Now()
@@ -212,9 +296,9 @@ func TestManyWorkspaces(t *testing.T) {
 		var wg sync.WaitGroup
 		cs := make([]*adapter.Campaign, 2)
 		errs := make([]error, 2)
-		as := make([]*adapter.Adapter, 2)
+		as := make([]*adapter.Harness, 2)
 		for i := range ids {
-			as[i] = &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv, ReadyTimeout: 5 * time.Minute}
+			as[i] = adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv, ReadyTimeout: 5 * time.Minute}, "")
 			wg.Go(func() { cs[i], errs[i] = as[i].BringUp(t.Context(), spec(ids[i], 32)) })
 		}
 		wg.Wait()
@@ -295,10 +379,10 @@ func TestProcessFloodStaysInItsWorkspace(t *testing.T) {
 	const task = "software/median@2"
 	ids := []string{uniqueCampaign(t), uniqueCampaign(t)}
 	t.Cleanup(func() { forceRemove(cli, ids[0]); forceRemove(cli, ids[1]) })
-	as := make([]*adapter.Adapter, 2)
+	as := make([]*adapter.Harness, 2)
 	cs := make([]*adapter.Campaign, 2)
 	for i, n := range []int{2, 1} {
-		as[i] = &adapter.Adapter{Docker: d, StateRoot: t.TempDir(), Getenv: keyEnv}
+		as[i] = adapter.NewHarness(t, &adapter.Adapter{Docker: d, Getenv: keyEnv}, "")
 		tasks := make([]string, n)
 		for j := range tasks {
 			tasks[j] = task
@@ -341,25 +425,26 @@ func TestProcessFloodStaysInItsWorkspace(t *testing.T) {
 			r := &results[i]
 			r.where, r.block = v.where, v.ws.UIDBase
 			defer func() { r.finish = time.Now() }()
-			s, err := dialSession(t, ctx, v.ws.Socket)
+			s, err := client.Dial(ctx, v.ws.Socket)
 			if err != nil {
 				r.err = err
 				return
 			}
-			defer s.close()
-			instruction, err := s.reset(task)
+			defer s.Close()
+			first, err := s.Reset(ctx, client.ResetOptions{TaskID: task})
 			if err != nil {
 				r.err = err
 				return
 			}
-			out, err := s.step("run_python", map[string]any{"code": "import os\nprint(os.getuid())"})
+			step := workbenchtest.Stepper(ctx, s)
+			out, err := step("run_python", map[string]any{"code": "import os\nprint(os.getuid())"})
 			if err != nil {
 				r.err = err
 				return
 			}
 			fmt.Sscan(out.Output, &r.uid)
 			tk, _ := tasks.Build(task)
-			r.final, r.err = oracle.Play(tk.Kind, instruction, threadedMedian, tk.Files[0].Path, s.step)
+			r.final, r.err = oracle.Play(tk.Kind, first.Observation.Task, threadedMedian, tk.Files[0].Path, step)
 		})
 	}
 	wg.Wait()

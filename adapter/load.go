@@ -1,102 +1,130 @@
 package adapter
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/store"
 )
 
-// ErrNotUp is returned (wrapped) by Load for a campaign whose latest
-// generation is not up: its bring-up never reached readiness, or it was
-// removed.
-var ErrNotUp = errors.New("campaign is not up")
-
-// Load rebuilds a campaign that is up from its state directory alone (the
-// spec, and the ids the journal recorded for its latest generation), so a
-// process that did not bring it up (agentpen serve after a restart, or
-// serving a campaign agentpen up made) can reach its workspaces. It talks
-// to no daemon: whether the containers still run is the attestation's and
-// the readiness checks' to say. It fills Plan (bound to the generation,
-// with each workspace's uid block from its journalled labels), Dir,
-// ServerID, NetworkIDs (in agent order), GraderDir and Workspaces.
-func (a *Adapter) Load(campaignID string) (*Campaign, error) {
-	if err := campaign.CheckID("campaign_id", campaignID); err != nil {
-		return nil, err
-	}
-	dir, err := a.campaignDir(campaignID, false)
+// Load rebuilds a campaign that is up (campaign.Status.Up) from its state
+// directory alone (the spec, and the ids the journal recorded for its
+// latest generation), so a process that did not bring it up (agentpen
+// serve after a restart, or serving a campaign agentpen up made) can reach
+// its workspaces. It talks to no daemon: whether the containers still run
+// is the attestation's and the readiness checks' to say. It fills Plan
+// (bound to the generation, with each workspace's uid block from its
+// journalled labels), Dir, ServerID, NetworkIDs (in agent order),
+// GraderDir and Workspaces.
+func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
+	st, err := c.Read()
 	if err != nil {
-		return nil, err
-	}
-	if _, err := os.Lstat(filepath.Join(dir, campaign.JournalFile)); err != nil {
-		return nil, fmt.Errorf("campaign %q: %w: no journal in %s", campaignID, ErrNoCampaign, dir)
-	}
-	st := readCampaignState(dir)
-	if st.Err != nil {
-		return nil, fmt.Errorf("campaign %q: %w", campaignID, st.Err)
+		return nil, fmt.Errorf("campaign %q: %w", c.ID, err)
 	}
 	g := st.Latest()
-	if !st.Ready || len(g.Live()) == 0 {
-		return nil, fmt.Errorf("campaign %q generation %d: %w", campaignID, g.N, ErrNotUp)
+	if !st.Status.Up() {
+		return nil, fmt.Errorf("campaign %q generation %d: %w: %s", c.ID, g.N, ErrNotUp, st.Reason(c.ID))
 	}
-	b, err := os.ReadFile(filepath.Join(dir, SpecFile))
+	spec, err := c.Spec(g.N)
 	if err != nil {
-		return nil, fmt.Errorf("campaign %q: %w", campaignID, err)
+		return nil, err
 	}
-	var spec campaign.CampaignSpec
-	if err := json.Unmarshal(b, &spec); err != nil {
-		return nil, fmt.Errorf("campaign %q: %s: %w", campaignID, SpecFile, err)
-	}
-	p, err := campaign.NewPlan(spec)
+	opts, err := c.PlanOptions()
 	if err != nil {
-		return nil, fmt.Errorf("campaign %q: %s: %w", campaignID, SpecFile, err)
+		return nil, err
+	}
+	p, err := campaign.NewPlanWith(spec, opts)
+	if err != nil {
+		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
 	}
 	p.Bind(g.N, g.Instance)
-	c := &Campaign{Plan: p, Dir: dir}
+	out := &Campaign{Plan: p, Dir: c.Path}
 	containers, dirs, networks := map[string]string{}, map[string]string{}, map[string]string{}
 	blocks := map[string]string{}
 	for _, r := range g.Live() {
-		if r.ID == "" {
+		if r.ID == "" || r.Orphan {
 			continue
 		}
 		switch {
 		case r.Kind == campaign.KindNetwork:
 			networks[r.Name] = r.ID
 		case r.Kind == campaign.KindContainer && r.Role == campaign.RoleServer:
-			c.ServerID = r.ID
+			out.ServerID = r.ID
 		case r.Kind == campaign.KindContainer:
 			containers[r.Name] = r.ID
 			blocks[r.Name] = r.Labels[campaign.LabelUIDBlock]
 		case r.Kind == campaign.KindDir && r.Role == campaign.RoleServer:
-			c.GraderDir = r.ID
+			out.GraderDir = r.ID
 		case r.Kind == campaign.KindDir:
 			dirs[filepath.Base(r.ID)] = r.ID
 		}
 	}
-	if p.Topology == campaign.TopologyNone && c.GraderDir == "" {
-		return nil, fmt.Errorf("campaign %q generation %d: %w: the grader's socket directory is not in the journal", campaignID, g.N, ErrNotUp)
+	if p.Topology == campaign.TopologyNone && out.GraderDir == "" {
+		return nil, fmt.Errorf("campaign %q generation %d: %w: the grader's socket directory is not in the journal", c.ID, g.N, ErrNotUp)
 	}
 	for i, ag := range p.Agents {
 		id, dir := containers[ag.Name], dirs[ag.AgentID]
 		if id == "" || dir == "" {
-			return nil, fmt.Errorf("campaign %q generation %d: workspace %s: %w: its container or run directory is not in the journal", campaignID, g.N, ag.AgentID, ErrNotUp)
+			return nil, fmt.Errorf("campaign %q generation %d: workspace %s: %w: its container or run directory is not in the journal", c.ID, g.N, ag.AgentID, ErrNotUp)
 		}
 		base, ok := campaign.ParseUIDBlock(blocks[ag.Name])
 		if !ok {
-			return nil, fmt.Errorf("campaign %q generation %d: workspace %s: %w: its journalled labels carry no uid block", campaignID, g.N, ag.AgentID, ErrNotUp)
+			return nil, fmt.Errorf("campaign %q generation %d: workspace %s: %w: its journalled labels carry no uid block", c.ID, g.N, ag.AgentID, ErrNotUp)
 		}
 		p.SetUIDBlock(i, base)
 		if ag.Network != "" {
 			nid := networks[ag.Network]
 			if nid == "" {
-				return nil, fmt.Errorf("campaign %q generation %d: workspace %s: %w: its network %s is not in the journal", campaignID, g.N, ag.AgentID, ErrNotUp, ag.Network)
+				return nil, fmt.Errorf("campaign %q generation %d: workspace %s: %w: its network %s is not in the journal", c.ID, g.N, ag.AgentID, ErrNotUp, ag.Network)
 			}
-			c.NetworkIDs = append(c.NetworkIDs, nid)
+			out.NetworkIDs = append(out.NetworkIDs, nid)
 		}
-		c.Workspaces = append(c.Workspaces, Workspace{AgentID: ag.AgentID, ContainerID: id, RunDir: dir, Socket: filepath.Join(dir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: base})
+		out.Workspaces = append(out.Workspaces, Workspace{Index: i, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, ContainerID: id, RunDir: dir, Socket: filepath.Join(dir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: base})
 	}
-	return c, nil
+	return out, nil
+}
+
+// Workspaces describes the latest generation's workspaces whose run
+// directory the journal does not record removed, in the spec's order, from
+// the state directory alone (agentpen ls --json): each with its index,
+// agent id, task, container id (empty once the container is removed) and
+// socket. It talks to no daemon.
+func Workspaces(c *store.Campaign, st store.State) ([]Workspace, error) {
+	g := st.Latest()
+	if g.N == 0 {
+		return nil, nil
+	}
+	spec, err := c.Spec(g.N)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := c.PlanOptions()
+	if err != nil {
+		return nil, err
+	}
+	p, err := campaign.NewPlanWith(spec, opts)
+	if err != nil {
+		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
+	}
+	containers, dirs := map[string]string{}, map[string]string{}
+	for _, r := range g.Live() {
+		switch {
+		case r.ID == "" || r.Orphan || r.Role != campaign.RoleWork:
+		case r.Kind == campaign.KindContainer:
+			containers[r.Name] = r.ID
+		case r.Kind == campaign.KindDir:
+			dirs[filepath.Base(r.ID)] = r.ID
+		}
+	}
+	var out []Workspace
+	for i, ag := range p.Agents {
+		dir := dirs[ag.AgentID]
+		if dir == "" {
+			continue
+		}
+		out = append(out, Workspace{Index: i, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, ContainerID: containers[ag.Name],
+			RunDir: dir, Socket: filepath.Join(dir, filepath.Base(campaign.WorkbenchSocket))})
+	}
+	return out, nil
 }

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/store"
 )
 
 // TestLocksFollowTheDaemonNotTheSpelling: two adapters on one real daemon,
@@ -40,25 +41,35 @@ func TestLocksFollowTheDaemonNotTheSpelling(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { d.Close() })
-		return &Adapter{Docker: d, StateRoot: t.TempDir()}
+		return &Adapter{Docker: d}
 	}
 	a, b := adapterOn(direct), adapterOn(linked)
-	if a.lockDir() != b.lockDir() || a.runBase() != b.runBase() {
-		t.Fatalf("lock directories %s and %s, run bases %s and %s: want one of each", a.lockDir(), b.lockDir(), a.runBase(), b.runBase())
-	}
-	if !strings.HasPrefix(a.lockDir(), filepath.Dir(direct.SocketPath)+"/agentpen/locks/daemon-") {
-		t.Fatalf("lock directory %s is not under the real socket's directory", a.lockDir())
-	}
-	key := fmt.Sprintf("locktest-%d", time.Now().UnixNano())
-	l, err := a.lockCampaign(t.Context(), key, time.Second)
+	la, err := a.locks()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.lockCampaign(t.Context(), key, 300*time.Millisecond); !errors.Is(err, ErrLocked) {
+	lb, err := b.locks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if la.Path() != lb.Path() || a.runBase() != b.runBase() {
+		t.Fatalf("lock directories %s and %s, run bases %s and %s: want one of each", la.Path(), lb.Path(), a.runBase(), b.runBase())
+	}
+	// Root's locks live where only root can write, never in the daemon
+	// user's runtime directory beside its socket.
+	if !strings.HasPrefix(la.Path(), "/run/agentpen/locks/daemon-") {
+		t.Fatalf("lock directory %s is not in root's /run/agentpen", la.Path())
+	}
+	key := fmt.Sprintf("locktest-%d.lock", time.Now().UnixNano())
+	l, err := la.Take(t.Context(), key, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lb.Take(t.Context(), key, 300*time.Millisecond); !errors.Is(err, store.ErrLocked) {
 		t.Fatalf("the linked spelling took the campaign lock the direct one holds: %v", err)
 	}
-	l.unlock()
-	os.Remove(filepath.Join(a.lockDir(), key+".lock"))
+	l.Unlock()
+	os.Remove(filepath.Join(la.Path(), key))
 	ctx := testenv.Context(t)
 	mine, claimA, err := a.claimUIDBlocks(ctx, 2)
 	if err != nil {

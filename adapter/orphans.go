@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/store"
 )
 
 // Orphan is a resource carrying agentpen's labels that no journal in the
@@ -17,16 +18,15 @@ type Orphan struct {
 	// CampaignID and Instance are what its labels claim.
 	CampaignID string `json:"campaign_id"`
 	Instance   string `json:"instance,omitempty"`
-	// Provable is true when a journal in this state root has a generation
-	// of that campaign with that instance nonce: its labels then prove it
-	// is that generation's, and RemoveOrphan may remove it.
+	// Provable is true when a journal in this state root has an intent of
+	// this name whose create was never recorded, with the secret of that
+	// create (campaign.LabelCreate) the resource carries: it is that
+	// create's, and RemoveOrphan may remove it. Labels alone prove
+	// nothing: any daemon client can copy them from a live resource.
 	Provable bool   `json:"provable"`
 	Why      string `json:"why"`
+	gen      int
 }
-
-// orphanNote marks the created record RemoveOrphan journals for an orphan
-// it removes.
-const orphanNote = "orphan removed by exact id"
 
 // ErrNotOrphan is returned (wrapped) by RemoveOrphan for an id that is not
 // an orphan, or whose ownership no journal here can prove.
@@ -37,26 +37,26 @@ var ErrNotOrphan = errors.New("not a removable orphan")
 // whose journal is corrupt or untrusted does not hide the others: the ids
 // its well-formed records name count as accounted for, and what else
 // carries its id is listed, never provable.
-func (a *Adapter) Orphans(ctx context.Context) ([]Orphan, error) {
-	states, err := a.Campaigns()
+func (a *Adapter) Orphans(ctx context.Context, root *store.Root) ([]Orphan, error) {
+	states, err := root.List()
 	if err != nil {
 		return nil, err
 	}
 	known := map[string]bool{}
-	instances := map[[2]string]bool{}
-	unsound := map[string]error{} // campaign id -> why its state cannot be used
+	type intentKey struct{ campaign, kind, name, secret string }
+	intents := map[intentKey]int{} // an unresolved create -> its generation
+	unsound := map[string]error{}  // campaign id -> why its state cannot be used
 	for _, st := range states {
 		if st.Err != nil {
-			unsound[st.CampaignID] = st.Err
+			unsound[st.ID] = st.Err
 		}
-		for _, g := range st.Generations {
-			if st.Err == nil {
-				// Only a sound journal proves a nonce.
-				instances[[2]string{st.CampaignID, g.Instance}] = true
-			}
+		for _, g := range st.State.Generations {
 			for _, r := range g.Resources {
 				if r.ID != "" {
 					known[r.ID] = true
+				} else if st.Err == nil && !r.Removed && r.Labels[campaign.LabelCreate] != "" {
+					// Only a sound journal proves a create.
+					intents[intentKey{st.ID, string(r.Kind), r.Name, r.Labels[campaign.LabelCreate]}] = g.N
 				}
 			}
 		}
@@ -71,16 +71,17 @@ func (a *Adapter) Orphans(ctx context.Context) ([]Orphan, error) {
 			continue
 		}
 		o := Orphan{Found: f, CampaignID: f.Labels[campaign.LabelCampaign], Instance: f.Labels[campaign.LabelInstance]}
+		gen, ok := intents[intentKey{o.CampaignID, string(f.Kind), f.Name, f.Labels[campaign.LabelCreate]}]
 		switch {
 		case unsound[o.CampaignID] != nil:
 			o.Why = "its campaign's state here cannot be used, so nothing can be proven: " + unsound[o.CampaignID].Error()
-		case o.Instance == "":
-			o.Why = "it carries no instance nonce: no journal can prove it is agentpen's"
-		case !instances[[2]string{o.CampaignID, o.Instance}]:
-			o.Why = "no journal in this state root has a generation of this campaign with its instance nonce"
+		case f.Labels[campaign.LabelCreate] == "":
+			o.Why = "it carries no create secret: no journal can prove it is agentpen's"
+		case !ok:
+			o.Why = "no journal in this state root has an unresolved create of this name with its create secret (labels can be copied: they prove nothing)"
 		default:
-			o.Provable = true
-			o.Why = "its campaign and instance nonce are a generation's in this state root, whose journal lost its id"
+			o.Provable, o.gen = true, gen
+			o.Why = "a journal in this state root has the create of this name, with its secret, whose id it lost"
 		}
 		out = append(out, o)
 	}
@@ -97,8 +98,8 @@ const MinIDPrefix = 12
 // state root: the full id is journalled into that campaign's journal,
 // then observed, decided and removed like any journalled resource.
 // Nothing else is touched.
-func (a *Adapter) RemoveOrphan(ctx context.Context, id string) (cleanup.Outcome, error) {
-	orphans, err := a.Orphans(ctx)
+func (a *Adapter) RemoveOrphan(ctx context.Context, root *store.Root, id string) (cleanup.Outcome, error) {
+	orphans, err := a.Orphans(ctx, root)
 	if err != nil {
 		return cleanup.Outcome{}, err
 	}
@@ -109,25 +110,12 @@ func (a *Adapter) RemoveOrphan(ctx context.Context, id string) (cleanup.Outcome,
 	case !o.Provable:
 		return cleanup.Outcome{}, fmt.Errorf("%s %s (%s): %w: %s", o.Kind, o.Name, short(o.ID), ErrNotOrphan, o.Why)
 	}
-	var out cleanup.Outcome
-	_, err = a.withJournal(ctx, o.CampaignID, func(j *campaign.Journal) (*cleanup.Report, error) {
-		recs, err := campaign.ReadJournal(j.Path())
-		if err != nil {
-			return nil, err
-		}
-		gen := 0
-		for _, g := range campaign.Generations(recs) {
-			if g.Instance == o.Instance {
-				gen = g.N
-			}
-		}
-		r := campaign.Resource{Gen: gen, Kind: o.Kind, Role: o.Labels[campaign.LabelRole], Name: o.Name, ID: o.ID, Labels: o.Labels}
-		if err := j.Append(campaign.Record{Op: campaign.OpCreated, Gen: gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Labels: r.Labels, Note: orphanNote}); err != nil {
-			return nil, err
-		}
-		out = a.removeOne(ctx, j, r, make(chan struct{}, 1), false)
-		return nil, nil
-	})
+	c, err := root.Open(o.CampaignID)
+	if err != nil {
+		return cleanup.Outcome{}, err
+	}
+	defer c.Close()
+	out, err := a.removeOrphan(ctx, c, o)
 	if err != nil {
 		return out, err
 	}
@@ -135,6 +123,27 @@ func (a *Adapter) RemoveOrphan(ctx context.Context, id string) (cleanup.Outcome,
 		return out, fmt.Errorf("%s %s (%s): %w: %s %s", o.Kind, o.Name, short(o.ID), ErrNotVerified, out.Decision.Action, out.Decision.Reason)
 	}
 	return out, nil
+}
+
+// removeOrphan journals the orphan o into its campaign's journal (under
+// the campaign's lock) and removes it like any journalled resource.
+func (a *Adapter) removeOrphan(ctx context.Context, c *store.Campaign, o *Orphan) (cleanup.Outcome, error) {
+	lock, err := a.lockCampaign(ctx, c)
+	if err != nil {
+		return cleanup.Outcome{}, err
+	}
+	defer lock.Unlock()
+	j, err := a.openJournal(c)
+	if err != nil {
+		return cleanup.Outcome{}, err
+	}
+	defer j.Close()
+	gen := o.gen
+	r := campaign.Resource{Gen: gen, Kind: o.Kind, Role: o.Labels[campaign.LabelRole], Name: o.Name, ID: o.ID, Labels: o.Labels, Orphan: true}
+	if err := j.Append(campaign.Record{Op: campaign.OpOrphan, Gen: gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Labels: r.Labels}); err != nil {
+		return cleanup.Outcome{}, err
+	}
+	return a.removeOne(ctx, j, r, make(chan struct{}, 1), false), nil
 }
 
 // findOrphan is the orphan whose id is id, or the only one whose id starts

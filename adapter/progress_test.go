@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 )
 
 // TestProgress: a bring-up reports every network and container created,

@@ -182,7 +182,7 @@ func (a *Adapter) resolveNetwork(ctx context.Context, r campaign.Resource, settl
 // exists is ours when its path is a run directory under this generation's
 // own run root (named with the instance nonce).
 func (a *Adapter) resolveDir(r campaign.Resource, g campaign.Generation) resolution {
-	_, err := os.Lstat(r.Name)
+	err := a.lstatRun(r.Name)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return resolution{absent: true, note: "never created: no such directory"}
@@ -193,39 +193,4 @@ func (a *Adapter) resolveDir(r campaign.Resource, g campaign.Generation) resolut
 		return resolution{absent: true, note: "never created by this generation: the path is not under its run root"}
 	}
 	return resolution{id: r.Name, note: "resolved: the directory exists under this generation's run root"}
-}
-
-// findByInstance is the final net: anything on the daemon that carries the
-// campaign's labels and the instance nonce of a generation in scope is
-// that generation's, journalled or not; what the journal does not name is
-// journalled as created (and so removed with the rest).
-func (a *Adapter) findByInstance(ctx context.Context, j *campaign.Journal, campaignID string, gens []campaign.Generation, inScope func(int) bool) {
-	for _, g := range gens {
-		if !inScope(g.N) || g.Instance == "" {
-			continue
-		}
-		known := map[string]bool{}
-		for _, r := range g.Resources {
-			known[r.ID] = true
-		}
-		var found []cleanup.Found
-		err := a.retry(ctx, false, func() (err error) {
-			found, err = a.listLabelled(ctx, campaign.LabelCampaign+"="+campaignID, campaign.LabelInstance+"="+g.Instance)
-			return err
-		})
-		if err != nil {
-			a.log().Warn("list by instance label", "generation", g.N, "err", err)
-			continue
-		}
-		for _, f := range found {
-			if known[f.ID] || f.Labels[campaign.LabelOwner] != campaign.OwnerValue {
-				continue
-			}
-			rec := campaign.Record{Op: campaign.OpCreated, Gen: g.N, Kind: f.Kind, Role: f.Labels[campaign.LabelRole], Name: f.Name, ID: f.ID, Labels: f.Labels, Note: "found by its instance label"}
-			if err := j.Append(rec); err != nil {
-				a.log().Warn("journal a resource found by its instance label", "id", short(f.ID), "err", err)
-			}
-			a.log().Warn("found by instance label, not in the journal", "kind", f.Kind, "name", f.Name, "id", short(f.ID))
-		}
-	}
 }

@@ -1,15 +1,17 @@
 package adapter
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/beneath"
+	"github.com/agentpen/agentpen/workbench/bind"
 )
 
 // runBase is where workspaces' /run/workbench directories live: beside the
@@ -22,33 +24,28 @@ func (a *Adapter) runBase() string {
 	return filepath.Join(filepath.Dir(a.Docker.RealSocketPath()), "agentpen")
 }
 
-// lockDir is where the daemon-wide locks and claims live (the campaign
-// locks, the subnet and uid-block locks, the uid-block claims): in
-// runBase, under the daemon's identity (its /info ID), so every spelling of
-// DOCKER_HOST that reaches one daemon shares them, and two daemons whose
-// sockets share a directory do not.
-func (a *Adapter) lockDir() string {
-	return filepath.Join(a.runBase(), "locks", daemonKey(a.Docker.Daemon().ID))
+// runtimeDir opens the directory the run directories live in: the daemon
+// user's runtime directory (its socket's real directory). That user can
+// write it, and a container escape yields that user: every name below it
+// is made, observed and removed relative to this descriptor, never
+// following a link (internal/beneath), so nothing planted there sends
+// root to a file elsewhere. The caller closes it.
+func (a *Adapter) runtimeDir() (*beneath.Dir, error) {
+	d, err := beneath.Open(filepath.Dir(a.Docker.RealSocketPath()), nil)
+	if err != nil {
+		return nil, fmt.Errorf("the daemon's runtime directory: %w", err)
+	}
+	return d, nil
 }
 
-// daemonKey names a daemon's lock directory: "daemon-" and 16 hex digits
-// of the SHA-256 of its /info ID (which holds ':' and is long).
-func daemonKey(id string) string {
-	sum := sha256.Sum256([]byte("agentpen-daemon\x00" + id))
-	return "daemon-" + hex.EncodeToString(sum[:8])
-}
-
-// ensureLockDir makes lockDir and its parents (0700, the daemon's user).
-func (a *Adapter) ensureLockDir() error {
-	if err := a.ensureRunBase(); err != nil {
-		return err
+// runRel is path (a run directory, or a directory of one) relative to the
+// runtime directory; an error for a path that is not below it.
+func (a *Adapter) runRel(path string) (string, error) {
+	rel, err := filepath.Rel(filepath.Dir(a.Docker.RealSocketPath()), path)
+	if err != nil || rel == "." || filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("%s is not below the daemon's runtime directory %s", path, filepath.Dir(a.Docker.RealSocketPath()))
 	}
-	for _, d := range []string{filepath.Dir(a.lockDir()), a.lockDir()} {
-		if err := a.mkdirOwned(d, true); err != nil {
-			return fmt.Errorf("lock directory %s: %w", d, err)
-		}
-	}
-	return nil
+	return rel, nil
 }
 
 // runRoot is the directory of one bring-up's run directories, named by
@@ -70,9 +67,16 @@ func runRootName(instance string) string {
 // holds a directory (one left alone) must stay, and an absent one is
 // already gone; the directories inside are journalled and removed one by
 // one, by exact path.
-func removeEmptyRunRoots(dirs []string) {
+func (a *Adapter) removeEmptyRunRoots(dirs []string) {
+	rt, err := a.runtimeDir()
+	if err != nil {
+		return
+	}
+	defer rt.Close()
 	for _, d := range dirs {
-		_ = os.Remove(filepath.Dir(d))
+		if rel, err := a.runRel(filepath.Dir(d)); err == nil {
+			_ = rt.Remove(rel) // an empty directory only (never one with a file in it)
+		}
 	}
 }
 
@@ -90,17 +94,35 @@ func (a *Adapter) daemonOwner() (uid, gid int, err error) {
 	return int(sys.Uid), int(sys.Gid), nil
 }
 
-// mkdirOwned makes dir 0700 owned by the daemon's user; an existing one is
-// accepted only when exist is true.
+// mkdirOwned makes dir 0700 owned by the daemon's user, relative to the
+// runtime directory without following a link; an existing one is
+// accepted only when exist is true (and when it is a directory: a link in
+// its place is refused).
 func (a *Adapter) mkdirOwned(dir string, exist bool) error {
 	uid, gid, err := a.daemonOwner()
 	if err != nil {
 		return err
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !(exist && errors.Is(err, os.ErrExist)) {
+	rel, err := a.runRel(dir)
+	if err != nil {
 		return err
 	}
-	return os.Lchown(dir, uid, gid)
+	rt, err := a.runtimeDir()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	if err := rt.Mkdir(rel, 0o700); err != nil && !(exist && errors.Is(err, fs.ErrExist)) {
+		return err
+	}
+	fi, err := rt.Lstat(rel)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory (%v): never followed", dir, fi.Mode().Type())
+	}
+	return rt.Chown(rel, uid, gid)
 }
 
 // ensureRunBase makes the daemon runtime directory's agentpen directory.
@@ -125,6 +147,40 @@ func (a *Adapter) makeGraderDir(j *campaign.Journal, p *campaign.Plan) (string, 
 // and is never adopted.
 func (a *Adapter) makeRunDir(j *campaign.Journal, p *campaign.Plan, ag campaign.AgentPlan) (string, error) {
 	return a.makeOwnedDir(j, p, campaign.RoleWork, filepath.Join(a.runRoot(p), ag.AgentID))
+}
+
+// writeBindFile binds a workspace running the workbench (the default
+// command) to its task: the bind file in its run directory (package
+// workbench/bind: created new, never through a link, 0400, owned by the
+// daemon's user, container root), before the container starts. A
+// launcher's own command gets no file: the task id is never put where
+// code the workbench does not sandbox could read it. The file goes with
+// its directory at cleanup.
+func (a *Adapter) writeBindFile(runDir string, ag campaign.AgentPlan) error {
+	if !ag.NeedsKey {
+		return nil
+	}
+	uid, gid, err := a.daemonOwner()
+	if err != nil {
+		return err
+	}
+	// The run directory is opened relative to the runtime directory,
+	// following no link on the way (its user controls it).
+	rel, err := a.runRel(runDir)
+	if err != nil {
+		return err
+	}
+	rt, err := a.runtimeDir()
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	d, err := rt.OpenDir(rel)
+	if err != nil {
+		return fmt.Errorf("bind file: %w", err)
+	}
+	defer d.Close()
+	return bind.WriteAt(d.Fd(), runDir, ag.Spec.TaskID, uid, gid)
 }
 
 // makeOwnedDir journals and makes one directory of the bring-up's run

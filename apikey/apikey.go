@@ -9,9 +9,13 @@
 // given. It is pure (standard library only) and never logs, stores or
 // returns a key's value; a Status holds only the fingerprint.
 //
-// Beyond that it judges only a key's length (Policy.MinLength: 24
-// characters by default): a long guessable key that is not on the list
-// passes. Refusal is the one message every refusal prints, ending with how
+// Beyond that it judges a key's length (Policy.MinLength: 24 characters
+// for the grader key, Default; 32 for the service's bearer token, Token)
+// and its strength: too few distinct characters (MinDistinct: a repeated
+// character always fails), or too few bits estimated from its length and
+// the classes of characters it uses (MinBits). A long guessable phrase
+// that is not on the list still passes: the estimate is a floor, not a
+// proof. Refusal is the one message every refusal prints, ending with how
 // to make a key (MakeKey).
 package apikey
 
@@ -19,6 +23,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -27,6 +32,26 @@ import (
 
 // DefaultMinLength is the fewest characters Default accepts in a key.
 const DefaultMinLength = 24
+
+// DefaultMinDistinct is the fewest distinct characters either policy
+// accepts.
+const DefaultMinDistinct = 10
+
+// TokenMinLength and TokenMinBits are Token's floor for a bearer token.
+const (
+	TokenMinLength = 32
+	TokenMinBits   = 128
+)
+
+// Token returns the policy of agentpen serve's bearer tokens: Default's
+// placeholders, at least TokenMinLength characters, DefaultMinDistinct
+// distinct ones and TokenMinBits estimated bits (MakeKey's 64 hex digits
+// carry 256).
+func Token() Policy {
+	p := Default()
+	p.MinLength, p.MinBits = TokenMinLength, TokenMinBits
+	return p
+}
 
 // MakeKey is the command every refusal names to make a key: 64 hex digits
 // from the system's random source.
@@ -55,6 +80,14 @@ type Policy struct {
 	// MinLength is the fewest characters (runes) a key may have; 0 is no
 	// minimum.
 	MinLength int
+	// MinDistinct is the fewest distinct characters a key may have (a key
+	// of one repeated character, or of a few, is weak); 0 is no minimum.
+	MinDistinct int
+	// MinBits is the fewest bits a key may carry, estimated as its length
+	// times log2 of the size of the character classes it uses (lower
+	// case, upper case, digits, other printable ASCII, anything else); 0
+	// is no minimum.
+	MinBits int
 	// Placeholders are values (compared lower-cased, trimmed) that name no
 	// real key: "changeme", "your-api-key", ...
 	Placeholders []string
@@ -74,7 +107,8 @@ type Policy struct {
 // caller may extend it.
 func Default() Policy {
 	return Policy{
-		MinLength: DefaultMinLength,
+		MinLength:   DefaultMinLength,
+		MinDistinct: DefaultMinDistinct,
 		Placeholders: []string{
 			"placeholder", "changeme", "change-me", "change_me", "your_api_key", "your-api-key", "yourapikey",
 			"api_key", "api-key", "apikey", "test-key", "test_key", "testkey", "none", "null", "nil",
@@ -97,13 +131,16 @@ type Status struct {
 	// Short is true when the value has fewer than the policy's MinLength
 	// characters.
 	Short bool `json:"short"`
+	// Weak is true when the value has fewer distinct characters, or fewer
+	// estimated bits, than the policy asks.
+	Weak bool `json:"weak,omitempty"`
 	// Fingerprint is Fingerprint(value); empty when the key is absent.
 	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // OK reports whether the key may be used: present, not a placeholder and
 // not short.
-func (s Status) OK() bool { return s.Present && !s.Placeholder && !s.Short }
+func (s Status) OK() bool { return s.Present && !s.Placeholder && !s.Short && !s.Weak }
 
 // Check judges value. Only its Status leaves this function.
 func (p Policy) Check(value string) Status {
@@ -111,7 +148,48 @@ func (p Policy) Check(value string) Status {
 		return Status{}
 	}
 	fp := Fingerprint(value)
-	return Status{Present: true, Placeholder: p.isPlaceholder(value, fp), Short: utf8.RuneCountInString(value) < p.MinLength, Fingerprint: fp}
+	distinct, bits := Strength(value)
+	return Status{Present: true, Placeholder: p.isPlaceholder(value, fp), Short: utf8.RuneCountInString(value) < p.MinLength,
+		Weak: distinct < p.MinDistinct || int(bits) < p.MinBits, Fingerprint: fp}
+}
+
+// Strength returns how many distinct characters value has and the bits
+// it carries, estimated as its length times log2 of the size of the
+// character classes it draws from (26 lower case, 26 upper case, 10
+// digits, 33 other printable ASCII, 1000 for anything else).
+func Strength(value string) (distinct int, bits float64) {
+	seen := map[rune]bool{}
+	var lower, upper, digit, other, wide bool
+	n := 0
+	for _, r := range value {
+		seen[r] = true
+		n++
+		switch {
+		case 'a' <= r && r <= 'z':
+			lower = true
+		case 'A' <= r && r <= 'Z':
+			upper = true
+		case '0' <= r && r <= '9':
+			digit = true
+		case r < 0x7f:
+			other = true
+		default:
+			wide = true
+		}
+	}
+	size := 0
+	for _, c := range []struct {
+		used bool
+		size int
+	}{{lower, 26}, {upper, 26}, {digit, 10}, {other, 33}, {wide, 1000}} {
+		if c.used {
+			size += c.size
+		}
+	}
+	if size < 2 {
+		return len(seen), 0
+	}
+	return len(seen), float64(n) * math.Log2(float64(size))
 }
 
 // Refusal says why the key a variable holds may not be used, in one
@@ -127,8 +205,13 @@ func (p Policy) Refusal(variable string, s Status) string {
 		why = variable + " is unset or empty"
 	case s.Placeholder:
 		why = fmt.Sprintf("%s holds a placeholder or a publicly documented example key (fingerprint %s), not a real key", variable, s.Fingerprint)
-	default:
+	case s.Short:
 		why = fmt.Sprintf("%s holds a key shorter than %d characters", variable, p.MinLength)
+	default:
+		why = fmt.Sprintf("%s holds a weak key: fewer than %d distinct characters", variable, p.MinDistinct)
+		if p.MinBits > 0 {
+			why += fmt.Sprintf(", or fewer than %d bits estimated from its length and the kinds of characters it uses", p.MinBits)
+		}
 	}
 	return why + "; make one: export " + variable + "=$(" + MakeKey + ")"
 }

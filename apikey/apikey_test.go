@@ -16,7 +16,7 @@ var checkCases = []struct {
 	{"real", "k3y-0f-a-real-campaign-5b1c", true, false, false},
 	{"exactly_24", "0123456789abcdef01234567", true, false, false},
 	{"23_chars", "0123456789abcdef0123456", true, false, true},
-	{"24_runes_48_bytes", "éééééééééééééééééééééééé", true, false, false},
+	{"24_runes_48_bytes", "éàüöëïçñøåéàüöëïçñøåéàüö", true, false, false},
 	{"short_real_looking", "k3y", true, false, true},
 	{"changeme", "changeme", true, true, true},
 	{"changeme_upper_spaced", "  CHANGEME ", true, true, true},
@@ -26,6 +26,42 @@ var checkCases = []struct {
 	{"only_spaces", "   ", true, true, true},
 	{"var_name_as_value", "AGENTPEN_API_KEY", true, true, true},
 	{"angle", "<api-key>", true, true, true},
+}
+
+// TestWeak: a key of a repeated character (or a few), or one whose length
+// and alphabet carry too few bits, is weak: 16 a's were accepted as the
+// service's token, and a 24-rune repeat as a grader key.
+func TestWeak(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		pol    Policy
+		value  string
+		weak   bool
+		reason string
+	}{
+		{"grader_repeated", Default(), strings.Repeat("a", 30), true, "fewer than 10 distinct characters"},
+		{"grader_repeated_wide", Default(), strings.Repeat("é", 24), true, "fewer than 10 distinct characters"},
+		{"grader_nine_distinct", Default(), strings.Repeat("abcdefghi", 3), true, "fewer than 10 distinct characters"},
+		{"grader_hex_24", Default(), "0123456789abcdef01234567", false, ""},
+		{"token_repeated", Token(), strings.Repeat("a", 40), true, "fewer than 10 distinct characters"},
+		{"token_hex_32", Token(), "0123456789abcdef0123456789abcdef", false, ""},
+		{"token_hex_64", Token(), "9f1c0a7e3b5d2468" + "0123456789abcdef" + "fedcba9876543210" + "13579bdf02468ace", false, ""},
+		// 32 digits carry 32*log2(10) = 106 bits, under 128.
+		{"token_digits_32", Token(), "01234567890123456789012345678901", true, "fewer than 128 bits"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := tt.pol.Check(tt.value)
+			if st.Weak != tt.weak || st.OK() == tt.weak {
+				t.Fatalf("Check = %+v, want weak %v", st, tt.weak)
+			}
+			if r := tt.pol.Refusal("AGENTPEN_SERVE_TOKEN", st); tt.weak && !strings.Contains(r, tt.reason) || strings.Contains(r, tt.value) {
+				t.Fatalf("refusal %q, want it to say %q and never the key", r, tt.reason)
+			}
+		})
+	}
+	if Token().Check(strings.Repeat("0123456789abcdef", 1)).OK() {
+		t.Fatal("a 16-character token accepted")
+	}
 }
 
 func TestCheck(t *testing.T) {

@@ -375,7 +375,12 @@ func mutations() []mutation {
 			mutation{name: role + "_privileged", what: "Privileged true", want: []string{sub + ".privileged"},
 				mutate: func(t *testing.T, f *fixture) { hc(t, f, func(h map[string]any) { h["Privileged"] = true }) }},
 			mutation{name: role + "_no_nnp", what: "SecurityOpt without no-new-privileges", want: []string{sub + ".no_new_privileges"},
-				mutate: func(t *testing.T, f *fixture) { hc(t, f, func(h map[string]any) { h["SecurityOpt"] = []any{} }) }},
+				mutate: func(t *testing.T, f *fixture) {
+					hc(t, f, func(h map[string]any) {
+						opts, _ := h["SecurityOpt"].([]any)
+						h["SecurityOpt"] = slices.DeleteFunc(slices.Clone(opts), func(o any) bool { return o == "no-new-privileges" })
+					})
+				}},
 			mutation{name: role + "_seccomp_unconfined", what: "SecurityOpt gains seccomp=unconfined", want: []string{sub + ".security_opt"},
 				mutate: func(t *testing.T, f *fixture) {
 					hc(t, f, func(h map[string]any) { h["SecurityOpt"] = []any{"no-new-privileges", "seccomp=unconfined"} })
@@ -395,16 +400,63 @@ func mutations() []mutation {
 		)
 	}
 	// Every ownership label, of the network and of each container role.
-	for _, k := range []string{campaign.LabelAgent, campaign.LabelCampaign, campaign.LabelInstance, campaign.LabelNetwork, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema} {
+	for _, k := range []string{campaign.LabelAgent, campaign.LabelCampaign, campaign.LabelCreate, campaign.LabelInstance, campaign.LabelNetwork, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema} {
 		ms = append(ms, mutation{name: "network_label_" + strings.TrimPrefix(k, "io.agentpen."), fixture: "nat", what: "network label " + k + " forged", want: []string{"networks[0].label." + k},
 			mutate: func(t *testing.T, f *fixture) { f.network(t, func(m map[string]any) { at(m, "Labels")[k] = "forged" }) }})
 	}
-	for _, k := range []string{campaign.LabelCampaign, campaign.LabelInstance, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema, campaign.LabelTopology} {
+	for _, k := range []string{campaign.LabelCampaign, campaign.LabelCreate, campaign.LabelInstance, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema, campaign.LabelTopology} {
 		ms = append(ms, mutation{name: "server_label_" + strings.TrimPrefix(k, "io.agentpen."), what: "server label " + k + " removed", want: []string{"server.label." + k},
 			mutate: func(t *testing.T, f *fixture) {
 				f.container(t, srv, func(m map[string]any) { delete(at(m, "Config", "Labels"), k) })
 			}})
 	}
+	// The workspace's own seccomp profile and masked paths.
+	ms = append(ms,
+		mutation{name: "workspace_seccomp_changed", what: "the workspace's seccomp profile allows one more call than planned", want: []string{ws0 + ".security_opt"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, ws0, func(m map[string]any) {
+					h := at(m, "HostConfig")
+					for i, o := range h["SecurityOpt"].([]any) {
+						if p, ok := strings.CutPrefix(o.(string), "seccomp="); ok {
+							h["SecurityOpt"].([]any)[i] = "seccomp=" + strings.Replace(p, `"unshare"`, `"unshare","kexec_load"`, 1)
+						}
+					}
+				})
+			}},
+		mutation{name: "workspace_masks_lifted", what: "the workspace's /proc paths unmasked", want: []string{ws0 + ".masked_paths"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, ws0, func(m map[string]any) { at(m, "HostConfig")["MaskedPaths"] = []any{} })
+			}},
+	)
+	// Episode code in each workspace, through its workbench.
+	iso := func(t *testing.T, f *fixture, fn func(i map[string]any)) {
+		f.probe(t, PhaseMain, ws0, ws0+"/episode_isolation/0", func(m map[string]any) { fn(at(m, "isolation")) })
+	}
+	ms = append(ms,
+		mutation{name: "episode_server_pid_ns", what: "episode code in the server's PID namespace", want: []string{ws0 + ".probe.episode_isolation"},
+			mutate: func(t *testing.T, f *fixture) {
+				iso(t, f, func(i map[string]any) { i["episode_pid_ns"] = i["server_pid_ns"] })
+			}},
+		mutation{name: "episode_server_net_ns", what: "episode code in the server's network namespace", want: []string{ws0 + ".probe.episode_isolation"},
+			mutate: func(t *testing.T, f *fixture) {
+				iso(t, f, func(i map[string]any) { i["episode_net_ns"] = i["server_net_ns"] })
+			}},
+		mutation{name: "episode_eth0", what: "episode code sees an eth0", want: []string{ws0 + ".probe.episode_isolation"},
+			mutate: func(t *testing.T, f *fixture) {
+				iso(t, f, func(i map[string]any) { i["interfaces"] = []any{"eth0", "lo"} })
+			}},
+		mutation{name: "episode_vsock", what: "episode code opened a vsock socket", want: []string{ws0 + ".probe.episode_isolation"},
+			mutate: func(t *testing.T, f *fixture) { iso(t, f, func(i map[string]any) { i["vsock"] = "opened" }) }},
+		mutation{name: "episode_uid_only", what: "the workbench runs the uid-only sandbox", want: []string{ws0 + ".probe.episode_isolation"},
+			mutate: func(t *testing.T, f *fixture) { iso(t, f, func(i map[string]any) { i["sandbox"] = "uid-only" }) }},
+		mutation{name: "episode_no_finding", what: "the episode probe found nothing", want: []string{ws0 + ".probe.episode_isolation"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/episode_isolation/0", func(m map[string]any) {
+					m["outcome"], m["error"] = "error", "timeout"
+					delete(m, "isolation")
+				})
+			}},
+	)
 	// Isolation: uid blocks and agent -> agent.
 	ms = append(ms,
 		mutation{name: "uid_block_not_journalled", what: "the journal's intent carries no uid block", want: []string{ws0 + ".uid_block", ws0 + ".probe.uid_block", "isolation.uid_blocks_disjoint"},
@@ -438,6 +490,22 @@ func mutations() []mutation {
 			mutate: func(t *testing.T, f *fixture) {
 				f.probe(t, PhaseMain, ws0, ws0+"/grader_socket_denied/0", func(m map[string]any) { m["outcome"] = "connected" })
 			}},
+		mutation{name: "bind_file_readable", what: "a sandbox uid could open the workspace's bind file", want: []string{ws0 + ".probe.bind_file"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/bind_file/0", func(m map[string]any) { m["outcome"] = "readable" })
+			}},
+		mutation{name: "bind_file_missing", what: "the workspace has no bind file (its uid's open found nothing)", want: []string{ws0 + ".probe.bind_file"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/bind_file/0", func(m map[string]any) { m["outcome"] = "denied"; delete(m, "file") })
+			}},
+		mutation{name: "bind_file_open_mode", what: "the bind file is readable by others, though the uid's open was denied (a closed directory)", want: []string{ws0 + ".probe.bind_file"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/bind_file/0", func(m map[string]any) { at(m, "file")["mode"] = "0444" })
+			}},
+		mutation{name: "bind_file_not_roots", what: "the bind file belongs to a sandbox uid", want: []string{ws0 + ".probe.bind_file"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/bind_file/0", func(m map[string]any) { at(m, "file")["uid"] = float64(campaign.UIDBlockFirst) })
+			}},
 		mutation{name: "agent_interface", what: "a workspace of a campaign without networks has an eth0", want: []string{ws0 + ".probe.agent_to_agent"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.probe(t, PhaseMain, ws0, ws0+"/agent_to_agent/0", func(m map[string]any) { m["interfaces"] = []any{"eth0", "lo"} })
@@ -447,7 +515,7 @@ func mutations() []mutation {
 				f.probe(t, PhaseMain, ws0, ws0+"/agent_to_agent/0", func(m map[string]any) { m["outcome"] = "refused" })
 			}},
 	)
-	for _, k := range []string{campaign.LabelAgent, campaign.LabelCampaign, campaign.LabelInstance, campaign.LabelNetwork, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema, campaign.LabelTopology, campaign.LabelUIDBlock} {
+	for _, k := range []string{campaign.LabelAgent, campaign.LabelCampaign, campaign.LabelCreate, campaign.LabelInstance, campaign.LabelNetwork, campaign.LabelOwner, campaign.LabelRole, campaign.LabelSchema, campaign.LabelTopology, campaign.LabelUIDBlock} {
 		ms = append(ms, mutation{name: "workspace_label_" + strings.TrimPrefix(k, "io.agentpen."), what: "workspace label " + k + " forged", want: []string{ws0 + ".label." + k},
 			mutate: func(t *testing.T, f *fixture) {
 				f.container(t, ws0, func(m map[string]any) { at(m, "Config", "Labels")[k] = "forged" })
@@ -644,42 +712,6 @@ func TestReportHasNoEnvValues(t *testing.T) {
 			}
 		}
 	}
-}
-
-func TestSetCleanupStatus(t *testing.T) {
-	f := loadFixture(t, "internal")
-	raw, _ := Evaluate(f.src, f.obs).Marshal()
-	out, err := SetCleanupStatus(raw, CleanupVerified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r Report
-	if err := json.Unmarshal(out, &r); err != nil || r.Cleanup.Status != CleanupVerified || !r.OK || r.Schema != Schema {
-		t.Fatalf("after SetCleanupStatus: %v %+v", err, r.Cleanup)
-	}
-	var before, after map[string]json.RawMessage
-	json.Unmarshal(raw, &before)
-	json.Unmarshal(out, &after)
-	for k, v := range before {
-		if k != "cleanup" && !jsonEqual(v, after[k]) {
-			t.Errorf("field %s changed", k)
-		}
-	}
-	for _, bad := range [][]byte{[]byte("{"), []byte(`{"schema":"other"}`)} {
-		if _, err := SetCleanupStatus(bad, CleanupVerified); err == nil {
-			t.Errorf("accepted %q", bad)
-		}
-	}
-	if _, err := SetCleanupStatus(raw, "removed"); err == nil {
-		t.Error("accepted status removed")
-	}
-}
-
-func jsonEqual(a, b json.RawMessage) bool {
-	var x, y any
-	json.Unmarshal(a, &x)
-	json.Unmarshal(b, &y)
-	return cmp.Equal(x, y)
 }
 
 // TestImageRepoDigest: a server pinned as repo@sha256 attests when the

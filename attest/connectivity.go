@@ -98,9 +98,18 @@ func judge(pr probe, res probeResult) (bool, string) {
 		return res.Outcome == "denied", "not denied: " + res.Outcome
 	case wantLoopbackOnly:
 		return res.Outcome == "found" && slices.Equal(res.Interfaces, []string{"lo"}), "interfaces: " + strings.Join(res.Interfaces, ", ") + " " + res.Error
+	case wantIsolated:
+		return judgeIsolation(res)
 	case wantUIDBlock:
 		ok := pr.uid != 0 && res.Outcome == "found" && res.UIDBase == pr.uid && res.UIDCount == campaign.UIDBlockSize
 		return ok, fmt.Sprintf("the episode server runs uids %d..+%d, the journal says %d..+%d (%s %s)", res.UIDBase, res.UIDCount, pr.uid, campaign.UIDBlockSize, res.Outcome, res.Error)
+	case wantBindFile:
+		if res.File == nil {
+			return false, "no bind file: " + res.Outcome + " " + res.Error
+		}
+		f := res.File
+		ok := res.Outcome == "denied" && f.Regular && f.Mode == "0400" && f.UID == 0
+		return ok, fmt.Sprintf("the uid's open: %s; as root: regular %v, mode %s, uid %d (want denied, a regular file, 0400, uid 0)", res.Outcome, f.Regular, f.Mode, f.UID)
 	case "status":
 		return res.Outcome == "reply" && res.Status == pr.status, fmt.Sprintf("outcome %s, status %d", res.Outcome, res.Status)
 	case wantNoSocket:
@@ -120,6 +129,33 @@ func judge(pr probe, res probeResult) (bool, string) {
 		return slices.Equal(socks, []string{campaign.DockerSocketTarget}), "sockets visible: " + strings.Join(socks, ", ")
 	}
 	return false, "unknown expectation " + pr.want
+}
+
+// judgeIsolation: the episode ran in PID and network namespaces other
+// than its server's (both named), with the loopback interface alone, and
+// could not open a vsock socket.
+func judgeIsolation(res probeResult) (bool, string) {
+	i := res.Isolation
+	if res.Outcome != "found" || i == nil {
+		return false, "no finding: " + res.Outcome + " " + res.Error
+	}
+	var why []string
+	if i.Sandbox == "uid-only" {
+		why = append(why, "the workbench runs the uid-only sandbox, which is weaker (episode code in the server's namespaces)")
+	}
+	if i.EpisodePidNS == "" || i.ServerPidNS == "" || i.EpisodePidNS == i.ServerPidNS {
+		why = append(why, fmt.Sprintf("PID namespace %q, the server's %q", i.EpisodePidNS, i.ServerPidNS))
+	}
+	if i.EpisodeNetNS == "" || i.ServerNetNS == "" || i.EpisodeNetNS == i.ServerNetNS {
+		why = append(why, fmt.Sprintf("network namespace %q, the server's %q", i.EpisodeNetNS, i.ServerNetNS))
+	}
+	if !slices.Equal(i.Interfaces, []string{"lo"}) {
+		why = append(why, "interfaces: "+strings.Join(i.Interfaces, ", "))
+	}
+	if !strings.HasPrefix(i.VSock, "denied") {
+		why = append(why, "vsock: "+i.VSock)
+	}
+	return len(why) == 0, "episode code is not isolated: " + strings.Join(why, "; ")
 }
 
 func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]*container) {
@@ -168,7 +204,7 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 		res, why := ev.result(pr)
 		pass := false
 		if why == "" {
-			rec.Outcome, rec.Status, rec.Error, rec.LatencyMS = res.Outcome, res.Status, res.Error, res.LatencyMS
+			rec.Outcome, rec.Status, rec.Error, rec.LatencyMS, rec.Isolation = res.Outcome, res.Status, res.Error, res.LatencyMS, res.Isolation
 			pass, why = judge(pr, res)
 			if pass {
 				why = ""

@@ -1,6 +1,8 @@
 package attest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"path"
@@ -105,7 +107,13 @@ func checkContainer(r *Report, e *expectation, c *containerExp, obs Observation)
 	nnp, otherOpts := splitNNP(d.SecurityOpt)
 	wantNNP, wantOther := splitNNP(h.SecurityOpt)
 	r.Hardening.add(s+".no_new_privileges", nnp, wantNNP, nnp == wantNNP, "no-new-privileges is not as planned")
-	r.Hardening.add(s+".security_opt", nonNil(otherOpts), nonNil(wantOther), slices.Equal(otherOpts, wantOther), "security options other than no-new-privileges differ from the plan")
+	r.Hardening.add(s+".security_opt", nonNil(otherOpts), nonNil(wantOther), slices.Equal(otherOpts, wantOther), "security options other than no-new-privileges (a seccomp profile by the digest of what inspect returns) differ from the plan")
+	if h.MaskedPaths != nil || h.ReadonlyPaths != nil {
+		got := map[string][]string{"masked": sortedCopy(d.MaskedPaths), "readonly": sortedCopy(d.ReadonlyPaths)}
+		want := map[string][]string{"masked": sortedCopy(h.MaskedPaths), "readonly": sortedCopy(h.ReadonlyPaths)}
+		r.Hardening.add(s+".masked_paths", got, want, slices.Equal(got["masked"], want["masked"]) && slices.Equal(got["readonly"], want["readonly"]),
+			"the masked or read-only /proc and /sys paths are not the planned ones (episodes keep the container's /proc, so these must stay masked)")
+	}
 	r.Hardening.add(s+".read_only_root", d.ReadOnlyRoot, h.ReadOnlyRoot, d.ReadOnlyRoot == h.ReadOnlyRoot, "the root file system is not as planned (read-only or not)")
 	r.Hardening.add(s+".tmpfs", nonNilMap(d.Tmpfs), nonNilMap(h.Tmpfs), maps.Equal(d.Tmpfs, h.Tmpfs), "tmpfs mounts or their sizes differ from the plan")
 	r.Hardening.add(s+".init", d.Init, h.Init, d.Init == h.Init, "the init process is not as planned")
@@ -291,7 +299,9 @@ func nonNilMap(m map[string]string) map[string]string {
 }
 
 // splitNNP says whether no-new-privileges is set and returns the other
-// options, sorted.
+// options, sorted, a seccomp profile given inline as the digest of its
+// text ("seccomp=sha256:<hex>"): the daemon returns the text as it was
+// given, and the report records which profile, not the profile.
 func splitNNP(opts []string) (bool, []string) {
 	nnp := false
 	var other []string
@@ -300,11 +310,21 @@ func splitNNP(opts []string) (bool, []string) {
 		case "no-new-privileges", "no-new-privileges:true":
 			nnp = true
 		default:
+			if profile, ok := strings.CutPrefix(o, "seccomp="); ok && strings.HasPrefix(strings.TrimSpace(profile), "{") {
+				sum := sha256.Sum256([]byte(profile))
+				o = "seccomp=sha256:" + hex.EncodeToString(sum[:])
+			}
 			other = append(other, o)
 		}
 	}
 	sort.Strings(other)
 	return nnp, other
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string{}, s...)
+	sort.Strings(out)
+	return out
 }
 
 func normDNS(d dnsConfig) dnsConfig {

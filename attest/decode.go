@@ -37,6 +37,8 @@ type container struct {
 	Devices         int
 	ReadOnlyRoot    bool
 	SecurityOpt     []string
+	MaskedPaths     []string
+	ReadonlyPaths   []string
 	Tmpfs           map[string]string
 	Init            bool
 	DNS             dnsConfig
@@ -109,6 +111,8 @@ func decodeContainer(raw []byte, keyEnv string, policy apikey.Policy) (container
 			DeviceCgroupRules []string
 			ReadonlyRootfs    bool
 			SecurityOpt       []string
+			MaskedPaths       []string
+			ReadonlyPaths     []string
 			Tmpfs             map[string]string
 			Init              *bool
 			DNS               []string `json:"Dns"`
@@ -160,6 +164,7 @@ func decodeContainer(raw []byte, keyEnv string, policy apikey.Policy) (container
 		c.CapAdd, c.CapDrop, c.Privileged = h.CapAdd, h.CapDrop, h.Privileged
 		c.Devices = len(h.Devices) + len(h.DeviceCgroupRules)
 		c.ReadOnlyRoot, c.SecurityOpt, c.Tmpfs = h.ReadonlyRootfs, h.SecurityOpt, h.Tmpfs
+		c.MaskedPaths, c.ReadonlyPaths = h.MaskedPaths, h.ReadonlyPaths
 		c.Init = h.Init != nil && *h.Init
 		c.DNS = dnsConfig{Servers: h.DNS, Search: h.DNSSearch, Options: h.DNSOptions, ExtraHosts: h.ExtraHosts}
 		c.Namespaces = map[string]string{"pid": h.PidMode, "ipc": h.IpcMode, "uts": h.UTSMode, "userns": h.UsernsMode, "cgroupns": h.CgroupnsMode}
@@ -358,6 +363,39 @@ type probeResult struct {
 	Interfaces []string `json:"interfaces"`
 	UIDBase    int      `json:"uid_base"`
 	UIDCount   int      `json:"uid_count"`
+	// File is what a file probe found as root.
+	File *probeFile `json:"file"`
+	// Isolation is an episode probe's finding.
+	Isolation *EpisodeIsolation `json:"isolation"`
+}
+
+type probeFile struct {
+	Regular bool   `json:"regular"`
+	Mode    string `json:"mode"`
+	UID     int    `json:"uid"`
+}
+
+// EpisodeIsolation is what an episode probe found in a workspace (the
+// workbench probe's Isolation): the sandbox mode its workbench reports,
+// the namespaces of the server and of code run as one of its episodes,
+// that code's network interfaces, and its attempt at a vsock socket.
+type EpisodeIsolation struct {
+	// Sandbox is the sandbox mode the workbench reports (namespaces or
+	// uid-only).
+	Sandbox string `json:"sandbox"`
+	// ServerPidNS is the episode server's PID namespace (its
+	// /proc/self/ns/pid link).
+	ServerPidNS string `json:"server_pid_ns"`
+	// ServerNetNS is the episode server's network namespace.
+	ServerNetNS string `json:"server_net_ns"`
+	// EpisodePidNS is the PID namespace of code run as an episode.
+	EpisodePidNS string `json:"episode_pid_ns"`
+	// EpisodeNetNS is the network namespace of code run as an episode.
+	EpisodeNetNS string `json:"episode_net_ns"`
+	// Interfaces are the network interfaces that code sees.
+	Interfaces []string `json:"interfaces"`
+	// VSock is what that code's attempt at a vsock socket got.
+	VSock string `json:"vsock"`
 }
 
 type probeSocket struct {

@@ -23,6 +23,10 @@
 // check, and its other daemon-side checks are then not made (they would
 // only repeat it).
 //
+// Catalogue lists every check Evaluate can emit, with what it proves, its
+// evidence and what it cannot prove (agentpen checks, docs/checks.md); a
+// test holds the two equal.
+//
 // What it does not do: it removes nothing and decides nothing about
 // removal (package cleanup); it does not enforce limits, only says whether
 // the daemon does (rootless on cgroup v1 enforces none, and the report says

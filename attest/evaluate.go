@@ -58,7 +58,11 @@ var forbiddenNetworks = map[string]bool{"host": true, "bridge": true, "default":
 // returns the report. Missing or malformed evidence fails the checks that
 // need it; the report is ok only when every check passed.
 func Evaluate(src Source, obs Observation) *Report {
-	r := &Report{Schema: Schema, CampaignID: src.Spec.CampaignID, AttestedAt: obs.At, Timings: obs.Timings, Cleanup: Cleanup{Status: CleanupPending}}
+	r := &Report{Schema: Schema, CampaignID: src.Spec.CampaignID, Producer: src.Producer, AttestedAt: obs.At, Timings: obs.Timings, Images: []ImageUse{}}
+	if gens := campaign.Generations(src.Records); len(gens) > 0 {
+		g := gens[len(gens)-1]
+		r.Generation, r.Instance = g.N, g.Instance
+	}
 	e, err := expect(src)
 	if err != nil {
 		r.Error = err.Error()
@@ -81,12 +85,35 @@ func Evaluate(src Source, obs Observation) *Report {
 			decoded[c.Subject] = dc
 		}
 	}
+	r.Images = images(e, decoded)
 	checkKeys(r, e, decoded)
 	checkUnexpected(r, e, obs, live)
 	checkUIDBlocks(r, e, obs)
 	checkProbes(r, e, obs, decoded)
 	r.finish()
 	return r
+}
+
+// images lists the images the containers run, by the image id the daemon
+// reported for each, in the order of the containers.
+func images(e *expectation, decoded map[string]*container) []ImageUse {
+	out := []ImageUse{}
+	at := map[[2]string]int{}
+	for _, c := range e.Containers {
+		d := decoded[c.Subject]
+		if d == nil || d.Image == "" {
+			continue
+		}
+		k := [2]string{c.Image, d.Image}
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, ImageUse{Reference: c.Image, ID: d.Image})
+		}
+		out[i].Containers = append(out[i].Containers, c.Subject)
+	}
+	return out
 }
 
 func rawProblem(what string, raw Raw, present bool) string {

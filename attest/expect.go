@@ -30,12 +30,17 @@ type DaemonRecord struct {
 // hardening, the limits requested and the DNS configuration. Empty slices
 // and maps mean none.
 type RoleSettings struct {
-	CapAdd       []string          `json:"cap_add"`
-	CapDrop      []string          `json:"cap_drop"`
-	SecurityOpt  []string          `json:"security_opt"`
-	ReadOnlyRoot bool              `json:"read_only_root"`
-	Tmpfs        map[string]string `json:"tmpfs"`
-	Init         bool              `json:"init"`
+	CapAdd      []string `json:"cap_add"`
+	CapDrop     []string `json:"cap_drop"`
+	SecurityOpt []string `json:"security_opt"`
+	// MaskedPaths and ReadonlyPaths, when set, are asked for explicitly
+	// (the workspaces: episodes keep the container's /proc, so these stay
+	// masked); nil leaves them to the daemon and unchecked.
+	MaskedPaths   []string          `json:"masked_paths,omitempty"`
+	ReadonlyPaths []string          `json:"readonly_paths,omitempty"`
+	ReadOnlyRoot  bool              `json:"read_only_root"`
+	Tmpfs         map[string]string `json:"tmpfs"`
+	Init          bool              `json:"init"`
 	// Memory (bytes) and PidsLimit are the limits requested; 0 is none.
 	Memory    int64     `json:"memory"`
 	PidsLimit int64     `json:"pids_limit"`
@@ -46,9 +51,12 @@ type RoleSettings struct {
 // journal, the daemon recorded at bring-up, the endpoint selected now, and
 // the adapter's create settings per role.
 type Source struct {
-	// Spec is the campaign's spec (campaign.json); the plan is computed
-	// from it again.
+	// Spec is the campaign's spec (its generation's spec file); the plan
+	// is computed from it again, with AgentKey.
 	Spec campaign.CampaignSpec `json:"spec"`
+	// AgentKey is the state root's agent-id secret the plan's agent ids
+	// were keyed with (nil: unkeyed). It is evidence, never in a report.
+	AgentKey []byte `json:"agent_key,omitempty"`
 	// Records is the campaign's journal.
 	Records []campaign.Record `json:"records"`
 	// Bringup is the daemon recorded at bring-up; zero is unknown (every
@@ -65,6 +73,8 @@ type Source struct {
 	AgentpenKey apikey.Status `json:"agentpen_key"`
 	// KeyPolicy judges the keys the containers hold.
 	KeyPolicy apikey.Policy `json:"key_policy"`
+	// Producer is the agentpen build attesting, for the report.
+	Producer campaign.Producer `json:"producer"`
 }
 
 // containerExp is what one container must be.
@@ -134,7 +144,7 @@ type expectation struct {
 // expect derives the expectation; an error means the spec no longer makes
 // a plan (the campaign cannot be attested at all).
 func expect(src Source) (*expectation, error) {
-	p, err := campaign.NewPlan(src.Spec)
+	p, err := campaign.NewPlanWith(src.Spec, campaign.PlanOptions{AgentKey: src.AgentKey})
 	if err != nil {
 		return nil, fmt.Errorf("campaign spec: %w", err)
 	}
@@ -278,18 +288,6 @@ func liveOf(rs []campaign.Resource) []campaign.Resource {
 	for _, r := range rs {
 		if r.ID != "" && !r.Removed {
 			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// journalledIDs are every container id the journal recorded (live or
-// not), for telling journalled resources from strangers.
-func (e *expectation) journalledIDs(kind campaign.Kind) map[string]bool {
-	out := map[string]bool{}
-	for _, r := range e.Source.Records {
-		if r.Kind == kind && r.ID != "" && (r.Op == campaign.OpCreated) {
-			out[r.ID] = true
 		}
 	}
 	return out

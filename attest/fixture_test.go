@@ -137,16 +137,6 @@ func (f *fixture) probe(t testing.TB, phase, subject, id string, fn func(m map[s
 	t.Fatalf("%s: no run %s/%s", f.name, phase, subject)
 }
 
-func (f *fixture) run(t testing.TB, phase, subject string, fn func(r *ProbeRun)) {
-	for i := range f.obs.Runs {
-		if f.obs.Runs[i].Phase == phase && f.obs.Runs[i].Subject == subject {
-			fn(&f.obs.Runs[i])
-			return
-		}
-	}
-	t.Fatalf("%s: no run %s/%s", f.name, phase, subject)
-}
-
 // record edits the journal's intent record of a container (by name).
 func (f *fixture) intent(t testing.TB, subject string, fn func(labels map[string]string) map[string]string) {
 	name := ""

@@ -134,32 +134,3 @@ func FuzzProbeOutputNeverLies(f *testing.F) {
 		}
 	})
 }
-
-// FuzzSetCleanupStatus: an accepted input comes back with the status set
-// and every other field as it was.
-func FuzzSetCleanupStatus(f *testing.F) {
-	fx := loadFixture(f, "nat")
-	raw, _ := Evaluate(fx.src, fx.obs).Marshal()
-	f.Add(raw, "verified")
-	f.Add([]byte(`{"schema":"agentpen.attestation.v1"}`), "failed")
-	f.Add([]byte(`{"schema":"agentpen.attestation.v1","cleanup":7}`), "pending")
-	f.Fuzz(func(t *testing.T, in []byte, status string) {
-		out, err := SetCleanupStatus(in, status)
-		if err != nil {
-			return
-		}
-		var before, after map[string]json.RawMessage
-		if json.Unmarshal(in, &before) != nil || json.Unmarshal(out, &after) != nil {
-			t.Fatal("accepted a non-object, or wrote one")
-		}
-		var c Cleanup
-		if json.Unmarshal(after["cleanup"], &c) != nil || c.Status != status {
-			t.Fatalf("cleanup %s, want %s", after["cleanup"], status)
-		}
-		for k, v := range before {
-			if k != "cleanup" && !jsonEqual(v, after[k]) {
-				t.Fatalf("field %s changed", k)
-			}
-		}
-	})
-}

@@ -106,9 +106,10 @@ func PeerAddrs(src Source, obs Observation) map[string]string {
 // Listener is one of agentpen's own listeners on the host: loopback (the
 // host's 127.0.0.1) or a host address (probed under internal egress).
 type Listener struct {
-	Kind     string `json:"kind"` // ListenerLoopback or ListenerHostAddress
-	Addr     string `json:"addr"` // host:port on the host
-	Accepted int    `json:"accepted"`
+	Kind string `json:"kind"` // ListenerLoopback or ListenerHostAddress
+	Addr string `json:"addr"` // host:port on the host
+	// Accepted counts the connections it accepted during the probes.
+	Accepted int `json:"accepted"`
 }
 
 // Listener kinds.
@@ -146,6 +147,7 @@ type wire struct {
 	HeaderEnv map[string]string `json:"header_env,omitempty"`
 	Body      bool              `json:"body,omitempty"`
 	Addr      string            `json:"addr,omitempty"`
+	Path      string            `json:"path,omitempty"`
 	Unix      string            `json:"unix,omitempty"`
 	As        int               `json:"as,omitempty"`
 	Listen    string            `json:"listen,omitempty"`
@@ -169,7 +171,18 @@ const (
 	wantLoopbackOnly = "loopback_only"
 	// wantUIDBlock: the episode server runs with its journalled uid block.
 	wantUIDBlock = "uid_block"
+	// wantBindFile: the bind file is there, container root's, mode 0400,
+	// and the uid cannot open it.
+	wantBindFile = "bind_file_private"
+	// wantIsolated: code run as an episode is in PID and network
+	// namespaces other than its server's, has only a loopback interface,
+	// and cannot open a vsock socket.
+	wantIsolated = "isolated_episode"
 )
+
+// episodeProbeTimeoutMS bounds an episode probe: it starts an episode and
+// runs Python in it.
+const episodeProbeTimeoutMS = 20000
 
 // probe is one planned probe: the request, the check it feeds and what
 // it must find. negative probes are evidence only next to a passing
@@ -205,6 +218,9 @@ func (p *probePlan) add(pr probe, name string) {
 	}
 	if pr.req.Kind == "tcp" || pr.req.Kind == "http" || pr.req.Kind == "unix" {
 		pr.req.TimeoutMS = p.timeout()
+	}
+	if pr.req.Kind == "episode" {
+		pr.req.TimeoutMS = max(p.timeout(), episodeProbeTimeoutMS)
 	}
 	p.probes = append(p.probes, pr)
 }
@@ -406,6 +422,36 @@ var probeRules = []probeRule{
 				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.agent_to_agent", want: wantNoPath, negative: true,
 					target: target + " at " + addr, req: wire{Kind: "tcp", Addr: addr}}, "agent_to_agent")
 			}
+		}
+	}},
+	// The bind file that binds each workspace's episode server to its
+	// task (campaign.WorkbenchTaskFile): a regular file of container
+	// root's, mode 0400, which a sandbox uid of the workspace's block
+	// cannot open. The probe never reads it: the task id stays out of
+	// the report.
+	{"bind_file", func(p *probePlan) {
+		for _, w := range p.workspaces() {
+			if w.Serves == "" {
+				continue // a launcher's command: no bind file is written
+			}
+			uid := w.UIDBase
+			if uid == 0 {
+				uid = campaign.UIDBlockFirst // no block journalled: still a sandbox uid
+			}
+			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.bind_file", want: wantBindFile,
+				target: fmt.Sprintf("%s as uid %d", campaign.WorkbenchTaskFile, uid), req: wire{Kind: "file", Path: campaign.WorkbenchTaskFile, As: uid}}, "bind_file")
+		}
+	}},
+	// Episode code in each workspace, run through its workbench: in
+	// namespaces other than the server's, only a loopback interface, no
+	// vsock (the uid-only sandbox fails this: it is weaker).
+	{"episode_isolation", func(p *probePlan) {
+		for _, w := range p.workspaces() {
+			if w.Serves == "" {
+				continue // a launcher's command: no workbench to ask
+			}
+			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.episode_isolation", want: wantIsolated,
+				target: "code run as an episode of the workbench serving " + w.Serves, req: wire{Kind: "episode", Listen: w.Serves}}, "episode_isolation")
 		}
 	}},
 	// The uid block each workspace's episode server runs episodes under.

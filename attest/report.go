@@ -2,41 +2,36 @@ package attest
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"sort"
 	"time"
 
 	"github.com/agentpen/agentpen/apikey"
+	"github.com/agentpen/agentpen/campaign"
 )
 
 // Schema is the report's schema name.
 const Schema = "agentpen.attestation.v1"
 
-// FileName is the report's name in the campaign's state directory.
-const FileName = "attestation.json"
-
-// Cleanup states of a report (Cleanup.Status). Attestation writes
-// CleanupPending; the cleanup path updates it.
-const (
-	CleanupPending  = "pending"
-	CleanupVerified = "verified"
-	CleanupFailed   = "failed"
-)
-
 // Check is one attested fact: what was observed, what was expected, and
 // whether they agree. Reason says why a check failed (empty when it
 // passed).
 type Check struct {
-	Observed any    `json:"observed"`
-	Expected any    `json:"expected"`
-	Pass     bool   `json:"pass"`
-	Reason   string `json:"reason,omitempty"`
+	// Observed is what the daemon or a probe showed (null when nothing
+	// was observed).
+	Observed any `json:"observed"`
+	// Expected is what the spec, the plan and the journal say it must be.
+	Expected any `json:"expected"`
+	// Pass is true when the observed value is the expected one.
+	Pass bool `json:"pass"`
+	// Reason says why the check failed (absent when it passed).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Section is a group of checks keyed by their full names
 // ("workspaces[3].caps"), which are unique across the report.
 type Section struct {
+	// Checks are the section's checks by their full names
+	// (agentpen checks lists them all, with what each proves).
 	Checks map[string]Check `json:"checks"`
 }
 
@@ -61,42 +56,61 @@ type Limits struct {
 	Section
 	// MemoryEnforced and PidsEnforced are the daemon's answer (rootless on
 	// cgroup v1 enforces neither); Note says why, in words.
-	MemoryEnforced bool   `json:"memory_enforced"`
-	PidsEnforced   bool   `json:"pids_enforced"`
-	CgroupDriver   string `json:"cgroup_driver"`
-	CgroupVersion  string `json:"cgroup_version"`
-	Note           string `json:"note"`
+	MemoryEnforced bool `json:"memory_enforced"`
+	// PidsEnforced says whether the daemon enforces the pids limit.
+	PidsEnforced bool `json:"pids_enforced"`
+	// CgroupDriver is the daemon's cgroup driver (/info).
+	CgroupDriver string `json:"cgroup_driver"`
+	// CgroupVersion is the daemon's cgroup version (/info).
+	CgroupVersion string `json:"cgroup_version"`
+	// Note says in words what is enforced and what only requested.
+	Note string `json:"note"`
 }
 
 // Key is the API key section: status (never the value) of the key the
 // server holds, and of agentpen's own when it was there to compare.
 type Key struct {
 	Section
-	Server   apikey.Status  `json:"server"`
+	// Server is the status of the key the server holds.
+	Server apikey.Status `json:"server"`
+	// Agentpen is the status of the key in agentpen's environment, when
+	// it was there to compare.
 	Agentpen *apikey.Status `json:"agentpen,omitempty"`
 }
 
 // Custody is the process evidence of each container.
 type Custody struct {
 	Section
+	// Processes are the serving process of each container.
 	Processes []Process `json:"processes"`
 }
 
 // Process is the custody record of one container's serving process.
 type Process struct {
-	Subject       string `json:"subject"`
-	ContainerID   string `json:"container_id"`
-	HostPid       int    `json:"host_pid"`
-	Pid           int    `json:"pid"`
+	// Subject is the container ("server", "workspaces[0]").
+	Subject string `json:"subject"`
+	// ContainerID is its journalled id, which the probe's own mounts
+	// named.
+	ContainerID string `json:"container_id"`
+	// HostPid is the container's main process on the host (the daemon's
+	// answer).
+	HostPid int `json:"host_pid"`
+	// Pid is the serving process inside the container.
+	Pid int `json:"pid"`
+	// CommandDigest is the SHA-256 of its command line.
 	CommandDigest string `json:"command_digest"`
-	Cwd           string `json:"cwd"`
-	Serves        string `json:"serves"`
-	Exe           string `json:"exe"`
+	// Cwd is its working directory.
+	Cwd string `json:"cwd"`
+	// Serves is what it serves ("tcp:PORT", "unix:PATH", or "main").
+	Serves string `json:"serves"`
+	// Exe is its executable.
+	Exe string `json:"exe"`
 }
 
 // Connectivity is the probe section: every probe with its evidence.
 type Connectivity struct {
 	Section
+	// Probes are every probe run, with its evidence.
 	Probes []ProbeRecord `json:"probes"`
 	// Egress says how egress was attested: by a probe of Target, or from
 	// the network's Internal flag alone (Probed false).
@@ -110,23 +124,38 @@ type Connectivity struct {
 
 // Egress says how the egress policy was attested.
 type Egress struct {
-	Policy       string `json:"policy"`
-	Probed       bool   `json:"probed"`
-	Target       string `json:"target,omitempty"`
+	// Policy is the spec's egress ("internal" or "nat").
+	Policy string `json:"policy"`
+	// Probed says whether an egress target was probed.
+	Probed bool `json:"probed"`
+	// Target is the host:port probed.
+	Target string `json:"target,omitempty"`
+	// AttestedFrom says in words what egress was attested from.
 	AttestedFrom string `json:"attested_from"`
 }
 
 // ProbeRecord is one probe's evidence.
 type ProbeRecord struct {
-	ID        string  `json:"id"`
-	Check     string  `json:"check"`
-	Target    string  `json:"target"`
-	Want      string  `json:"want"`
-	Outcome   string  `json:"outcome"`
-	Status    int     `json:"status,omitempty"`
-	Error     string  `json:"error,omitempty"`
+	// ID is the probe's id ("workspaces[0]/egress/0").
+	ID string `json:"id"`
+	// Check is the check it counts towards.
+	Check string `json:"check"`
+	// Target is what it connected to, or looked at.
+	Target string `json:"target"`
+	// Want is the outcome it needed.
+	Want string `json:"want"`
+	// Outcome is what it got (connected, refused, timeout, a reply ...).
+	Outcome string `json:"outcome"`
+	// Status is an HTTP reply's status.
+	Status int `json:"status,omitempty"`
+	// Error is the probe's error, in words.
+	Error string `json:"error,omitempty"`
+	// LatencyMS is how long it took, in milliseconds.
 	LatencyMS float64 `json:"latency_ms"`
-	Pass      bool    `json:"pass"`
+	// Pass is true when the outcome is the one needed.
+	Pass bool `json:"pass"`
+	// Isolation is an episode probe's finding, the sandbox mode among it.
+	Isolation *EpisodeIsolation `json:"isolation,omitempty"`
 }
 
 // Timings are how long the attestation took, in milliseconds.
@@ -134,43 +163,83 @@ type Timings struct {
 	// DaemonMS is the daemon calls (inspects and lists); ProbesMS the
 	// probes (execs and their timeouts); TotalMS both and the rest.
 	DaemonMS float64 `json:"daemon_ms"`
+	// ProbesMS is the probes.
 	ProbesMS float64 `json:"probes_ms"`
-	TotalMS  float64 `json:"total_ms"`
-}
-
-// Cleanup is the removal status of the campaign, updated by cleanup.
-type Cleanup struct {
-	Status string `json:"status"`
+	// TotalMS is the whole attestation.
+	TotalMS float64 `json:"total_ms"`
 }
 
 // Report is the attestation: each section's checks, and ok only when every
 // check passed.
 type Report struct {
-	Schema       string    `json:"schema"`
-	CampaignID   string    `json:"campaign_id"`
-	OK           bool      `json:"ok"`
-	FailedChecks []string  `json:"failed_checks"`
-	AttestedAt   time.Time `json:"attested_at"`
+	// Schema is "agentpen.attestation.v1".
+	Schema string `json:"schema"`
+	// CampaignID is the campaign attested.
+	CampaignID string `json:"campaign_id"`
+	// Generation and Instance are the generation attested (the journal's
+	// latest) and its instance nonce.
+	Generation int `json:"generation"`
+	// Instance is the generation's instance nonce.
+	Instance string `json:"instance"`
+	// Producer is the agentpen build that made the report.
+	Producer campaign.Producer `json:"producer"`
+	// OK is true only when every check passed.
+	OK bool `json:"ok"`
+	// FailedChecks are the names of the checks that failed, sorted
+	// ("attestation" when nothing could be checked).
+	FailedChecks []string `json:"failed_checks"`
+	// AttestedAt is when the daemon was observed.
+	AttestedAt time.Time `json:"attested_at"`
+	// Images are the images the campaign's containers run, by the image
+	// id the daemon reported for each container (those it answered for).
+	Images []ImageUse `json:"images"`
 	// Error, when set, says why nothing could be checked (the report is
 	// then not ok).
-	Error        string       `json:"error,omitempty"`
-	Daemon       Section      `json:"daemon"`
-	Network      Section      `json:"network"`
-	Containers   Section      `json:"containers"`
-	Socket       Section      `json:"socket"`
-	Publish      Section      `json:"publish"`
-	Hardening    Section      `json:"hardening"`
-	Limits       Limits       `json:"limits"`
-	APIKey       Key          `json:"api_key"`
-	Custody      Custody      `json:"custody"`
+	Error string `json:"error,omitempty"`
+	// Daemon: the daemon is the one brought up on, and rootless.
+	Daemon Section `json:"daemon"`
+	// Network: the campaign's networks are the planned ones.
+	Network Section `json:"network"`
+	// Containers: each journalled container is there, named, labelled,
+	// running the pinned image and command.
+	Containers Section `json:"containers"`
+	// Socket: the Docker socket is where it may be and nowhere else.
+	Socket Section `json:"socket"`
+	// Publish: nothing is published but the planned loopback binding.
+	Publish Section `json:"publish"`
+	// Hardening: capabilities, privileges, security options, mounts,
+	// namespaces.
+	Hardening Section `json:"hardening"`
+	// Limits: the limits recorded, and whether the daemon enforces them.
+	Limits Limits `json:"limits"`
+	// APIKey: the grader key's status in each container (never its
+	// value).
+	APIKey Key `json:"api_key"`
+	// Custody: the process serving each container.
+	Custody Custody `json:"custody"`
+	// Connectivity: the probes from inside the containers.
 	Connectivity Connectivity `json:"connectivity"`
 	// Isolation is what keeps agents apart: the topology, each
 	// workspace's uid block, and that no uid is shared on the daemon (the
 	// agent -> agent probes are in Connectivity).
 	Isolation Section `json:"isolation"`
-	Campaign  Section `json:"campaign"`
-	Timings   Timings `json:"timings"`
-	Cleanup   Cleanup `json:"cleanup"`
+	// Campaign: nothing on the daemon carries the campaign's label that
+	// its journal does not account for.
+	Campaign Section `json:"campaign"`
+	// Timings are how long the attestation took.
+	Timings Timings `json:"timings"`
+}
+
+// ImageUse is one image the campaign's containers run.
+type ImageUse struct {
+	// Reference is the image the plan pins (an image id, or
+	// repo@sha256:...).
+	Reference string `json:"reference"`
+	// ID is the image id the daemon reported for the containers
+	// ("sha256:..."): the digest of the image's configuration.
+	ID string `json:"id"`
+	// Containers are the subjects running it ("server", "workspaces[0]").
+	Containers []string `json:"containers"`
 }
 
 func (r *Report) sections() []*Section {
@@ -189,12 +258,20 @@ func (r *Report) Checks() map[string]Check {
 	return out
 }
 
-// finish sets FailedChecks (sorted, unique) and OK. A report with no check
-// at all, or with Error set, is never ok.
+// finish sets FailedChecks (sorted, unique) and OK, and the report's
+// empty lists and sections to [] and {} (never null, as its schema says).
+// A report with no check at all, or with Error set, is never ok.
 func (r *Report) finish() {
 	failed := []string{}
 	n := 0
+	r.Connectivity.Probes = nonNilOf(r.Connectivity.Probes)
+	r.Connectivity.Listeners = nonNilOf(r.Connectivity.Listeners)
+	r.Custody.Processes = nonNilOf(r.Custody.Processes)
+	r.Images = nonNilOf(r.Images)
 	for _, s := range r.sections() {
+		if s.Checks == nil {
+			s.Checks = map[string]Check{}
+		}
 		for k, c := range s.Checks {
 			n++
 			if !c.Pass {
@@ -208,6 +285,13 @@ func (r *Report) finish() {
 	sort.Strings(failed)
 	r.FailedChecks = failed
 	r.OK = n > 0 && len(failed) == 0
+}
+
+func nonNilOf[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // FailureLines are one line per failed check: the name, the reason, and
@@ -237,36 +321,6 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
-}
-
-// ErrNotReport is returned by SetCleanupStatus for bytes that are not an
-// attestation report.
-var ErrNotReport = errors.New("not an " + Schema + " report")
-
-// SetCleanupStatus returns the report raw with its cleanup.status set to
-// status, every other field kept as it was. The cleanup path calls it and
-// writes the result back atomically.
-func SetCleanupStatus(raw []byte, status string) ([]byte, error) {
-	switch status {
-	case CleanupPending, CleanupVerified, CleanupFailed:
-	default:
-		return nil, fmt.Errorf("cleanup status %q: want pending, verified or failed", status)
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return nil, fmt.Errorf("attestation: %w: %w", ErrNotReport, err)
-	}
-	var schema string
-	if json.Unmarshal(fields["schema"], &schema) != nil || schema != Schema {
-		return nil, fmt.Errorf("attestation schema %q: %w", schema, ErrNotReport)
-	}
-	b, _ := json.Marshal(Cleanup{Status: status})
-	fields["cleanup"] = b
-	out, err := json.MarshalIndent(fields, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(out, '\n'), nil
 }
 
 // Marshal is the report as written to FileName: indented JSON and a

@@ -3,21 +3,24 @@ package campaign
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"slices"
 	"sync"
-	"syscall"
 	"time"
 )
 
 // JournalFile is the name of a campaign's journal in its directory.
 const JournalFile = "journal.jsonl"
 
-// Op is what a journal record says happened.
+// Op is what a journal record says happened. Every control event of a
+// campaign's lifecycle has an op of its own (Fold reads them); OpNote is
+// prose for people, never read back.
 type Op string
 
 // Journal operations.
@@ -32,14 +35,68 @@ const (
 	OpCreated Op = "created"
 	// OpCreateFailed records a create call that returned an error.
 	OpCreateFailed Op = "create_failed"
+	// OpOrphan records a resource of the generation that no create record
+	// accounted for (found by agentpen orphans), before its removal: it is
+	// folded like OpCreated, and its removal is not the campaign's.
+	OpOrphan Op = "orphan"
 	// OpRemoved records a removal by id, confirmed by the daemon saying the
 	// id is gone; without an id, that an intent was confirmed never
 	// created.
 	OpRemoved Op = "removed"
-	// OpNote records a campaign-level event (bring-up failed, rolled back,
-	// ready, cleanup started).
+	// OpReady: the generation reached readiness (every container ready)
+	// and is handed out without an attestation.
+	OpReady Op = "ready"
+	// OpAttesting: the generation reached readiness and its bring-up's
+	// attestation began. Ready and pending are one record, so no instant
+	// reads ready and unattested: until OpAttested, the campaign is not
+	// up.
+	OpAttesting Op = "attesting"
+	// OpAttested records an attestation's verdict (Status AttestOK or
+	// AttestFailed) and its report (Report, Digest), at bring-up or later.
+	OpAttested Op = "attested"
+	// OpRolledBack: the generation's bring-up failed and what it made was
+	// removed (its cleanup is the OpCleanup before it); Note says why.
+	OpRolledBack Op = "rolled_back"
+	// OpRemovalStarted is written before a removal's first act; Reason
+	// says why the campaign is being removed (RemovalReasons).
+	OpRemovalStarted Op = "removal_started"
+	// OpCleanup records a cleanup's verdict (Status CleanupVerified or
+	// CleanupFailed) and its report (Report, Digest).
+	OpCleanup Op = "cleanup"
+	// OpNote is prose for a person (a bring-up's summary, the cut of a
+	// torn line); nothing reads it back.
 	OpNote Op = "note"
 )
+
+// Verdicts in Record.Status.
+const (
+	AttestOK        = "ok"
+	AttestFailed    = "failed"
+	CleanupVerified = "verified"
+	CleanupFailed   = "failed"
+)
+
+// Why a removal began (Record.Reason of OpRemovalStarted).
+const (
+	// ReasonDown: agentpen down.
+	ReasonDown = "down"
+	// ReasonDelete: DELETE /v1/campaigns/{id}.
+	ReasonDelete = "delete"
+	// ReasonRollback: a bring-up that failed removes what it made.
+	ReasonRollback = "rollback"
+	// ReasonNotAttested: a campaign that did not attest is removed (fail
+	// closed).
+	ReasonNotAttested = "not_attested"
+	// ReasonUndelivered: up could not hand its ids to anyone.
+	ReasonUndelivered = "undelivered"
+	// ReasonExit: agentpen serve --cleanup-on-exit.
+	ReasonExit = "exit"
+	// ReasonOrphan: agentpen orphans --remove.
+	ReasonOrphan = "orphan"
+)
+
+// RemovalReasons are the reasons a journal may give.
+var RemovalReasons = []string{ReasonDown, ReasonDelete, ReasonRollback, ReasonNotAttested, ReasonUndelivered, ReasonExit, ReasonOrphan}
 
 // Kind is the kind of resource a journal record is about.
 type Kind string
@@ -53,13 +110,24 @@ const (
 	KindDir Kind = "dir"
 )
 
+// JournalFormat is the format every record of a journal carries (V). A
+// journal written by an agentpen before typed lifecycle records (format
+// 1, without V) is refused as corrupt, never translated.
+const JournalFormat = 2
+
 // Record is one line of the journal.
 type Record struct {
-	Seq  int       `json:"seq"`
+	// V is the journal format (JournalFormat).
+	V   int `json:"v"`
+	Seq int `json:"seq"`
+	// Prev is the SHA-256 (hex) of the record before this one, as its
+	// line was written ("" for the first): the records are a chain, so an
+	// edited, removed or reordered record is seen on reading.
+	Prev string    `json:"prev,omitempty"`
 	Time time.Time `json:"time"`
 	Op   Op        `json:"op"`
-	// Gen is the generation the record belongs to (0 in journals older
-	// than generations).
+	// Gen is the generation the record belongs to; 0 on the records of a
+	// removal (OpRemovalStarted, OpCleanup), which span generations.
 	Gen int `json:"gen,omitempty"`
 	// Instance is the generation's nonce (on OpBegin records).
 	Instance string            `json:"instance,omitempty"`
@@ -68,16 +136,29 @@ type Record struct {
 	Name     string            `json:"name,omitempty"`
 	ID       string            `json:"id,omitempty"`
 	Labels   map[string]string `json:"labels,omitempty"`
-	Note     string            `json:"note,omitempty"`
+	// Status is a verdict (OpAttested, OpCleanup); Reason why a removal
+	// began (OpRemovalStarted).
+	Status string `json:"status,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Report names a report's file in the campaign's directory and Digest
+	// its SHA-256 (hex), on OpAttested and OpCleanup; Envelope is the
+	// SHA-256 (hex) of the report's signed statement (its DSSE envelope,
+	// the file beside it), empty for a report that was not signed.
+	Report   string `json:"report,omitempty"`
+	Digest   string `json:"digest,omitempty"`
+	Envelope string `json:"envelope,omitempty"`
+	Note     string `json:"note,omitempty"`
 }
 
 // Journal is a campaign's append-only, fsync'd record of what agentpen
-// meant to create, what it created (by id) and what it removed, so cleanup
-// after a crash finds everything. Safe for concurrent use.
+// meant to create, what it created (by id), what it removed and what
+// became of the campaign, so cleanup after a crash finds everything and
+// every reader agrees on its state (Fold). Safe for concurrent use.
 type Journal struct {
 	mu   sync.Mutex
 	f    *os.File
 	seq  int
+	prev string // the hash of the last line
 	now  func() time.Time
 	path string
 	cut  *TornTail
@@ -91,9 +172,11 @@ const MaxRecordBytes = 2 * MaxSpecBytes
 var ErrJournalCorrupt = errors.New("journal corrupt")
 
 // CorruptError is a journal with a complete line (one that ends in a
-// newline) that is not a record. A write that did not complete never
-// leaves one (see TornTail), so this is real corruption: nothing acts on
-// such a journal until a person has looked at it.
+// newline) that is not a record of this format, or a record that does not
+// follow the one before it. A write that did not complete never leaves
+// one (see TornTail), so this is real damage (or an older agentpen's
+// journal): nothing acts on such a journal until a person has looked at
+// it.
 type CorruptError struct {
 	Path string
 	// Line is the first bad line (from 1); More counts the bad lines
@@ -108,7 +191,7 @@ func (e *CorruptError) Error() string {
 	if e.More > 0 {
 		more = fmt.Sprintf(" (and %d more bad lines)", e.More)
 	}
-	return fmt.Sprintf("journal %s line %d%s: %v: the journal is corrupt (a complete line that is not a record; docs/troubleshooting.md says what to do)", e.Path, e.Line, more, e.Err)
+	return fmt.Sprintf("journal %s line %d%s: %v: the journal is corrupt (docs/troubleshooting.md says what to do)", e.Path, e.Line, more, e.Err)
 }
 
 // Unwrap makes every CorruptError match ErrJournalCorrupt; the cause is
@@ -138,7 +221,7 @@ func (t *TornTail) String() string {
 // tornHead bounds TornTail.Head.
 const tornHead = 256
 
-// JournalContents is what LoadJournal read.
+// JournalContents is what ReadJournal read.
 type JournalContents struct {
 	// Records are the journal's records. With a *CorruptError they are
 	// every well-formed line, for listing only: nothing may be removed
@@ -146,34 +229,27 @@ type JournalContents struct {
 	Records []Record
 	// Torn is the ignored final line without its newline (nil for none).
 	Torn *TornTail
+	// last is the hash of the last complete line ("" for none).
+	last string
 }
 
-// OpenJournal opens (creating if needed) the journal in dir, which is
-// created 0700 if missing. The directory and the journal must be private
-// to this user (CheckPrivate; a *TrustError otherwise). Existing records
-// are read to continue the sequence; a torn last line (TornTail) is cut
+// OpenJournal continues the journal in f, which its caller opened for
+// reading and appending (O_RDWR|O_APPEND, never following a link) and
+// names path in messages. The file must be private to this user
+// (CheckPrivate; a *TrustError otherwise). Existing records are read to
+// continue the sequence and the chain; a torn last line (TornTail) is cut
 // from the file (truncated and synced) and the cut recorded in a note
 // before anything else is appended; Cut says what was cut. A journal with
 // a corrupt line (*CorruptError) is not opened: appending to it would
-// bury the damage.
-func OpenJournal(dir string) (*Journal, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("journal dir %s: %w", dir, err)
-	}
-	if err := checkPrivatePath("campaign directory", dir, true); err != nil {
-		return nil, err
-	}
-	path := filepath.Join(dir, JournalFile)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open journal: %w", err)
-	}
-	c, err := readOpen(path, f)
+// bury the damage. The Journal owns f from then on (Close closes it), also
+// on error.
+func OpenJournal(f *os.File, path string) (*Journal, error) {
+	c, err := ReadJournal(f, path)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	j := &Journal{f: f, now: time.Now, path: path}
+	j := &Journal{f: f, now: time.Now, path: path, prev: c.last}
 	if n := len(c.Records); n > 0 {
 		j.seq = c.Records[n-1].Seq
 	}
@@ -192,10 +268,6 @@ func OpenJournal(dir string) (*Journal, error) {
 			return nil, err
 		}
 	}
-	if err := syncDir(dir); err != nil {
-		f.Close()
-		return nil, err
-	}
 	return j, nil
 }
 
@@ -205,17 +277,16 @@ func (j *Journal) Cut() *TornTail { return j.cut }
 // Path returns the journal file's path.
 func (j *Journal) Path() string { return j.path }
 
-// Append writes r (with the next sequence number and the time) and syncs
-// it to disk before returning.
+// Append writes r (with the format, the next sequence number, the hash of
+// the record before it and the time) and syncs it to disk before
+// returning.
 func (j *Journal) Append(r Record) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.f == nil {
 		return fmt.Errorf("journal %s: closed", j.path)
 	}
-	j.seq++
-	r.Seq = j.seq
-	r.Time = j.now().UTC()
+	r.V, r.Seq, r.Prev, r.Time = JournalFormat, j.seq+1, j.prev, j.now().UTC()
 	line, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("journal record: %w", err)
@@ -226,6 +297,7 @@ func (j *Journal) Append(r Record) error {
 	if err := j.f.Sync(); err != nil {
 		return fmt.Errorf("journal sync: %w", err)
 	}
+	j.seq, j.prev = r.Seq, lineHash(line)
 	return nil
 }
 
@@ -241,34 +313,21 @@ func (j *Journal) Close() error {
 	return err
 }
 
-// ReadJournal reads every record of the journal at path (LoadJournal
-// without the torn tail it ignores).
-func ReadJournal(path string) ([]Record, error) {
-	c, err := LoadJournal(path)
-	return c.Records, err
+// lineHash is the chain's hash of one line (without its newline).
+func lineHash(line []byte) string {
+	sum := sha256.Sum256(line)
+	return hex.EncodeToString(sum[:])
 }
 
-// LoadJournal reads the journal at path, which must be private to this
-// user, as its directory must (CheckPrivate; a *TrustError otherwise). A
-// final line without its newline (a write that did not complete) is
-// ignored and returned as Torn; a complete line that is not a record, or
-// one longer than MaxRecordBytes, is a *CorruptError naming the file and
-// the line, returned with every well-formed record.
-func LoadJournal(path string) (JournalContents, error) {
-	if err := checkPrivatePath("campaign directory", filepath.Dir(path), true); err != nil {
-		return JournalContents{}, err
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return JournalContents{}, err
-	}
-	defer f.Close()
-	return readOpen(path, f)
-}
-
-// readOpen checks the opened journal f is private and reads it from the
-// start.
-func readOpen(path string, f *os.File) (JournalContents, error) {
+// ReadJournal reads the journal in f from its start (f is named path in
+// messages); f must be private to this user (CheckPrivate; a *TrustError
+// otherwise). A final line without its newline (a write that did not
+// complete) is ignored and returned as Torn; a complete line that is not
+// a record of JournalFormat, one longer than MaxRecordBytes, or a record
+// that does not follow the one before it (its sequence number and hash),
+// is a *CorruptError naming the file and the line, returned with every
+// well-formed record.
+func ReadJournal(f *os.File, path string) (JournalContents, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return JournalContents{}, fmt.Errorf("journal %s: %w", path, err)
@@ -276,8 +335,15 @@ func readOpen(path string, f *os.File) (JournalContents, error) {
 	if err := CheckPrivate("journal", path, fi, false); err != nil {
 		return JournalContents{}, err
 	}
-	c, err := scanJournal(path, io.NewSectionReader(f, 0, fi.Size()))
-	return c, err
+	return scanJournal(path, io.NewSectionReader(f, 0, fi.Size()))
+}
+
+// ParseJournal reads a journal's records from r (named path in messages)
+// as ReadJournal does, without its owner and mode check: for verifying a
+// copy of a campaign's files, whose trust comes from the signed
+// statements that cover it, never for acting on a campaign.
+func ParseJournal(path string, r io.Reader) (JournalContents, error) {
+	return scanJournal(path, r)
 }
 
 // scanJournal reads records, one per line, from r (the journal at path).
@@ -294,6 +360,7 @@ func scanJournal(path string, r io.Reader) (JournalContents, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var off int64
 	var buf []byte
+	seq, resync := 0, false
 	for n := 1; ; n++ {
 		buf = buf[:0]
 		size, long := int64(0), false
@@ -323,13 +390,27 @@ func scanJournal(path string, r io.Reader) (JournalContents, error) {
 		off += size
 		if long {
 			corrupt(n, fmt.Errorf("a line of %d bytes, longer than a record can be (%d)", size, MaxRecordBytes))
+			c.last, resync = "", true
 			continue
 		}
-		rec, err := parseRecord(buf)
+		line := bytes.TrimSuffix(buf, []byte("\n"))
+		rec, err := parseRecord(line)
+		switch {
+		case err != nil, resync:
+			// After a bad line the chain is broken already: the next
+			// record is kept (for listing) without judging its link.
+		case rec.Seq != seq+1:
+			err = fmt.Errorf("record %d follows record %d: a record was removed, added or moved", rec.Seq, seq)
+		case rec.Prev != c.last:
+			err = fmt.Errorf("record %d does not follow the line before it (its hash of it differs): a record was edited, removed or moved", rec.Seq)
+		}
+		c.last = lineHash(line)
 		if err != nil {
 			corrupt(n, err)
+			resync = true
 			continue
 		}
+		seq, resync = rec.Seq, false
 		c.Records = append(c.Records, rec)
 	}
 	if bad != nil {
@@ -338,8 +419,8 @@ func scanJournal(path string, r io.Reader) (JournalContents, error) {
 	return c, nil
 }
 
-// parseRecord decodes one complete journal line: a JSON object with a
-// sequence number and an operation.
+// parseRecord decodes one complete journal line: a JSON object of this
+// format with a sequence number, a known operation and a known kind.
 func parseRecord(line []byte) (Record, error) {
 	var rec Record
 	trimmed := bytes.TrimSpace(line)
@@ -349,11 +430,26 @@ func parseRecord(line []byte) (Record, error) {
 	if err := json.Unmarshal(trimmed, &rec); err != nil {
 		return rec, err
 	}
+	if rec.V != JournalFormat {
+		return rec, fmt.Errorf("journal format %d, not %d (an older agentpen wrote it; it is not read: move the campaign's directory aside)", rec.V, JournalFormat)
+	}
 	if rec.Seq < 1 || rec.Op == "" {
 		return rec, errors.New("not a journal record (no seq or op)")
 	}
 	switch rec.Op {
-	case OpBegin, OpIntent, OpCreated, OpCreateFailed, OpRemoved, OpNote:
+	case OpBegin, OpIntent, OpCreated, OpCreateFailed, OpOrphan, OpRemoved, OpReady, OpAttesting, OpRolledBack, OpNote:
+	case OpAttested:
+		if rec.Status != AttestOK && rec.Status != AttestFailed {
+			return rec, fmt.Errorf("attestation verdict %q", rec.Status)
+		}
+	case OpCleanup:
+		if rec.Status != CleanupVerified && rec.Status != CleanupFailed {
+			return rec, fmt.Errorf("cleanup verdict %q", rec.Status)
+		}
+	case OpRemovalStarted:
+		if !slices.Contains(RemovalReasons, rec.Reason) {
+			return rec, fmt.Errorf("removal reason %q", rec.Reason)
+		}
 	default:
 		return rec, fmt.Errorf("unknown op %q", rec.Op)
 	}
@@ -381,6 +477,8 @@ type Resource struct {
 	// Removed is true once a removal was recorded: by id, or, for an
 	// intent without one, the confirmation that it was never created.
 	Removed bool
+	// Orphan is true for a resource recorded by OpOrphan.
+	Orphan bool
 }
 
 // Generation is one bring-up of a campaign id: its nonce and what it meant
@@ -443,7 +541,7 @@ func Generations(recs []Record) []Generation {
 			g := gen(r.Gen, r.Time)
 			pending[key{r.Gen, r.Kind, r.Name}] = len(g.Resources)
 			g.Resources = append(g.Resources, Resource{Gen: r.Gen, Kind: r.Kind, Role: r.Role, Name: r.Name, Labels: r.Labels, Intended: r.Time})
-		case OpCreated:
+		case OpCreated, OpOrphan:
 			if r.ID == "" {
 				continue
 			}
@@ -460,7 +558,7 @@ func Generations(recs []Record) []Generation {
 				continue
 			}
 			byID[ik] = [2]int{gi[r.Gen], len(g.Resources)}
-			g.Resources = append(g.Resources, Resource{Gen: r.Gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Labels: r.Labels, Intended: r.Time})
+			g.Resources = append(g.Resources, Resource{Gen: r.Gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Labels: r.Labels, Intended: r.Time, Orphan: r.Op == OpOrphan})
 		case OpRemoved:
 			if r.ID != "" {
 				if at, ok := byID[idKey{r.Gen, r.Kind, r.ID}]; ok {
@@ -486,16 +584,4 @@ func Resources(recs []Record) []Resource {
 		out = append(out, g.Resources...)
 	}
 	return out
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
-	}
-	return nil
 }

@@ -9,13 +9,51 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
-// rec is one well-formed journal line.
-func rec(seq int, op string) string {
-	return `{"seq":` + strconv.Itoa(seq) + `,"time":"2026-11-30T12:00:00Z","op":"` + op + `","gen":1}` + "\n"
+// jtext builds a journal's text as a writer would have written it, each
+// record chained to the line before it, with whatever damage a case
+// inserts.
+type jtext struct{ b strings.Builder }
+
+// last is the hash of the text's last complete line ("" for none).
+func (j *jtext) last() string {
+	t := strings.TrimSuffix(j.b.String(), "\n")
+	if len(t) == len(j.b.String()) && t != "" {
+		// ends in a torn line: the chain goes on from the line before
+		t = t[:max(0, strings.LastIndexByte(t, '\n'))]
+	}
+	if i := strings.LastIndexByte(t, '\n'); i >= 0 {
+		t = t[i+1:]
+	}
+	if t == "" {
+		return ""
+	}
+	return lineHash([]byte(t))
 }
+
+// rec appends a record of seq and op, chained to the last line.
+func (j *jtext) rec(seq int, op string) *jtext {
+	j.b.WriteString(recLine(seq, op, j.last()))
+	return j
+}
+
+// raw appends text as it is.
+func (j *jtext) raw(s string) *jtext { j.b.WriteString(s); return j }
+
+func (j *jtext) String() string { return j.b.String() }
+
+// recLine is one journal line of seq and op chained to prev.
+func recLine(seq int, op, prev string) string {
+	p := ""
+	if prev != "" {
+		p = `,"prev":"` + prev + `"`
+	}
+	return `{"v":2,"seq":` + strconv.Itoa(seq) + p + `,"time":"2026-11-30T12:00:00Z","op":"` + op + `","gen":1}` + "\n"
+}
+
+func text() *jtext { return &jtext{} }
 
 // journalCases are journal texts as a crash, a full disk or damage leave
 // them, with what reading must find: the records, a torn tail (its size),
@@ -29,22 +67,37 @@ var journalCases = []struct {
 	badReason string
 }{
 	{name: "empty", text: ""},
-	{name: "whole", text: rec(1, "begin") + rec(2, "intent"), records: 2},
-	{name: "torn_tail", text: rec(1, "begin") + `{"seq":2,"op":"crea`, records: 1, torn: 19},
+	{name: "whole", text: text().rec(1, "begin").rec(2, "intent").String(), records: 2},
+	{name: "torn_tail", text: text().rec(1, "begin").raw(`{"seq":2,"op":"crea`).String(), records: 1, torn: 19},
 	{name: "torn_first_line", text: `{"seq":1,"op":"beg`, torn: 18},
-	{name: "torn_tail_of_nuls", text: rec(1, "begin") + "\x00\x00\x00\x00", records: 1, torn: 4},
-	{name: "torn_tail_30_bytes_short", text: rec(1, "begin") + rec(2, "intent")[:len(rec(2, "intent"))-30], records: 1, torn: int64(len(rec(2, "intent")) - 30)},
-	{name: "garbage_line", text: rec(1, "begin") + "{bad}\n" + rec(2, "intent"), records: 2, badLine: 2, badReason: "invalid character"},
-	{name: "torn_then_appended", text: rec(1, "begin") + `{"seq":2,"op":"crea` + rec(2, "note"), records: 1, badLine: 2, badReason: "invalid character"},
-	{name: "null_line", text: "null\n" + rec(1, "begin"), records: 1, badLine: 1, badReason: "not a JSON object"},
-	{name: "object_not_record", text: rec(1, "begin") + "{}\n", records: 1, badLine: 2, badReason: "not a journal record"},
-	{name: "empty_line", text: rec(1, "begin") + "\n" + rec(2, "intent"), records: 2, badLine: 2, badReason: "not a JSON object"},
-	{name: "trailing_garbage", text: strings.TrimSuffix(rec(1, "begin"), "\n") + "xyz\n", badLine: 1, badReason: "invalid character"},
-	{name: "huge_line", text: rec(1, "begin") + strings.Repeat("a", MaxRecordBytes+10) + "\n" + rec(2, "intent"), records: 2, badLine: 2, badReason: "longer than a record can be"},
-	{name: "huge_torn_tail", text: rec(1, "begin") + strings.Repeat("a", MaxRecordBytes+10), records: 1, torn: MaxRecordBytes + 10},
-	{name: "unknown_op", text: rec(1, "begin") + rec(2, "bogus") + rec(3, "note"), records: 2, badLine: 2, badReason: `unknown op "bogus"`},
-	{name: "unknown_kind", text: rec(1, "begin") + `{"seq":2,"op":"created","kind":"volume","id":"x"}` + "\n", records: 1, badLine: 2, badReason: `unknown kind "volume"`},
-	{name: "two_bad_lines", text: "x\n" + rec(1, "begin") + "y\n", records: 1, badLine: 1, badReason: "not a JSON object"},
+	{name: "torn_tail_of_nuls", text: text().rec(1, "begin").raw("\x00\x00\x00\x00").String(), records: 1, torn: 4},
+	{name: "torn_tail_30_bytes_short", text: func() string {
+		whole := text().rec(1, "begin").rec(2, "intent").String()
+		return whole[:len(whole)-30]
+	}(), records: 1, torn: int64(len(recLine(2, "intent", lineHash([]byte(strings.TrimSuffix(recLine(1, "begin", ""), "\n"))))) - 30)},
+	{name: "garbage_line", text: text().rec(1, "begin").raw("{bad}\n").rec(2, "intent").String(), records: 2, badLine: 2, badReason: "invalid character"},
+	{name: "torn_then_appended", text: text().rec(1, "begin").raw(`{"seq":2,"op":"crea`).rec(2, "note").String(), records: 1, badLine: 2, badReason: "invalid character"},
+	{name: "null_line", text: text().raw("null\n").rec(1, "begin").String(), records: 1, badLine: 1, badReason: "not a JSON object"},
+	{name: "object_not_record", text: text().rec(1, "begin").raw(`{"v":2}` + "\n").String(), records: 1, badLine: 2, badReason: "not a journal record"},
+	{name: "empty_line", text: text().rec(1, "begin").raw("\n").rec(2, "intent").String(), records: 2, badLine: 2, badReason: "not a JSON object"},
+	{name: "trailing_garbage", text: strings.TrimSuffix(recLine(1, "begin", ""), "\n") + "xyz\n", badLine: 1, badReason: "invalid character"},
+	{name: "huge_line", text: text().rec(1, "begin").raw(strings.Repeat("a", MaxRecordBytes+10)+"\n").rec(2, "intent").String(), records: 2, badLine: 2, badReason: "longer than a record can be"},
+	{name: "huge_torn_tail", text: text().rec(1, "begin").raw(strings.Repeat("a", MaxRecordBytes+10)).String(), records: 1, torn: MaxRecordBytes + 10},
+	{name: "unknown_op", text: text().rec(1, "begin").rec(2, "bogus").rec(3, "note").String(), records: 2, badLine: 2, badReason: `unknown op "bogus"`},
+	{name: "unknown_kind", text: text().rec(1, "begin").raw(`{"v":2,"seq":2,"op":"created","kind":"volume","id":"x"}` + "\n").String(), records: 1, badLine: 2, badReason: `unknown kind "volume"`},
+	{name: "two_bad_lines", text: text().raw("x\n").rec(1, "begin").raw("y\n").String(), records: 1, badLine: 1, badReason: "not a JSON object"},
+	{name: "older_format", text: `{"seq":1,"time":"2026-11-30T12:00:00Z","op":"begin","gen":1}` + "\n", badLine: 1, badReason: "journal format 0, not 2"},
+	{name: "record_dropped", text: text().rec(1, "begin").rec(3, "intent").String(), records: 1, badLine: 2, badReason: "record 3 follows record 1"},
+	{name: "record_edited", text: func() string {
+		t := text().rec(1, "begin").rec(2, "intent").rec(3, "note").String()
+		return strings.Replace(t, `"op":"intent"`, `"op":"created"`, 1)
+	}(), records: 2, badLine: 3, badReason: "record 3 does not follow the line before it"},
+	{name: "records_swapped", text: func() string {
+		lines := strings.SplitAfter(text().rec(1, "begin").rec(2, "intent").rec(3, "note").String(), "\n")
+		return lines[0] + lines[2] + lines[1]
+	}(), records: 2, badLine: 2, badReason: "record 3 follows record 1"},
+	{name: "unknown_verdict", text: text().rec(1, "begin").raw(`{"v":2,"seq":2,"op":"attested","status":"maybe"}` + "\n").String(), records: 1, badLine: 2, badReason: `attestation verdict "maybe"`},
+	{name: "unknown_removal_reason", text: text().rec(1, "begin").raw(`{"v":2,"seq":2,"op":"removal_started","reason":"whim"}` + "\n").String(), records: 1, badLine: 2, badReason: `removal reason "whim"`},
 }
 
 func writeJournal(t *testing.T, text string) string {
@@ -64,7 +117,7 @@ func TestLoadJournal(t *testing.T) {
 	for _, tt := range journalCases {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeJournal(t, tt.text)
-			c, err := LoadJournal(path)
+			c, err := loadJournalPath(path)
 			if len(c.Records) != tt.records {
 				t.Errorf("%d records, want %d", len(c.Records), tt.records)
 			}
@@ -93,9 +146,9 @@ func TestLoadJournal(t *testing.T) {
 // before the next append (which used to land on the torn line and make
 // the whole journal unreadable), and the cut is recorded.
 func TestOpenJournalCutsTornTail(t *testing.T) {
-	whole := rec(1, "begin") + rec(2, "intent")
-	path := writeJournal(t, whole+rec(3, "created")[:20])
-	j, err := OpenJournal(filepath.Dir(path))
+	whole := text().rec(1, "begin").rec(2, "intent").String()
+	path := writeJournal(t, text().raw(whole).rec(3, "created").String()[:len(whole)+20])
+	j, err := openJournalDir(filepath.Dir(path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,12 +159,12 @@ func TestOpenJournalCutsTornTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.Close()
-	c, err := LoadJournal(path)
+	c, err := loadJournalPath(path)
 	if err != nil || c.Torn != nil || len(c.Records) != 4 {
 		t.Fatalf("after the cut: %v, torn %v, %d records", err, c.Torn, len(c.Records))
 	}
 	note, last := c.Records[2], c.Records[3]
-	if note.Op != OpNote || note.Seq != 3 || !strings.Contains(note.Note, "cut a final line of 20 bytes without its newline") || !strings.Contains(note.Note, `{\"seq\":3`) {
+	if note.Op != OpNote || note.Seq != 3 || !strings.Contains(note.Note, "cut a final line of 20 bytes without its newline") || !strings.Contains(note.Note, `{\"v\":2,\"seq\":3`) {
 		t.Fatalf("the cut's note: %+v", note)
 	}
 	if last.Op != OpRemoved || last.Seq != 4 {
@@ -126,22 +179,21 @@ func TestOpenJournalCutsTornTail(t *testing.T) {
 // TestOpenJournalRefusesCorrupt: a journal with a corrupt complete line is
 // not appended to, and is left as it was.
 func TestOpenJournalRefusesCorrupt(t *testing.T) {
-	text := rec(1, "begin") + "{bad}\n" + rec(2, "intent")
-	path := writeJournal(t, text)
-	if _, err := OpenJournal(filepath.Dir(path)); !errors.Is(err, ErrJournalCorrupt) {
+	bad := text().rec(1, "begin").raw("{bad}\n").rec(2, "intent").String()
+	path := writeJournal(t, bad)
+	if _, err := openJournalDir(filepath.Dir(path)); !errors.Is(err, ErrJournalCorrupt) {
 		t.Fatalf("OpenJournal of a corrupt journal: %v", err)
 	}
-	if b, _ := os.ReadFile(path); string(b) != text {
+	if b, _ := os.ReadFile(path); string(b) != bad {
 		t.Fatalf("the corrupt journal was changed:\n%s", b)
 	}
 }
 
-// TestJournalTrust: a journal or campaign directory another user owns or
-// can write is refused, naming the path and the fix; agentpen makes both
-// private.
+// TestJournalTrust: a journal another user owns or can write is refused,
+// naming the path and the fix (the store checks the directories).
 func TestJournalTrust(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state", "c")
-	j, err := OpenJournal(dir)
+	j, err := openJournalDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,9 +211,7 @@ func TestJournalTrust(t *testing.T) {
 		want  string
 	}{
 		{"journal_writable", func() error { return os.Chmod(path, 0o666) }, "journal " + path + " has mode 0666: other users can write it; agentpen trusts no state another user can write; if it is yours: chmod 0600 " + path},
-		{"dir_writable", func() error { return os.Chmod(dir, 0o777) }, "campaign directory " + dir + " has mode 0777: other users can write it; agentpen trusts no state another user can write; if it is yours: chmod 0700 " + dir},
 		{"journal_foreign", func() error { return os.Lchown(path, 65534, 65534) }, "journal " + path + " is owned by uid 65534, not by this user (uid 0)"},
-		{"dir_foreign", func() error { return os.Lchown(dir, 65534, 65534) }, "campaign directory " + dir + " is owned by uid 65534"},
 		{"journal_symlink", func() error {
 			os.Rename(path, path+".real")
 			return os.Symlink(path+".real", path)
@@ -185,8 +235,8 @@ func TestJournalTrust(t *testing.T) {
 				os.Lchown(path, os.Geteuid(), os.Getegid())
 				os.Lchown(dir, os.Geteuid(), os.Getegid())
 			}()
-			_, rerr := LoadJournal(path)
-			_, oerr := OpenJournal(dir)
+			_, rerr := loadJournalPath(path)
+			_, oerr := openJournalDir(dir)
 			for _, err := range []error{rerr, oerr} {
 				if err == nil || !strings.Contains(err.Error(), tt.want) {
 					t.Fatalf("err %v, want it to say %q", err, tt.want)
@@ -197,7 +247,7 @@ func TestJournalTrust(t *testing.T) {
 			}
 		})
 	}
-	if _, err := LoadJournal(path); err != nil {
+	if _, err := loadJournalPath(path); err != nil {
 		t.Fatalf("the restored journal: %v", err)
 	}
 }
@@ -212,7 +262,7 @@ func FuzzJournal(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := writeJournal(t, string(data))
-		c, err := LoadJournal(path)
+		c, err := loadJournalPath(path)
 		endsWhole := len(data) == 0 || data[len(data)-1] == '\n'
 		if endsWhole != (c.Torn == nil) {
 			t.Fatalf("torn %+v for a journal ending %q", c.Torn, data[max(0, len(data)-8):])
@@ -229,7 +279,7 @@ func FuzzJournal(f *testing.F) {
 		if err != nil && !errors.Is(err, ErrJournalCorrupt) {
 			t.Fatalf("an error that is not corruption: %v", err)
 		}
-		j, oerr := OpenJournal(filepath.Dir(path))
+		j, oerr := openJournalDir(filepath.Dir(path))
 		if err != nil {
 			if !errors.Is(oerr, ErrJournalCorrupt) {
 				t.Fatalf("OpenJournal of a corrupt journal: %v", oerr)
@@ -246,7 +296,7 @@ func FuzzJournal(f *testing.F) {
 			t.Fatal(err)
 		}
 		j.Close()
-		after, err := LoadJournal(path)
+		after, err := loadJournalPath(path)
 		want := len(c.Records) + 1
 		if c.Torn != nil {
 			want++ // the cut's note

@@ -10,7 +10,7 @@ import (
 
 func TestJournalRoundTrip(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "campaign")
-	j, err := OpenJournal(dir)
+	j, err := openJournalDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestJournalRoundTrip(t *testing.T) {
 	if st.Mode().Perm() != 0o600 {
 		t.Fatalf("journal mode %v", st.Mode())
 	}
-	recs, err := ReadJournal(j.Path())
+	recs, err := readJournalPath(j.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestJournalRoundTrip(t *testing.T) {
 		}
 	}
 	// Reopening continues the sequence.
-	j2, err := OpenJournal(dir)
+	j2, err := openJournalDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,14 +72,14 @@ func TestJournalRoundTrip(t *testing.T) {
 	if err := j2.Append(Record{Op: OpNote, Note: "again"}); err != nil {
 		t.Fatal(err)
 	}
-	recs, _ = ReadJournal(j2.Path())
+	recs, _ = readJournalPath(j2.Path())
 	if last := recs[len(recs)-1]; last.Seq != len(steps)+1 {
 		t.Fatalf("seq after reopen = %d", last.Seq)
 	}
 }
 
 func TestJournalConcurrentAppend(t *testing.T) {
-	j, err := OpenJournal(t.TempDir())
+	j, err := openJournalDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestJournalConcurrentAppend(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	recs, err := ReadJournal(j.Path())
+	recs, err := readJournalPath(j.Path())
 	if err != nil || len(recs) != 16 {
 		t.Fatalf("%v, %d records", err, len(recs))
 	}

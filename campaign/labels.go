@@ -25,6 +25,13 @@ const (
 	// LabelUIDBlock carries a workspace's uid block ("first-last"): the
 	// daemon-wide allocation of blocks reads it from every container.
 	LabelUIDBlock = "io.agentpen.uid-block"
+	// LabelCreate is a secret of one create call: 128 random bits, set
+	// on the resource and recorded in its intent, and nowhere else before
+	// the daemon has made it. A resource is taken for this create's (when
+	// its id never reached the journal) only by its exact name and this
+	// value: labels another daemon client can copy from a live resource
+	// never adopt one (WithCreateLabel).
+	LabelCreate = "io.agentpen.create"
 )
 
 // ReservedLabelPrefix is the label namespace agentpen owns.
@@ -54,6 +61,16 @@ func OwnedBy(have, want map[string]string) bool {
 		}
 	}
 	return n > 0
+}
+
+// WithCreateLabel returns a copy of labels with a fresh LabelCreate.
+func WithCreateLabel(labels map[string]string) map[string]string {
+	out := make(map[string]string, len(labels)+1)
+	for k, v := range labels {
+		out[k] = v
+	}
+	out[LabelCreate] = NewInstance()
+	return out
 }
 
 // NewInstance returns a fresh instance nonce: 32 hex digits from the

@@ -1,6 +1,7 @@
 package campaign
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
@@ -8,11 +9,24 @@ import (
 )
 
 // OpaqueAgentID derives "agent-<24 hex>" from the campaign, task and attempt
-// ids, so the agent's identity never reveals the task and a retry (a new
-// attempt id) never collides with an earlier attempt.
-func OpaqueAgentID(campaignID, taskID, attemptID string) string {
-	sum := sha256.Sum256([]byte("agentpen-agent\x00" + campaignID + "\x00" + taskID + "\x00" + attemptID))
-	return "agent-" + hex.EncodeToString(sum[:])[:24]
+// ids: an HMAC-SHA256 under key, the state root's agent-id secret, so the
+// agent's identity never reveals the task (agent code can read its own
+// agent id, and a campaign id is often guessable: without the key it
+// could hash candidate tasks until one matched) and a retry (a new attempt
+// id) never collides with an earlier attempt. A nil key (a plan that is
+// only checked, never brought up) hashes without one.
+func OpaqueAgentID(key []byte, campaignID, taskID, attemptID string) string {
+	msg := []byte("agentpen-agent\x00" + campaignID + "\x00" + taskID + "\x00" + attemptID)
+	var sum []byte
+	if key == nil {
+		s := sha256.Sum256(msg)
+		sum = s[:]
+	} else {
+		m := hmac.New(sha256.New, key)
+		m.Write(msg)
+		sum = m.Sum(nil)
+	}
+	return "agent-" + hex.EncodeToString(sum)[:24]
 }
 
 // shortHash is the first n hex digits of sha256 of the parts joined by NUL.

@@ -54,6 +54,9 @@ const (
 // Plan is a validated campaign: every name, alias, label and environment
 // variable, computed before anything is created.
 type Plan struct {
+	// Spec is the spec the plan was computed from (as the launcher gave
+	// it; the defaults are in the plan's other fields).
+	Spec       CampaignSpec
 	CampaignID string
 	// Key is the campaign's name component: a DNS slug and a hash.
 	Key      string
@@ -68,6 +71,17 @@ type Plan struct {
 	// empty in a plan that is only being checked.
 	Generation int
 	Instance   string
+	// Keyed is true when the agent ids were derived under a key
+	// (PlanOptions.AgentKey): only such a plan is brought up.
+	Keyed    bool
+	agentKey []byte
+}
+
+// PlanOptions are what a plan is computed with beside its spec.
+type PlanOptions struct {
+	// AgentKey is the state root's agent-id secret (OpaqueAgentID); nil
+	// for a plan that is only checked.
+	AgentKey []byte
 }
 
 // Bind makes the plan one bring-up's: generation gen with the instance
@@ -167,7 +181,11 @@ var forbiddenNetworks = map[string]bool{"": true, "none": true, "host": true, "b
 // creates nothing. Every field that is wrong is named, with its value, in
 // one ValidationErrors (a single one is still a *ValidationError for
 // errors.As).
-func NewPlan(spec CampaignSpec) (*Plan, error) {
+func NewPlan(spec CampaignSpec) (*Plan, error) { return NewPlanWith(spec, PlanOptions{}) }
+
+// NewPlanWith is NewPlan with options: the agent ids keyed under
+// opts.AgentKey.
+func NewPlanWith(spec CampaignSpec, opts PlanOptions) (*Plan, error) {
 	var errs errList
 	errs.add(CheckID("campaign_id", spec.CampaignID))
 	egress := spec.Egress
@@ -183,7 +201,7 @@ func NewPlan(spec CampaignSpec) (*Plan, error) {
 		return nil, errs.err()
 	}
 	key := Key(spec.CampaignID)
-	p := &Plan{CampaignID: spec.CampaignID, Key: key, Egress: egress, Topology: TopologyNone}
+	p := &Plan{Spec: spec, CampaignID: spec.CampaignID, Key: key, Egress: egress, Topology: TopologyNone, Keyed: opts.AgentKey != nil, agentKey: opts.AgentKey}
 	if egress == EgressNAT || spec.Server.AgentReachable {
 		p.Topology = TopologyPerAgent
 	}
@@ -289,6 +307,8 @@ func planServer(p *Plan, spec CampaignSpec, errs *errList) ServerPlan {
 		errs.add(err)
 	} else if protectedEnv[strings.ToUpper(s.APIKeyEnv)] {
 		errs.add(invalid("server.api_key_env", s.APIKeyEnv, "collides with a protected control variable"))
+	} else {
+		errs.add(checkCopiedEnv("server.api_key_env", s.APIKeyEnv))
 	}
 	errs.add(checkArgs("server.command", s.Command))
 	errs.add(checkArgs("server.ready_command", s.ReadyCommand))
@@ -313,6 +333,8 @@ func planServer(p *Plan, spec CampaignSpec, errs *errList) ServerPlan {
 			errs.add(err)
 		} else if protectedEnv[strings.ToUpper(name)] {
 			errs.add(invalid(f, name, "protected control variable"))
+		} else {
+			errs.add(checkCopiedEnv(f, name))
 		}
 	}
 	if s.DataHostPath != "" || s.DataContainerPath != "" {
@@ -371,7 +393,7 @@ func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec, errs *errLis
 	if len(*errs) > n {
 		return AgentPlan{}, false
 	}
-	id := OpaqueAgentID(p.CampaignID, ws.TaskID, ws.AttemptID)
+	id := OpaqueAgentID(p.agentKey, p.CampaignID, ws.TaskID, ws.AttemptID)
 	a := AgentPlan{
 		Index:   i,
 		AgentID: id,
@@ -428,12 +450,14 @@ func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec, errs *errLis
 }
 
 // WorkbenchCommand is a workspace's default command: the episode server on
-// its unix socket, grading through the campaign's grader (at graderURL:
+// its unix socket, bound to the workspace's task by WorkbenchTaskFile
+// (which the adapter writes before the start; the command line names only
+// its path), grading through the campaign's grader (at graderURL:
 // http://alias:port, or unix:///path) with the key in the variable keyEnv
 // (set in the workspace's environment at create time, never visible to
 // episode code, which runs with a cleared environment).
 func WorkbenchCommand(graderURL, keyEnv string) []string {
-	return []string{"serve", "--listen", "unix://" + WorkbenchSocket, "--grader", graderURL, "--grader-key-env", keyEnv}
+	return []string{"serve", "--listen", "unix://" + WorkbenchSocket, "--task-file", WorkbenchTaskFile, "--grader", graderURL, "--grader-key-env", keyEnv}
 }
 
 func checkArgs(field string, args []string) error {

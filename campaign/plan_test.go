@@ -69,13 +69,48 @@ func TestNewPlanValid(t *testing.T) {
 }
 
 func TestOpaqueAgentID(t *testing.T) {
-	a := OpaqueAgentID("c", "t", "")
-	if a != OpaqueAgentID("c", "t", "") || a == OpaqueAgentID("c", "t", "2") || a == OpaqueAgentID("c", "t2", "") {
-		t.Fatal("agent ids are not a function of campaign, task and attempt")
+	key := []byte("0123456789abcdef0123456789abcdef")
+	for _, k := range [][]byte{nil, key} {
+		a := OpaqueAgentID(k, "c", "t", "")
+		if a != OpaqueAgentID(k, "c", "t", "") || a == OpaqueAgentID(k, "c", "t", "2") || a == OpaqueAgentID(k, "c", "t2", "") {
+			t.Fatal("agent ids are not a function of campaign, task and attempt")
+		}
+		// Separators matter: ("ab","c") and ("a","bc") differ.
+		if OpaqueAgentID(k, "ab", "c", "") == OpaqueAgentID(k, "a", "bc", "") {
+			t.Fatal("ambiguous concatenation")
+		}
 	}
-	// Separators matter: ("ab","c") and ("a","bc") differ.
-	if OpaqueAgentID("ab", "c", "") == OpaqueAgentID("a", "bc", "") {
-		t.Fatal("ambiguous concatenation")
+}
+
+// TestAgentIDNeedsTheKey: agent code reads its agent id (in
+// /proc/self/mountinfo, the run directory's bind-mount source) and can
+// often guess the campaign id; without the state root's key it cannot
+// tell which task the id was made from (it recovered the task in 0.08 s
+// by hashing candidates when the id was an unkeyed hash).
+func TestAgentIDNeedsTheKey(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	spec := validSpec()
+	p, err := NewPlanWith(spec, PlanOptions{AgentKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Keyed {
+		t.Fatal("a plan with a key is not keyed")
+	}
+	got := p.Agents[0].AgentID
+	// The attacker's search: every task of the catalogue, every attempt it
+	// might try, hashed the way an unkeyed id was, and under a wrong key.
+	ws := spec.Workspaces[0]
+	for _, guess := range [][]byte{nil, []byte("another key of thirty-two bytes!")} {
+		if OpaqueAgentID(guess, spec.CampaignID, ws.TaskID, ws.AttemptID) == got {
+			t.Fatalf("the agent id is computable without the state root's key (%q)", guess)
+		}
+	}
+	if OpaqueAgentID(key, spec.CampaignID, ws.TaskID, ws.AttemptID) != got {
+		t.Fatal("the keyed id is not the plan's")
+	}
+	if q, _ := NewPlan(spec); q.Keyed {
+		t.Fatal("a plan without a key says it is keyed")
 	}
 }
 

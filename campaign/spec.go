@@ -22,10 +22,14 @@ const (
 	// DockerSocketTarget is where ServerSpec.MountDockerSocket mounts the
 	// daemon's socket in the server container.
 	DockerSocketTarget = "/run/agentpen/docker.sock"
-	// WorkbenchRunDir is a workspace's bind-mounted run directory, and
-	// WorkbenchSocket the episode server's unix socket in it.
-	WorkbenchRunDir = "/run/workbench"
-	WorkbenchSocket = WorkbenchRunDir + "/wb.sock"
+	// WorkbenchRunDir is a workspace's bind-mounted run directory,
+	// WorkbenchSocket the episode server's unix socket in it, and
+	// WorkbenchTaskFile the bind file (package workbench/bind: the task,
+	// mode 0400, owned by container root) that binds the episode server
+	// to the workspace's task.
+	WorkbenchRunDir   = "/run/workbench"
+	WorkbenchSocket   = WorkbenchRunDir + "/wb.sock"
+	WorkbenchTaskFile = WorkbenchRunDir + "/task"
 	// DefaultWorkspaceTarget is where WorkspaceSpec.WorkspaceHostPath is
 	// mounted.
 	DefaultWorkspaceTarget = "/workspace"

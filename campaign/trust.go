@@ -60,13 +60,3 @@ func CheckPrivate(what, path string, fi fs.FileInfo, dir bool) error {
 	}
 	return nil
 }
-
-// checkPrivatePath is CheckPrivate of the file at path, not following a
-// final symbolic link.
-func checkPrivatePath(what, path string, dir bool) error {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return err
-	}
-	return CheckPrivate(what, path, fi, dir)
-}

@@ -3,8 +3,10 @@ package campaign
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -63,7 +65,7 @@ func invalid(field, value, format string, args ...any) error {
 }
 
 // The patterns of ids and names, as the spec's JSON Schema states them
-// too (a test in adapter/api holds the schema to these).
+// too (a test in launcher holds the schema to these).
 const (
 	IDPattern      = `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`
 	TaskIDPattern  = `^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$`
@@ -290,6 +292,75 @@ func checkMountPath(field, p string) error {
 		if part == "" || part == "." || part == ".." {
 			return invalid(field, p, "must be a clean path without '.', '..' or '//'")
 		}
+	}
+	return nil
+}
+
+// Catalogue answers whether the default episode server serves a task id:
+// nil, or an error whose text becomes the field's message ("is not in the
+// workbench catalogue ..."). workbench/tasks.Known is the one agentpen
+// uses; campaign does not import the workbench.
+type Catalogue func(taskID string) error
+
+// Validate is the one validation of a spec, for agentpen up, agentpen
+// spec check and the launcher API alike: NewPlan (every value), then the
+// task id of every workspace that runs the default episode server against
+// known (a workspace with its own command serves its own tasks). It
+// returns the plan a bring-up takes (Plan.Spec is spec). The error is one
+// *ValidationError, or ValidationErrors when there are several (NewPlan's
+// and every unknown task id), each naming its field by path
+// ("workspaces[1].task_id"). opts key the agent ids (a plan to bring up
+// needs the state root's key; one only checked does not).
+func Validate(spec CampaignSpec, known Catalogue, opts PlanOptions) (*Plan, error) {
+	p, perr := NewPlanWith(spec, opts)
+	errs := FieldErrors(perr)
+	// The catalogue is consulted even when NewPlan refused another field,
+	// so one answer names every unknown task.
+	for i, ws := range spec.Workspaces {
+		if len(ws.Command) != 0 || known == nil {
+			continue
+		}
+		field := fmt.Sprintf("workspaces[%d].task_id", i)
+		if CheckTaskID(field, ws.TaskID) != nil || slices.ContainsFunc(errs, func(e *ValidationError) bool { return e.Field == field }) {
+			continue // NewPlan names it
+		}
+		if err := known(ws.TaskID); err != nil {
+			errs = append(errs, &ValidationError{Field: field, Value: ws.TaskID, Msg: err.Error()})
+		}
+	}
+	switch {
+	case perr != nil && errs == nil:
+		return nil, perr // not a field error: kept as it is
+	case len(errs) == 1:
+		return nil, errs[0] // as NewPlan returns one
+	case len(errs) > 0:
+		return nil, errs
+	}
+	return p, nil
+}
+
+// ParseSpec reads a spec (DecodeSpec: malformed JSON with its line and
+// column, every unknown field, a duplicate key) and validates it
+// (Validate).
+func ParseSpec(r io.Reader, known Catalogue, opts PlanOptions) (*Plan, error) {
+	spec, err := DecodeSpec(r)
+	if err != nil {
+		return nil, err
+	}
+	return Validate(spec, known, opts)
+}
+
+// FieldErrors flattens err into its field errors (nil for none).
+func FieldErrors(err error) ValidationErrors {
+	var list ValidationErrors
+	var one *ValidationError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &list):
+		return slices.Clone(list)
+	case errors.As(err, &one):
+		return ValidationErrors{one}
 	}
 	return nil
 }

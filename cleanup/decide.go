@@ -55,6 +55,10 @@ type Observation struct {
 	RunRoot string
 	// Err says why the State is Unknown (for the reason only).
 	Err string
+	// Diverted says why a directory's path does not lead to a directory
+	// agentpen made (a link planted on it, never followed): something is
+	// there, and it is not ours.
+	Diverted string
 }
 
 // Decision is Decide's answer: an action and the reason for it.
@@ -90,6 +94,9 @@ func Decide(r campaign.Resource, obs Observation) Decision {
 	}
 	switch r.Kind {
 	case campaign.KindDir:
+		if obs.Diverted != "" {
+			return Decision{NotOurs, obs.Diverted}
+		}
 		return Decision{Remove, "a workspace run directory of this campaign"}
 	case campaign.KindContainer, campaign.KindNetwork:
 		if obs.ID != r.ID {

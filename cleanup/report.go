@@ -1,6 +1,7 @@
 package cleanup
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -46,9 +47,13 @@ type Unresolved struct {
 
 // Found is a resource the daemon listed by label.
 type Found struct {
-	Kind   campaign.Kind     `json:"kind"`
-	ID     string            `json:"id"`
-	Name   string            `json:"name"`
+	// Kind is "container" or "network".
+	Kind campaign.Kind `json:"kind"`
+	// ID is the daemon's id of it.
+	ID string `json:"id"`
+	// Name is its name.
+	Name string `json:"name"`
+	// Labels are its labels.
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
@@ -72,80 +77,135 @@ type Input struct {
 	Finished time.Time
 	// Phases are durations by phase name (resolve, remove, verify).
 	Phases map[string]time.Duration
+	// Producer is the agentpen build making the report.
+	Producer campaign.Producer
 }
 
 // Entry names one resource in a report.
 type Entry struct {
-	Kind   campaign.Kind `json:"kind"`
-	Role   string        `json:"role,omitempty"`
-	Name   string        `json:"name,omitempty"`
-	ID     string        `json:"id,omitempty"`
-	Gen    int           `json:"generation,omitempty"`
-	Reason string        `json:"reason,omitempty"`
+	// Kind is "container", "network" or "dir".
+	Kind campaign.Kind `json:"kind"`
+	// Role is its role in the campaign (server, workspace, network).
+	Role string `json:"role,omitempty"`
+	// Name is the name it was created under.
+	Name string `json:"name,omitempty"`
+	// ID is the id the daemon returned (a directory's path).
+	ID string `json:"id,omitempty"`
+	// Gen is the generation that created it.
+	Gen int `json:"generation,omitempty"`
+	// Reason says why it is in this list.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Evidence is why a removed resource was agentpen's: the reserved labels
 // the daemon reported that matched the journal's intent.
 type Evidence struct {
-	ID     string            `json:"id"`
-	Kind   campaign.Kind     `json:"kind"`
+	// ID is the resource removed.
+	ID string `json:"id"`
+	// Kind is its kind.
+	Kind campaign.Kind `json:"kind"`
+	// Labels are the reserved labels that matched the journal's intent.
 	Labels map[string]string `json:"labels"`
 }
 
 // Check is one verification: what was observed, what was expected, and
 // whether they agree.
 type Check struct {
-	Observed any  `json:"observed"`
-	Expected any  `json:"expected"`
-	Pass     bool `json:"pass"`
+	// Observed is what the daemon showed.
+	Observed any `json:"observed"`
+	// Expected is what the journal says it must be.
+	Expected any `json:"expected"`
+	// Pass is true when they agree.
+	Pass bool `json:"pass"`
 }
 
 // GenerationInfo names a generation and its instance nonce.
 type GenerationInfo struct {
-	N        int    `json:"n"`
+	// N is the generation's number.
+	N int `json:"n"`
+	// Instance is its instance nonce.
 	Instance string `json:"instance"`
 }
 
 // Timings are a cleanup's durations in milliseconds.
 type Timings struct {
-	Started  time.Time        `json:"started"`
-	Finished time.Time        `json:"finished"`
-	TotalMS  int64            `json:"total_ms"`
+	// Started is when the cleanup began.
+	Started time.Time `json:"started"`
+	// Finished is when it ended.
+	Finished time.Time `json:"finished"`
+	// TotalMS is its duration.
+	TotalMS int64 `json:"total_ms"`
+	// PhasesMS are the durations of its phases (resolve, remove, verify).
 	PhasesMS map[string]int64 `json:"phases_ms,omitempty"`
 }
 
-// Report is the cleanup report (schema agentpen.cleanup.v1), written to
-// cleanup.json in the campaign's state directory by agentpen down (and a
-// rollback). It speaks for one generation: Generation and Instance name
-// the latest generation of the journal when it was made, WrittenAt when.
-// A later bring-up of the campaign id moves it aside (cleanup.gen<N>.json)
-// before it creates anything, so cleanup.json is never an earlier
-// generation's verdict on a live one.
+// Report is the cleanup report (schema agentpen.cleanup.v1) that agentpen
+// down (and a rollback, and agentpen orphans --remove) writes as a new
+// file of the campaign (cleanup-<generation>-<n>.json, never rewritten),
+// signed beside it. It speaks for one generation: Generation and Instance
+// name the latest generation of the journal when it was made, WrittenAt
+// when.
 type Report struct {
-	Schema     string `json:"schema"`
+	// Schema is "agentpen.cleanup.v1".
+	Schema string `json:"schema"`
+	// CampaignID is the campaign removed (or verified).
 	CampaignID string `json:"campaign_id"`
 	// Generation and Instance are the generation the report speaks for:
 	// the journal's latest when it was made (0 and "" for a journal
 	// without one).
-	Generation int    `json:"generation"`
-	Instance   string `json:"instance"`
+	Generation int `json:"generation"`
+	// Instance is that generation's instance nonce.
+	Instance string `json:"instance"`
+	// Producer is the agentpen build that made the report.
+	Producer campaign.Producer `json:"producer"`
 	// WrittenAt is when the report was made (its verification's end).
-	WrittenAt    time.Time        `json:"written_at"`
-	Status       Status           `json:"status"`
-	OK           bool             `json:"ok"`
-	ReadOnly     bool             `json:"read_only,omitempty"`
-	FailedChecks []string         `json:"failed_checks"`
-	Generations  []GenerationInfo `json:"generations"`
-	Expected     []Entry          `json:"expected"`
-	Removed      []Entry          `json:"removed"`
-	AlreadyGone  []Entry          `json:"already_gone"`
-	LeftAlone    []Entry          `json:"left_alone"`
-	Unexpected   []Found          `json:"unexpected"`
-	Networks     []string         `json:"networks"`
-	RunDirs      []string         `json:"run_dirs"`
-	Ownership    []Evidence       `json:"ownership"`
-	Checks       map[string]Check `json:"checks"`
-	Timings      Timings          `json:"timings"`
+	WrittenAt time.Time `json:"written_at"`
+	// Status is "verified" only when everything the journal records is
+	// confirmed gone and nothing carries the campaign's labels; "failed"
+	// otherwise.
+	Status Status `json:"status"`
+	// OK is Status == "verified".
+	OK bool `json:"ok"`
+	// ReadOnly marks a verification that removed nothing (agentpen
+	// cleanup verify).
+	ReadOnly bool `json:"read_only,omitempty"`
+	// FailedChecks are the names of the checks that failed, sorted.
+	FailedChecks []string `json:"failed_checks"`
+	// Generations are every generation the journal records.
+	Generations []GenerationInfo `json:"generations"`
+	// Expected are the resources the journal says were created.
+	Expected []Entry `json:"expected"`
+	// Removed are the resources removed, by id.
+	Removed []Entry `json:"removed"`
+	// AlreadyGone are the resources the daemon confirmed absent before
+	// any removal.
+	AlreadyGone []Entry `json:"already_gone"`
+	// LeftAlone are the resources not removed (their labels did not
+	// prove ownership, or their removal failed), each with why.
+	LeftAlone []Entry `json:"left_alone"`
+	// Unexpected are resources the daemon lists with the campaign's
+	// label that the journal does not account for (never removed).
+	Unexpected []Found `json:"unexpected"`
+	// Networks are the networks removed.
+	Networks []string `json:"networks"`
+	// RunDirs are the run directories removed.
+	RunDirs []string `json:"run_dirs"`
+	// Ownership is the evidence each removal was of the campaign's.
+	Ownership []Evidence `json:"ownership"`
+	// Checks are the verifications by name.
+	Checks map[string]Check `json:"checks"`
+	// Timings are how long the cleanup took.
+	Timings Timings `json:"timings"`
+}
+
+// Marshal is the report as written to its file: indented JSON and a
+// newline.
+func (r *Report) Marshal() ([]byte, error) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
 }
 
 // Build judges a cleanup. It fails closed: a resource is counted gone only
@@ -155,7 +215,7 @@ type Report struct {
 // and any failed check makes the status Failed.
 func Build(in Input) Report {
 	r := Report{
-		Schema: Schema, CampaignID: in.CampaignID, ReadOnly: in.ReadOnly,
+		Schema: Schema, CampaignID: in.CampaignID, ReadOnly: in.ReadOnly, Producer: in.Producer,
 		FailedChecks: []string{}, Generations: []GenerationInfo{}, Expected: []Entry{}, Removed: []Entry{},
 		AlreadyGone: []Entry{}, LeftAlone: []Entry{}, Unexpected: []Found{}, Networks: []string{},
 		RunDirs: []string{}, Ownership: []Evidence{}, Checks: map[string]Check{},

@@ -42,6 +42,7 @@ func goodInput() Input {
 	}
 	return Input{
 		CampaignID:  "camp",
+		Producer:    campaign.Producer{Name: "agentpen", Version: "v0.9.0", Commit: "4b825dc642cb6eb9a060e54bf8d69288fbee4904"},
 		Generations: []campaign.Generation{{N: 1, Instance: nonce}},
 		Outcomes: []Outcome{
 			removed(res(campaign.KindContainer, campaign.RoleWork, "agentpen-camp-agent", "c-ws")),

@@ -5,13 +5,15 @@
 # python3 from Debian (/usr/bin/python3) is the interpreter the uid sandbox runs episode code
 # with; debootstrap builds the local python base image; the Docker packages are installed by
 # scripts/rootless-docker.sh; gcc and libc6-dev are what go test -race needs (cgo); openssl
-# makes API keys (openssl rand -hex 32); shellcheck lints the scripts (make test). Run as root; a
-# non-root run only reports what is missing.
+# makes API keys (openssl rand -hex 32); chromium-headless-shell is the browser the pages' tests
+# drive (internal/testkit/browsertest); nodejs (with its npm) runs the TypeScript MCP SDK test;
+# make lint runs shellcheck over the scripts. Run as root; a non-root run only reports what is
+# missing.
 set -euo pipefail
 prog=deps
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
-need=(python3 debootstrap curl ca-certificates openssl make git gcc libc6-dev shellcheck)
+need=(python3 debootstrap curl ca-certificates openssl make git gcc libc6-dev chromium-headless-shell nodejs shellcheck)
 missing=()
 for p in "${need[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/attest"
+	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
 )
 
@@ -37,10 +38,11 @@ func attestCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	fs := cli.NewFlagSet("agentpen", "attest", "[flags] CAMPAIGN_ID",
 		"Proves what a campaign is, from the daemon's own answers (the network, every journalled container\n"+
 			"by id, /info) and from probes run inside the containers (docker exec of workbench probe), and\n"+
-			"writes the secret-free report to attestation.json in the campaign's state directory.\n"+
+			"writes the secret-free report as a new file in the campaign's state directory\n"+
+			"(attestation-<generation>-<n>.json; no report is ever rewritten) and its verdict in the journal.\n"+
 			"Prints one line per failed check (or the report with --json). Only a campaign whose latest\n"+
-			"generation is up is attested: one that was removed, is being removed, failed or never became\n"+
-			"ready is refused, and its attestation.json (with its cleanup status) is left as it is.\n"+
+			"generation is up (ready or attestation_failed) is attested: one that was removed, is being\n"+
+			"removed, failed or never became ready is refused, saying why, and nothing is written.\n"+
 			"Exit status: 0 once the report is written (with --strict: only when it is ok), 1 otherwise,\n"+
 			"2 on bad flags, no such campaign, or a campaign that is not up.",
 		stdout)
@@ -58,12 +60,21 @@ func attestCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if err != nil {
 		return err
 	}
+	if err := campaign.CheckID("campaign_id", pos[0]); err != nil {
+		return err
+	}
 	a, err := cf.adapter(ctx, stderr, getenv)
 	if err != nil {
 		return err
 	}
 	defer a.Docker.Close()
-	rep, err := a.Attest(ctx, pos[0], opts)
+	root, sc, err := cf.open(pos[0])
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	defer sc.Close()
+	rep, path, err := a.Attest(ctx, sc, opts)
 	if err != nil {
 		return err
 	}
@@ -76,7 +87,7 @@ func attestCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 			return err
 		}
 	} else {
-		printAttestation(stdout, rep, a.AttestationPath(pos[0]))
+		printAttestation(stdout, rep, path)
 	}
 	if *strict && !rep.OK {
 		return errNotAttested

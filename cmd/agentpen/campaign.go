@@ -11,21 +11,21 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/adapter/api"
-	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/store"
+	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
 // campaignFlags are the flags up and down share.
 type campaignFlags struct {
-	stateRoot   string
+	keyFlags
 	allowCustom bool
 	logFormat   string
 }
 
 func (c *campaignFlags) register(fs *cli.FlagSet, getenv func(string) string) {
-	fs.StringVar(&c.stateRoot, "state-root", defaultStateRoot(getenv), "directory holding one state directory (journal, spec) per campaign")
+	c.keyFlags.register(fs, getenv)
 	fs.BoolVar(&c.allowCustom, "allow-custom-socket", false, "accept a DOCKER_HOST socket path that does not look rootless (the daemon must still say rootless)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "progress log format on stderr: text or json")
 }
@@ -66,11 +66,38 @@ func (c *campaignFlags) adapterWithProgress(ctx context.Context, stderr io.Write
 	if c.logFormat == "json" {
 		v.log = log
 	}
+	key, err := c.operatorKey()
+	if err != nil {
+		return nil, nil, err
+	}
 	d, err := connect(ctx, getenv, c.allowCustom)
 	if err != nil {
 		return nil, nil, err
 	}
-	return &adapter.Adapter{Docker: d, StateRoot: c.stateRoot, Logger: log, Getenv: getenv}, v, nil
+	return &adapter.Adapter{Docker: d, Logger: log, Getenv: getenv, SigningKey: key}, v, nil
+}
+
+// root opens the state root: for reading (one that does not exist holds
+// no campaign), or, with create, made when missing.
+func (c *campaignFlags) root(create bool) (*store.Root, error) {
+	if create {
+		return store.CreateRoot(c.stateRoot)
+	}
+	return store.OpenRoot(c.stateRoot)
+}
+
+// open opens one campaign of the state root by id.
+func (c *campaignFlags) open(id string) (*store.Root, *store.Campaign, error) {
+	root, err := c.root(false)
+	if err != nil {
+		return nil, nil, err
+	}
+	sc, err := root.Open(id)
+	if err != nil {
+		root.Close()
+		return nil, nil, err
+	}
+	return root, sc, nil
 }
 
 // downCommand is the command that takes a campaign down, with the state
@@ -84,15 +111,15 @@ func (c *campaignFlags) downCommand(getenv func(string) string, id string) strin
 
 // upResult is what up prints on stdout.
 type upResult struct {
-	CampaignID  string        `json:"campaign_id"`
-	Generation  int           `json:"generation"`
-	Instance    string        `json:"instance"`
-	StateDir    string        `json:"state_dir"`
-	Topology    string        `json:"topology"`
-	Networks    []string      `json:"network_ids"`
-	Server      upServer      `json:"server"`
-	Workspaces  []upWorkspace `json:"workspaces"`
-	Attestation upAttestation `json:"attestation"`
+	CampaignID  string              `json:"campaign_id"`
+	Generation  int                 `json:"generation"`
+	Instance    string              `json:"instance"`
+	StateDir    string              `json:"state_dir"`
+	Topology    string              `json:"topology"`
+	Networks    []string            `json:"network_ids"`
+	Server      upServer            `json:"server"`
+	Workspaces  []adapter.Workspace `json:"workspaces"`
+	Attestation upAttestation       `json:"attestation"`
 }
 
 type upAttestation struct {
@@ -104,13 +131,6 @@ type upServer struct {
 	ContainerID string `json:"container_id"`
 	Alias       string `json:"alias"`
 	URL         string `json:"url"`
-}
-
-type upWorkspace struct {
-	Index       int    `json:"index"`
-	AgentID     string `json:"agent_id"`
-	ContainerID string `json:"container_id"`
-	Socket      string `json:"socket"`
 }
 
 func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -134,6 +154,8 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	var af attestFlags
 	af.register(fs)
 	keepFailed := fs.Bool("keep-failed", false, "keep a campaign whose attestation failed (for debugging; remove it with agentpen down)")
+	var allowEnv cli.StringList
+	fs.Var(&allowEnv, "allow-env", "a variable of agentpen's environment campaigns may copy into their grader (server.secret_env, server.api_key_env), repeatable; "+campaign.DefaultAPIKeyEnv+" is always allowed, AGENTPEN_* never")
 	timeout := fs.Duration("ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
 	parallel := fs.Int("parallel", adapter.DefaultParallelism, "container creates, starts and network joins at once")
 	pos, err := fs.Parse(args, 1, 1)
@@ -144,6 +166,10 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	if err != nil {
 		return err
 	}
+	envPolicy := campaign.EnvPolicy{Allowed: allowEnv}
+	if err := campaign.CheckEnvPolicy(envPolicy); err != nil {
+		return cli.Usagef("%v", err)
+	}
 	in, err := readSpecFile(pos[0], os.Stdin)
 	if err != nil {
 		return err
@@ -153,8 +179,22 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		return fmt.Errorf("spec %s: %w", pos[0], err)
 	}
 	// Bad input is refused before any daemon is asked anything, as the
-	// API refuses it: the same plan, then the workbench catalogue.
-	if _, err := api.ValidatePlan(spec); err != nil {
+	// API refuses it: one validation, whose plan the bring-up takes (its
+	// agent ids keyed under the state root's secret).
+	if _, err := campaign.Validate(spec, tasks.Known, campaign.PlanOptions{}); err != nil {
+		return err
+	}
+	root, err := cf.root(true)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	popts, err := root.PlanOptions()
+	if err != nil {
+		return err
+	}
+	p, err := campaign.Validate(spec, tasks.Known, popts)
+	if err != nil {
 		return err
 	}
 	a, view, err := cf.adapterWithProgress(ctx, stderr, getenv, "up "+spec.CampaignID)
@@ -163,48 +203,49 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	}
 	defer a.Docker.Close()
 	defer view.finish()
-	a.ReadyTimeout, a.Parallelism, a.Progress = *timeout, *parallel, view.step
+	a.ReadyTimeout, a.Parallelism, a.Progress, a.EnvPolicy = *timeout, *parallel, view.step, envPolicy
 	start := time.Now()
-	c, rep, err := a.BringUpAttested(ctx, spec, opts)
+	res, err := a.Up(ctx, root, p, adapter.UpOptions{Attest: opts, KeepFailed: *keepFailed})
 	view.finish()
-	if c == nil {
+	if res == nil || res.Campaign == nil {
 		return err
 	}
-	if err != nil || !rep.OK {
-		// Kept only when it was attested and failed: one whose attestation
-		// could not run or was interrupted is rolled back, as every
-		// interrupted bring-up is.
-		return failedAttestation(ctx, a, spec.CampaignID, rep, err, *keepFailed && rep != nil && ctx.Err() == nil, stderr)
+	if err != nil {
+		return failedAttestation(res, err, cf.downCommand(getenv, spec.CampaignID), stderr)
 	}
-	res := upResult{
+	c, rep := res.Campaign, res.Report
+	out := upResult{
 		CampaignID: c.Plan.CampaignID, Generation: c.Plan.Generation, Instance: c.Plan.Instance, StateDir: c.Dir, Topology: string(c.Plan.Topology), Networks: c.NetworkIDs,
 		Server:      upServer{ContainerID: c.ServerID, Alias: c.Plan.Server.Alias, URL: c.Plan.Server.URL},
-		Attestation: upAttestation{OK: rep.OK, Report: a.AttestationPath(spec.CampaignID)},
+		Attestation: upAttestation{OK: rep.OK, Report: res.ReportPath},
+		Workspaces:  c.Workspaces,
 	}
-	for i, ws := range c.Workspaces {
-		res.Workspaces = append(res.Workspaces, upWorkspace{Index: i, AgentID: ws.AgentID, ContainerID: ws.ContainerID, Socket: ws.Socket})
-	}
-	summary := upSummary{res: res, took: time.Since(start), checks: len(rep.Checks()), down: cf.downCommand(getenv, spec.CampaignID)}
+	summary := upSummary{res: out, took: time.Since(start), checks: len(rep.Checks()), down: cf.downCommand(getenv, spec.CampaignID)}
 	if view.log != nil {
-		view.log.Info("campaign up", "campaign", res.CampaignID, "generation", res.Generation, "workspaces", len(res.Workspaces),
-			"attestation_ok", rep.OK, "attestation", res.Attestation.Report, "state_dir", res.StateDir, "took", summary.took.Round(time.Millisecond))
+		view.log.Info("campaign up", "campaign", out.CampaignID, "generation", out.Generation, "workspaces", len(out.Workspaces),
+			"attestation_ok", rep.OK, "attestation", out.Attestation.Report, "state_dir", out.StateDir, "took", summary.took.Round(time.Millisecond))
 	} else {
 		summary.print(stderr)
 	}
-	if werr := cli.WriteJSON(stdout, res); werr != nil {
+	if werr := cli.WriteJSON(stdout, out); werr != nil {
 		// Nobody learns the campaign's ids (a reader that went away, a
 		// full disk): a campaign no launcher knows of is not left behind.
-		return undelivered(ctx, a, spec.CampaignID, werr, stderr)
+		return undelivered(ctx, a, root, spec.CampaignID, werr, stderr)
 	}
 	return nil
 }
 
 // undelivered removes a campaign that came up and attested but whose ids
 // up could not write, and returns the error that says so.
-func undelivered(ctx context.Context, a *adapter.Adapter, id string, werr error, stderr io.Writer) error {
+func undelivered(ctx context.Context, a *adapter.Adapter, root *store.Root, id string, werr error, stderr io.Writer) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 90*time.Second)
 	defer cancel()
-	crep, terr := a.Cleanup(rctx, id)
+	sc, err := root.Open(id)
+	if err != nil {
+		return fmt.Errorf("could not write the campaign's ids (%w), and removing it failed: %w (agentpen down %s retries)", werr, err, id)
+	}
+	defer sc.Close()
+	crep, _, terr := a.Cleanup(rctx, sc, campaign.ReasonUndelivered)
 	if terr != nil {
 		return fmt.Errorf("could not write the campaign's ids (%w), and removing it failed: %w (agentpen down %s retries)", werr, terr, id)
 	}
@@ -237,40 +278,37 @@ func (s upSummary) print(w io.Writer) {
 		fmt.Fprintf(w, "  workspace %-3d agent %s, socket %s\n", ws.Index, ws.AgentID, ws.Socket)
 	}
 	fmt.Fprintf(w, "attestation     ok, %d checks passed\n", s.checks)
-	fmt.Fprintf(w, "reports         %s (campaign.json, journal.jsonl, attestation.json; cleanup.json after down)\n", r.StateDir)
+	fmt.Fprintf(w, "reports         %s (journal.jsonl, spec-%d.json, %s; a cleanup report after down)\n", r.StateDir, r.Generation, filepath.Base(r.Attestation.Report))
 	if len(r.Workspaces) > 0 {
 		fmt.Fprintf(w, "play by hand    workbench client %s\n", r.Workspaces[0].Socket)
 	}
 	fmt.Fprintf(w, "take it down    %s\n", s.down)
 }
 
-// failedAttestation ends an up whose campaign did not attest: it prints
-// the failed checks on stderr and removes the campaign by exact id (the
-// journal's ids, as down does) unless keep.
-func failedAttestation(ctx context.Context, a *adapter.Adapter, id string, rep *attest.Report, err error, keep bool, stderr io.Writer) error {
+// failedAttestation tells a person what became of a campaign that came
+// up and did not attest (adapter.Up removed it, or kept it), on stderr.
+func failedAttestation(res *adapter.UpResult, err error, down string, stderr io.Writer) error {
+	id := res.Campaign.Plan.CampaignID
 	fmt.Fprintf(stderr, "agentpen up: campaign %s did not attest; it is not handed to agents\n", id)
-	if err != nil {
+	if res.Report == nil {
 		fmt.Fprintf(stderr, "  attestation error: %v\n", err)
-	}
-	if rep != nil {
-		for _, line := range rep.FailureLines() {
+	} else {
+		for _, line := range res.Report.FailureLines() {
 			fmt.Fprintf(stderr, "  %s\n", line)
 		}
-		fmt.Fprintf(stderr, "  report: %s\n", a.AttestationPath(id))
+		fmt.Fprintf(stderr, "  report: %s\n", res.ReportPath)
 	}
-	if keep {
-		fmt.Fprintf(stderr, "agentpen up: kept for debugging (--keep-failed); remove it with: agentpen down %s\n", id)
-		return errNotAttested
+	switch {
+	case res.Kept:
+		fmt.Fprintf(stderr, "agentpen up: kept for debugging (--keep-failed); remove it with: %s\n", down)
+	case res.Removal == nil:
+		fmt.Fprintf(stderr, "agentpen up: removing the campaign failed: %v\n", err)
+		return errors.Join(errNotAttested, err)
+	default:
+		fmt.Fprintf(stderr, "agentpen up: removed the campaign by its journalled ids: cleanup %s (%s)\n", res.Removal.Status, res.RemovalPath)
+		if !res.Removal.OK {
+			return errors.Join(errNotAttested, err)
+		}
 	}
-	// The removal runs even when ctx was cancelled (an interrupted
-	// attestation): a campaign that did not attest is never left behind.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 90*time.Second)
-	defer cancel()
-	crep, terr := a.Cleanup(rctx, id)
-	if terr != nil {
-		fmt.Fprintf(stderr, "agentpen up: removing the campaign failed: %v\n", terr)
-		return errors.Join(errNotAttested, terr)
-	}
-	fmt.Fprintf(stderr, "agentpen up: removed the campaign by its journalled ids: cleanup %s (%s)\n", crep.Status, filepath.Join(a.CampaignDir(id), adapter.CleanupReportFile))
 	return errNotAttested
 }

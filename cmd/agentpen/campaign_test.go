@@ -17,7 +17,7 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 func TestUpRefusesBadSpec(t *testing.T) {
@@ -82,7 +82,7 @@ func TestUpDownRealDaemon(t *testing.T) {
 	if res.CampaignID != campaignID || len(res.Workspaces) != 1 || !strings.HasPrefix(res.Workspaces[0].AgentID, "agent-") {
 		t.Fatalf("up result %+v", res)
 	}
-	if !res.Attestation.OK || filepath.Base(res.Attestation.Report) != "attestation.json" {
+	if !res.Attestation.OK || filepath.Base(res.Attestation.Report) != "attestation-1-1.json" {
 		t.Fatalf("up attestation %+v", res.Attestation)
 	}
 	if _, err := os.Stat(res.Workspaces[0].Socket); err != nil {
@@ -128,15 +128,32 @@ func TestUpDownRealDaemon(t *testing.T) {
 		}
 	}
 	// After down, attest refuses (exit 2): the campaign is not up, and
-	// its attestation keeps the cleanup's verdict.
+	// every report stays as it was written (the bring-up's, the two
+	// attests', the cleanup).
+	reports, _ := filepath.Glob(filepath.Join(res.StateDir, "*-*-*.json"))
 	out.Reset()
 	if err := run(t.Context(), []string{"attest", "--strict", campaignID}, &out, io.Discard, getenv); exitCode(err) != 2 || out.Len() != 0 ||
 		!strings.Contains(err.Error(), "campaign "+campaignID+" is not up: its latest generation (1) was removed (cleanup verified)") {
 		t.Fatalf("attest --strict after down: exit %d %v\n%s", exitCode(err), err, out.String())
 	}
-	var att struct{ Cleanup struct{ Status string } }
-	if b, err := os.ReadFile(res.Attestation.Report); err != nil || json.Unmarshal(b, &att) != nil || att.Cleanup.Status != "verified" {
-		t.Fatalf("attestation after a refused attest: %q (%v)", att.Cleanup.Status, err)
+	after, _ := filepath.Glob(filepath.Join(res.StateDir, "*-*-*.json"))
+	if want := []string{"attestation-1-1.json", "attestation-1-2.json", "attestation-1-3.json", "cleanup-1-1.json"}; len(after) != len(reports) || len(after) != 2*len(want) {
+		t.Fatalf("reports and their envelopes after a refused attest: %v (before %v), want %v and theirs", after, reports, want)
+	}
+	// Every report of the real campaign verifies with the state root's
+	// key: the chain, the signatures, the spec, daemon, journal and image
+	// subjects, the cleanup following the last attestation.
+	out.Reset()
+	if err := run(t.Context(), []string{"verify", "--json", campaignID}, &out, io.Discard, getenv); err != nil {
+		t.Fatalf("verify after down: %v\n%s", err, out.String())
+	}
+	var vr struct {
+		OK      bool     `json:"ok"`
+		Reports []string `json:"reports"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &vr); err != nil || !vr.OK || len(vr.Reports) != 4 ||
+		!strings.Contains(out.String(), "the image id the report records for") || !strings.Contains(out.String(), `"id": "attestation-1-1.json.subject.journal.jsonl"`) {
+		t.Fatalf("verify --json: %v\n%s", err, out.String())
 	}
 }
 
@@ -176,11 +193,7 @@ func TestUpFailsClosed(t *testing.T) {
 		if !strings.Contains(errb.String(), "server.process:") || !strings.Contains(errb.String(), "did not attest") {
 			t.Fatalf("keep=%v: stderr does not name the failed checks:\n%s", keep, errb.String())
 		}
-		a := &adapter.Adapter{Docker: d, StateRoot: filepath.Join(dir, "agentpen")}
-		recs, err := campaign.ReadJournal(filepath.Join(a.CampaignDir(campaignID), campaign.JournalFile))
-		if err != nil {
-			t.Fatal(err)
-		}
+		recs := records(t, journalOf(filepath.Join(dir, "agentpen"), campaignID))
 		live := 0
 		for _, r := range campaign.Resources(recs) {
 			if r.ID != "" && !r.Removed && r.Kind == campaign.KindContainer {

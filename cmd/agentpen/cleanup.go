@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,18 +15,21 @@ import (
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/store"
 )
 
 const downHelp = `Removes, by exact id, everything the campaign's journal records (every generation), after
-resolving each create whose outcome was never recorded (by exact name and the generation's
-instance label) and listing what carries a generation's instance label as a final net. Each
-resource is inspected first and removed only when its labels prove it is this campaign's; then
-every id is inspected again (it must be absent) and the daemon is asked for anything still
-carrying the campaign's label (there must be none). Nothing is ever pruned or removed by a name
-pattern or a label filter alone.
+resolving each create whose outcome was never recorded (by its exact name and the secret of that
+create, a label recorded in its intent and nowhere else). Each resource is inspected first and
+removed only when its labels prove it is this campaign's; then every id is inspected again (it
+must be absent) and the daemon is asked for anything still carrying the campaign's label (there
+must be none: a look-alike another daemon client made with copied labels is left alone and
+reported as foreign, and the cleanup is not verified). Nothing is ever pruned or removed by a
+name pattern or a label filter alone.
 
 One progress line per resource goes to stderr; a summary (or the report with --json) to stdout.
-The report (schema agentpen.cleanup.v1) is written to <state dir>/cleanup.json. A journal whose
+The report (schema agentpen.cleanup.v1) is written as a new file in the campaign's state directory
+(cleanup-<generation>-<n>.json; no report is ever rewritten) and its verdict journalled. A journal whose
 last write did not complete (a final line without its newline) has that line cut first, and the
 cut recorded; a corrupt journal (a complete line that is not a record) is not touched.
 Exit status: 0 verified, 1 not verified (the report says why) or a corrupt journal, 2 bad input,
@@ -49,13 +53,18 @@ func down(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		return err
 	}
 	defer a.Docker.Close()
+	root, sc, err := cf.open(pos[0])
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	defer sc.Close()
 	a.Progress = view.step
-	rep, err := a.Cleanup(ctx, pos[0])
+	rep, path, err := a.Cleanup(ctx, sc, campaign.ReasonDown)
 	view.finish()
 	if rep == nil {
 		return err
 	}
-	path := filepath.Join(a.CampaignDir(pos[0]), adapter.CleanupReportFile)
 	if werr := printCleanup(stdout, rep, path, *asJSON); werr != nil {
 		return errors.Join(err, werr)
 	}
@@ -121,7 +130,13 @@ func cleanupVerify(ctx context.Context, args []string, stdout, stderr io.Writer,
 		return err
 	}
 	defer a.Docker.Close()
-	rep, err := a.Verify(ctx, pos[0])
+	root, sc, err := cf.open(pos[0])
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	defer sc.Close()
+	rep, err := a.Verify(ctx, sc)
 	if rep == nil {
 		return err
 	}
@@ -154,7 +169,7 @@ func printCleanup(w io.Writer, rep *cleanup.Report, path string, asJSON bool) er
 		fmt.Fprintf(w, "  left alone: %s: %s\n", resourceText(e.Kind, e.Name, e.ID), e.Reason)
 	}
 	for _, f := range rep.Unexpected {
-		fmt.Fprintf(w, "  still labelled with the campaign: %s (instance %s)\n", resourceText(f.Kind, f.Name, f.ID), orNone(f.Labels[campaign.LabelInstance]))
+		fmt.Fprintf(w, "  foreign, left alone: %s carries the campaign's labels (instance %s), and no record of its journal proves it agentpen's\n", resourceText(f.Kind, f.Name, f.ID), orNone(f.Labels[campaign.LabelInstance]))
 	}
 	for _, c := range rep.FailedChecks {
 		fmt.Fprintf(w, "  failed check: %s\n", c)
@@ -240,47 +255,52 @@ func shortID(id string) string {
 	return id
 }
 
-const lsHelp = `Lists the campaigns in the state root: generation, state and what of each is live on the
-daemon (containers and networks carrying its label); --json adds each workspace's episode
-server socket on the host (for workbench client). States:
-  up                  the latest generation is ready, not cleaned up, and every container its
-                      journal names is on the daemon
-  attestation-failed  up, but its latest attestation failed (kept with up --keep-failed, or a
+const lsHelp = `Lists the campaigns in the state root: generation, state (read from the journal, in the
+launcher API's words) and what of each is live on the daemon (containers and networks carrying
+its label); --json adds each workspace (index, agent id, task, container id and its episode
+server's socket on the host, for workbench client). States:
+  ready               up, and its latest attestation (if any) passed
+  attestation_failed  up, but its latest attestation failed (kept with up --keep-failed, or a
                       later agentpen attest): agentpen attest again, or agentpen down
-  broken              it was up, but some of its containers are gone (removed by a down that
-                      did not finish, outside agentpen, or lost by the daemon): agentpen down
-                      removes the rest and verifies
-  starting-or-failed  live resources, never ready and attested, no cleanup since (a bring-up
+  starting_or_failed  live resources, never ready and attested, no cleanup since (a bring-up
                       in flight, or one killed, also during its attestation: agentpen down)
-  failed              a cleanup or rollback was not verified, or the daemon still holds
-                      labelled resources after one
-  down-verified       nothing journalled is live and nothing on the daemon carries its label
-  corrupt             its journal has a complete line that is not a record (the error names
-                      the file and line; see docs/troubleshooting.md)
-  untrusted           its directory or journal is another user's or writable by others
-  unreadable          its state could not be read (the error says why)
-A campaign in one of the last three is listed with its error (on stderr, and as "error" in
---json) and never hides the others.
-Exit status: 0; 1 when any campaign is corrupt, untrusted or unreadable (the others are listed
-all the same); 2 bad flags or an unusable state root; 3 daemon unreachable.`
+  cleanup_failed      a removal that was not verified or did not finish (a down or a DELETE
+                      killed), or an earlier generation still live: agentpen down again
+  removed             nothing journalled is live
+  unusable            its journal is corrupt (the error names the file and line), or its
+                      directory or journal is another user's or writable by others
+The NOTE column (shown when there is a note; notes in --json) says what the daemon holds that the journal does not
+expect: journalled containers gone from the daemon (removed outside agentpen, or lost), or
+resources still labelled with a removed campaign (agentpen orphans lists them).
+An unusable campaign is listed with its error (on stderr, and as "error" in --json) and never
+hides the others.
+Exit status: 0; 1 when any campaign is unusable (the others are listed all the same); 2 bad
+flags or an unusable state root; 3 daemon unreachable.`
 
 // lsEntry is one campaign in agentpen ls --json.
 type lsEntry struct {
-	CampaignID       string `json:"campaign_id"`
-	Generation       int    `json:"generation"`
-	State            string `json:"state"`
-	LiveContainers   int    `json:"live_containers"`
-	LiveNetworks     int    `json:"live_networks"`
-	JournalledLive   int    `json:"journalled_live"`
-	LastCleanup      string `json:"last_cleanup,omitempty"`
-	StateDir         string `json:"state_dir"`
-	InstanceOfLatest string `json:"instance,omitempty"`
-	// Error says why the campaign's state cannot be used (states
-	// corrupt, untrusted and unreadable).
+	CampaignID     string `json:"campaign_id"`
+	Generation     int    `json:"generation"`
+	State          string `json:"state"`
+	LiveContainers int    `json:"live_containers"`
+	LiveNetworks   int    `json:"live_networks"`
+	JournalledLive int    `json:"journalled_live"`
+	// MissingContainers counts the latest generation's journalled live
+	// containers the daemon does not hold.
+	MissingContainers int      `json:"missing_containers"`
+	Notes             []string `json:"notes,omitempty"`
+	LastCleanup       string   `json:"last_cleanup,omitempty"`
+	StateDir          string   `json:"state_dir"`
+	Instance          string   `json:"instance,omitempty"`
+	// Attestation and Cleanup are the latest reports of the latest
+	// generation, as the journal names them.
+	Attestation string `json:"attestation,omitempty"`
+	Cleanup     string `json:"cleanup,omitempty"`
+	// Error says why the campaign's state cannot be used (unusable).
 	Error string `json:"error,omitempty"`
-	// Workspaces are the latest generation's workspace sockets on the
-	// host (for workbench client), while their run directories exist.
-	Workspaces []adapter.WorkspaceSocket `json:"workspaces,omitempty"`
+	// Workspaces are the latest generation's workspaces, while their run
+	// directories exist.
+	Workspaces []adapter.Workspace `json:"workspaces,omitempty"`
 }
 
 // errUnsound ends a listing that showed every campaign but could not use
@@ -295,57 +315,57 @@ func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	if _, err := fs.Parse(args, 0, 0); err != nil {
 		return err
 	}
+	root, err := cf.root(false)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	a, err := cf.adapter(ctx, stderr, getenv)
 	if err != nil {
 		return err
 	}
 	defer a.Docker.Close()
-	states, err := a.Campaigns()
+	list, err := root.List()
 	if err != nil {
 		return err
 	}
 	entries := []lsEntry{}
 	unsound := false
-	for _, st := range states {
-		found, err := a.Labelled(ctx, campaign.LabelCampaign+"="+st.CampaignID)
+	for _, l := range list {
+		found, err := a.Labelled(ctx, campaign.LabelCampaign+"="+l.ID)
 		if err != nil {
 			return err
 		}
-		e := lsEntry{CampaignID: st.CampaignID, Generation: st.Latest().N, InstanceOfLatest: st.Latest().Instance,
-			JournalledLive: len(st.Live()), LastCleanup: st.LastCleanup, StateDir: st.Dir}
-		if st.Err == nil {
-			e.Workspaces = st.Sockets()
-		}
-		for _, f := range found {
-			if f.Kind == campaign.KindNetwork {
-				e.LiveNetworks++
-			} else {
-				e.LiveContainers++
-			}
-		}
-		e.State = campaignState(st, found)
-		if rep := st.LatestAttestation(); e.State == "up" && rep != nil && !rep.OK {
-			e.State = "attestation-failed"
-		}
-		if st.Err != nil {
+		entries = append(entries, lsEntryOf(root, l, found))
+		e := &entries[len(entries)-1]
+		switch {
+		case l.Err != nil:
 			unsound = true
-			e.Error = st.Err.Error()
-			fmt.Fprintf(stderr, "agentpen ls: campaign %s is %s: %v\n", st.CampaignID, e.State, st.Err)
-		} else if st.Torn != nil {
+			fmt.Fprintf(stderr, "agentpen ls: campaign %s is %s: %v\n", l.ID, e.State, l.Err)
+		case l.State.Torn != nil:
 			fmt.Fprintf(stderr, "agentpen ls: campaign %s: journal %s: ignoring %s; the next agentpen down or up of it cuts it\n",
-				st.CampaignID, filepath.Join(st.Dir, campaign.JournalFile), st.Torn)
+				l.ID, filepath.Join(l.Path, campaign.JournalFile), l.State.Torn)
 		}
-		entries = append(entries, e)
 	}
 	if *asJSON {
 		if err := cli.WriteJSON(stdout, entries); err != nil {
 			return err
 		}
 	} else {
+		// The NOTE column only when there is a note (no trailing blanks).
+		notes := slices.ContainsFunc(entries, func(e lsEntry) bool { return len(e.Notes) > 0 })
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "CAMPAIGN\tGEN\tSTATE\tCONTAINERS\tNETWORKS")
+		head := "CAMPAIGN\tGEN\tSTATE\tCONTAINERS\tNETWORKS"
+		if notes {
+			head += "\tNOTE"
+		}
+		fmt.Fprintln(tw, head)
 		for _, e := range entries {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", e.CampaignID, e.Generation, e.State, e.LiveContainers, e.LiveNetworks)
+			line := fmt.Sprintf("%s\t%d\t%s\t%d\t%d", e.CampaignID, e.Generation, e.State, e.LiveContainers, e.LiveNetworks)
+			if notes {
+				line += "\t" + strings.Join(e.Notes, "; ")
+			}
+			fmt.Fprintln(tw, line)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -357,47 +377,60 @@ func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	return nil
 }
 
-// campaignState names a campaign's state from its journal and what the
-// daemon holds with its label.
-func campaignState(st adapter.CampaignState, onDaemon []cleanup.Found) string {
-	switch {
-	case errors.Is(st.Err, campaign.ErrJournalCorrupt):
-		return "corrupt"
-	case errors.Is(st.Err, campaign.ErrUntrusted):
-		return "untrusted"
-	case st.Err != nil:
-		return "unreadable"
+// lsEntryOf describes one listed campaign: its state as the journal says
+// it (campaign.Status), and what the daemon holds with its label (found)
+// that the journal does not expect, as notes.
+func lsEntryOf(root *store.Root, l store.Listing, found []cleanup.Found) lsEntry {
+	st := l.State
+	g := st.Latest()
+	e := lsEntry{CampaignID: l.ID, Generation: g.N, Instance: g.Instance, State: st.Status.String(),
+		JournalledLive: len(st.Live()), LastCleanup: st.Cleanup, StateDir: l.Path}
+	if l.Err != nil {
+		e.State, e.Error = campaign.StatusUnusable.String(), l.Err.Error()
 	}
-	live := st.Live()
-	switch {
-	case len(live) == 0 && len(onDaemon) == 0:
-		return "down-verified"
-	case len(live) == 0, st.LastCleanup == string(cleanup.Failed):
-		return "failed"
-	case st.RemovalStarted:
-		// A removal began after it was ready and did not finish.
-		return "broken"
-	case st.Up():
-		present := map[string]bool{}
-		for _, f := range onDaemon {
-			present[f.ID] = true
+	present := map[string]bool{}
+	for _, f := range found {
+		present[f.ID] = true
+		if f.Kind == campaign.KindNetwork {
+			e.LiveNetworks++
+		} else {
+			e.LiveContainers++
 		}
-		for _, r := range st.Latest().Live() {
-			if r.Kind == campaign.KindContainer && !present[r.ID] {
-				return "broken"
-			}
-		}
-		return "up"
 	}
-	return "starting-or-failed"
+	if l.Err != nil {
+		return e
+	}
+	for _, r := range g.Live() {
+		if r.Kind == campaign.KindContainer && r.ID != "" && !present[r.ID] {
+			e.MissingContainers++
+		}
+	}
+	if e.MissingContainers > 0 {
+		e.Notes = append(e.Notes, fmt.Sprintf("%d journalled containers gone from the daemon: agentpen down %s removes the rest and verifies", e.MissingContainers, l.ID))
+	}
+	if len(st.Live()) == 0 && len(found) > 0 {
+		e.Notes = append(e.Notes, fmt.Sprintf("%d resources still carry its label (agentpen orphans)", len(found)))
+	}
+	if sc, err := root.Open(l.ID); err == nil {
+		if st.AttestationReport != "" {
+			e.Attestation = sc.ReportPath(st.AttestationReport)
+		}
+		if st.CleanupReport != "" {
+			e.Cleanup = sc.ReportPath(st.CleanupReport)
+		}
+		e.Workspaces, _ = adapter.Workspaces(sc, st)
+		sc.Close()
+	}
+	return e
 }
 
 const orphansHelp = `Lists, read-only, the containers and networks labelled as agentpen's that no journal in the
 state root accounts for by id, with what their labels claim and whether their ownership can be
-proven: a resource whose campaign and instance nonce are a generation journalled here is that
-generation's (its create was lost from the journal). --remove ID removes exactly that id (given
-whole, or as an unambiguous prefix of at least 12 hex digits, as listed), and only when its
-ownership is proven that way; anything else is refused and left alone.
+proven: a resource of the name of a create a journal here recorded as an intent, without its id,
+carrying that create's secret (a label recorded only in the intent), is that create's. Labels
+alone prove nothing: any daemon client can copy them from a live resource. --remove ID removes
+exactly that id (given whole, or as an unambiguous prefix of at least 12 hex digits, as listed),
+and only when its ownership is proven that way; anything else is refused and left alone.
 A campaign whose journal is corrupt or untrusted hides nothing: what carries its id is listed
 (never provable), and the campaign is named on stderr.
 Exit status: 0; 1 when a --remove was refused or not verified, or a campaign's state cannot be
@@ -420,6 +453,11 @@ func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	if *remove && len(ids) == 0 {
 		return &cli.UsageError{Msg: "--remove needs at least one id", Hint: "agentpen orphans --help"}
 	}
+	root, err := cf.root(false)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	a, err := cf.adapter(ctx, stderr, getenv)
 	if err != nil {
 		return err
@@ -428,7 +466,7 @@ func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	if *remove {
 		var errs []error
 		for _, id := range ids {
-			o, err := a.RemoveOrphan(ctx, id)
+			o, err := a.RemoveOrphan(ctx, root, id)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -437,7 +475,7 @@ func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		}
 		return errors.Join(errs...)
 	}
-	list, err := a.Orphans(ctx)
+	list, err := a.Orphans(ctx, root)
 	if err != nil {
 		return err
 	}
@@ -457,21 +495,21 @@ func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	if err != nil {
 		return err
 	}
-	return unsoundCampaigns(a, "orphans", stderr)
+	return unsoundCampaigns(root, "orphans", stderr)
 }
 
 // unsoundCampaigns names on stderr each campaign of the state root whose
 // state cannot be used (after a whole-root command listed everything it
 // could) and returns errUnsound when there is one.
-func unsoundCampaigns(a *adapter.Adapter, cmd string, stderr io.Writer) error {
-	states, err := a.Campaigns()
+func unsoundCampaigns(root *store.Root, cmd string, stderr io.Writer) error {
+	list, err := root.List()
 	if err != nil {
 		return err
 	}
 	var bad error
-	for _, st := range states {
-		if st.Err != nil {
-			fmt.Fprintf(stderr, "agentpen %s: campaign %s is %s: %v\n", cmd, st.CampaignID, campaignState(st, nil), st.Err)
+	for _, l := range list {
+		if l.Err != nil {
+			fmt.Fprintf(stderr, "agentpen %s: campaign %s is %s: %v\n", cmd, l.ID, campaign.StatusUnusable, l.Err)
 			bad = errUnsound
 		}
 	}

@@ -11,13 +11,13 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/internal/cli"
-	"github.com/agentpen/agentpen/internal/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 )
 
 // TestHelpEverySubcommand: --help prints the command's usage on stdout,
 // nothing on stderr, and exits 0.
 func TestHelpEverySubcommand(t *testing.T) {
-	for _, cmd := range []string{"doctor", "up", "down", "attest", "serve", "spec check", "spec schema"} {
+	for _, cmd := range []string{"doctor", "up", "down", "attest", "serve", "spec check", "spec schema", "verify", "key", "checks", "report schema"} {
 		t.Run(cmd, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			err := run(t.Context(), append(strings.Fields(cmd), "--help"), &out, &errb, os.Getenv)
@@ -70,7 +70,7 @@ func TestUsageErrorOnce(t *testing.T) {
 
 // TestHelpDefaultsOnce: no flag's default is printed twice in any --help.
 func TestHelpDefaultsOnce(t *testing.T) {
-	for _, cmd := range [][]string{{"doctor"}, {"up"}, {"down"}, {"attest"}, {"cleanup", "verify"}, {"ls"}, {"orphans"}, {"version"}} {
+	for _, cmd := range [][]string{{"doctor"}, {"up"}, {"down"}, {"attest"}, {"cleanup", "verify"}, {"ls"}, {"orphans"}, {"version"}, {"verify"}, {"key"}, {"checks"}} {
 		var out, errb bytes.Buffer
 		if err := run(t.Context(), append(cmd, "--help"), &out, &errb, os.Getenv); err != nil && cli.ExitCode(err) != 0 {
 			t.Fatalf("%v --help: %v", cmd, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -26,14 +27,20 @@ type doctorReport struct {
 	Daemon        *campaign.Daemon  `json:"daemon,omitempty"`
 	Images        map[string]string `json:"images,omitempty"`
 	MissingImages []string          `json:"missing_images,omitempty"`
+	// UserNamespaces says whether the kernel lets the workspaces' root
+	// make user namespaces (the workbench's sandbox needs them).
+	UserNamespaces bool `json:"user_namespaces"`
 }
 
 func doctor(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := cli.NewFlagSet("agentpen", "doctor", "[--json] [--allow-custom-socket]",
-		"Resolves DOCKER_HOST, connects to the daemon, refuses it unless it is rootless, and prints\n"+
-			"its identity, whether memory and pids limits are enforced, and which agentpen images exist.\n"+
+		"Resolves DOCKER_HOST, connects to the daemon, refuses it unless it is rootless, checks that\n"+
+			"the kernel lets unprivileged users make user namespaces (the workbench's sandbox needs them),\n"+
+			"and prints the daemon's identity, whether memory and pids limits are enforced, and which\n"+
+			"agentpen images exist.\n"+
 			"Exit status: 0 when the daemon is usable; otherwise a one-line reason and 2 for a bad\n"+
-			"DOCKER_HOST or flag, 3 when the daemon does not answer, 1 when it is not usable (not rootless).",
+			"DOCKER_HOST or flag, 3 when the daemon does not answer, 1 when it is not usable (not rootless,\n"+
+			"or no user namespaces: the message says what to change).",
 		stdout)
 	asJSON := fs.Bool("json", false, "print a JSON report on stdout")
 	allowCustom := fs.Bool("allow-custom-socket", false, "accept a unix socket path that does not look rootless (the daemon must still say rootless)")
@@ -75,6 +82,10 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 			rep.MissingImages = append(rep.MissingImages, want)
 		}
 	}
+	if err := checkUserNamespaces(os.ReadFile, tryUserNamespace); err != nil {
+		return fail(err)
+	}
+	rep.UserNamespaces = true
 	rep.OK = true
 	if *asJSON {
 		return cli.WriteJSON(stdout, rep)
@@ -103,6 +114,7 @@ func printDoctor(w io.Writer, rep doctorReport) {
 	fmt.Fprintf(w, "cgroups         driver %s, version %s\n", d.CgroupDriver, d.CgroupVersion)
 	fmt.Fprintf(w, "memory limits   %s\n", yes(d.MemoryLimitEnforced, why))
 	fmt.Fprintf(w, "pids limits     %s\n", yes(d.PidsLimitEnforced, why))
+	fmt.Fprintf(w, "user namespaces allowed (each episode runs in namespaces of its own)\n")
 	names := make([]string, 0, len(rep.Images))
 	for n := range rep.Images {
 		names = append(names, n)

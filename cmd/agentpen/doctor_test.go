@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/internal/cli"
-	"github.com/agentpen/agentpen/internal/dockerfake"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // serveFakeDaemon serves a fake daemon with the given security options on

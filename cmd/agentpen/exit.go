@@ -5,9 +5,10 @@ import (
 	"syscall"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/adapter/api"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/custody"
 	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/store"
 )
 
 // Exit statuses (documented in the usage text, the package doc and the
@@ -27,12 +28,13 @@ func exitCode(err error) int {
 		return 0
 	case cli.ExitCode(err) != 1:
 		return cli.ExitCode(err)
-	case errors.Is(err, campaign.ErrInvalid), errors.As(err, &he), errors.Is(err, adapter.ErrNoCampaign), errors.Is(err, api.ErrKeyRefused),
-		errors.Is(err, adapter.ErrNotUp), errors.Is(err, adapter.ErrStateRoot), errors.Is(err, campaign.ErrUntrusted):
+	case errors.Is(err, campaign.ErrInvalid), errors.As(err, &he), errors.Is(err, store.ErrNoCampaign), errors.Is(err, store.ErrSecret),
+		errors.Is(err, adapter.ErrNotUp), errors.Is(err, store.ErrStateRoot), errors.Is(err, campaign.ErrUntrusted),
+		errors.Is(err, custody.ErrKey), errors.Is(err, store.ErrNoSigningKey):
 		return exitBadInput
 	case errors.Is(err, adapter.ErrDaemonUnreachable):
 		return exitUnreachable
-	case errors.Is(err, adapter.ErrConflict), errors.Is(err, adapter.ErrLocked), errors.Is(err, api.ErrStateRootLocked), errors.Is(err, syscall.EADDRINUSE):
+	case errors.Is(err, adapter.ErrConflict), errors.Is(err, store.ErrLocked), errors.Is(err, store.ErrServed), errors.Is(err, syscall.EADDRINUSE):
 		return exitConflict
 	}
 	return exitFailure

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -79,10 +78,10 @@ func messageFor(err error) string {
 func (e *cliEnv) spec(id string, n int) string {
 	s := campaign.CampaignSpec{
 		CampaignID: id,
-		Server:     campaign.ServerSpec{Image: e.ids["agentpen/workbench:dev"]},
+		Server:     campaign.ServerSpec{Image: e.ids[testenv.WorkbenchImage()]},
 	}
 	for i := range n {
-		s.Workspaces = append(s.Workspaces, campaign.WorkspaceSpec{TaskID: "data/csv_region_total", AttemptID: fmt.Sprint(i), Image: e.ids["agentpen/workbench:dev"]})
+		s.Workspaces = append(s.Workspaces, campaign.WorkspaceSpec{TaskID: "data/csv_region_total", AttemptID: fmt.Sprint(i), Image: e.ids[testenv.WorkbenchImage()]})
 	}
 	b, _ := json.Marshal(s)
 	f := filepath.Join(e.dir, id+".json")
@@ -126,7 +125,7 @@ func TestCLICampaignLifecycle(t *testing.T) {
 		t.Fatalf("ls: exit %d\n%s", code, errs)
 	}
 	var entries []lsEntry
-	if err := json.Unmarshal([]byte(out), &entries); err != nil || len(entries) != 1 || entries[0].State != "up" || entries[0].LiveContainers != 2 || entries[0].Generation != 1 ||
+	if err := json.Unmarshal([]byte(out), &entries); err != nil || len(entries) != 1 || entries[0].State != "ready" || entries[0].LiveContainers != 2 || entries[0].Generation != 1 ||
 		len(entries[0].Workspaces) != 1 || !strings.HasSuffix(entries[0].Workspaces[0].Socket, "/"+entries[0].Workspaces[0].AgentID+"/wb.sock") {
 		t.Fatalf("ls while up: %v %s", err, out)
 	}
@@ -142,14 +141,8 @@ func TestCLICampaignLifecycle(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Status != "verified" || len(rep.Removed) != 4 {
 		t.Fatalf("down report: %v %s", err, out)
 	}
-	if _, err := os.Stat(filepath.Join(entries[0].StateDir, "cleanup.json")); err != nil {
-		t.Fatalf("cleanup.json: %v", err)
-	}
-	var att struct {
-		Cleanup struct{ Status string }
-	}
-	if b, err := os.ReadFile(filepath.Join(entries[0].StateDir, "attestation.json")); err != nil || json.Unmarshal(b, &att) != nil || att.Cleanup.Status != "verified" {
-		t.Fatalf("the attestation's cleanup status after down: %q (%v)", att.Cleanup.Status, err)
+	if _, err := os.Stat(filepath.Join(entries[0].StateDir, "cleanup-1-1.json")); err != nil {
+		t.Fatalf("cleanup report: %v", err)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(errs), "\n") {
 		if !strings.Contains(line, "removed") {
@@ -160,25 +153,22 @@ func TestCLICampaignLifecycle(t *testing.T) {
 		t.Fatalf("verify after down: exit %d\n%s", code, out)
 	}
 	out, _, _ = e.run("ls")
-	if !strings.Contains(out, "down-verified") {
+	if !strings.Contains(out, "removed") {
 		t.Fatalf("ls after down:\n%s", out)
 	}
-	// A new generation after a verified down. Generation 1's reports are
-	// set aside: nothing says "verified" of the live generation 2.
+	// A new generation after a verified down. Generation 1's reports stay
+	// as they are; nothing says "verified" of the live generation 2.
 	if _, errs, code := e.run("up", spec); code != 0 {
 		t.Fatalf("up again: exit %d\n%s", code, errs)
-	}
-	if _, err := os.Stat(filepath.Join(entries[0].StateDir, "cleanup.json")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("cleanup.json while generation 2 is up: %v", err)
 	}
 	var old struct {
 		Generation int
 		Status     string
 	}
-	if b, err := os.ReadFile(filepath.Join(entries[0].StateDir, "cleanup.gen1.json")); err != nil || json.Unmarshal(b, &old) != nil || old.Generation != 1 || old.Status != "verified" {
-		t.Fatalf("generation 1's report set aside: %+v %v", old, err)
+	if b, err := os.ReadFile(filepath.Join(entries[0].StateDir, "cleanup-1-1.json")); err != nil || json.Unmarshal(b, &old) != nil || old.Generation != 1 || old.Status != "verified" {
+		t.Fatalf("generation 1's report: %+v %v", old, err)
 	}
-	if out, _, code := e.run("ls", "--json"); code != 0 || !strings.Contains(out, `"state": "up"`) || strings.Contains(out, "last_cleanup") {
+	if out, _, code := e.run("ls", "--json"); code != 0 || !strings.Contains(out, `"state": "ready"`) || strings.Contains(out, "last_cleanup") || strings.Contains(out, `"cleanup"`) {
 		t.Fatalf("ls while generation 2 is up: exit %d\n%s", code, out)
 	}
 	if out, _, code := e.run("down", id); code != 0 || !strings.Contains(out, "removed       2 containers (1 server, 1 workspace), 2 directories\n") {
@@ -213,7 +203,7 @@ func TestCLITornJournalAfterUp(t *testing.T) {
 	if out, errs, code := e.run("down", id); code != 0 || !strings.Contains(out, "cleanup of "+id+": verified") {
 		t.Fatalf("down: exit %d\n%s%s", code, out, errs)
 	}
-	c, err := campaign.LoadJournal(journal)
+	c, err := loadJournal(journal)
 	if err != nil || c.Torn != nil {
 		t.Fatalf("journal after down: %v (torn %v)", err, c.Torn)
 	}
@@ -224,7 +214,7 @@ func TestCLITornJournalAfterUp(t *testing.T) {
 	if !cut {
 		t.Fatal("the journal does not record the cut")
 	}
-	if out, errs, code := e.run("ls"); code != 0 || errs != "" || !strings.Contains(out, "down-verified") {
+	if out, errs, code := e.run("ls"); code != 0 || errs != "" || !strings.Contains(out, "removed") {
 		t.Fatalf("ls after down: exit %d\n%s%s", code, out, errs)
 	}
 	if out, _, code := e.run("cleanup", "verify", id); code != 0 || !strings.Contains(out, "verified") {
@@ -300,8 +290,8 @@ func TestCLIInterruptedUp(t *testing.T) {
 			// Interrupt once a workspace exists.
 			journal := filepath.Join(e.state, "campaigns", campaign.Key(id), campaign.JournalFile)
 			if !testenv.Until(t, func() bool {
-				recs, _ := campaign.ReadJournal(journal)
-				for _, r := range recs {
+				jc, _ := loadJournal(journal)
+				for _, r := range jc.Records {
 					if r.Op == campaign.OpCreated && r.Role == campaign.RoleWork {
 						return true
 					}

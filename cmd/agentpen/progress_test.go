@@ -126,9 +126,9 @@ func TestProgressViewJSON(t *testing.T) {
 // TestUpSummary: the exact summary up prints at the end.
 func TestUpSummary(t *testing.T) {
 	res := upResult{CampaignID: "demo", Generation: 1, StateDir: "/state/campaigns/demo-1a2b", Topology: "none",
-		Server: upServer{ContainerID: strings.Repeat("ab", 32)}}
+		Server: upServer{ContainerID: strings.Repeat("ab", 32)}, Attestation: upAttestation{OK: true, Report: "/state/campaigns/demo-1a2b/attestation-1-1.json"}}
 	for i, agent := range []string{"a0", "a1"} {
-		res.Workspaces = append(res.Workspaces, upWorkspace{Index: i, AgentID: agent, Socket: "/run/user/1001/agentpen/i-1/" + agent + "/wb.sock"})
+		res.Workspaces = append(res.Workspaces, adapter.Workspace{Index: i, AgentID: agent, Socket: "/run/user/1001/agentpen/i-1/" + agent + "/wb.sock"})
 	}
 	var b bytes.Buffer
 	upSummary{res: res, took: 9876 * time.Millisecond, checks: 120, down: "agentpen down demo"}.print(&b)
@@ -137,7 +137,7 @@ func TestUpSummary(t *testing.T) {
   workspace 0   agent a0, socket /run/user/1001/agentpen/i-1/a0/wb.sock
   workspace 1   agent a1, socket /run/user/1001/agentpen/i-1/a1/wb.sock
 attestation     ok, 120 checks passed
-reports         /state/campaigns/demo-1a2b (campaign.json, journal.jsonl, attestation.json; cleanup.json after down)
+reports         /state/campaigns/demo-1a2b (journal.jsonl, spec-1.json, attestation-1-1.json; a cleanup report after down)
 play by hand    workbench client /run/user/1001/agentpen/i-1/a0/wb.sock
 take it down    agentpen down demo
 `
@@ -146,7 +146,7 @@ take it down    agentpen down demo
 	}
 	// A big campaign stays on one screen.
 	for i := 2; i < 30; i++ {
-		res.Workspaces = append(res.Workspaces, upWorkspace{Index: i, AgentID: "x", Socket: "/s"})
+		res.Workspaces = append(res.Workspaces, adapter.Workspace{Index: i, AgentID: "x", Socket: "/s"})
 	}
 	b.Reset()
 	upSummary{res: res, took: time.Second, checks: 1, down: "agentpen down demo"}.print(&b)

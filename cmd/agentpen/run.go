@@ -28,6 +28,11 @@ Commands:
   attest          prove what a campaign is (daemon, network, containers, hardening,
                   probes from inside) and write its attestation report
   cleanup verify  verify, read-only, that nothing of a campaign remains
+  verify          check a campaign's signed reports (or one report file): signatures,
+                  the journal's chain, the files their statements name
+  key             print the public key the reports are signed with (PEM)
+  checks          every check an attestation can hold: what it proves, from what
+  report schema   the JSON Schema of a report (attestation, cleanup)
   ls              the campaigns in the state root, their generation and state
   orphans         agentpen-labelled resources no journal accounts for (--remove ID)
   version         agentpen's version, commit, Go and Docker SDK versions, the daemon's
@@ -47,6 +52,7 @@ Run "agentpen <command> --help" for a command's flags.
 var commands = map[string]bool{
 	"doctor": true, "up": true, "spec": true, "down": true, "serve": true, "attest": true,
 	"cleanup": true, "ls": true, "orphans": true, "version": true,
+	"verify": true, "key": true, "checks": true, "report": true,
 }
 
 // run is the whole program: it parses args and dispatches; main only wires
@@ -93,6 +99,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		cmd = attestCmd
 	case "serve":
 		cmd = serve
+	case "verify":
+		cmd = verifyCmd
+	case "key":
+		cmd = keyCmd
+	case "checks":
+		cmd = checksCmd
+	case "report":
+		return cli.InCommand("agentpen report", reportCmd(ctx, args[1:], stdout, stderr, getenv))
 	}
 	if cmd != nil {
 		// Every error is printed after the command's name, once.

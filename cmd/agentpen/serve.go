@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/adapter/api"
+	"github.com/agentpen/agentpen/apikey"
+	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/debugserve"
+	"github.com/agentpen/agentpen/launcher"
 )
 
 // defaultListen is agentpen serve's address when --listen is not given.
@@ -36,9 +38,11 @@ gives each workspace a base_url an unmodified OpenEnv client uses as it is.
 Listens on 127.0.0.1:8700 or on a unix socket (--listen unix:///path/api.sock, mode 0600). A
 non-loopback address is refused unless TLS is on (--tls-cert and --tls-key) or
 --insecure-listen is given. Every route but /healthz and the proxy's needs the bearer token,
-read from the file --token-file names (mode 0600) or from the environment variable --token-env
-names (default AGENTPEN_SERVE_TOKEN); never from the command line. The proxy's credential is
-the capability in each base_url, derived from a server key kept in <state root>/api/server.key
+read from the file --token-file names (this user's, mode 0600) or from the environment variable
+--token-env names (default AGENTPEN_SERVE_TOKEN); never from the command line. A token has at
+least 32 characters, 10 distinct ones and 128 bits estimated from its length and the kinds of
+characters it uses (openssl rand -hex 32 makes one); a weaker one is refused. The proxy's credential is
+the capability in each base_url, derived from a server key kept in <state root>/keys/server.key
 (0600), so base_urls survive a restart.
 
 SIGINT or SIGTERM stops it gracefully: proxy sessions are closed (1001), operations in flight
@@ -59,6 +63,7 @@ type serveFlags struct {
 	insecure, cleanupOnExit bool
 	shutdown, readyTimeout  time.Duration
 	parallel                int
+	allowEnv                cli.StringList
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -77,9 +82,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&sf.debugListen, "debug-listen", "", "serve net/http/pprof at /debug/pprof/ on this loopback address (127.0.0.1:6060); off by default")
 	fs.BoolVar(&sf.insecure, "insecure-listen", false, "allow a non-loopback address without TLS (the token and capabilities then travel in clear)")
 	fs.BoolVar(&sf.cleanupOnExit, "cleanup-on-exit", false, "when it stops, remove every campaign of the state root that is not removed (by exact id, verified)")
-	fs.DurationVar(&sf.shutdown, "shutdown-timeout", api.DefaultShutdownGrace, "how long operations in flight may take to finish when stopping")
+	fs.DurationVar(&sf.shutdown, "shutdown-timeout", launcher.DefaultShutdownGrace, "how long operations in flight may take to finish when stopping")
 	fs.DurationVar(&sf.readyTimeout, "ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
 	fs.IntVar(&sf.parallel, "parallel", adapter.DefaultParallelism, "workspaces created at once, per campaign")
+	fs.Var(&sf.allowEnv, "allow-env", "a variable of agentpen's environment campaigns may copy into their grader (server.secret_env, server.api_key_env), repeatable; "+campaign.DefaultAPIKeyEnv+" is always allowed; AGENTPEN_* and the token's variable never")
 	if _, err := fs.Parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -95,6 +101,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err := sf.checkListen(); err != nil {
 		return err
 	}
+	// The service's token never reaches a container, whatever a spec or
+	// the allow-list says.
+	envPolicy := campaign.EnvPolicy{Allowed: sf.allowEnv, Forbidden: []string{sf.tokenEnv}}
+	if err := campaign.CheckEnvPolicy(envPolicy); err != nil {
+		return cli.Usagef("%v", err)
+	}
 	token, err := sf.token(getenv)
 	if err != nil {
 		return err
@@ -103,10 +115,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
-	// One service per state root, taken before the server key can be
-	// made and before anything listens: a second one would answer from
-	// its own memory for campaigns the first changes.
-	lock, err := api.LockStateRoot(cf.stateRoot)
+	// The state root is checked before anything in it is opened, made
+	// or read; then one service per state root, taken before the server
+	// key can be made and before anything listens: a second one would
+	// answer from its own memory for campaigns the first changes.
+	root, err := cf.root(true)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	lock, err := root.LockServe()
 	if err != nil {
 		return err
 	}
@@ -121,12 +139,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	defer a.Docker.Close()
-	a.ReadyTimeout, a.Parallelism = sf.readyTimeout, sf.parallel
-	key, err := api.LoadKey(api.KeyPath(cf.stateRoot))
+	a.ReadyTimeout, a.Parallelism, a.EnvPolicy = sf.readyTimeout, sf.parallel, envPolicy
+	key, err := root.Secret(launcher.KeyFile, launcher.KeyBytes)
 	if err != nil {
 		return err
 	}
-	srv, err := api.New(api.Config{Adapter: a, Token: token, Key: key, PublicURL: publicURL, Logger: a.Logger,
+	srv, err := launcher.New(launcher.Config{Adapter: a, Root: root, Token: token, Key: key, PublicURL: publicURL, Logger: a.Logger,
 		Attest: opts, Version: cli.Stamp, ShutdownGrace: sf.shutdown})
 	if err != nil {
 		return err
@@ -308,35 +326,26 @@ func (sf *serveFlags) token(getenv func(string) string) ([]byte, error) {
 	var tok string
 	var from string
 	if sf.tokenFile != "" {
-		// A file that is missing, unreadable or readable by others is bad
-		// input (exit 2), like a bad flag value.
-		badFile := func(err error) error {
-			var pe *os.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
-			}
-			return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("--token-file %s: %w", sf.tokenFile, err)}
-		}
-		st, err := os.Stat(sf.tokenFile)
+		b, err := readTokenFile(sf.tokenFile)
 		if err != nil {
-			return nil, badFile(err)
-		}
-		if st.Mode().Perm()&0o077 != 0 {
-			return nil, cli.Usagef("--token-file %s: mode %#o lets others read it; want 0600", sf.tokenFile, st.Mode().Perm())
-		}
-		b, err := os.ReadFile(sf.tokenFile)
-		if err != nil {
-			return nil, badFile(err)
+			return nil, err
 		}
 		tok, from = strings.TrimSpace(string(b)), "--token-file "+sf.tokenFile
 	} else {
 		tok, from = strings.TrimSpace(getenv(sf.tokenEnv)), "$"+sf.tokenEnv
 	}
-	if len(tok) < 16 {
-		return nil, cli.Usagef("no bearer token: %s is unset or shorter than 16 characters (make one with: openssl rand -hex 32)", from)
+	pol := apikey.Token()
+	if st := pol.Check(tok); !st.OK() {
+		return nil, cli.Usagef("no usable bearer token: %s", pol.Refusal(from, st))
 	}
 	return []byte(tok), nil
 }
+
+// readTokenFile reads the token file at path: a regular file owned by
+// this user with mode 0600 (a token another user owns, or can read, is
+// not this service's secret), at most 64 KiB. Anything else is bad input
+// (exit 2) naming the file and the fix.
+func readTokenFile(path string) ([]byte, error) { return readPrivateFile("--token-file", path, 64<<10) }
 
 // stoppedError is an error of what serve does after a signal asked it to
 // stop (the --cleanup-on-exit removal): the signal is serve's normal end,

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // serveProc is agentpen serve run as a process of its own (the test
@@ -39,7 +39,7 @@ func startServe(t *testing.T, e *cliEnv, extra ...string) *serveProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &serveProc{t: t, sock: filepath.Join(e.dir, "api.sock"), token: "serve-test-token-0123456789", done: make(chan struct{})}
+	p := &serveProc{t: t, sock: filepath.Join(e.dir, "api.sock"), token: "serve-test-token-5d0c8e1a47b93f26a1", done: make(chan struct{})}
 	p.cmd = exec.Command(exe, append([]string{"serve", "--listen", "unix://" + p.sock}, extra...)...)
 	p.cmd.Env = []string{"AGENTPEN_TEST_MAIN=1", "AGENTPEN_SERVE_TOKEN=" + p.token}
 	for k, v := range e.env {
@@ -138,8 +138,8 @@ func (p *serveProc) listed(id string) string {
 
 // journalOf reads the campaign's journal records.
 func (e *cliEnv) journalOf(id string) []campaign.Record {
-	recs, _ := campaign.ReadJournal(filepath.Join(e.state, "campaigns", campaign.Key(id), campaign.JournalFile))
-	return recs
+	c, _ := loadJournal(journalOf(e.state, id))
+	return c.Records
 }
 
 // TestServeKilledMidCreate: agentpen serve SIGKILLed while it brings a
@@ -200,7 +200,7 @@ func TestServeKilledMidCreate(t *testing.T) {
 	if code, b := p.call(http.MethodPost, "/v1/campaigns", spec); code != http.StatusCreated {
 		t.Fatalf("create generation 2: %d %s", code, b)
 	}
-	if code, b := p.call(http.MethodGet, "/v1/campaigns/"+id+"/cleanup", nil); code != http.StatusNotFound || !strings.Contains(string(b), "generation 2") || !strings.Contains(string(b), "cleanup.gen1.json") {
+	if code, b := p.call(http.MethodGet, "/v1/campaigns/"+id+"/cleanup", nil); code != http.StatusNotFound || !strings.Contains(string(b), "generation 2") || !strings.Contains(string(b), "cleanup-1-1.json") {
 		t.Fatalf("generation 2 is up; GET cleanup: %d %s", code, b)
 	}
 	v := p.view(id)
@@ -247,20 +247,12 @@ func TestServeCleanupOnExitNotVerified(t *testing.T) {
 	if err := os.Mkdir(bogus, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	j, err := campaign.OpenJournal(filepath.Join(e.state, "campaigns", campaign.Key(id)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	gen := e.journalOf(id)[0].Gen
-	j.Append(campaign.Record{Op: campaign.OpCreated, Gen: gen, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: "bogus", ID: bogus})
-	j.Close()
+	appendRecords(t, e.state, id, campaign.Record{Op: campaign.OpCreated, Gen: gen, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: "bogus", ID: bogus})
 	t.Cleanup(func() {
 		// Let the test's down verify: the refused directory is not the
 		// campaign's.
-		if j, err := campaign.OpenJournal(filepath.Join(e.state, "campaigns", campaign.Key(id))); err == nil {
-			j.Append(campaign.Record{Op: campaign.OpRemoved, Gen: gen, Kind: campaign.KindDir, Name: "bogus", ID: bogus})
-			j.Close()
-		}
+		appendRecords(t, e.state, id, campaign.Record{Op: campaign.OpRemoved, Gen: gen, Kind: campaign.KindDir, Name: "bogus", ID: bogus})
 	})
 	code := p.stop(syscall.SIGTERM)
 	msg := p.stderr.String()

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/adapter/api"
 	"github.com/agentpen/agentpen/internal/cli"
-	"github.com/agentpen/agentpen/internal/logbuf"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
+	"github.com/agentpen/agentpen/launcher"
 )
 
 // TestServeUsage: serve's command line is checked before any daemon is
@@ -28,7 +28,14 @@ import (
 func TestServeUsage(t *testing.T) {
 	dir := t.TempDir()
 	loose := filepath.Join(dir, "loose")
-	os.WriteFile(loose, []byte("0123456789abcdef0123"), 0o644)
+	os.WriteFile(loose, []byte("serve-test-token-5d0c8e1a47b93f26a1"), 0o644)
+	// A token file another user owns (root can make one): not this
+	// service's secret, though its mode is 0600; it was accepted.
+	foreign := filepath.Join(dir, "foreign")
+	os.WriteFile(foreign, []byte("serve-test-token-5d0c8e1a47b93f26a1"), 0o600)
+	if os.Geteuid() == 0 {
+		os.Chown(foreign, 65534, 65534)
+	}
 	env := map[string]string{"HOME": dir, "DOCKER_HOST": ""}
 	getenv := func(k string) string { return env[k] }
 	var out, errb bytes.Buffer
@@ -45,8 +52,12 @@ func TestServeUsage(t *testing.T) {
 		{"non_loopback_name", []string{"--listen", "example.com:8700"}, nil, "not a loopback address"},
 		{"tls_half", []string{"--tls-cert", "c.pem"}, nil, "go together"},
 		{"token_in_argv", []string{"--token", "0123456789abcdef0123"}, nil, "flag provided but not defined: -token"},
-		{"no_token", nil, nil, "no bearer token: $AGENTPEN_SERVE_TOKEN is unset"},
-		{"short_token", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": "short"}, "shorter than 16"},
+		{"no_token", nil, nil, "no usable bearer token: $AGENTPEN_SERVE_TOKEN is unset"},
+		{"short_token", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": "short"}, "$AGENTPEN_SERVE_TOKEN holds a key shorter than 32 characters"},
+		// Weak: a repeated character, or too few bits (32 digits).
+		{"repeated_token", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": strings.Repeat("a", 40)}, "holds a weak key: fewer than 10 distinct characters"},
+		{"digits_token", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": "01234567890123456789012345678901"}, "or fewer than 128 bits"},
+		{"foreign_token_file", []string{"--token-file", foreign}, nil, "not by this user"},
 		{"loose_token_file", []string{"--token-file", loose}, nil, "lets others read it"},
 		{"positional", []string{"extra"}, nil, "unexpected argument"},
 		{"debug_not_loopback", []string{"--debug-listen", "0.0.0.0:6060"}, nil, "profiling is served on loopback only"},
@@ -55,11 +66,14 @@ func TestServeUsage(t *testing.T) {
 		{"missing_token_file", []string{"--token-file", filepath.Join(dir, "nope")}, nil, "--token-file " + filepath.Join(dir, "nope") + ": no such file"},
 		{"bad_port", []string{"--listen", "127.0.0.1:99999"}, nil, "--listen \"127.0.0.1:99999\": want host:port"},
 		{"tls_files_missing", []string{"--tls-cert", filepath.Join(dir, "c.pem"), "--tls-key", filepath.Join(dir, "k.pem")},
-			map[string]string{"AGENTPEN_SERVE_TOKEN": "0123456789abcdef0123"}, "--tls-cert " + filepath.Join(dir, "c.pem") + ", --tls-key " + filepath.Join(dir, "k.pem") + ": open"},
+			map[string]string{"AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1"}, "--tls-cert " + filepath.Join(dir, "c.pem") + ", --tls-key " + filepath.Join(dir, "k.pem") + ": open"},
 		{"socket_dir_missing", []string{"--listen", "unix://" + filepath.Join(dir, "nodir", "api.sock")},
-			map[string]string{"AGENTPEN_SERVE_TOKEN": "0123456789abcdef0123"}, "--listen unix://" + filepath.Join(dir, "nodir", "api.sock") + ": no directory " + filepath.Join(dir, "nodir")},
+			map[string]string{"AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1"}, "--listen unix://" + filepath.Join(dir, "nodir", "api.sock") + ": no directory " + filepath.Join(dir, "nodir")},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "foreign_token_file" {
+				testenv.RequireRoot(t) // giving a file away
+			}
 			e := map[string]string{"HOME": dir, "DOCKER_HOST": ""}
 			for k, v := range tt.env {
 				e[k] = v
@@ -83,7 +97,9 @@ func TestServeStateRootLocked(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(lockPath), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	// The lock as another serve holds it: flock'd, its pid inside.
+	// The lock as another serve holds it: flock'd (the holder is named
+	// from /proc/locks: nothing is written into the file, which a pid
+	// inside could forge).
 	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -92,13 +108,14 @@ func TestServeStateRootLocked(t *testing.T) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		t.Fatal(err)
 	}
-	f.WriteString("4242\n")
-	env := map[string]string{"XDG_STATE_HOME": dir, "DOCKER_HOST": "", "AGENTPEN_SERVE_TOKEN": "serve-test-token-0123456789"}
+	f.WriteString("4242\n") // a forged holder, never believed
+	env := map[string]string{"XDG_STATE_HOME": dir, "DOCKER_HOST": "", "AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1"}
 	var out, errb bytes.Buffer
 	err = run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0"}, &out, &errb, func(k string) string { return env[k] })
 	msg := cli.Message("agentpen", err)
-	if exitCode(err) != exitConflict || !strings.Contains(msg, lockPath) || !strings.Contains(msg, "pid 4242") {
-		t.Fatalf("exit %d, message %q; want %d naming %s and pid 4242", exitCode(err), msg, exitConflict, lockPath)
+	holder := fmt.Sprintf("pid %d,", os.Getpid())
+	if exitCode(err) != exitConflict || !strings.Contains(msg, lockPath) || !strings.Contains(msg, holder) || strings.Contains(msg, "4242") {
+		t.Fatalf("exit %d, message %q; want %d naming %s and %s", exitCode(err), msg, exitConflict, lockPath, holder)
 	}
 	// Released, the state root is served (here: up to the daemon, which
 	// DOCKER_HOST does not name).
@@ -151,7 +168,7 @@ func TestServeLoopback(t *testing.T) {
 func TestServeRestartAndExit(t *testing.T) {
 	testenv.RequireRoot(t)
 	e := newCLIEnv(t)
-	token := "serve-test-token-0123456789"
+	token := "serve-test-token-5d0c8e1a47b93f26a1"
 	e.env["AGENTPEN_SERVE_TOKEN"] = token
 	id := fmt.Sprintf("serve-%d", time.Now().UnixNano())
 	t.Cleanup(func() { e.run("down", id) })
@@ -208,7 +225,7 @@ func TestServeRestartAndExit(t *testing.T) {
 	if code != http.StatusCreated {
 		t.Fatalf("create: %d %s", code, b)
 	}
-	var v api.CampaignView
+	var v launcher.CampaignView
 	json.Unmarshal(b, &v)
 	if len(v.Workspaces) != 1 || !strings.HasPrefix(v.Workspaces[0].BaseURL, "/episode/") {
 		t.Fatalf("a unix listener's base_url is a path: %+v", v.Workspaces)
@@ -257,11 +274,11 @@ func TestUpUnknownTask(t *testing.T) {
 func TestServeDebugListen(t *testing.T) {
 	testenv.RequireRoot(t)
 	e := newCLIEnv(t)
-	e.env["AGENTPEN_SERVE_TOKEN"] = "serve-test-token-0123456789"
+	e.env["AGENTPEN_SERVE_TOKEN"] = "serve-test-token-5d0c8e1a47b93f26a1"
 	sock := filepath.Join(e.dir, "api.sock")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var logs logbuf.Buffer
+	var logs testlog.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--listen", "unix://" + sock, "--debug-listen", "127.0.0.1:0", "--log-format", "json"}, io.Discard, &logs, e.getenv)
@@ -299,5 +316,43 @@ func TestServeDebugListen(t *testing.T) {
 	}
 	if _, err := http.Get(addr + "heap?debug=1"); err == nil {
 		t.Fatal("the profiles are still served after the service stopped")
+	}
+}
+
+// TestServeUntrustedRootUntouched: a state root another user can write,
+// with a link planted where serve's lock belongs (pointing at a file of
+// root's), is refused (exit 2) before anything in it is opened, made or
+// read: serve used to open and truncate <state root>/api/serve.lock
+// through the link, then refuse the root.
+func TestServeUntrustedRootUntouched(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "agentpen")
+	os.MkdirAll(filepath.Join(root, "api"), 0o700)
+	victim := filepath.Join(t.TempDir(), "shadow")
+	os.WriteFile(victim, []byte("root:secret\n"), 0o600)
+	if err := os.Symlink(victim, filepath.Join(root, "api", "serve.lock")); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(root, 0o777)
+	env := map[string]string{"XDG_STATE_HOME": dir, "DOCKER_HOST": "", "AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1"}
+	var out, errb bytes.Buffer
+	err := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0"}, &out, &errb, func(k string) string { return env[k] })
+	if exitCode(err) != exitBadInput || !strings.Contains(cli.Message("agentpen", err), "state root "+root+" has mode 0777") {
+		t.Fatalf("exit %d, message %q", exitCode(err), cli.Message("agentpen", err))
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "root:secret\n" {
+		t.Fatalf("the link's target now holds %q", b)
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 1 {
+		t.Fatalf("serve made something in the untrusted root: %v", entries)
+	}
+	// Trusted again, the planted link is still refused, never followed.
+	os.Chmod(root, 0o700)
+	err = run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0"}, &out, &errb, func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(cli.Message("agentpen", err), "serve.lock") {
+		t.Fatalf("a planted lock link: %v", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "root:secret\n" {
+		t.Fatalf("the link's target now holds %q", b)
 	}
 }

@@ -9,9 +9,10 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/agentpen/agentpen/adapter/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/launcher"
+	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
 const specUsage = `Usage:
@@ -40,7 +41,7 @@ func spec(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		if _, err := fs.Parse(args[1:], 0, 0); err != nil {
 			return err
 		}
-		b, err := api.SpecSchema()
+		b, err := launcher.SpecSchema()
 		if err != nil {
 			return err
 		}
@@ -86,7 +87,7 @@ func specCheck(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, p, verr := api.ValidateSpec(in)
+	p, verr := campaign.ParseSpec(in, tasks.Known, campaign.PlanOptions{})
 	if verr == nil {
 		res := specCheckResult{OK: true, CampaignID: p.CampaignID, Workspaces: len(p.Agents), Topology: string(p.Topology), Egress: string(p.Egress)}
 		if *asJSON {

@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
-	"github.com/agentpen/agentpen/internal/dockerfake"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
+	"github.com/agentpen/agentpen/store"
 )
 
 // fakeRoot is a state root of hand-made campaigns beside a fake daemon.
@@ -43,29 +43,75 @@ func (r *fakeRoot) run(args ...string) (stdout, stderr string, code int) {
 // nothing (so down of it is verified at once), and returns its journal.
 func (r *fakeRoot) campaign(id string) string {
 	r.t.Helper()
-	dir := filepath.Join(r.state, "campaigns", campaign.Key(id))
-	j, err := campaign.OpenJournal(dir)
+	r.append(id,
+		campaign.Record{Op: campaign.OpBegin, Gen: 1, Instance: "0123456789abcdef0123456789abcdef"},
+		campaign.Record{Op: campaign.OpIntent, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "agentpen-" + id + "-server"},
+		campaign.Record{Op: campaign.OpRemoved, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "agentpen-" + id + "-server", Note: "never created"},
+		campaign.Record{Op: campaign.OpReady, Gen: 1},
+	)
+	root, err := store.OpenRoot(r.state)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	for _, rec := range []campaign.Record{
-		{Op: campaign.OpBegin, Gen: 1, Instance: "0123456789abcdef0123456789abcdef"},
-		{Op: campaign.OpIntent, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "agentpen-" + id + "-server"},
-		{Op: campaign.OpRemoved, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "agentpen-" + id + "-server", Note: "never created"},
-		{Op: campaign.OpNote, Gen: 1, Note: "ready"},
-	} {
+	defer root.Close()
+	c, err := root.Open(id)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer c.Close()
+	const image = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	if err := c.WriteSpec(1, campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: image},
+		Workspaces: []campaign.WorkspaceSpec{{TaskID: "software/median", Image: image}}}); err != nil {
+		r.t.Fatal(err)
+	}
+	return c.JournalPath()
+}
+
+// append appends records to the campaign's journal, as agentpen does
+// (each chained to the one before).
+func (r *fakeRoot) append(id string, recs ...campaign.Record) {
+	r.t.Helper()
+	root, err := store.CreateRoot(r.state)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer root.Close()
+	c, err := root.Create(id)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer c.Close()
+	j, err := c.OpenJournal()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer j.Close()
+	for _, rec := range recs {
 		if err := j.Append(rec); err != nil {
 			r.t.Fatal(err)
 		}
 	}
-	j.Close()
-	const image = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-	b, _ := json.Marshal(campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: image},
-		Workspaces: []campaign.WorkspaceSpec{{TaskID: "software/median", Image: image}}})
-	if err := os.WriteFile(filepath.Join(dir, "campaign.json"), b, 0o600); err != nil {
+}
+
+// state reads the campaign's journal state.
+func (r *fakeRoot) read(id string) (store.State, []campaign.Record) {
+	r.t.Helper()
+	root, err := store.OpenRoot(r.state)
+	if err != nil {
 		r.t.Fatal(err)
 	}
-	return j.Path()
+	defer root.Close()
+	c, err := root.Open(id)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.Read()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	recs, _, _ := c.Records()
+	return st, recs
 }
 
 func appendFile(t *testing.T, path, text string) {
@@ -88,26 +134,26 @@ func appendFile(t *testing.T, path, text string) {
 func TestTornJournalTail(t *testing.T) {
 	r := newFakeRoot(t)
 	journal := r.campaign("torn")
-	appendFile(t, journal, `{"seq":5,"time":"2026-11-30T12:00:00Z","op":"no`)
+	appendFile(t, journal, `{"v":2,"seq":5,"time":"2026-11-30T12:00:00Z","op":"no`)
 	out, errs, code := r.run("ls")
-	if code != 0 || !strings.Contains(out, "torn") || !strings.Contains(errs, "agentpen ls: campaign torn: journal "+journal+": ignoring a final line of 47 bytes without its newline") {
+	if code != 0 || !strings.Contains(out, "torn") || !strings.Contains(errs, "agentpen ls: campaign torn: journal "+journal+": ignoring a final line of 53 bytes without its newline") {
 		t.Fatalf("ls: exit %d\n%s%s", code, out, errs)
 	}
 	if out, errs, code := r.run("down", "torn"); code != 0 || !strings.Contains(out, "cleanup of torn: verified") {
 		t.Fatalf("down: exit %d\n%s%s", code, out, errs)
 	}
-	c, err := campaign.LoadJournal(journal)
-	if err != nil || c.Torn != nil {
-		t.Fatalf("journal after down: %v, torn %v", err, c.Torn)
+	st, recs := r.read("torn")
+	if st.Torn != nil {
+		t.Fatalf("journal after down: torn %v", st.Torn)
 	}
-	cut := c.Records[4]
-	if cut.Seq != 5 || !strings.HasPrefix(cut.Note, "journal: cut a final line of 47 bytes without its newline") {
+	cut := recs[4]
+	if cut.Seq != 5 || !strings.HasPrefix(cut.Note, "journal: cut a final line of 53 bytes without its newline") {
 		t.Fatalf("the record of the cut: %+v", cut)
 	}
-	if last := c.Records[len(c.Records)-1]; last.Note != "cleanup verified" {
+	if last := recs[len(recs)-1]; last.Op != campaign.OpCleanup || last.Status != campaign.CleanupVerified {
 		t.Fatalf("last record %+v", last)
 	}
-	if out, errs, code := r.run("ls"); code != 0 || errs != "" || !strings.Contains(out, "down-verified") {
+	if out, errs, code := r.run("ls"); code != 0 || errs != "" || !strings.Contains(out, "removed") {
 		t.Fatalf("ls after down: exit %d\n%s%s", code, out, errs)
 	}
 }
@@ -122,7 +168,7 @@ func TestUnsoundCampaignDoesNotBlindTheRoot(t *testing.T) {
 	r := newFakeRoot(t)
 	r.campaign("healthy")
 	corrupt := r.campaign("broken-journal")
-	appendFile(t, corrupt, "{garbage}\n"+`{"seq":6,"op":"note"}`+"\n")
+	appendFile(t, corrupt, "{garbage}\n"+`{"v":2,"seq":6,"op":"note"}`+"\n")
 	untrusted := r.campaign("foreign")
 	if err := os.Chmod(untrusted, 0o666); err != nil {
 		t.Fatal(err)
@@ -144,25 +190,25 @@ func TestUnsoundCampaignDoesNotBlindTheRoot(t *testing.T) {
 		got[e.CampaignID] = e
 	}
 	wantCorrupt := "journal " + corrupt + " line 5: invalid character 'g' looking for beginning of object key string: the journal is corrupt"
-	if e := got["healthy"]; e.State != "down-verified" || e.Error != "" {
+	if e := got["healthy"]; e.State != "removed" || e.Error != "" {
 		t.Errorf("healthy: %+v", e)
 	}
-	if e := got["broken-journal"]; e.State != "corrupt" || !strings.HasPrefix(e.Error, wantCorrupt) || e.Generation != 1 {
+	if e := got["broken-journal"]; e.State != "unusable" || !strings.HasPrefix(e.Error, wantCorrupt) || e.Generation != 1 {
 		t.Errorf("broken-journal: %+v", e)
 	}
 	// The untrusted one is named by its key: its spec is not read.
 	foreign := got[campaign.Key("foreign")]
-	if foreign.State != "untrusted" || !strings.Contains(foreign.Error, "journal "+untrusted+" ") || !strings.Contains(foreign.Error, "agentpen trusts no state another user can write") {
+	if foreign.State != "unusable" || !strings.Contains(foreign.Error, "journal "+untrusted+" ") || !strings.Contains(foreign.Error, "agentpen trusts no state another user can write") {
 		t.Errorf("foreign: %+v", foreign)
 	}
-	if !strings.Contains(errs, "agentpen ls: campaign broken-journal is corrupt: "+wantCorrupt) || !strings.Contains(errs, "agentpen ls: campaign "+campaign.Key("foreign")+" is untrusted: journal "+untrusted) {
+	if !strings.Contains(errs, "agentpen ls: campaign broken-journal is unusable: "+wantCorrupt) || !strings.Contains(errs, "agentpen ls: campaign "+campaign.Key("foreign")+" is unusable: journal "+untrusted) {
 		t.Errorf("ls stderr:\n%s", errs)
 	}
 	// The table, too, lists all three.
 	if out, _, code := r.run("ls"); code != exitFailure || strings.Count(out, "\n") != 4 {
 		t.Errorf("ls: exit %d\n%s", code, out)
 	}
-	if out, errs, code := r.run("orphans"); code != exitFailure || !strings.HasPrefix(out, "KIND") || !strings.Contains(errs, "agentpen orphans: campaign broken-journal is corrupt: "+wantCorrupt) {
+	if out, errs, code := r.run("orphans"); code != exitFailure || !strings.HasPrefix(out, "KIND") || !strings.Contains(errs, "agentpen orphans: campaign broken-journal is unusable: "+wantCorrupt) {
 		t.Errorf("orphans: exit %d\n%s%s", code, out, errs)
 	}
 	before, _ := os.ReadFile(corrupt)
@@ -205,39 +251,42 @@ func TestStateRootRefusals(t *testing.T) {
 }
 
 // TestAttestRefusesCampaignNotUp: attest of a campaign whose latest
-// generation was removed exits 2 saying so, and leaves its attestation
-// (which says the cleanup was verified) as it was; it used to exit 0 and
-// rewrite it to "pending".
+// generation was removed exits 2 saying so, and writes nothing; it used to
+// exit 0 and rewrite its report to "pending".
 func TestAttestRefusesCampaignNotUp(t *testing.T) {
 	r := newFakeRoot(t)
 	journal := r.campaign("gone")
-	appendFile(t, journal, `{"seq":5,"time":"2026-11-30T12:00:01Z","op":"note","note":"cleanup verified"}`+"\n")
-	att := filepath.Join(filepath.Dir(journal), "attestation.json")
-	const stored = `{"schema":"agentpen.attestation.v1","campaign_id":"gone","ok":true,"cleanup":{"status":"verified"}}`
-	os.WriteFile(att, []byte(stored), 0o600)
+	r.append("gone", campaign.Record{Op: campaign.OpRemovalStarted, Reason: campaign.ReasonDown}, campaign.Record{Op: campaign.OpCleanup, Status: campaign.CleanupVerified})
+	before, _ := os.ReadDir(filepath.Dir(journal))
 	out, errs, code := r.run("attest", "gone", "--probe-timeout-ms", "100")
-	want := "agentpen attest: campaign gone is not up: its latest generation (1) was removed (cleanup verified); nothing was attested, and attestation.json is left as it was\n"
+	want := "agentpen attest: campaign gone is not up: its latest generation (1) was removed (cleanup verified); nothing was attested\n"
 	if code != exitBadInput || errs != want || out != "" {
 		t.Fatalf("attest: exit %d, stdout %q, stderr\n%s\nwant\n%s", code, out, errs, want)
 	}
-	if b, _ := os.ReadFile(att); string(b) != stored {
-		t.Fatalf("attestation.json was rewritten:\n%s", b)
+	if after, _ := os.ReadDir(filepath.Dir(journal)); len(after) != len(before) {
+		t.Fatalf("attest wrote a file: %v, before %v", after, before)
 	}
 	// A bring-up that failed and was rolled back says so (it read "was
 	// removed (cleanup verified)", as if it had been up), and one killed
 	// during its attestation says that.
-	for _, tt := range []struct{ id, notes, want string }{
-		{"rolled", `{"seq":5,"op":"note","gen":1,"note":"cleanup verified"}` + "\n" + `{"seq":6,"op":"note","gen":1,"note":"bring-up failed: create x: boom; rolled back"}` + "\n",
+	server := campaign.Record{Op: campaign.OpCreated, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "s", ID: "c1"}
+	for _, tt := range []struct {
+		id   string
+		recs []campaign.Record
+		want string
+	}{
+		{"rolled", []campaign.Record{{Op: campaign.OpCleanup, Status: campaign.CleanupVerified}, {Op: campaign.OpRolledBack, Gen: 1, Note: "create x: boom; rolled back"}},
 			"its latest generation (1) failed to come up and was rolled back (cleanup verified)"},
-		{"killed", `{"seq":5,"op":"created","gen":1,"kind":"container","role":"server","name":"s","id":"c1"}` + "\n" + `{"seq":6,"op":"note","gen":1,"note":"ready, attesting"}` + "\n",
+		{"killed", []campaign.Record{server, {Op: campaign.OpAttesting, Gen: 1}},
 			"its latest generation (1) stopped while it was being attested at bring-up (killed, or still running in another process): agentpen down killed removes it"},
 		// A down killed after it began: attest used to probe it and
 		// rewrite its report ok while ls said broken and the API refused.
-		{"removing", `{"seq":5,"op":"created","gen":1,"kind":"container","role":"server","name":"s","id":"c1"}` + "\n" + `{"seq":6,"op":"note","gen":1,"note":"ready, attesting"}` + "\n" +
-			`{"seq":7,"op":"note","gen":1,"note":"attested ok"}` + "\n" + `{"seq":8,"op":"note","note":"removal started"}` + "\n",
+		{"removing", []campaign.Record{server, {Op: campaign.OpAttesting, Gen: 1}, {Op: campaign.OpAttested, Gen: 1, Status: campaign.AttestOK, Report: "attestation-1-1.json"},
+			{Op: campaign.OpRemovalStarted, Reason: campaign.ReasonDown}},
 			"its latest generation (1) is being removed, or a removal of it did not finish: agentpen down removing finishes it"},
 	} {
-		appendFile(t, r.campaign(tt.id), tt.notes)
+		r.campaign(tt.id)
+		r.append(tt.id, tt.recs...)
 		_, errs, code := r.run("attest", tt.id, "--probe-timeout-ms", "100")
 		if code != exitBadInput || !strings.Contains(errs, tt.want) {
 			t.Errorf("attest %s: exit %d\n%s\nwant it to say %q", tt.id, code, errs, tt.want)
@@ -245,54 +294,56 @@ func TestAttestRefusesCampaignNotUp(t *testing.T) {
 	}
 }
 
-// TestLsUpOrBroken: ls says up only while every container the latest
-// generation's journal names is on the daemon and nothing of it was
-// removed; a campaign whose containers are gone, or whose down did not
-// finish (only run directories left), is broken.
-func TestLsUpOrBroken(t *testing.T) {
+// TestLsStateAndNotes: ls says what the journal says, in the API's words,
+// and notes what the daemon holds that the journal does not expect: a
+// ready campaign whose containers are gone is still ready by its journal
+// (it said "broken"), with the missing containers noted; a down that did
+// not finish is cleanup_failed.
+func TestLsStateAndNotes(t *testing.T) {
 	r := newFakeRoot(t)
-	journal := r.campaign("live")
+	r.campaign("live")
 	labels := map[string]string{campaign.LabelCampaign: "live"}
 	r.fake.AddContainer(dockerfake.Container{ID: "c-server", Name: "agentpen-live-server", Labels: labels})
-	appendFile(t, journal, strings.Join([]string{
-		`{"seq":5,"op":"intent","gen":1,"kind":"container","role":"server","name":"agentpen-live-server"}`,
-		`{"seq":6,"op":"created","gen":1,"kind":"container","role":"server","name":"agentpen-live-server","id":"c-server"}`,
-		`{"seq":7,"op":"intent","gen":1,"kind":"dir","role":"workspace","name":"/run/x/agent-1"}`,
-		`{"seq":8,"op":"created","gen":1,"kind":"dir","role":"workspace","name":"/run/x/agent-1","id":"/run/x/agent-1"}`,
-		`{"seq":9,"op":"note","gen":1,"note":"ready"}`, ""}, "\n"))
-	state := func() string {
+	r.append("live",
+		campaign.Record{Op: campaign.OpIntent, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "agentpen-live-server"},
+		campaign.Record{Op: campaign.OpCreated, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "agentpen-live-server", ID: "c-server"},
+		campaign.Record{Op: campaign.OpIntent, Gen: 1, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: "/run/x/agent-1"},
+		campaign.Record{Op: campaign.OpCreated, Gen: 1, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: "/run/x/agent-1", ID: "/run/x/agent-1"},
+		campaign.Record{Op: campaign.OpReady, Gen: 1},
+	)
+	entry := func() lsEntry {
 		t.Helper()
 		out, errs, code := r.run("ls", "--json")
 		var entries []lsEntry
 		if code != 0 || json.Unmarshal([]byte(out), &entries) != nil || len(entries) != 1 {
 			t.Fatalf("ls: exit %d\n%s%s", code, out, errs)
 		}
-		return entries[0].State
+		return entries[0]
 	}
-	if got := state(); got != "up" {
-		t.Fatalf("every container there: %s, want up", got)
+	if e := entry(); e.State != "ready" || e.MissingContainers != 0 || len(e.Notes) != 0 {
+		t.Fatalf("every container there: %+v, want ready", e)
 	}
 	// Its latest attestation failed (kept with --keep-failed, or a later
-	// attest): not "up" (the API already said attestation_failed).
-	att := filepath.Join(filepath.Dir(journal), "attestation.json")
-	for _, tt := range []struct{ ok, want string }{{"false", "attestation-failed"}, {"true", "up"}} {
-		report := `{"schema":"agentpen.attestation.v1","campaign_id":"live","ok":` + tt.ok + `,"attested_at":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"}`
-		if err := os.WriteFile(att, []byte(report), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if got := state(); got != tt.want {
-			t.Fatalf("attestation ok=%s: %s, want %s", tt.ok, got, tt.want)
+	// attest): attestation_failed, as the API says.
+	for _, tt := range []struct{ status, want string }{{campaign.AttestFailed, "attestation_failed"}, {campaign.AttestOK, "ready"}} {
+		r.append("live", campaign.Record{Op: campaign.OpAttested, Gen: 1, Status: tt.status, Report: "attestation-1-1.json"})
+		if e := entry(); e.State != tt.want {
+			t.Fatalf("attestation %s: %s, want %s", tt.status, e.State, tt.want)
 		}
 	}
 	r.fake.On("GET /containers/json", dockerfake.Reply{Body: []any{}}) // removed outside agentpen
-	if got := state(); got != "broken" {
-		t.Fatalf("the server container gone from the daemon: %s, want broken", got)
+	if e := entry(); e.State != "ready" || e.MissingContainers != 1 || len(e.Notes) != 1 || !strings.Contains(e.Notes[0], "1 journalled containers gone from the daemon") {
+		t.Fatalf("the server container gone from the daemon: %+v", e)
+	}
+	if out, _, _ := r.run("ls"); !strings.Contains(out, "1 journalled containers gone from the daemon") {
+		t.Fatalf("ls does not note the missing container:\n%s", out)
 	}
 	// A down that removed the container and was killed before the run
 	// directory: the journal says so.
-	appendFile(t, journal, `{"seq":10,"op":"removed","gen":1,"kind":"container","role":"server","name":"agentpen-live-server","id":"c-server"}`+"\n")
-	if got := state(); got != "broken" {
-		t.Fatalf("only the run directory left: %s, want broken", got)
+	r.append("live", campaign.Record{Op: campaign.OpRemovalStarted, Reason: campaign.ReasonDown},
+		campaign.Record{Op: campaign.OpRemoved, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "agentpen-live-server", ID: "c-server"})
+	if e := entry(); e.State != "cleanup_failed" {
+		t.Fatalf("only the run directory left: %s, want cleanup_failed", e.State)
 	}
 }
 
@@ -304,9 +355,14 @@ func TestOrphansRemoveByListedID(t *testing.T) {
 	r := newFakeRoot(t)
 	r.campaign("lost")
 	const id = "5f0e3c9a1b2d4e6f8a7b6c5d4e3f2a1b5f0e3c9a1b2d4e6f8a7b6c5d4e3f2a1b"
-	r.fake.AddContainer(dockerfake.Container{ID: id, Name: "agentpen-lost-server", Labels: map[string]string{
+	labels := map[string]string{
 		campaign.LabelCampaign: "lost", campaign.LabelOwner: campaign.OwnerValue, campaign.LabelSchema: campaign.SchemaValue,
-		campaign.LabelRole: campaign.RoleServer, campaign.LabelInstance: "0123456789abcdef0123456789abcdef"}})
+		campaign.LabelRole: campaign.RoleServer, campaign.LabelInstance: "0123456789abcdef0123456789abcdef",
+		campaign.LabelCreate: "c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0"}
+	// A create whose id the journal lost: its intent (with the create's
+	// secret) is all that proves the container is agentpen's.
+	r.append("lost", campaign.Record{Op: campaign.OpIntent, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "agentpen-lost-server", Labels: labels})
+	r.fake.AddContainer(dockerfake.Container{ID: id, Name: "agentpen-lost-server", Labels: labels})
 	out, errs, code := r.run("orphans")
 	if code != 0 || !strings.Contains(out, id[:12]+"  agentpen-lost-server  lost") || !strings.Contains(out, "true") {
 		t.Fatalf("orphans: exit %d\n%s%s", code, out, errs)
@@ -334,16 +390,18 @@ func TestOrphansRemoveByListedID(t *testing.T) {
 // PATH", and a directory's check name has no doubled slash.
 func TestVerifyNamesEachCheckOnce(t *testing.T) {
 	r := newFakeRoot(t)
-	journal := r.campaign("up")
+	r.campaign("up")
 	r.fake.AddContainer(dockerfake.Container{ID: "c0ffee000000000000000000000000000000000000000000000000000000cafe", Name: "agentpen-up-server",
 		Labels: map[string]string{campaign.LabelCampaign: "up"}})
 	dir := filepath.Join(t.TempDir(), "agent-1")
 	os.Mkdir(dir, 0o700)
-	appendFile(t, journal, strings.Join([]string{
-		`{"seq":5,"op":"intent","gen":1,"kind":"container","role":"server","name":"agentpen-up-server"}`,
-		`{"seq":6,"op":"created","gen":1,"kind":"container","role":"server","name":"agentpen-up-server","id":"c0ffee000000000000000000000000000000000000000000000000000000cafe"}`,
-		`{"seq":7,"op":"intent","gen":1,"kind":"dir","role":"workspace","name":"` + dir + `"}`,
-		`{"seq":8,"op":"created","gen":1,"kind":"dir","role":"workspace","name":"` + dir + `","id":"` + dir + `"}`, ""}, "\n"))
+	const server = "c0ffee000000000000000000000000000000000000000000000000000000cafe"
+	r.append("up",
+		campaign.Record{Op: campaign.OpIntent, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "agentpen-up-server"},
+		campaign.Record{Op: campaign.OpCreated, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: "agentpen-up-server", ID: server},
+		campaign.Record{Op: campaign.OpIntent, Gen: 1, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: dir},
+		campaign.Record{Op: campaign.OpCreated, Gen: 1, Kind: campaign.KindDir, Role: campaign.RoleWork, Name: dir, ID: dir},
+	)
 	out, errs, code := r.run("cleanup", "verify", "up")
 	for _, want := range []string{
 		"  left alone: container agentpen-up-server (c0ffee000000): present (a verification removes nothing)\n",

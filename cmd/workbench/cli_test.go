@@ -68,6 +68,7 @@ func TestUsageErrors(t *testing.T) {
 		{"serve_bogus_flag", []string{"serve", "--bogus"}, `workbench serve: flag provided but not defined: -bogus (run "workbench serve --help" for usage)`},
 		{"serve_extra", []string{"serve", "x"}, `workbench serve: unexpected argument "x" (run "workbench serve --help" for usage)`},
 		{"serve_max_sessions", []string{"serve", "--max-sessions", "0"}, `workbench serve: --max-sessions 0: must be at least 1 (run "workbench serve --help" for usage)`},
+		{"serve_sandbox", []string{"serve", "--sandbox", "none"}, `workbench serve: --sandbox "none": want namespaces or uid-only (run "workbench serve --help" for usage)`},
 		{"grader_debug_listen", []string{"grader", "--debug-listen", "0.0.0.0:6060"}, `workbench grader: --debug-listen "0.0.0.0:6060": profiling is served on loopback only (127.0.0.1 or [::1]) (run "workbench grader --help" for usage)`},
 		{"probe_missing", []string{"probe"}, `workbench probe: missing URL (or --batch JSON) (run "workbench probe --help" for usage)`},
 		{"probe_bad_status", []string{"probe", "--expect-status", "x", "http://a"}, `workbench probe: invalid value "x" for flag -expect-status: want statuses 100..599, comma-separated (run "workbench probe --help" for usage)`},

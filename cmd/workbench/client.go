@@ -44,7 +44,7 @@ or a bad command in a script.`
 
 // clientOptions are workbench client's flags.
 type clientOptions struct {
-	commands listFlag
+	commands cli.StringList
 	asJSON   bool
 }
 

@@ -12,10 +12,9 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/internal/cli"
-	"github.com/agentpen/agentpen/internal/oracle"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/client"
-	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
 // TestClientScript: the exact text a person sees playing from a pipe
@@ -34,7 +33,7 @@ quit
 step never_run
 `
 	var out bytes.Buffer
-	if err := runClient(t.Context(), []string{s.sock}, strings.NewReader(script), &out, io.Discard); err != nil {
+	if err := runClient(t.Context(), []string{s.Socket}, strings.NewReader(script), &out, io.Discard); err != nil {
 		t.Fatalf("client: %v\n%s", err, out.String())
 	}
 	want := `> reset software/median@7
@@ -74,11 +73,11 @@ error: unknown tool 'bogus'; use one of the tools listed at reset
 		{"step_no_tool", "step\n", `workbench client: line 1: step needs a tool: step TOOL [ARGS], e.g. step read_file {"path": "a.txt"}`, 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := run(t.Context(), []string{"client", "-c", "help", s.sock}, io.Discard, io.Discard, func(string) string { return "" })
+			err := run(t.Context(), []string{"client", "-c", "help", s.Socket}, io.Discard, io.Discard, func(string) string { return "" })
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = cli.InCommand("workbench client", runClient(t.Context(), []string{s.base}, strings.NewReader(tt.script), io.Discard, io.Discard))
+			err = cli.InCommand("workbench client", runClient(t.Context(), []string{s.URL}, strings.NewReader(tt.script), io.Discard, io.Discard))
 			if got := cli.Message(prog, err); got != tt.want || cli.ExitCode(err) != tt.code {
 				t.Fatalf("got %q (exit %d), want %q (exit %d)", got, cli.ExitCode(err), tt.want, tt.code)
 			}
@@ -87,7 +86,7 @@ error: unknown tool 'bogus'; use one of the tools listed at reset
 	t.Run("interactive", func(t *testing.T) {
 		// On a terminal: a prompt per command, an error shown on stderr
 		// and the session going on.
-		sess, err := client.Dial(t.Context(), s.sock)
+		sess, err := client.Dial(t.Context(), s.Socket)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,8 +105,8 @@ error: unknown tool 'bogus'; use one of the tools listed at reset
 		}
 	})
 	t.Run("no_server", func(t *testing.T) {
-		err := run(t.Context(), []string{"client", s.sock + ".none"}, io.Discard, io.Discard, func(string) string { return "" })
-		if got, want := cli.Message(prog, err), "workbench client: connect to "+s.sock+".none: no such file or directory"; got != want || cli.ExitCode(err) != 1 {
+		err := run(t.Context(), []string{"client", s.Socket + ".none"}, io.Discard, io.Discard, func(string) string { return "" })
+		if got, want := cli.Message(prog, err), "workbench client: connect to "+s.Socket+".none: no such file or directory"; got != want || cli.ExitCode(err) != 1 {
 			t.Fatalf("got %q (exit %d), want %q", got, cli.ExitCode(err), want)
 		}
 	})
@@ -120,22 +119,14 @@ error: unknown tool 'bogus'; use one of the tools listed at reset
 func TestClientOracle(t *testing.T) {
 	s := startServe(t)
 	for _, tt := range []struct{ target, task string }{
-		{s.sock, "software/median@3"},
-		{"unix://" + s.sock, "sql/top_customer@3"},
-		{s.base, "logs/error_count@1"},
+		{s.Socket, "software/median@3"},
+		{"unix://" + s.Socket, "sql/top_customer@3"},
+		{s.URL, "logs/error_count@1"},
 	} {
 		t.Run(strings.ReplaceAll(tt.task, "/", "_"), func(t *testing.T) {
 			ctx := testenv.Context(t)
 			p := startClient(t, ctx, "--json", tt.target)
 			first, err := p.send("reset " + tt.task)
-			if err != nil {
-				t.Fatal(err)
-			}
-			task, err := tasks.Build(tt.task)
-			if err != nil {
-				t.Fatal(err)
-			}
-			code, err := oracle.Load(tt.task)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,12 +138,8 @@ func TestClientOracle(t *testing.T) {
 				}
 				return oracle.Result{Output: r.Observation.Output, Error: r.Observation.Error, Done: r.Done, Reward: r.Reward}, nil
 			}
-			final, err := oracle.Play(task.Kind, first.Observation.Task, code, task.Files[0].Path, step)
-			if err != nil {
+			if _, err := oracle.PlayTask(tt.task, first.Observation.Task, step); err != nil {
 				t.Fatal(err)
-			}
-			if !final.Done || final.Reward != 1.0 {
-				t.Fatalf("final %+v, want done with reward 1.0", final)
 			}
 			if err := p.quit(); err != nil {
 				t.Fatalf("quit: %v", err)

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
+	"github.com/agentpen/agentpen/workbench/client"
 )
 
 func TestCheckDebugAddr(t *testing.T) {
@@ -63,7 +65,7 @@ func debugAddr(t *testing.T, logs string) string {
 func TestServeDebugListen(t *testing.T) {
 	testenv.RequireRoot(t)
 	ls := startServe(t, "--debug-listen", "127.0.0.1:0")
-	base := debugAddr(t, ls.logs.String())
+	base := debugAddr(t, ls.Logs.String())
 	resp, err := http.Get(base + "/debug/pprof/heap?debug=1")
 	if err != nil {
 		t.Fatal(err)
@@ -74,8 +76,8 @@ func TestServeDebugListen(t *testing.T) {
 		t.Fatalf("heap profile: %d %.200q", resp.StatusCode, body)
 	}
 	ctx := t.Context()
-	w := dial(t, ctx, ls.base)
-	if _, err := w.reset(ctx, map[string]any{"task_id": "logs/error_count"}); err != nil {
+	w := workbenchtest.Dial(t, ctx, ls.URL)
+	if _, err := w.Reset(ctx, client.ResetOptions{TaskID: "logs/error_count"}); err != nil {
 		t.Fatal(err)
 	}
 	code := fmt.Sprintf(`import urllib.request
@@ -85,7 +87,7 @@ try:
 except Exception as e:
     print("refused", type(e).__name__)
 `, base+"/debug/pprof/goroutine?debug=1")
-	r, err := w.step(ctx, "run_python", map[string]any{"code": code})
+	r, err := w.Step(ctx, "run_python", workbenchtest.Args(map[string]any{"code": code}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ SIGTERM or SIGINT stops it (exit 0).`
 
 // graderOptions are `workbench grader`'s flags.
 type graderOptions struct {
-	listen      listFlag
+	listen      cli.StringList
 	keyEnv      string
 	insecure    bool
 	logFormat   string
@@ -84,7 +84,7 @@ func (o *graderOptions) validate(getenv func(string) string) error {
 		}
 	}
 	if len(o.listen) == 0 {
-		o.listen = listFlag{":8080"}
+		o.listen = cli.StringList{":8080"}
 	}
 	return nil
 }

@@ -1,23 +1,19 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/agentpen/agentpen/internal/cli"
-	"github.com/agentpen/agentpen/internal/logbuf"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
+	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/agentpen/agentpen/workbench/grader"
 )
 
@@ -62,76 +58,6 @@ func TestGraderCommandNeedsKey(t *testing.T) {
 
 func isUsage(err error) bool { return cli.ExitCode(err) == 2 }
 
-// proc is a running workbench subcommand whose JSON log is collected.
-type proc struct {
-	cmd    *exec.Cmd
-	addr   string // from its "listening" log line
-	logs   *logbuf.Buffer
-	exited chan error
-}
-
-// startProc runs bin with args and env added to this process's
-// environment, and waits for its "listening" log line (tcp).
-func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	pr, pw := io.Pipe()
-	cmd.Stderr = pw
-	p := &proc{cmd: cmd, logs: &logbuf.Buffer{}, exited: make(chan error, 1)}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.exited <- cmd.Wait(); pw.Close() }()
-	addr := make(chan string, 1)
-	var copying sync.WaitGroup
-	copying.Go(func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<16), 1<<20)
-		for sc.Scan() {
-			p.logs.Write([]byte(sc.Text() + "\n"))
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "listening" && strings.HasPrefix(rec.Addr, "tcp://") {
-				select {
-				case addr <- strings.TrimPrefix(rec.Addr, "tcp://"):
-				default:
-				}
-			}
-		}
-		io.Copy(io.Discard, pr)
-	})
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Signal(os.Interrupt)
-		}
-		wait, cancel := testenv.CleanupContext(t)
-		defer cancel()
-		select {
-		case err := <-p.exited:
-			if err != nil {
-				t.Errorf("%s exited: %v", args[0], err)
-			}
-		case <-wait.Done():
-			cmd.Process.Kill()
-			t.Errorf("%s did not exit after SIGINT", args[0])
-		}
-		copying.Wait()
-		if t.Failed() {
-			t.Logf("%s log:\n%s", args[0], p.logs.String())
-		}
-	})
-	select {
-	case a := <-addr:
-		p.addr = a
-	case err := <-p.exited:
-		p.exited <- err
-		t.Fatalf("%s exited at start: %v\n%s", args[0], err, p.logs.String())
-	case <-testenv.Context(t).Done():
-		t.Fatalf("%s did not report its address\n%s", args[0], p.logs.String())
-	}
-	return p
-}
-
 // TestServeWithRemoteGrader: a live `workbench grader` (key from a named
 // variable) and a live `workbench serve --grader` run from a copy of the
 // binary installed mode 0700, as the Dockerfile should install it in
@@ -164,49 +90,47 @@ func TestServeWithRemoteGrader(t *testing.T) {
 	os.Chmod(home, 0o755)
 	t.Cleanup(func() { os.RemoveAll(home) })
 
-	g := startProc(t, bin, []string{"WB_E2E_KEY=" + key}, "grader", "--listen", "127.0.0.1:0", "--key-env", "WB_E2E_KEY", "--log-format", "json")
-	s := startProc(t, bin, []string{"WB_E2E_KEY=" + key}, "serve", "--listen", "127.0.0.1:0", "--log-format", "json",
-		"--home-dir", home, "--grader", "http://"+g.addr, "--grader-key-env", "WB_E2E_KEY")
+	g := workbenchtest.Start(t, bin, []string{"WB_E2E_KEY=" + key}, "grader", "--listen", "127.0.0.1:0", "--key-env", "WB_E2E_KEY", "--log-format", "json")
+	s := workbenchtest.Start(t, bin, []string{"WB_E2E_KEY=" + key}, "serve", "--listen", "127.0.0.1:0", "--log-format", "json",
+		"--home-dir", home, "--grader", "http://"+g.Addr, "--grader-key-env", "WB_E2E_KEY")
 
 	ctx := testenv.Context(t)
-	for _, task := range []struct{ id, kind string }{{"software/median", "code"}, {"logs/error_count", "number"}} {
-		w := dial(t, ctx, "http://"+s.addr)
-		final, err := playOracle(ctx, w, task.id, task.kind, strings.ReplaceAll(task.id, "/", "_"))
-		if err != nil {
-			t.Fatalf("%s: %v", task.id, err)
-		}
-		if !final.Done || final.Reward != 1.0 {
-			t.Errorf("%s: final %+v, want done with reward 1.0", task.id, final)
+	for _, id := range []string{"software/median", "logs/error_count"} {
+		w := workbenchtest.Dial(t, ctx, "http://"+s.Addr)
+		if err := playIsolated(ctx, w, id, strings.ReplaceAll(id, "/", "_")); err != nil {
+			t.Fatal(err)
 		}
 	}
 	// What the agent's code can reach of the binary and the server.
-	w := dial(t, ctx, "http://"+s.addr)
-	if _, err := w.reset(ctx, map[string]any{"task_id": "software/median"}); err != nil {
+	w := workbenchtest.Dial(t, ctx, "http://"+s.Addr)
+	if _, err := w.Reset(ctx, client.ResetOptions{TaskID: "software/median"}); err != nil {
 		t.Fatal(err)
 	}
-	code := "import os\nfor p in [" + strconv.Quote(bin) + ", '/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/environ']:\n" +
+	code := "import os\nfor p in [" + strconv.Quote(bin) + ", '/proc/" + strconv.Itoa(s.Cmd.Process.Pid) + "/environ']:\n" +
 		"    try:\n        open(p, 'rb').read(16)\n        print('READ', p)\n    except OSError as e:\n        print('DENIED', type(e).__name__)\n"
-	r, err := w.step(ctx, "run_python", map[string]any{"code": code})
+	r, err := w.Step(ctx, "run_python", workbenchtest.Args(map[string]any{"code": code}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Count(r.Observation.Output, "DENIED PermissionError") != 2 || strings.Contains(r.Observation.Output, "READ") {
+	// PermissionError, or (in namespaces, for the binary in the server's
+	// /tmp) FileNotFoundError: the episode has a /tmp of its own.
+	if strings.Count(r.Observation.Output, "DENIED ") != 2 || strings.Contains(r.Observation.Output, "READ") {
 		t.Errorf("agent code reached the binary or the server's environment:\n%s", r.Observation.Output)
 	}
 
 	var stdout, stderr bytes.Buffer
 	t.Setenv("WB_E2E_PROBE_KEY", key)
 	err = run(ctx, []string{"probe", "--method", "POST", "--header-env", grader.KeyHeader + "=WB_E2E_PROBE_KEY",
-		"--expect-status", "400", "http://" + g.addr + grader.RouteCases}, &stdout, &stderr, os.Getenv)
+		"--expect-status", "400", "http://" + g.Addr + grader.RouteCases}, &stdout, &stderr, os.Getenv)
 	// With the key, the empty body gets past the key check and is refused
 	// as not JSON (400); without it, it would be 401.
 	if err != nil || !strings.Contains(stdout.String(), `"status":400`) {
 		t.Errorf("probe of the protected route with the key: %v %s %s", err, stdout.String(), stderr.String())
 	}
-	if !strings.Contains(g.logs.String(), `"route":"/v1/judge","status":200`) || !strings.Contains(g.logs.String(), `"route":"/v1/score","status":200`) {
-		t.Errorf("the grader graded nothing:\n%s", g.logs.String())
+	if !strings.Contains(g.Logs.String(), `"route":"/v1/judge","status":200`) || !strings.Contains(g.Logs.String(), `"route":"/v1/score","status":200`) {
+		t.Errorf("the grader graded nothing:\n%s", g.Logs.String())
 	}
-	for name, logs := range map[string]string{"grader": g.logs.String(), "serve": s.logs.String()} {
+	for name, logs := range map[string]string{"grader": g.Logs.String(), "serve": s.Logs.String()} {
 		if strings.Contains(logs, key) {
 			t.Errorf("the %s log holds the key", name)
 		}

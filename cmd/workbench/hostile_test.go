@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
+	"github.com/agentpen/agentpen/workbench/client"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,6 +29,7 @@ const servedAgents = "../../testdata/agents/served"
 func TestServedHostileAgents(t *testing.T) {
 	testenv.RequireRoot(t)
 	cases := map[string]func(t *testing.T, code string){
+		"bound_task.py":     playBoundTask,
 		"conn_flood.py":     playConnFlood,
 		"exec_workbench.py": playExecWorkbench,
 	}
@@ -74,9 +77,16 @@ var floodResult = regexp.MustCompile(`flood: (\d+) processes, (\d+) connections 
 // with connections while a third episode works. The third episode's
 // run_python calls and its oracle episode (graded by the grader) succeed,
 // neither server keeps a flooding connection open or runs out of
-// descriptors, and each says so in its log in a few lines, not one per
-// connection.
+// descriptors. In namespaces the flood reaches neither (episode code has
+// only its own loopback); with the uid-only sandbox it does, and each
+// server says so in its log in a few lines, not one per connection.
 func playConnFlood(t *testing.T, code string) {
+	for _, mode := range []string{"namespaces", "uid-only"} {
+		t.Run(mode, func(t *testing.T) { connFlood(t, code, mode) })
+	}
+}
+
+func connFlood(t *testing.T, code, mode string) {
 	const key = "flood-grader-key-0b7e4c19a2d5"
 	const fdLimit = 1024
 	home, err := os.MkdirTemp("", "wb-homes")
@@ -86,22 +96,22 @@ func playConnFlood(t *testing.T, code string) {
 	os.Chmod(home, 0o755)
 	t.Cleanup(func() { os.RemoveAll(home) })
 	env := []string{"WB_FLOOD_KEY=" + key}
-	g := startProc(t, binary(t), env, "grader", "--listen", "127.0.0.1:0", "--key-env", "WB_FLOOD_KEY", "--log-format", "json")
-	s := startProc(t, binary(t), env, "serve", "--listen", "127.0.0.1:0", "--log-format", "json",
-		"--home-dir", home, "--grader", "http://"+g.addr, "--grader-key-env", "WB_FLOOD_KEY")
-	limitFDs(t, g.cmd.Process.Pid, fdLimit)
-	limitFDs(t, s.cmd.Process.Pid, fdLimit)
-	code = strings.ReplaceAll(code, "{{TARGETS}}", s.addr+","+g.addr)
+	g := workbenchtest.Start(t, binary(t), env, "grader", "--listen", "127.0.0.1:0", "--key-env", "WB_FLOOD_KEY", "--log-format", "json")
+	s := workbenchtest.Start(t, binary(t), env, "serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--sandbox", mode,
+		"--home-dir", home, "--grader", "http://"+g.Addr, "--grader-key-env", "WB_FLOOD_KEY")
+	limitFDs(t, g.Cmd.Process.Pid, fdLimit)
+	limitFDs(t, s.Cmd.Process.Pid, fdLimit)
+	code = strings.ReplaceAll(code, "{{TARGETS}}", s.Addr+","+g.Addr)
 
 	ctx := testenv.Context(t)
-	base := "http://" + s.addr
-	third := dial(t, ctx, base)
-	if _, err := third.reset(ctx, map[string]any{"task_id": "software/median"}); err != nil {
+	base := "http://" + s.Addr
+	third := workbenchtest.Dial(t, ctx, base)
+	if _, err := third.Reset(ctx, client.ResetOptions{TaskID: "software/median"}); err != nil {
 		t.Fatal(err)
 	}
-	flooders := []*wsClient{dial(t, ctx, base), dial(t, ctx, base)}
+	flooders := []*client.Session{workbenchtest.Dial(t, ctx, base), workbenchtest.Dial(t, ctx, base)}
 	for _, f := range flooders {
-		if _, err := f.reset(ctx, map[string]any{"task_id": "logs/error_count"}); err != nil {
+		if _, err := f.Reset(ctx, client.ResetOptions{TaskID: "logs/error_count"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -112,7 +122,7 @@ func playConnFlood(t *testing.T, code string) {
 	maxFDs := map[string]int{}
 	sampling.Go(func() {
 		for {
-			for name, pid := range map[string]int{"serve": s.cmd.Process.Pid, "grader": g.cmd.Process.Pid} {
+			for name, pid := range map[string]int{"serve": s.Cmd.Process.Pid, "grader": g.Cmd.Process.Pid} {
 				maxFDs[name] = max(maxFDs[name], openFDs(pid))
 			}
 			select {
@@ -126,31 +136,37 @@ func playConnFlood(t *testing.T, code string) {
 	var flooding sync.WaitGroup
 	for i, f := range flooders {
 		flooding.Go(func() {
-			r, err := f.step(ctx, "run_python", map[string]any{"code": code})
+			r, err := f.Step(ctx, "run_python", workbenchtest.Args(map[string]any{"code": code}))
 			outputs[i] = r.Observation.Output + r.Observation.Error
 			if err != nil {
 				outputs[i] += " step error: " + err.Error()
 			}
 		})
 	}
-	// The floods have reached both servers once each has refused some of
-	// their connections (and said so).
-	testenv.WaitFor(t, "the floods to reach both servers", func() bool {
-		return strings.Contains(s.logs.String(), `"msg":"refused connections from episode code"`) &&
-			strings.Contains(g.logs.String(), `"msg":"refused connections from episode code"`)
-	})
+	if mode == "uid-only" {
+		// The floods have reached both servers once each has refused some
+		// of their connections (and said so).
+		testenv.WaitFor(t, "the floods to reach both servers", func() bool {
+			return strings.Contains(s.Logs.String(), `"msg":"refused connections from episode code"`) &&
+				strings.Contains(g.Logs.String(), `"msg":"refused connections from episode code"`)
+		})
+	} else {
+		// In namespaces the floods reach neither server, so neither says
+		// anything to wait for: they are running now (a slower machine
+		// only makes the third episode's steps overlap less of them).
+		time.Sleep(time.Second)
+	}
 
 	// The third episode works meanwhile.
 	var thirdErrs []string
 	for i := range 3 {
-		r, err := third.step(ctx, "run_python", map[string]any{"code": fmt.Sprintf("print('alive %d')", i)})
+		r, err := third.Step(ctx, "run_python", workbenchtest.Args(map[string]any{"code": fmt.Sprintf("print('alive %d')", i)}))
 		if err != nil || !strings.Contains(r.Observation.Output, fmt.Sprintf("alive %d", i)) {
 			thirdErrs = append(thirdErrs, fmt.Sprintf("run_python %d: %v %q %q", i, err, r.Observation.Output, r.Observation.Error))
 		}
 	}
-	final, err := playOracle(ctx, third, "software/median", "code", "third")
-	if err != nil || !final.Done || final.Reward != 1.0 {
-		thirdErrs = append(thirdErrs, fmt.Sprintf("oracle episode: %v, final %+v", err, final))
+	if err := playIsolated(ctx, third, "software/median", "third"); err != nil {
+		thirdErrs = append(thirdErrs, fmt.Sprintf("oracle episode: %v", err))
 	}
 	flooding.Wait()
 	close(stop)
@@ -175,18 +191,25 @@ func playConnFlood(t *testing.T, code string) {
 		if kept != 0 {
 			t.Errorf("flood %d: the servers kept %d of its %d connections open", i, kept, opened)
 		}
+		if mode == "namespaces" && opened != 0 {
+			t.Errorf("flood %d opened %d connections to the servers from its own network namespace", i, opened)
+		}
 	}
 	for name, n := range maxFDs {
 		if n > fdLimit/4 {
 			t.Errorf("%s had up to %d descriptors open during the flood (limit %d)", name, n, fdLimit)
 		}
 	}
-	for name, p := range map[string]*proc{"serve": s, "grader": g} {
-		logs := p.logs.String()
+	for name, p := range map[string]*workbenchtest.Proc{"serve": s, "grader": g} {
+		logs := p.Logs.String()
 		if strings.Contains(strings.ToLower(logs), "too many open files") {
 			t.Errorf("the %s log has \"too many open files\"", name)
 		}
-		if n := strings.Count(logs, `"msg":"refused connections from episode code"`); n == 0 || n > 5 {
+		n := strings.Count(logs, `"msg":"refused connections from episode code"`)
+		if mode == "namespaces" && n != 0 {
+			t.Errorf("the %s log has %d lines on refused connections: the flood reached it", name, n)
+		}
+		if mode != "namespaces" && (n == 0 || n > 5) {
 			t.Errorf("the %s log has %d lines on refused connections, want 1 to 5 (rate-limited)", name, n)
 		}
 	}
@@ -198,11 +221,11 @@ func playConnFlood(t *testing.T, code string) {
 func playExecWorkbench(t *testing.T, code string) {
 	ls := startServe(t)
 	ctx := testenv.Context(t)
-	w := dial(t, ctx, ls.base)
-	if _, err := w.reset(ctx, map[string]any{"task_id": "logs/error_count"}); err != nil {
+	w := workbenchtest.Dial(t, ctx, ls.URL)
+	if _, err := w.Reset(ctx, client.ResetOptions{TaskID: "logs/error_count"}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := w.step(ctx, "run_python", map[string]any{"code": code})
+	r, err := w.Step(ctx, "run_python", workbenchtest.Args(map[string]any{"code": code}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,8 @@
 //	workbench serve [flags]          the OpenEnv-compatible episode server (HTTP and WebSocket)
 //	workbench grader [flags]         the task server that keeps answer keys out of the agents' containers
 //	workbench client [flags] TARGET  play episodes by hand (reset, step TOOL {json}) on a server
-//	workbench probe [flags] URL      one HTTP request, a JSON result (the adapter runs it by docker exec)
+//	workbench probe [flags] URL      one HTTP request, a JSON result (the adapter's readiness check, by docker exec)
+//	workbench probe --batch JSON     a batch of http, tcp, socket and process probes at once (the attestation's)
 //	workbench tasks [--json]         the task catalogue
 //	workbench tasks show [--json] ID what an agent sees of one task
 //	workbench version [--json]       version, commit and Go version

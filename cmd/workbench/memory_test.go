@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/testenv"
-	"github.com/coder/websocket"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
+	"github.com/agentpen/agentpen/workbench/client"
 )
 
 // procKB reads a "Vm...:  N kB" line of /proc/<pid>/status.
@@ -73,13 +74,8 @@ func TestServeMemory(t *testing.T) {
 	if profile != "" {
 		extra = []string{"--debug-listen", "127.0.0.1:0"}
 	}
-	var ls *liveServer
-	if bin := os.Getenv("WB_MEMORY_BINARY"); bin != "" {
-		ls = startServeBinary(t, bin, extra...)
-	} else {
-		ls = startServe(t, extra...)
-	}
-	pid := ls.cmd.Process.Pid
+	ls := workbenchtest.Serve(t, workbenchtest.Options{Binary: os.Getenv("WB_MEMORY_BINARY"), Args: extra})
+	pid := ls.Cmd.Process.Pid
 	var picks []struct{ ID, Domain, Kind string }
 	for _, s := range specs(t) {
 		if _, err := os.Stat(filepath.Join(oracles, s.ID+".py")); err == nil {
@@ -122,9 +118,14 @@ func TestServeMemory(t *testing.T) {
 		for i := range n {
 			p := picks[(r*n+i)%len(picks)]
 			played.Go(func() {
-				w := dial(t, ctx, ls.base)
-				defer w.c.Close(websocket.StatusNormalClosure, "")
-				if _, err := w.reset(ctx, map[string]any{"task_id": p.ID}); err != nil {
+				w, err := client.Dial(ctx, ls.URL)
+				if err != nil {
+					ready.Done()
+					errs <- err
+					return
+				}
+				defer w.Close()
+				if _, err := w.Reset(ctx, client.ResetOptions{TaskID: p.ID}); err != nil {
 					ready.Done()
 					errs <- err
 					return
@@ -133,11 +134,7 @@ func TestServeMemory(t *testing.T) {
 				<-start
 				for e := range episodes {
 					p := picks[(r*n*episodes+i*episodes+e)%len(picks)]
-					res, err := playOracle(ctx, w, p.ID, p.Kind, fmt.Sprintf("%d-%d-%d", r, i, e))
-					if err == nil && (!res.Done || res.Reward != 1.0) {
-						err = fmt.Errorf("%s: reward %v", p.ID, res.Reward)
-					}
-					if err != nil {
+					if err := playIsolated(ctx, w, p.ID, fmt.Sprintf("%d-%d-%d", r, i, e)); err != nil {
 						errs <- err
 						return
 					}
@@ -147,7 +144,7 @@ func TestServeMemory(t *testing.T) {
 		ready.Wait()
 		live := procKB(t, pid, "VmRSS")
 		if profile != "" && r == 0 {
-			saveProfile(t, debugAddr(t, ls.logs.String()), "heap", filepath.Join(profile, "heap-live.pb.gz"))
+			saveProfile(t, debugAddr(t, ls.Logs.String()), "heap", filepath.Join(profile, "heap-live.pb.gz"))
 		}
 		close(start)
 		played.Wait()
@@ -159,7 +156,7 @@ func TestServeMemory(t *testing.T) {
 		// The server frees a slot once the session's episode is cleaned
 		// up, after the client's close: wait for all of them.
 		testenv.WaitFor(t, fmt.Sprintf("run %d's sessions to end", r), func() bool {
-			return strings.Count(ls.logs.String(), `"msg":"session end"`) >= n*(r+1)
+			return strings.Count(ls.Logs.String(), `"msg":"session end"`) >= n*(r+1)
 		})
 		peak := procKB(t, pid, "VmHWM")
 		peaks = append(peaks, peak)
@@ -168,7 +165,7 @@ func TestServeMemory(t *testing.T) {
 	close(stopSampling)
 	sampling.Wait()
 	if profile != "" {
-		base := debugAddr(t, ls.logs.String())
+		base := debugAddr(t, ls.Logs.String())
 		for _, name := range []string{"heap", "allocs"} {
 			saveProfile(t, base, name, filepath.Join(profile, name+".pb.gz"))
 		}

@@ -23,9 +23,9 @@ Flags may come before or after URL. A secret header belongs in
 other processes can read).
 
 With --batch JSON (and no URL) it runs a batch of probes at once (see
-package probe: http, tcp, socket and process probes, each with its own
-timeout) and prints one JSON line {"results":[...]} whose outcomes tell a
-timeout from a refusal; it exits 0 once the batch ran, whatever the
+package probe: http, tcp, unix, socket, process, interfaces, uid_block
+and file probes, each with its own timeout) and prints one JSON line
+{"results":[...]} whose outcomes tell a timeout from a refusal; it exits 0 once the batch ran, whatever the
 outcomes (the caller judges them), and 2 for a bad batch.`
 
 // errProbeFailed is a probe whose status was not expected; main exits 1.
@@ -60,7 +60,7 @@ func runProbe(ctx context.Context, args []string, stdout io.Writer, getenv func(
 	fs.Var(&expect, "expect-status", "statuses that count as success, comma-separated (default any 2xx)")
 	timeout := fs.Duration("timeout", probe.DefaultTimeout, "bound on the whole probe")
 	unixSock := fs.String("unix", "", "send the request over this unix socket (the URL's host is then only a name: http://grader/health)")
-	var headers, headerEnvs listFlag
+	var headers, headerEnvs cli.StringList
 	fs.Var(&headers, "header", "request header NAME=VALUE, repeatable")
 	fs.Var(&headerEnvs, "header-env", "request header NAME=VAR whose value is environment variable VAR, repeatable")
 	batch := fs.String("batch", "", "run a JSON batch of probes (see package probe) instead of one URL")

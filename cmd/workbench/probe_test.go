@@ -8,8 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/workbench/probe"
 )
 
 // TestProbeCommand: `workbench probe` prints one JSON line and returns
@@ -145,5 +149,41 @@ func TestProbeBatchCommand(t *testing.T) {
 		if !errors.Is(err, errUsage) && !matchesWant(err, errUsage) {
 			t.Errorf("%q: err %v, want a usage error", args, err)
 		}
+	}
+}
+
+// TestProbeEpisodeIsolation (root): an episode probe of a live server runs
+// code as one of its episodes; in namespaces that code's PID and network
+// namespaces are not the server's, it has lo alone and no vsock; with the
+// uid-only sandbox it shares the server's network namespace, and the
+// probe says which sandbox the server runs.
+func TestProbeEpisodeIsolation(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, mode := range []string{"namespaces", "uid-only"} {
+		t.Run(mode, func(t *testing.T) {
+			ls := startServe(t, "--sandbox", mode)
+			batch := `{"probes":[{"id":"e","kind":"episode","listen":"unix:` + ls.Socket + `","timeout_ms":20000}]}`
+			var stdout bytes.Buffer
+			if err := run(t.Context(), []string{"probe", "--batch", batch}, &stdout, io.Discard, os.Getenv); err != nil {
+				t.Fatal(err)
+			}
+			var res probe.BatchResult
+			if err := json.Unmarshal(stdout.Bytes(), &res); err != nil || len(res.Results) != 1 {
+				t.Fatalf("%v: %s", err, stdout.String())
+			}
+			o := res.Results[0]
+			iso := o.Isolation
+			if o.Outcome != probe.OutcomeFound || iso == nil || iso.Sandbox != mode || iso.ServerPidNS == "" || iso.ServerNetNS == "" {
+				t.Fatalf("result %+v %+v", o, iso)
+			}
+			isolated := iso.EpisodePidNS != iso.ServerPidNS && iso.EpisodeNetNS != iso.ServerNetNS &&
+				slices.Equal(iso.Interfaces, []string{"lo"}) && strings.HasPrefix(iso.VSock, "denied")
+			if isolated != (mode == "namespaces") {
+				t.Fatalf("%s: isolated %v: %+v", mode, isolated, iso)
+			}
+			if !strings.HasPrefix(iso.VSock, "denied") {
+				t.Fatalf("vsock %q: the filter denies it in every mode", iso.VSock)
+			}
+		})
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strings"
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
@@ -23,6 +22,7 @@ Usage:
   workbench grader [flags]          serve the answer keys to episode servers (serve --grader URL)
   workbench client [flags] TARGET   play episodes by hand on a server (URL or unix socket)
   workbench probe [flags] URL       make one HTTP request and print a JSON result (exit 0 when expected)
+  workbench probe --batch JSON      run a batch of http, tcp, socket and process probes at once
   workbench tasks [--json]          list the task catalogue
   workbench tasks show [--json] ID  show a task's instruction and files (never its answer)
   workbench version [--json]        show the version, commit and Go version
@@ -65,11 +65,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 }
 
 // listFlag is a repeatable string flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
-
 // isEnvName reports whether s can name an environment variable.
 func isEnvName(s string) bool { return campaign.CheckEnvName("", s) == nil }
 

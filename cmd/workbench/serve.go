@@ -2,40 +2,57 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/grader"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/server"
+	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
 const serveHelp = `Serves workbench episodes with OpenEnv's protocol: POST /reset, POST /step,
 GET /state, GET /schema, GET /metadata, GET /health and WS /ws (one episode
-per WebSocket connection). As root, every episode's code runs as its own
-sandbox uid, connections opened by such code are closed at accept, and
-the server refuses to start from a binary such code could read or run.
+per WebSocket connection); the tools over MCP on /mcp: the standard
+protocol (initialize; one MCP session is one episode) and OpenEnv's
+dialect (JSON-RPC tools/list and tools/call, WebSocket /mcp); and a play
+page in a browser at /web/ (OpenEnv's web routes, one shared episode).
+As root, every episode's code runs as its own sandbox uid in user, PID,
+network, IPC and mount namespaces of its own (--sandbox namespaces, the
+default: the server refuses to start where user namespaces are not
+available), or, with --sandbox uid-only, as its own uid in the server's
+namespaces (weaker: the attestation says so). Connections opened by a
+sandbox uid are closed at accept, and the server refuses to start from a
+binary episode code could read or run.
 Connections are capped per peer and in all (--max-conns*).
 SIGTERM or SIGINT closes every session, cleans every episode and exits 0.
 With --grader URL, answers are graded by a "workbench grader" there (the
 key in the variable --grader-key-env names); a grader that fails refuses
-that step, and no answer key is kept in this process.`
+that step, and no answer key is kept in this process.
+A workbench serves any task a reset names unless it is bound: --task ID
+binds it at start; --task-file PATH (a campaign workspace's
+/run/workbench/task, written by agentpen) binds it at the first reset
+that finds the file (mode 0400, owned by this user, not a link), and
+refuses every reset until then. Once bound it serves only that task: a
+reset naming another is refused, and the binding never changes.`
 
 // serveOptions are `workbench serve`'s flags.
 type serveOptions struct {
-	listen      listFlag
+	listen      cli.StringList
 	maxSessions int
 	idleTimeout time.Duration
 	logFormat   string
 	logLevel    string
 	python      string
 	homeDir     string
+	sandbox     string
 	// graderURL selects the remote grader; empty grades in-process.
 	graderURL     string
 	graderKeyEnv  string
@@ -43,6 +60,9 @@ type serveOptions struct {
 	maxConns      int
 	maxPerPeer    int
 	debugListen   string
+	// task and taskFile bind the server to one task (package bind).
+	task     string
+	taskFile string
 }
 
 func (o *serveOptions) register(fs *cli.FlagSet) {
@@ -52,12 +72,15 @@ func (o *serveOptions) register(fs *cli.FlagSet) {
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.python, "python", "", "interpreter for agent code; must be runnable by the sandbox uids (default $WORKBENCH_SANDBOX_PYTHON, else /usr/bin/python3)")
-	fs.StringVar(&o.homeDir, "home-dir", "", "where episode homes are made (default /run/agent-workbench/homes as root, else the temp directory)")
+	fs.StringVar(&o.homeDir, "home-dir", "", "where the uid-only and unsandboxed modes make episode homes (default "+sandbox.DefaultHomeDir+" as root, else the temp directory)")
+	fs.StringVar(&o.sandbox, "sandbox", "", "as root: namespaces (each episode in user, PID, network, IPC and mount namespaces of its own; needs user namespaces) or uid-only (weaker: a uid per episode in the server's namespaces) (default namespaces)")
 	fs.StringVar(&o.graderURL, "grader", "", "grade with the workbench grader at this URL (http://alias:8080), so no answer key enters this process; default: grade in-process")
 	fs.StringVar(&o.graderKeyEnv, "grader-key-env", grader.DefaultKeyEnv, "name of the environment variable holding the grader's API key")
 	fs.DurationVar(&o.graderTimeout, "grader-timeout", grader.DefaultTimeout, "bound on each call to the grader; a call that fails refuses that step")
 	fs.IntVar(&o.maxConns, "max-conns", 0, "most connections open at once; more are closed at accept (0: 1024, or half the open-file limit when less)")
 	fs.IntVar(&o.maxPerPeer, "max-conns-per-peer", 0, "most connections open at once from one peer, a local uid or a remote address (0: 2*max-sessions+32, at least 64)")
+	fs.StringVar(&o.task, "task", "", "serve only this task: a reset naming no task plays it, one naming another is refused")
+	fs.StringVar(&o.taskFile, "task-file", "", "serve only the task named in this file (absolute path; mode 0400, owned by this user), read at the first reset that finds it; every reset is refused until then")
 	fs.StringVar(&o.debugListen, "debug-listen", "", "serve net/http/pprof at /debug/pprof/ on this loopback address (127.0.0.1:6060); off by default")
 }
 
@@ -74,6 +97,21 @@ func (o *serveOptions) validate() error {
 		return cli.Usagef("--idle-timeout %v: must not be negative", o.idleTimeout)
 	case o.maxConns < 0 || o.maxPerPeer < 0:
 		return cli.Usagef("--max-conns %d, --max-conns-per-peer %d: must not be negative", o.maxConns, o.maxPerPeer)
+	case o.sandbox != "" && o.sandbox != sandbox.Namespaces.String() && o.sandbox != sandbox.UIDOnly.String():
+		return cli.Usagef("--sandbox %q: want namespaces or uid-only", o.sandbox)
+	}
+	if o.task != "" && o.taskFile != "" {
+		return cli.Usagef("--task and --task-file: give one, not both")
+	}
+	if o.task != "" {
+		if _, err := tasks.Lookup(o.task); err != nil {
+			return cli.Usagef("--task %q: %v (workbench tasks lists the catalogue)", o.task, err)
+		}
+	}
+	if o.taskFile != "" {
+		if _, err := bind.File(o.taskFile); err != nil {
+			return cli.Usagef("--task-file: %v", err)
+		}
 	}
 	if o.debugListen != "" {
 		if err := checkDebugAddr(o.debugListen); err != nil {
@@ -81,16 +119,38 @@ func (o *serveOptions) validate() error {
 		}
 	}
 	if len(o.listen) == 0 {
-		o.listen = listFlag{server.DefaultListen}
+		o.listen = cli.StringList{server.DefaultListen}
 	}
 	return nil
 }
 
-// build makes the episode server's configuration: the episode factory,
-// the remote grader client when --grader is set (its key read through
-// getenv), and the refusal of episode clients when the sandbox is on.
+// build makes the episode server's configuration: the sandbox (its uid
+// block from getenv, checked before anything uses it), the episode
+// factory, the remote grader client when --grader is set (its key read
+// through getenv), and the refusal of episode clients when the sandbox is
+// on.
 func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (server.Config, error) {
-	ecfg := episode.Config{Python: o.python, HomeDir: o.homeDir}
+	sb, err := o.sandboxFor(getenv, log)
+	if err != nil {
+		return server.Config{}, err
+	}
+	ecfg := episode.Config{Python: o.python, Sandbox: sb}
+	switch {
+	case o.task != "":
+		b, err := bind.Fixed(o.task)
+		if err != nil {
+			return server.Config{}, err
+		}
+		ecfg.Binding = b
+		log.Info("bound to one task (--task): a reset naming another is refused")
+	case o.taskFile != "":
+		b, err := bind.File(o.taskFile)
+		if err != nil {
+			return server.Config{}, err
+		}
+		ecfg.Binding = b
+		log.Info("bound to the task of the bind file, read at the first reset that finds it; every reset is refused until then", "file", o.taskFile)
+	}
 	if ecfg.Python == "" {
 		ecfg.Python = getenv("WORKBENCH_SANDBOX_PYTHON")
 	}
@@ -125,49 +185,66 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 		MaxConnsPerPeer: o.maxPerPeer,
 		Metadata:        metadata,
 		Logger:          log,
+		Tools:           ecfg.Tools(),
+		Version:         cli.ReadVersion().Version,
 	}
-	if sandbox.Available() {
-		if err := checkBinaryPrivate(); err != nil {
-			return server.Config{}, err
+	if sb.Mode() != sandbox.Unsandboxed {
+		if o.maxSessions > sb.Range().Slots() {
+			return server.Config{}, cli.Usagef("--max-sessions %d: the uid range %v has %d episode uids", o.maxSessions, sb.Range(), sb.Range().Slots())
 		}
-		// The workspace's uid block, before anything uses the sandbox: a
-		// malformed one fails the start rather than falling back to the
-		// default range another workspace may be using too.
-		r, err := sandbox.RangeFromEnv(getenv)
-		if err != nil {
-			return server.Config{}, err
-		}
-		if err := sandbox.SetRange(r); err != nil {
-			return server.Config{}, err
-		}
-		if o.maxSessions > r.Slots() {
-			return server.Config{}, cli.Usagef("--max-sessions %d: the uid range %v has %d episode uids", o.maxSessions, r, r.Slots())
-		}
-		// What the attestation's uid_block probe compares with the
-		// environment.
-		if err := sandbox.RecordRange(sandbox.LockDir()); err != nil {
-			return server.Config{}, err
-		}
-		log.Info("episode uids", "range", r.String(), "episode_uids", r.Slots(), "killer_uid", r.Killer())
+		// Needed in the uid-only sandbox, whose episode code shares the
+		// server's network; a second wall in namespaces, where it has only
+		// its own loopback.
 		cfg.EpisodeUID = func(uid uint32) bool { return sandbox.IsSandboxUID(int(uid)) }
-		// Found once, now: a host where the sweep would be blind (no view of
-		// the POSIX message queues) fails here, not at the first episode.
-		places, err := sandbox.DefaultSharedPlaces()
-		if err != nil {
-			return server.Config{}, err
-		}
-		log.Info("shared places swept after every run", "dirs", places.Dirs, "queues", places.Queues)
-		for _, s := range places.Skipped {
-			log.Warn("shared places: not searched", "what", s)
-		}
-		// The search walked the host's directories once; give back what it
-		// allocated, so the idle server holds only what it uses (it never
-		// grows enough for a collection on its own while idle).
-		debug.FreeOSMemory()
-	} else {
-		log.Warn("not root: agent code runs as the server's own user, unsandboxed, and episode clients cannot be told apart")
 	}
 	return cfg, nil
+}
+
+// sandboxFor makes the sandbox: as root the mode of --sandbox (namespaces
+// by default, refused where user namespaces are not available) with the
+// workspace's uid block, recorded in the lock directory for the
+// attestation's uid_block probe; unsandboxed otherwise.
+func (o *serveOptions) sandboxFor(getenv func(string) string, log *slog.Logger) (*sandbox.Sandbox, error) {
+	if !sandbox.Available() {
+		if o.sandbox != "" {
+			return nil, cli.Usagef("--sandbox %s: needs root", o.sandbox)
+		}
+		log.Warn("not root: agent code runs as the server's own user, unsandboxed, and episode clients cannot be told apart")
+		return sandbox.New(sandbox.Config{Mode: sandbox.Unsandboxed, HomeDir: o.homeDir})
+	}
+	if err := checkBinaryPrivate(); err != nil {
+		return nil, err
+	}
+	mode := sandbox.Namespaces
+	if o.sandbox != "" {
+		m, err := sandbox.ParseMode(o.sandbox)
+		if err != nil {
+			return nil, cli.Usagef("--sandbox: %v", err)
+		}
+		mode = m
+	}
+	// The workspace's uid block: a malformed one fails the start rather
+	// than falling back to the default range another workspace may be
+	// using too.
+	r, err := sandbox.RangeFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := sandbox.New(sandbox.Config{Mode: mode, Range: r, LockDir: getenv("WORKBENCH_UID_LOCK_DIR"), HomeDir: o.homeDir})
+	if errors.Is(err, sandbox.ErrNoUserNamespaces) {
+		return nil, fmt.Errorf("%w; give the container a seccomp profile that allows them (agentpen does), or run the weaker uid-only sandbox with --sandbox uid-only", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := sandbox.RecordRange(sb.Config().LockDir, r); err != nil {
+		return nil, err
+	}
+	log.Info("episode sandbox", "mode", mode.String(), "range", r.String(), "episode_uids", r.Slots())
+	if mode == sandbox.UIDOnly {
+		log.Warn("uid-only sandbox: episode code shares the server's network, IPC, PID and mount namespaces, and what it leaves in shared places is not swept")
+	}
+	return sb, nil
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {

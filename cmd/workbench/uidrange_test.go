@@ -8,7 +8,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
+	"github.com/agentpen/agentpen/workbench/client"
 )
 
 // TestServeUIDRange (root): a server given a uid block by the environment
@@ -18,9 +20,10 @@ import (
 func TestServeUIDRange(t *testing.T) {
 	testenv.RequireRoot(t)
 	const base, count = 40064, 4 // 3 episode uids, 40067 the killer
-	ls := startServeEnv(t, binary(t),
-		[]string{"WORKBENCH_UID_BASE=" + strconv.Itoa(base), "WORKBENCH_UID_COUNT=" + strconv.Itoa(count)},
-		"--max-sessions", "3")
+	ls := workbenchtest.Serve(t, workbenchtest.Options{
+		Env:  []string{"WORKBENCH_UID_BASE=" + strconv.Itoa(base), "WORKBENCH_UID_COUNT=" + strconv.Itoa(count)},
+		Args: []string{"--max-sessions", "3"},
+	})
 	ctx := testenv.Context(t)
 	task := onePerDomain(t)[0].ID
 	uids := make([]int, 3)
@@ -29,14 +32,14 @@ func TestServeUIDRange(t *testing.T) {
 	var errs []string
 	for i := range uids {
 		wg.Go(func() {
-			w := dial(t, ctx, ls.base)
-			if _, err := w.reset(ctx, map[string]any{"task_id": task}); err != nil {
+			w := workbenchtest.Dial(t, ctx, ls.URL)
+			if _, err := w.Reset(ctx, client.ResetOptions{TaskID: task}); err != nil {
 				mu.Lock()
 				errs = append(errs, err.Error())
 				mu.Unlock()
 				return
 			}
-			r, err := w.step(ctx, "run_python", map[string]any{"code": "import os\nprint(os.getuid(), os.getgid())"})
+			r, err := w.Step(ctx, "run_python", workbenchtest.Args(map[string]any{"code": "import os\nprint(os.getuid(), os.getgid())"}))
 			if err != nil {
 				mu.Lock()
 				errs = append(errs, err.Error())
@@ -68,8 +71,8 @@ func TestServeUIDRange(t *testing.T) {
 		}
 		seen[u] = true
 	}
-	if !strings.Contains(ls.logs.String(), `"range":"40064-40067"`) {
-		t.Errorf("the server did not log its uid range:\n%s", ls.logs.String())
+	if !strings.Contains(ls.Logs.String(), `"range":"40064-40067"`) {
+		t.Errorf("the server did not log its uid range:\n%s", ls.Logs.String())
 	}
 }
 

@@ -1,164 +1,32 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/logbuf"
-	"github.com/agentpen/agentpen/internal/testenv"
-	"github.com/coder/websocket"
+	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
+	"github.com/agentpen/agentpen/workbench/client"
 )
 
-// buildOnce builds the workbench binary once per test run.
-var buildOnce = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "workbench-bin")
-	if err != nil {
-		return "", err
-	}
-	// The sandbox uids run nothing from here, but the directory must not be
-	// a private one they cannot traverse if they ever need to: the binary
-	// alone is closed to them, as make build installs it (serve refuses
-	// to start from one they could read or run).
-	os.Chmod(dir, 0o755)
-	bin := filepath.Join(dir, "workbench")
-	// As make build builds it: static, stripped (the memory targets are
-	// for this binary).
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	if err := os.Chmod(bin, 0o700); err != nil {
-		return "", err
-	}
-	return bin, nil
-})
+// binary is the workbench binary under test, built once per test run.
+func binary(t *testing.T) string { return workbenchtest.Binary(t) }
 
-func binary(t *testing.T) string {
+// startServe runs `workbench serve` with extra flags on a free TCP port
+// and a unix socket, and stops it at cleanup.
+func startServe(t *testing.T, extra ...string) *workbenchtest.Server {
 	t.Helper()
-	bin, err := buildOnce()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
-// liveServer is a running `workbench serve`.
-type liveServer struct {
-	cmd     *exec.Cmd
-	base    string // http://127.0.0.1:port
-	sock    string // unix socket path
-	homeDir string
-	logs    *logbuf.Buffer
-	exited  chan error
-}
-
-// startServe runs `workbench serve` on a free TCP port and a unix socket,
-// with episode homes in a fresh directory, and stops it at cleanup.
-func startServe(t *testing.T, extra ...string) *liveServer {
-	t.Helper()
-	return startServeBinary(t, binary(t), extra...)
-}
-
-// startServeBinary is startServe with the binary at bin.
-func startServeBinary(t *testing.T, bin string, extra ...string) *liveServer {
-	t.Helper()
-	return startServeEnv(t, bin, nil, extra...)
-}
-
-// startServeEnv is startServeBinary with env added to the server's
-// environment.
-func startServeEnv(t *testing.T, bin string, env []string, extra ...string) *liveServer {
-	t.Helper()
-	home, err := os.MkdirTemp("", "wb-homes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(home, 0o755) // the sandbox uids pass through it to their homes
-	t.Cleanup(func() { os.RemoveAll(home) })
-	sock := filepath.Join(t.TempDir(), "run", "wb.sock")
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--listen", "unix://" + sock,
-		"--log-format", "json", "--home-dir", home}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	pr, pw := io.Pipe()
-	logs := &logbuf.Buffer{}
-	cmd.Stderr = pw
-	cmd.Stdout = os.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ls := &liveServer{cmd: cmd, sock: sock, homeDir: home, logs: logs, exited: make(chan error, 1)}
-	go func() { ls.exited <- cmd.Wait(); pw.Close() }()
-	addr := make(chan string, 1)
-	var copying sync.WaitGroup
-	copying.Go(func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<16), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			logs.Write([]byte(line + "\n"))
-			var rec struct {
-				Msg, Addr string
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" && strings.HasPrefix(rec.Addr, "tcp://") {
-				select {
-				case addr <- strings.TrimPrefix(rec.Addr, "tcp://"):
-				default:
-				}
-			}
-		}
-		io.Copy(io.Discard, pr)
-	})
-	t.Cleanup(func() {
-		ls.stop(t)
-		copying.Wait()
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-	})
-	select {
-	case a := <-addr:
-		ls.base = "http://" + a
-	case err := <-ls.exited:
-		ls.exited <- err
-		t.Fatalf("workbench serve exited at start: %v\n%s", err, logs.String())
-	case <-testenv.Context(t).Done():
-		t.Fatalf("workbench serve did not report its address\n%s", logs.String())
-	}
-	return ls
-}
-
-// stop sends SIGTERM and returns the exit error (nil for exit 0).
-func (ls *liveServer) stop(t *testing.T) error {
-	t.Helper()
-	if ls.cmd.ProcessState == nil {
-		ls.cmd.Process.Signal(syscall.SIGTERM)
-	}
-	wait, cancel := testenv.CleanupContext(t)
-	defer cancel()
-	select {
-	case err := <-ls.exited:
-		ls.exited <- err
-		return err
-	case <-wait.Done():
-		ls.cmd.Process.Kill()
-		t.Error("workbench serve did not exit after SIGTERM")
-		return <-ls.exited
-	}
+	return workbenchtest.Serve(t, workbenchtest.Options{Args: extra})
 }
 
 // specs returns `workbench tasks --json`.
@@ -183,7 +51,8 @@ func specs(t *testing.T) []struct{ ID, Domain, Kind string } {
 	return s
 }
 
-const oracles = "../../testdata/oracles"
+// oracles is testdata/oracles, where each task family's oracle is.
+var oracles = oracle.Dir()
 
 // onePerDomain picks, per domain, the first task whose oracle exists.
 func onePerDomain(t *testing.T) []struct{ ID, Domain, Kind string } {
@@ -216,7 +85,7 @@ func TestPythonClientPlaysEveryDomain(t *testing.T) {
 	for _, p := range picks {
 		args = append(args, p.ID+"="+p.Kind)
 	}
-	for _, transport := range [][]string{{"--url", ls.base}, {"--unix", ls.sock}} {
+	for _, transport := range [][]string{{"--url", ls.URL}, {"--unix", ls.Socket}} {
 		t.Run(strings.TrimPrefix(transport[0], "--"), func(t *testing.T) {
 			taskArgs := args
 			if transport[0] == "--unix" {
@@ -248,121 +117,26 @@ func TestPythonClientPlaysEveryDomain(t *testing.T) {
 	}
 }
 
-// wsClient is EnvClient's framing, as in package server's tests.
-type wsClient struct{ c *websocket.Conn }
-
-func dial(t *testing.T, ctx context.Context, base string) *wsClient {
-	t.Helper()
-	c, _, err := websocket.Dial(ctx, strings.Replace(base, "http://", "ws://", 1)+"/ws", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetReadLimit(100 << 20)
-	t.Cleanup(func() { c.CloseNow() })
-	return &wsClient{c}
-}
-
-type result struct {
-	Observation struct {
-		Task, Output, Error string
-	} `json:"observation"`
-	Reward   float64        `json:"reward"`
-	Done     bool           `json:"done"`
-	Metadata map[string]any `json:"metadata"`
-}
-
-func (w *wsClient) call(ctx context.Context, msg any, into any) error {
-	b, _ := json.Marshal(msg)
-	if err := w.c.Write(ctx, websocket.MessageText, b); err != nil {
-		return err
-	}
-	_, b, err := w.c.Read(ctx)
+// playIsolated plays one episode of id with its oracle
+// (oracle.PlayTask) after writing a marker file and listing the files:
+// another session's marker must never show up here, nor this one's there.
+func playIsolated(ctx context.Context, s *client.Session, id, marker string) error {
+	first, err := s.Reset(ctx, client.ResetOptions{TaskID: id, EpisodeID: "ep-" + marker})
 	if err != nil {
 		return err
 	}
-	var reply struct {
-		Type string          `json:"type"`
-		Data json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(b, &reply); err != nil {
+	if _, err := s.Step(ctx, "write_file", workbenchtest.Args(map[string]any{"path": "marker_" + marker + ".txt", "content": marker})); err != nil {
 		return err
 	}
-	if reply.Type == "error" {
-		return fmt.Errorf("Server error: %s", reply.Data)
-	}
-	return json.Unmarshal(reply.Data, into)
-}
-
-func (w *wsClient) reset(ctx context.Context, kw map[string]any) (result, error) {
-	var r result
-	return r, w.call(ctx, map[string]any{"type": "reset", "data": kw}, &r)
-}
-
-func (w *wsClient) step(ctx context.Context, tool string, args map[string]any) (result, error) {
-	var r result
-	if args == nil {
-		args = map[string]any{}
-	}
-	return r, w.call(ctx, map[string]any{"type": "step", "data": map[string]any{"tool": tool, "args": args}}, &r)
-}
-
-var exitTrailer = regexp.MustCompile(`^\[exit code -?\d+\]$`)
-
-// playOracle plays one episode of id with its oracle (testdata/oracles
-// README) and returns the final result; before submitting, check sees only
-// this session's files.
-func playOracle(ctx context.Context, w *wsClient, id, kind string, marker string) (result, error) {
-	oracle, err := os.ReadFile(filepath.Join(oracles, id+".py"))
+	ls, err := s.Step(ctx, "list_files", nil)
 	if err != nil {
-		return result{}, err
-	}
-	first, err := w.reset(ctx, map[string]any{"task_id": id, "episode_id": "ep-" + marker})
-	if err != nil {
-		return result{}, err
-	}
-	// A marker file, then a listing: another session's marker must never
-	// show up here, nor this one's there.
-	if _, err := w.step(ctx, "write_file", map[string]any{"path": "marker_" + marker + ".txt", "content": marker}); err != nil {
-		return result{}, err
-	}
-	ls, err := w.step(ctx, "list_files", nil)
-	if err != nil {
-		return result{}, err
+		return err
 	}
 	if n := strings.Count(ls.Observation.Output, "marker_"); n != 1 || !strings.Contains(ls.Observation.Output, "marker_"+marker+".txt") {
-		return result{}, fmt.Errorf("%s: listing shows other sessions' files: %q", marker, ls.Observation.Output)
+		return fmt.Errorf("%s: listing shows other sessions' files: %q", marker, ls.Observation.Output)
 	}
-	if kind == "code" {
-		if _, err := w.step(ctx, "read_file", map[string]any{"path": "solution.py"}); err != nil {
-			return result{}, err
-		}
-		if _, err := w.step(ctx, "write_file", map[string]any{"path": "solution.py", "content": string(oracle)}); err != nil {
-			return result{}, err
-		}
-		if r, err := w.step(ctx, "run_tests", nil); err != nil || r.Observation.Error != "" {
-			return result{}, fmt.Errorf("run_tests: %v %q", err, r.Observation.Error)
-		}
-		return w.step(ctx, "submit", map[string]any{"answer": "fixed"})
-	}
-	q, _ := json.Marshal(first.Observation.Task)
-	run, err := w.step(ctx, "run_python", map[string]any{"code": "INSTRUCTION = " + string(q) + "\n" + string(oracle)})
-	if err != nil {
-		return result{}, err
-	}
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(run.Observation.Output), "\n") {
-		if strings.TrimSpace(l) != "" && !exitTrailer.MatchString(strings.TrimSpace(l)) {
-			lines = append(lines, strings.TrimSpace(l))
-		}
-	}
-	if len(lines) == 0 {
-		return result{}, fmt.Errorf("oracle printed nothing: %q", run.Observation.Output)
-	}
-	answer := lines[len(lines)-1]
-	if _, err := w.step(ctx, "check", map[string]any{"answer": answer}); err != nil {
-		return result{}, err
-	}
-	return w.step(ctx, "submit", map[string]any{"answer": answer})
+	_, err = oracle.PlayTask(id, first.Observation.Task, workbenchtest.Stepper(ctx, s))
+	return err
 }
 
 // TestConcurrentEpisodes: eight WebSocket sessions, the default capacity,
@@ -384,22 +158,20 @@ func TestConcurrentEpisodes(t *testing.T) {
 	ctx := testenv.Context(t)
 	const n = 8
 	errs := make(chan error, n)
-	rewards := make([]float64, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		p := picks[(i*7)%len(picks)]
 		wg.Go(func() {
-			w := dial(t, ctx, ls.base)
-			r, err := playOracle(ctx, w, p.ID, p.Kind, fmt.Sprint(i))
+			w, err := client.Dial(ctx, ls.URL)
 			if err != nil {
+				errs <- fmt.Errorf("session %d: %w", i, err)
+				return
+			}
+			defer w.Close()
+			if err := playIsolated(ctx, w, p.ID, fmt.Sprint(i)); err != nil {
 				errs <- fmt.Errorf("session %d (%s): %w", i, p.ID, err)
 				return
 			}
-			if !r.Done || r.Reward != 1.0 {
-				errs <- fmt.Errorf("session %d (%s): done=%v reward %v, want 1.0: %q", i, p.ID, r.Done, r.Reward, r.Observation.Output)
-			}
-			rewards[i] = r.Reward
-			w.c.Close(websocket.StatusNormalClosure, "")
 		})
 	}
 	wg.Wait()
@@ -407,21 +179,20 @@ func TestConcurrentEpisodes(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	t.Logf("rewards: %v", rewards)
 
 	// SIGTERM with a session mid-episode.
-	w := dial(t, ctx, ls.base)
-	if _, err := w.reset(ctx, map[string]any{"task_id": picks[0].ID}); err != nil {
+	w := workbenchtest.Dial(t, ctx, ls.URL)
+	if _, err := w.Reset(ctx, client.ResetOptions{TaskID: picks[0].ID}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ls.stop(t); err != nil {
+	if err := ls.Stop(t); err != nil {
 		t.Fatalf("exit after SIGTERM: %v, want exit 0", err)
 	}
-	left, _ := os.ReadDir(ls.homeDir)
+	left, _ := os.ReadDir(ls.HomeDir)
 	if len(left) != 0 {
 		t.Errorf("episode homes left after shutdown: %v", left)
 	}
-	logs := ls.logs.String()
+	logs := ls.Logs.String()
 	for _, want := range []string{`"msg":"session start"`, `"msg":"session end"`, `"msg":"episode end"`, `"reward":1`, `"msg":"stopped"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("log lacks %s", want)
@@ -435,13 +206,23 @@ func TestConcurrentEpisodes(t *testing.T) {
 // same server is served.
 func TestAgentCodeRefused(t *testing.T) {
 	testenv.RequireRoot(t)
-	ls := startServe(t)
+	for _, mode := range []string{"namespaces", "uid-only"} {
+		t.Run(mode, func(t *testing.T) { agentCodeRefused(t, mode) })
+	}
+}
+
+// agentCodeRefused: in namespaces agent code reaches neither of the
+// server's sockets (its loopback is its own, the socket's directory is in
+// the server's /tmp, not the episode's); with the uid-only sandbox it
+// reaches them and is refused: closed at accept, EACCES on the socket.
+func agentCodeRefused(t *testing.T, mode string) {
+	ls := startServe(t, "--sandbox", mode)
 	ctx := testenv.Context(t)
-	w := dial(t, ctx, ls.base)
-	if _, err := w.reset(ctx, map[string]any{"task_id": onePerDomain(t)[0].ID}); err != nil {
+	w := workbenchtest.Dial(t, ctx, ls.URL)
+	if _, err := w.Reset(ctx, client.ResetOptions{TaskID: onePerDomain(t)[0].ID}); err != nil {
 		t.Fatal(err)
 	}
-	hostport := strings.TrimPrefix(ls.base, "http://")
+	hostport := strings.TrimPrefix(ls.URL, "http://")
 	code := fmt.Sprintf(`import os, socket
 def call(connect):
     try:
@@ -464,8 +245,8 @@ def unix():
     s.connect(%q)
     return s
 print("unix", call(unix))
-`, hostport, ls.sock)
-	r, err := w.step(ctx, "run_python", map[string]any{"code": code})
+`, hostport, ls.Socket)
+	r, err := w.Step(ctx, "run_python", workbenchtest.Args(map[string]any{"code": code}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,22 +255,28 @@ print("unix", call(unix))
 	if !strings.Contains(out, "uid 2") {
 		t.Errorf("agent code did not run as a sandbox uid: %q", out)
 	}
-	// Closed at accept: reset before a reply (or before the request was
-	// written), or an empty reply.
-	if !strings.Contains(out, fmt.Sprintf("tcp errno %d\n", syscall.ECONNRESET)) && !strings.Contains(out, fmt.Sprintf("tcp errno %d\n", syscall.EPIPE)) &&
-		!strings.Contains(out, "tcp  | \n") {
-		t.Errorf("agent code over TCP was not refused: %q", out)
-	}
-	if !strings.Contains(out, fmt.Sprintf("unix errno %d", syscall.EACCES)) {
-		t.Errorf("agent code reached the unix socket: %q", out)
+	if mode == "namespaces" {
+		if !strings.Contains(out, fmt.Sprintf("tcp errno %d\n", syscall.ECONNREFUSED)) || !strings.Contains(out, fmt.Sprintf("unix errno %d", syscall.ENOENT)) {
+			t.Errorf("agent code reached a socket of the server's from its namespaces: %q", out)
+		}
+	} else {
+		// Closed at accept: reset before a reply (or before the request
+		// was written), or an empty reply.
+		if !strings.Contains(out, fmt.Sprintf("tcp errno %d\n", syscall.ECONNRESET)) && !strings.Contains(out, fmt.Sprintf("tcp errno %d\n", syscall.EPIPE)) &&
+			!strings.Contains(out, "tcp  | \n") {
+			t.Errorf("agent code over TCP was not refused: %q", out)
+		}
+		if !strings.Contains(out, fmt.Sprintf("unix errno %d", syscall.EACCES)) {
+			t.Errorf("agent code reached the unix socket: %q", out)
+		}
 	}
 	// The normal client, and the server itself, still work.
-	resp, err := http.Get(ls.base + "/health")
+	resp, err := http.Get(ls.URL + "/health")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("health from a normal client: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	if _, err := w.step(ctx, "list_files", nil); err != nil {
+	if _, err := w.Step(ctx, "list_files", nil); err != nil {
 		t.Errorf("the session broke after its agent was refused: %v", err)
 	}
 }

@@ -201,3 +201,12 @@ func WriteJSON(w io.Writer, v any) error {
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
+
+// StringList is a repeatable string flag: each use appends its value.
+type StringList []string
+
+// String is the values joined by commas.
+func (l *StringList) String() string { return strings.Join(*l, ",") }
+
+// Set appends a value (flag.Value).
+func (l *StringList) Set(v string) error { *l = append(*l, v); return nil }

@@ -21,8 +21,8 @@ The result file:
     {"schema": "agentpen.demo.v1", "ok": true, "campaign_id": "demo-1",
      "workspaces": [{"agent_id": "agent-...", "task_id": "software/median@7",
                      "reward": 1.0, "steps": 4, "error": ""}, ...],
-     "attestation": {"ok": true, "report": ".../attestation.json"},
-     "cleanup": {"status": "verified", "report": ".../cleanup.json", "error": ""}}
+     "attestation": {"ok": true, "report": ".../attestation-1-1.json"},
+     "cleanup": {"status": "verified", "report": ".../cleanup-1-1.json", "error": ""}}
 
 "ok" is true only when every reward is 1.0, the attestation is ok and the cleanup status is
 "verified"; a run that failed before the campaign was created writes no file.
@@ -117,6 +117,7 @@ def main(argv):
         except APIError as e:
             cleanup, cleanup_error = "failed", str(e)
         log(f"cleanup: {cleanup}" + (f" ({cleanup_error})" if cleanup_error else ""))
+        cleanup_path = cleanup_report(api, cid)
     ok = ok and attestation_ok and cleanup == "verified"
     result = {
         "schema": "agentpen.demo.v1",
@@ -126,7 +127,7 @@ def main(argv):
         "attestation": {"ok": attestation_ok, "report": campaign["attestation"]["path"]},
         "cleanup": {
             "status": cleanup,
-            "report": os.path.join(campaign["state_dir"], "cleanup.json"),
+            "report": cleanup_path,
             "error": cleanup_error,
         },
     }
@@ -157,6 +158,16 @@ def play(w, kinds, oracles):
         row["error"] = str(e)
         log(f"{task}: episode failed: {e}")
     return row
+
+
+def cleanup_report(api, cid):
+    """The cleanup report's file, as the campaign's view names it (each cleanup has a file of
+    its own in the state directory); "" when the service cannot say."""
+    try:
+        return (api.call("GET", f"/v1/campaigns/{cid}").get("cleanup") or {}).get("path", "")
+    except APIError as e:
+        log(f"cleanup report: not known: {e}")
+        return ""
 
 
 def print_table(result):

@@ -11,7 +11,10 @@
 // proxy, and it sends no Origin header, as OpenEnv's clients do not.
 //
 // workbench client (cmd/workbench) is built on it; it is what a person
-// uses to play an episode by hand.
+// uses to play an episode by hand. The repository's tests speak to the
+// workbench, the launcher's proxy and the benchmarks' servers through it
+// too; Conn and Receive are there for the frames a client never sends
+// (a server's tests of malformed frames, pings and close codes).
 package client
 
 import (
@@ -255,6 +258,27 @@ func (s *Session) observe(ctx context.Context, msg any) (*Result, error) {
 	return r, nil
 }
 
+// Conn returns the session's WebSocket, for frames the calls above never
+// send: a server's tests write malformed or binary frames on it, ping
+// through it, or read the close code. A frame written on it gets its
+// reply read with Receive (or on Conn), or the next call reads that reply
+// as its own.
+func (s *Session) Conn() *websocket.Conn { return s.conn }
+
+// Receive reads the next reply and returns its data whatever its type (as
+// OpenEnv's client does), or a *ServerError for an error frame. An error
+// that wraps a websocket.CloseError means the server closed the session;
+// websocket.CloseStatus(err) is its code.
+func (s *Session) Receive(ctx context.Context) (json.RawMessage, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	_, data, err := s.receive(ctx)
+	return data, err
+}
+
 // call sends one frame and reads its reply, whose type must be want (or
 // error, returned as a *ServerError).
 func (s *Session) call(ctx context.Context, msg any, want string) (json.RawMessage, error) {
@@ -270,33 +294,52 @@ func (s *Session) call(ctx context.Context, msg any, want string) (json.RawMessa
 	if err := s.conn.Write(ctx, websocket.MessageText, b); err != nil {
 		return nil, fmt.Errorf("send: %w", err)
 	}
+	typ, data, err := s.receive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if typ != want {
+		return nil, fmt.Errorf("receive: a %q reply, want %q", typ, want)
+	}
+	return data, nil
+}
+
+// closedError is a read that found the session closed by the server; it
+// unwraps to the websocket.CloseError (websocket.CloseStatus reads it).
+type closedError struct{ ce websocket.CloseError }
+
+func (e closedError) Error() string {
+	return fmt.Sprintf("the server closed the session (%d %s)", e.ce.Code, e.ce.Reason)
+}
+
+func (e closedError) Unwrap() error { return e.ce }
+
+// receive reads one reply: its type and data, or a *ServerError.
+func (s *Session) receive(ctx context.Context) (string, json.RawMessage, error) {
 	typ, b, err := s.conn.Read(ctx)
 	if err != nil {
 		var ce websocket.CloseError
 		if errors.As(err, &ce) {
-			return nil, fmt.Errorf("the server closed the session (%d %s)", ce.Code, ce.Reason)
+			return "", nil, closedError{ce}
 		}
-		return nil, fmt.Errorf("receive: %w", err)
+		return "", nil, fmt.Errorf("receive: %w", err)
 	}
 	if typ != websocket.MessageText {
-		return nil, fmt.Errorf("receive: a %v frame, want text", typ)
+		return "", nil, fmt.Errorf("receive: a %v frame, want text", typ)
 	}
 	var reply struct {
 		Type string          `json:"type"`
 		Data json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(b, &reply); err != nil {
-		return nil, fmt.Errorf("receive: %w", err)
+		return "", nil, fmt.Errorf("receive: %w", err)
 	}
-	switch reply.Type {
-	case want:
-		return reply.Data, nil
-	case "error":
+	if reply.Type == "error" {
 		se := &ServerError{}
 		json.Unmarshal(reply.Data, &se.Data)
 		se.Message, _ = se.Data["message"].(string)
 		se.Code, _ = se.Data["code"].(string)
-		return nil, se
+		return "", nil, se
 	}
-	return nil, fmt.Errorf("receive: a %q reply, want %q", reply.Type, want)
+	return reply.Type, reply.Data, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/server"
+	"github.com/coder/websocket"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -181,5 +182,48 @@ func TestDialErrors(t *testing.T) {
 	_, err = Dial(t.Context(), hs.URL)
 	if want := "connect to " + hs.URL + ": HTTP 404 Not Found"; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %q", err, want)
+	}
+}
+
+// TestConnAndReceive: a frame written on Conn gets its reply from Receive
+// (data whatever its type, or a *ServerError), and a session the server
+// closes reads as an error whose close code websocket.CloseStatus finds.
+func TestConnAndReceive(t *testing.T) {
+	hs := httptest.NewServer(newServer(t).Handler())
+	t.Cleanup(hs.Close)
+	ctx := t.Context()
+	s, err := Dial(ctx, hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Conn().CloseNow()
+	if err := s.Conn().Write(ctx, websocket.MessageText, []byte(`{"type":`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Receive(ctx)
+	var se *ServerError
+	if !errors.As(err, &se) || se.Code != server.CodeInvalidJSON {
+		t.Fatalf("malformed frame: %v, want an INVALID_JSON error frame", err)
+	}
+	if err := s.Conn().Write(ctx, websocket.MessageText, []byte(`{"type":"state"}`)); err != nil {
+		t.Fatal(err)
+	}
+	data, err := s.Receive(ctx)
+	if err != nil || !strings.Contains(string(data), `"step_count":0`) {
+		t.Fatalf("state frame: %s %v", data, err)
+	}
+	// The calls still pair each request with its reply.
+	if st, err := s.State(ctx); err != nil || st.EpisodeID != "ep-1" {
+		t.Fatalf("state after raw frames: %+v %v", st, err)
+	}
+	if err := s.Conn().Write(ctx, websocket.MessageBinary, []byte(`{"type":"state"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Receive(ctx); !errors.As(err, &se) || se.Code != server.CodeSessionError {
+		t.Fatalf("binary frame: %v, want SESSION_ERROR", err)
+	}
+	_, err = s.Receive(ctx)
+	if websocket.CloseStatus(err) != websocket.StatusNormalClosure || !strings.HasPrefix(err.Error(), "the server closed the session (1000") {
+		t.Fatalf("after SESSION_ERROR: %v, want the server's close 1000", err)
 	}
 }

@@ -5,22 +5,23 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/latency"
-	"github.com/agentpen/agentpen/internal/oracle"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlatency"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
 // The benchmarks measure one tool call in-process, as root with the uid
 // sandbox (the production path), and report median, p90 and n (package
-// internal/latency); spawning ones measure the bare interpreter spawn
-// interleaved as their raw limit. make bench (package bench) turns them
-// into the target table.
+// internal/testkit/testlatency); spawning ones measure the bare interpreter
+// spawn interleaved as their raw limit. make bench (package bench) turns
+// them into the target table.
 
 func benchEnv(b *testing.B, taskID string) *Environment {
 	b.Helper()
 	testenv.RequireRoot(b)
-	env, err := New(Config{})
+	env, err := New(Config{Sandbox: sandboxtest.Shared(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func bareSpawn(b *testing.B) {
 // BenchmarkReset: Reset of a text task, ending the previous episode.
 func BenchmarkReset(b *testing.B) {
 	env := benchEnv(b, taskCSV)
-	var s latency.Samples
+	var s testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		s.Time(func() {
 			if _, err := env.Reset(context.Background(), ResetOptions{TaskID: taskCSV}); err != nil {
@@ -63,12 +64,11 @@ func BenchmarkReset(b *testing.B) {
 	s.Report(b, "")
 }
 
-// BenchmarkResetAfterRun: Reset after an episode that ran code, so the
-// previous uid's kill, tmp sweep and IPC sweep are part of it (no target:
-// the trainer's usual reset; BenchmarkReset is the target's).
+// BenchmarkResetAfterRun: Reset after an episode that ran code (no
+// target: the trainer's usual reset; BenchmarkReset is the target's).
 func BenchmarkResetAfterRun(b *testing.B) {
 	env := benchEnv(b, taskCSV)
-	var s latency.Samples
+	var s testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		benchStep(b, env, "run_python", map[string]any{"code": "pass"})
 		s.Time(func() {
@@ -99,7 +99,7 @@ func BenchmarkTool(b *testing.B) {
 	} {
 		b.Run(tc.tool, func(b *testing.B) {
 			env := benchEnv(b, taskCSV)
-			var s latency.Samples
+			var s testlatency.Samples
 			limit := 18 // tool calls per episode, less the margin
 			if tc.tool == "check" {
 				limit = 2 // checks per episode
@@ -126,7 +126,7 @@ func BenchmarkSubmitText(b *testing.B) {
 		b.Fatal(err)
 	}
 	env := benchEnv(b, taskCSV)
-	var s latency.Samples
+	var s testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		env.Reset(context.Background(), ResetOptions{TaskID: taskCSV})
 		s.Time(func() { benchStep(b, env, "submit", map[string]any{"answer": task.Key.Answer}) })
@@ -137,7 +137,7 @@ func BenchmarkSubmitText(b *testing.B) {
 // BenchmarkRunPython: run_python of print(1), against the bare spawn.
 func BenchmarkRunPython(b *testing.B) {
 	env := benchEnv(b, taskCSV)
-	var s, raw latency.Samples
+	var s, raw testlatency.Samples
 	steps := 0
 	for i := 0; i < b.N; i++ {
 		if steps == 19 {
@@ -169,7 +169,7 @@ func BenchmarkRunTests(b *testing.B) {
 		b.Fatal(err)
 	}
 	env := benchEnv(b, taskMedian)
-	var s, raw latency.Samples
+	var s, raw testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		codeEnv(b, env, solution)
 		raw.Time(func() { bareSpawn(b) })
@@ -187,7 +187,7 @@ func BenchmarkSubmitCode(b *testing.B) {
 		b.Fatal(err)
 	}
 	env := benchEnv(b, taskMedian)
-	var s, raw latency.Samples
+	var s, raw testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		codeEnv(b, env, solution)
 		raw.Time(func() { bareSpawn(b) })

@@ -2,7 +2,6 @@ package episode
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/agentpen/agentpen/workbench/sandbox"
@@ -97,19 +96,28 @@ type Config struct {
 	// CPU, address space); zero fields take sandbox.DefaultLimits.
 	RunLimits sandbox.Limits
 	// Python is the interpreter agent code runs with; empty means
-	// WORKBENCH_SANDBOX_PYTHON, else /usr/bin/python3. It must be readable
-	// and executable by the sandbox uids.
+	// /usr/bin/python3. It must be readable and executable by the sandbox
+	// uids.
 	Python string
 	// Catalogue holds the tasks; nil means package tasks.
 	Catalogue Catalogue
 	// Grader grades answers; nil grades in-process from the catalogue's
 	// answer keys (package tasks).
 	Grader Grader
-	// HomeDir is where episode homes are made; empty means
-	// /run/agent-workbench/homes as root, else os.TempDir().
-	HomeDir string
-	// UIDLockDir is the uid lock directory; empty means sandbox.LockDir().
-	UIDLockDir string
+	// Sandbox runs every episode's code (sandbox.New); required.
+	Sandbox *sandbox.Sandbox
+	// Binding, when set, gives the task of every reset (package bind: a
+	// workspace serves only its task): a reset naming no task plays the
+	// bound one, one naming another is refused with Binding's error,
+	// before anything of the running episode is touched. Nil plays the
+	// task each reset names, or the default.
+	Binding Binding
+}
+
+// Binding resolves the task of a reset that asked for requested ("" for
+// none); *bind.Binding implements it.
+type Binding interface {
+	Resolve(requested string) (string, error)
 }
 
 // taskCatalogue is package tasks as a Catalogue.
@@ -123,9 +131,6 @@ func (c Config) resolved() Config {
 	c.Limits = c.Limits.withDefaults()
 	c.RunLimits = c.RunLimits.WithDefaults()
 	if c.Python == "" {
-		c.Python = os.Getenv("WORKBENCH_SANDBOX_PYTHON")
-	}
-	if c.Python == "" {
 		c.Python = "/usr/bin/python3"
 	}
 	if c.Catalogue == nil {
@@ -134,27 +139,17 @@ func (c Config) resolved() Config {
 	if c.Grader == nil {
 		c.Grader = localGrader{c.Catalogue}
 	}
-	if c.HomeDir == "" {
-		if sandbox.Available() {
-			c.HomeDir = "/run/agent-workbench/homes"
-		} else {
-			c.HomeDir = os.TempDir()
-		}
-	}
-	if c.UIDLockDir == "" {
-		c.UIDLockDir = sandbox.LockDir()
-	}
 	return c
 }
 
 // Metadata describes the configuration for the server's GET /metadata:
-// the sandbox mode ("uid sandbox" or "unsandboxed: not root"), the episode
-// limits and the per-run resource limits.
+// the sandbox mode (sandbox.Mode's name: "namespaces", "uid-only" or
+// "unsandboxed"), the episode limits and the per-run resource limits.
 func (c Config) Metadata() map[string]any {
 	r := c.resolved()
-	mode := "unsandboxed: not root"
-	if sandbox.Available() {
-		mode = "uid sandbox"
+	mode := "none"
+	if c.Sandbox != nil {
+		mode = c.Sandbox.Mode().String()
 	}
 	l := r.Limits
 	return map[string]any{

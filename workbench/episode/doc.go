@@ -14,37 +14,36 @@
 //
 // # Sandbox
 //
-// As root, each live episode claims its own uid from package sandbox's
-// pool, kills whatever a previous holder of the uid left running and sweeps
-// what it left in the shared places (sandbox.Sweep), and gets a home (root's, 0711) holding its
-// workspace (the uid's, 0700) under Config.HomeDir. Agent code runs through
-// sandbox.Run (the interpreter starts with the syscall filter, the uid and
-// the per-run rlimits of Config.RunLimits already in place), with a
-// cleared environment and `python3 -E -s`; when
-// it returns, no process of the uid is alive. A uid whose processes are
-// still exiting when the episode ends is retired, not released, until
-// none is left. Every
-// file operation on the workspace runs as the uid (sandbox.AsUID), so the
-// root server never follows an agent's link to a file the uid could not
-// reach, and the container needs only CAP_SETUID, CAP_SETGID, CAP_CHOWN
-// and CAP_KILL (see package sandbox for which operation needs which). A
-// consequence: a file or directory the agent made unreadable to itself
-// (chmod 000) is unreadable to read_file, left out of list_files, and
-// makes the workspace digest fail (no verification credit, and graded
-// cases fail), where the seed, reading as root, would read it.
+// Config.Sandbox (package sandbox, built once by cmd/workbench) runs every
+// episode's code. As root, in namespaces (its default), each episode gets
+// its own uid and namespaces at reset (sandbox.Episode: user, mount and
+// network namespaces and a sized tmpfs holding its workspace, /tmp and
+// /dev/shm); every run of its code (the interpreter starts with the
+// syscall filter, the uid and the per-run rlimits of Config.RunLimits
+// already in place, a cleared environment and `python3 -E -s`) enters
+// them in PID and IPC namespaces of its own, and when it returns no
+// process of it is alive. Every file operation on the workspace runs as
+// the uid (sandbox.AsUID), so the root server never follows an agent's
+// link to a file the uid could not reach, and the container needs only
+// CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_KILL. A consequence: a file
+// or directory the agent made unreadable to itself (chmod 000) is
+// unreadable to read_file, left out of list_files, and makes the
+// workspace digest fail (no verification credit, and graded cases fail),
+// where the seed, reading as root, would read it.
 //
-// Without root there is no uid: code runs as the server's user, as the
-// seed does, and Config.Metadata says "unsandboxed: not root".
+// The uid-only sandbox (weaker, only when asked for) runs the code as the
+// uid in the server's namespaces, and the unsandboxed mode (not root) as
+// the server's own user, as the seed does; Config.Metadata says which.
 //
 // # Grading
 //
 // Non-code answers go to Grader.ScoreAnswer. A code task is graded by
 // running the task's function on each case alone: before each case no
-// process of the uid is left, nothing of it in the shared places (files
-// in world-writable directories, POSIX message queues, System V IPC
-// objects: sandbox.Sweep), the workspace directory's user xattrs, ACLs and
-// times are reset, and a case that changes the workspace digest is void, as is every
-// case after it. The probe gets the arguments on stdin (not argv, which
+// process of the episode is left, its /tmp and /dev/shm are empty
+// (sandbox.Episode.ClearScratch; its System V and POSIX IPC objects went
+// with the previous run's IPC namespace), the workspace directory's user
+// xattrs, ACLs and times are reset, and a case that changes the workspace
+// digest is void, as is every case after it. The probe gets the arguments on stdin (not argv, which
 // other uids can read in /proc). Visible cases are compared here (their
 // expected values are in test_solution.py anyway); the hidden cases'
 // arguments come from Grader.HiddenInputs and their outputs go to
@@ -56,6 +55,13 @@
 // copy) and nothing but LocalGrader's methods reads a Key (keyread_test.go
 // checks the source), so the environment holds no answer key.
 //
+// # Task binding
+//
+// With Config.Binding (package bind) every reset, and the implicit reset
+// of a step before any, plays the bound task; a reset naming another is
+// refused with the binding's error before anything of the running
+// episode is touched, as an unknown task is.
+//
 // # Deviations from the seed
 //
 //   - Output beyond 1 MiB per stream is read and counted, not kept; the
@@ -66,6 +72,9 @@
 //     later case even if a later one changes it back, and the void cases
 //     are not run at all.
 //   - Agent code runs with umask 077 and no_new_privs, and its stdin is
-//     /dev/null.
+//     /dev/null; in namespaces it is pid 2 of its run's PID namespace,
+//     its /tmp and /dev/shm are its episode's own, everything but its
+//     workspace, /tmp and /dev/shm is read-only, and it has no network
+//     but its own loopback.
 //   - read_file refuses files over 64 MiB.
 package episode

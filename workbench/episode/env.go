@@ -3,7 +3,6 @@ package episode
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -19,8 +17,7 @@ import (
 // workspace, and the tool calls of an agent. Its methods are safe for
 // concurrent use; calls are served one at a time.
 type Environment struct {
-	cfg  Config
-	pool *sandbox.Pool
+	cfg Config
 
 	mu     sync.Mutex
 	closed bool
@@ -37,10 +34,9 @@ type Environment struct {
 	testedLastChange         bool
 	testedDigest             string // "" when the tests did not pass on a readable workspace
 
-	// testHookBeforeRelease, when set (tests), runs after the workspace and
-	// the uid's processes and files are gone, just before the uid is
-	// released.
-	testHookBeforeRelease func(uid int, home string)
+	// testHookBeforeRelease, when set (tests), runs after the episode's
+	// processes and files are gone, just before its uid is released.
+	testHookBeforeRelease func(uid int)
 }
 
 // ErrClosed is returned (wrapped) by Reset and Step after Close.
@@ -56,17 +52,17 @@ func New(cfg Config) (*Environment, error) {
 	if !strings.HasPrefix(r.Python, "/") {
 		return nil, fmt.Errorf("episode: config.Python %q: must be an absolute path", r.Python)
 	}
-	e := &Environment{cfg: r}
-	if sandbox.Available() {
-		e.pool = sandbox.PoolFor(r.UIDLockDir)
+	if r.Sandbox == nil {
+		return nil, errors.New("episode: config.Sandbox is required (sandbox.New)")
 	}
-	return e, nil
+	return &Environment{cfg: r}, nil
 }
 
 // Reset ends the running episode, if any, and starts one on opts.TaskID
-// (default: ids[seed % len(ids)] of the sorted catalogue). An unknown task
-// id is refused with an error wrapping tasks.ErrUnknownTask before
-// anything of the running episode is touched.
+// (default: ids[seed % len(ids)] of the sorted catalogue), or on the task
+// of Config.Binding. An unknown task id, and a reset the binding refuses,
+// are refused with an error wrapping tasks.ErrUnknownTask or the
+// binding's error before anything of the running episode is touched.
 func (e *Environment) Reset(ctx context.Context, opts ResetOptions) (Observation, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -78,6 +74,14 @@ func (e *Environment) Reset(ctx context.Context, opts ResetOptions) (Observation
 
 func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation, error) {
 	taskID := opts.TaskID
+	if e.cfg.Binding != nil {
+		// Refused before anything is torn down, as an unknown task is.
+		bound, err := e.cfg.Binding.Resolve(taskID)
+		if err != nil {
+			return Observation{}, fmt.Errorf("reset: %w", err)
+		}
+		taskID = bound
+	}
 	if taskID == "" {
 		ids := append([]string(nil), e.cfg.Catalogue.IDs()...)
 		sort.Strings(ids)
@@ -119,7 +123,7 @@ func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation
 	e.checked = map[string]bool{}
 	e.checks = 0
 	e.testedLastChange, e.testedDigest = false, ""
-	ws, err := newWorkspace(e.cfg, e.pool, task.Files)
+	ws, err := newWorkspace(e.cfg, task.Files)
 	if err != nil {
 		e.task = nil
 		return Observation{}, fmt.Errorf("reset %s: %w", taskID, errors.Join(err, cleanupErr))
@@ -139,7 +143,7 @@ func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation
 }
 
 // Step runs one tool call. Before any Reset it resets to the default task
-// first (a stateless HTTP /step). After the episode ended it returns the
+// (the bound one, with Config.Binding) first (a stateless HTTP /step). After the episode ended it returns the
 // final state again. Refusals are observations with Error set, not errors;
 // an error means the environment itself failed.
 func (e *Environment) Step(ctx context.Context, a Action) (Observation, error) {
@@ -343,5 +347,3 @@ func seconds(s float64) string {
 	}
 	return fmt.Sprint(s)
 }
-
-var _ = json.RawMessage(nil)

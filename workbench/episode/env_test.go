@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
+	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
@@ -339,10 +342,10 @@ func TestPyFormatting(t *testing.T) {
 }
 
 func TestConfigMetadata(t *testing.T) {
-	m := Config{Limits: Limits{MaxSteps: 7}}.Metadata()
-	want := "unsandboxed: not root"
+	m := Config{Limits: Limits{MaxSteps: 7}, Sandbox: sandboxtest.Shared(t)}.Metadata()
+	want := "unsandboxed"
 	if sandbox.Available() {
-		want = "uid sandbox"
+		want = "namespaces"
 	}
 	limits, _ := m["limits"].(map[string]any)
 	run, _ := m["run_limits"].(sandbox.Limits)
@@ -351,5 +354,50 @@ func TestConfigMetadata(t *testing.T) {
 	}
 	if _, err := json.Marshal(m); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBoundReset: with a binding, a reset naming no task plays the bound
+// one (whatever the seed), one naming another is refused with the
+// binding's error and leaves the running episode untouched, a step
+// before any reset plays the bound task, and an unbound binding refuses
+// every reset and every first step.
+func TestBoundReset(t *testing.T) {
+	requireRoot(t)
+	b, err := bind.Fixed("t/number")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := newEnv(t, Config{Catalogue: fakeCatalogue{}, Binding: b})
+	// Before any reset: the default would be t/code; the bound task plays.
+	if o := step(t, env, "list_files", nil); o.Metadata["task_id"] != "t/number" {
+		t.Fatalf("a step before any reset played %v", o.Metadata["task_id"])
+	}
+	seed := int64(0) // ids[0] is t/code
+	if o, err := env.Reset(context.Background(), ResetOptions{Seed: &seed}); err != nil || o.Metadata["task_id"] != "t/number" {
+		t.Fatalf("seeded reset: %v, %v", err, o.Metadata)
+	}
+	step(t, env, "read_file", map[string]any{"path": "data.txt"})
+	ws := env.ws.dir
+	if _, err := env.Reset(context.Background(), ResetOptions{TaskID: "t/code"}); !errors.Is(err, bind.ErrOtherTask) {
+		t.Fatalf("Reset(other task) = %v, want bind.ErrOtherTask", err)
+	}
+	if env.ws == nil || env.ws.dir != ws || env.State().StepCount != 1 {
+		t.Fatal("the refused reset touched the running episode")
+	}
+	if o := reset(t, env, "t/number"); o.Metadata["task_id"] != "t/number" {
+		t.Fatalf("reset naming the bound task: %v", o.Metadata)
+	}
+
+	unbound, err := bind.File(filepath.Join(t.TempDir(), bind.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env2 := newEnv(t, Config{Catalogue: fakeCatalogue{}, Binding: unbound})
+	if _, err := env2.Reset(context.Background(), ResetOptions{}); !errors.Is(err, bind.ErrUnbound) {
+		t.Fatalf("reset without the bind file: %v, want bind.ErrUnbound", err)
+	}
+	if _, err := env2.Step(context.Background(), Action{Tool: "list_files"}); !errors.Is(err, bind.ErrUnbound) {
+		t.Fatalf("step without the bind file: %v, want bind.ErrUnbound", err)
 	}
 }

@@ -6,12 +6,18 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
+
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
-// newEnv returns an environment that is closed when the test ends.
+// newEnv returns an environment (on the tests' sandbox unless cfg names
+// one) that is closed when the test ends.
 func newEnv(t *testing.T, cfg Config) *Environment {
 	t.Helper()
+	if cfg.Sandbox == nil {
+		cfg.Sandbox = sandboxtest.Shared(t)
+	}
 	env, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)

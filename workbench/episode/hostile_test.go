@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -28,7 +28,6 @@ type hostileRun struct {
 	// leaves in global places never meet a previous run's.
 	runID string
 	uid   int
-	home  string
 	dir   string
 }
 
@@ -70,9 +69,18 @@ func wantRefused(t *testing.T, o Observation, sub string) {
 }
 
 // killUnderLoadRuns is how many times kill_under_load.py runs in one
-// episode (5 with -short): the kill must never give up on processes that
-// are merely exiting.
-const killUnderLoadRuns = 50
+// episode (5 with -short; WORKBENCH_KILL_UNDER_LOAD_RUNS, when set, says
+// how many: scripts/hostile-load.sh runs it 200 times beside busy loops):
+// no process of it may outlive any run, however slowly the many exit.
+func killUnderLoadRuns() int {
+	if n, err := strconv.Atoi(os.Getenv("WORKBENCH_KILL_UNDER_LOAD_RUNS")); err == nil && n > 0 {
+		return n
+	}
+	if testing.Short() {
+		return 5
+	}
+	return 50
+}
 
 // python3 is the interpreter of the test's own helper processes.
 const python3 = "/usr/bin/python3"
@@ -207,10 +215,10 @@ var hostileCases = []hostileCase{
 	}},
 	{file: "shared_dir_litter.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
 		o := h.run(t)
-		wantIn(t, "first episode", o.Output, "planted in ")
-		if extraSharedDir != "" {
-			wantIn(t, "first episode", o.Output, extraSharedDir)
-		}
+		// Outside its own tmpfs everything is read-only to episode code: the
+		// world-writable directories this test run made and the host's
+		// (/run/lock, /var/tmp) included.
+		wantIn(t, "first episode", o.Output, "planted in 0 dirs")
 		t.Cleanup(func() {
 			for _, d := range strings.Fields(o.Output[strings.Index(o.Output, ": ")+2:]) {
 				if filepath.IsAbs(d) {
@@ -241,7 +249,9 @@ var hostileCases = []hostileCase{
 	}},
 	{file: "signal_server.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
 		o := h.run(t)
-		wantIn(t, "signals", o.Output, fmt.Sprintf("EPERM %d 9", os.Getpid()), "EPERM 1 9")
+		// pid 1 is the run's own init (the launcher, not the uid's); the
+		// server is in no PID namespace the run can name.
+		wantIn(t, "signals", o.Output, fmt.Sprintf("DENIED %d 9 ESRCH", os.Getpid()), "DENIED 1 9 EPERM")
 		if strings.Contains(o.Output, "SENT") {
 			t.Fatalf("a signal was delivered: %s", o.Output)
 		}
@@ -333,7 +343,7 @@ var hostileCases = []hostileCase{
 		o := step(t, later, "run_python", map[string]any{"code": h.code})
 		wantIn(t, "keys of other episodes", o.Output, "read 0 keys of other episodes")
 	}},
-	{file: "kill_under_load.py", task: taskCSV, cfg: func(c *Config) { c.Limits.MaxSteps = killUnderLoadRuns + 1 }, play: func(t *testing.T, h *hostileRun) {
+	{file: "kill_under_load.py", task: taskCSV, cfg: func(c *Config) { c.Limits.MaxSteps = killUnderLoadRuns() + 1 }, play: func(t *testing.T, h *hostileRun) {
 		// Load of its own besides the agent's: a busy process (root's, not
 		// the uid's) competes with the exiting processes and the kill.
 		for range 1 {
@@ -343,11 +353,7 @@ var hostileCases = []hostileCase{
 			}
 			t.Cleanup(func() { burn.Process.Kill(); burn.Wait() })
 		}
-		runs := killUnderLoadRuns
-		if testing.Short() {
-			runs = 5
-		}
-		for i := range runs {
+		for i := range killUnderLoadRuns() {
 			o := h.run(t) // fails the test if the kill gave up
 			// On a loaded machine the agent may not finish forking in time;
 			// its processes are killed all the same.
@@ -356,12 +362,50 @@ var hostileCases = []hostileCase{
 			}
 		}
 	}},
+	{file: "vsock_channel.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		// The sender holds its ports while another episode (another uid)
+		// looks for them.
+		sent := make(chan Observation, 1)
+		go func() {
+			o, err := h.env.Step(context.Background(), call(t, "run_python", map[string]any{"code": strings.ReplaceAll(h.code, "{{ROLE}}", "send")}))
+			if err != nil {
+				o.Error = err.Error()
+			}
+			sent <- o
+		}()
+		receiver := newEnv(t, Config{})
+		reset(t, receiver, taskCSV)
+		got := step(t, receiver, "run_python", map[string]any{"code": strings.ReplaceAll(h.code, "{{ROLE}}", "receive")})
+		o := <-sent
+		if strings.Contains(got.Output, "RECEIVED") || strings.Contains(o.Output, "SENT") {
+			t.Fatalf("a vsock channel: sender %q %q, receiver %q", o.Output, o.Error, got.Output)
+		}
+		wantIn(t, "sender", o.Output, "vsock denied EAFNOSUPPORT")
+		wantIn(t, "receiver", got.Output, "vsock denied EAFNOSUPPORT")
+	}},
+	{file: "tmpfs_fill.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		o := h.run(t)
+		wantIn(t, "fill", o.Output, ". stopped ENOSPC", "/tmp stopped ENOSPC", "/dev/shm stopped ENOSPC")
+		var n int
+		fmt.Sscanf(o.Output[strings.Index(o.Output, "filled ")+len("filled "):], "%d", &n)
+		if max := sandboxtest.Shared(t).Config().EpisodeBytes / sandbox.DefaultLimits.FileSize; int64(n) > max {
+			t.Fatalf("%d files of %d bytes in an episode's tmpfs of %d", n, sandbox.DefaultLimits.FileSize, sandboxtest.Shared(t).Config().EpisodeBytes)
+		}
+		// Another episode starts and runs meanwhile, and the next reset of
+		// this one works.
+		other := newEnv(t, Config{})
+		reset(t, other, taskCSV)
+		wantIn(t, "another episode", step(t, other, "run_python", map[string]any{"code": "print('ok')"}).Output, "ok")
+		reset(t, h.env, taskCSV)
+		wantIn(t, "after the reset", step(t, h.env, "run_python", map[string]any{"code": "import os; print(os.path.exists('fill-0'), os.path.exists('sales.csv'), os.listdir('/tmp'))"}).Output, "False True []")
+	}},
 	{file: "escape_home.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
 		o := h.run(t)
 		wantIn(t, "escape", o.Output, "denied 5")
-		entries, _ := os.ReadDir(h.home)
-		if len(entries) != 1 || entries[0].Name() != "ws" {
-			t.Fatalf("the home holds %v", entries)
+		// The server's side of the workspace directory stays empty: the
+		// workspace is a mount only the episode's namespace has.
+		if entries, err := os.ReadDir(sandboxtest.Shared(t).Config().WorkspaceDir); err != nil || len(entries) != 0 {
+			t.Fatalf("the server's workspace directory holds %v (%v)", entries, err)
 		}
 	}},
 }
@@ -405,10 +449,14 @@ func TestHostileAgents(t *testing.T) {
 		}
 	})
 
-	// A second live episode whose workspace the agents may try to reach.
+	// A second live episode whose workspace the agents may try to reach: in
+	// namespaces only through this process's descriptor of it.
 	other := newEnv(t, Config{})
 	reset(t, other, taskCSV)
 	otherWS := other.ws.dir
+	if rest, ok := strings.CutPrefix(otherWS, "/proc/self/"); ok {
+		otherWS = fmt.Sprintf("/proc/%d/%s", os.Getpid(), rest)
+	}
 
 	for _, c := range hostileCases {
 		t.Run(strings.TrimSuffix(c.file, ".py"), func(t *testing.T) {
@@ -420,7 +468,7 @@ func TestHostileAgents(t *testing.T) {
 			runID := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 			code := strings.NewReplacer("{{OTHER_WS}}", otherWS, "{{SERVER_PID}}", strconv.Itoa(os.Getpid()),
 				"{{TARGET}}", target, "{{RUN_ID}}", runID).Replace(string(src))
-			cfg := Config{}
+			cfg := Config{Sandbox: sandboxtest.Shared(t)}
 			if c.cfg != nil {
 				c.cfg(&cfg)
 			}
@@ -429,12 +477,12 @@ func TestHostileAgents(t *testing.T) {
 				t.Fatal(err)
 			}
 			var released []int
-			env.testHookBeforeRelease = func(uid int, home string) {
-				assertContained(t, uid, home)
+			env.testHookBeforeRelease = func(uid int) {
+				assertContained(t, uid)
 				released = append(released, uid)
 			}
 			reset(t, env, c.task)
-			h := &hostileRun{env: env, code: code, runID: runID, uid: env.ws.uid, home: env.ws.home, dir: env.ws.dir}
+			h := &hostileRun{env: env, code: code, runID: runID, uid: env.ws.uid, dir: env.ws.dir}
 			c.play(t, h)
 			if err := env.Close(); err != nil {
 				t.Errorf("Close: %v", err)
@@ -442,7 +490,7 @@ func TestHostileAgents(t *testing.T) {
 			if len(released) == 0 || released[0] != h.uid {
 				t.Fatalf("uid %d was not released through cleanup (released %v)", h.uid, released)
 			}
-			assertUIDFree(t, env.pool, h.uid)
+			assertUIDFree(t, env.cfg.Sandbox.Pool(), h.uid)
 			// The other episode is untouched (looked at as its uid: root
 			// may lack DAC_OVERRIDE, as in a workspace container).
 			sandbox.AsUID(other.ws.uid, func() error {
@@ -475,17 +523,14 @@ func laterEpisode(t *testing.T, h *hostileRun) *Environment {
 // assertContained checks that nothing of uid is left: no process, no file
 // under the shared tmp directories (the test's own world-writable
 // directory and /run/lock among them), no System V IPC object, no POSIX
-// message queue, and the episode's home is gone.
-func assertContained(t *testing.T, uid int, home string) {
+// message queue.
+func assertContained(t *testing.T, uid int) {
 	t.Helper()
 	noProcesses(t, uid)
 	for _, d := range []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock", extraSharedDir} {
 		if d != "" {
 			noUIDFilesUnder(t, uid, d, false)
 		}
-	}
-	if _, err := os.Lstat(home); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("home %s is still there (%v)", home, err)
 	}
 	noIPCObjects(t, uid)
 	noPOSIXQueues(t, uid)

@@ -9,8 +9,9 @@ import (
 
 // extraSharedDir is a world-writable directory this test run made outside
 // the usual shared tmp directories (in /run, a tmpfs in the workspace
-// container), before any episode started, so every host has one that the
-// sweep must find from the mount table. Empty when it could not be made.
+// container), before any episode started: episode code must find it
+// read-only, and nothing of an episode may be left in it. Empty when it
+// could not be made.
 var extraSharedDir string
 
 func TestMain(m *testing.M) {

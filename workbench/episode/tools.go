@@ -2,7 +2,6 @@ package episode
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -276,5 +275,3 @@ func (e *Environment) finishTool(ctx context.Context, a args) (Observation, erro
 	}
 	return e.finish(ctx, nil, "The episode ended without a submitted answer.")
 }
-
-var _ = json.Valid

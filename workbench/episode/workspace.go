@@ -22,84 +22,31 @@ var serverFiles = []string{".run.py", ".grade.py", ".grade_tests.py"}
 // maxReadBytes bounds what read_file reads of one file.
 const maxReadBytes = 64 << 20
 
-// workspace is one episode's home and workspace, and the uid that owns the
-// workspace (-1 when unsandboxed).
+// workspace is one episode's sandbox.Episode (its uid, -1 unsandboxed,
+// its workspace and namespaces) as the tools use it.
 type workspace struct {
-	cfg  Config
-	pool *sandbox.Pool
-	uid  int
-	home string
-	dir  string
-	// ran is set once code ran as the uid: only then can anything of the
-	// uid exist outside the workspace (processes, shared-tmp files, IPC).
-	ran bool
-	// mayRun is set while a process of the uid may be alive: from the
-	// start of a Run until a kill proved none is.
-	mayRun bool
+	cfg Config
+	ep  *sandbox.Episode
+	uid int
+	// dir is the workspace as the server reaches it.
+	dir string
 }
 
-// newWorkspace claims a uid, clears anything a previous holder of it left,
-// and makes the home (root's, 0711) and the workspace (the uid's, 0700)
-// with the task's files.
-func newWorkspace(cfg Config, pool *sandbox.Pool, files []tasks.File) (_ *workspace, err error) {
-	w := &workspace{cfg: cfg, pool: pool, uid: -1}
+// newWorkspace starts a sandbox episode and writes the task's files into
+// its workspace as the uid.
+func newWorkspace(cfg Config, files []tasks.File) (_ *workspace, err error) {
+	ep, err := cfg.Sandbox.NewEpisode()
+	if err != nil {
+		return nil, err
+	}
+	w := &workspace{cfg: cfg, ep: ep, uid: ep.UID(), dir: ep.Dir()}
 	defer func() {
 		if err != nil {
-			// A half-built episode holds a uid and a directory nothing else
+			// A half-built episode holds a uid and namespaces nothing else
 			// would release.
 			err = errors.Join(err, w.destroy(nil))
 		}
 	}()
-	if pool != nil {
-		uid, err := claimClean(pool)
-		if err != nil {
-			return nil, err
-		}
-		w.uid = uid
-		// A previous holder that died may have left files, IPC objects and
-		// its home behind (its processes claimClean killed).
-		if !pool.Clean(uid) {
-			if err := sandbox.Sweep(uid); err != nil {
-				return nil, fmt.Errorf("clear the shared places of uid %d: %w", uid, err)
-			}
-			if err := removeStaleHomes(cfg.HomeDir, uid); err != nil {
-				return nil, fmt.Errorf("remove homes a previous holder of uid %d left: %w", uid, err)
-			}
-		}
-		// From here the uid gets a home; a crash leaves the mark dirty.
-		if err := pool.SetClean(uid, false); err != nil {
-			return nil, err
-		}
-	}
-	base := cfg.HomeDir
-	if err := os.MkdirAll(base, 0o711); err != nil {
-		return nil, fmt.Errorf("home dir %s: %w", base, err)
-	}
-	home, err := os.MkdirTemp(base, "wb-")
-	if err != nil {
-		return nil, fmt.Errorf("home dir %s: %w", base, err)
-	}
-	w.home = home
-	w.dir = filepath.Join(home, "ws")
-	if err := unix.Mkdir(w.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("mkdir %s: %w", w.dir, err)
-	}
-	if w.uid >= 0 {
-		// The uid may pass through its home, not write it; the home's
-		// parents must let it pass too.
-		if err := unix.Chmod(home, 0o711); err != nil {
-			return nil, fmt.Errorf("chmod %s: %w", home, err)
-		}
-		if err := checkSearchable(base); err != nil {
-			return nil, err
-		}
-		if err := unix.Chmod(w.dir, 0o700); err != nil {
-			return nil, fmt.Errorf("chmod %s: %w", w.dir, err)
-		}
-		if err := unix.Lchown(w.dir, w.uid, w.uid); err != nil {
-			return nil, fmt.Errorf("chown %s to %d: %w", w.dir, w.uid, err)
-		}
-	}
 	err = sandbox.AsUID(w.uid, func() error {
 		for _, f := range files {
 			parts, err := sandbox.SplitPath(f.Path)
@@ -126,152 +73,30 @@ func newWorkspace(cfg Config, pool *sandbox.Pool, files []tasks.File) (_ *worksp
 	return w, nil
 }
 
-// claimAttempts bounds how many uids claimClean tries.
-const claimAttempts = 4
-
-// claimClean claims a uid none of whose processes is alive: a holder that
-// died may have left processes behind, and a uid whose processes are
-// still exiting after the kill is retired (not handed out) and another
-// one tried.
-func claimClean(pool *sandbox.Pool) (int, error) {
-	var errs []error
-	for range claimAttempts {
-		uid, err := pool.Claim()
-		if err != nil {
-			return 0, errors.Join(append(errs, err)...)
-		}
-		if pool.Clean(uid) {
-			return uid, nil // released with no process left, and none ran since
-		}
-		err = sandbox.KillUntilNone(uid)
-		if err == nil {
-			return uid, nil
-		}
-		pool.Retire(uid)
-		errs = append(errs, err)
+// destroy ends the sandbox episode: nothing of it is left and its uid is
+// released (sandbox.Episode.Close); beforeRelease (tests) runs just
+// before the release.
+func (w *workspace) destroy(beforeRelease func(uid int)) error {
+	if beforeRelease != nil {
+		uid := w.uid
+		w.ep.BeforeRelease = func() { beforeRelease(uid) }
 	}
-	return 0, fmt.Errorf("claim a uid: %w", errors.Join(errs...))
-}
-
-// checkSearchable returns an error unless dir and every directory above it
-// let others pass (mode o+x) and only their owner write.
-func checkSearchable(dir string) error {
-	for d := dir; ; d = filepath.Dir(d) {
-		var st unix.Stat_t
-		if err := unix.Stat(d, &st); err != nil {
-			return fmt.Errorf("home dir %s: %w", d, err)
-		}
-		if st.Mode&0o001 == 0 {
-			return fmt.Errorf("home dir %s: mode %#o does not let the sandbox uids pass (needs o+x)", d, st.Mode&0o7777)
-		}
-		if d == filepath.Dir(d) {
-			return nil
-		}
-	}
-}
-
-// destroy kills the uid's processes and removes what it left in the shared
-// places (sandbox.Sweep; both only once code ran as the uid: before that
-// nothing can exist), and the workspace and home, then releases the uid,
-// marked clean when all of it went. A uid some process of which is still
-// alive after the kill's deadline is retired instead (sandbox.Pool.Retire),
-// so no episode gets it while they may run. It goes on past errors and
-// returns them all.
-func (w *workspace) destroy(beforeRelease func(uid int, home string)) error {
-	var errs []error
-	var killErr error
-	if w.uid >= 0 && w.ran {
-		// Processes first, so nothing writes into a tree being removed.
-		killErr = sandbox.KillUntilNone(w.uid)
-		if !errors.Is(killErr, sandbox.ErrStillExiting) {
-			errs = append(errs, killErr)
-		}
-		errs = append(errs, sandbox.Sweep(w.uid))
-	}
-	if w.home != "" {
-		errs = append(errs, removeHome(w.uid, w.home))
-	}
-	if w.uid >= 0 {
-		if killErr != nil {
-			w.pool.Retire(w.uid)
-			return errors.Join(errs...)
-		}
-		if beforeRelease != nil {
-			beforeRelease(w.uid, w.home)
-		}
-		if err := errors.Join(errs...); err == nil {
-			// Nothing of the uid is left: its next holder need not look.
-			errs = append(errs, w.pool.SetClean(w.uid, true))
-		}
-		w.pool.Release(w.uid)
-	}
-	return errors.Join(errs...)
-}
-
-// removeHome removes an episode's home: the workspace emptied as the uid,
-// then (root owns the home) the workspace entry, whatever it now is, and
-// the home with unlink/rmdir in directories root owns.
-func removeHome(uid int, home string) error {
-	dir := filepath.Join(home, "ws")
-	var errs []error
-	errs = append(errs, sandbox.AsUID(uid, func() error { return sandbox.EmptyDir(dir) }))
-	var st unix.Stat_t
-	if unix.Lstat(dir, &st) == nil {
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			errs = append(errs, ignoreMissing(unix.Rmdir(dir)))
-		} else {
-			errs = append(errs, ignoreMissing(unix.Unlink(dir)))
-		}
-	}
-	if err := unix.Rmdir(home); err != nil && !errors.Is(err, unix.ENOENT) {
-		errs = append(errs, sandbox.RemoveTree(home))
-	}
-	return errors.Join(errs...)
-}
-
-// removeStaleHomes removes the homes under base whose workspace belongs to
-// uid. The caller holds uid's lock, so no live episode uses them: they were
-// left by a holder that crashed, and the next holder must not find them.
-func removeStaleHomes(base string, uid int) error {
-	entries, err := os.ReadDir(base)
-	if err != nil {
-		return ignoreMissing(err)
-	}
-	var errs []error
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), "wb-") || !e.IsDir() {
-			continue
-		}
-		home := filepath.Join(base, e.Name())
-		var st unix.Stat_t
-		if unix.Lstat(filepath.Join(home, "ws"), &st) != nil || int(st.Uid) != uid {
-			continue
-		}
-		errs = append(errs, removeHome(uid, home))
-	}
-	return errors.Join(errs...)
-}
-
-func ignoreMissing(err error) error {
-	if errors.Is(err, unix.ENOENT) {
-		return nil
-	}
-	return err
+	return w.ep.Close()
 }
 
 // check returns a refusal when agent code removed the workspace or made it
 // something else, and gives it back mode 0700 when agent code took it away.
 // Call it as the uid.
 func (w *workspace) check() error {
-	var st unix.Stat_t
-	if err := unix.Lstat(w.dir, &st); err != nil {
+	st, chmodPath, err := w.ep.StatDir()
+	if err != nil {
 		return refusef("the workspace directory is gone; nothing can run in it")
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return refusef("the workspace is no longer a directory; nothing can run in it")
 	}
 	if st.Mode&0o7777 != 0o700 {
-		if err := unix.Chmod(w.dir, 0o700); err != nil {
+		if err := unix.Chmod(chmodPath, 0o700); err != nil {
 			return refusef("the workspace cannot be used: %s", strerror(err))
 		}
 	}
@@ -451,16 +276,11 @@ func isServerFile(rel string) bool {
 	return false
 }
 
-// resetDir clears what agent code can set on the workspace directory
+// resetDirAsUID clears what agent code can set on the workspace directory
 // itself: its user extended attributes and ACLs, and its times. The digest
 // leaves that directory out, since the server's own files come and go in
 // it, so this keeps it from carrying anything from one graded call to the
-// next. False when it could not.
-func (w *workspace) resetDir() bool {
-	return w.as(w.resetDirAsUID) == nil
-}
-
-// resetDirAsUID is resetDir's work; call it as the uid.
+// next. Call it as the uid.
 func (w *workspace) resetDirAsUID() error {
 	buf := make([]byte, 64<<10)
 	n, err := unix.Llistxattr(w.dir, buf)
@@ -478,9 +298,9 @@ func (w *workspace) resetDirAsUID() error {
 	return unix.UtimesNanoAt(unix.AT_FDCWD, w.dir, zero, unix.AT_SYMLINK_NOFOLLOW)
 }
 
-// clearAgentState leaves nothing of the agent's running or in the shared
-// places (sandbox.Sweep), and none of the server's script
-// files in the workspace, so the next run starts from the workspace alone.
+// clearAgentState leaves nothing of the agent's outside the workspace
+// (clearOutside), and none of the server's script files in the workspace,
+// so the next run starts from the workspace alone.
 func (w *workspace) clearAgentState() error {
 	if err := w.clearOutside(); err != nil {
 		return err
@@ -488,21 +308,12 @@ func (w *workspace) clearAgentState() error {
 	return w.as(w.clearScripts)
 }
 
-// clearOutside kills what of the uid may still run and sweeps what it left
-// in the shared places; nothing when no code ran since the last time.
+// clearOutside empties the episode's /tmp and /dev/shm: a run left no
+// process (Run returns once none is), and its IPC objects went with its
+// IPC namespace. In the uid-only sandbox there is nothing of the
+// episode's own to empty (the shared places are not swept: weaker).
 func (w *workspace) clearOutside() error {
-	if w.uid < 0 || !w.ran {
-		return nil
-	}
-	// A Run that returned left nothing alive (or only processes that are
-	// exiting and cannot touch the next case); anything else may have.
-	if w.mayRun {
-		if err := sandbox.KillUntilNone(w.uid); err != nil && !errors.Is(err, sandbox.ErrStillExiting) {
-			return err
-		}
-		w.mayRun = false
-	}
-	return sandbox.Sweep(w.uid)
+	return w.ep.ClearScratch()
 }
 
 // clearScripts removes the server's script files; call it as the uid.
@@ -516,7 +327,7 @@ func (w *workspace) clearScripts() error {
 }
 
 // prepareCase readies one graded case: clearAgentState, the probe written
-// as name, and the workspace directory reset (resetDir; reset says whether
+// as name, and the workspace directory reset (resetDirAsUID; reset says whether
 // that worked), all file work in one switch to the uid.
 func (w *workspace) prepareCase(name, probe string) (reset bool, err error) {
 	if err := w.clearOutside(); err != nil {
@@ -537,27 +348,20 @@ func (w *workspace) prepareCase(name, probe string) (reset bool, err error) {
 
 // run runs Python with argv (after the interpreter) in the workspace.
 // Every caller has just written the script it runs with writePrivate,
-// which checked the workspace (w.check) as the uid; nothing of the uid
-// ran since.
+// which checked the workspace (w.check) as the uid.
 func (w *workspace) run(ctx context.Context, argv []string, stdin []byte) (sandbox.Result, error) {
-	w.ran, w.mayRun = true, true
-	res, err := sandbox.Run(ctx, sandbox.Command{
+	res, err := w.ep.Run(ctx, sandbox.Command{
 		Argv: append([]string{w.cfg.Python}, argv...),
-		Dir:  w.dir,
 		Env: []string{
 			"PATH=/usr/local/bin:/usr/bin:/bin",
-			"HOME=" + w.dir,
+			"HOME=" + w.ep.CodeDir(),
 			"PYTHONDONTWRITEBYTECODE=1",
 			"LANG=C.UTF-8",
 		},
-		UID:     w.uid,
 		Limits:  w.cfg.RunLimits,
 		Stdin:   stdin,
 		Timeout: w.cfg.Limits.PythonTimeout,
 	})
-	if err == nil {
-		w.mayRun = false // Run returns once none of the uid is alive
-	}
 	if errors.Is(err, sandbox.ErrLaunch) {
 		return res, refusef("cannot run in the workspace: %v", err)
 	}

@@ -10,48 +10,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/logbuf"
-	"github.com/agentpen/agentpen/internal/testenv"
-	"github.com/agentpen/agentpen/workbench/sandbox"
+	"github.com/agentpen/agentpen/internal/testkit/leakcheck"
+	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
 )
 
 // TestMain fails the run if a goroutine of this package outlives the
 // tests.
 func TestMain(m *testing.M) {
-	start := time.Now()
-	code := m.Run()
-	if code == 0 {
-		if left := testenv.LeftGoroutines(start, leakedGoroutines); left != "" {
-			fmt.Fprintf(os.Stderr, "goroutines of package gate left after the tests:\n%s\n", left)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(leakcheck.Main(m, "workbench/gate."))
 }
-
-// leakedGoroutines lists the goroutines of this package still running,
-// "" when none.
-func leakedGoroutines() string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	var leaked []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "workbench/gate.") && !strings.Contains(g, "workbench/gate.TestMain") {
-			leaked = append(leaked, g)
-		}
-	}
-	return strings.Join(leaked, "\n\n")
-}
-
-// sandboxRange is the uid sandbox's default range (sandbox.DefaultRange).
-func sandboxRange(uid uint32) bool { return sandbox.DefaultRange.Contains(int(uid)) }
 
 // served is a gated listener whose accepted connections a goroutine hands
 // to the test.
@@ -151,7 +126,7 @@ func (c *fakeClock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.
 // and count what they did not log.
 func TestGateCaps(t *testing.T) {
 	t.Parallel()
-	logs := &logbuf.Buffer{}
+	logs := &testlog.Buffer{}
 	g, err := New(Config{MaxPerPeer: 2, MaxConns: 3, LogEvery: time.Hour, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +215,7 @@ func TestRefusal(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := Config{}
 			if tt.sandbox {
-				cfg.EpisodeUID = sandboxRange
+				cfg.EpisodeUID = sandboxtest.InDefaultRange
 			}
 			g, err := New(cfg)
 			if err != nil {
@@ -295,33 +270,18 @@ except OSError as e:
     print("closed", e.errno)
 `
 
-// claimEpisodeUID claims a uid of the sandbox's range from the machine's
-// shared pool (as an episode would), so no other test process hands it to
-// an episode, kills its processes or sweeps its files while this test runs
-// processes as it; released when the test ends.
-func claimEpisodeUID(t *testing.T) uint32 {
-	t.Helper()
-	pool := sandbox.PoolFor("")
-	uid, err := pool.Claim()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pool.Release(uid) })
-	return uint32(uid)
-}
-
 // TestGateSandboxUID (root): a process of a sandbox uid is refused, also
 // when it bound its socket to the loopback interface (the kernel then
 // finds that socket only from that interface).
 func TestGateSandboxUID(t *testing.T) {
 	testenv.RequireRoot(t)
 	t.Parallel()
-	g, err := New(Config{EpisodeUID: sandboxRange})
+	g, err := New(Config{EpisodeUID: sandboxtest.InDefaultRange})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := serveGate(t, g, "tcp")
-	uid := claimEpisodeUID(t)
+	uid := sandboxtest.ClaimUID(t)
 	for _, mode := range []string{"plain", "bind"} {
 		t.Run(mode, func(t *testing.T) {
 			cmd := exec.Command("/usr/bin/python3", "-I", "-c", clientAsUID, s.addr, mode)

@@ -10,7 +10,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -95,7 +96,7 @@ func TestProcLookup(t *testing.T) {
 		{name: "link_local_zone_refused", tcp: listener, tcp6: procRow(linkLocal+":D431", linkLocal+":1F40", 20000, 10), remote: "[fe80::fc:ff:fe00:1%eth0]:54321", local: "[fe80::fc:ff:fe00:1%eth0]:8000", refused: true},
 		{name: "link_local_zone_root_allowed", tcp: listener, tcp6: procRow(linkLocal+":D431", linkLocal+":1F40", 0, 10), remote: "[fe80::fc:ff:fe00:1%eth0]:54321", local: "[fe80::fc:ff:fe00:1%eth0]:8000"},
 	}
-	g, err := New(Config{EpisodeUID: sandboxRange})
+	g, err := New(Config{EpisodeUID: sandboxtest.InDefaultRange})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package grader
 import (
 	"context"
 	"errors"
-	"github.com/agentpen/agentpen/workbench/tasks"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/workbench/episode"
+	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
 func TestNewClientValidates(t *testing.T) {
@@ -114,15 +114,17 @@ func TestClientFailures(t *testing.T) {
 		{name: "unavailable_retried_then_ok", wantCalls: 2,
 			handler: func(n int64, w http.ResponseWriter, _ *http.Request) {
 				if n == 1 {
-					http.Error(w, "busy", 503)
+					http.Error(w, "busy", http.StatusServiceUnavailable)
 					return
 				}
 				writeJSON(w, 200, verdict{Credit: 0.5, Reason: "some items are missing"})
 			}},
 		{name: "unavailable_twice", wantCalls: 2, status: 503, wantErr: "status 503: Service Unavailable",
-			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { http.Error(w, "busy", 503) }},
+			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+			}},
 		{name: "one_attempt_only", attempts: 1, wantCalls: 1, status: 502, wantErr: "status 502",
-			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { http.Error(w, "x", 502) }},
+			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { http.Error(w, "x", http.StatusBadGateway) }},
 		{name: "timeout_not_retried", wantCalls: 1, wantErr: "no reply within 200ms", timeout: 200 * time.Millisecond,
 			handler: func(_ int64, _ http.ResponseWriter, r *http.Request) {
 				// Never answers: the body read, it waits for the client

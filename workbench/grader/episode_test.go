@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,8 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/fakeclock"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/fakeclock"
+	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/google/go-cmp/cmp"
@@ -42,6 +42,7 @@ type episodeRun struct {
 
 func newRun(t *testing.T, cfg episode.Config, taskID string) *episodeRun {
 	t.Helper()
+	cfg.Sandbox = sandboxtest.Shared(t)
 	env, err := episode.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -83,36 +84,20 @@ func (r *episodeRun) step(tool string, argv map[string]any) seen {
 	return r.record(tool, o)
 }
 
-// oracleText reads a family's oracle (testdata/oracles, see its README).
-func oracleText(t *testing.T, family string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "oracles", family+".py"))
-	if err != nil {
-		t.Fatalf("no oracle for %s: %v", family, err)
-	}
-	return string(b)
+// stepper is r.step as an oracle.Stepper.
+func (r *episodeRun) stepper(tool string, args map[string]any) (oracle.Result, error) {
+	o := r.step(tool, args)
+	return oracle.Result{Output: o.Output, Error: o.Error, Done: o.Done, Reward: o.Reward}, nil
 }
 
-// playOracle plays task's oracle as package episode's TestOracleEpisodes
-// does: a code oracle replaces solution.py, runs the tests and submits; a
-// non-code oracle runs through run_python with the instruction, a file is
-// read, the last printed line is checked and submitted.
-func playOracle(r *episodeRun, task *tasks.Task, oracle string) {
-	if task.Kind == tasks.KindCode {
-		r.step("read_file", map[string]any{"path": "solution.py"})
-		r.step("write_file", map[string]any{"path": "solution.py", "content": oracle})
-		r.step("run_tests", nil)
-		r.step("submit", map[string]any{"answer": "fixed the planted bug"})
-		return
+// oracleCode is the oracle of taskID's family (oracle.Load).
+func oracleCode(t *testing.T, taskID string) string {
+	t.Helper()
+	code, err := oracle.Load(taskID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	instruction, _ := json.Marshal(task.Instruction)
-	o := r.step("run_python", map[string]any{"code": "INSTRUCTION = " + string(instruction) + "\n" + oracle})
-	out := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(o.Output), "[exit code 0]"))
-	lines := strings.Split(out, "\n")
-	answer := strings.TrimSpace(lines[len(lines)-1])
-	r.step("read_file", map[string]any{"path": task.Files[0].Path})
-	r.step("check", map[string]any{"answer": answer})
-	r.step("submit", map[string]any{"answer": answer})
+	return code
 }
 
 // playNaive plays a wrong or partial episode: the planted bug submitted
@@ -160,12 +145,16 @@ func TestRemoteGradesAsInProcess(t *testing.T) {
 				mu.Lock()
 				played = append(played, task)
 				mu.Unlock()
-				oracle := oracleText(t, id)
+				code := oracleCode(t, id)
 				for _, script := range []struct {
 					name string
 					play func(*episodeRun)
 				}{
-					{"oracle", func(r *episodeRun) { playOracle(r, task, oracle) }},
+					{"oracle", func(r *episodeRun) {
+						if _, err := oracle.Play(task.Kind, task.Instruction, code, task.Files[0].Path, r.stepper); err != nil {
+							r.t.Errorf("%s: %v", id, err)
+						}
+					}},
 					{"naive", func(r *episodeRun) { playNaive(r, task) }},
 				} {
 					local := newRun(t, episode.Config{}, id)
@@ -423,7 +412,7 @@ func TestGraderOutageRefusesStep(t *testing.T) {
 			if tt.task.Kind == tasks.KindCode {
 				answer = "fixed"
 				r.step("read_file", map[string]any{"path": "solution.py"})
-				r.step("write_file", map[string]any{"path": "solution.py", "content": oracleText(t, "software/median")})
+				r.step("write_file", map[string]any{"path": "solution.py", "content": oracleCode(t, "software/median")})
 				if o := r.step("run_tests", nil); o.Error != "" {
 					t.Fatalf("run_tests: %+v", o)
 				}

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/logbuf"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -29,14 +29,14 @@ func (c *countingCatalogue) Build(id string) (*tasks.Task, error) {
 type testServer struct {
 	url  string
 	cat  *countingCatalogue
-	logs *logbuf.Buffer
+	logs *testlog.Buffer
 }
 
 const testKey = "k3y-For-Tests-0f6c1a9e7d2b4c58a1"
 
 func newTestServer(t *testing.T, key string) *testServer {
 	t.Helper()
-	ts := &testServer{cat: &countingCatalogue{}, logs: &logbuf.Buffer{}}
+	ts := &testServer{cat: &countingCatalogue{}, logs: &testlog.Buffer{}}
 	srv, err := NewServer(ServerConfig{
 		Key:           key,
 		InsecureNoKey: key == "",

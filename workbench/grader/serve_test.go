@@ -6,7 +6,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // TestServeShutdownStalledClients: clients that stop in the middle of a

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/logbuf"
+	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/google/go-cmp/cmp"
@@ -403,7 +403,7 @@ func TestKeyNeverInRepliesOrLogs(t *testing.T) {
 	record(do(t, http.MethodPost, ts.url+"/v1/"+key+"/score", "", KeyHeader+": "+wrongKey))
 
 	rec := &recorder{next: http.DefaultTransport}
-	clientLogs := &logbuf.Buffer{}
+	clientLogs := &testlog.Buffer{}
 	for _, k := range []string{key, wrongKey} {
 		c, err := NewClient(ClientConfig{URL: ts.url, Key: k, Transport: rec, Logger: newJSONLogger(clientLogs)})
 		if err != nil {

@@ -28,6 +28,13 @@ const (
 	// WORKBENCH_UID_COUNT, nothing else) from the environment of the
 	// process listening at Listen.
 	KindUIDBlock = "uid_block"
+	// KindFile looks at the file at Path as root (never reading it) and
+	// tries to open it for reading as the uid As (ProbeFile): what a
+	// sandbox uid can read.
+	KindFile = "file"
+	// KindEpisode runs code as an episode of the workbench serving at
+	// Listen and reports its isolation (EpisodeIsolation).
+	KindEpisode = "episode"
 )
 
 // Limits of a Batch.
@@ -51,7 +58,7 @@ type Batch struct {
 type Request struct {
 	// ID names the probe in the results; unique in the batch, required.
 	ID string `json:"id"`
-	// Kind is KindHTTP, KindTCP, KindSocket or KindProcess.
+	// Kind is one of the Kind constants.
 	Kind string `json:"kind"`
 	// URL, Method and Expect are an HTTP probe's (see Config).
 	URL    string `json:"url,omitempty"`
@@ -65,14 +72,18 @@ type Request struct {
 	Body bool `json:"body,omitempty"`
 	// Addr is a TCP probe's host:port, a unix probe's socket path.
 	Addr string `json:"addr,omitempty"`
+	// Path is a file probe's file (absolute, clean).
+	Path string `json:"path,omitempty"`
 	// Unix is the socket an HTTP probe's request goes to (see Config.Unix).
 	Unix string `json:"unix,omitempty"`
-	// As runs a unix or TCP probe's connect as this uid (and gid), not
-	// root, to show what a sandbox uid can reach; zero keeps root.
+	// As runs a unix or TCP probe's connect, or a file probe's open, as
+	// this uid (and gid), not root, to show what a sandbox uid can reach;
+	// zero keeps root.
 	As int `json:"as,omitempty"`
-	// Listen is a process probe's target: "tcp:PORT", "unix:PATH", or empty
-	// for the container's main process (PID 1, or its first child when PID
-	// 1 is an init).
+	// Listen is a process, uid_block or episode probe's target:
+	// "tcp:PORT", "unix:PATH", or (a process probe) empty for the
+	// container's main process (PID 1, or its first child when PID 1 is
+	// an init).
 	Listen string `json:"listen,omitempty"`
 	// TimeoutMS bounds the probe; zero means DefaultTimeout.
 	TimeoutMS int `json:"timeout_ms,omitempty"`
@@ -110,6 +121,10 @@ type Outcome struct {
 	// UIDBase and UIDCount are what a uid_block probe found.
 	UIDBase  int `json:"uid_base,omitempty"`
 	UIDCount int `json:"uid_count,omitempty"`
+	// File is what a file probe found as root (absent when nothing).
+	File *File `json:"file,omitempty"`
+	// Isolation is what an episode probe found.
+	Isolation *Isolation `json:"isolation,omitempty"`
 }
 
 // Validate checks a batch before anything runs.
@@ -123,8 +138,8 @@ func (b Batch) Validate() error {
 			return fmt.Errorf("batch probe %d: id %q empty, too long or repeated: %w", i, r.ID, ErrInvalid)
 		}
 		seen[r.ID] = true
-		if r.As < 0 || r.As > 65535 || r.As > 0 && r.Kind != KindUnix && r.Kind != KindTCP {
-			return fmt.Errorf("batch probe %s: as %d: a uid for a unix or tcp probe: %w", r.ID, r.As, ErrInvalid)
+		if r.As < 0 || r.As > 65535 || r.As > 0 && r.Kind != KindUnix && r.Kind != KindTCP && r.Kind != KindFile {
+			return fmt.Errorf("batch probe %s: as %d: a uid for a unix, tcp or file probe: %w", r.ID, r.As, ErrInvalid)
 		}
 		if r.TimeoutMS < 0 || time.Duration(r.TimeoutMS)*time.Millisecond > MaxTimeout {
 			return fmt.Errorf("batch probe %s: timeout_ms %d out of range: %w", r.ID, r.TimeoutMS, ErrInvalid)
@@ -143,13 +158,17 @@ func (b Batch) Validate() error {
 			if _, _, err := net.SplitHostPort(r.Addr); err != nil {
 				return fmt.Errorf("batch probe %s: addr %q: %w", r.ID, r.Addr, ErrInvalid)
 			}
-		case KindProcess, KindUIDBlock:
+		case KindProcess, KindUIDBlock, KindEpisode:
 			if _, _, err := parseListen(r.Listen); err != nil {
 				return fmt.Errorf("batch probe %s: %w", r.ID, err)
 			}
 		case KindUnix:
 			if !strings.HasPrefix(r.Addr, "/") || filepath.Clean(r.Addr) != r.Addr {
 				return fmt.Errorf("batch probe %s: socket %q: want an absolute clean path: %w", r.ID, r.Addr, ErrInvalid)
+			}
+		case KindFile:
+			if !strings.HasPrefix(r.Path, "/") || filepath.Clean(r.Path) != r.Path {
+				return fmt.Errorf("batch probe %s: path %q: want an absolute clean path: %w", r.ID, r.Path, ErrInvalid)
 			}
 		case KindSocket, KindInterfaces:
 		default:
@@ -207,6 +226,8 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 		o.Outcome, o.Error = dialAs(ctx, "tcp", r.Addr, timeout, r.As)
 	case KindUnix:
 		o.Outcome, o.Error = dialAs(ctx, "unix", r.Addr, timeout, r.As)
+	case KindFile:
+		o.Outcome, o.Error, o.File = ProbeFile(r.Path, r.As)
 	case KindInterfaces:
 		ifs, err := Interfaces("/sys/class/net")
 		if err != nil {
@@ -214,6 +235,13 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 			break
 		}
 		o.Outcome, o.Interfaces = OutcomeFound, ifs
+	case KindEpisode:
+		iso, err := EpisodeIsolation(ctx, r.Listen, timeout)
+		if err != nil {
+			o.Outcome, o.Error = OutcomeError, err.Error()
+			break
+		}
+		o.Outcome, o.Isolation = OutcomeFound, &iso
 	case KindUIDBlock:
 		base, count, err := FindUIDBlock(r.Listen)
 		if err != nil {

@@ -340,3 +340,62 @@ func TestContainerID(t *testing.T) {
 		t.Fatalf("no mountinfo: %q", got)
 	}
 }
+
+// TestForgedUnixLine: code that binds a unix socket whose path holds a
+// newline and a line of its own making (naming the workbench's socket
+// and the forger's own socket inode) adds that line to /proc/net/unix;
+// the custody probe took the forged inode as a listener of the
+// workbench's socket and its holder as a candidate (held off only by pid
+// order). Now an inode two lines name is refused, on the kernel's real
+// table.
+func TestForgedUnixLine(t *testing.T) {
+	// Short paths: the forged line must fit in a socket address (108
+	// bytes) with the path of the socket it names.
+	dir, err := os.MkdirTemp("/tmp", "fu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	target := filepath.Join(dir, "w")
+	real, err := net.Listen("unix", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer real.Close()
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	forgedIno := strconv.FormatUint(st.Ino, 10)
+	forged := filepath.Join(dir, "x") + "\n0000000000000000: 00000002 00000000 00010000 0001 01 " + forgedIno + " " + target
+	// The forger makes the directories its path names (its own, in /tmp).
+	if err := os.MkdirAll(filepath.Dir(forged), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: forged}); err != nil {
+		t.Fatalf("bind a path with a newline: %v", err)
+	}
+	if err := syscall.Listen(fd, 1); err != nil {
+		t.Fatal(err)
+	}
+	table, _ := os.ReadFile("/proc/net/unix")
+	if !strings.Contains(string(table), "\n0000000000000000: 00000002 00000000 00010000 0001 01 "+forgedIno+" "+target+"\n") {
+		t.Fatalf("the forged line is not in the table; the test proves nothing:\n%s", table)
+	}
+	got := unixListeners("/proc/net/unix", target)
+	if got[forgedIno] {
+		t.Fatalf("the forged inode %s was taken for a listener of %s", forgedIno, target)
+	}
+	if len(got) != 1 {
+		t.Fatalf("listeners of %s: %v, want the real one alone", target, got)
+	}
+	p, err := findProcess("/proc", "unix:"+target, -1)
+	if err != nil || p.Pid != os.Getpid() {
+		t.Fatalf("the real listener: %+v %v", p, err)
+	}
+}

@@ -124,20 +124,26 @@ func dialAs(ctx context.Context, network, addr string, timeout time.Duration, as
 	if as <= 0 {
 		return dial()
 	}
-	// On a thread of its own, never the main thread, that ends with the
-	// dial: its switched ids never serve anything else.
 	var outcome, msg string
-	sandbox.OnThrowawayThread(func() error {
+	if err := asUID(as, func() { outcome, msg = dial() }); err != nil {
+		return OutcomeError, err.Error()
+	}
+	return outcome, msg
+}
+
+// asUID runs fn with the filesystem ids of uid as (what a connect or an
+// open is checked against), on a thread of its own, never the main
+// thread, that ends with fn: its switched ids never serve anything else.
+func asUID(as int, fn func()) error {
+	return sandbox.OnThrowawayThread(func() error {
 		unix.Setfsgid(as)
 		unix.Setfsuid(as)
 		if got, _ := unix.SetfsuidRetUid(-1); got != as {
-			outcome, msg = OutcomeError, fmt.Sprintf("could not become fsuid %d", as)
-			return nil
+			return fmt.Errorf("could not become fsuid %d", as)
 		}
-		outcome, msg = dial()
+		fn()
 		return nil
 	})
-	return outcome, msg
 }
 
 // DialTCP connects to addr within timeout and closes the connection at

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 )
 
@@ -119,7 +119,7 @@ func TestDialAsUID(t *testing.T) {
 	// A uid of the shared pool, held for the test: a fixed one (20063)
 	// was an episode's uid in another test package, whose hostile test
 	// then found this process among its uid's.
-	pool := sandbox.PoolFor("")
+	pool := sandbox.NewPool(sandbox.DefaultLockDir, sandbox.DefaultRange)
 	uid, err := pool.Claim()
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func TestDialAsUID(t *testing.T) {
 	}
 	var kept []string
 	testenv.Until(t, func() bool {
-		kept = threadsWithID(t, uid)
+		kept = threadsWithIDs(t, uid)
 		return len(kept) == 0
 	})
 	for _, k := range kept {
@@ -152,14 +152,15 @@ func TestDialAsUID(t *testing.T) {
 	}
 }
 
-// threadsWithID lists the threads of this process whose uids or gids
-// include id ("<tid>: <the status line>").
-func threadsWithID(t *testing.T, id int) []string {
+// threadsWithIDs lists the threads of this process whose uids or gids
+// include id, as "thread TID: Uid: ..." lines.
+func threadsWithIDs(t *testing.T, id int) []string {
+	t.Helper()
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var found []string
+	var out []string
 	for _, task := range tasks {
 		b, err := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "status"))
 		if err != nil {
@@ -167,9 +168,9 @@ func threadsWithID(t *testing.T, id int) []string {
 		}
 		for _, line := range strings.Split(string(b), "\n") {
 			if f := strings.Fields(line); len(f) == 5 && (f[0] == "Uid:" || f[0] == "Gid:") && slices.Contains(f[1:], strconv.Itoa(id)) {
-				found = append(found, task.Name()+": "+line)
+				out = append(out, "thread "+task.Name()+": "+line)
 			}
 		}
 	}
-	return found
+	return out
 }

@@ -38,6 +38,8 @@ const (
 	// serving the socket or port, or none.
 	OutcomeFound    = "found"
 	OutcomeNotFound = "not_found"
+	// OutcomeReadable: a file probe's uid could open the file for reading.
+	OutcomeReadable = "readable"
 )
 
 // Classify names what stopped a dial or a request: ctx is the probe's

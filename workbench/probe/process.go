@@ -127,16 +127,44 @@ func listeningInodes(proc, kind, target string) map[string]bool {
 			})
 		}
 	case "unix":
-		eachLine(filepath.Join(proc, "net/unix"), func(fields []string) {
-			// Num RefCount Protocol Flags Type St Inode Path
-			if len(fields) >= 8 && fields[7] == target {
-				if flags, err := strconv.ParseUint(fields[3], 16, 32); err == nil && flags&0x10000 != 0 {
-					out[fields[6]] = true
-				}
-			}
-		})
+		for ino := range unixListeners(filepath.Join(proc, "net/unix"), target) {
+			out[ino] = true
+		}
 	}
 	return out
+}
+
+// unixListeners reads a /proc/net/unix table (the file at path) and
+// returns the inodes of the sockets listening at target that it can read
+// unambiguously. The kernel prints a socket's path as it is, newlines
+// included, so code that can bind a socket can add lines of its own
+// making (a path of "/x\n<a line naming the workbench's socket>"): a line
+// is taken only when it has exactly the fields of a record (no path with
+// a space), and an inode only when one record alone names it. Every
+// socket of the namespace has its own line, so a forged line repeats an
+// inode the table already holds, and both are refused.
+func unixListeners(path, target string) map[string]bool {
+	seen := map[string]int{} // inode -> records naming it
+	cand := map[string]bool{}
+	eachLine(path, func(fields []string) {
+		// Num RefCount Protocol Flags Type St Inode [Path]
+		if len(fields) < 7 || !strings.HasSuffix(fields[0], ":") {
+			return
+		}
+		seen[fields[6]]++
+		if len(fields) != 8 || fields[7] != target {
+			return
+		}
+		if flags, err := strconv.ParseUint(fields[3], 16, 32); err == nil && flags&0x10000 != 0 {
+			cand[fields[6]] = true
+		}
+	})
+	for ino := range cand {
+		if seen[ino] != 1 {
+			delete(cand, ino)
+		}
+	}
+	return cand
 }
 
 // holders are the pids (ascending, this process excepted) with an open

@@ -5,12 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/latency"
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlatency"
 )
 
 // bareSpawn runs `python3 -E -s -c pass` with os/exec, as root: the raw
@@ -22,44 +23,131 @@ func bareSpawn(b *testing.B) {
 	}
 }
 
-// BenchmarkRunPass: Run of `pass` as a uid (filter, uid switch, launcher
-// limits, the kill) against the bare spawn, interleaved.
+// BenchmarkRunPass: Run of `pass` in an episode's namespaces (the
+// launcher's setns, PID and IPC namespaces, the uid switch, the limits
+// and the filter, the end of the run) against the bare spawn,
+// interleaved. Besides the time, the CPU time of every process each
+// made (cpu- and raw-cpu-), which a busy machine does not inflate the
+// way it does the time between the launcher's steps.
 func BenchmarkRunPass(b *testing.B) {
-	uid := claimUIDB(b)
-	ws := uidDirB(b, uid)
-	var run, raw latency.Samples
+	ep := testEpisode(b, testSandbox(b, Namespaces))
+	var run, raw, runCPU, rawCPU testlatency.Samples
 	for i := 0; i < b.N; i++ {
+		c0 := childrenCPU()
 		raw.Time(func() { bareSpawn(b) })
+		c1 := childrenCPU()
 		run.Time(func() {
-			if _, err := Run(context.Background(), Command{Argv: []string{python, "-E", "-s", "-c", "pass"}, Dir: ws, UID: uid, Timeout: 10 * time.Second}); err != nil {
+			if _, err := ep.Run(context.Background(), Command{Argv: []string{python, "-E", "-s", "-c", "pass"}, Timeout: 10 * time.Second}); err != nil {
 				b.Fatal(err)
 			}
 		})
+		rawCPU, runCPU = append(rawCPU, c1-c0), append(runCPU, childrenCPU()-c1)
 	}
 	run.Report(b, "")
 	raw.Report(b, "raw-")
+	runCPU.Report(b, "cpu-")
+	rawCPU.Report(b, "raw-cpu-")
 }
 
-// BenchmarkKillIdle: KillUntilNone of a uid with nothing running (what
-// every run, case and reset pays), against the full /proc status scan
-// (Processes) the kill used to run each round, interleaved.
-func BenchmarkKillIdle(b *testing.B) {
-	uid := claimUIDB(b)
-	var kill, scan latency.Samples
+// childrenCPU is the user and system time of this process's children
+// that ended and were waited for (theirs included, all the way down).
+func childrenCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkEpisodeSetup: an episode's namespaces and tmpfs made and
+// dropped (NewEpisode and Close: what a reset pays beyond writing the
+// task's files), the uid claim and release included.
+func BenchmarkEpisodeSetup(b *testing.B) {
+	sb := testSandbox(b, Namespaces)
+	var s testlatency.Samples
 	for i := 0; i < b.N; i++ {
-		scan.Time(func() {
-			if _, err := Processes(uid); err != nil {
+		s.Time(func() {
+			ep, err := sb.NewEpisode()
+			if err != nil {
 				b.Fatal(err)
 			}
-		})
-		kill.Time(func() {
-			if err := KillUntilNone(uid); err != nil {
+			if err := ep.Close(); err != nil {
 				b.Fatal(err)
 			}
 		})
 	}
-	kill.Report(b, "")
-	scan.Report(b, "raw-")
+	s.Report(b, "")
+}
+
+// floodToLimit forks until the kernel refuses (the uid's process limit),
+// every child forking on, then says so in the workspace and waits.
+const floodToLimit = `import os, time
+while True:
+    try:
+        if os.fork() == 0:
+            while True:
+                try:
+                    os.fork()
+                except OSError:
+                    time.sleep(0.005)
+    except OSError:
+        break
+open("at-limit", "w").close()
+time.sleep(1000)
+`
+
+// busyLoops starts n processes (root's) that spin until the benchmark
+// ends: the load the kill must beat.
+func busyLoops(b *testing.B, n int) {
+	b.Helper()
+	for range n {
+		cmd := exec.Command(python, "-c", "while True: pass")
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+}
+
+// BenchmarkForkFloodKill: a run that filled the uid's process limit
+// (DefaultLimits.Processes) with forking processes, with four busy loops
+// per core besides; from the moment the run is ended (its cancel pipe
+// closed: a timeout, or the episode's end) until the last of its
+// processes is reaped (the launcher exits once the PID namespace is
+// empty). make bench bounds its 99th percentile.
+func BenchmarkForkFloodKill(b *testing.B) {
+	ep := testEpisode(b, testSandbox(b, Namespaces))
+	busyLoops(b, 4*runtime.NumCPU())
+	marker := filepath.Join(ep.Dir(), "at-limit")
+	var s testlatency.Samples
+	for i := 0; i < b.N; i++ {
+		p, err := ep.start(Command{Argv: []string{python, "-E", "-s", "-c", floodToLimit}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Millisecond) {
+			var found bool
+			AsUID(ep.UID(), func() error { _, err := os.Lstat(marker); found = err == nil; return nil })
+			if found {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatal("the flood never reached the process limit")
+			}
+		}
+		var waitErr error
+		s.Time(func() {
+			p.stop()
+			waitErr = <-p.waited
+		})
+		if _, err := p.reap(true, waitErr); err != nil {
+			b.Fatal(err)
+		}
+		if pids, _ := Processes(ep.UID()); len(pids) > 0 {
+			b.Fatalf("processes left after the run: %v", pids)
+		}
+		AsUID(ep.UID(), func() error { return os.Remove(marker) })
+	}
+	s.Report(b, "")
+	b.ReportMetric(float64(DefaultLimits.Processes), "processes")
 }
 
 // benchTree makes a workspace-like tree: a few files and a directory.
@@ -78,7 +166,7 @@ func benchTree(b *testing.B) string {
 // BenchmarkDigest: the workspace digest of a small task workspace.
 func BenchmarkDigest(b *testing.B) {
 	dir := benchTree(b)
-	var s latency.Samples
+	var s testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		s.Time(func() {
 			if _, err := Digest(dir, func(string) bool { return false }, DigestBytes); err != nil {
@@ -92,7 +180,7 @@ func BenchmarkDigest(b *testing.B) {
 // BenchmarkWalk: a descriptor-based walk of the same tree.
 func BenchmarkWalk(b *testing.B) {
 	dir := benchTree(b)
-	var s latency.Samples
+	var s testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		s.Time(func() {
 			if err := Walk(dir, func(*Entry) bool { return true }, false, func(*Entry) error { return nil }); err != nil {
@@ -101,53 +189,4 @@ func BenchmarkWalk(b *testing.B) {
 		})
 	}
 	s.Report(b, "")
-}
-
-// BenchmarkTmpSweep: Sweep of a uid that left nothing (what every case and
-// reset pays).
-func BenchmarkTmpSweep(b *testing.B) {
-	uid := claimUIDB(b)
-	var s latency.Samples
-	for i := 0; i < b.N; i++ {
-		s.Time(func() {
-			if err := Sweep(uid); err != nil {
-				b.Fatal(err)
-			}
-		})
-	}
-	s.Report(b, "")
-}
-
-func claimUIDB(b *testing.B) int {
-	b.Helper()
-	testenv.RequireRoot(b)
-	p := PoolFor("")
-	uid, err := p.Claim()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { KillUntilNone(uid); p.Release(uid) })
-	return uid
-}
-
-func uidDirB(b *testing.B, uid int) string {
-	b.Helper()
-	home, err := os.MkdirTemp("", "sbx-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	os.Chmod(home, 0o711)
-	ws := filepath.Join(home, "ws")
-	if err := os.Mkdir(ws, 0o700); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.Lchown(ws, uid, uid); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		AsUID(uid, func() error { return EmptyDir(ws) })
-		os.Remove(ws)
-		os.Remove(home)
-	})
-	return ws
 }

@@ -1,156 +1,144 @@
-// Package sandbox runs untrusted code as an unprivileged, per-episode uid
-// and cleans up after it: the uid pool, Run (credentials, syscall filter
-// and rlimits without a Go re-exec), the signal-based kill, the
-// sweep of the shared places (world-writable directories, System V IPC,
-// POSIX message queues), and the descriptor-based file walks
-// (tree removal, workspace digest, safe open) the workbench needs to touch
-// files agent code could have booby-trapped. It does not isolate the
-// network, the filesystem view or other users' /proc entries: that is the
-// container's job.
+// Package sandbox runs untrusted code for the workbench's episodes: each
+// episode's code as its own unprivileged uid, in namespaces of its own,
+// with a syscall filter and rlimits from its first instruction; the uid
+// pool; and the descriptor-based file walks (tree removal, workspace
+// digest, safe open) the server needs to touch files agent code could
+// have booby-trapped. It does not limit memory or CPU beyond the rlimits
+// (no cgroups), nor hide the container's /proc from episodes (see
+// "Mount").
+//
+// A Sandbox is built once (New, from a Config value: the mode, the uid
+// Range, the lock directory, the tmpfs size); it hands out Episodes. The
+// only process-wide state is the filter program (built once) and what
+// the kernel keeps per thread (onOwnThread).
+//
+// # Modes
+//
+//   - Namespaces (the default, as root): everything below.
+//   - UIDOnly (only when asked for; weaker): the episode's uid, the
+//     filter and the rlimits, in the server's namespaces. A run ends by
+//     killing the uid (KillAllOfUID: atomic, but it does not wait for the
+//     processes to finish exiting); episode code shares the server's
+//     network (the server refuses its connections at accept), sees other
+//     episodes' processes, and what it leaves in /tmp, /var/tmp,
+//     /dev/shm, System V IPC or POSIX queues is not removed.
+//   - Unsandboxed (not root): the server's own user, a session, the
+//     filter and the rlimits but the process count, as the seed.
 //
 // # Uids
 //
-// The process's uids are a Range: DefaultRange (20000..21024), or the
-// block a campaign gave the workspace (WORKBENCH_UID_BASE and
-// WORKBENCH_UID_COUNT, set once at start with SetRange), so two agents'
-// episode code never shares a kernel uid. Each live episode holds one uid
-// of the range but its last (the killer's). A Pool hands them out in
-// rotation; a uid is held by an exclusive flock(2) on
-// <lock dir>/<uid>, in a directory only the server's user may write
-// (0700), so two workbench processes on one machine never hand out the
-// same uid and a process that dies frees its uids with its descriptors. A
-// uid whose processes were still exiting when its episode ended is
-// retired (Pool.Retire): held until a later Claim finds none alive.
+// The uids are a Range: DefaultRange (20000..21024), or the block a
+// campaign gave the workspace (WORKBENCH_UID_BASE and WORKBENCH_UID_COUNT,
+// read by cmd/workbench), so two agents' episode code never shares a
+// kernel uid. Each live episode holds one uid of the range but its last
+// (the uid-only kill's). A Pool hands them out in rotation; a uid is held
+// by an exclusive flock(2) on <lock dir>/<uid>, in a directory only root
+// may write (0700), on a file system episode code cannot write (in
+// namespaces it can write only its own tmpfs), so two workbench processes
+// on one machine never hand out the same uid and a process that dies
+// frees its uids with its descriptors.
 //
-// # Running code
+// # Namespaces
 //
-// Run starts the program through the spawner: one OS thread of the
-// server's (never the main thread), locked to its goroutine for the life
-// of the process, that set no_new_privs and installed the syscall filter
-// on itself alone, once. os/exec forks from the calling thread, and the
-// child inherits both, keeps them across exec and passes them to
-// everything it starts; no other thread of the server has them (the Go
-// runtime never starts a thread from a locked one). The child, still
-// root, does what SysProcAttr asks: a new session, setgroups([]), setgid
-// and setuid to the episode's uid, and chdir into the workspace as the
-// uid. It then execs the launcher, and the launcher execs the program.
+// NewEpisode (what a reset pays for) clones a set-up process into a new
+// user namespace that maps the episode's uid to itself and nothing else
+// (uid 0 is not mapped: that would need CAP_SETFCAP), a new mount
+// namespace and a new network namespace. The set-up process keeps
+// CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SETUID and CAP_SETGID across its exec
+// as ambient capabilities, which count in that user namespace only, and
+// runs setupTable: every mount it inherited becomes read-only and private
+// (mount_setattr, recursive); a tmpfs of EpisodeBytes and EpisodeInodes
+// is mounted on WorkspaceDir, and in it, as the uid, three directories
+// are made and bound over /tmp, /dev/shm and WorkspaceDir itself (over
+// the tmpfs's root, so nothing else of it is reachable and the workspace,
+// a mount point, cannot be renamed away); the loopback interface comes
+// up. The server then opens the three namespaces and the three
+// directories through the set-up process's /proc entry, and lets it exit:
+// no process keeps an idle episode's namespaces, its descriptors do, and
+// Close frees everything, tmpfs included. The workspace is reached as
+// /proc/self/fd/N/. (Dir), always as the uid (AsUID).
 //
-// The launcher is not Go: a static ELF of about 200 bytes of machine code
-// (testdata/launcher_amd64.s; amd64 only, Run fails with ErrLaunch
-// elsewhere) with the run's limits in a table after the code, kept in a
-// sealed memfd per set of limits and executed through /proc/self/fd. It
-// sets the rlimits (Limits: processes of the uid, file size, open files,
-// CPU seconds, address space; POSIX message queue bytes always 0) and
-// umask 077 on itself, closes every descriptor above 3 and makes 3 (its
-// error pipe) close-on-exec, and execs argv. So the limits hold from the
-// program's first instruction; rlimits are per process, so they cannot be
-// set on the forking thread, and prlimit(2) from outside needs
-// CAP_SYS_RESOURCE and races the child. Its exec costs tens of
-// microseconds where a Go launcher's runtime start-up cost about 1.5 ms.
+// Every run of the episode enters those namespaces and makes two of its
+// own: a PID namespace and an IPC namespace (a new network namespace per
+// run costs about 1.7 ms, per episode it is paid once; PID and IPC
+// namespaces cost microseconds). Its launcher process enters the user,
+// mount and network namespaces (setns through the descriptors; the owner
+// of a user namespace has every capability in it), unshares PID and IPC,
+// and forks twice: the PID namespace's init (pid 1: it drops its
+// capabilities, closes every descriptor, ignores SIGCHLD so the kernel
+// reaps the orphans it inherits, and pauses) and the program (pid 2: it
+// makes a session, drops its groups, becomes the uid, enters the
+// workspace, sets the rlimits, umask 077, no_new_privs and the filter,
+// and execs). The launcher waits for the program to exit or for its
+// cancel pipe to be closed (a timeout, a cancelled context, or the server
+// dying); then it kills the init, and the kernel kills every process of
+// the namespace at once, however many there are and however busy the
+// machine: no rounds, no scan, no deadline. The launcher reaps the
+// program and then the init, whose exit completes only when the namespace
+// is empty, reports the program's status, and exits. So when Run returns
+// no process of the run is alive, its output pipes are closed, and its
+// System V and POSIX IPC objects are gone with its IPC namespace.
 //
-// The syscall filter (filter.go, docs/sandbox-filter.md) denies with EPERM
-// what Docker's default profile denies and the standard library does not
-// need, and the kernel keyrings besides: it is the same on a bare host
-// and, stacked on Docker's, in a container. Calls through another
-// architecture's ABI (i386 int 0x80, x32) get ENOSYS, and so does clone3
-// (its flags cannot be inspected; glibc falls back to clone, whose
+// What of the episode persists between its runs: its workspace, /tmp and
+// /dev/shm (ClearScratch empties the last two, before graded cases), and
+// its network namespace, where nothing can outlive its processes.
+// Episode code reaches no other network: only its own loopback, and with
+// the filter no AF_VSOCK (docs/sandbox-filter.md). The container's /proc
+// stays mounted (read-only): episode code sees the container's processes
+// there but, from its own PID namespace, cannot name them in a kill, and
+// a process of another uid's /proc entry is closed to it.
+//
+// Run is start, wait and reap (run.go): start returns the running
+// launcher and its pipes, so a long-lived process inside the episode's
+// namespaces (a fork server) begins there and ends with the episode.
+//
+// # The launcher
+//
+// The launcher is not Go: a static ELF of about 600 bytes of machine code
+// (testdata/launcher_amd64.s; amd64 only, elsewhere runs fail with
+// ErrLaunch) that makes no decision of its own: it runs tables of system
+// calls (setns, mounts, setresuid, prlimit64, seccomp, ...) that
+// launcher.go lays out after the code with the data they point to, forks
+// where its header says, and reports a failed call by its table and index
+// on descriptor 3 (ErrLaunch then names the call and wraps its errno). It
+// is kept in a sealed memfd per episode and set of limits and executed
+// through /proc/self/fd; its exec costs tens of microseconds, where a Go
+// launcher's runtime start-up cost about 1.5 ms. So the limits and the
+// filter hold from the program's first instruction, and no thread of the
+// server ever carries the filter.
+//
+// The syscall filter (filter.go, docs/sandbox-filter.md) denies what
+// Docker's default profile denies and the standard library does not
+// need, the kernel keyrings, every namespace call, and every socket family
+// but AF_UNIX, AF_INET, AF_INET6 and routing netlink. Calls through
+// another architecture's ABI (i386 int 0x80, x32) get ENOSYS, and so does
+// clone3 (its flags cannot be inspected; glibc falls back to clone, whose
 // namespace flags are denied).
-//
-// # The kill
-//
-// When Run returns, no process of the uid is alive. KillUntilNone repeats
-// rounds until none is or KillDeadline passes, sleeping briefly between
-// rounds once everything was signalled. Each round runs on a locked
-// thread whose effective uid is the episode's and real uid the range's
-// Killer:
-// kill(-1, SIGKILL) from there reaches exactly the processes whose real or
-// saved uid is the episode's (or the killer's, which no process may run
-// as), atomically with respect to fork, so a chain of processes that each
-// fork a successor and exit cannot slip past; the real uid is not the
-// episode's, so the uid's processes cannot signal that thread. The same
-// thread then lists /proc and sends signal 0 to each pid: only the pids it
-// may signal are the uid's (non-dumpable ones included, since the check is
-// on credentials, not on /proc ownership), and only their status is read,
-// to tell zombies (not counted) from live processes (a zombie leader
-// whose other threads still run counts). kill(-1) itself cannot prove
-// none is left: it returns 0 whenever any other process exists, signalled
-// or not. Processes that all have SIGKILL pending at the deadline are
-// only exiting (ErrStillExiting): Run returns normally, and the episode
-// retires the uid instead of releasing it. Every thread whose ids are
-// switched (AsUID, RemoveIPC, the kill) is a locked thread other than the
-// main thread: the main thread's credentials are the process's for /proc
-// and for signal permission checks, so switching it would expose the
-// server to the uid's kill, and to another workbench process's kill(-1).
-// Processes reads every process's status (matching real, effective,
-// saved or filesystem uid); tests use it as an independent view.
 //
 // # Files as the uid
 //
-// Every operation on a workspace or on the uid's files in the shared tmp
-// directories runs through AsUID: on a locked OS thread whose filesystem
-// uid and gid (setfsuid(2), setfsgid(2)) are the episode's. The kernel then
-// checks permissions as the uid (root's file capabilities are dropped from
-// the thread while it is not fsuid 0) and files it creates belong to the
-// uid. So the server never reads or writes through a link to a file the
-// uid could not reach itself, and it needs no DAC_OVERRIDE or FOWNER.
-//
-// # Shared places
-//
-// Outside its workspace, episode code can leave something for a later run
-// or episode wherever every uid may write. Sweep removes all of a uid's:
-//   - its files, at any depth, in every world-writable directory of the
-//     mount table: DefaultSharedPlaces walks every writable mount that
-//     holds files (not proc, sysfs, cgroup and the like) once, at the first
-//     call, bounded in depth and entries, never through a symlink, never
-//     into another mount or a directory others cannot pass through, and
-//     keeps each world-writable directory a sandbox uid can write
-//     (faccessat as UIDBase). On a Debian host that is /tmp, /var/tmp,
-//     /dev/shm and /run/lock; in the workspace container the tmpfs
-//     mounts. A directory made world-writable after the first call, or
-//     writable by the uids only through an ACL, is not found;
-//   - its POSIX message queues, which mq_open makes whether or not the
-//     mqueue file system is mounted anywhere: they are listed through a
-//     private mount of it attached nowhere (fsopen/fsmount, root on a
-//     host: CAP_SYS_ADMIN), else through an mqueue mount of the mount
-//     table that shows a queue this process makes (Docker mounts one at
-//     /dev/mqueue in every container). With neither, DefaultSharedPlaces
-//     fails (ErrNoQueueView) rather than sweep blind;
-//   - its System V IPC objects (RemoveIPC, below).
-//
-// The files and queues are removed as the uid (AsUID), so the kernel lets
-// the sweep remove the uid's own entries only, never another uid's or
-// root's, and never follows a link to a place the uid could not reach.
-//
-// # System V IPC
-//
-// Shared memory segments, message queues and semaphore sets outlive the
-// processes that made them, and a segment pins memory no rlimit counts.
-// RemoveIPC removes every object whose owner or creator is the uid; the
-// kernel lets only that effective uid (or CAP_SYS_ADMIN) do it, so it
-// switches the effective uid of one locked OS thread (setresuid on that
-// thread, real and saved uid stay 0) and back. The workbench calls it
-// through Sweep.
+// Every operation on a workspace runs through AsUID: on a locked OS
+// thread whose filesystem uid and gid (setfsuid(2), setfsgid(2)) are the
+// episode's. The kernel then checks permissions as the uid (root's file
+// capabilities are dropped from the thread while it is not fsuid 0) and
+// files it creates belong to the uid. So the server never reads or writes
+// through a link to a file the uid could not reach itself, and it needs no
+// DAC_OVERRIDE or FOWNER. Every thread whose ids are switched (AsUID,
+// KillAllOfUID) is a locked thread other than the main thread: the main
+// thread's credentials are the process's for /proc and for signal
+// permission checks.
 //
 // # Capabilities
 //
-// Running as root in a container, the sandbox needs exactly these four:
-//   - CAP_SETUID: the child's setuid, setfsuid in AsUID, and the
-//     thread's setresuid in RemoveIPC and the kill (the range's killer
-//     must be mapped in a user namespace);
-//   - CAP_SETGID: the child's setgroups([]) and setgid, and setfsgid;
-//   - CAP_CHOWN: giving a new workspace directory to the uid, and handing a
-//     directory of the uid's in a shared tmp directory that still holds
-//     another uid's files to root (RemoveSharedTmp);
-//   - CAP_KILL: the process-group kill of the program's session.
+// Running as root in a container, the sandbox needs exactly these four
+// (besides a seccomp profile that lets it clone, unshare and setns into
+// namespaces, and mount in its own):
+//   - CAP_SETUID, CAP_SETGID: writing the user namespace's maps, the
+//     program's setresuid/setresgid, setfsuid in AsUID, and the uid-only
+//     kill's setresuid;
+//   - CAP_CHOWN: giving a uid-only workspace to its uid;
+//   - CAP_KILL: the uid-only kill of a program's session.
 //
-// DAC_OVERRIDE, DAC_READ_SEARCH and FOWNER are not needed: the root side
-// only makes the episode's home (root-owned, 0711) and its workspace
-// directory (mkdir, chmod, then chown), removes both with rmdir/unlink in
-// directories root owns, and does everything inside the workspace as the
-// uid.
-//
-// Without root (Available reports false) there is no uid: code runs as
-// the server's own user, still in a new session with the filter and the
-// rlimits other than the process count, and only its process group is
-// killed, as the seed does.
+// Every other capability the set-up process and the launcher use is one
+// they have in the episode's user namespace only.
 package sandbox

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -165,4 +165,19 @@ func file(rel string, mode os.FileMode, uid, gid int) func(t *testing.T, root st
 		}
 		return p
 	}
+}
+
+// openRoot returns a temporary directory that others may pass through
+// (its parents included), removed at the end.
+func openRoot(t *testing.T) string {
+	t.Helper()
+	root, err := os.MkdirTemp("", "sbx-exposed-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { RemoveTree(root) })
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return root
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"unsafe"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
@@ -21,7 +20,9 @@ type denial struct {
 	names []string
 	// args, when set, denies the call only when every condition holds.
 	args seccomp.ArgumentConditions
-	why  string
+	// errno is what the call fails with; zero means EPERM.
+	errno unix.Errno
+	why   string
 }
 
 // cloneNamespaceFlags are the clone(2) flags that make a namespace:
@@ -58,6 +59,24 @@ var denials = []denial{
 		why: "NUMA memory placement; Docker denies it without CAP_SYS_NICE"},
 	{names: []string{"fanotify_init"},
 		why: "filesystem-wide event monitoring; Docker denies it without CAP_SYS_ADMIN"},
+	{names: []string{"socket"},
+		args: seccomp.ArgumentConditions{
+			{Argument: 0, Operation: seccomp.NotEqual, Value: unix.AF_UNIX},
+			{Argument: 0, Operation: seccomp.NotEqual, Value: unix.AF_INET},
+			{Argument: 0, Operation: seccomp.NotEqual, Value: unix.AF_INET6},
+			{Argument: 0, Operation: seccomp.NotEqual, Value: unix.AF_NETLINK},
+		},
+		errno: unix.EAFNOSUPPORT,
+		why:   "every socket family but AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK: AF_VSOCK's ports are one table for the whole machine (two episodes passed data through it), and the rest (packet, crypto, bluetooth, ...) is kernel attack surface no task needs; docs/sandbox-filter.md"},
+	{names: []string{"socket"},
+		args: seccomp.ArgumentConditions{
+			{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_NETLINK},
+			{Argument: 2, Operation: seccomp.NotEqual, Value: unix.NETLINK_ROUTE},
+		},
+		errno: unix.EPROTONOSUPPORT,
+		why:   "netlink other than NETLINK_ROUTE (which if_nameindex and getaddrinfo use): audit, netfilter, uevents and the rest"},
+	{names: []string{"shmget", "msgget", "semget"},
+		why: "System V IPC: each run has an IPC namespace of its own, whose limits are the kernel's defaults (shmmax unbounded), not the workspace container's sysctls, so a segment pins memory no rlimit counts for as long as the run lasts; Python's standard library uses none of it (multiprocessing uses POSIX semaphores and shared memory, on the episode's /dev/shm)"},
 	{names: []string{"personality"},
 		args: seccomp.ArgumentConditions{
 			{Argument: 0, Operation: seccomp.NotEqual, Value: 0x0},
@@ -75,9 +94,11 @@ var denials = []denial{
 var enosysCalls = []string{"clone3"}
 
 // ErrFilter is returned (wrapped) when the syscall filter cannot be
-// built or installed; Run then refuses to start the program.
+// built; nothing is started then.
 var ErrFilter = errors.New("syscall filter")
 
+// filterProg is the filter, built once: every launcher installs it on the
+// program's process (no_new_privs first), right before the exec.
 var filterProg = sync.OnceValues(buildFilter)
 
 // buildFilter assembles the filter for this architecture: first a guard
@@ -90,9 +111,19 @@ func buildFilter() ([]unix.SockFilter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrFilter, err)
 	}
-	policy := seccomp.Policy{DefaultAction: seccomp.ActionAllow}
+	// Each denial is assembled on its own and the pieces chained: the
+	// library leaves an argument in the accumulator after a conditional
+	// rule that did not match, and a rule after it in the same program
+	// would compare that with syscall numbers (a socket call of a family
+	// the first socket rule let through was then never checked by the
+	// second). Every piece loads the number again; its closing "allow"
+	// becomes a no-op that falls through to the next piece.
+	var body []bpf.Instruction
 	for _, d := range denials {
 		g := seccomp.SyscallGroup{Action: seccomp.ActionErrno}
+		if d.errno != 0 {
+			g.Action = seccomp.ActionErrno | seccomp.Action(d.errno)
+		}
 		for _, name := range d.names {
 			if _, ok := info.SyscallNames[name]; !ok {
 				continue
@@ -103,14 +134,21 @@ func buildFilter() ([]unix.SockFilter, error) {
 				g.NamesWithCondtions = append(g.NamesWithCondtions, seccomp.NameWithConditions{Name: name, Conditions: d.args})
 			}
 		}
-		if len(g.Names)+len(g.NamesWithCondtions) > 0 {
-			policy.Syscalls = append(policy.Syscalls, g)
+		if len(g.Names)+len(g.NamesWithCondtions) == 0 {
+			continue
 		}
+		piece, err := (&seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: []seccomp.SyscallGroup{g}}).Assemble()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrFilter, err)
+		}
+		last := len(piece) - 1
+		if piece[last] != (bpf.RetConstant{Val: uint32(seccomp.ActionAllow)}) {
+			return nil, fmt.Errorf("%w: a piece ends with %v, not allow", ErrFilter, piece[last])
+		}
+		piece[last] = bpf.LoadConstant{Dst: bpf.RegA, Val: 0}
+		body = append(body, piece...)
 	}
-	body, err := policy.Assemble()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrFilter, err)
-	}
+	body = append(body, bpf.RetConstant{Val: uint32(seccomp.ActionAllow)})
 	const (
 		archOff = 4 // offsetof(struct seccomp_data, arch)
 		nrOff   = 0 // offsetof(struct seccomp_data, nr)
@@ -138,25 +176,6 @@ func buildFilter() ([]unix.SockFilter, error) {
 		out[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
 	return out, nil
-}
-
-// installFilter sets no_new_privs and loads the filter on the calling OS
-// thread only (no TSYNC): the thread must be locked, is changed for good,
-// and passes both to every process it forks. Call it only on a thread
-// that dies afterwards.
-func installFilter() error {
-	prog, err := filterProg()
-	if err != nil {
-		return err
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("%w: no_new_privs: %v", ErrFilter, err)
-	}
-	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); errno != 0 {
-		return fmt.Errorf("%w: seccomp: %v", ErrFilter, errno)
-	}
-	return nil
 }
 
 // DeniedSyscalls returns the names of the system calls the filter denies

@@ -9,9 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,16 +27,13 @@ const helperEnv = "SANDBOX_TEST_HELPER"
 //	claim: claim SANDBOX_TEST_CLAIMS uids from SANDBOX_TEST_LOCKDIR, print
 //	each, print "ready", and hold them until stdin closes.
 //	hopkill: see hopKill.
-//	rmipc: print the CapEff line, then RemoveIPC(SANDBOX_TEST_UID).
-//	sweep: print the CapEff line, find the shared places, print how the
-//	queues are seen, then sweep SANDBOX_TEST_UID.
 func runHelperIfRequested() {
 	switch os.Getenv(helperEnv) {
 	case "":
 		return
 	case "claim":
 		n, _ := strconv.Atoi(os.Getenv("SANDBOX_TEST_CLAIMS"))
-		p := PoolFor(os.Getenv("SANDBOX_TEST_LOCKDIR"))
+		p := NewPool(os.Getenv("SANDBOX_TEST_LOCKDIR"), testRange)
 		w := bufio.NewWriter(os.Stdout)
 		for range n {
 			uid, err := p.Claim()
@@ -50,55 +49,64 @@ func runHelperIfRequested() {
 		os.Exit(0)
 	case "hopkill":
 		hopKill()
-	case "rmipc":
-		// Run with only the production capabilities (see TestRemoveIPC).
-		status, _ := os.ReadFile("/proc/self/status")
-		fmt.Println(capEffLine(string(status)))
-		uid, _ := strconv.Atoi(os.Getenv("SANDBOX_TEST_UID"))
-		if err := RemoveIPC(uid); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	case "sweep":
-		// Run with only the production capabilities (see
-		// TestSweepProductionCapabilities).
-		status, _ := os.ReadFile("/proc/self/status")
-		fmt.Println(capEffLine(string(status)))
-		p, err := DefaultSharedPlaces()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		fmt.Println("queues: " + p.Queues)
-		uid, _ := strconv.Atoi(os.Getenv("SANDBOX_TEST_UID"))
-		if err := p.Sweep(uid); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper", os.Getenv(helperEnv))
 	os.Exit(2)
 }
 
+// testRange is the range the tests' uids come from.
+var testRange = DefaultRange
+
+// testPool is the tests' pool of the machine's shared lock directory: the
+// tests of other packages running beside these claim from it too.
+var testPool = sync.OnceValue(func() *Pool { return NewPool(DefaultLockDir, testRange) })
+
+// testSandbox returns a sandbox of mode for the test, with the default
+// directories (shared, through the locks, with every other test).
+func testSandbox(t testing.TB, mode Mode) *Sandbox {
+	t.Helper()
+	if mode != Unsandboxed {
+		testenv.RequireRoot(t)
+	}
+	sb, err := New(Config{Mode: mode})
+	if err != nil {
+		t.Fatalf("sandbox: %v", err)
+	}
+	return sb
+}
+
+// testEpisode starts an episode of sb, closed when the test ends.
+func testEpisode(t testing.TB, sb *Sandbox) *Episode {
+	t.Helper()
+	ep, err := sb.NewEpisode()
+	if err != nil {
+		t.Fatalf("episode: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := ep.Close(); err != nil {
+			t.Errorf("close episode: %v", err)
+		}
+	})
+	return ep
+}
+
 // claimUID claims a uid from the machine's shared pool for the test and
-// releases it, with nothing of it left running, when the test ends.
+// releases it, with every process of it killed, when the test ends.
 func claimUID(t *testing.T) int {
 	t.Helper()
 	testenv.RequireRoot(t)
-	p := PoolFor("")
+	p := testPool()
 	uid, err := p.Claim()
 	if err != nil {
 		t.Fatalf("claim uid: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := KillUntilNone(uid); err != nil {
+		if err := KillAllOfUID(testRange, uid); err != nil {
 			t.Errorf("kill uid %d: %v", uid, err)
 		}
 		p.Release(uid)
 	})
-	if err := KillUntilNone(uid); err != nil {
+	if err := KillAllOfUID(testRange, uid); err != nil {
 		t.Fatal(err)
 	}
 	return uid
@@ -156,4 +164,14 @@ func productionCaps(t *testing.T) []string {
 		t.Fatalf("setpriv (util-linux) is needed to drop capabilities: %v", err)
 	}
 	return []string{setpriv, "--bounding-set=-all,+setuid,+setgid,+chown,+kill", "--"}
+}
+
+// capEffLine returns the CapEff line of a /proc status.
+func capEffLine(status string) string {
+	for _, l := range strings.Split(status, "\n") {
+		if strings.HasPrefix(l, "CapEff:") {
+			return l
+		}
+	}
+	return ""
 }

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,8 +59,9 @@ while time.time() < end:
 
 // hopKill is the hopkill helper: as a child subreaper (so the chain's
 // orphans are reaped at once, not by a slow init), start hopChain as
-// SANDBOX_TEST_UID, wait until it hops, KillUntilNone, and print the CapEff
-// line and how many processes of the uid are left.
+// SANDBOX_TEST_UID, wait until it hops, KillAllOfUID, and print the CapEff
+// line and how many processes of the uid are left once the killed ones
+// finished exiting.
 func hopKill() {
 	uid, _ := strconv.Atoi(os.Getenv("SANDBOX_TEST_UID"))
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -92,11 +93,13 @@ func hopKill() {
 	}
 	status, _ := os.ReadFile("/proc/self/status")
 	fmt.Println(capEffLine(string(status)))
-	if err := KillUntilNone(uid); err != nil {
+	if err := KillAllOfUID(testRange, uid); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	pids, err := Processes(uid)
+	// Until the parent test's deadline, which it passes on.
+	giveUp, _ := time.Parse(time.RFC3339Nano, os.Getenv("SANDBOX_TEST_GIVE_UP"))
+	pids, err := goneBy(uid, giveUp)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -106,7 +109,7 @@ func hopKill() {
 }
 
 // TestKillHoppingChain: a chain whose every process forks its successor
-// and exits is gone after KillUntilNone, run as root and with exactly the
+// and exits is gone after one KillAllOfUID, run as root and with exactly the
 // four production capabilities (CapEff e1).
 func TestKillHoppingChain(t *testing.T) {
 	for _, tt := range []struct {
@@ -123,6 +126,9 @@ func TestKillHoppingChain(t *testing.T) {
 			argv := append(append([]string{}, tt.prefix...), os.Args[0])
 			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.Env = append(os.Environ(), helperEnv+"=hopkill", "SANDBOX_TEST_UID="+strconv.Itoa(uid))
+			if d, ok := testenv.Deadline(t); ok {
+				cmd.Env = append(cmd.Env, "SANDBOX_TEST_GIVE_UP="+d.Format(time.RFC3339Nano))
+			}
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("hopkill helper: %v\n%s", err, out)
@@ -167,7 +173,7 @@ func killedBy(t *testing.T, cmd *exec.Cmd) syscall.Signal {
 func TestKillAllOfUIDSparesOthers(t *testing.T) {
 	uid, other := claimUID(t), claimUID(t)
 	victim, rootProc, otherProc := startAs(t, uid), startAs(t, 0), startAs(t, other)
-	if err := KillAllOfUID(uid); err != nil {
+	if err := KillAllOfUID(testRange, uid); err != nil {
 		t.Fatal(err)
 	}
 	if sig := killedBy(t, victim); sig != syscall.SIGKILL {
@@ -179,7 +185,7 @@ func TestKillAllOfUIDSparesOthers(t *testing.T) {
 			t.Errorf("%s process ended by %v, want SIGTERM (kill(-1) reached it)", name, sig)
 		}
 	}
-	if err := KillAllOfUID(0); err == nil {
+	if err := KillAllOfUID(testRange, 0); err == nil {
 		t.Error("KillAllOfUID(0) was accepted")
 	}
 }
@@ -227,7 +233,7 @@ func TestKillerThreadUnsignalable(t *testing.T) {
 	var r [2]string
 	onOwnThread(func(*bool) error {
 		restored := false
-		err := asKillerLocked(uid, &restored, func() error { r[0] = probe(); return nil })
+		err := asKillerLocked(testRange.Killer(), uid, &restored, func() error { r[0] = probe(); return nil })
 		if err != nil || !restored {
 			r[0] = fmt.Sprintf("asKillerLocked: %v, restored %v", err, restored)
 		}
@@ -283,11 +289,10 @@ os.close(w)
 print(os.read(r, 4096).decode(), end="")
 `
 
-// TestLiveProcessesSeesWhatHides: the probe finds a non-dumpable process
-// and a zombie leader with a live thread, not a plain zombie; the kill
-// then leaves nothing. The processes are started outside Run (whose end
-// would kill them).
-func TestLiveProcessesSeesWhatHides(t *testing.T) {
+// TestKillReachesWhatHides: one KillAllOfUID ends a non-dumpable process
+// and a zombie leader with a live thread, and not another uid's process.
+// The processes are started outside a run (whose end would kill them).
+func TestKillReachesWhatHides(t *testing.T) {
 	uid := claimUID(t)
 	other := startAs(t, claimUID(t))
 	cmd := exec.Command(python, "-E", "-s", "-c", liveProbeAgent)
@@ -297,105 +302,38 @@ func TestLiveProcessesSeesWhatHides(t *testing.T) {
 	if err != nil {
 		t.Fatalf("agent: %v", err)
 	}
-	pids := map[string]int{}
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		var name string
-		var pid int
-		if _, err := fmt.Sscanf(l, "%s %d", &name, &pid); err == nil {
-			pids[name] = pid
-		}
-	}
-	if len(pids) != 4 {
+	if n := strings.Count(string(out), "\n"); n != 4 {
 		t.Fatalf("agent printed %q", out)
 	}
-	// Wait until the zombie leader's leader has exited.
-	testenv.WaitFor(t, "the zombie leader", func() bool {
-		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pids["zombieleader"]))
-		return strings.Contains(string(st), "State:\tZ")
-	})
-	// Probe without killing first: the same probe the kill uses, from the
-	// switched thread.
-	var found []int
-	err = onOwnThread(func(restored *bool) error {
-		return asKillerLocked(uid, restored, func() error {
-			var err error
-			found, err = signalable()
-			return err
-		})
-	})
-	if err != nil {
+	if pids, _ := Processes(uid); len(pids) < 3 {
+		t.Fatalf("the agent left %v, want its daemons alive", pids)
+	}
+	if err := KillAllOfUID(testRange, uid); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"nondumpable", "zombieleader", "zombie", "parent"} {
-		if !slices.Contains(found, pids[name]) {
-			t.Errorf("the probe missed the %s (pid %d): %v", name, pids[name], found)
-		}
-	}
-	if slices.Contains(found, other.Process.Pid) {
-		t.Errorf("the probe found another uid's process %d", other.Process.Pid)
-	}
-	live, err := LiveProcesses(uid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if slices.Contains(live, pids["zombie"]) {
-		t.Errorf("a zombie counted as alive: %v", live)
-	}
-	if err := KillUntilNone(uid); err != nil {
-		t.Fatal(err)
-	}
-	if pids, _ := Processes(uid); len(pids) > 0 {
-		t.Fatalf("left after the kill: %v", pids)
+	if pids, err := gone(t, uid); err != nil || len(pids) > 0 {
+		t.Fatalf("left after the kill: %v %v", pids, err)
 	}
 	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Fatalf("another uid's process was killed: %v", err)
 	}
 }
 
-// TestRetiredUIDWaitsForItsProcesses: a retired uid is not handed out
-// while a process of it is alive, and is released once none is.
-func TestRetiredUIDWaitsForItsProcesses(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	p := newPool(dir, DefaultRange)
-	alive := true
-	p.alive = func(int) ([]int, error) {
-		if alive {
-			return []int{4242}, nil
+// gone waits until no process of uid is alive (Processes), until the
+// test's deadline (the killed processes only have to finish exiting, which
+// on a loaded machine takes a while), and returns those still alive then.
+func gone(t *testing.T, uid int) ([]int, error) {
+	d, _ := testenv.Deadline(t)
+	return goneBy(uid, d)
+}
+
+// goneBy is gone giving up at giveUp (never when zero).
+func goneBy(uid int, giveUp time.Time) ([]int, error) {
+	for {
+		pids, err := Processes(uid)
+		if err != nil || len(pids) == 0 || !giveUp.IsZero() && time.Now().After(giveUp) {
+			return pids, err
 		}
-		return nil, nil
-	}
-	uid, err := p.Claim()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Retire(uid)
-	seen := map[int]bool{}
-	for range DefaultRange.Slots() - 1 {
-		u, err := p.Claim()
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen[u] = true
-	}
-	if seen[uid] || !p.Holds(uid) || !p.Retired(uid) {
-		t.Fatalf("retired uid %d: handed out again %v, held %v", uid, seen[uid], p.Holds(uid))
-	}
-	if _, err := p.Claim(); !errors.Is(err, ErrNoFreeUID) {
-		t.Fatalf("every uid held or retired: Claim gave %v", err)
-	}
-	alive = false
-	// Another test's fork may hold a copy of the lock file's descriptor
-	// until its exec closes it (on a loaded machine, for as long as the
-	// child waits for a core), and the flock fails meanwhile: try until
-	// it is gone. A pool that never releases the uid fails at the test's
-	// deadline.
-	var u int
-	testenv.WaitFor(t, "the retired uid claimed again", func() bool {
-		u, err = p.Claim()
-		return err == nil
-	})
-	if u != uid || p.Retired(uid) {
-		t.Fatalf("after its processes are gone: Claim = %d, %v (retired %v); want %d", u, err, p.Retired(uid), uid)
+		time.Sleep(5 * time.Millisecond)
 	}
 }

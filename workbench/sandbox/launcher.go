@@ -4,9 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -15,45 +14,204 @@ import (
 // launcherArg0 is argv[0] of a launcher process.
 const launcherArg0 = "agentpen-sandbox-launcher"
 
-// launcherErrFD is the descriptor a launcher reports a failure on; the
-// launcher makes it close-on-exec, so the program never sees it.
-const launcherErrFD = 3
+// The descriptors of a launcher: 3 is its report pipe (made close-on-exec
+// before the exec, so the program never sees it); in a namespaced run 4
+// is the cancel pipe and 5..7 the episode's user, mount and network
+// namespaces. Everything from 4 up is closed before the exec.
+const (
+	launcherReportFD = 3
+	launcherCancelFD = 4
+	launcherUserNSFD = 5
+	launcherMntNSFD  = 6
+	launcherNetNSFD  = 7
+)
 
-// The launcher is a static ELF of a few hundred bytes, not a Go program:
-// launcherCode (per architecture) followed by the table of limits. It is
-// kept in a sealed memfd per distinct set of limits and executed through
-// /proc/self/fd; exec'ing it costs tens of microseconds, where a Go
-// launcher's runtime start-up cost about 1.5 ms.
-var launchers struct {
-	mu sync.Mutex
-	fd map[string]int
+// Launcher modes: the header's first word (testdata/launcher_amd64.s).
+const (
+	// modeExec: the launcher runs tableProgram and execs the program.
+	modeExec uint64 = 0
+	// modeNamespaces: the launcher runs tableBefore, forks the PID
+	// namespace's init and the program, and reaps them.
+	modeNamespaces uint64 = 1
+)
+
+// The tables of a launcher, by the number a report carries.
+const (
+	tableBefore  = 0 // the launcher, before it forks
+	tableInit    = 1 // the PID namespace's init
+	tableProgram = 2 // the program's process, before the exec
+	tableAfter   = 3 // the launcher, after it forked
+	tableOwn     = 4 // the launcher's own steps (report only)
+)
+
+// The launcher's memory layout: one read+execute segment holding the ELF
+// header, the program headers, launcherCode, the header, the data the
+// calls point to and the tables, loaded at loadBase; and 64 writable bytes
+// at scratchAddr.
+const (
+	loadBase    = 0x400000
+	scratchAddr = 0x500000
+	ehdrSize    = 64
+	phdrSize    = 56
+	headerSize  = 48
+	entrySize   = 56
+)
+
+// A call is one entry of a launcher table: a system call and its six
+// arguments (numbers, or addresses of the image's data).
+type call struct {
+	nr   uintptr
+	args [6]uint64
+	// ignore: a failure is not reported, and the launcher goes on.
+	ignore bool
+	// what words the call in a failure ("chdir /ws").
+	what string
 }
 
-// launcherPath returns the path (/proc/self/fd/N) of the launcher that
-// sets lims.
-func launcherPath(lims []rlimit) (string, error) {
+func sys(nr uintptr, what string, args ...uint64) call {
+	c := call{nr: nr, what: what}
+	copy(c.args[:], args)
+	return c
+}
+
+// image is a launcher being built: its mode, the data its calls point to,
+// and its tables. The calls' addresses are absolute (the image is not
+// position-independent), so data is laid out right after the header,
+// whose place is fixed, and the tables after the data.
+type image struct {
+	mode   uint64
+	data   []byte
+	tables [4][]call
+}
+
+// dataAddr is where an image's data starts once loaded.
+func dataAddr() uint64 {
+	return loadBase + ehdrSize + 2*phdrSize + uint64(len(launcherCode)) + headerSize
+}
+
+// put appends b to the data, 8-byte aligned, and returns its address.
+func (im *image) put(b []byte) uint64 {
+	for len(im.data)%8 != 0 {
+		im.data = append(im.data, 0)
+	}
+	a := dataAddr() + uint64(len(im.data))
+	im.data = append(im.data, b...)
+	return a
+}
+
+// str puts a NUL-terminated string.
+func (im *image) str(s string) uint64 { return im.put(append([]byte(s), 0)) }
+
+// words puts 64-bit words.
+func (im *image) words(ws ...uint64) uint64 {
+	var b []byte
+	for _, w := range ws {
+		b = binary.LittleEndian.AppendUint64(b, w)
+	}
+	return im.put(b)
+}
+
+func (im *image) add(table int, calls ...call) { im.tables[table] = append(im.tables[table], calls...) }
+
+// executable returns the static ELF64 executable.
+func (im *image) executable() []byte {
+	le := binary.LittleEndian
+	dataEnd := dataAddr() + uint64(len(im.data))
+	for dataEnd%8 != 0 {
+		im.data = append(im.data, 0)
+		dataEnd++
+	}
+	var tables []byte
+	var addrs [4]uint64
+	for i, t := range im.tables {
+		if len(t) == 0 {
+			continue
+		}
+		addrs[i] = dataEnd + uint64(len(tables))
+		tables = le.AppendUint64(tables, uint64(len(t)))
+		for _, c := range t {
+			nr := uint64(c.nr)
+			if c.ignore {
+				nr |= 1 << 32
+			}
+			tables = le.AppendUint64(tables, nr)
+			for _, a := range c.args {
+				tables = le.AppendUint64(tables, a)
+			}
+		}
+	}
+	size := uint64(ehdrSize+2*phdrSize+len(launcherCode)+headerSize+len(im.data)) + uint64(len(tables))
+	img := make([]byte, 0, size)
+	// ELF header: 64-bit, little-endian, version 1, executable.
+	img = append(img, 0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+	img = le.AppendUint16(img, 2) // ET_EXEC
+	img = le.AppendUint16(img, launcherMachine)
+	img = le.AppendUint32(img, 1)
+	img = le.AppendUint64(img, loadBase+ehdrSize+2*phdrSize) // entry
+	img = le.AppendUint64(img, ehdrSize)                     // program headers
+	img = le.AppendUint64(img, 0)                            // no section headers
+	img = le.AppendUint32(img, 0)                            // flags
+	img = le.AppendUint16(img, ehdrSize)
+	img = le.AppendUint16(img, phdrSize)
+	img = le.AppendUint16(img, 2) // two program headers
+	img = le.AppendUint16(img, 0)
+	img = le.AppendUint16(img, 0)
+	img = le.AppendUint16(img, 0)
+	segment := func(flags uint32, vaddr, filesz, memsz uint64) {
+		img = le.AppendUint32(img, 1) // PT_LOAD
+		img = le.AppendUint32(img, flags)
+		img = le.AppendUint64(img, 0) // offset
+		img = le.AppendUint64(img, vaddr)
+		img = le.AppendUint64(img, vaddr)
+		img = le.AppendUint64(img, filesz)
+		img = le.AppendUint64(img, memsz)
+		img = le.AppendUint64(img, 0x1000)
+	}
+	segment(5, loadBase, size, size) // read+execute: the whole file
+	segment(6, scratchAddr, 0, 4096) // read+write: zeroed
+	img = append(img, launcherCode...)
+	img = le.AppendUint64(img, im.mode)
+	for _, a := range addrs {
+		img = le.AppendUint64(img, a)
+	}
+	img = le.AppendUint64(img, scratchAddr)
+	img = append(img, im.data...)
+	return append(img, tables...)
+}
+
+// launcher is a sealed executable memfd of an image, kept for as long as
+// its episode, and the image, to word its reports.
+type launcher struct {
+	file *os.File
+	im   *image
+}
+
+func newLauncher(im *image) (*launcher, error) {
 	if len(launcherCode) == 0 {
-		return "", fmt.Errorf("no sandbox launcher for this architecture")
+		return nil, fmt.Errorf("no sandbox launcher for this architecture")
 	}
-	var key strings.Builder
-	for _, l := range lims {
-		fmt.Fprintf(&key, "%d=%d,", l.resource, l.value)
-	}
-	launchers.mu.Lock()
-	defer launchers.mu.Unlock()
-	if fd, ok := launchers.fd[key.String()]; ok {
-		return "/proc/self/fd/" + strconv.Itoa(fd), nil
-	}
-	fd, err := sealedExecutable(launcherImage(lims))
+	fd, err := sealedExecutable(im.executable())
 	if err != nil {
-		return "", fmt.Errorf("launcher: %w", err)
+		return nil, fmt.Errorf("launcher: %w", err)
 	}
-	if launchers.fd == nil {
-		launchers.fd = map[string]int{}
+	// The child execs /proc/self/fd/N after os/exec has put its own
+	// descriptors at 0..launcherNetNSFD: N must lie above them, or the
+	// child execs whatever it was given there (a namespace, a pipe).
+	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, launcherMinFD)
+	unix.Close(fd)
+	if err != nil {
+		return nil, fmt.Errorf("launcher: %w", err)
 	}
-	launchers.fd[key.String()] = fd
-	return "/proc/self/fd/" + strconv.Itoa(fd), nil
+	return &launcher{file: os.NewFile(uintptr(high), "agentpen-launcher"), im: im}, nil
 }
+
+// launcherMinFD is the lowest descriptor a launcher's memfd may have.
+const launcherMinFD = 64
+
+// path is where the launcher is executed from.
+func (l *launcher) path() string { return "/proc/self/fd/" + strconv.Itoa(int(l.file.Fd())) }
+
+func (l *launcher) close() error { return l.file.Close() }
 
 // sealedExecutable puts image into a close-on-exec memfd that can no
 // longer be written, shrunk or grown, and returns its descriptor.
@@ -82,67 +240,40 @@ func sealedExecutable(image []byte) (int, error) {
 	return fd, nil
 }
 
-// launcherImage is a static ELF64 executable: one read+execute segment
-// holding the header, launcherCode and the limits table (a count, then
-// resource, soft and hard limit per entry, 64 bits each).
-func launcherImage(lims []rlimit) []byte {
-	const (
-		base     = 0x400000
-		ehdrSize = 64
-		phdrSize = 56
-	)
-	le := binary.LittleEndian
-	var table []byte
-	table = le.AppendUint64(table, uint64(len(lims)))
-	for _, l := range lims {
-		table = le.AppendUint64(table, uint64(l.resource))
-		table = le.AppendUint64(table, l.value)
-		table = le.AppendUint64(table, l.value)
-	}
-	size := uint64(ehdrSize + phdrSize + len(launcherCode) + len(table))
-	img := make([]byte, 0, size)
-	// ELF header: 64-bit, little-endian, version 1, executable.
-	img = append(img, 0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-	img = le.AppendUint16(img, 2) // ET_EXEC
-	img = le.AppendUint16(img, launcherMachine)
-	img = le.AppendUint32(img, 1)
-	img = le.AppendUint64(img, base+ehdrSize+phdrSize) // entry
-	img = le.AppendUint64(img, ehdrSize)               // program headers
-	img = le.AppendUint64(img, 0)                      // no section headers
-	img = le.AppendUint32(img, 0)                      // flags
-	img = le.AppendUint16(img, ehdrSize)
-	img = le.AppendUint16(img, phdrSize)
-	img = le.AppendUint16(img, 1) // one program header
-	img = le.AppendUint16(img, 0)
-	img = le.AppendUint16(img, 0)
-	img = le.AppendUint16(img, 0)
-	// PT_LOAD, read+execute, the whole file at base.
-	img = le.AppendUint32(img, 1)
-	img = le.AppendUint32(img, 5)
-	img = le.AppendUint64(img, 0)
-	img = le.AppendUint64(img, base)
-	img = le.AppendUint64(img, base)
-	img = le.AppendUint64(img, size)
-	img = le.AppendUint64(img, size)
-	img = le.AppendUint64(img, 0x1000)
-	img = append(img, launcherCode...)
-	return append(img, table...)
+// A report is one 8-byte record a launcher wrote on its report pipe.
+type report struct {
+	tag   byte // 'F' a call or a fork failed, 'E' the exec, 'X' the program's wait status, 'R' ready
+	table byte
+	index byte
+	value uint32 // errno, or the wait status
 }
 
-// launchFailure words what a launcher reported on launcherErrFD: a tag
-// ('L' a limit, 'E' the exec), the limit's index and the errno.
-func launchFailure(msg []byte, lims []rlimit, program string) string {
-	if len(msg) != 3 {
-		return fmt.Sprintf("launcher said %q", msg)
+func parseReports(b []byte) ([]report, error) {
+	if len(b)%8 != 0 {
+		return nil, fmt.Errorf("launcher reported %q", b)
 	}
-	errno := syscall.Errno(msg[2])
-	switch msg[0] {
-	case 'L':
-		if i := int(msg[1]); i < len(lims) {
-			return fmt.Sprintf("setrlimit %s %d: %v", lims[i].name, lims[i].value, errno)
-		}
-	case 'E':
-		return fmt.Sprintf("exec %s: %v", program, errno)
+	var out []report
+	for ; len(b) > 0; b = b[8:] {
+		out = append(out, report{tag: b[0], table: b[1], index: b[2], value: binary.LittleEndian.Uint32(b[4:8])})
 	}
-	return fmt.Sprintf("launcher said %q", msg)
+	return out, nil
+}
+
+// ownSteps word the launcher's own steps (tableOwn) by index.
+var ownSteps = []string{"fork the PID namespace's init", "fork the program", "pidfd_open of the program"}
+
+// failure words a failure report: what failed, and its errno (an error
+// errors.Is can match).
+func (im *image) failure(r report, program string) error {
+	errno := syscall.Errno(r.value)
+	what := fmt.Sprintf("step %d.%d", r.table, r.index)
+	switch {
+	case r.tag == 'E':
+		what = "exec " + program
+	case r.table == tableOwn && int(r.index) < len(ownSteps):
+		what = ownSteps[r.index]
+	case r.table < tableOwn && int(r.index) < len(im.tables[r.table]):
+		what = im.tables[r.table][r.index].what
+	}
+	return fmt.Errorf("%s: %w", what, errno)
 }

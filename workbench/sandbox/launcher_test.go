@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // TestLauncherCodeMatchesSource: launcherCode is what the assembler makes
@@ -50,8 +50,8 @@ func TestLauncherCodeMatchesSource(t *testing.T) {
 // nothing runs.
 func TestLauncherFailures(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	marker := filepath.Join(dir, "ran")
+	ep := testEpisode(t, testSandbox(t, Unsandboxed))
+	marker := filepath.Join(ep.Dir(), "ran")
 	code := "open(" + strconv.Quote(marker) + ", 'w')"
 	tests := []struct {
 		name   string
@@ -66,7 +66,7 @@ func TestLauncherFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Run(context.Background(), Command{Argv: tt.argv, Dir: dir, UID: -1, Limits: tt.limits, Timeout: 10 * time.Second})
+			_, err := ep.Run(context.Background(), Command{Argv: tt.argv, Limits: tt.limits, Timeout: 10 * time.Second})
 			if !errors.Is(err, ErrLaunch) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err %v, want ErrLaunch with %q", err, tt.want)
 			}
@@ -78,18 +78,28 @@ func TestLauncherFailures(t *testing.T) {
 }
 
 // TestLauncherLeavesNothing: the program gets only its three standard
-// descriptors (not the launcher's error pipe, nor any descriptor the
-// server inherited without close-on-exec), and its argv and environment
-// are exactly the command's.
+// descriptors (not the launcher's report or cancel pipe, nor the
+// episode's namespaces, nor any descriptor the server inherited without
+// close-on-exec), and its argv and environment are exactly the command's,
+// in every mode.
 func TestLauncherLeavesNothing(t *testing.T) {
 	t.Parallel()
+	for _, mode := range []Mode{Namespaces, Unsandboxed} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			launcherLeavesNothing(t, testEpisode(t, testSandbox(t, mode)))
+		})
+	}
+}
+
+func launcherLeavesNothing(t *testing.T, ep *Episode) {
 	code := `import os, sys
 print(sorted(os.listdir("/proc/self/fd")))
 print(sys.argv, sorted(os.environ.items()))
 print(os.path.realpath("/proc/self/exe"))
 `
-	res, err := Run(context.Background(), Command{Argv: []string{python, "-E", "-S", "-c", code, "a1", "a 2"}, Dir: t.TempDir(),
-		Env: []string{"A=1", "LANG=C.UTF-8"}, UID: -1, Timeout: 10 * time.Second})
+	res, err := ep.Run(context.Background(), Command{Argv: []string{python, "-E", "-S", "-c", code, "a1", "a 2"},
+		Env: []string{"A=1", "LANG=C.UTF-8"}, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 )

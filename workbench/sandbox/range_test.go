@@ -65,42 +65,11 @@ func TestRangeShape(t *testing.T) {
 	}
 }
 
-// TestSetRangeOnceUsed: once anything used the range, another cannot be
-// set (a process never hands out uids of two ranges); setting the same one
-// again is harmless.
-func TestSetRangeOnceUsed(t *testing.T) {
-	rangeMu.Lock()
-	saved, savedUsed := current, rangeUsed
-	current, rangeUsed = DefaultRange, false
-	rangeMu.Unlock()
-	t.Cleanup(func() {
-		rangeMu.Lock()
-		current, rangeUsed = saved, savedUsed
-		rangeMu.Unlock()
-	})
-	if err := SetRange(Range{Base: 20000, Count: 1}); err == nil {
-		t.Fatal("SetRange took a range with no episode uid")
-	}
-	r := Range{Base: 40000, Count: 64}
-	if err := SetRange(r); err != nil {
-		t.Fatal(err)
-	}
-	if got := CurrentRange(); got != r {
-		t.Fatalf("CurrentRange %v, want %v", got, r)
-	}
-	if err := SetRange(r); err != nil {
-		t.Fatalf("setting the range in use again: %v", err)
-	}
-	if err := SetRange(DefaultRange); err == nil || !strings.Contains(err.Error(), "already uses 40000-40063") {
-		t.Fatalf("SetRange after use: %v, want a refusal", err)
-	}
-}
-
 // TestPoolStaysInRange: a pool of a small range hands out each episode uid
 // once, never the killer, then reports no free uid.
 func TestPoolStaysInRange(t *testing.T) {
 	r := Range{Base: 40128, Count: 4}
-	p := newPool(t.TempDir(), r)
+	p := NewPool(t.TempDir(), r)
 	var got []int
 	for range r.Slots() {
 		uid, err := p.Claim()

@@ -11,28 +11,26 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultOutputBytes is how much of each output stream Run keeps when
 // Command.OutputBytes is zero.
 const DefaultOutputBytes = 1 << 20
 
-// pipeDrain bounds how long Run waits for the output pipes to close once
-// the program ended and its processes were killed; without a uid a
-// process that left the session may still hold them.
+// pipeDrain bounds how long a run waits for the output pipes to close once
+// its processes were killed. In namespaces every holder is dead by then;
+// without them a process the kill did not reach (another uid's, in the
+// unsandboxed mode) may still hold one.
 const pipeDrain = 2 * time.Second
 
-// Command is one program to run in the sandbox.
+// Command is one program to run in an episode.
 type Command struct {
 	// Argv is the program and its arguments; Argv[0] must be an absolute path.
 	Argv []string
-	// Dir is the directory to run in, entered as the uid.
-	Dir string
 	// Env is the program's whole environment.
 	Env []string
-	// UID is the uid (and gid) to run as; negative runs as the server's
-	// user, unsandboxed.
-	UID int
 	// Limits are the rlimits; zero fields take DefaultLimits.
 	Limits Limits
 	// Stdin is written to the program's standard input; nil gives it
@@ -59,163 +57,249 @@ type Result struct {
 }
 
 // ErrLaunch is returned (wrapped) by Run when the program could not be
-// started: the fork, the credential switch, the directory, the syscall
-// filter, a limit or the exec failed.
+// started: a namespace could not be entered, the fork, the credential
+// switch, the directory, the syscall filter, a limit or the exec failed.
+// The wrapped errno says why.
 var ErrLaunch = errors.New("sandbox launch failed")
 
-// Run runs c (see the package doc) and returns once it ended and, with a
-// uid, no process of the uid is left.
-func Run(ctx context.Context, c Command) (Result, error) {
-	if len(c.Argv) == 0 || !filepath.IsAbs(c.Argv[0]) {
-		return Result{}, fmt.Errorf("run: argv %q: want an absolute program path: %w", c.Argv, ErrLaunch)
-	}
-	lims := c.Limits.WithDefaults().rlimits(c.UID >= 0)
-	launcher, err := launcherPath(lims)
+// Run runs c in the episode (see the package doc) and returns once it
+// ended and none of its processes is left: start, wait, reap.
+func (e *Episode) Run(ctx context.Context, c Command) (Result, error) {
+	p, err := e.start(c)
 	if err != nil {
-		return Result{}, fmt.Errorf("run %s: %w: %w", c.Argv[0], ErrLaunch, err)
+		return Result{}, err
+	}
+	stopped, waitErr := p.wait(ctx, c.Timeout)
+	return p.reap(stopped, waitErr)
+}
+
+// proc is one started program: its launcher process, the pipes it was
+// given and the goroutines reading them.
+//
+// It does not use exec.Cmd's Cancel and WaitDelay: a run ends when every
+// one of its processes is gone, not when the first one exits. In
+// namespaces the launcher itself waits for that (the PID namespace's init
+// dies and the kernel kills the rest) and is told to by closing the
+// cancel pipe, not by a signal; without them the process group and the
+// uid are killed after the program exits. The output pipes are files made
+// here, not os/exec's, so that what a run prints beyond OutputBytes is
+// read and counted, and the launcher has its report pipe besides.
+type proc struct {
+	ep      *Episode
+	l       *launcher
+	cmd     *exec.Cmd
+	program string
+	// cancel is the write end of the cancel pipe (namespaces): closing it
+	// ends the run.
+	cancel *os.File
+	// readEnds are closed to stop the readers when a drain times out.
+	readEnds []*os.File
+	readers  sync.WaitGroup
+	waited   chan error
+	stdout   capped
+	stderr   capped
+	reports  []byte
+}
+
+// capped is what a reader kept of a stream and how much it dropped.
+type capped struct {
+	kept    []byte
+	dropped int64
+}
+
+// start starts c's launcher with its pipes and the readers draining them.
+func (e *Episode) start(c Command) (_ *proc, err error) {
+	if len(c.Argv) == 0 || !filepath.IsAbs(c.Argv[0]) {
+		return nil, fmt.Errorf("run: argv %q: want an absolute program path: %w", c.Argv, ErrLaunch)
+	}
+	l, err := e.launcherFor(c.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w: %w", c.Argv[0], ErrLaunch, err)
 	}
 	keep := c.OutputBytes
 	if keep <= 0 {
 		keep = DefaultOutputBytes
 	}
-
-	var closers []*os.File
+	p := &proc{ep: e, l: l, program: c.Argv[0], waited: make(chan error, 1)}
+	var childEnds []*os.File // the server's copies of the child's ends
 	defer func() {
-		for _, f := range closers {
+		for _, f := range childEnds {
 			f.Close()
+		}
+		if err != nil {
+			for _, f := range p.readEnds {
+				f.Close()
+			}
+			if p.cancel != nil {
+				p.cancel.Close()
+			}
 		}
 	}()
 	pipe := func() (r, w *os.File, err error) {
 		r, w, err = os.Pipe()
 		if err == nil {
-			closers = append(closers, r, w)
+			childEnds = append(childEnds, w)
+			p.readEnds = append(p.readEnds, r)
 		}
 		return r, w, err
 	}
 	outR, outW, err := pipe()
 	if err != nil {
-		return Result{}, fmt.Errorf("run: %w", err)
+		return nil, fmt.Errorf("run: %w", err)
 	}
 	errR, errW, err := pipe()
 	if err != nil {
-		return Result{}, fmt.Errorf("run: %w", err)
+		return nil, fmt.Errorf("run: %w", err)
 	}
-	launchR, launchW, err := pipe()
+	repR, repW, err := pipe()
 	if err != nil {
-		return Result{}, fmt.Errorf("run: %w", err)
+		return nil, fmt.Errorf("run: %w", err)
 	}
-	attr := &syscall.SysProcAttr{Setsid: true}
-	if c.UID >= 0 {
-		attr.Credential = &syscall.Credential{Uid: uint32(c.UID), Gid: uint32(c.UID), Groups: []uint32{}}
+	files := []*os.File{repW} // launcherReportFD
+	if e.ns != nil {
+		cancelR, cancelW, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("run: %w", err)
+		}
+		childEnds = append(childEnds, cancelR)
+		p.cancel = cancelW
+		files = append(files, cancelR, e.ns.user, e.ns.mnt, e.ns.net) // launcherCancelFD..launcherNetNSFD
 	}
-	cmd := &exec.Cmd{
-		Path:        launcher,
+	p.cmd = &exec.Cmd{
+		Path:        l.path(),
 		Args:        append([]string{launcherArg0}, c.Argv...),
 		Env:         c.Env,
-		Dir:         c.Dir,
 		Stdout:      outW,
 		Stderr:      errW,
-		ExtraFiles:  []*os.File{launchW}, // launcherErrFD
-		SysProcAttr: attr,
+		ExtraFiles:  files,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
 	var inW *os.File
 	if c.Stdin != nil {
-		var inR *os.File
-		if inR, inW, err = pipe(); err != nil {
-			return Result{}, fmt.Errorf("run: %w", err)
+		inR, w, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("run: %w", err)
 		}
-		cmd.Stdin = inR
+		childEnds = append(childEnds, inR)
+		inW = w
+		p.cmd.Stdin = inR
 	}
-	if err := startFiltered(cmd); err != nil {
-		return Result{}, fmt.Errorf("run %s in %s: %w: %w", c.Argv[0], c.Dir, ErrLaunch, err)
-	}
-	// Only the child holds the write ends now.
-	outW.Close()
-	errW.Close()
-	launchW.Close()
-
-	var wg sync.WaitGroup
-	var res Result
-	var launchMsg []byte
-	wg.Add(3)
-	go func() { defer wg.Done(); res.Stdout, res.StdoutDropped = readCapped(outR, keep) }()
-	go func() { defer wg.Done(); res.Stderr, res.StderrDropped = readCapped(errR, keep) }()
-	go func() { defer wg.Done(); launchMsg, _ = readCapped(launchR, 4096) }()
-	if inW != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			inW.Write(c.Stdin) // EPIPE when the program does not read it
-			inW.Close()
-		}()
-	}
-
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	var timeout <-chan time.Time
-	if c.Timeout > 0 {
-		timer := time.NewTimer(c.Timeout)
-		defer timer.Stop()
-		timeout = timer.C
-	}
-	var waitErr error
-	select {
-	case waitErr = <-waited:
-	case <-timeout:
-		res.TimedOut = true
-	case <-ctx.Done():
-		res.TimedOut = true
-	}
-	// Nothing the program started may outlive the run: a leftover process
-	// could hold the output pipes or race the server's next step.
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	var killErr error
-	if c.UID >= 0 {
-		// Processes that are only exiting run nothing more of the program:
-		// the run is over (whoever releases the uid checks again).
-		if killErr = KillUntilNone(c.UID); errors.Is(killErr, ErrStillExiting) {
-			killErr = nil
-		}
-	}
-	if res.TimedOut {
-		waitErr = <-waited
-	}
-	drained := make(chan struct{})
-	go func() { wg.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(pipeDrain):
-		// A process outside the uid's reach holds a pipe; stop reading.
-		outR.Close()
-		errR.Close()
-		launchR.Close()
+	if err := p.cmd.Start(); err != nil {
 		if inW != nil {
 			inW.Close()
 		}
+		return nil, fmt.Errorf("run %s: %w: %w", c.Argv[0], ErrLaunch, err)
+	}
+	p.readers.Add(3)
+	go func() { defer p.readers.Done(); p.stdout.kept, p.stdout.dropped = readCapped(outR, keep) }()
+	go func() { defer p.readers.Done(); p.stderr.kept, p.stderr.dropped = readCapped(errR, keep) }()
+	go func() { defer p.readers.Done(); p.reports, _ = readCapped(repR, 4096) }()
+	if inW != nil {
+		p.readers.Add(1)
+		go func() {
+			defer p.readers.Done()
+			inW.Write(c.Stdin) // EPIPE when the program does not read it
+			inW.Close()
+		}()
+		p.readEnds = append(p.readEnds, inW)
+	}
+	go func() { p.waited <- p.cmd.Wait() }()
+	return p, nil
+}
+
+// wait waits for the run to end, or for timeout or ctx, which stop it
+// (and it is waited for all the same). It reports whether it was stopped.
+func (p *proc) wait(ctx context.Context, timeout time.Duration) (stopped bool, err error) {
+	var timer <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case err := <-p.waited:
+		return false, err
+	case <-timer:
+	case <-ctx.Done():
+	}
+	p.stop()
+	return true, <-p.waited
+}
+
+// stop ends the run: in namespaces by closing the cancel pipe (the
+// launcher kills the PID namespace's init, and the kernel every process
+// in it); without them by killing the session and the uid.
+func (p *proc) stop() error {
+	if p.cancel != nil {
+		p.cancel.Close()
+		return nil
+	}
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	if p.ep.uid >= 0 {
+		return KillAllOfUID(p.ep.sb.cfg.Range, p.ep.uid)
+	}
+	return nil
+}
+
+// reap makes sure nothing of the run is left (stop; a no-op in namespaces,
+// where the launcher is gone only once the PID namespace is empty),
+// drains the output and says how the program ended.
+func (p *proc) reap(stopped bool, waitErr error) (Result, error) {
+	killErr := p.stop()
+	drained := make(chan struct{})
+	go func() { p.readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(pipeDrain):
+		// A process out of the kill's reach holds a pipe: stop reading.
+		for _, f := range p.readEnds {
+			f.Close()
+		}
 		<-drained
 	}
-	if len(launchMsg) > 0 {
-		return res, fmt.Errorf("run %s: %s: %w", c.Argv[0], launchFailure(launchMsg, lims, c.Argv[0]), ErrLaunch)
+	for _, f := range p.readEnds {
+		f.Close()
+	}
+	res := Result{Stdout: p.stdout.kept, Stderr: p.stderr.kept, StdoutDropped: p.stdout.dropped, StderrDropped: p.stderr.dropped, TimedOut: stopped}
+	reports, err := parseReports(p.reports)
+	if err != nil {
+		return res, fmt.Errorf("run %s: %w: %w", p.program, ErrLaunch, err)
+	}
+	status, exited := syscall.WaitStatus(0), false
+	for _, r := range reports {
+		switch r.tag {
+		case 'X':
+			status, exited = syscall.WaitStatus(r.value), true
+		default:
+			return res, fmt.Errorf("run %s: %w: %w", p.program, ErrLaunch, p.l.im.failure(r, p.program))
+		}
 	}
 	if killErr != nil {
-		return res, fmt.Errorf("run %s: %w", c.Argv[0], killErr)
+		return res, fmt.Errorf("run %s: %w", p.program, killErr)
 	}
-	res.ExitCode = exitCode(cmd.ProcessState)
 	var exitErr *exec.ExitError
 	if waitErr != nil && !errors.As(waitErr, &exitErr) {
-		return res, fmt.Errorf("run %s: wait: %w", c.Argv[0], waitErr)
+		return res, fmt.Errorf("run %s: wait: %w", p.program, waitErr)
+	}
+	if p.ep.ns != nil {
+		// The launcher reports the program's status; it exits 0 itself.
+		if !exited {
+			return res, fmt.Errorf("run %s: %w: the launcher ended (%v) without the program's status", p.program, ErrLaunch, p.cmd.ProcessState)
+		}
+		res.ExitCode = exitCode(status)
+		return res, nil
+	}
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		res.ExitCode = exitCode(ws)
 	}
 	return res, nil
 }
 
-func exitCode(ps *os.ProcessState) int {
-	if ps == nil {
-		return -1
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+func exitCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
 		return -int(ws.Signal())
 	}
-	return ps.ExitCode()
+	return ws.ExitStatus()
 }
 
 // readCapped reads r to its end, keeping the first keep bytes and counting
@@ -240,4 +324,47 @@ func readCapped(r io.Reader, keep int) ([]byte, int64) {
 			return kept, dropped
 		}
 	}
+}
+
+// programTable is what the program's process does between the fork and the
+// exec (tableProgram): in namespaces, a session of its own; with a uid,
+// drop every group and become the uid;
+// enter dir; set the rlimits, umask 077, no_new_privs and the syscall
+// filter; make the report pipe close-on-exec and close everything above
+// it (a server started with stray descriptors hands none to agent code).
+func programTable(im *image, uid int, dir string, lims []rlimit) error {
+	prog, err := filterProg()
+	if err != nil {
+		return err
+	}
+	if im.mode == modeNamespaces {
+		// The launcher is the session's leader (os/exec's Setsid); the
+		// program leads a session of its own inside its PID namespace.
+		im.add(tableProgram, sys(unix.SYS_SETSID, "setsid"))
+	}
+	if uid >= 0 {
+		u := uint64(uid)
+		im.add(tableProgram,
+			sys(unix.SYS_SETGROUPS, "setgroups []", 0, 0),
+			sys(unix.SYS_SETRESGID, fmt.Sprintf("setgid %d", uid), u, u, u),
+			sys(unix.SYS_SETRESUID, fmt.Sprintf("setuid %d", uid), u, u, u))
+	}
+	im.add(tableProgram, sys(unix.SYS_CHDIR, "chdir "+dir, im.str(dir)))
+	for _, l := range lims {
+		im.add(tableProgram, sys(unix.SYS_PRLIMIT64, fmt.Sprintf("setrlimit %s %d", l.name, l.value), 0, uint64(l.resource), im.words(l.value, l.value), 0))
+	}
+	var filter []byte
+	for _, f := range prog {
+		filter = append(filter, byte(f.Code), byte(f.Code>>8), f.Jt, f.Jf, byte(f.K), byte(f.K>>8), byte(f.K>>16), byte(f.K>>24))
+	}
+	fprog := im.words(uint64(len(prog)), im.put(filter))
+	im.add(tableProgram,
+		sys(unix.SYS_UMASK, "umask 077", 0o77),
+		sys(unix.SYS_PRCTL, "no_new_privs", unix.PR_SET_NO_NEW_PRIVS, 1),
+		sys(unix.SYS_SECCOMP, "install the syscall filter", unix.SECCOMP_SET_MODE_FILTER, 0, fprog),
+		sys(unix.SYS_FCNTL, "close-on-exec of the report pipe", launcherReportFD, unix.F_SETFD, unix.FD_CLOEXEC))
+	closeAbove := sys(unix.SYS_CLOSE_RANGE, "close the descriptors above 3", launcherReportFD+1, 0xffffffff, 0)
+	closeAbove.ignore = true // Linux 5.9; os/exec's descriptors are close-on-exec anyway
+	im.add(tableProgram, closeAbove)
+	return nil
 }

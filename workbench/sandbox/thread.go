@@ -1,16 +1,14 @@
 package sandbox
 
 import (
-	"os/exec"
 	"runtime"
-	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
 // onOwnThread runs fn on an OS thread locked to it that is not the
 // process's main thread, for fn to switch that thread's ids (AsUID,
-// RemoveIPC, KillAllOfUID). fn sets *restored once the thread's ids are
+// KillAllOfUID). fn sets *restored once the thread's ids are
 // back as they were; a thread that could not be restored dies with its
 // goroutine instead of returning to the scheduler.
 //
@@ -58,73 +56,4 @@ func runOffMain(fn func(restored *bool) error, done chan<- error) {
 		}
 	}()
 	done <- fn(&restored)
-}
-
-// startFiltered starts cmd from the spawner: one OS thread of its own
-// (never the main thread) that set no_new_privs and installed the syscall
-// filter on itself once (installFilter). A forked child inherits both from
-// the thread that forked it (os/exec forks from the calling thread), keeps
-// them across exec, and passes them to everything it starts. Neither can
-// be removed from a thread, so the spawner's goroutine keeps its thread
-// locked for the life of the process and does nothing but start
-// processes; the Go runtime starts no thread from a locked one (it hands
-// that to its template thread), so no other thread of the server
-// inherits them. Starts are served one at a time (each takes the fork and
-// the launcher's exec, a fraction of a millisecond).
-func startFiltered(cmd *exec.Cmd) error {
-	spawner.once.Do(func() {
-		spawner.reqs = make(chan spawnRequest)
-		ready := make(chan error, 1)
-		go spawnLoop(ready)
-		spawner.err = <-ready
-	})
-	if spawner.err != nil {
-		return spawner.err
-	}
-	done := make(chan error, 1)
-	spawner.reqs <- spawnRequest{cmd, done}
-	return <-done
-}
-
-// spawner is the process's spawner thread, started on first use.
-var spawner struct {
-	once sync.Once
-	err  error // the filter could not be installed
-	reqs chan spawnRequest
-	tid  int // the spawner thread, for tests
-}
-
-type spawnRequest struct {
-	cmd  *exec.Cmd
-	done chan<- error
-}
-
-// spawnLoop locks its goroutine to a thread other than the main thread
-// for good, installs the filter there and serves start requests.
-func spawnLoop(ready chan<- error) {
-	runtime.LockOSThread()
-	if unix.Gettid() == unix.Getpid() {
-		// On the main thread: move to a goroutine of its own (which cannot
-		// get the main thread while this one holds it), then give the main
-		// thread back unchanged.
-		started := make(chan struct{})
-		go func() {
-			runtime.LockOSThread()
-			close(started)
-			spawnLoop(ready)
-		}()
-		<-started
-		runtime.UnlockOSThread()
-		return
-	}
-	// Locked for good from here.
-	if err := installFilter(); err != nil {
-		ready <- err
-		return
-	}
-	spawner.tid = unix.Gettid()
-	ready <- nil
-	for r := range spawner.reqs {
-		r.done <- r.cmd.Start()
-	}
 }

@@ -87,45 +87,10 @@ func RangeFromEnv(getenv func(string) string) (Range, error) {
 	return r, nil
 }
 
-var (
-	rangeMu   sync.Mutex
-	current   = DefaultRange
-	rangeUsed bool
-)
-
-// SetRange makes r the process's range. It must come before anything uses
-// the range (a Pool, a kill, the shared places); afterwards it fails, so a
-// process never hands out uids of two ranges.
-func SetRange(r Range) error {
-	if err := r.Validate(); err != nil {
-		return err
-	}
-	rangeMu.Lock()
-	defer rangeMu.Unlock()
-	if rangeUsed && r != current {
-		return fmt.Errorf("uid range %v: the sandbox already uses %v", r, current)
-	}
-	current = r
-	return nil
-}
-
-// CurrentRange returns the process's range (DefaultRange unless SetRange
-// changed it) and fixes it: SetRange to another range fails from now on.
-func CurrentRange() Range {
-	rangeMu.Lock()
-	defer rangeMu.Unlock()
-	rangeUsed = true
-	return current
-}
-
-// DefaultLockDir is where uid lock files live unless WORKBENCH_UID_LOCK_DIR
-// names another directory.
-const DefaultLockDir = "/run/agent-workbench/uids"
-
 // ErrNoFreeUID is returned (wrapped) by Claim when every uid is held.
 var ErrNoFreeUID = errors.New("no free sandbox uid: too many live episodes")
 
-// Available reports whether the uid sandbox can be used: the process runs
+// Available reports whether a uid sandbox can be used: the process runs
 // as root.
 func Available() bool { return os.Geteuid() == 0 }
 
@@ -135,57 +100,23 @@ func Available() bool { return os.Geteuid() == 0 }
 // code can reach treat it as hostile.
 func IsSandboxUID(uid int) bool { return uid >= SpaceFirst && uid < SpaceLimit }
 
-// LockDir returns the uid lock directory: WORKBENCH_UID_LOCK_DIR, or
-// DefaultLockDir when that is empty.
-func LockDir() string {
-	if d := os.Getenv("WORKBENCH_UID_LOCK_DIR"); d != "" {
-		return d
-	}
-	return DefaultLockDir
-}
-
-// Pool hands out sandbox uids, each held by an exclusive flock on its own
-// file in Dir. Use PoolFor so every user of one directory in a process
-// shares the rotation.
+// Pool hands out a Range's uids, each held by an exclusive flock on its
+// own file in a directory only root may write, so two workbench processes
+// (or two Sandboxes) on one machine never hand out the same uid, and a
+// process that dies frees its uids with its descriptors.
 type Pool struct {
 	dir string
-	r   Range // CurrentRange when the pool was made
+	r   Range
 
-	mu      sync.Mutex
-	held    map[int]*os.File
-	retired map[int]bool // held until no process of the uid is alive
-	clean   map[int]bool // the lock file said clean when claimed
-	next    int
-
-	// alive reports the uid's live processes; nil means LiveProcesses
-	// (tests replace it).
-	alive func(uid int) ([]int, error)
+	mu   sync.Mutex
+	held map[int]*os.File
+	next int
 }
 
-var (
-	poolsMu sync.Mutex
-	pools   = map[string]*Pool{}
-)
-
-// PoolFor returns the process's pool for the lock directory dir (LockDir()
-// when empty). Its uids are CurrentRange's.
-func PoolFor(dir string) *Pool {
-	if dir == "" {
-		dir = LockDir()
-	}
-	dir = filepath.Clean(dir)
-	poolsMu.Lock()
-	defer poolsMu.Unlock()
-	p, ok := pools[dir]
-	if !ok {
-		p = newPool(dir, CurrentRange())
-		pools[dir] = p
-	}
-	return p
-}
-
-func newPool(dir string, r Range) *Pool {
-	return &Pool{dir: dir, r: r, held: map[int]*os.File{}, retired: map[int]bool{}, clean: map[int]bool{}}
+// NewPool returns a pool of r's uids locked in dir. A Sandbox makes its
+// own; tests that run processes as a sandbox uid claim it from one too.
+func NewPool(dir string, r Range) *Pool {
+	return &Pool{dir: filepath.Clean(dir), r: r, held: map[int]*os.File{}}
 }
 
 // Dir returns the pool's lock directory.
@@ -203,7 +134,6 @@ func (p *Pool) Claim() (int, error) {
 	if err := EnsurePrivateDir(p.dir); err != nil {
 		return 0, err
 	}
-	p.releaseRetiredLocked()
 	slots := p.r.Slots()
 	for step := range slots {
 		slot := (p.next + step) % slots
@@ -224,9 +154,6 @@ func (p *Pool) Claim() (int, error) {
 			return 0, fmt.Errorf("lock %s: %w", path, err)
 		}
 		p.held[uid] = f
-		var mark [1]byte
-		n, _ := f.ReadAt(mark[:], 0)
-		p.clean[uid] = n == 1 && mark[0] == cleanMark
 		p.next = (slot + 1) % slots
 		return uid, nil
 	}
@@ -237,92 +164,10 @@ func (p *Pool) Claim() (int, error) {
 func (p *Pool) Release(uid int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.retired, uid)
-	delete(p.clean, uid)
 	if f, ok := p.held[uid]; ok {
 		delete(p.held, uid)
 		f.Close()
 	}
-}
-
-// The first byte of a uid's lock file says whether its last holder left
-// nothing of it behind (cleanMark) or may have (anything else: dirtyMark,
-// or an empty file that no holder wrote yet).
-const (
-	cleanMark = 'c'
-	dirtyMark = 'd'
-)
-
-// Clean reports whether, when p claimed uid, its lock file said that the
-// previous holder (in any process) released it with nothing of it left:
-// no process, no file in the shared tmp directories, no IPC object, no
-// home. It is false for a uid never used and for one whose holder died
-// while it had given the uid anything.
-func (p *Pool) Clean(uid int) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.clean[uid]
-}
-
-// SetClean records in uid's lock file whether nothing of it is left: a
-// holder sets false before it gives the uid anything (a home, a process)
-// and true once it removed all of it, just before Release. Only a holder
-// may call it.
-func (p *Pool) SetClean(uid int, clean bool) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	f, ok := p.held[uid]
-	if !ok {
-		return fmt.Errorf("mark uid %d: not held", uid)
-	}
-	mark := []byte{dirtyMark}
-	if clean {
-		mark[0] = cleanMark
-	}
-	if _, err := f.WriteAt(mark, 0); err != nil {
-		return fmt.Errorf("mark uid %d: %w", uid, err)
-	}
-	p.clean[uid] = clean
-	return nil
-}
-
-// Retire keeps uid held after its episode ended with processes of the
-// uid still alive (KillUntilNone gave up): no episode gets the uid while
-// they may still run, and a later Claim releases it once none is alive.
-func (p *Pool) Retire(uid int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.held[uid]; ok {
-		p.retired[uid] = true
-	}
-}
-
-// releaseRetiredLocked releases each retired uid that has no live process
-// left (the probe sends SIGKILL again on the way).
-func (p *Pool) releaseRetiredLocked() {
-	alive := p.alive
-	if alive == nil {
-		alive = LiveProcesses
-	}
-	for uid := range p.retired {
-		if left, err := alive(uid); err != nil || len(left) > 0 {
-			continue
-		}
-		delete(p.retired, uid)
-		delete(p.clean, uid)
-		if f, ok := p.held[uid]; ok {
-			delete(p.held, uid)
-			f.Close()
-		}
-	}
-}
-
-// Retired reports whether uid is held by p only until its processes are
-// gone (Retire).
-func (p *Pool) Retired(uid int) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.retired[uid]
 }
 
 // Holds reports whether this process holds uid through p.
@@ -375,10 +220,10 @@ func ensureDir(dir string, mode uint32) error {
 // container can compare what the server runs with what it was given.
 const RangeFileName = "range"
 
-// RecordRange writes CurrentRange (Range.String) to dir/RangeFileName,
-// making dir as EnsurePrivateDir does; the write is atomic (a temporary
-// file renamed over it).
-func RecordRange(dir string) error {
+// RecordRange writes r (Range.String) to dir/RangeFileName, making dir
+// as EnsurePrivateDir does; the write is atomic (a temporary file renamed
+// over it).
+func RecordRange(dir string, r Range) error {
 	if err := EnsurePrivateDir(dir); err != nil {
 		return err
 	}
@@ -386,7 +231,7 @@ func RecordRange(dir string) error {
 	if err != nil {
 		return fmt.Errorf("record uid range: %w", err)
 	}
-	_, werr := f.WriteString(CurrentRange().String() + "\n")
+	_, werr := f.WriteString(r.String() + "\n")
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		os.Remove(f.Name())

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // claimer is a helper process of the test binary holding uids.
@@ -86,7 +86,7 @@ func TestPoolTwoProcesses(t *testing.T) {
 		}
 	}
 	// This process sees them all taken but the rest.
-	p := PoolFor(dir)
+	p := NewPool(dir, testRange)
 	var mine []int
 	for range DefaultRange.Slots() - 2*each {
 		uid, err := p.Claim()
@@ -120,7 +120,7 @@ func TestPoolTwoProcesses(t *testing.T) {
 
 // TestPoolRotation: a released uid is the last to come back.
 func TestPoolRotation(t *testing.T) {
-	p := PoolFor(t.TempDir())
+	p := NewPool(t.TempDir(), testRange)
 	a, err := p.Claim()
 	if err != nil {
 		t.Fatal(err)
@@ -144,47 +144,7 @@ func TestPrivateDirRefused(t *testing.T) {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := PoolFor(dir).Claim(); err == nil {
+	if _, err := NewPool(dir, testRange).Claim(); err == nil {
 		t.Fatal("claimed from a world-writable lock directory")
-	}
-}
-
-// TestPoolCleanMark: the clean mark a holder leaves in the lock file is
-// what the next holder, in another process (here another Pool on the same
-// directory), reads at Claim; a uid never marked, or marked dirty, is not
-// clean.
-func TestPoolCleanMark(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	fresh := func() *Pool {
-		return newPool(dir, DefaultRange)
-	}
-	p := fresh()
-	uid, err := p.Claim()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Clean(uid) {
-		t.Fatal("a uid never used is clean")
-	}
-	for _, tt := range []struct {
-		name  string
-		clean bool
-	}{{"marked_clean", true}, {"marked_dirty", false}, {"clean_again", true}} {
-		if err := p.SetClean(uid, tt.clean); err != nil {
-			t.Fatal(err)
-		}
-		p.Release(uid)
-		p = fresh()
-		got, err := p.Claim()
-		if err != nil || got != uid {
-			t.Fatalf("%s: claim %d, %v; want %d", tt.name, got, err, uid)
-		}
-		if p.Clean(uid) != tt.clean {
-			t.Errorf("%s: Clean = %v, want %v", tt.name, p.Clean(uid), tt.clean)
-		}
-	}
-	if err := fresh().SetClean(uid, true); err == nil {
-		t.Error("SetClean of a uid the pool does not hold was accepted")
 	}
 }

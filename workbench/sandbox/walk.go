@@ -14,10 +14,10 @@ import (
 )
 
 // WalkDepth is how many directories a walk holds open at once; a deeper
-// directory is yielded but not entered (RemoveEntries moves it up instead).
+// directory is yielded but not entered (removeEntries moves it up instead).
 const WalkDepth = 128
 
-// maxPasses bounds RemoveEntries' passes over a tree.
+// maxPasses bounds removeEntries' passes over a tree.
 const maxPasses = 1 << 16
 
 // ErrTooDeep is returned (wrapped) by a strict walk on a tree deeper than
@@ -171,41 +171,29 @@ func readNames(fd int) ([]string, error) {
 	return names, nil
 }
 
-// RemoveEntries removes every entry under the directory root that owned
-// accepts, entering the directories enter accepts. An owned directory gets
-// mode 0700 before it is entered, so a mode the agent took away keeps
-// nothing. An owned directory that cannot be removed is handed to keepDir
-// (when not nil). An owned directory too deep to enter is moved up into
-// root and removed on a later pass, so no depth of tree outlasts it.
-func RemoveEntries(root string, owned, enter func(st *unix.Stat_t) bool, keepDir func(dirfd int, name string)) error {
+// removeEntries removes every entry under the directory root. A directory
+// gets mode 0700 before it is entered, so a mode the agent took away keeps
+// nothing. A directory too deep to enter is moved up into root and
+// removed on a later pass, so no depth of tree outlasts it.
+func removeEntries(root string) error {
 	rootFD, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil // nothing to remove
 	}
 	defer unix.Close(rootFD)
 	descend := func(e *Entry) bool {
-		if !enter(&e.Stat) {
-			return false
-		}
-		if owned(&e.Stat) {
-			chmodDirNoFollow(e.DirFD, e.Name, 0o700)
-		}
+		chmodDirNoFollow(e.DirFD, e.Name, 0o700)
 		return true
 	}
 	for range maxPasses {
 		moved := false
 		err := Walk(root, descend, false, func(e *Entry) error {
-			if !owned(&e.Stat) {
-				return nil
-			}
 			switch {
 			case e.Left:
-				if err := unix.Unlinkat(e.DirFD, e.Name, unix.AT_REMOVEDIR); err != nil && keepDir != nil {
-					keepDir(e.DirFD, e.Name)
-				}
+				unix.Unlinkat(e.DirFD, e.Name, unix.AT_REMOVEDIR)
 			case !e.IsDir():
 				unix.Unlinkat(e.DirFD, e.Name, 0)
-			case e.Depth()+1 >= WalkDepth && enter(&e.Stat):
+			case e.Depth()+1 >= WalkDepth:
 				if unix.Renameat(e.DirFD, e.Name, rootFD, ".wb-deep-"+randomHex()) == nil {
 					moved = true
 				}
@@ -255,8 +243,7 @@ func EmptyDir(dir string) error {
 		return nil
 	}
 	unix.Chmod(dir, 0o700)
-	all := func(*unix.Stat_t) bool { return true }
-	return RemoveEntries(dir, all, all, nil)
+	return removeEntries(dir)
 }
 
 // RemoveTree removes path: a directory with everything in it, even after

@@ -120,52 +120,6 @@ func TestDigest(t *testing.T) {
 	}
 }
 
-// TestRemoveSharedTmp: only the uid's entries go; its own directory that
-// holds another uid's file is handed to root as 1777 and the file stays.
-func TestRemoveSharedTmp(t *testing.T) {
-	a, b := claimUID(t), claimUID(t)
-	shared, err := os.MkdirTemp("", "sbx-shared-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(shared) })
-	if err := os.Chmod(shared, 0o1777); err != nil {
-		t.Fatal(err)
-	}
-	err = AsUID(a, func() error {
-		mustWrite(t, filepath.Join(shared, "a-dir", "deep", "f"), "x")
-		mustWrite(t, filepath.Join(shared, "a-file"), "x")
-		return os.Chmod(filepath.Join(shared, "a-dir"), 0o777)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := AsUID(b, func() error { return os.WriteFile(filepath.Join(shared, "a-dir", "b-file"), []byte("b"), 0o644) }); err != nil {
-		t.Fatal(err)
-	}
-	if err := RemoveSharedTmp(a, []string{shared}); err != nil {
-		t.Fatal(err)
-	}
-	var st unix.Stat_t
-	if err := unix.Lstat(filepath.Join(shared, "a-dir"), &st); err != nil || st.Uid != 0 || st.Mode&0o7777 != 0o1777 {
-		t.Fatalf("a-dir: uid %d mode %#o err %v; want root 1777", st.Uid, st.Mode&0o7777, err)
-	}
-	if _, err := os.Lstat(filepath.Join(shared, "a-dir", "b-file")); err != nil {
-		t.Fatalf("b's file is gone: %v", err)
-	}
-	for _, p := range []string{"a-file", "a-dir/deep"} {
-		if _, err := os.Lstat(filepath.Join(shared, p)); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("%s of uid %d left: %v", p, a, err)
-		}
-	}
-	if err := RemoveSharedTmp(b, []string{shared}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Lstat(filepath.Join(shared, "a-dir", "b-file")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("b's file left after b's sweep: %v", err)
-	}
-}
-
 // TestChmodDirNoFollow: a symlink put in place of a directory never has
 // its target's mode changed; a real directory gets the mode. Both ways
 // (fchmodat2 and the O_PATH fallback) are checked.

@@ -3,7 +3,7 @@ package server
 import "time"
 
 // clock is the time a session's idle reaping runs on: the wall clock, or
-// in tests a fake one they advance (internal/fakeclock), so that a test
+// in tests a fake one they advance (internal/testkit/fakeclock), so that a test
 // says when a session has been idle long enough instead of sleeping past
 // a short timeout that a loaded machine overruns.
 type clock interface {

@@ -6,7 +6,8 @@
 // # Routes
 //
 // POST /reset, POST /step, GET /state, GET /schema, GET /metadata,
-// GET /health and WS /ws, with the body shapes of
+// GET /health and WS /ws, /mcp (see MCP below) and the play page, with
+// the body shapes of
 // docs/openenv-protocol.md. Observations travel as
 // {"observation":{...},"reward":R,"done":D,"metadata":{...}}: done and reward
 // are hoisted out of the observation and the observation's metadata travels
@@ -65,6 +66,36 @@
 // only repeat the first. Handler, mounted without Serve, refuses no peer.
 // The server never trusts proxy headers.
 //
+// # MCP
+//
+// /mcp serves the environment's tools (Config.Tools) over MCP: the
+// standard protocol (the official Go SDK, streamable HTTP; an initialize
+// makes a session, one session is one episode, counted against
+// MaxSessions) and OpenEnv's dialect on the same path (JSON-RPC without
+// the handshake on POST /mcp, WebSocket /mcp, {"type":"mcp"} frames on
+// /ws, and the list_tools and call_tool step actions). A session's first
+// tool call starts its episode (a reset of the bound or default task)
+// and its result leads with the task. docs/openenv-protocol.md §12 has
+// the shapes.
+//
+// # The play page
+//
+// /web (redirecting to /web/), /web/metadata, /web/reset, /web/step,
+// /web/state and WebSocket /ws/ui are OpenEnv's web interface on one
+// shared environment, with a page of plain HTML and JavaScript (web/,
+// and internal/webui's shared pieces) under a strict
+// Content-Security-Policy. docs/openenv-protocol.md §13 has the routes.
+//
+// # Task binding
+//
+// An environment bound to a task (episode.Config.Binding, package bind)
+// refuses a reset naming another task: HTTP /reset and /step answer 422
+// on body.task_id with the binding's message, WebSocket EXECUTION_ERROR.
+// While a --task-file binding has no file yet, every reset (and a
+// stateless step) is refused: 503 {"detail": "this workspace is not bound
+// to a task yet..."} over HTTP, EXECUTION_ERROR over WebSocket; the client
+// is never told the file's path, the log says what is wrong.
+//
 // # Deviations from the Python server
 //
 //   - An unknown task_id on HTTP /reset is 422 (type "value_error", loc
@@ -73,7 +104,6 @@
 //     in Python.
 //   - A WebSocket frame that is JSON but not an object gets SESSION_ERROR and
 //     close 1000, as in Python, with a message that says why.
-//   - MCP routes are not served.
 //   - A WebSocket upgrade whose Origin header names a host other than its
 //     Host header is refused 403 (coder/websocket's check; uvicorn has
 //     none). OpenEnv's clients send no Origin and are never affected; a

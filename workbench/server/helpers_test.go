@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/coder/websocket"
@@ -211,156 +211,12 @@ func startServer(t *testing.T, w *fakeWorld, mutate func(*Config), clk ...clock)
 	return s, ts
 }
 
-// serverError is what EnvClient raises on an error frame:
-// RuntimeError("Server error: {message} (code: {code})").
-type serverError struct {
-	Code    string
-	Message string
-	Data    map[string]any
-}
-
-func (e *serverError) Error() string {
-	return fmt.Sprintf("Server error: %s (code: %s)", e.Message, e.Code)
-}
-
-// envClient follows OpenEnv's EnvClient framing: the base URL turned into
-// ws(s)://…/ws, one JSON text frame per call, one reply read per frame,
-// {"type":"error"} raised, otherwise data parsed without looking at type.
-type envClient struct {
-	c *websocket.Conn
-}
-
-// stepResult is GenericEnvClient's StepResult plus the top-level metadata.
-type stepResult struct {
-	Observation map[string]any
-	Reward      any
-	Done        bool
-	Metadata    map[string]any
-	Raw         json.RawMessage
-}
-
-func wsURL(base string) string {
-	switch {
-	case strings.HasPrefix(base, "http://"):
-		base = "ws://" + strings.TrimPrefix(base, "http://")
-	case strings.HasPrefix(base, "https://"):
-		base = "wss://" + strings.TrimPrefix(base, "https://")
-	case !strings.Contains(base, "://"):
-		base = "ws://" + base
-	}
-	return strings.TrimSuffix(base, "/") + "/ws"
-}
-
-func dialEnv(t *testing.T, ctx context.Context, base string) *envClient {
-	t.Helper()
-	c, _, err := websocket.Dial(ctx, wsURL(base), nil)
-	if err != nil {
-		t.Fatalf("dial %s: %v", base, err)
-	}
-	c.SetReadLimit(100 << 20)
-	t.Cleanup(func() { c.CloseNow() })
-	return &envClient{c: c}
-}
-
-func (e *envClient) send(ctx context.Context, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return e.c.Write(ctx, websocket.MessageText, b)
-}
-
-// roundTrip sends one frame and reads its reply, raising error frames.
-func (e *envClient) roundTrip(ctx context.Context, v any) (json.RawMessage, error) {
-	if err := e.send(ctx, v); err != nil {
-		return nil, err
-	}
-	return e.recv(ctx)
-}
-
-func (e *envClient) recv(ctx context.Context) (json.RawMessage, error) {
-	typ, b, err := e.c.Read(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if typ != websocket.MessageText {
-		return nil, fmt.Errorf("got a %v frame, want text", typ)
-	}
-	var msg struct {
-		Type string          `json:"type"`
-		Data json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(b, &msg); err != nil {
-		return nil, fmt.Errorf("reply %s: %w", b, err)
-	}
-	if msg.Type == "error" {
-		var d map[string]any
-		json.Unmarshal(msg.Data, &d)
-		se := &serverError{Data: d}
-		se.Message, _ = d["message"].(string)
-		se.Code, _ = d["code"].(string)
-		if se.Code == "" {
-			se.Code = "UNKNOWN"
-		}
-		return nil, se
-	}
-	return msg.Data, nil
-}
-
-func parseResult(raw json.RawMessage) (stepResult, error) {
-	var r stepResult
-	var payload struct {
-		Observation map[string]any `json:"observation"`
-		Reward      any            `json:"reward"`
-		Done        bool           `json:"done"`
-		Metadata    map[string]any `json:"metadata"`
-	}
-	if err := json.Unmarshal(raw, &payload); err != nil {
-		return r, err
-	}
-	return stepResult{payload.Observation, payload.Reward, payload.Done, payload.Metadata, raw}, nil
-}
-
-func (e *envClient) reset(ctx context.Context, kw map[string]any) (stepResult, error) {
-	if kw == nil {
-		kw = map[string]any{}
-	}
-	raw, err := e.roundTrip(ctx, map[string]any{"type": "reset", "data": kw})
-	if err != nil {
-		return stepResult{}, err
-	}
-	return parseResult(raw)
-}
-
-func (e *envClient) step(ctx context.Context, action map[string]any) (stepResult, error) {
-	raw, err := e.roundTrip(ctx, map[string]any{"type": "step", "data": action})
-	if err != nil {
-		return stepResult{}, err
-	}
-	return parseResult(raw)
-}
-
-func (e *envClient) state(ctx context.Context) (map[string]any, error) {
-	raw, err := e.roundTrip(ctx, map[string]any{"type": "state"})
-	if err != nil {
-		return nil, err
-	}
-	var st map[string]any
-	return st, json.Unmarshal(raw, &st)
-}
-
-// close is EnvClient.close: a best-effort close frame, then close 1000.
-func (e *envClient) close(ctx context.Context) {
-	e.send(ctx, map[string]any{"type": "close"})
-	e.c.Close(websocket.StatusNormalClosure, "")
-}
-
-// expectClose reads until the server closes, and returns the close status
-// and reason.
-func (e *envClient) expectClose(t *testing.T, ctx context.Context) (websocket.StatusCode, string) {
+// expectClose reads s's connection until the server closes it, and
+// returns the close code and reason.
+func expectClose(t *testing.T, ctx context.Context, s *client.Session) (websocket.StatusCode, string) {
 	t.Helper()
 	for {
-		_, b, err := e.c.Read(ctx)
+		_, b, err := s.Conn().Read(ctx)
 		if err != nil {
 			var ce websocket.CloseError
 			if errors.As(err, &ce) {
@@ -372,10 +228,24 @@ func (e *envClient) expectClose(t *testing.T, ctx context.Context) (websocket.St
 	}
 }
 
+// codeOf is the code of an error frame, "" for any other error.
 func codeOf(err error) string {
-	var se *serverError
+	var se *client.ServerError
 	if errors.As(err, &se) {
 		return se.Code
 	}
 	return ""
+}
+
+// roundTrip writes msg on s's WebSocket as it is and reads its reply,
+// for frames the client's calls never send (a step in MCP's dialect).
+func roundTrip(ctx context.Context, s *client.Session, msg any) (json.RawMessage, error) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Conn().Write(ctx, websocket.MessageText, b); err != nil {
+		return nil, err
+	}
+	return s.Receive(ctx)
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"unicode/utf8"
 
+	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
@@ -99,28 +100,36 @@ func (s *Server) withHTTPEnv(w http.ResponseWriter, r *http.Request, route strin
 	fn(ctx, env)
 }
 
-func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+// readReset reads an HTTP reset body (/reset, /web/reset) as FastAPI
+// validates ResetRequest; a body it refuses is answered here (ok false).
+func readReset(w http.ResponseWriter, r *http.Request) (opts episode.ResetOptions, ok bool) {
 	raw, empty, handled := readBody(w, r)
 	if handled {
-		return
+		return opts, false
 	}
 	obj := object{fields: map[string]json.RawMessage{}}
 	if !empty {
-		var ok bool
 		if obj, ok = decodeObject(raw); !ok {
 			writeValidation(w, []fieldError{bodyObjectError(raw)})
-			return
+			return opts, false
 		}
 	}
 	opts, errs := resetRequest(obj)
 	if errs != nil {
 		writeValidation(w, withLocPrefix(errs, "body"))
+		return opts, false
+	}
+	return opts, true
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	opts, ok := readReset(w, r)
+	if !ok {
 		return
 	}
 	s.withHTTPEnv(w, r, "/reset", func(ctx context.Context, env Env) {
 		obs, err := env.Reset(ctx, opts)
-		if errors.Is(err, tasks.ErrUnknownTask) {
-			writeUnknownTask(w, opts.TaskID)
+		if s.writeRefusedReset(w, err, opts.TaskID) {
 			return
 		}
 		if err != nil {
@@ -150,11 +159,6 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 		writeValidation(w, withLocPrefix(errs, "body"))
 		return
 	}
-	action, errs := validateAction(obj.fields["action"])
-	if errs != nil {
-		writeValidation(w, withURLs(errs))
-		return
-	}
 	// A stateless step builds a fresh environment; a task_id in the body
 	// (an extra key, as /reset takes it) picks the task it is reset to
 	// first, instead of the default one. agentpen's episode proxy sets it
@@ -163,11 +167,24 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 	if v, ok := obj.fields["task_id"]; ok && jsonKind(v) == 's' {
 		json.Unmarshal(v, &taskID)
 	}
+	actionObj, isObject := decodeObject(obj.fields["action"])
+	if a, isMCP, errs := decodeMCPAction(actionObj); isObject && isMCP {
+		if errs != nil {
+			writeValidation(w, withURLs(errs))
+			return
+		}
+		s.stepMCP(w, r, a, taskID)
+		return
+	}
+	action, errs := validateActionObject(actionObj, isObject, obj.fields["action"])
+	if errs != nil {
+		writeValidation(w, withURLs(errs))
+		return
+	}
 	s.withHTTPEnv(w, r, "/step", func(ctx context.Context, env Env) {
 		if taskID != "" {
 			if _, err := env.Reset(ctx, episode.ResetOptions{TaskID: taskID}); err != nil {
-				if errors.Is(err, tasks.ErrUnknownTask) {
-					writeUnknownTask(w, taskID)
+				if s.writeRefusedReset(w, err, taskID) {
 					return
 				}
 				s.log.Error("reset failed", "route", "/step", "err", err)
@@ -176,12 +193,38 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		obs, err := env.Step(ctx, action)
+		if s.writeRefusedReset(w, err, "") {
+			return // the step's own reset (no task_id) was refused
+		}
 		if err != nil {
 			s.log.Error("step failed", "route", "/step", "err", err)
 			writeInternalError(w)
 			return
 		}
 		writeJSON(w, http.StatusOK, envelope(obs))
+	})
+}
+
+// stepMCP answers one of OpenEnv's MCP actions through a stateless
+// HTTP /step: list_tools without an environment, call_tool on a fresh
+// one (reset to taskID, or the bound or default task, first).
+func (s *Server) stepMCP(w http.ResponseWriter, r *http.Request, a mcpAction, taskID string) {
+	if a.kind == "list_tools" {
+		env, _, _ := s.mcpObservation(r.Context(), nil, a, episode.ResetOptions{})
+		writeJSON(w, http.StatusOK, env)
+		return
+	}
+	s.withHTTPEnv(w, r, "/step", func(ctx context.Context, env Env) {
+		out, _, err := s.mcpObservation(ctx, &toolEpisode{env: env}, a, episode.ResetOptions{TaskID: taskID})
+		if s.writeRefusedReset(w, err, taskID) {
+			return
+		}
+		if err != nil {
+			s.log.Error("step failed", "route", "/step", "err", err)
+			writeInternalError(w)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
 	})
 }
 
@@ -233,6 +276,11 @@ func (s *Server) handleSchema(w http.ResponseWriter, _ *http.Request) {
 var metadataKeys = []string{"name", "description", "readme_content", "version", "author", "documentation_url"}
 
 func (s *Server) handleMetadata(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.metadata())
+}
+
+// metadata is Config.Metadata with the six OpenEnv keys always present.
+func (s *Server) metadata() map[string]any {
 	md := map[string]any{}
 	for _, k := range metadataKeys {
 		md[k] = nil
@@ -240,17 +288,57 @@ func (s *Server) handleMetadata(w http.ResponseWriter, _ *http.Request) {
 	for k, v := range s.cfg.Metadata {
 		md[k] = v
 	}
-	writeJSON(w, http.StatusOK, md)
+	return md
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "healthy"})
 }
 
-// writeUnknownTask is the 422 of a task_id the catalogue does not have.
-func writeUnknownTask(w http.ResponseWriter, taskID string) {
+// writeRefusedReset answers a reset refused for its task, and reports
+// whether err was one: a task_id the catalogue does not have, or another
+// than the one the workspace is bound to, is a 422 on body.task_id; a
+// workspace whose binding cannot be read yet (package bind) is a 503.
+func (s *Server) writeRefusedReset(w http.ResponseWriter, err error, taskID string) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, tasks.ErrUnknownTask):
+		writeTaskError(w, taskID, fmt.Sprintf("unknown task_id %q", taskID))
+	case errors.Is(err, bind.ErrOtherTask):
+		writeTaskError(w, taskID, bind.ErrOtherTask.Error())
+	case errors.Is(err, bind.ErrUnbound), errors.Is(err, bind.ErrBadFile):
+		s.logUnbound(err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"detail": unboundMessage(err)})
+	default:
+		return false
+	}
+	return true
+}
+
+// logUnbound logs why a reset was refused for the binding: a bind file
+// that is there but not trusted is an error an operator must see.
+func (s *Server) logUnbound(err error) {
+	if errors.Is(err, bind.ErrBadFile) {
+		s.log.Error("reset refused: the task binding cannot be read", "err", err)
+	} else {
+		s.log.Warn("reset refused: not bound to a task yet", "err", err)
+	}
+}
+
+// unboundMessage is what a client is told when the binding cannot be
+// read: that the workspace is not bound, never the file's path or what
+// is wrong with it (the server logs that).
+func unboundMessage(err error) string {
+	if errors.Is(err, bind.ErrBadFile) {
+		return "this workspace's task binding cannot be read: every reset is refused"
+	}
+	return bind.ErrUnbound.Error()
+}
+
+// writeTaskError is the 422 of a reset refused for its task_id.
+func writeTaskError(w http.ResponseWriter, taskID, msg string) {
 	in, _ := json.Marshal(taskID)
-	msg := fmt.Sprintf("unknown task_id %q", taskID)
 	writeValidation(w, []fieldError{{
 		Type: "value_error", Loc: []any{"body", "task_id"}, Msg: "Value error, " + msg,
 		Input: in, Ctx: map[string]any{"error": msg},

@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/poll"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
+	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/coder/websocket"
 )
 
@@ -134,30 +137,25 @@ func TestServeShutdown(t *testing.T) {
 
 	cctx := testenv.Context(t)
 	base := "http://" + tcp.Addr().String()
-	idle := dialEnv(t, cctx, base)
-	if _, err := idle.reset(cctx, nil); err != nil {
+	idle := workbenchtest.Dial(t, cctx, base)
+	if _, err := idle.Reset(cctx, client.ResetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A session over the unix socket, blocked in a step.
-	uc, _, err := websocket.Dial(cctx, "ws://workbench/ws", &websocket.DialOptions{HTTPClient: unixClient(sock)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer uc.CloseNow()
-	busy := &envClient{c: uc}
+	busy := workbenchtest.Dial(t, cctx, sock)
 	// Both clients keep reading, as a real client's library does, so the
 	// close handshakes complete at once.
 	stepErr := make(chan error, 1)
 	busyClose := make(chan error, 1)
 	go func() {
-		_, err := busy.step(cctx, map[string]any{"tool": "block"})
+		_, err := busy.Step(cctx, "block", nil)
 		stepErr <- err
-		_, err = busy.recv(cctx)
+		_, err = busy.Receive(cctx)
 		busyClose <- err
 	}()
 	idleClose := make(chan error, 1)
 	go func() {
-		_, err := idle.recv(cctx)
+		_, err := idle.Receive(cctx)
 		idleClose <- err
 	}()
 	<-w.blocked
@@ -257,7 +255,7 @@ func TestServeShutdownStalledBody(t *testing.T) {
 	}
 	addr, stop := serveTCP(t, s)
 	c := stalledPost(t, addr)
-	testenv.WaitFor(t, "the request in its handler", func() bool { return s.conns.Active() == 1 })
+	poll.Until(t, "the request in its handler", func() bool { return s.conns.Active() == 1 })
 	// nil: it did not wait for the stalled body's read (readTimeout, 2
 	// minutes, past ShutdownTimeout, would have made it fail).
 	if err := stop(); err != nil {

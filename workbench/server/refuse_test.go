@@ -14,13 +14,11 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/testenv"
-	"github.com/agentpen/agentpen/workbench/sandbox"
+	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/coder/websocket"
 )
-
-// sandboxRange is the uid sandbox's default range (sandbox.DefaultRange).
-func sandboxRange(uid uint32) bool { return sandbox.DefaultRange.Contains(int(uid)) }
 
 // TestRefuseLiveTCP: against the real socket tables, a client whose socket
 // is owned by an "episode" uid (here: this test's own uid, declared one) is
@@ -35,7 +33,7 @@ func TestRefuseLiveTCP(t *testing.T) {
 			_, ts := startServer(t, w, func(c *Config) {
 				c.EpisodeUID = func(uid uint32) bool { return refuse && uid == own }
 			})
-			checkRefusal(t, ts.URL, http.DefaultClient, refuse)
+			checkRefusal(t, ts.URL, refuse)
 			if refuse && w.built() != 0 {
 				t.Errorf("a refused client got %d environments built", w.built())
 			}
@@ -77,7 +75,7 @@ func TestRefuseLiveLinkLocal(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	base := "http://" + net.JoinHostPort(ll, fmt.Sprint(port))
 	base = strings.Replace(base, "%", "%25", 1)
-	checkRefusal(t, base, http.DefaultClient, true)
+	checkRefusal(t, base, true)
 	if w.built() != 0 {
 		t.Errorf("a refused link-local client got %d environments built", w.built())
 	}
@@ -103,11 +101,15 @@ func linkLocalAddr() (string, bool) {
 	return "", false
 }
 
-// checkRefusal makes one HTTP call and one WebSocket session and checks
-// both were refused at accept (the connection closed before any reply)
-// or served.
-func checkRefusal(t *testing.T, base string, hc *http.Client, refuse bool) {
+// checkRefusal makes one HTTP call and one WebSocket session to target (a
+// URL, or a unix socket's path) and checks both were refused at accept
+// (the connection closed before any reply) or served.
+func checkRefusal(t *testing.T, target string, refuse bool) {
 	t.Helper()
+	base, hc := target, http.DefaultClient
+	if strings.HasPrefix(target, "/") {
+		base, hc = "http://workbench", unixClient(target)
+	}
 	resp, err := hc.Post(base+"/reset", "application/json", strings.NewReader(`{}`))
 	if refuse {
 		if err == nil {
@@ -124,8 +126,14 @@ func checkRefusal(t *testing.T, base string, hc *http.Client, refuse bool) {
 		}
 	}
 	ctx := testenv.Context(t)
-	c, wsResp, err := websocket.Dial(ctx, wsURL(base), &websocket.DialOptions{HTTPClient: hc})
 	if refuse {
+		// The handshake alone, to tell no reply at all from a refusal
+		// with a status.
+		tg, err := client.ParseTarget(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, wsResp, err := websocket.Dial(ctx, tg.URL, &websocket.DialOptions{HTTPClient: hc})
 		if err == nil {
 			c.CloseNow()
 			t.Fatal("WS: the upgrade was accepted, want the connection closed")
@@ -135,15 +143,15 @@ func checkRefusal(t *testing.T, base string, hc *http.Client, refuse bool) {
 		}
 		return
 	}
+	s, err := client.Dial(ctx, target)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
-	defer c.CloseNow()
-	ec := &envClient{c: c}
-	if _, err := ec.reset(ctx, nil); err != nil {
+	defer s.Conn().CloseNow()
+	if _, err := s.Reset(ctx, client.ResetOptions{}); err != nil {
 		t.Errorf("WS: %v", err)
-	} else {
-		ec.close(ctx)
+	} else if err := s.Close(); err != nil {
+		t.Errorf("WS close: %v", err)
 	}
 }
 
@@ -196,7 +204,7 @@ func TestRefuseLiveUnix(t *testing.T) {
 			path := serveUnix(t, w, filepath.Join(t.TempDir(), "run"), func(c *Config) {
 				c.EpisodeUID = func(uid uint32) bool { return refuse && uid == own }
 			})
-			checkRefusal(t, "http://workbench", unixClient(path), refuse)
+			checkRefusal(t, path, refuse)
 		})
 	}
 }
@@ -235,21 +243,6 @@ func closedAtAccept(out string) bool {
 		out == fmt.Sprintf("connect-error %d", syscall.EPIPE) || out == "|"
 }
 
-// claimEpisodeUID claims a uid of the sandbox's range from the machine's
-// shared pool (as an episode would), so no other test process hands it to
-// an episode, kills its processes or sweeps its files while this test runs
-// processes as it; released when the test ends.
-func claimEpisodeUID(t *testing.T) uint32 {
-	t.Helper()
-	pool := sandbox.PoolFor("")
-	uid, err := pool.Claim()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pool.Release(uid) })
-	return uint32(uid)
-}
-
 // runAsUID runs clientScript as uid (no groups) and returns its output.
 func runAsUID(t *testing.T, uid uint32, target string) string {
 	t.Helper()
@@ -275,9 +268,9 @@ func TestRefuseSandboxUIDs(t *testing.T) {
 		t.Fatalf("need /usr/bin/python3 (a python the sandbox uid can run): %v", err)
 	}
 	w := newFakeWorld()
-	_, ts := startServer(t, w, func(c *Config) { c.EpisodeUID = sandboxRange })
+	_, ts := startServer(t, w, func(c *Config) { c.EpisodeUID = sandboxtest.InDefaultRange })
 	hostport := strings.TrimPrefix(ts.URL, "http://")
-	uid, other := claimEpisodeUID(t), claimEpisodeUID(t)
+	uid, other := sandboxtest.ClaimUID(t), sandboxtest.ClaimUID(t)
 	if got := runAsUID(t, uid, hostport); !closedAtAccept(got) {
 		t.Errorf("sandbox uid over TCP: %q, want the connection closed", got)
 	}
@@ -287,15 +280,15 @@ func TestRefuseSandboxUIDs(t *testing.T) {
 	if got := runAsUID(t, 30000, hostport); !strings.HasPrefix(got, "HTTP/1.1 200") {
 		t.Errorf("uid outside the sandbox over TCP: %q, want 200", got)
 	}
-	checkRefusal(t, ts.URL, http.DefaultClient, false)
+	checkRefusal(t, ts.URL, false)
 
 	// The server's own unix socket: 0600 in a 0700 directory.
 	w2 := newFakeWorld()
-	path := serveUnix(t, w2, filepath.Join(t.TempDir(), "run"), func(c *Config) { c.EpisodeUID = sandboxRange })
+	path := serveUnix(t, w2, filepath.Join(t.TempDir(), "run"), func(c *Config) { c.EpisodeUID = sandboxtest.InDefaultRange })
 	if got := runAsUID(t, uid, path); got != fmt.Sprintf("connect-error %d", syscall.EACCES) {
 		t.Errorf("sandbox uid on the unix socket: %q, want EACCES", got)
 	}
-	checkRefusal(t, "http://workbench", unixClient(path), false)
+	checkRefusal(t, path, false)
 
 	// A socket someone made reachable: SO_PEERCRED still refuses.
 	open := t.TempDir()
@@ -303,7 +296,7 @@ func TestRefuseSandboxUIDs(t *testing.T) {
 	os.Chmod(open, 0o755)
 	w3 := newFakeWorld()
 	sub := filepath.Join(open, "run")
-	opath := serveUnix(t, w3, sub, func(c *Config) { c.EpisodeUID = sandboxRange })
+	opath := serveUnix(t, w3, sub, func(c *Config) { c.EpisodeUID = sandboxtest.InDefaultRange })
 	os.Chmod(sub, 0o755)
 	os.Chmod(opath, 0o666)
 	if got := runAsUID(t, uid, opath); !closedAtAccept(got) {

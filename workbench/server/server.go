@@ -80,6 +80,11 @@ type Config struct {
 	// Logger receives one line per session start and end, and every
 	// internal error. Nil discards.
 	Logger *slog.Logger
+	// Tools are the tools /mcp lists and calls (episode.Config.Tools);
+	// none means /mcp lists none.
+	Tools []episode.ToolSpec
+	// Version is the server's version in MCP's initialize answer.
+	Version string
 }
 
 // Server serves Config.Factory's environments over HTTP and WebSocket.
@@ -89,6 +94,9 @@ type Server struct {
 	gate    *gate.Gate
 	handler http.Handler
 	httpSem chan struct{}
+	mcp     *standardMCP // the standard MCP protocol on /mcp
+	rpc     rpcSessions  // OpenEnv's HTTP MCP sessions (openenv/session/create)
+	web     webPlay      // the play page's shared environment
 
 	// readTimeout bounds reading a request, headers and body (not a
 	// WebSocket, whose deadlines end at the upgrade); idleTimeout closes
@@ -155,6 +163,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.gate = g
+	s.mcp = s.newStandardMCP()
 	s.handler = s.routes()
 	return s, nil
 }
@@ -175,6 +184,12 @@ func (s *Server) routes() http.Handler {
 	r.Get("/metadata", s.handleMetadata)
 	r.Get("/health", s.handleHealth)
 	r.Get("/ws", s.handleWS)
+	// /mcp: the standard protocol (an initialize, or a request of a
+	// session it made) and OpenEnv's dialect on one path.
+	r.Post("/mcp", s.handleMCP)
+	r.Get("/mcp", s.handleMCP)
+	r.Delete("/mcp", s.handleMCP)
+	s.webRoutes(r)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
 	})

@@ -101,6 +101,12 @@ var actionFields = map[string]bool{"metadata": true, "tool": true, "args": true}
 // and no url; callers add what their route needs.
 func validateAction(raw json.RawMessage) (episode.Action, []fieldError) {
 	obj, ok := decodeObject(raw)
+	return validateActionObject(obj, ok, raw)
+}
+
+// validateActionObject is validateAction on an action decodeObject has
+// read (ok false: raw is no object), so a large frame is decoded once.
+func validateActionObject(obj object, ok bool, raw json.RawMessage) (episode.Action, []fieldError) {
 	if !ok {
 		return episode.Action{}, []fieldError{{
 			Type:  "model_type",
@@ -243,4 +249,56 @@ func resetKwargs(obj object) (episode.ResetOptions, error) {
 		}
 	}
 	return opts, nil
+}
+
+// mcpAction is one of OpenEnv's MCP actions through step: list_tools, or
+// call_tool with its tool's name and arguments.
+type mcpAction struct {
+	kind string
+	tool string
+	args json.RawMessage
+}
+
+// mcpActionFields are the fields of ListToolsAction and CallToolAction.
+var mcpActionFields = map[string]map[string]bool{
+	"list_tools": {"type": true, "metadata": true},
+	"call_tool":  {"type": true, "metadata": true, "tool_name": true, "arguments": true},
+}
+
+// decodeMCPAction reads an action (decoded by decodeObject) with a
+// "type" key as OpenEnv reads its MCP actions (ListToolsAction,
+// CallToolAction: extra keys forbidden, tool_name required, arguments an
+// object); isMCP is false for an action without one (a workbench action,
+// for validateActionObject).
+func decodeMCPAction(obj object) (a mcpAction, isMCP bool, errs []fieldError) {
+	rawType, ok := obj.fields["type"]
+	if !ok {
+		return a, false, nil
+	}
+	if jsonKind(rawType) != 's' || json.Unmarshal(rawType, &a.kind) != nil || mcpActionFields[a.kind] == nil {
+		return a, true, []fieldError{{Type: "literal_error", Loc: []any{"type"}, Msg: "Input should be 'list_tools' or 'call_tool'",
+			Input: rawType, Ctx: map[string]any{"expected": "'list_tools' or 'call_tool'"}}}
+	}
+	if v, ok := obj.fields["metadata"]; ok && jsonKind(v) != 'o' {
+		errs = append(errs, dictTypeError("metadata", v))
+	}
+	if a.kind == "call_tool" {
+		if v, ok := obj.fields["tool_name"]; !ok {
+			errs = append(errs, fieldError{Type: "missing", Loc: []any{"tool_name"}, Msg: "Field required", Input: obj.raw()})
+		} else if jsonKind(v) != 's' || json.Unmarshal(v, &a.tool) != nil {
+			errs = append(errs, fieldError{Type: "string_type", Loc: []any{"tool_name"}, Msg: "Input should be a valid string", Input: v})
+		}
+		if v, ok := obj.fields["arguments"]; ok {
+			if jsonKind(v) != 'o' {
+				errs = append(errs, dictTypeError("arguments", v))
+			}
+			a.args = v
+		}
+	}
+	for _, k := range obj.keys {
+		if !mcpActionFields[a.kind][k] {
+			errs = append(errs, fieldError{Type: "extra_forbidden", Loc: []any{k}, Msg: "Extra inputs are not permitted", Input: obj.fields[k]})
+		}
+	}
+	return a, true, errs
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/coder/websocket"
 )
@@ -135,7 +136,8 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			map[string]any{"factory_name": s.cfg.FactoryName}))
 		return
 	}
-	sess := &session{srv: s, c: c, env: env, started: s.clock.Now(), gone: &gone}
+	sess := &session{srv: s, c: c, env: env, started: s.clock.Now(), gone: &gone,
+		rpc: &rpcSession{id: newSessionID(), ep: &toolEpisode{env: env}}}
 	s.log.Info("session start", "remote", r.RemoteAddr, "active", active)
 	closed := false
 	defer func() {
@@ -160,7 +162,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 
 // refuseSession sends a start-of-session error, then waits for the client's
 // first frame, refusalGrace or shutdown before closing with 1000.
-func (s *Server) refuseSession(ctx context.Context, c *websocket.Conn, frames <-chan frame, reply wsReply) {
+func (s *Server) refuseSession(ctx context.Context, c *websocket.Conn, frames <-chan frame, reply any) {
 	if err := writeFrame(ctx, c, reply); err != nil {
 		return
 	}
@@ -193,6 +195,9 @@ type session struct {
 	env     Env
 	started time.Time
 	gone    *atomic.Bool // the reader saw the client go
+	// rpc is the session's environment as {"type":"mcp"} frames and
+	// call_tool actions call it.
+	rpc *rpcSession
 
 	// What the end-of-session log line reports.
 	episodeID string
@@ -281,6 +286,7 @@ var envelopeFields = map[string]map[string]bool{
 	"step":  {"type": true, "data": true},
 	"state": {"type": true},
 	"close": {"type": true},
+	"mcp":   {"type": true, "data": true},
 }
 
 // handle answers one frame as OpenEnv's /ws loop does.
@@ -321,7 +327,7 @@ func (ss *session) handle(ctx context.Context, f frame) (*wsReply, outcome) {
 	}
 	data, hasData := msg.fields["data"]
 	switch {
-	case typ == "step" && !hasData:
+	case (typ == "step" || typ == "mcp") && !hasData:
 		errs = append([]fieldError{{Type: "missing", Loc: []any{"data"}, Msg: "Field required", Input: msg.raw()}}, errs...)
 	case hasData && allowed["data"] && jsonKind(data) != 'o':
 		errs = append([]fieldError{dictTypeError("data", data)}, errs...)
@@ -335,6 +341,14 @@ func (ss *session) handle(ctx context.Context, f frame) (*wsReply, outcome) {
 		return nil, endSession
 	case "state":
 		return &wsReply{Type: "state", Data: stateOf(ss.env.State())}, keepOpen
+	case "mcp":
+		// OpenEnv's JSON-RPC on the session's own environment.
+		req, rerr := decodeRPC(data)
+		resp := rpcResponse{ID: req.ID, Err: rerr}
+		if rerr == nil {
+			resp = ss.srv.handleRPC(ctx, req, ss.rpc)
+		}
+		return &wsReply{Type: "mcp", Data: resp}, active
 	case "reset":
 		obj := object{fields: map[string]json.RawMessage{}}
 		if hasData {
@@ -344,13 +358,31 @@ func (ss *session) handle(ctx context.Context, f frame) (*wsReply, outcome) {
 		if err == nil {
 			var obs episode.Observation
 			if obs, err = ss.env.Reset(ctx, opts); err == nil {
+				ss.rpc.ep.markStarted()
 				ss.observe(obs)
 				return &wsReply{Type: "observation", Data: envelope(obs)}, active
 			}
 		}
+		if errors.Is(err, bind.ErrUnbound) || errors.Is(err, bind.ErrBadFile) {
+			ss.srv.logUnbound(err)
+		}
 		return executionError(err), active
 	default: // step
-		action, verrs := validateAction(data)
+		obj, isObject := decodeObject(data)
+		if a, isMCP, verrs := decodeMCPAction(obj); isObject && isMCP {
+			if verrs != nil {
+				return validationReply(withURLs(verrs)), keepOpen
+			}
+			env, tc, err := ss.srv.mcpObservation(ctx, ss.rpc.ep, a, episode.ResetOptions{})
+			if err != nil {
+				return executionError(err), active
+			}
+			if a.kind == "call_tool" {
+				ss.observe(tc.obs)
+			}
+			return &wsReply{Type: "observation", Data: env}, active
+		}
+		action, verrs := validateActionObject(obj, isObject, data)
 		if verrs != nil {
 			return validationReply(verrs), keepOpen
 		}
@@ -358,6 +390,7 @@ func (ss *session) handle(ctx context.Context, f frame) (*wsReply, outcome) {
 		if err != nil {
 			return executionError(err), active
 		}
+		ss.rpc.ep.markStarted()
 		ss.observe(obs)
 		return &wsReply{Type: "observation", Data: envelope(obs)}, active
 	}
@@ -370,8 +403,11 @@ func validationReply(errs []fieldError) *wsReply {
 
 func executionError(err error) *wsReply {
 	msg := err.Error()
-	if errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, context.Canceled):
 		msg = "the server is shutting down: " + msg
+	case errors.Is(err, bind.ErrUnbound), errors.Is(err, bind.ErrBadFile):
+		msg = unboundMessage(err)
 	}
 	r := errorReply(CodeExecutionError, msg, nil)
 	return &r

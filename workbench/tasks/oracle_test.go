@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentpen/agentpen/internal/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // oracleVariants are the variants every family's oracle is run on.

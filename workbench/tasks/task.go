@@ -252,3 +252,19 @@ func Build(id string) (*Task, error) {
 	}
 	return t, nil
 }
+
+// Known is the catalogue as campaign.Validate consults it: nil for a task
+// id the episode server serves, else an error whose text is the field's
+// message (what is wrong, and where the catalogue is listed).
+func Known(id string) error {
+	if _, _, err := ParseID(id); err != nil {
+		return fmt.Errorf("has a malformed variant: want domain/family@N with N in 0..%d", MaxVariant)
+	}
+	if _, err := Lookup(id); err != nil {
+		if errors.Is(err, ErrUnknownTask) {
+			return errors.New("is not in the workbench catalogue (workbench tasks lists it)")
+		}
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package attest
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentpen/agentpen/campaign"
+)
+
+// catalogueScenarios are the evidence the catalogue test runs Evaluate
+// on: between them they make the evaluator emit every check it can. A
+// check that only some evidence makes (a failure path, a topology, an
+// egress probe) gets a scenario here; a new check gets an entry in
+// catalogue.go.
+var catalogueScenarios = []struct {
+	name    string
+	fixture string
+	edit    func(t *testing.T, f *fixture)
+}{
+	{"internal", "internal", nil},
+	{"nat", "nat", nil},
+	{"no_info", "nat", func(t *testing.T, f *fixture) { f.obs.Info = Raw{Err: "the daemon did not answer"} }},
+	{"unplannable", "nat", func(t *testing.T, f *fixture) { f.src.Spec = campaign.CampaignSpec{} }},
+	{"intents_without_labels", "nat", func(t *testing.T, f *fixture) {
+		for i := range f.src.Records {
+			f.src.Records[i].Labels = nil
+		}
+	}},
+}
+
+// index and label are the parts of a check's name that vary by campaign.
+var (
+	index = regexp.MustCompile(`\[[0-9]+\]`)
+	label = regexp.MustCompile(`\.label\..*$`)
+)
+
+// catalogueID is the catalogue's id of a check's name.
+func catalogueID(name string) string {
+	return label.ReplaceAllString(index.ReplaceAllString(name, "[i]"), ".label.<key>")
+}
+
+// TestCatalogueComplete: the catalogue lists exactly the checks the
+// evaluator emits (by catalogueID), so agentpen checks and docs/checks.md
+// describe every check a report can hold, and nothing else.
+func TestCatalogueComplete(t *testing.T) {
+	emitted := map[string]string{} // id -> the first scenario emitting it
+	for _, sc := range catalogueScenarios {
+		f := loadFixture(t, sc.fixture)
+		if sc.edit != nil {
+			sc.edit(t, f)
+		}
+		rep := Evaluate(f.src, f.obs)
+		for _, name := range append(slices.Collect(maps.Keys(rep.Checks())), rep.FailedChecks...) {
+			if _, ok := emitted[catalogueID(name)]; !ok {
+				emitted[catalogueID(name)] = sc.name
+			}
+		}
+	}
+	listed := map[string]bool{}
+	for _, c := range Catalogue() {
+		if listed[c.ID] {
+			t.Errorf("the catalogue lists %s twice", c.ID)
+		}
+		listed[c.ID] = true
+		if c.Section == "" || c.Proves == "" || c.Evidence == "" || c.CannotProve == "" {
+			t.Errorf("%s: every entry says its section, what it proves, from which evidence, and what it cannot prove", c.ID)
+		}
+	}
+	var missing, extra []string
+	for _, id := range slices.Sorted(maps.Keys(emitted)) {
+		if !listed[id] {
+			missing = append(missing, fmt.Sprintf("%s (scenario %s)", id, emitted[id]))
+		}
+	}
+	for _, c := range Catalogue() {
+		if _, ok := emitted[c.ID]; !ok {
+			extra = append(extra, c.ID)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("the evaluator emits checks the catalogue (attest/catalogue.go) does not list:\n  %s", strings.Join(missing, "\n  "))
+	}
+	if len(extra) > 0 {
+		t.Errorf("the catalogue lists checks no scenario makes the evaluator emit (add a scenario to catalogueScenarios, or drop the entry):\n  %s", strings.Join(extra, "\n  "))
+	}
+}

@@ -1,0 +1,79 @@
+// Package launcher is the launcher API that agentpen serve runs: campaigns
+// over HTTP, and an episode proxy that unmodified OpenEnv clients reach
+// each workspace through. It sits at the top of the house, beside cmd: a
+// consumer of adapter (the Docker work, behind a backend interface it
+// owns) and of store (what each campaign is), never of Docker itself.
+//
+// # Routes
+//
+// The operations are Huma v2 operations on a chi router, so the OpenAPI
+// 3.1 document (GET /v1/openapi.json) is generated from the Go types:
+// POST /v1/campaigns (the spec agentpen up takes, validated as it does:
+// campaign.ParseSpec with the workbench catalogue; adapter.Up brings the
+// campaign up and attests it, and removes it again when it does not
+// attest), GET /v1/campaigns, GET and DELETE
+// /v1/campaigns/{id} (delete returns the cleanup report, and only a
+// verified cleanup is a 200), GET /v1/campaigns/{id}/workspaces (opaque
+// agent ids and base_urls), POST and GET /v1/campaigns/{id}/attestation
+// (fresh or stored report), GET /v1/campaigns/{id}/cleanup. GET /healthz
+// and GET /metrics (Prometheus, on a registry of the server's own) are
+// plain handlers, described in the same document. Every error, from Huma
+// or from the router, the auth check or the proxy, is an RFC 9457 problem
+// in Huma's ErrorModel; a bad spec lists every field it can name, each
+// located by its path ("body.workspaces[1].task_id").
+//
+// Every route but /healthz and the proxy's requires the bearer token,
+// compared in constant time; authentication is attached to those routes,
+// not decided by a path prefix. Requests carry an id (X-Request-Id); the
+// access log names the route pattern, never the path, so no capability,
+// token, body or task id is ever logged.
+//
+// # Campaigns
+//
+// A campaign's state is its journal's (campaign.Fold, through the store),
+// read on every request, never remembered, with the reports the journal
+// names: the list holds every campaign of the state root, and a campaign
+// another process brought up, attested or removed, or that a killed
+// create or delete left half made, reads as it is (campaign.Status: ready,
+// attestation_failed, starting_or_failed, cleanup_failed, removed,
+// unusable). The service keeps in memory only its own
+// operations in progress (creating, deleting) and the proxy's table,
+// which each read reconciles with the files: only a ready campaign's
+// workspaces are served. DELETE removes whatever the journal records as
+// live, in any state (adapter.Cleanup, as agentpen down). Operations on
+// one campaign are serialised by a mutex of its own; the adapter also
+// holds the campaign's flock across processes, and different campaigns
+// proceed in parallel. A create whose client goes away is cancelled, and
+// the adapter rolls the bring-up back by exact id. Close leaves every
+// campaign up and journalled; CleanupAll removes every campaign that is
+// not removed (agentpen serve --cleanup-on-exit). One service serves a
+// state root (agentpen serve holds store.Root.LockServe).
+//
+// # Episode proxy
+//
+// Each workspace's base_url is PublicURL/episode/<capability>. The
+// capability, an HMAC-SHA256 under the server key (KeyFile, a secret of
+// the state root: store.Root.Secret) of the campaign id, the generation's instance nonce and the
+// agent id, is the credential: OpenEnv clients send no headers, and a
+// path segment survives every client unchanged. It is derived, never
+// stored, so a restarted service hands out the same base_urls; it names
+// one workspace of one generation, so it never reaches another
+// workspace, another campaign or a later generation of the same id, and
+// it is revoked (404, open sessions closed with 1001) when the campaign
+// is deleted. The proxy serves OpenEnv's routes: WS /ws, relayed full
+// duplex with messages up to MaxFrameBytes, and POST /reset, POST /step,
+// GET /state, /schema, /metadata and /health over HTTP, to the
+// workspace's unix socket (the workbench accepts host root, which the
+// proxy runs as). Frames and bodies pass unchanged but for the task
+// binding: every reset (and every stateless HTTP step) is given the
+// workspace's task_id, whatever the client sent, and a WebSocket step
+// while the session holds no episode of that task (before its first
+// reset, or after a reset that failed) is answered by the proxy with
+// OpenEnv's error frame (EXECUTION_ERROR) and never relayed. A workspace that does
+// not answer is a 502 problem before any upgrade; one lost during a
+// session closes the client with 1011 and a reason that says so.
+//
+// The package does not talk to Docker: everything goes through package
+// adapter (a test keeps the Docker SDK out of its imports). It does not
+// terminate TLS or choose a listener: agentpen serve does.
+package launcher

@@ -1,0 +1,69 @@
+package launcher
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the service's Prometheus series, on a registry of its own
+// (never the client library's global one).
+type metrics struct {
+	reg         *prometheus.Registry
+	campaigns   prometheus.Gauge
+	workspaces  prometheus.Gauge
+	bringUp     *prometheus.HistogramVec
+	cleanup     *prometheus.HistogramVec
+	episodes    prometheus.Gauge
+	proxyErrors *prometheus.CounterVec
+	requests    *prometheus.CounterVec
+}
+
+// Proxy error kinds (the kind label of agentpen_proxy_errors_total).
+const (
+	errKindUnknown     = "unknown_capability" // a capability that names no live workspace
+	errKindDial        = "dial"               // the workspace's socket did not answer
+	errKindBackendLost = "backend_lost"       // the workspace went away mid-session or mid-request
+	errKindRevoked     = "revoked"            // the workspace was removed while in use
+	errKindBadRequest  = "bad_request"        // a body over the limit or unreadable
+)
+
+func newMetrics() *metrics {
+	durations := []float64{0.5, 1, 2, 4, 8, 15, 30, 60, 120}
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		campaigns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "agentpen_campaigns", Help: "Campaigns whose workspaces this service serves (ready), or that it is creating or deleting.",
+		}),
+		workspaces: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "agentpen_workspaces", Help: "Workspaces of ready campaigns reachable through the episode proxy.",
+		}),
+		bringUp: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "agentpen_bringup_duration_seconds", Help: "Campaign creation through the API: bring-up and attestation.", Buckets: durations,
+		}, []string{"outcome"}),
+		cleanup: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "agentpen_cleanup_duration_seconds", Help: "Campaign removal through the API, by cleanup status.", Buckets: durations,
+		}, []string{"status"}),
+		episodes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "agentpen_live_episodes", Help: "WebSocket episode sessions being relayed by the proxy.",
+		}),
+		proxyErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentpen_proxy_errors_total", Help: "Episode proxy failures by kind.",
+		}, []string{"kind"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentpen_http_requests_total", Help: "HTTP requests by route pattern and status code.",
+		}, []string{"route", "code"}),
+	}
+	m.reg.MustRegister(m.campaigns, m.workspaces, m.bringUp, m.cleanup, m.episodes, m.proxyErrors, m.requests,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, k := range []string{errKindUnknown, errKindDial, errKindBackendLost, errKindRevoked, errKindBadRequest} {
+		m.proxyErrors.WithLabelValues(k)
+	}
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}

@@ -1,0 +1,184 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/apikey"
+	"github.com/agentpen/agentpen/attest"
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/store"
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/go-chi/chi/v5"
+)
+
+// Config configures a Server. Its fields are read once, by New.
+type Config struct {
+	// Adapter brings campaigns up, attests and removes them (required).
+	Adapter *adapter.Adapter
+	// Root is the state root the service serves (required; agentpen
+	// serve holds its lock, store.Root.LockServe).
+	Root *store.Root
+	// Token is the bearer token every route but /healthz and the episode
+	// proxy's requires (required; it must pass apikey.Token).
+	Token []byte
+	// Key derives the workspaces' capabilities (required; KeyBytes; see
+	// LoadKey).
+	Key []byte
+	// PublicURL is the scheme, host and port clients reach the service at
+	// ("http://127.0.0.1:8700"); workspace base_urls are PublicURL +
+	// "/episode/<capability>". Empty: base_url is the path alone (a unix
+	// socket listener has no URL an OpenEnv client can dial).
+	PublicURL string
+	// Logger receives access logs and events; nil discards them. Tokens,
+	// keys, capabilities and task ids never reach it.
+	Logger *slog.Logger
+	// Attest configures the attestation run at create and by the attest
+	// route.
+	Attest adapter.AttestOptions
+	// Version is the OpenAPI document's info.version ("" means "dev").
+	Version string
+	// ShutdownGrace bounds how long Close lets API operations in flight
+	// finish before cancelling them (a cancelled bring-up rolls back);
+	// zero means DefaultShutdownGrace.
+	ShutdownGrace time.Duration
+}
+
+// DefaultShutdownGrace is Config.ShutdownGrace when zero.
+const DefaultShutdownGrace = 30 * time.Second
+
+// backend is what the service calls on the adapter: the Docker work.
+// What a campaign is, the service reads from the store itself.
+type backend interface {
+	Up(ctx context.Context, root *store.Root, p *campaign.Plan, opts adapter.UpOptions) (*adapter.UpResult, error)
+	Attest(ctx context.Context, c *store.Campaign, opts adapter.AttestOptions) (*attest.Report, string, error)
+	Cleanup(ctx context.Context, c *store.Campaign, reason string) (*cleanup.Report, string, error)
+	Load(c *store.Campaign) (*adapter.Campaign, error)
+}
+
+// Why a campaign's workspaces stop being served.
+var (
+	errRevoked     = errors.New("the workspace was removed")
+	errNotAttested = errors.New("the campaign failed its attestation")
+	errShutdown    = errors.New("the service is shutting down")
+)
+
+// Server is the launcher API: campaigns over HTTP, and the episode proxy
+// to their workspaces. Build it with New, serve Handler, end with Close.
+type Server struct {
+	cfg     Config
+	be      backend
+	root    *store.Root
+	log     *slog.Logger
+	metrics *metrics
+	api     huma.API
+	router  chi.Router
+
+	// ctx is the parent of every operation's context: Close cancels it
+	// once the grace has passed.
+	ctx    context.Context
+	cancel context.CancelFunc
+	ops    sync.WaitGroup // API operations that create, attest or remove
+	relays sync.WaitGroup // proxy sessions and requests
+	once   sync.Once
+
+	mu        sync.Mutex
+	closed    bool
+	campaigns map[string]*entry
+	routes    map[[32]byte]*route
+}
+
+// New validates cfg and builds the service's router and OpenAPI document.
+// It loads nothing: call Load to serve the campaigns already up in the
+// state root.
+func New(cfg Config) (*Server, error) {
+	if cfg.Adapter == nil {
+		return nil, errors.New("api: Config.Adapter is required")
+	}
+	return newServer(cfg, cfg.Adapter)
+}
+
+var _ backend = (*adapter.Adapter)(nil)
+
+func newServer(cfg Config, be backend) (*Server, error) {
+	if cfg.Root == nil {
+		return nil, errors.New("api: Config.Root is required")
+	}
+	if pol := apikey.Token(); !pol.Check(string(cfg.Token)).OK() {
+		return nil, fmt.Errorf("launcher: %s", pol.Refusal("the bearer token", pol.Check(string(cfg.Token))))
+	}
+	if len(cfg.Key) != KeyBytes {
+		return nil, fmt.Errorf("api: the server key must hold %d bytes", KeyBytes)
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	s := &Server{
+		cfg:       cfg,
+		be:        be,
+		root:      cfg.Root,
+		log:       cfg.Logger,
+		metrics:   newMetrics(),
+		campaigns: map[string]*entry{},
+		routes:    map[[32]byte]*route{},
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.router, s.api = s.buildRouter()
+	return s, nil
+}
+
+// Handler is the service's HTTP handler: the API, /healthz, /metrics and
+// the episode proxy.
+func (s *Server) Handler() http.Handler { return s.router }
+
+// OpenAPI returns the service's OpenAPI document.
+func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
+
+// Close ends the service's own work and leaves every campaign up and
+// journalled: it ends the proxy's sessions (close 1001) and requests,
+// refuses new operations, lets the ones in flight finish for
+// ShutdownGrace (or until ctx is done), then cancels them (a bring-up
+// then rolls back by exact id) and waits for them. Call it after
+// http.Server.Shutdown has stopped the listeners. A second call returns
+// at once.
+func (s *Server) Close(ctx context.Context) error {
+	first := false
+	s.once.Do(func() { first = true })
+	if !first {
+		return nil
+	}
+	s.mu.Lock()
+	s.closed = true
+	for _, rt := range s.routes {
+		rt.shutdown()
+	}
+	s.mu.Unlock()
+	s.relays.Wait()
+	done := make(chan struct{})
+	go func() { s.ops.Wait(); close(done) }()
+	grace := time.NewTimer(s.cfg.ShutdownGrace)
+	defer grace.Stop()
+	var err error
+	select {
+	case <-done:
+	case <-grace.C:
+		s.log.Warn("operations still running after the grace; cancelling them")
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.cancel()
+	<-done
+	return err
+}

@@ -1,0 +1,63 @@
+package probe
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+)
+
+// TestProbeFile (root): what a uid can open, and what root sees, of a
+// root-owned file; the content is never in the result.
+func TestProbeFile(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir, err := os.MkdirTemp("", "probe-file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	const uid = 61234 // any uid but root's: nothing runs as it
+	path := filepath.Join(dir, "task")
+	os.WriteFile(path, []byte("secret/task@1\n"), 0o400)
+	os.Chmod(path, 0o400)
+	link := filepath.Join(dir, "link")
+	os.Symlink(path, link)
+	for _, tt := range []struct {
+		name, path string
+		mode       os.FileMode
+		as         int
+		want       string
+		file       *File
+	}{
+		{"denied", path, 0o400, uid, OutcomeDenied, &File{Regular: true, Mode: "0400", UID: 0}},
+		{"readable_by_others", path, 0o444, uid, OutcomeReadable, &File{Regular: true, Mode: "0444", UID: 0}},
+		{"root_reads", path, 0o400, 0, OutcomeReadable, &File{Regular: true, Mode: "0400", UID: 0}},
+		{"missing", filepath.Join(dir, "none"), 0, uid, OutcomeNotFound, nil},
+		{"link_not_followed", link, 0o444, uid, OutcomeError, &File{Regular: false, Mode: "0777", UID: 0}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.mode != 0 {
+				os.Chmod(path, tt.mode)
+			}
+			res, err := RunBatch(t.Context(), Batch{Probes: []Request{{ID: "f", Kind: KindFile, Path: tt.path, As: tt.as}}}, os.Getenv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := res.Results[0]
+			if o.Outcome != tt.want || (o.File == nil) != (tt.file == nil) || o.File != nil && *o.File != *tt.file {
+				t.Errorf("outcome %s %+v (%s), want %s %+v", o.Outcome, o.File, o.Error, tt.want, tt.file)
+			}
+		})
+	}
+	for _, bad := range []Request{
+		{ID: "rel", Kind: KindFile, Path: "run/task", As: uid},
+		{ID: "unclean", Kind: KindFile, Path: "/run/../task", As: uid},
+		{ID: "as_http", Kind: KindHTTP, URL: "http://127.0.0.1:1/", As: uid},
+	} {
+		if err := (Batch{Probes: []Request{bad}}).Validate(); err == nil {
+			t.Errorf("%s: accepted", bad.ID)
+		}
+	}
+}
