@@ -13,7 +13,13 @@ WITH_DOCKER := eval "$$(scripts/rootless-docker.sh)" &&
 ifeq ($(CI),true)
 export AGENTPEN_REQUIRE_DOCKER := 1
 endif
-TEST_TIMEOUT ?= 15m
+# The one wall-clock bound of a test package's run (go test -timeout): every wait in a test ends
+# at it (internal/testenv), none has a bound of its own. An hour: a hang still fails, a package
+# slowed by a loaded machine and a shared daemon does not (the adapter's took over 15 minutes with
+# other work on 2 cores).
+TEST_TIMEOUT ?= 60m
+# Options of scripts/demo.sh for make run (--json: the results as JSON on stdout).
+DEMO_FLAGS ?=
 FUZZTIME ?= 30s
 BENCHTIME ?= 30x
 # The workbench image make images builds and the tests and make run use. A branch whose
@@ -26,7 +32,7 @@ export AGENTPEN_TEST_WORKBENCH_IMAGE := $(WORKBENCH_IMAGE)
 # without it, so nothing runs twice).
 RACE_PKGS := ./adapter/... ./launcher/... ./store/... ./workbench/server/... ./workbench/grader/... ./workbench/sandbox/... ./internal/...
 
-.PHONY: all deps docker docker-stop build images test unit vet lint fmt-check tidy-check fuzz bench hostile cosign-check run serve clean help
+.PHONY: all deps docker docker-stop build images test unit vet lint shellcheck fmt-check tidy-check fuzz bench hostile cosign-check run serve clean help
 
 all: build
 
@@ -63,7 +69,7 @@ images: docker build ## build the local images: agentpen/python-base:bookworm an
 vet: ## go vet ./...
 	$(GO) vet ./...
 
-lint: ## staticcheck (the version go.mod pins as a tool), and the form of commit messages since d9d57a6 (scripts/commit-check.sh)
+lint: shellcheck ## staticcheck (the version go.mod pins as a tool), shellcheck over scripts/ and .ci/, and the form of commit messages since d9d57a6 (scripts/commit-check.sh)
 	$(GO) tool staticcheck ./...
 	@scripts/commit-check.sh
 
@@ -73,7 +79,11 @@ fmt-check: ## fail when a Go file is not gofmt-formatted
 tidy-check: ## fail when go mod tidy would change go.mod or go.sum
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy (run: go mod tidy):" >&2; $(GO) mod tidy -diff >&2; exit 1; }
 
-test: images vet lint fmt-check tidy-check ## the test command: daemon, images, go vet, staticcheck, gofmt and tidy checks, go test (-race on the concurrent packages; Docker tests fail instead of skip when CI=true)
+shellcheck: ## lint every script in scripts/ and .ci/ (shellcheck, installed by scripts/deps.sh)
+	@command -v shellcheck >/dev/null || { echo "shellcheck is missing: run scripts/deps.sh" >&2; exit 1; }
+	shellcheck -x $$(git ls-files scripts .ci)
+
+test: images vet lint fmt-check tidy-check ## the test command: daemon, images, go vet, staticcheck, shellcheck and commit-message, gofmt and tidy checks, go test (-race on the concurrent packages; Docker tests fail instead of skip when CI=true)
 	@# -count=1: results of tests against the daemon and as root never come from the cache.
 	@$(WITH_DOCKER) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -race $(RACE_PKGS)
 	@$(WITH_DOCKER) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(RACE_PKGS))")
@@ -99,9 +109,9 @@ bench: ## benchmarks against issue 16's targets (as root, with the daemon): prin
 hostile: images ## the hostile corpus under load, a CI step of its own: busy loops on every core, kill_under_load 200 times on this host and in a workspace container (64 min on this shared 2-core machine at load 35-80)
 	@$(WITH_DOCKER) scripts/hostile-load.sh
 
-run: images ## the main job as a launcher sees it: agentpen doctor, then agentpen serve and a campaign through its HTTP API (create, one episode per workspace through the proxy, attest, delete)
+run: images ## the main job as a launcher sees it: agentpen doctor, then agentpen serve and a campaign through its HTTP API (create, one episode per workspace through the proxy, attest, delete); DEMO_FLAGS=--json prints the results as JSON
 	@$(WITH_DOCKER) bin/agentpen doctor
-	@$(WITH_DOCKER) scripts/demo.sh
+	@$(WITH_DOCKER) scripts/demo.sh $(DEMO_FLAGS)
 
 serve: images ## run agentpen serve in the foreground on 127.0.0.1:8700 (token: AGENTPEN_SERVE_TOKEN, else a generated token file)
 	@$(WITH_DOCKER) scripts/serve.sh

@@ -1,7 +1,6 @@
 package agentpen_test
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/google/go-cmp/cmp"
@@ -78,29 +76,10 @@ func TestNewcomerTranscript(t *testing.T) {
 			t.Fatalf("%s is needed to replay the newcomer transcript: %v", tool, err)
 		}
 	}
-	root, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
 	tmp := t.TempDir()
-	checkout := filepath.Join(tmp, "agentpen")
+	checkout := freshCheckout(t, tmp)
 	state := filepath.Join(tmp, "state")
-	for _, d := range []string{checkout, state} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range []string{"scripts", "testdata"} {
-		if err := os.Symlink(filepath.Join(root, name), filepath.Join(checkout, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(checkout, "bin")+"/", "./cmd/...")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	if err := os.Chmod(filepath.Join(checkout, "bin", "workbench"), 0o700); err != nil {
+	if err := os.Mkdir(state, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	image := testenv.WorkbenchImage()
@@ -113,9 +92,7 @@ func TestNewcomerTranscript(t *testing.T) {
 		cmd := strings.ReplaceAll(s.cmd, "agentpen/workbench:dev", image)
 		fmt.Fprintf(&script, "echo '@@step %d'\n{ %s\n} 2>&1\necho \"@@rc $?\"\n", i, cmd)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	sh := exec.CommandContext(ctx, "bash", "-c", script.String())
+	sh := exec.CommandContext(testenv.Context(t), "bash", "-c", script.String())
 	sh.Dir, sh.Env = checkout, env
 	out, err := sh.CombinedOutput()
 	if err != nil {

@@ -1,7 +1,6 @@
 package adapter_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -348,8 +347,7 @@ func contains(s []string, v string) bool {
 // unix socket and requires reward 1.0.
 func playOverSocket(t *testing.T, socket, taskID string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	s, err := wbclient.Dial(ctx, socket)
 	if err != nil {
 		t.Errorf("%s: %v", taskID, err)
@@ -430,8 +428,7 @@ print(json.dumps(r))
 func checkContainment(t *testing.T, ws adapter.Workspace, p *campaign.Plan) {
 	t.Helper()
 	socket, graderURL := ws.Socket, p.Server.URL
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	s := workbenchtest.Dial(t, ctx, socket)
 	if _, err := s.Reset(ctx, wbclient.ResetOptions{TaskID: e2eTasks[1]}); err != nil {
 		t.Fatal(err)

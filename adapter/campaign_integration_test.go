@@ -217,16 +217,12 @@ func TestBringUpNeverReady(t *testing.T) {
 	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d, ReadyTimeout: 3 * time.Second}, "")
 	spec := sleeperSpec(id, img, 1)
 	spec.Workspaces[0].Command = []string{"sh", "-c", "echo workbench-not-starting >&2; sleep 600"}
-	start := time.Now()
 	_, err := a.BringUp(t.Context(), spec)
 	if !errors.Is(err, adapter.ErrNotReady) {
 		t.Fatalf("err = %v; want ErrNotReady", err)
 	}
 	if !strings.Contains(err.Error(), "workspace agent-") || !strings.Contains(err.Error(), "workbench-not-starting") {
 		t.Fatalf("error should name the workspace and carry its last log lines: %v", err)
-	}
-	if el := time.Since(start); el > 60*time.Second {
-		t.Fatalf("took %s", el)
 	}
 	if cs, ns := owned(t, cli, id); len(cs)+len(ns) != 0 {
 		t.Fatalf("rollback left %v %v", cs, ns)
@@ -295,8 +291,7 @@ func TestBringUpKilled(t *testing.T) {
 	}
 	journal := filepath.Join(state, "campaigns", campaign.Key(id), campaign.JournalFile)
 	// Kill it once some workspaces exist and others are on their way.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	if !testenv.Until(t, func() bool {
 		recs, _ := adapter.ReadJournal(journal)
 		created := 0
 		for _, r := range recs {
@@ -304,15 +299,11 @@ func TestBringUpKilled(t *testing.T) {
 				created++
 			}
 		}
-		if created >= 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("bring-up made no progress; child said: %s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return created >= 4
+	}) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("bring-up made no progress; child said: %s", stderr.String())
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -447,14 +438,13 @@ func TestCampaignNATPublish(t *testing.T) {
 			}
 		}
 	}
+	// The port is published by rootlesskit's port driver, which may
+	// come after the server's readiness: until the test's deadline.
 	var resp *http.Response
-	for i := 0; i < 50; i++ {
+	testenv.Until(t, func() bool {
 		resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
-		if err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil
+	})
 	if err != nil {
 		t.Fatalf("published server unreachable on loopback: %v", err)
 	}

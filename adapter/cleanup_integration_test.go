@@ -19,6 +19,7 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/store"
 )
 
@@ -258,7 +259,7 @@ func TestCleanupAfterKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	journal := filepath.Join(state, "campaigns", campaign.Key(id), campaign.JournalFile)
-	waitJournal(t, journal, 3*time.Minute, func(recs []campaign.Record) bool { return countCreated(recs) >= 3 })
+	waitJournal(t, journal, func(recs []campaign.Record) bool { return countCreated(recs) >= 3 })
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	a := adapter.NewHarness(t, &adapter.Adapter{Docker: d}, state)
@@ -305,10 +306,10 @@ func TestInterruptedBringUps(t *testing.T) {
 			go func() { done <- cmd.Wait() }()
 			select {
 			case <-done:
-			case <-time.After(3 * time.Minute):
+			case <-testenv.Context(t).Done():
 				cmd.Process.Kill()
 				<-done
-				t.Fatalf("agentpen did not exit within 3 minutes of %v", sig)
+				t.Fatalf("agentpen did not exit after %v", sig)
 			}
 			a := adapter.NewHarness(t, &adapter.Adapter{Docker: d}, state)
 			if _, err := os.Stat(filepath.Join(a.CampaignDir(id), campaign.JournalFile)); errors.Is(err, os.ErrNotExist) {
@@ -345,17 +346,10 @@ func countCreated(recs []campaign.Record) int {
 	return n
 }
 
-func waitJournal(t *testing.T, path string, timeout time.Duration, ok func([]campaign.Record) bool) {
+func waitJournal(t *testing.T, path string, ok func([]campaign.Record) bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testenv.WaitFor(t, "progress in the journal "+path, func() bool {
 		recs, _ := adapter.ReadJournal(path)
-		if ok(recs) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("journal %s: no progress in %v", path, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ok(recs)
+	})
 }

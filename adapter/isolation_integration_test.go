@@ -12,6 +12,7 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
 	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/agentpen/agentpen/workbench/tasks"
@@ -139,8 +140,7 @@ func TestAgentsCannotReachEachOther(t *testing.T) {
 				}
 				peer = info.NetworkSettings.Networks[c.Plan.Agents[1].Network].IPAddress
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-			defer cancel()
+			ctx := testenv.Context(t)
 			heard, sent := listenAndDial(t, ctx, c, peer)
 			t.Logf("listener heard %v; dialer %v", heard, sent)
 			if heard == nil || sent == nil {
@@ -238,8 +238,7 @@ func TestVsockChannelBetweenWorkspaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	var sent, got map[string]any
 	var wg sync.WaitGroup
 	wg.Go(func() { sent = runCode(t, ctx, c.Workspaces[0].Socket, e2eTasks[0], "ROLE = \"send\"\n"+vsockCode) })
@@ -394,8 +393,7 @@ func TestProcessFloodStaysInItsWorkspace(t *testing.T) {
 		}
 		cs[i] = c
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 
 	// The flood: workspace 0 of campaign 0, for 8 s.
 	flood := make(chan map[string]any, 1)

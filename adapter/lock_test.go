@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -71,8 +70,7 @@ func TestLocksFollowTheDaemonNotTheSpelling(t *testing.T) {
 	}
 	l.Unlock()
 	os.Remove(filepath.Join(la.Path(), key))
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	mine, claimA, err := a.claimUIDBlocks(ctx, 2)
 	if err != nil {
 		t.Fatal(err)

@@ -4,18 +4,35 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 )
 
 // TestProgress: a bring-up reports every network and container created,
 // counted per role, and its rollback every resource it is done with,
 // counted over the teardown, one call at a time.
 func TestProgress(t *testing.T) {
-	a, _ := fakeAdapter(t)
-	a.ReadyTimeout = 300 * time.Millisecond // the fake's workbench never answers: a rollback follows
+	a, fake := fakeAdapter(t)
+	// The fake's workbench never answers. Once all four containers run,
+	// they exit: readiness fails on that (not on ReadyTimeout, which a
+	// loaded machine could reach before the last workspace started) and
+	// a rollback follows.
+	a.ReadyTimeout = time.Hour
+	var exited atomic.Bool
+	fake.OnFunc("GET /containers/{id}/json", func(dockerfake.Call) dockerfake.Reply {
+		cs := fake.Containers()
+		if len(cs) == 4 && !exited.Load() && !slices.ContainsFunc(cs, func(c dockerfake.Container) bool { return !c.Running }) {
+			exited.Store(true)
+			for _, c := range cs {
+				fake.SetRunning(c.ID, false)
+			}
+		}
+		return dockerfake.Pass
+	})
 	var got []string
 	calls := 0
 	a.Progress = func(p Progress) {

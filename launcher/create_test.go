@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // mutate decodes the valid spec, lets edit change it, and re-encodes it.
@@ -281,13 +282,16 @@ func TestCreateNotAttested(t *testing.T) {
 func TestCreateClientGone(t *testing.T) {
 	be := newFakeBackend(t)
 	started, cancelled := make(chan struct{}), make(chan error, 1)
+	deadline := testenv.Context(t)
 	be.bringUp = func(ctx context.Context) error {
 		close(started)
+		// Only the cancellation ends it: a bring-up the client's going
+		// away does not cancel fails at the test's deadline.
 		select {
 		case <-ctx.Done():
 			cancelled <- ctx.Err()
 			return ctx.Err()
-		case <-time.After(10 * time.Second):
+		case <-deadline.Done():
 			cancelled <- nil
 			return nil
 		}

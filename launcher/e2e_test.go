@@ -140,7 +140,7 @@ func randHex(n int) string {
 // it still up, and fails when anything of it remains.
 func (l *liveService) removeOnCleanup(t *testing.T, id string) {
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		ctx, cancel := testenv.CleanupContext(t)
 		defer cancel()
 		c, err := l.root.Open(id)
 		if err != nil {
@@ -195,8 +195,7 @@ func (l *liveService) create(t *testing.T, id string, taskIDs []string) launcher
 // reset asking for another task is refused as bound; a bare one plays
 // the workspace's task.
 func playThroughProxy(t *testing.T, baseURL, bound, asked string) {
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	s, err := client.Dial(ctx, baseURL)
 	if err != nil {
 		t.Errorf("%s: %v", bound, err)
@@ -388,8 +387,7 @@ func checkSocketsBound(t *testing.T, l *liveService, v launcher.CampaignView) {
 // to the workspace's socket (the proxy's added latency per step).
 func measureOverhead(t *testing.T, l *liveService, v launcher.CampaignView) {
 	const n = 200
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	c, err := l.load(t, v.CampaignID)
 	if err != nil {
 		t.Fatal(err)
@@ -483,7 +481,7 @@ func TestTaskIDInvisibleToAgents(t *testing.T) {
 			hexes = append(hexes, `"`+hex.EncodeToString(x)+`"`)
 		}
 		code := fmt.Sprintf(taskScan, "["+strings.Join(hexes, ",")+"]")
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		ctx, cancel := context.WithCancel(testenv.Context(t))
 		e := workbenchtest.Dial(t, ctx, w.BaseURL)
 		if r, err := e.Reset(ctx, client.ResetOptions{}); err != nil || r.Metadata["task_id"] != bound[i] {
 			t.Fatalf("reset: %v, want %s served", err, bound[i])
@@ -550,47 +548,41 @@ func TestAPIClientGoneRollsBack(t *testing.T) {
 		t.Fatalf("the create answered %d before the client gave up", resp.StatusCode)
 	}
 	// The handler finishes the rollback after the client has gone.
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		rep, err := l.verify(t, id)
-		if err == nil && rep.OK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cancelled bring-up left resources: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var err error
+	if !testenv.Until(t, func() bool {
+		rep, verr := l.verify(t, id)
+		err = verr
+		return err == nil && rep.OK
+	}) {
+		t.Fatalf("the cancelled bring-up left resources: %v", err)
 	}
 	// The rollback's verdict, then the bring-up's failure, are journalled
 	// (the second just after the verification can see the removal).
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	if !testenv.Until(t, func() bool {
 		c, err := l.root.Open(id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := c.Read()
+		st, rerr := c.Read()
 		c.Close()
-		if err == nil && st.RollbackNote != "" && st.Cleanup == campaign.CleanupVerified {
-			break
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(l.root.CampaignDir(id), campaign.JournalFile))
-			t.Fatalf("the journal does not record the rollback (%v):\n%s", err, b)
-		}
+		err = rerr
+		return err == nil && st.RollbackNote != "" && st.Cleanup == campaign.CleanupVerified
+	}) {
+		b, _ := os.ReadFile(filepath.Join(l.root.CampaignDir(id), campaign.JournalFile))
+		t.Fatalf("the journal does not record the rollback (%v):\n%s", err, b)
 	}
 	// Listed as removed (its journal says so), with nothing to hand out,
 	// once the handler has returned (it reads creating until then).
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	var listed []byte
+	if !testenv.Until(t, func() bool {
 		code, b := l.call(t, http.MethodGet, "/v1/campaigns", nil)
 		if code != http.StatusOK || bytes.Contains(b, []byte("base_url")) ||
 			!bytes.Contains(b, []byte(`"state":"removed"`)) && !bytes.Contains(b, []byte(`"state":"creating"`)) {
 			t.Fatalf("after the rollback: %d %s", code, b)
 		}
-		if bytes.Contains(b, []byte(`"state":"removed"`)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still creating 30 s after the rollback was verified: %s", b)
-		}
+		listed = b
+		return bytes.Contains(b, []byte(`"state":"removed"`))
+	}) {
+		t.Fatalf("still creating at the test's deadline, long after the rollback was verified: %s", listed)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
 	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
@@ -131,8 +130,7 @@ func playMCPOracle(t *testing.T, task string, call func(tool string, args map[st
 func TestProxyMCPGoSDK(t *testing.T) {
 	const task = "logs/error_count@1"
 	_, base := newMCPFixture(t, task)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	c := sdk.NewClient(&sdk.Implementation{Name: "agentpen-test", Version: "1"}, nil)
 	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: base + "/mcp"}, nil)
 	if err != nil {
@@ -202,8 +200,7 @@ func TestProxyMCPOpenEnv(t *testing.T) {
 	}
 	post(`{"jsonrpc":"2.0","id":4,"method":"openenv/session/close","params":{"session_id":"` + sid + `"}}`)
 
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	wc, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/mcp", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -261,8 +258,7 @@ func tsSDK(t *testing.T) string {
 		b, _ := os.ReadFile(filepath.Join(src, f))
 		os.WriteFile(filepath.Join(tmp, f), b, 0o644)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
 	cmd.Dir = tmp
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -294,8 +290,7 @@ func TestProxyMCPTypeScript(t *testing.T) {
 	if err := os.WriteFile(bridge, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	cmd := exec.CommandContext(ctx, "node", bridge, base+"/mcp")
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()

@@ -1,7 +1,6 @@
 package launcher
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -10,10 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/coder/websocket"
 )
 
@@ -187,9 +186,7 @@ func TestAttestationFailedAfterCreate(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"ok":false`) {
 		t.Fatalf("attest: %d %s", resp.StatusCode, b)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	_, _, err := c.Read(ctx)
+	_, _, err := c.Read(testenv.Context(t))
 	var ce websocket.CloseError
 	if !errors.As(err, &ce) || ce.Code != websocket.StatusGoingAway || !strings.Contains(ce.Reason, "attestation") {
 		t.Fatalf("the open session: %v, want close 1001 naming the attestation", err)

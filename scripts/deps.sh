@@ -6,13 +6,14 @@
 # with; debootstrap builds the local python base image; the Docker packages are installed by
 # scripts/rootless-docker.sh; gcc and libc6-dev are what go test -race needs (cgo); openssl
 # makes API keys (openssl rand -hex 32); chromium-headless-shell is the browser the pages' tests
-# drive (internal/browsertest); nodejs (with its npm) runs the TypeScript MCP SDK test. Run as root;
-# a non-root run only reports what is missing.
+# drive (internal/testkit/browsertest); nodejs (with its npm) runs the TypeScript MCP SDK test;
+# make lint runs shellcheck over the scripts. Run as root; a non-root run only reports what is
+# missing.
 set -euo pipefail
 prog=deps
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
-need=(python3 debootstrap curl ca-certificates openssl make git gcc libc6-dev chromium-headless-shell nodejs)
+need=(python3 debootstrap curl ca-certificates openssl make git gcc libc6-dev chromium-headless-shell nodejs shellcheck)
 missing=()
 for p in "${need[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # lib.sh: what agentpen's scripts share. Source it after naming the script:
 #
 #   prog=python-base

@@ -20,7 +20,7 @@ args=(--state-root "$state")
 if [ -z "${AGENTPEN_SERVE_TOKEN:-}" ]; then
 	token="$state/api/token"
 	if [ ! -s "$token" ]; then
-		mkdir -p -m 0700 "$state/api"
+		(umask 077 && mkdir -p "$state/api")
 		(umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$token")
 	fi
 	args+=(--token-file "$token")

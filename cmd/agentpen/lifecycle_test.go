@@ -313,23 +313,17 @@ func TestCLIInterruptedUp(t *testing.T) {
 			}
 			// Interrupt once a workspace exists.
 			journal := filepath.Join(e.state, "campaigns", campaign.Key(id), campaign.JournalFile)
-			deadline := time.Now().Add(2 * time.Minute)
-			for {
+			if !testenv.Until(t, func() bool {
 				jc, _ := loadJournal(journal)
-				n := 0
 				for _, r := range jc.Records {
 					if r.Op == campaign.OpCreated && r.Role == campaign.RoleWork {
-						n++
+						return true
 					}
 				}
-				if n > 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					cmd.Process.Kill()
-					t.Fatalf("no workspace created:\n%s", stderr.String())
-				}
-				time.Sleep(20 * time.Millisecond)
+				return false
+			}) {
+				cmd.Process.Kill()
+				t.Fatalf("no workspace created:\n%s", stderr.String())
 			}
 			cmd.Process.Signal(sig)
 			if c.twice {

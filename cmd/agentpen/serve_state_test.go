@@ -58,21 +58,18 @@ func startServe(t *testing.T, e *cliEnv, extra ...string) *serveProc {
 			<-p.done
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testenv.WaitFor(t, "serve to answer on "+p.sock, func() bool {
 		if code, _ := p.call(http.MethodGet, "/healthz", nil); code == http.StatusOK {
-			return p
+			return true
 		}
 		select {
 		case <-p.done:
 			t.Fatalf("serve ended: %s", p.stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not answer on %s:\n%s", p.sock, p.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
+	return p
 }
 
 // call sends one request to the service with the token; code 0 when
@@ -98,7 +95,7 @@ func (p *serveProc) stop(sig syscall.Signal) int {
 	p.cmd.Process.Signal(sig)
 	select {
 	case <-p.done:
-	case <-time.After(5 * time.Minute):
+	case <-testenv.Context(p.t).Done():
 		p.t.Fatalf("serve did not stop after %v:\n%s", sig, p.stderr.String())
 	}
 	return p.cmd.ProcessState.ExitCode()
@@ -163,22 +160,14 @@ func TestServeKilledMidCreate(t *testing.T) {
 
 	p := startServe(t, e)
 	go p.call(http.MethodPost, "/v1/campaigns", spec)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		n := 0
+	testenv.WaitFor(t, "a workspace created", func() bool {
 		for _, r := range e.journalOf(id) {
 			if r.Op == campaign.OpCreated && r.Role == campaign.RoleWork && r.Kind == campaign.KindContainer {
-				n++
+				return true
 			}
 		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no workspace created:\n%s", p.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 	p.cmd.Process.Kill()
 	<-p.done
 	for _, r := range e.journalOf(id) {

@@ -198,22 +198,18 @@ func TestServeRestartAndExit(t *testing.T) {
 		go func() {
 			done <- run(ctx, append([]string{"serve", "--listen", "unix://" + sock}, extra...), io.Discard, &errb, e.getenv)
 		}()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testenv.WaitFor(t, "serve to listen on "+sock, func() bool {
 			if c, err := net.Dial("unix", sock); err == nil {
 				c.Close()
-				break
+				return true
 			}
 			select {
 			case err := <-done:
 				t.Fatalf("serve ended: %v\n%s", err, errb.String())
 			default:
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("serve did not listen on %s", sock)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return false
+		})
 		return func() error {
 			cancel()
 			err := <-done
@@ -305,8 +301,7 @@ func TestServeDebugListen(t *testing.T) {
 		done <- run(ctx, []string{"serve", "--listen", "unix://" + sock, "--debug-listen", "127.0.0.1:0", "--log-format", "json"}, io.Discard, &logs, e.getenv)
 	}()
 	var addr string
-	deadline := time.Now().Add(15 * time.Second)
-	for addr == "" {
+	testenv.WaitFor(t, "the profiling address logged", func() bool {
 		for _, line := range strings.Split(logs.String(), "\n") {
 			var rec struct{ Msg, Addr string }
 			if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "serving profiles") {
@@ -318,11 +313,8 @@ func TestServeDebugListen(t *testing.T) {
 			t.Fatalf("serve ended: %v\n%s", err, logs.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no profiling address logged:\n%s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return addr != ""
+	})
 	if !strings.HasPrefix(addr, "http://127.0.0.1:") {
 		t.Fatalf("profiles served at %s, not on loopback", addr)
 	}

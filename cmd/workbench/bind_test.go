@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
@@ -49,8 +48,7 @@ func checkBoundSocket(t *testing.T, sock, bound, other string) {
 	if code, b := post(``); code != http.StatusOK || !strings.Contains(b, `"task_id":"`+bound+`"`) {
 		t.Errorf("bare HTTP /reset on the socket: %d %.300s", code, b)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	w := workbenchtest.Dial(t, ctx, "unix://"+sock)
 	if _, err := w.Reset(ctx, client.ResetOptions{TaskID: other}); err == nil || !strings.Contains(err.Error(), "bound to its task") {
 		t.Errorf("WS reset naming %s on the socket: %v", other, err)
@@ -99,12 +97,10 @@ func TestServeBindFlags(t *testing.T) {
 		{[]string{"--task", "nope/nope"}, "workbench tasks lists the catalogue"},
 		{[]string{"--task-file", "relative/task"}, "absolute"},
 	} {
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		cmd := exec.CommandContext(ctx, binary(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, tt.args...)...)
+		cmd := exec.CommandContext(testenv.Context(t), binary(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, tt.args...)...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err := cmd.Run()
-		cancel()
 		if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(out.String(), tt.want) {
 			t.Errorf("serve %v: exit %d (%v), want 2 saying %q:\n%s", tt.args, code, err, tt.want, out.String())
 		}
@@ -136,8 +132,7 @@ func boundTask(t *testing.T, code, mode string) {
 	r := strings.NewReplacer("{{SOCKET}}", ls.Socket, "{{BIND_FILE}}", filepath.Join(runDir, bind.FileName),
 		"{{OTHER_TASK}}", other, "{{TCP}}", strings.TrimPrefix(ls.URL, "http://"))
 	code = r.Replace(code)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	w := workbenchtest.Dial(t, ctx, ls.URL)
 	if res, err := w.Reset(ctx, client.ResetOptions{}); err != nil || res.Metadata["task_id"] != bound {
 		t.Fatalf("reset: %v %v", err, res.Metadata)

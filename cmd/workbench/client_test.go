@@ -10,10 +10,10 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/client"
 )
 
@@ -124,8 +124,7 @@ func TestClientOracle(t *testing.T) {
 		{s.URL, "logs/error_count@1"},
 	} {
 		t.Run(strings.ReplaceAll(tt.task, "/", "_"), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-			defer cancel()
+			ctx := testenv.Context(t)
 			p := startClient(t, ctx, "--json", tt.target)
 			first, err := p.send("reset " + tt.task)
 			if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
@@ -96,8 +94,7 @@ func TestServeWithRemoteGrader(t *testing.T) {
 	s := workbenchtest.Start(t, bin, []string{"WB_E2E_KEY=" + key}, "serve", "--listen", "127.0.0.1:0", "--log-format", "json",
 		"--home-dir", home, "--grader", "http://"+g.Addr, "--grader-key-env", "WB_E2E_KEY")
 
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	for _, id := range []string{"software/median", "logs/error_count"} {
 		w := workbenchtest.Dial(t, ctx, "http://"+s.Addr)
 		if err := playIsolated(ctx, w, id, strings.ReplaceAll(id, "/", "_")); err != nil {

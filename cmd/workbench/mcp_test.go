@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
@@ -22,8 +20,7 @@ func TestServeMCP(t *testing.T) {
 	testenv.RequireRoot(t)
 	const task = "logs/error_count@1"
 	ls := startServe(t, "--task", task)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	tk, _ := tasks.Build(task)
 	orc, err := oracle.Load(task)
 	if err != nil {

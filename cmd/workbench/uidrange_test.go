@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
@@ -26,8 +24,7 @@ func TestServeUIDRange(t *testing.T) {
 		Env:  []string{"WORKBENCH_UID_BASE=" + strconv.Itoa(base), "WORKBENCH_UID_COUNT=" + strconv.Itoa(count)},
 		Args: []string{"--max-sessions", "3"},
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	task := onePerDomain(t)[0].ID
 	uids := make([]int, 3)
 	var wg sync.WaitGroup
@@ -100,19 +97,9 @@ func TestServeBadUIDRange(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"serve", "--listen", "127.0.0.1:0", "--home-dir", t.TempDir()}, c.args...)
-			cmd := exec.Command(binary(t), args...)
+			cmd := exec.CommandContext(testenv.Context(t), binary(t), args...)
 			cmd.Env = append(os.Environ(), c.env...)
-			done := make(chan struct{})
-			timer := time.AfterFunc(20*time.Second, func() {
-				select {
-				case <-done:
-				default:
-					cmd.Process.Kill()
-				}
-			})
 			out, err := cmd.CombinedOutput()
-			close(done)
-			timer.Stop()
 			ee, ok := err.(*exec.ExitError)
 			if !ok || ee.ExitCode() != c.code {
 				t.Fatalf("serve with %v exited %v, want exit %d:\n%s", c.env, err, c.code, out)

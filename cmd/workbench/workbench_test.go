@@ -12,7 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
@@ -92,8 +91,7 @@ func TestPythonClientPlaysEveryDomain(t *testing.T) {
 			if transport[0] == "--unix" {
 				taskArgs = args[:1] // the transport, not the catalogue, is under test here
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-			defer cancel()
+			ctx := testenv.Context(t)
 			cmd := exec.CommandContext(ctx, "python3", append([]string{"../../testdata/clients/workbench_client.py", "--oracles", oracles}, append(transport, taskArgs...)...)...)
 			out, err := cmd.CombinedOutput()
 			t.Logf("python client:\n%s", out)
@@ -157,8 +155,7 @@ func TestConcurrentEpisodes(t *testing.T) {
 	if len(picks) == 0 {
 		t.Fatal("no oracles")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	const n = 8
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
@@ -220,8 +217,7 @@ func TestAgentCodeRefused(t *testing.T) {
 // reaches them and is refused: closed at accept, EACCES on the socket.
 func agentCodeRefused(t *testing.T, mode string) {
 	ls := startServe(t, "--sandbox", mode)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	w := workbenchtest.Dial(t, ctx, ls.URL)
 	if _, err := w.Reset(ctx, client.ResetOptions{TaskID: onePerDomain(t)[0].ID}); err != nil {
 		t.Fatal(err)

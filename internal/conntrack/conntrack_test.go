@@ -6,7 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
+
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // TestCutReads: a client stalled in its body is counted active and its
@@ -29,20 +30,14 @@ func TestCutReads(t *testing.T) {
 	}
 	defer c.Close()
 	c.Write([]byte("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"))
-	deadline := time.Now().Add(5 * time.Second)
-	for tr.Active() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("active = %d, want 1", tr.Active())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.WaitFor(t, "the connection active", func() bool { return tr.Active() == 1 })
 	tr.CutReads()
 	select {
 	case err := <-readErr:
 		if err == nil {
 			t.Fatal("the stalled read was not cut")
 		}
-	case <-time.After(5 * time.Second):
+	case <-testenv.Context(t).Done():
 		t.Fatal("the stalled read is still pending after CutReads")
 	}
 	bufio.NewReader(c).ReadString('\n') // the reply, if any

@@ -5,14 +5,27 @@ Creates a campaign (POST /v1/campaigns), plays one oracle episode per workspace 
 each workspace's base_url with the standard-library OpenEnv client (workbench_client.py:
 WebSocket at <base_url>/ws, nothing else), fetches the attestation (it must be ok),
 deletes the campaign (the cleanup must be verified), and prints a table (workspace, task,
-reward, steps) and the paths of the JSON reports. Standard library only.
+reward, steps) and the paths of the JSON reports. With --result FILE it also writes the same
+as JSON (schema agentpen.demo.v1, below) to FILE, replaced whole. Standard library only.
 
     launcher_demo.py --api http://127.0.0.1:8700 --image sha256:... --oracles testdata/oracles \
-        --campaign demo-1 software/median@7=code sql/top_customer@3=text
+        --campaign demo-1 --result result.json software/median@7=code sql/top_customer@3=text
 
 The bearer token is read from the environment variable --token-env names (default
 AGENTPEN_SERVE_TOKEN), never from the command line. Exit status 0 when every episode
-reached reward 1.0, the attestation is ok and the cleanup verified; 1 otherwise.
+reached reward 1.0, the attestation is ok and the cleanup verified; 1 otherwise (an episode
+that failed with an error counts as reward 0.0 and the others are still played).
+
+The result file:
+
+    {"schema": "agentpen.demo.v1", "ok": true, "campaign_id": "demo-1",
+     "workspaces": [{"agent_id": "agent-...", "task_id": "software/median@7",
+                     "reward": 1.0, "steps": 4, "error": ""}, ...],
+     "attestation": {"ok": true, "report": ".../attestation-1-1.json"},
+     "cleanup": {"status": "verified", "report": ".../cleanup-1-1.json", "error": ""}}
+
+"ok" is true only when every reward is 1.0, the attestation is ok and the cleanup status is
+"verified"; a run that failed before the campaign was created writes no file.
 """
 
 import argparse
@@ -68,6 +81,7 @@ def main(argv):
     p.add_argument("--image", required=True, help="pinned image of the grader and the workspaces")
     p.add_argument("--oracles", required=True, help="the testdata/oracles directory")
     p.add_argument("--campaign", required=True, help="campaign id")
+    p.add_argument("--result", help="write the results as JSON to this file")
     p.add_argument("tasks", nargs="+", help="TASK_ID=ANSWER_KIND")
     a = p.parse_args(argv)
     token = os.environ.get(a.token_env, "")
@@ -85,39 +99,93 @@ def main(argv):
     cid = campaign["campaign_id"]
     log(f"campaign {cid} ready: {len(campaign['workspaces'])} workspaces, attestation ok={campaign['attestation']['ok']}")
     rows, ok = [], True
+    attestation_ok, cleanup, cleanup_error = False, "not attempted", ""
     try:
         for w in campaign["workspaces"]:
-            task = w["task_id"]
-            family = task.partition("@")[0]
-            with open(os.path.join(a.oracles, family + ".py"), encoding="utf-8") as fh:
-                oracle = fh.read()
-            # base_url is all an OpenEnv client needs; the proxy serves the workspace's task.
-            client = workbench_client.EnvClient(url=w["base_url"])
-            try:
-                result = workbench_client.play(client, task, kinds[task], oracle)
-                steps = client.state()["step_count"]
-            finally:
-                client.close()
-            rows.append((w["agent_id"], task, result["reward"], steps))
-            ok = ok and result["reward"] == 1.0
-        attestation = api.call("GET", f"/v1/campaigns/{cid}/attestation")
-        ok = ok and attestation["ok"]
-        log(f"attestation: ok={attestation['ok']} ({len(attestation['failed_checks'])} failed checks)")
+            row = play(w, kinds, a.oracles)
+            rows.append(row)
+            ok = ok and row["reward"] == 1.0
+        try:
+            attestation = api.call("GET", f"/v1/campaigns/{cid}/attestation")
+            attestation_ok = attestation["ok"] is True
+            log(f"attestation: ok={attestation['ok']} ({len(attestation['failed_checks'])} failed checks)")
+        except APIError as e:
+            log(f"attestation: not read: {e}")
     finally:
         try:
-            report = api.call("DELETE", f"/v1/campaigns/{cid}")
-            cleanup = report["status"]
+            cleanup = api.call("DELETE", f"/v1/campaigns/{cid}")["status"]
         except APIError as e:
-            cleanup = f"NOT verified ({e})"
-            ok = False
-        log(f"cleanup: {cleanup}")
-    print(f"{'workspace':<32} {'task':<28} {'reward':>6} {'steps':>5}")
-    for agent, task, reward, steps in rows:
-        print(f"{agent:<32} {task:<28} {reward:>6.1f} {steps:>5}")
-    print(f"attestation report: {campaign['attestation']['path']}")
-    print(f"cleanup report:     {os.path.join(campaign['state_dir'], 'cleanup.json')}")
-    print(f"cleanup:            {cleanup}")
+            cleanup, cleanup_error = "failed", str(e)
+        log(f"cleanup: {cleanup}" + (f" ({cleanup_error})" if cleanup_error else ""))
+        cleanup_path = cleanup_report(api, cid)
+    ok = ok and attestation_ok and cleanup == "verified"
+    result = {
+        "schema": "agentpen.demo.v1",
+        "ok": ok,
+        "campaign_id": cid,
+        "workspaces": rows,
+        "attestation": {"ok": attestation_ok, "report": campaign["attestation"]["path"]},
+        "cleanup": {
+            "status": cleanup,
+            "report": cleanup_path,
+            "error": cleanup_error,
+        },
+    }
+    if a.result:
+        write_json(a.result, result)
+    print_table(result)
     return 0 if ok else 1
+
+
+def play(w, kinds, oracles):
+    """One oracle episode in workspace w through its base_url; a row of the table. An error
+    is the row's (reward 0.0), so one broken workspace does not hide the others."""
+    task = w["task_id"]
+    row = {"agent_id": w["agent_id"], "task_id": task, "reward": 0.0, "steps": 0, "error": ""}
+    family = task.partition("@")[0]
+    try:
+        with open(os.path.join(oracles, family + ".py"), encoding="utf-8") as fh:
+            oracle = fh.read()
+        # base_url is all an OpenEnv client needs; the proxy serves the workspace's task.
+        client = workbench_client.EnvClient(url=w["base_url"])
+        try:
+            result = workbench_client.play(client, task, kinds[task], oracle)
+            row["reward"] = float(result["reward"])
+            row["steps"] = client.state()["step_count"]
+        finally:
+            client.close()
+    except (OSError, RuntimeError, KeyError, ValueError) as e:
+        row["error"] = str(e)
+        log(f"{task}: episode failed: {e}")
+    return row
+
+
+def cleanup_report(api, cid):
+    """The cleanup report's file, as the campaign's view names it (each cleanup has a file of
+    its own in the state directory); "" when the service cannot say."""
+    try:
+        return (api.call("GET", f"/v1/campaigns/{cid}").get("cleanup") or {}).get("path", "")
+    except APIError as e:
+        log(f"cleanup report: not known: {e}")
+        return ""
+
+
+def print_table(result):
+    print(f"{'workspace':<32} {'task':<28} {'reward':>6} {'steps':>5}")
+    for r in result["workspaces"]:
+        print(f"{r['agent_id']:<32} {r['task_id']:<28} {r['reward']:>6.1f} {r['steps']:>5}")
+    print(f"attestation report: {result['attestation']['report']}")
+    print(f"cleanup report:     {result['cleanup']['report']}")
+    print(f"cleanup:            {result['cleanup']['status']}")
+
+
+def write_json(path, value):
+    """Write value to path whole: a reader never sees half a file."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(value, fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
 
 
 def log(msg):

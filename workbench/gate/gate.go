@@ -125,21 +125,23 @@ func (l *listener) Accept() (net.Conn, error) {
 }
 
 // admit decides on c: it returns c wrapped so that closing it frees its
-// place, or refuses and closes it.
+// place, or refuses and closes it. A refusal is noted (logged, or counted
+// for the next line) before the close, so a client that sees the close
+// finds it in the log.
 func (g *Gate) admit(c net.Conn) (net.Conn, bool) {
 	g.mu.Lock()
 	full := g.open >= g.cfg.MaxConns
 	open := g.open
 	g.mu.Unlock()
 	if full {
-		refuse(c)
 		g.totalCapLog.note(g, "connection cap reached: refusing connections", "max_conns", g.cfg.MaxConns, "open", open)
+		refuse(c)
 		return nil, false
 	}
 	peer, err := g.identify(c)
 	if why := g.refusal(peer, err); why != "" {
-		refuse(c)
 		g.refusedLog.note(g, "refused connections from episode code", "peer", peer.String(), "why", why)
+		refuse(c)
 		return nil, false
 	}
 	key := peer.key()
@@ -148,14 +150,14 @@ func (g *Gate) admit(c net.Conn) (net.Conn, bool) {
 	case g.open >= g.cfg.MaxConns:
 		open = g.open
 		g.mu.Unlock()
-		refuse(c)
 		g.totalCapLog.note(g, "connection cap reached: refusing connections", "max_conns", g.cfg.MaxConns, "open", open)
+		refuse(c)
 		return nil, false
 	case g.perPeer[key] >= g.cfg.MaxPerPeer:
 		n := g.perPeer[key]
 		g.mu.Unlock()
-		refuse(c)
 		g.peerCapLog.note(g, "per-peer connection cap reached: refusing connections", "peer", peer.String(), "max_per_peer", g.cfg.MaxPerPeer, "open_from_peer", n)
+		refuse(c)
 		return nil, false
 	}
 	g.open++

@@ -57,7 +57,22 @@ type Client struct {
 	attempts int
 	hc       *http.Client
 	log      *slog.Logger
+	// clock bounds each attempt by timeout (wallClock; tests set a fake
+	// one, so that an attempt times out when they say).
+	clock clock
 }
+
+// clock is the time a Client's attempts are bounded on.
+type clock interface {
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+type wallClock struct{}
+
+func (wallClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+
+// errAttemptTimeout is the cause of an attempt cut at Client.timeout.
+var errAttemptTimeout = errors.New("attempt timed out")
 
 var _ episode.Grader = (*Client)(nil)
 
@@ -128,6 +143,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		key:      cfg.Key,
 		timeout:  cfg.Timeout,
 		attempts: cfg.Attempts,
+		clock:    wallClock{},
 		hc: &http.Client{
 			Transport: tr,
 			// A grader never redirects; a redirect is answered as the
@@ -278,8 +294,10 @@ func (c *Client) call(ctx context.Context, route string, body, out any) error {
 // attempt makes one request. retry reports whether trying again may help:
 // no response at all (not a timeout), or 502, 503 or 504.
 func (c *Client) attempt(ctx context.Context, route string, body []byte, out any) (_ *Error, retry bool) {
-	actx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer c.clock.AfterFunc(c.timeout, func() { cancel(errAttemptTimeout) })()
+	timedOut := func() bool { return context.Cause(actx) == errAttemptTimeout }
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.base+route, bytes.NewReader(body))
 	if err != nil {
 		return &Error{Route: route, Message: "cannot build the request", Err: err}, false
@@ -291,7 +309,7 @@ func (c *Client) attempt(ctx context.Context, route string, body []byte, out any
 		switch {
 		case ctx.Err() != nil:
 			return &Error{Route: route, Message: "cancelled", Err: ctx.Err()}, false
-		case actx.Err() != nil || isTimeout(err):
+		case timedOut() || isTimeout(err):
 			// A timeout is never retried: the grader may still be working on it.
 			return &Error{Route: route, Message: fmt.Sprintf("no reply within %v", c.timeout), Err: err}, false
 		}
@@ -305,7 +323,7 @@ func (c *Client) attempt(ctx context.Context, route string, body []byte, out any
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if err != nil {
-		if actx.Err() != nil && ctx.Err() == nil {
+		if timedOut() && ctx.Err() == nil {
 			return &Error{Route: route, Status: resp.StatusCode, Message: fmt.Sprintf("reply not read within %v", c.timeout), Err: err}, false
 		}
 		return &Error{Route: route, Status: resp.StatusCode, Message: "reply cut short", Err: err}, true

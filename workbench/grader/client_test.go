@@ -3,7 +3,6 @@ package grader
 import (
 	"context"
 	"errors"
-	"github.com/agentpen/agentpen/workbench/tasks"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/workbench/episode"
+	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
 func TestNewClientValidates(t *testing.T) {
@@ -101,7 +101,7 @@ func TestClientFailures(t *testing.T) {
 		wantCalls int64
 		wantErr   string // substring of the error; "" means success
 		status    int
-		timeout   time.Duration // 0 means 10 s: the reply comes at once
+		timeout   time.Duration // 0 means an hour: not meant to time out
 	}{
 		{name: "unauthorized_not_retried", wantCalls: 1, status: 401, wantErr: "grader POST /v1/score: status 401 (unauthorized): missing or wrong API key",
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) {
@@ -125,14 +125,12 @@ func TestClientFailures(t *testing.T) {
 			}},
 		{name: "one_attempt_only", attempts: 1, wantCalls: 1, status: 502, wantErr: "status 502",
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { http.Error(w, "x", http.StatusBadGateway) }},
-		{name: "timeout_not_retried", wantCalls: 1, wantErr: "no reply within 2s", timeout: 2 * time.Second,
+		{name: "timeout_not_retried", wantCalls: 1, wantErr: "no reply within 200ms", timeout: 200 * time.Millisecond,
 			handler: func(_ int64, _ http.ResponseWriter, r *http.Request) {
-				// The body read, the server notices the client going away.
+				// Never answers: the body read, it waits for the client
+				// to give up.
 				io.Copy(io.Discard, r.Body)
-				select {
-				case <-r.Context().Done():
-				case <-time.After(time.Minute):
-				}
+				<-r.Context().Done()
 			}},
 		{name: "credit_out_of_range", wantCalls: 1, wantErr: "bad reply",
 			handler: func(_ int64, w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, verdict{Credit: 1.5}) }},
@@ -172,24 +170,17 @@ func TestClientFailures(t *testing.T) {
 				tt.handler(calls.Add(1), w, r)
 			}))
 			defer hs.Close()
+			// Only timeout_not_retried is meant to time out; the other
+			// calls get a bound load never reaches.
 			timeout := tt.timeout
 			if timeout == 0 {
-				timeout = 10 * time.Second
+				timeout = time.Hour
 			}
 			c, err := NewClient(ClientConfig{URL: hs.URL, Key: key, Timeout: timeout, Attempts: tt.attempts})
 			if err != nil {
 				t.Fatal(err)
 			}
-			start := time.Now()
 			credit, _, err := c.ScoreAnswer(context.Background(), "logs/error_count", "1")
-			// A call never outlasts its attempts' timeouts (two at most),
-			// with room for a loaded machine: it does not hang. Only the
-			// case about a timeout has a short one; the others' replies
-			// come at once, but a loaded machine (a reply too large is
-			// read to its bound first) can take seconds to deliver them.
-			if d, limit := time.Since(start), 2*timeout+3*time.Second; d > limit {
-				t.Errorf("call took %v, over its timeouts' %v", d, limit)
-			}
 			if got := calls.Load(); got != tt.wantCalls {
 				t.Errorf("grader saw %d calls, want %d", got, tt.wantCalls)
 			}

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
-
+	"github.com/agentpen/agentpen/internal/testkit/fakeclock"
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/tasks"
@@ -355,6 +355,8 @@ func TestGraderOutageRefusesStep(t *testing.T) {
 	)
 	var mu sync.Mutex
 	current := none
+	clk := fakeclock.New()
+	var client *Client
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		f := current
@@ -364,19 +366,24 @@ func TestGraderOutageRefusesStep(t *testing.T) {
 				writeError(w, http.StatusServiceUnavailable, "unavailable", "grader restarting")
 				return
 			}
-			select {
-			case <-r.Context().Done():
-			case <-time.After(5 * time.Second):
-			}
+			// It never answers; meanwhile the client's clock passes
+			// its timeout (the attempt's timer is set before the
+			// request is sent).
+			clk.Advance(client.timeout)
+			<-r.Context().Done()
 			return
 		}
 		srv.Handler().ServeHTTP(w, r)
 	})
 	sw := newSwitchable(t, handler)
-	client, err := NewClient(ClientConfig{URL: "http://" + sw.addr, Key: testKey, Timeout: 500 * time.Millisecond})
+	// The client's attempts time out on a fake clock, only when the hung
+	// judge advances it: no other call can time out, however slow the
+	// machine.
+	client, err = NewClient(ClientConfig{URL: "http://" + sw.addr, Key: testKey, Timeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	client.clock = clk
 	code, _ := tasks.Build("software/median")
 	text, _ := tasks.Build("logs/error_count")
 	for _, tt := range []struct {

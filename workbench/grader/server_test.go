@@ -335,19 +335,37 @@ func TestHostileValues(t *testing.T) {
 		t.Errorf("body over MaxBodyBytes: %d %q", r.status, r.body)
 	}
 	values := []string{"1e999999999", "-1e-999999999", strings.Repeat("9", 100000), strings.Repeat("[", 9000) + strings.Repeat("]", 9000), `"` + strings.Repeat("\\u0000", 10000) + `"`}
-	var hidden []string
-	for i := 0; i < 6; i++ {
-		hidden = append(hidden, `{"value":`+values[i%len(values)]+`}`)
+	// The control: plain strings of the same lengths, the same body size.
+	judge := func(values []string) (verdict, reply, time.Duration) {
+		var hidden []string
+		for i := 0; i < 6; i++ {
+			hidden = append(hidden, `{"value":`+values[i%len(values)]+`}`)
+		}
+		body := `{"task_id":"software/median","visible_passed":[true,true,true],"hidden":[` + strings.Join(hidden, ",") + `]}`
+		start := time.Now()
+		r := do(t, http.MethodPost, ts.url+RouteJudge, body, KeyHeader+": "+testKey)
+		took := time.Since(start)
+		var v verdict
+		if err := json.Unmarshal([]byte(r.body), &v); err != nil || r.status != 200 {
+			t.Fatalf("judge: %d %q, want 200", r.status, r.body)
+		}
+		return v, r, took
 	}
-	body := `{"task_id":"software/median","visible_passed":[true,true,true],"hidden":[` + strings.Join(hidden, ",") + `]}`
-	start := time.Now()
-	r := do(t, http.MethodPost, ts.url+RouteJudge, body, KeyHeader+": "+testKey)
-	var v verdict
-	if err := json.Unmarshal([]byte(r.body), &v); err != nil || r.status != 200 || v.Credit != 0 {
-		t.Errorf("hostile outputs: %d %q, want 200 with credit 0", r.status, r.body)
+	var plain []string
+	for _, v := range values {
+		plain = append(plain, `"`+strings.Repeat("a", len(v)-2)+`"`)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("hostile outputs took %v to judge", d)
+	_, _, before := judge(plain)
+	v, r, hostile := judge(values)
+	_, _, after := judge(plain)
+	if v.Credit != 0 {
+		t.Errorf("hostile outputs: %q, want credit 0", r.body)
+	}
+	// No value costs out of proportion to its size: judging them takes at
+	// most ten times the slower of the two controls around it, measured
+	// on the same machine in the same load, plus 1 s for a stall.
+	if limit := 10*max(before, after) + time.Second; hostile > limit {
+		t.Errorf("hostile outputs took %v to judge; plain values of the same sizes %v and %v (limit %v)", hostile, before, after, limit)
 	}
 }
 

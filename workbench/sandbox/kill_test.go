@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -96,7 +97,9 @@ func hopKill() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	pids, err := gone(uid)
+	// Until the parent test's deadline, which it passes on.
+	giveUp, _ := time.Parse(time.RFC3339Nano, os.Getenv("SANDBOX_TEST_GIVE_UP"))
+	pids, err := goneBy(uid, giveUp)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -123,6 +126,9 @@ func TestKillHoppingChain(t *testing.T) {
 			argv := append(append([]string{}, tt.prefix...), os.Args[0])
 			cmd := exec.Command(argv[0], argv[1:]...)
 			cmd.Env = append(os.Environ(), helperEnv+"=hopkill", "SANDBOX_TEST_UID="+strconv.Itoa(uid))
+			if d, ok := testenv.Deadline(t); ok {
+				cmd.Env = append(cmd.Env, "SANDBOX_TEST_GIVE_UP="+d.Format(time.RFC3339Nano))
+			}
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("hopkill helper: %v\n%s", err, out)
@@ -305,7 +311,7 @@ func TestKillReachesWhatHides(t *testing.T) {
 	if err := KillAllOfUID(testRange, uid); err != nil {
 		t.Fatal(err)
 	}
-	if pids, err := gone(uid); err != nil || len(pids) > 0 {
+	if pids, err := gone(t, uid); err != nil || len(pids) > 0 {
 		t.Fatalf("left after the kill: %v %v", pids, err)
 	}
 	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
@@ -313,14 +319,19 @@ func TestKillReachesWhatHides(t *testing.T) {
 	}
 }
 
-// gone waits until no process of uid is alive (Processes), for at most
-// 30 s (the killed processes only have to finish exiting), and returns
-// those still alive then.
-func gone(uid int) ([]int, error) {
-	deadline := time.Now().Add(30 * time.Second)
+// gone waits until no process of uid is alive (Processes), until the
+// test's deadline (the killed processes only have to finish exiting, which
+// on a loaded machine takes a while), and returns those still alive then.
+func gone(t *testing.T, uid int) ([]int, error) {
+	d, _ := testenv.Deadline(t)
+	return goneBy(uid, d)
+}
+
+// goneBy is gone giving up at giveUp (never when zero).
+func goneBy(uid int, giveUp time.Time) ([]int, error) {
 	for {
 		pids, err := Processes(uid)
-		if err != nil || len(pids) == 0 || time.Now().After(deadline) {
+		if err != nil || len(pids) == 0 || !giveUp.IsZero() && time.Now().After(giveUp) {
 			return pids, err
 		}
 		time.Sleep(5 * time.Millisecond)

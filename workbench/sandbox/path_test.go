@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 )
@@ -156,7 +156,7 @@ func TestOpenFile(t *testing.T) {
 				if !tt.check(err) {
 					t.Fatalf("OpenFile(%q): unexpected error %v", tt.path, err)
 				}
-			case <-time.After(5 * time.Second):
+			case <-testenv.Context(t).Done():
 				t.Fatalf("OpenFile(%q) hangs", tt.path)
 			}
 		})

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,7 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // claimer is a helper process of the test binary holding uids.
@@ -22,9 +22,7 @@ type claimer struct {
 
 func startClaimer(t *testing.T, dir string, n int) *claimer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd := exec.CommandContext(testenv.Context(t), os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"=claim", "SANDBOX_TEST_LOCKDIR="+dir, "SANDBOX_TEST_CLAIMS="+strconv.Itoa(n))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
@@ -57,8 +55,7 @@ func post(t *testing.T, url, body string) (int, string) {
 // the file changes or goes.
 func TestBoundWorkspace(t *testing.T) {
 	dir, base := boundWorld(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	const bound, other = "logs/error_count@1", "sql/top_customer"
 
 	// No file yet: every reset refused, the client told it is unbound.

@@ -8,8 +8,8 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/agentpen/agentpen/workbench/tasks"
@@ -180,8 +180,9 @@ func (e *fakeEnv) Close() error {
 }
 
 // startServer serves a Server over httptest and closes both at cleanup,
-// checking that every environment was closed.
-func startServer(t *testing.T, w *fakeWorld, mutate func(*Config)) (*Server, *httptest.Server) {
+// checking that every environment was closed. clk, when given, is the
+// clock its sessions' idle timers run on.
+func startServer(t *testing.T, w *fakeWorld, mutate func(*Config), clk ...clock) (*Server, *httptest.Server) {
 	t.Helper()
 	cfg := Config{Factory: w.factory, FactoryName: "FakeEnv", Metadata: map[string]any{"name": "AgentWorkbenchEnvironment", "version": "1.0.0"}}
 	if mutate != nil {
@@ -191,12 +192,15 @@ func startServer(t *testing.T, w *fakeWorld, mutate func(*Config)) (*Server, *ht
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, c := range clk {
+		s.clock = c
+	}
 	// Behind the server's gate, as Serve puts it.
 	ts := httptest.NewUnstartedServer(s.Handler())
 	ts.Listener = s.Gate().Listener(ts.Listener)
 	ts.Start()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := testenv.CleanupContext(t)
 		defer cancel()
 		if err := s.Shutdown(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
@@ -211,8 +215,6 @@ func startServer(t *testing.T, w *fakeWorld, mutate func(*Config)) (*Server, *ht
 // returns the close code and reason.
 func expectClose(t *testing.T, ctx context.Context, s *client.Session) (websocket.StatusCode, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
 	for {
 		_, b, err := s.Conn().Read(ctx)
 		if err != nil {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,8 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
 	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/agentpen/agentpen/workbench/episode"
@@ -51,8 +50,7 @@ func TestMCPHostileInputs(t *testing.T) {
 	w := newFakeWorld()
 	s, ts := startServer(t, w, func(c *Config) { c.Tools = fakeTools; c.MaxSessions = 4 })
 	base := ts.URL
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute) // the race detector is slow with 15 MiB
-	defer cancel()
+	ctx := testenv.Context(t)
 	cs := sdkSession(t, ctx, base)
 	ws := workbenchtest.Dial(t, ctx, base)
 	if _, err := ws.Reset(ctx, client.ResetOptions{}); err != nil {

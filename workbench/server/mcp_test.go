@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
 	"github.com/agentpen/agentpen/internal/testkit/poll"
@@ -116,8 +115,7 @@ func TestMCPStandardGoSDK(t *testing.T) {
 		t.Run(strings.ReplaceAll(taskID, "/", "_"), func(t *testing.T) {
 			b, _ := bind.Fixed(taskID)
 			s, base := mcpWorld(t, b, nil)
-			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-			defer cancel()
+			ctx := testenv.Context(t)
 			cs := sdkSession(t, ctx, base)
 			lt, err := cs.ListTools(ctx, nil)
 			if err != nil {
@@ -180,8 +178,7 @@ func TestMCPStandardGoSDK(t *testing.T) {
 func TestMCPRefusals(t *testing.T) {
 	b, _ := bind.Fixed("logs/error_count@1")
 	_, base := mcpWorld(t, b, nil)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	cs := sdkSession(t, ctx, base)
 	var last toolOutcome
 	for i := range 3 {

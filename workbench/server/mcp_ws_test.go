@@ -1,13 +1,12 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
 	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/agentpen/agentpen/workbench/client"
@@ -22,8 +21,7 @@ func TestMCPOnWebSockets(t *testing.T) {
 	const taskID = "logs/error_count@1"
 	b, _ := bind.Fixed(taskID)
 	s, base := mcpWorld(t, b, nil)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 
 	c := workbenchtest.Dial(t, ctx, base)
 	raw, err := roundTrip(ctx, c, map[string]any{"type": "step", "data": map[string]any{"type": "list_tools"}})

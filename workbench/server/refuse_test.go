@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
@@ -67,7 +66,7 @@ func TestRefuseLiveLinkLocal(t *testing.T) {
 	ts.Listener = s.Gate().Listener(ln)
 	ts.Start()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := testenv.CleanupContext(t)
 		defer cancel()
 		s.Shutdown(ctx)
 		ts.Close()
@@ -126,8 +125,7 @@ func checkRefusal(t *testing.T, target string, refuse bool) {
 			t.Errorf("HTTP: %d %q, want 200", resp.StatusCode, body)
 		}
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
+	ctx := testenv.Context(t)
 	if refuse {
 		// The handshake alone, to tell no reply at all from a refusal
 		// with a status.
@@ -248,9 +246,7 @@ func closedAtAccept(out string) bool {
 // runAsUID runs clientScript as uid (no groups) and returns its output.
 func runAsUID(t *testing.T, uid uint32, target string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "/usr/bin/python3", "-I", "-c", clientScript, target)
+	cmd := exec.CommandContext(testenv.Context(t), "/usr/bin/python3", "-I", "-c", clientScript, target)
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}

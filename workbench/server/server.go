@@ -110,6 +110,9 @@ type Server struct {
 	// a keep-alive connection with no request. Set by New; tests lower
 	// them.
 	readTimeout, idleTimeout time.Duration
+	// clock runs the sessions' idle timers (wallClock; tests set a fake
+	// one before serving).
+	clock clock
 
 	mu       sync.Mutex
 	closing  bool
@@ -157,6 +160,7 @@ func New(cfg Config) (*Server, error) {
 
 		readTimeout: defaultReadTimeout,
 		idleTimeout: defaultIdleTimeout,
+		clock:       wallClock{},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))

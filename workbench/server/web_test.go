@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/browsertest"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/webui"
 	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/chromedp/chromedp"
@@ -71,8 +71,7 @@ func TestPlayPageRoutes(t *testing.T) {
 		t.Errorf("a step before a reset: %d %s", code, b)
 	}
 
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	ctx := testenv.Context(t)
 	ui, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws/ui", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -136,7 +136,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			map[string]any{"factory_name": s.cfg.FactoryName}))
 		return
 	}
-	sess := &session{srv: s, c: c, env: env, started: time.Now(), gone: &gone,
+	sess := &session{srv: s, c: c, env: env, started: s.clock.Now(), gone: &gone,
 		rpc: &rpcSession{id: newSessionID(), ep: &toolEpisode{env: env}}}
 	s.log.Info("session start", "remote", r.RemoteAddr, "active", active)
 	closed := false
@@ -210,13 +210,8 @@ type session struct {
 // run answers frames until the session ends, and returns the close code
 // and reason to end it with (code 0: the client is gone, nothing to send).
 func (ss *session) run(ctx context.Context, frames <-chan frame) (websocket.StatusCode, string) {
-	var idle <-chan time.Time
-	var timer *time.Timer
-	if d := ss.srv.cfg.IdleTimeout; d > 0 {
-		timer = time.NewTimer(d)
-		defer timer.Stop()
-		idle = timer.C
-	}
+	idle, disarm := ss.armIdle()
+	defer func() { disarm() }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -233,6 +228,14 @@ func (ss *session) run(ctx context.Context, frames <-chan frame) (websocket.Stat
 				return 0, closeReason(f.err)
 			}
 			reply, next := ss.handle(ctx, f)
+			if next == active {
+				// Before the reply: a client that has it knows its
+				// session's idle clock restarted, and the server's last
+				// activity (a campaign's idle timeout) moved.
+				ss.srv.activity()
+				disarm()
+				idle, disarm = ss.armIdle()
+			}
 			if reply != nil {
 				if err := writeFrame(ctx, ss.c, reply); err != nil {
 					return 0, "write failed: " + err.Error()
@@ -243,14 +246,23 @@ func (ss *session) run(ctx context.Context, frames <-chan frame) (websocket.Stat
 				return websocket.StatusNormalClosure, "client closed the session"
 			case endWithError:
 				return websocket.StatusNormalClosure, "session error"
-			case active:
-				ss.srv.activity()
-				if timer != nil {
-					timer.Reset(ss.srv.cfg.IdleTimeout)
-				}
 			}
 		}
 	}
+}
+
+// armIdle starts the session's idle clock: the channel is closed once
+// IdleTimeout passes on the server's clock, unless disarm is called first
+// (a nil channel, which never fires, when sessions are never reaped). A
+// fresh channel per arming: a timer that fired while a step ran is
+// forgotten with its channel.
+func (ss *session) armIdle() (idle <-chan struct{}, disarm func() bool) {
+	d := ss.srv.cfg.IdleTimeout
+	if d <= 0 {
+		return nil, func() bool { return false }
+	}
+	ch := make(chan struct{})
+	return ch, ss.srv.clock.AfterFunc(d, func() { close(ch) })
 }
 
 func closeReason(err error) string {
@@ -420,5 +432,5 @@ func (ss *session) logEnd(reason string) {
 	ss.srv.log.Info("session end",
 		"episode_id", ss.episodeID, "task_id", ss.taskID, "steps", ss.steps,
 		"reward", ss.reward, "done", ss.done, "reason", reason,
-		"duration", time.Since(ss.started).Round(time.Millisecond))
+		"duration", ss.srv.clock.Now().Sub(ss.started).Round(time.Millisecond))
 }

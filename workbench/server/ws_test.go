@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/internal/testkit/fakeclock"
 	"github.com/agentpen/agentpen/internal/testkit/poll"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
 	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/coder/websocket"
@@ -21,7 +22,7 @@ func TestWSProtocol(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld()
 	_, ts := startServer(t, w, nil)
-	ctx := t.Context()
+	ctx := testenv.Context(t)
 	c := workbenchtest.Dial(t, ctx, ts.URL)
 
 	// Frames that are answered with an error and leave the session open.
@@ -135,7 +136,7 @@ func TestWSSessionErrors(t *testing.T) {
 	s, ts := startServer(t, w, nil)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx := t.Context()
+			ctx := testenv.Context(t)
 			c := workbenchtest.Dial(t, ctx, ts.URL)
 			if err := c.Conn().Write(ctx, tt.typ, []byte(tt.frame)); err != nil {
 				t.Fatal(err)
@@ -157,7 +158,7 @@ func TestWSFactoryError(t *testing.T) {
 	w := newFakeWorld()
 	w.fail = true
 	s, ts := startServer(t, w, nil)
-	ctx := t.Context()
+	ctx := testenv.Context(t)
 	c := workbenchtest.Dial(t, ctx, ts.URL)
 	_, err := c.Reset(ctx, client.ResetOptions{})
 	se, ok := err.(*client.ServerError)
@@ -178,7 +179,7 @@ func TestWSCapacity(t *testing.T) {
 	const n = 3
 	w := newFakeWorld()
 	s, ts := startServer(t, w, func(c *Config) { c.MaxSessions = n })
-	ctx := t.Context()
+	ctx := testenv.Context(t)
 	var open []*client.Session
 	for i := range n {
 		c := workbenchtest.Dial(t, ctx, ts.URL)
@@ -216,29 +217,37 @@ func TestWSCapacity(t *testing.T) {
 // TestWSIdleReaping: a session with no reset or step for IdleTimeout is
 // closed, socket included, and its slot and environment released; state
 // frames do not keep it alive. A half-open client that never speaks is
-// reaped the same way.
+// reaped the same way. The sessions' idle timers run on a fake clock the
+// test advances: the timeout is exact, however slowly the machine runs.
 func TestWSIdleReaping(t *testing.T) {
 	t.Parallel()
+	const idle = 2 * time.Minute // on the fake clock
 	w := newFakeWorld()
-	s, ts := startServer(t, w, func(c *Config) { c.IdleTimeout = 300 * time.Millisecond; c.MaxSessions = 2 })
-	ctx := t.Context()
+	clk := fakeclock.New()
+	s, ts := startServer(t, w, func(c *Config) { c.IdleTimeout = idle; c.MaxSessions = 2 }, clk)
+	ctx := testenv.Context(t)
 	talker := workbenchtest.Dial(t, ctx, ts.URL)
 	if _, err := talker.Reset(ctx, client.ResetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	silent := workbenchtest.Dial(t, ctx, ts.URL) // never sends a frame
-	start := time.Now()
-	if _, err := talker.State(ctx); err != nil { // not activity
+	// The talker's timer was re-armed before its reset was answered; the
+	// silent session's is armed when its session begins.
+	testenv.WaitFor(t, "the silent session's idle timer", func() bool { return clk.Pending() == 2 })
+	if n := clk.Advance(idle - time.Nanosecond); n != 0 {
+		t.Fatalf("%d sessions reaped before IdleTimeout", n)
+	}
+	if _, err := talker.State(ctx); err != nil { // answered, and not activity
 		t.Fatal(err)
+	}
+	if n := clk.Advance(time.Nanosecond); n != 2 {
+		t.Fatalf("%d sessions reaped at IdleTimeout, want both (a state frame restarted the clock)", n)
 	}
 	for _, c := range []*client.Session{talker, silent} {
 		code, reason := expectClose(t, ctx, c)
 		if code != websocket.StatusNormalClosure || reason != reasonIdle {
 			t.Errorf("close %d %q, want 1000 %q", code, reason, reasonIdle)
 		}
-	}
-	if el := time.Since(start); el > 5*time.Second {
-		t.Errorf("reaping took %v", el)
 	}
 	poll.Until(t, "slots freed", func() bool { return s.ActiveSessions() == 0 })
 	w.mu.Lock()
@@ -248,17 +257,24 @@ func TestWSIdleReaping(t *testing.T) {
 		}
 	}
 	w.mu.Unlock()
-	// Activity keeps a session alive past the timeout. Its own server has
-	// a timeout ten times the pacing, so a loaded machine (a 300 ms
-	// stall was seen under load 6 on 2 cores) does not reap it.
-	_, ts2 := startServer(t, w, func(c *Config) { c.IdleTimeout = time.Second })
-	busy := workbenchtest.Dial(t, ctx, ts2.URL)
-	deadline := time.Now().Add(2500 * time.Millisecond)
-	for time.Now().Before(deadline) {
+
+	// Each step restarts the clock: a session active every IdleTimeout
+	// less a nanosecond lives on, and is reaped IdleTimeout after its
+	// last step.
+	busy := workbenchtest.Dial(t, ctx, ts.URL)
+	for i := range 3 {
 		if _, err := busy.Step(ctx, "echo", nil); err != nil {
-			t.Fatalf("an active session was reaped: %v", err)
+			t.Fatalf("step %d: %v", i, err)
 		}
-		time.Sleep(100 * time.Millisecond) // pacing the client, not synchronisation
+		if n := clk.Advance(idle - time.Nanosecond); n != 0 {
+			t.Fatalf("after step %d: an active session was reaped", i)
+		}
+	}
+	if n := clk.Advance(time.Nanosecond); n != 1 {
+		t.Fatalf("%d sessions reaped IdleTimeout after the last step, want 1", n)
+	}
+	if code, reason := expectClose(t, ctx, busy); code != websocket.StatusNormalClosure || reason != reasonIdle {
+		t.Errorf("close %d %q, want 1000 %q", code, reason, reasonIdle)
 	}
 }
 
@@ -267,7 +283,7 @@ func TestWSPingDuringStep(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld()
 	_, ts := startServer(t, w, nil)
-	ctx := t.Context()
+	ctx := testenv.Context(t)
 	c := workbenchtest.Dial(t, ctx, ts.URL)
 	if _, err := c.Reset(ctx, client.ResetOptions{}); err != nil {
 		t.Fatal(err)
@@ -277,9 +293,7 @@ func TestWSPingDuringStep(t *testing.T) {
 	var res *client.Result
 	wg.Go(func() { res, stepErr = c.Step(ctx, "block", nil) })
 	<-w.blocked
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err := c.Conn().Ping(pctx)
-	cancel()
+	err := c.Conn().Ping(ctx)
 	close(w.release)
 	wg.Wait()
 	if err != nil {
@@ -296,7 +310,7 @@ func TestWSLargeFrames(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld()
 	_, ts := startServer(t, w, nil)
-	ctx := t.Context()
+	ctx := testenv.Context(t)
 	c := workbenchtest.Dial(t, ctx, ts.URL)
 	big := strings.Repeat("a", MaxFrameBytes-100)
 	res, err := c.Step(ctx, "echo", workbenchtest.Args(map[string]any{"s": big}))
@@ -319,7 +333,7 @@ func TestWSConcurrentSessionsFake(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld()
 	_, ts := startServer(t, w, nil)
-	ctx := t.Context()
+	ctx := testenv.Context(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, DefaultMaxSessions)
 	for i := range DefaultMaxSessions {
@@ -369,7 +383,7 @@ func TestEnvPanicReleasesEpisode(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld()
 	s, ts := startServer(t, w, func(c *Config) { c.MaxSessions = 1 })
-	ctx := t.Context()
+	ctx := testenv.Context(t)
 	c := workbenchtest.Dial(t, ctx, ts.URL)
 	if _, err := c.Reset(ctx, client.ResetOptions{}); err != nil {
 		t.Fatal(err)

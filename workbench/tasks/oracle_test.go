@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -12,7 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // oracleVariants are the variants every family's oracle is run on.
@@ -59,9 +59,7 @@ var python3 = sync.OnceValue(func() string {
 
 func python(t *testing.T, dir string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python3(), append([]string{"-E", "-s", "-B"}, args...)...)
+	cmd := exec.CommandContext(testenv.Context(t), python3(), append([]string{"-E", "-s", "-B"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + sandboxPATH, "LANG=C.UTF-8", "HOME=" + dir}
 	var out, errb bytes.Buffer

@@ -107,6 +107,7 @@ type Daemon struct {
 	networks   map[string]*Network
 	containers map[string]*Container
 	images     map[string]string // ref -> id
+	inFlight   int               // calls received and not yet carried out
 }
 
 // New returns a rootless daemon with no networks, containers or images.
@@ -261,7 +262,9 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		err  error
 	}
 	done := make(chan result, 1)
+	rt.d.begin() // before the goroutine: counted once the client sent it
 	go func() {
+		defer rt.d.end()
 		rec := httptest.NewRecorder()
 		if dropped := rt.d.serve(rec, inner); dropped {
 			done <- result{err: fmt.Errorf("dockerfake: connection dropped (%s %s)", req.Method, req.URL.Path)}
@@ -302,8 +305,41 @@ func (d *Daemon) ServeUnix(t testing.TB) string {
 	return "unix://" + sock
 }
 
+// InFlight is how many calls the fake has been handed and has not yet
+// carried out: a test that waits for it to be 0 knows a create its
+// client gave up on has landed (or never will), without sleeping.
+func (d *Daemon) InFlight() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inFlight
+}
+
+func (d *Daemon) begin() {
+	d.mu.Lock()
+	d.inFlight++
+	d.mu.Unlock()
+}
+
+func (d *Daemon) end() {
+	d.mu.Lock()
+	d.inFlight--
+	d.mu.Unlock()
+}
+
+// SetRunning sets whether the container id is running, as its process
+// exiting (or a start) would.
+func (d *Daemon) SetRunning(id string, running bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c := d.containerByRef(id); c != nil {
+		c.Running = running
+	}
+}
+
 // ServeHTTP answers one request.
 func (d *Daemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.begin()
+	defer d.end()
 	if dropped := d.serve(w, r); dropped {
 		if hj, ok := w.(http.Hijacker); ok {
 			if c, _, err := hj.Hijack(); err == nil {

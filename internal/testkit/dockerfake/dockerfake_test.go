@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 func get(t *testing.T, c *http.Client, method, url, body string) (int, string) {
@@ -89,5 +91,39 @@ func TestServeUnix(t *testing.T) {
 	if resp, err := c.Do(req); err == nil {
 		resp.Body.Close()
 		t.Fatal("a dropped connection answered")
+	}
+}
+
+// TestInFlightAndSetRunning: a call the client gave up on is in flight
+// until the fake carried it out, and SetRunning is what inspect says.
+func TestInFlightAndSetRunning(t *testing.T) {
+	d := New()
+	release := make(chan struct{})
+	d.OnFunc("POST /containers/create", func(Call) Reply { <-release; return Pass })
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://docker/v1.41/containers/create?name=late", strings.NewReader(`{"Image":"img"}`))
+	errc := make(chan error, 1)
+	go func() { _, err := d.Client().Do(req); errc <- err }()
+	testenv.WaitFor(t, "the call sent", func() bool { return d.InFlight() == 1 })
+	cancel()
+	if err := <-errc; err == nil {
+		t.Fatal("the cancelled call returned no error")
+	}
+	if d.InFlight() != 1 || len(d.Containers()) != 0 {
+		t.Fatalf("given up on, not carried out: in flight %d, containers %v", d.InFlight(), d.Containers())
+	}
+	close(release)
+	testenv.WaitFor(t, "the call carried out", func() bool { return d.InFlight() == 0 })
+	cs := d.Containers()
+	if len(cs) != 1 || cs[0].Name != "late" {
+		t.Fatalf("once carried out: %v", cs)
+	}
+	d.SetRunning("late", true)
+	if _, body := get(t, d.Client(), "GET", "http://docker/v1.41/containers/late/json", ""); !strings.Contains(body, `"Running":true`) {
+		t.Fatalf("inspect after SetRunning(true): %s", body)
+	}
+	d.SetRunning(cs[0].ID, false)
+	if _, body := get(t, d.Client(), "GET", "http://docker/v1.41/containers/late/json", ""); !strings.Contains(body, `"Running":false`) {
+		t.Fatalf("inspect after SetRunning(false): %s", body)
 	}
 }

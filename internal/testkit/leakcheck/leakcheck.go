@@ -5,6 +5,11 @@
 // code, of running tests and the caller's own are not counted, so the
 // check reads only what the package under test started.
 //
+// A check waits for the goroutines to end until the test's deadline (go
+// test -timeout, less testenv's grace): they end a moment after the test,
+// later on a loaded machine, and a bound of its own would fail the suite
+// by chance.
+//
 // It is not go.uber.org/goleak, which counts every goroutine of the
 // process: a per-test check there also sees parallel tests' goroutines
 // and the pools of libraries the test does not own.
@@ -18,6 +23,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // Leaked returns the stacks of the goroutines whose stack holds any of
@@ -63,17 +70,30 @@ func matching(in []string) []string {
 	return out
 }
 
-// AfterTest fails t when, 10 s after t and the cleanups registered after
-// this call have ended, goroutines whose stack holds any of in are still
-// running. Call it first in the test, so that its check runs last.
+// AfterTest fails t when, at the test's deadline (testenv.Deadline) after
+// t and the cleanups registered after this call have ended, goroutines
+// whose stack holds any of in are still running. Call it first in the
+// test, so that its check runs last.
 func AfterTest(t testing.TB, in ...string) {
 	t.Helper()
-	afterTest(t, 10*time.Second, in)
+	afterTest(t, func() time.Duration {
+		ctx, cancel := testenv.CleanupContext(t)
+		defer cancel()
+		return untilDone(ctx)
+	}, in)
 }
 
-func afterTest(t testing.TB, wait time.Duration, in []string) {
+// untilDone is the time left until ctx's deadline (forever without one).
+func untilDone(ctx interface{ Deadline() (time.Time, bool) }) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return time.Until(d)
+	}
+	return time.Duration(1<<63 - 1)
+}
+
+func afterTest(t testing.TB, wait func() time.Duration, in []string) {
 	t.Cleanup(func() {
-		if leaked := Leaked(wait, in...); len(leaked) > 0 {
+		if leaked := Leaked(wait(), in...); len(leaked) > 0 {
 			t.Errorf("%d goroutines left running after the test:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 		}
 	})
@@ -81,13 +101,19 @@ func afterTest(t testing.TB, wait time.Duration, in []string) {
 
 // Main runs the package's tests and returns the exit code for os.Exit:
 // m.Run's, or 1 when they passed but goroutines whose stack holds any of
-// in are still running 5 s later (their stacks go to stderr).
+// in are still running at the run's deadline (testenv.MainDeadline; their
+// stacks go to stderr).
 func Main(m *testing.M, in ...string) int {
+	start := time.Now()
 	code := m.Run()
 	if code != 0 {
 		return code
 	}
-	if leaked := Leaked(5*time.Second, in...); len(leaked) > 0 {
+	wait := time.Duration(1<<63 - 1)
+	if d, ok := testenv.MainDeadline(start); ok {
+		wait = time.Until(d)
+	}
+	if leaked := Leaked(wait, in...); len(leaked) > 0 {
 		fmt.Fprintf(os.Stderr, "goroutines left running after the tests:\n%s\n", strings.Join(leaked, "\n\n"))
 		return 1
 	}

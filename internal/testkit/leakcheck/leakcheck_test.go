@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
 // parked is a goroutine the test starts and ends; its name is what
@@ -40,7 +42,7 @@ func TestLeaked(t *testing.T) {
 		t.Errorf("the test's own goroutine was counted: %v", got)
 	}
 	close(stop)
-	if got := Leaked(5*time.Second, name); len(got) != 0 {
+	if got := Leaked(untilDone(testenv.Context(t)), name); len(got) != 0 {
 		t.Errorf("after it ended: %v", got)
 	}
 }
@@ -51,14 +53,14 @@ func TestAfterTest(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	leaky := &recorder{TB: t}
-	afterTest(leaky, 50*time.Millisecond, []string{"leakcheck.parked("})
+	afterTest(leaky, func() time.Duration { return 50 * time.Millisecond }, []string{"leakcheck.parked("})
 	park(stop)
 	leaky.cleanup()
 	if !leaky.failed {
 		t.Error("a test that left a goroutine running passed")
 	}
 	clean := &recorder{TB: t}
-	afterTest(clean, 50*time.Millisecond, []string{"leakcheck.parked_nothing("})
+	afterTest(clean, func() time.Duration { return 50 * time.Millisecond }, []string{"leakcheck.parked_nothing("})
 	clean.cleanup()
 	if clean.failed {
 		t.Error("a test that left nothing running failed")

@@ -1,26 +1,19 @@
 // Package poll waits in tests for state that changes after the test's own
 // part is done (a slot freed after a close, a goroutine gone). It bounds
-// the wait only to end a test that would hang: a deadline here is never
-// an assertion about speed.
+// the wait only to end a test that would hang, at the test's deadline (go
+// test -timeout, less testenv's grace): never a bound of its own, which a
+// loaded machine could break, and never an assertion about speed.
 package poll
 
 import (
 	"testing"
-	"time"
+
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
-// Timeout is how long Until waits before it fails the test.
-const Timeout = 10 * time.Second
-
 // Until calls cond every few milliseconds until it holds, and fails t
-// (naming what) when Timeout passes first.
+// (naming what) when the test's deadline passes first.
 func Until(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", Timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.WaitFor(t, what, cond)
 }

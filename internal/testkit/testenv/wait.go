@@ -22,15 +22,26 @@ func Deadline(t interface{ Deadline() (time.Time, bool) }) (time.Time, bool) {
 	if !ok {
 		return time.Time{}, false
 	}
-	return d.Add(-grace(time.Until(d))), true
+	return giveUp(time.Now(), d), true
 }
 
-func grace(left time.Duration) time.Duration { return min(left/10, 30*time.Second) }
+// giveUp is when a wait that began at now gives up before the run's
+// deadline d: a tenth of the time left earlier, at most 30 s.
+func giveUp(now, d time.Time) time.Time { return d.Add(-min(d.Sub(now)/10, 30*time.Second)) }
+
+// deadlineOf is Deadline for any test: a benchmark (which has no
+// deadline of its own) or a fuzz target has none.
+func deadlineOf(t testing.TB) (time.Time, bool) {
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		return Deadline(d)
+	}
+	return time.Time{}, false
+}
 
 // Context is t.Context() ending at Deadline(t): for the calls of a test
 // that must not outlive it (a dial, a read, a child process).
-func Context(t *testing.T) context.Context {
-	d, ok := Deadline(t)
+func Context(t testing.TB) context.Context {
+	d, ok := deadlineOf(t)
 	if !ok {
 		return t.Context()
 	}
@@ -42,7 +53,7 @@ func Context(t *testing.T) context.Context {
 // WaitFor polls cond until it holds, and fails t naming what it waited
 // for at Deadline(t). cond may fail t itself (t.Fatal), for instance when
 // a process it waits on has exited.
-func WaitFor(t *testing.T, what string, cond func() bool) {
+func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	if !Until(t, cond) {
 		t.Fatalf("waited until the test's deadline for %s", what)
@@ -51,9 +62,9 @@ func WaitFor(t *testing.T, what string, cond func() bool) {
 
 // Until polls cond until it holds or Deadline(t) passes, and returns
 // cond's last answer: for a test that reports the failure itself.
-func Until(t *testing.T, cond func() bool) bool {
+func Until(t testing.TB, cond func() bool) bool {
 	t.Helper()
-	d, bounded := Deadline(t)
+	d, bounded := deadlineOf(t)
 	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
 		if cond() {
 			return true
@@ -80,31 +91,14 @@ func MainDeadline(start time.Time) (time.Time, bool) {
 	if timeout <= 0 {
 		return time.Time{}, false
 	}
-	d := start.Add(timeout)
-	return d.Add(-grace(time.Until(d))), true
-}
-
-// LeftGoroutines waits, until MainDeadline(start), for leaked() to come
-// back empty (goroutines that outlived a package's tests end a moment
-// after them), and returns what it last reported. For TestMain:
-//
-//	if code == 0 && testenv.LeftGoroutines(start, leaked) != "" { ... code = 1 }
-func LeftGoroutines(start time.Time, leaked func() string) string {
-	d, bounded := MainDeadline(start)
-	for {
-		l := leaked()
-		if l == "" || bounded && time.Now().After(d) {
-			return l
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return giveUp(time.Now(), start.Add(timeout)), true
 }
 
 // CleanupContext is for a t.Cleanup function, which runs once
 // t.Context() is done: a context that ends at Deadline(t). Call cancel
 // when done.
-func CleanupContext(t interface{ Deadline() (time.Time, bool) }) (context.Context, context.CancelFunc) {
-	if d, ok := Deadline(t); ok {
+func CleanupContext(t testing.TB) (context.Context, context.CancelFunc) {
+	if d, ok := deadlineOf(t); ok {
 		return context.WithDeadline(context.Background(), d)
 	}
 	return context.WithCancel(context.Background())

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"flag"
 	"testing"
 	"time"
 )
@@ -16,14 +17,17 @@ func TestDeadline(t *testing.T) {
 	if _, ok := Deadline(fixedDeadline{}); ok {
 		t.Error("a run without -timeout has a deadline")
 	}
+	if _, ok := Deadline(fixedDeadline{time.Now().Add(time.Hour), true}); !ok {
+		t.Error("a run with -timeout has no deadline")
+	}
 	// The grace is a tenth of the time left, at most 30 s.
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, tt := range []struct{ left, grace time.Duration }{
 		{10 * time.Second, time.Second},
 		{15 * time.Minute, 30 * time.Second},
 	} {
-		end := time.Now().Add(tt.left)
-		d, ok := Deadline(fixedDeadline{end, true})
-		if got := end.Sub(d); !ok || got < tt.grace-50*time.Millisecond || got > tt.grace {
+		end := now.Add(tt.left)
+		if got := end.Sub(giveUp(now, end)); got != tt.grace {
 			t.Errorf("%v left: gives up %v before the end, want %v", tt.left, got, tt.grace)
 		}
 	}
@@ -37,11 +41,20 @@ func TestWaitFor(t *testing.T) {
 	}
 }
 
+// TestMainDeadline: the run's -timeout from start, less a grace of at
+// most 30 s.
 func TestMainDeadline(t *testing.T) {
 	start := time.Now()
 	d, ok := MainDeadline(start)
-	td, tok := t.Deadline()
-	if ok != tok || ok && (d.After(td) || td.Sub(d) > 30*time.Second+time.Second) {
-		t.Fatalf("MainDeadline %v %v, the test's deadline %v %v", d, ok, td, tok)
+	timeout, _ := flag.Lookup("test.timeout").Value.(flag.Getter).Get().(time.Duration)
+	if timeout <= 0 {
+		if ok {
+			t.Fatalf("a run without -timeout has a deadline: %v", d)
+		}
+		return
+	}
+	end := start.Add(timeout)
+	if !ok || d.After(end) || end.Sub(d) > 30*time.Second {
+		t.Fatalf("MainDeadline %v %v; the run ends at %v", d, ok, end)
 	}
 }

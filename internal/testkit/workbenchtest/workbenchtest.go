@@ -21,9 +21,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/workbench/client"
 )
@@ -178,24 +178,27 @@ func Start(t testing.TB, bin string, env []string, args ...string) *Proc {
 	case err := <-p.exited:
 		p.exited <- err
 		t.Fatalf("workbench %s exited at start: %v\n%s", args[0], err, p.Logs.String())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("workbench %s did not report its address\n%s", args[0], p.Logs.String())
+	case <-testenv.Context(t).Done():
+		t.Fatalf("workbench %s did not report its address by the test's deadline\n%s", args[0], p.Logs.String())
 	}
 	return p
 }
 
 // Stop sends SIGTERM (once) and returns the exit error: nil for exit 0.
-// A process still running 30 s later is killed and t fails.
+// A process still running at the test's deadline is killed and t fails.
 func (p *Proc) Stop(t testing.TB) error {
 	t.Helper()
 	p.term.Do(func() { p.Cmd.Process.Signal(syscall.SIGTERM) })
+	// Stop runs in cleanups too, once t.Context() is done.
+	wait, cancel := testenv.CleanupContext(t)
+	defer cancel()
 	select {
 	case err := <-p.exited:
 		p.exited <- err
 		return err
-	case <-time.After(30 * time.Second):
+	case <-wait.Done():
 		p.Cmd.Process.Kill()
-		t.Error("the workbench did not exit within 30 s of SIGTERM")
+		t.Error("the workbench did not exit after SIGTERM by the test's deadline")
 		err := <-p.exited
 		p.exited <- err
 		return err
