@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -166,18 +165,8 @@ func TestServeTokensPerLauncher(t *testing.T) {
 			t.Errorf("%s's begin records name %q", id, owners)
 		}
 	}
-	files := map[string]string{"serve's log": logs}
-	err := filepath.WalkDir(e.state, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		files[path] = string(b)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := testenv.ReadTree(t, e.state)
+	files["serve's log"] = logs
 	for where, text := range files {
 		for _, tok := range []string{op, tokA, tokB} {
 			if strings.Contains(text, tok) {
