@@ -124,11 +124,8 @@ func (s *Server) documentRawRoutes(doc *huma.OpenAPI) {
 			continue
 		}
 		for _, op := range []*huma.Operation{item.Get, item.Post, item.Patch, item.Delete, item.Put} {
-			if op == nil || op.Responses["404"] == nil {
-				continue
-			}
-			if r := op.Responses["404"]; r != nil {
-				r.Description = "No such campaign, or another launcher's (the same answer, word for word)"
+			if op != nil && op.Responses["404"] != nil {
+				op.Responses["404"].Description = "No such campaign, or another launcher's (the same answer, word for word)"
 			}
 		}
 	}
