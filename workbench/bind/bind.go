@@ -23,6 +23,7 @@
 package bind
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -204,7 +205,10 @@ func checkTask(s string) error {
 // Write makes the bind file FileName in dir, holding task: created new
 // (never over an existing file, nor through a link, and dir itself is not
 // followed if it is a link), written, owned by uid:gid and mode 0400.
-// A file it made but could not finish is removed again.
+// The file appears whole or not at all: a workbench reading it at that
+// moment (a pool's workspace, bound at claim time) sees no file or the
+// finished one, never an empty file or root's. Nothing it made is left
+// when it fails.
 func Write(dir, task string, uid, gid int) (err error) {
 	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -217,26 +221,46 @@ func Write(dir, task string, uid, gid int) (err error) {
 // WriteAt is Write in the directory open as dfd (named dir in messages):
 // for a caller that opened the run directory itself, relative to a
 // descriptor it trusts, without following a link on the way.
+//
+// The file is made under a name of its own (a dot, the name and random
+// hex), finished there, then linked to FileName, which fails when
+// anything (a link included) is there already, and the temporary name is
+// removed.
 func WriteAt(dfd int, dir, task string, uid, gid int) (err error) {
 	if err := checkTask(task); err != nil {
 		return fmt.Errorf("bind file in %s: %w", dir, err)
 	}
-	fd, err := unix.Openat(dfd, FileName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, FileMode)
+	path := filepath.Join(dir, FileName)
+	tmp := "." + FileName + "." + rand.Text()
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, FileMode)
 	if err != nil {
-		return fmt.Errorf("bind file: create %s: %w", filepath.Join(dir, FileName), err)
+		return fmt.Errorf("bind file: create %s: %w", filepath.Join(dir, tmp), err)
 	}
-	f := os.NewFile(uintptr(fd), filepath.Join(dir, FileName))
-	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("bind file: %w", cerr)
-		}
-		if err != nil {
-			unix.Unlinkat(dfd, FileName, 0)
-		}
-	}()
+	defer unix.Unlinkat(dfd, tmp, 0)
+	f := os.NewFile(uintptr(fd), filepath.Join(dir, tmp))
+	if err := finish(f, task, uid, gid); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("bind file: %w", err)
+	}
+	if err := unix.Linkat(dfd, tmp, dfd, FileName, 0); err != nil {
+		return fmt.Errorf("bind file: create %s: %w", path, err)
+	}
+	// No fsync: the workbench reads the file through the same page cache,
+	// and a host crash ends the workspace with it (an fsync cost up to
+	// milliseconds per workspace on a busy disk, on the bring-up's path).
+	return nil
+}
+
+// finish writes task and its newline to the new file f, and gives it to
+// uid:gid with mode FileMode.
+func finish(f *os.File, task string, uid, gid int) error {
 	if _, err := f.Write([]byte(task + "\n")); err != nil {
 		return fmt.Errorf("bind file: %w", err)
 	}
+	fd := int(f.Fd())
 	if err := unix.Fchown(fd, uid, gid); err != nil {
 		return fmt.Errorf("bind file: chown %s: %w", f.Name(), err)
 	}
@@ -244,8 +268,5 @@ func WriteAt(dfd int, dir, task string, uid, gid int) (err error) {
 	if err := unix.Fchmod(fd, FileMode); err != nil {
 		return fmt.Errorf("bind file: chmod %s: %w", f.Name(), err)
 	}
-	// No fsync: the workbench reads the file through the same page cache,
-	// and a host crash ends the workspace with it (an fsync cost up to
-	// milliseconds per workspace on a busy disk, on the bring-up's path).
 	return nil
 }

@@ -19,6 +19,20 @@ func write(t *testing.T, dir string) string {
 	return filepath.Join(dir, FileName)
 }
 
+// dirNames lists dir's entries.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
 // TestWrite: the file holds the task and a newline, mode 0400, owned as
 // asked; it is never written over an existing file or through a link,
 // and dir is not followed when it is a link.
@@ -42,6 +56,11 @@ func TestWrite(t *testing.T) {
 	if b, _ := os.ReadFile(path); string(b) != "software/median@7\n" {
 		t.Errorf("content after a refused write %q", b)
 	}
+	// The file was made under a name of its own and linked into place:
+	// that name is gone, after the write and after the refusal.
+	if names := dirNames(t, dir); len(names) != 1 || names[0] != FileName {
+		t.Errorf("the directory holds %q, want only %s", names, FileName)
+	}
 
 	// A link planted where the file goes: not followed, its target untouched.
 	dir2 := t.TempDir()
@@ -63,6 +82,9 @@ func TestWrite(t *testing.T) {
 	}
 	if _, err := os.Lstat(dangling); !os.IsNotExist(err) {
 		t.Errorf("the dangling link's target was created: %v", err)
+	}
+	if names := dirNames(t, dir3); len(names) != 1 || names[0] != FileName {
+		t.Errorf("after a refused write the directory holds %q", names)
 	}
 	// dir itself a link: refused.
 	link := filepath.Join(t.TempDir(), "link")
@@ -130,7 +152,9 @@ func TestFileBinding(t *testing.T) {
 }
 
 // TestFileBindingConcurrent: resets racing the file's arrival each get the
-// one task or ErrUnbound, never another answer.
+// one task or ErrUnbound, never another answer (a reset that read the file
+// between its creation and its write was refused as a bad file, until
+// Write linked the finished file into place).
 func TestFileBindingConcurrent(t *testing.T) {
 	dir := t.TempDir()
 	b, _ := File(filepath.Join(dir, FileName))
