@@ -76,6 +76,12 @@ func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Pla
 	if !p.Keyed {
 		return nil, nil, "", errors.New("the plan's agent ids are not keyed: validate the spec with the state root's plan options (store.Root.PlanOptions)")
 	}
+	if p.Owner != "" {
+		// A begin record naming no launcher would make the journal corrupt.
+		if err := campaign.CheckOwner("owner", p.Owner); err != nil {
+			return nil, nil, "", err
+		}
+	}
 	if err := a.Prepare(ctx, p); err != nil {
 		return nil, nil, "", err
 	}
@@ -111,7 +117,7 @@ func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Pla
 	if err := sc.WriteDaemon(gen, a.daemonRecord()); err != nil {
 		return nil, nil, "", err
 	}
-	if err := j.Append(campaign.Record{Op: campaign.OpBegin, Gen: gen, Instance: p.Instance, Images: p.Images,
+	if err := j.Append(campaign.Record{Op: campaign.OpBegin, Gen: gen, Instance: p.Instance, Images: p.Images, Owner: p.Owner,
 		Note: fmt.Sprintf("bring-up started: %d workspaces, egress %s", len(p.Agents), p.Egress)}); err != nil {
 		return nil, nil, "", err
 	}

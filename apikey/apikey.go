@@ -203,17 +203,30 @@ func (p Policy) Refusal(variable string, s Status) string {
 		return ""
 	case !s.Present:
 		why = variable + " is unset or empty"
-	case s.Placeholder:
-		why = fmt.Sprintf("%s holds a placeholder or a publicly documented example key (fingerprint %s), not a real key", variable, s.Fingerprint)
-	case s.Short:
-		why = fmt.Sprintf("%s holds a key shorter than %d characters", variable, p.MinLength)
 	default:
-		why = fmt.Sprintf("%s holds a weak key: fewer than %d distinct characters", variable, p.MinDistinct)
-		if p.MinBits > 0 {
-			why += fmt.Sprintf(", or fewer than %d bits estimated from its length and the kinds of characters it uses", p.MinBits)
-		}
+		why = variable + " holds " + p.Reason(s)
 	}
 	return why + "; make one: export " + variable + "=$(" + MakeKey + ")"
+}
+
+// Reason says what is wrong with a key that is present and not OK, as a
+// noun phrase ("a key shorter than 32 characters"), for a message that
+// names the key its own way; "" when s is OK or the key is absent. Like
+// Refusal, it names at most the fingerprint, never the value.
+func (p Policy) Reason(s Status) string {
+	switch {
+	case s.OK(), !s.Present:
+		return ""
+	case s.Placeholder:
+		return fmt.Sprintf("a placeholder or a publicly documented example key (fingerprint %s), not a real key", s.Fingerprint)
+	case s.Short:
+		return fmt.Sprintf("a key shorter than %d characters", p.MinLength)
+	}
+	why := fmt.Sprintf("a weak key: fewer than %d distinct characters", p.MinDistinct)
+	if p.MinBits > 0 {
+		why += fmt.Sprintf(", or fewer than %d bits estimated from its length and the kinds of characters it uses", p.MinBits)
+	}
+	return why
 }
 
 // IsPublicDefault reports whether fingerprint is one of the policy's

@@ -136,6 +136,23 @@ func TestRefusal(t *testing.T) {
 	}
 }
 
+// TestReason: the reason of a key that is present and refused is the
+// phrase its Refusal gives after "holds"; none for a good or an absent
+// key; never the value.
+func TestReason(t *testing.T) {
+	p := Token()
+	for _, v := range []string{"", "0123456789abcdef0123456789abcdef", "changeme", "short-token", strings.Repeat("ab", 20)} {
+		st := p.Check(v)
+		r := p.Reason(st)
+		if (r == "") != (st.OK() || !st.Present) {
+			t.Errorf("%q: reason %q for status %+v", v, r, st)
+		}
+		if r != "" && (strings.Contains(r, v) || !strings.Contains(p.Refusal("X", st), "X holds "+r+";")) {
+			t.Errorf("%q: reason %q, refusal %q", v, r, p.Refusal("X", st))
+		}
+	}
+}
+
 // FuzzCheck: whatever the value, the status never holds it, the
 // fingerprint has its shape, and an empty value is absent.
 func FuzzCheck(f *testing.F) {

@@ -27,7 +27,7 @@ type Op string
 const (
 	// OpBegin opens a generation: one bring-up of the campaign id, with the
 	// instance nonce that labels everything it creates (Record.Gen,
-	// Record.Instance).
+	// Record.Instance), and the launcher that asked for it (Record.Owner).
 	OpBegin Op = "begin"
 	// OpIntent is written, and synced, before a create call.
 	OpIntent Op = "intent"
@@ -148,6 +148,10 @@ type Record struct {
 	// Images maps each tag the generation's spec names to the image id the
 	// bring-up resolved it to (on OpBegin records; Plan.Images).
 	Images map[string]string `json:"images,omitempty"`
+	// Owner is the name of the launcher whose token created the
+	// generation through agentpen serve (on OpBegin records; Plan.Owner,
+	// CheckOwner's grammar); empty for agentpen up. A name, never a token.
+	Owner  string            `json:"owner,omitempty"`
 	Kind   Kind              `json:"kind,omitempty"`
 	Role   string            `json:"role,omitempty"`
 	Name   string            `json:"name,omitempty"`
@@ -479,6 +483,9 @@ func parseRecord(line []byte) (Record, error) {
 				return rec, fmt.Errorf("begin record: image %q pinned as %q: not a tag and an image id", ref, id)
 			}
 		}
+		if rec.Owner != "" && CheckOwner("owner", rec.Owner) != nil {
+			return rec, errors.New("begin record: its owner is not a launcher's name")
+		}
 	case OpIntent, OpCreated, OpCreateFailed, OpOrphan, OpRemoved, OpReady, OpAttesting, OpRolledBack, OpNote:
 	case OpAttested:
 		if rec.Status != AttestOK && rec.Status != AttestFailed {
@@ -536,6 +543,11 @@ type Generation struct {
 	// Images are the image ids its bring-up pinned its spec's tags to
 	// (Plan.Pin takes them); nil for a spec of pins only.
 	Images map[string]string
+	// Owner is the launcher that created it through agentpen serve (its
+	// begin record's Record.Owner); empty for agentpen up. The launcher
+	// API shows a campaign only to its latest generation's owner and to
+	// the operator.
+	Owner string
 	// Resources are in intent order.
 	Resources []Resource
 }
@@ -585,7 +597,7 @@ func Generations(recs []Record) []Generation {
 		switch r.Op {
 		case OpBegin:
 			g := gen(r.Gen, r.Time)
-			g.Instance, g.Started, g.Images = r.Instance, r.Time, r.Images
+			g.Instance, g.Started, g.Images, g.Owner = r.Instance, r.Time, r.Images, r.Owner
 		case OpIntent:
 			g := gen(r.Gen, r.Time)
 			pending[key{r.Gen, r.Kind, r.Name}] = len(g.Resources)

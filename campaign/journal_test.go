@@ -150,6 +150,27 @@ func TestGenerations(t *testing.T) {
 	}
 }
 
+// TestOwnerOfGenerations: each generation has the owner its begin
+// record names, and the lifecycle's latest generation is the one that
+// counts (the operator's re-create of a removed id takes it over; one
+// agentpen up made has none).
+func TestOwnerOfGenerations(t *testing.T) {
+	recs := []Record{
+		{Op: OpBegin, Gen: 1, Instance: "n1", Owner: "team-a"},
+		{Op: OpBegin, Gen: 2, Instance: "n2", Owner: "operator"},
+		{Op: OpBegin, Gen: 3, Instance: "n3"},
+	}
+	for n := 1; n <= 3; n++ {
+		lc := Fold(recs[:n])
+		if got, want := lc.Latest().Owner, recs[n-1].Owner; got != want {
+			t.Errorf("after generation %d: owner %q, want %q", n, got, want)
+		}
+		if got := lc.Generations[0].Owner; got != "team-a" {
+			t.Errorf("after generation %d: generation 1's owner %q", n, got)
+		}
+	}
+}
+
 // TestGenerationsUnknownIDRemoval: a removal of an id no generation
 // created changes nothing.
 func TestGenerationsUnknownIDRemoval(t *testing.T) {

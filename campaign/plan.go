@@ -81,6 +81,11 @@ type Plan struct {
 	// place (nil before, and for a spec of pins only). The generation's
 	// begin record keeps it (Generation.Images).
 	Images map[string]string
+	// Owner is the name of the launcher creating the campaign through
+	// agentpen serve (CheckOwner's grammar; the service sets it, never the
+	// spec); empty for agentpen up. The begin record keeps it
+	// (Generation.Owner).
+	Owner string
 	// Keyed is true when the agent ids were derived under a key
 	// (PlanOptions.AgentKey): only such a plan is brought up.
 	Keyed    bool

@@ -70,6 +70,8 @@ const (
 	IDPattern      = `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`
 	TaskIDPattern  = `^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$`
 	EnvNamePattern = `^[A-Za-z_][A-Za-z0-9_]{0,127}$`
+	// OwnerPattern is a launcher's name (CheckOwner).
+	OwnerPattern = `^[a-z0-9][a-z0-9_-]{0,63}$`
 	// ImagePattern is what every image reference matches: an image id, a
 	// repository digest or a tag (CheckImage then applies the registry's
 	// reference grammar, and refuses latest).
@@ -80,6 +82,7 @@ var (
 	safeIDRe   = regexp.MustCompile(IDPattern)
 	taskIDRe   = regexp.MustCompile(TaskIDPattern)
 	envNameRe  = regexp.MustCompile(EnvNamePattern)
+	ownerRe    = regexp.MustCompile(OwnerPattern)
 	dnsLabelRe = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
 	digestRe   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 )
@@ -112,6 +115,17 @@ func CheckID(field, v string) error {
 	}
 	if !safeIDRe.MatchString(v) {
 		return invalid(field, v, "must match %s", safeIDRe)
+	}
+	return nil
+}
+
+// CheckOwner validates a launcher's name, the owner a campaign's begin
+// record names (Record.Owner): a lower-case letter or digit, then up to
+// 63 of lower-case letters, digits, "-" and "_". A name is never a
+// secret: it is logged, journalled and shown.
+func CheckOwner(field, v string) error {
+	if !ownerRe.MatchString(v) {
+		return invalid(field, v, "a launcher's name is a lower-case letter or digit, then up to 63 of lower-case letters, digits, - and _")
 	}
 	return nil
 }

@@ -95,6 +95,9 @@ type Event struct {
 	Role string `json:"role,omitempty" doc:"The resource's role: server, workspace or network"`
 	Name string `json:"name,omitempty" doc:"The resource's name (opaque: agent ids, never a task id)"`
 	ID   string `json:"id,omitempty" doc:"The resource's id on the daemon (a path, for a directory)"`
+	// Owner is the launcher whose token asked for the generation
+	// through agentpen serve (Begin; its name, never its token).
+	Owner string `json:"owner,omitempty" doc:"The name of the launcher's token that created the generation (begin; absent: agentpen up)"`
 	// Status is a verdict (Attested: ok, failed; Cleanup: verified,
 	// failed); Report its report's file name.
 	Status string `json:"status,omitempty" doc:"A verdict: ok or failed (attested), verified or failed (cleanup)"`
@@ -120,7 +123,10 @@ func FromRecord(id string, r campaign.Record) (Event, bool) {
 	}
 	switch r.Op {
 	case campaign.OpBegin:
-		ev.Type, ev.Msg = Begin, fmt.Sprintf("bring-up of generation %d began", r.Gen)
+		ev.Type, ev.Msg, ev.Owner = Begin, fmt.Sprintf("bring-up of generation %d began", r.Gen), r.Owner
+		if r.Owner != "" {
+			ev.Msg += " for " + r.Owner
+		}
 	case campaign.OpLifetime:
 		l := campaign.Lifetime{Accepted: r.Accepted, TTL: time.Duration(r.TTL) * time.Second, Idle: time.Duration(r.Idle) * time.Second}
 		ev.Type, ev.Msg, ev.IdleTimeoutSeconds = Lifetime, "lifetime: "+l.String(), r.Idle

@@ -96,3 +96,16 @@ func TestFinalSaysWhy(t *testing.T) {
 		t.Fatalf("killed: %+v", ev)
 	}
 }
+
+// TestBeginNamesOwner: a begin record's owner (a launcher's name) is its
+// event's, and in its message; one agentpen up wrote has none.
+func TestBeginNamesOwner(t *testing.T) {
+	ev, _ := events.FromRecord("c", campaign.Record{Op: campaign.OpBegin, Seq: 1, Gen: 2, Owner: "team-a"})
+	if ev.Owner != "team-a" || !strings.Contains(ev.Msg, "team-a") {
+		t.Errorf("begin of team-a: %+v", ev)
+	}
+	ev, _ = events.FromRecord("c", campaign.Record{Op: campaign.OpBegin, Seq: 1, Gen: 2})
+	if ev.Owner != "" || strings.Contains(ev.Msg, " for ") {
+		t.Errorf("begin of agentpen up: %+v", ev)
+	}
+}

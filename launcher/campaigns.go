@@ -31,9 +31,12 @@ type entry struct {
 	// one (and busying is true).
 	busy    campaign.Status
 	busying bool
-	seq     uint64 // bumped when an operation ends: a read of the files begun before is stale
-	camp    *adapter.Campaign
-	routes  []*route
+	// owner is the launcher a create in progress is for (Plan.Owner),
+	// until its begin record says so.
+	owner  string
+	seq    uint64 // bumped when an operation ends: a read of the files begun before is stale
+	camp   *adapter.Campaign
+	routes []*route
 	// wake is closed (and dropped) when the adapter journals a record of
 	// the campaign or an operation on it ends: its event streams read the
 	// journal again (journalWake).
@@ -171,6 +174,9 @@ func (s *Server) operate(ctx context.Context, id, what string) (context.Context,
 	e.op.Lock()
 	release := func() { e.op.Unlock(); done() }
 	snap, err := s.read(id)
+	if err == nil && hidden(ctx, snap) {
+		err = fmt.Errorf("campaign %q: %w", id, store.ErrNoCampaign)
+	}
 	if err != nil {
 		release()
 		return nil, nil, snapshot{}, nil, campaignProblem(id, what, err)
@@ -287,12 +293,8 @@ func (s *Server) view(id string) (CampaignView, error) {
 		seq := s.seqOf(id)
 		snap, err := s.read(id)
 		if errors.Is(err, store.ErrNoCampaign) {
-			s.mu.Lock()
-			e := s.campaigns[id]
-			creating := e != nil && e.busying && e.busy == campaign.StatusCreating
-			s.mu.Unlock()
-			if creating {
-				return s.creatingView(id), nil
+			if owner, creating := s.creatingFor(id); creating {
+				return s.creatingView(id, owner), nil
 			}
 		}
 		if err != nil {
@@ -308,8 +310,8 @@ func (s *Server) view(id string) (CampaignView, error) {
 
 // creatingView is a campaign this service is creating whose journal is
 // not written yet.
-func (s *Server) creatingView(id string) CampaignView {
-	return CampaignView{CampaignID: id, State: campaign.StatusCreating.String(), StateDir: s.root.CampaignDir(id), Workspaces: []adapter.Workspace{}}
+func (s *Server) creatingView(id, owner string) CampaignView {
+	return CampaignView{CampaignID: id, Owner: owner, State: campaign.StatusCreating.String(), StateDir: s.root.CampaignDir(id), Workspaces: []adapter.Workspace{}}
 }
 
 // render turns a snapshot into the campaign's view. An operation of this
@@ -355,8 +357,11 @@ func (s *Server) render(id string, snap snapshot, seq uint64, reconcile bool) (v
 		}
 		s.revokeLocked(e, cause)
 	}
-	v = CampaignView{CampaignID: id, Generation: g.N, State: status.String(), StateDir: snap.dir, Workspaces: []adapter.Workspace{},
+	v = CampaignView{CampaignID: id, Owner: g.Owner, Generation: g.N, State: status.String(), StateDir: snap.dir, Workspaces: []adapter.Workspace{},
 		Lifetime: lifetimeView(snap.st.Lifetime), RemovalReason: snap.st.LastRemoval}
+	if owner, ok := s.creatingForLocked(id); ok {
+		v.Owner = owner // a new generation whose begin record is not written yet
+	}
 	if err := cmp.Or(snap.err, snap.reportErr); err != nil {
 		v.Error = err.Error()
 	}
@@ -492,6 +497,9 @@ func (s *Server) remove(ctx context.Context, e *entry, reason string) (*cleanup.
 	snap, err := s.read(e.id)
 	if err != nil {
 		return nil, err
+	}
+	if hidden(ctx, snap) {
+		return nil, fmt.Errorf("campaign %q: %w", e.id, store.ErrNoCampaign)
 	}
 	if snap.status() == campaign.StatusRemoved && snap.cl != nil && snap.cl.OK {
 		return snap.cl, nil

@@ -77,6 +77,10 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*createOu
 	if err != nil {
 		return nil, err
 	}
+	// The campaign is its creator's: its token's name goes in the begin
+	// record.
+	caller, _ := CallerOf(ctx)
+	p.Owner = caller.Name
 	async := preferAsync(in.Prefer)
 	sctx, done, err := s.startOp()
 	if err != nil {
@@ -86,15 +90,26 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*createOu
 	e := s.entry(id)
 	if !e.op.TryLock() {
 		done()
+		if !s.sees(caller, id) {
+			return nil, takenProblem(id)
+		}
 		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q: this service is creating, attesting or deleting it: retry once that ends", id))
 	}
 	release := func() { e.op.Unlock(); done() }
-	// An id whose journal has anything live is refused in the API's terms;
-	// the bring-up refuses it again under the campaign's lock (another
-	// process may bring it up meanwhile).
-	if snap, err := s.read(id); err == nil && (snap.err != nil || len(snap.st.Live()) > 0) {
-		release()
-		return nil, existsProblem(id, snap)
+	// An id another launcher's campaign holds (any generation of it, in
+	// any state) is refused without a word of it; one whose journal has
+	// anything live is refused in the API's terms; the bring-up refuses
+	// it again under the campaign's lock (another process may bring it
+	// up meanwhile).
+	if snap, err := s.read(id); err == nil {
+		switch {
+		case hidden(ctx, snap):
+			release()
+			return nil, takenProblem(id)
+		case snap.err != nil || len(snap.st.Live()) > 0:
+			release()
+			return nil, existsProblem(id, snap)
+		}
 	}
 	// The key and the images (each tag resolved to its image id) before
 	// anything is made, and before an asynchronous create is accepted.
@@ -103,6 +118,9 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*createOu
 		s.logOp(ctx, "create", id, "refused", start, err)
 		return nil, operationProblem("create", err)
 	}
+	s.mu.Lock()
+	e.owner = p.Owner
+	s.mu.Unlock()
 	s.begin(e, campaign.StatusCreating)
 	out := &createOutput{Location: "/v1/campaigns/" + id}
 	if async {
@@ -112,7 +130,7 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*createOu
 			defer release()
 			s.create(sctx, e, p, start)
 		}()
-		out.Status, out.PreferenceApplied, out.Body = http.StatusAccepted, "respond-async", s.creatingView(id)
+		out.Status, out.PreferenceApplied, out.Body = http.StatusAccepted, "respond-async", s.creatingView(id, p.Owner)
 		return out, nil
 	}
 	defer release()
@@ -123,7 +141,7 @@ func (s *Server) createCampaign(ctx context.Context, in *createInput) (*createOu
 	defer stop()
 	res, err := s.create(ctx, e, p, start)
 	if err != nil {
-		return nil, s.createProblem(id, res, err)
+		return nil, s.createProblem(ctx, id, res, err)
 	}
 	view, err := s.view(id)
 	if err != nil {
@@ -165,9 +183,12 @@ func (s *Server) create(ctx context.Context, e *entry, p *campaign.Plan, start t
 }
 
 // createProblem is the problem of a synchronous create that failed.
-func (s *Server) createProblem(id string, res *adapter.UpResult, err error) error {
+func (s *Server) createProblem(ctx context.Context, id string, res *adapter.UpResult, err error) error {
 	if res == nil || res.Campaign == nil {
 		if snap, rerr := s.read(id); errors.Is(err, adapter.ErrCampaignExists) && rerr == nil {
+			if hidden(ctx, snap) {
+				return takenProblem(id) // another process brought it up meanwhile
+			}
 			return existsProblem(id, snap)
 		}
 		return operationProblem("bring-up", err)

@@ -59,7 +59,11 @@ func TestDaemonLost(t *testing.T) {
 	}
 	t.Cleanup(func() { root.Close() })
 	const token = "daemon-lost-token-0123456789abcdef0123"
-	srv, err := launcher.New(launcher.Config{Adapter: a, Root: root, Token: []byte(token), Key: bytes.Repeat([]byte{1}, launcher.KeyBytes)})
+	toks, err := launcher.ParseTokens("token", token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := launcher.New(launcher.Config{Adapter: a, Root: root, Tokens: toks, Key: bytes.Repeat([]byte{1}, launcher.KeyBytes)})
 	if err != nil {
 		t.Fatal(err)
 	}

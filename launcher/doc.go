@@ -28,13 +28,30 @@
 // in Huma's ErrorModel; a bad spec lists every field it can name, each
 // located by its path ("body.workspaces[1].task_id").
 //
-// Every route but /healthz and the proxy's requires the bearer token,
-// compared in constant time; authentication is attached to those routes,
-// not decided by a path prefix. Requests carry an id (X-Request-Id); the
-// access log names the route pattern, never the path, so no capability,
-// token, body or task id is ever logged; a refused request names its
-// class. Each operation (create, delete, attest, expire, reconcile) logs
-// one line: campaign, outcome, duration.
+// Every route but /healthz and the proxy's requires one of the service's
+// bearer tokens (Tokens, from a token file of name:token lines:
+// ParseTokens), found in constant time over all of them (every digest
+// compared); authentication is attached to those routes, not decided by
+// a path prefix, and puts the caller (its token's name) in the request's
+// context. Requests carry an id (X-Request-Id); the access log names the
+// route pattern, never the path, and the caller's name, so no
+// capability, token, body or task id is ever logged; a refused request
+// names its class. Each operation (create, delete, attest, expire,
+// reconcile) logs one line: campaign, outcome, duration, caller.
+//
+// # Launchers
+//
+// A campaign created through the API is its creator's: the token's name
+// goes in its generation's begin record (campaign.Plan.Owner, read back
+// as campaign.Generation.Owner). A launcher's token sees and acts only
+// on the campaigns whose latest generation it created: on every route
+// under /v1/campaigns/{id} another's campaign answers the 404 of an
+// unknown id (a Huma middleware, so a route added there is covered; the
+// operations that change a campaign check again under its lock), the
+// list leaves it out, and a create of its id is a 409 that says only
+// that the id is taken. The operator's token (OperatorName, or a bare
+// token) sees and acts on every campaign, those agentpen up made (no
+// owner) and unusable ones included, and alone reads /metrics.
 //
 // # Lifetimes
 //
@@ -53,7 +70,8 @@
 //
 // A campaign's state is its journal's (campaign.Fold, through the store),
 // read on every request, never remembered, with the reports the journal
-// names: the list holds every campaign of the state root, and a campaign
+// names: the list holds every campaign of the state root the caller sees
+// (Launchers, above), and a campaign
 // another process brought up, attested or removed, or that a killed
 // create or delete left half made, reads as it is (campaign.Status: ready,
 // attestation_failed, starting_or_failed, cleanup_failed, removed,

@@ -94,8 +94,12 @@ func startLive(t *testing.T) *liveService {
 	if err != nil {
 		t.Fatal(err)
 	}
+	toks, err := launcher.ParseTokens("l.token", l.token)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l.ts = httptest.NewUnstartedServer(nil)
-	l.srv, err = launcher.New(launcher.Config{Adapter: l.a, Root: root, Token: []byte(l.token), Key: key, PublicURL: "http://" + l.ts.Listener.Addr().String(), Logger: logger})
+	l.srv, err = launcher.New(launcher.Config{Adapter: l.a, Root: root, Tokens: toks, Key: key, PublicURL: "http://" + l.ts.Listener.Addr().String(), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

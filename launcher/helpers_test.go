@@ -30,6 +30,16 @@ import (
 // testToken is the bearer token of the unit tests' servers.
 const testToken = "test-token-0123456789abcdef-9e2f4a"
 
+// mustTokens parses a token text (testToken alone: the operator's).
+func mustTokens(t testing.TB, text string) *Tokens {
+	t.Helper()
+	toks, err := ParseTokens("test tokens", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toks
+}
+
 // fakeImage is a well-formed image pin (nothing is pulled or created).
 var fakeImage = "sha256:" + strings.Repeat("ab", 32)
 
@@ -157,7 +167,7 @@ func (f *fakeBackend) begin(p *campaign.Plan) error {
 	if err := sc.WriteSpec(gen, p.Spec); err != nil {
 		return err
 	}
-	recs := []campaign.Record{{Op: campaign.OpBegin, Gen: gen, Instance: p.Instance}}
+	recs := []campaign.Record{{Op: campaign.OpBegin, Gen: gen, Instance: p.Instance, Owner: p.Owner}}
 	if !p.Lifetime.IsZero() {
 		recs = append(recs, p.Lifetime.Record(gen))
 	}
@@ -547,7 +557,7 @@ func newTestServerOf(t *testing.T, be *fakeBackend, key []byte, edit func(*Confi
 	t.Helper()
 	logs := &testlog.Buffer{}
 	ts := httptest.NewUnstartedServer(nil)
-	cfg := Config{Root: be.root, Token: []byte(testToken), Key: key, PublicURL: "http://" + ts.Listener.Addr().String(),
+	cfg := Config{Root: be.root, Tokens: mustTokens(t, testToken), Key: key, PublicURL: "http://" + ts.Listener.Addr().String(),
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), ShutdownGrace: 5 * time.Second}
 	if edit != nil {
 		edit(&cfg)

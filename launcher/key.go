@@ -3,7 +3,6 @@ package launcher
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 )
 
@@ -29,10 +28,3 @@ func capability(key []byte, campaignID, instance, agentID string) string {
 // lookup compares digests, never the secret, and the table holds no
 // credential in clear.
 func capKey(c string) [sha256.Size]byte { return sha256.Sum256([]byte(c)) }
-
-// tokenEqual compares a presented bearer token with the expected one in
-// constant time (digests first, so the length does not leak either).
-func tokenEqual(got string, want []byte) bool {
-	g, w := sha256.Sum256([]byte(got)), sha256.Sum256(want)
-	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
-}

@@ -30,6 +30,9 @@ func (s *Server) logOp(ctx context.Context, op, id, outcome string, start time.T
 	if rid := RequestID(ctx); rid != "" {
 		attrs = append(attrs, slog.String("request_id", rid))
 	}
+	if c, ok := CallerOf(ctx); ok {
+		attrs = append(attrs, slog.String("caller", c.Name))
+	}
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelWarn

@@ -44,9 +44,10 @@ func (s *Server) buildRouter() (chi.Router, huma.API) {
 	r.Group(func(g chi.Router) {
 		g.Use(s.auth)
 		api = humachi.New(g, s.humaConfig())
+		api.UseMiddleware(s.guardCampaigns(api))
 		s.registerOperations(api)
 		g.Get(OpenAPIPath, s.serveOpenAPI)
-		g.Get("/metrics", s.metrics.handler().ServeHTTP)
+		g.Get("/metrics", operatorOnly(s.metrics.handler()).ServeHTTP)
 	})
 	ui := uiHandler()
 	r.Get("/ui", serveUIRedirect)
@@ -87,9 +88,13 @@ func (s *Server) humaConfig() huma.Config {
 	cfg.OpenAPIPath, cfg.DocsPath, cfg.SchemasPath = "", "", ""
 	cfg.CreateHooks = nil
 	cfg.Info.Description = "Campaigns of AI-agent workspaces on a rootless Docker daemon, and an episode proxy " +
-		"that unmodified OpenEnv clients use through each workspace's base_url. Every error is an RFC 9457 problem."
+		"that unmodified OpenEnv clients use through each workspace's base_url. Each launcher's token sees and acts " +
+		"only on the campaigns it created (another's is a 404, as an unknown id); the operator's token on every one. " +
+		"Every error is an RFC 9457 problem."
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
-		securityBearer: {Type: "http", Scheme: "bearer", Description: "The service's token (agentpen serve --token-file or --token-env)."},
+		securityBearer: {Type: "http", Scheme: "bearer", Description: "One of the service's named tokens (agentpen serve --token-file or " +
+			"--token-env: name:token lines, or one bare token, the operator's). A launcher's token sees and acts only on the " +
+			"campaigns it created; the operator's (named operator) on every campaign, those agentpen up made included."},
 	}
 	cfg.Security = []map[string][]string{{securityBearer: {}}}
 	return cfg
@@ -114,6 +119,20 @@ func (s *Server) documentRawRoutes(doc *huma.OpenAPI) {
 	doc.AddOperation(&huma.Operation{OperationID: "getMetrics", Method: http.MethodGet, Path: "/metrics", Tags: []string{"meta"},
 		Summary: "Prometheus metrics (text exposition format)", Responses: text("Metrics")})
 	doc.Paths["/metrics"].Get.Responses["401"] = problemResp("No or a wrong bearer token")
+	doc.Paths["/metrics"].Get.Responses["403"] = problemResp("Not the operator's token: the metrics count every launcher's campaigns")
+	doc.Paths["/metrics"].Get.Description = "The operator's token only."
+	// Every operation on one campaign answers another launcher's campaign
+	// as an unknown id (guardCampaigns).
+	for path, item := range doc.Paths {
+		if !strings.HasPrefix(path, campaignRoutes) {
+			continue
+		}
+		for _, op := range []*huma.Operation{item.Get, item.Post, item.Patch, item.Delete, item.Put} {
+			if op != nil && op.Responses["404"] != nil {
+				op.Responses["404"].Description = "No such campaign, or another launcher's (the same answer, word for word)"
+			}
+		}
+	}
 	doc.AddOperation(&huma.Operation{OperationID: "getHealthz", Method: http.MethodGet, Path: "/healthz", Tags: []string{"meta"}, Security: none,
 		Summary: "Liveness of the service (no token)", Responses: map[string]*huma.Response{"200": object(`{"status":"ok"}`)}})
 
@@ -192,7 +211,17 @@ func (s *Server) serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 
 type ctxKey int
 
-const requestIDKey ctxKey = 0
+const (
+	requestIDKey ctxKey = iota
+	callerKey
+	requestInfoKey
+)
+
+// requestInfo is what the access log learns of a request from the
+// handlers it wraps: who sent it (auth fills it in).
+type requestInfo struct {
+	caller string
+}
 
 var requestIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
@@ -256,7 +285,8 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
+		info := &requestInfo{}
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), requestInfoKey, info)))
 		pattern := "(unmatched)"
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			pattern = rc.RoutePattern()
@@ -276,6 +306,9 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			slog.Int64("bytes", sw.bytes),
 			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 		}
+		if info.caller != "" {
+			attrs = append(attrs, slog.String("caller", info.caller))
+		}
 		if class := refusalClass(sw.status); class != "" {
 			attrs = append(attrs, slog.String("refused", class))
 		}
@@ -283,13 +316,34 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 	})
 }
 
-// auth requires the service's bearer token, compared in constant time.
+// auth requires one of the service's bearer tokens, found in constant
+// time over all of them (Tokens.Lookup), and puts its caller in the
+// request's context (CallerOf) and its name in the access log.
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") || !tokenEqual(strings.TrimSpace(tok), s.cfg.Token) {
+		scheme, tok, cut := strings.Cut(r.Header.Get("Authorization"), " ")
+		caller, ok := Caller{}, false
+		if cut && strings.EqualFold(scheme, "Bearer") {
+			caller, ok = s.cfg.Tokens.Lookup(strings.TrimSpace(tok))
+		}
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentpen"`)
 			writeProblem(w, http.StatusUnauthorized, "a valid bearer token is required (Authorization: Bearer <token>)")
+			return
+		}
+		if info, ok := r.Context().Value(requestInfoKey).(*requestInfo); ok {
+			info.caller = caller.Name
+		}
+		next.ServeHTTP(w, r.WithContext(withCaller(r.Context(), caller)))
+	})
+}
+
+// operatorOnly serves next to the operator's token alone: what it
+// answers counts every launcher's campaigns.
+func operatorOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := CallerOf(r.Context()); !ok || !c.Operator() {
+			writeProblem(w, http.StatusForbidden, "the operator's token is required: this route counts every launcher's campaigns")
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -24,6 +24,7 @@ import (
 // through base_url only.
 type CampaignView struct {
 	CampaignID string `json:"campaign_id" doc:"The campaign's id, as in the spec"`
+	Owner      string `json:"owner,omitempty" doc:"The name of the token that created its latest generation (absent: agentpen up made it, and only the operator's token sees it)"`
 	Generation int    `json:"generation" doc:"Which bring-up of this campaign id this is (1 for the first)"`
 	State      string `json:"state" enum:"creating,ready,attestation_failed,starting_or_failed,deleting,cleanup_failed,removed,unusable" doc:"Read from the campaign's journal on every request. creating and deleting: this service's operation in progress; ready: up and attested, workspaces served; attestation_failed: its latest attestation failed, workspaces not served (attest again, or DELETE); starting_or_failed: resources live but its bring-up never finished (killed, or running in another process): DELETE; cleanup_failed: a removal not verified or interrupted: DELETE again; removed: nothing of it is live; unusable: its journal is corrupt, or its state directory or journal is owned or writable by another user: nothing is done with it (error says why; agentpen ls and docs/troubleshooting.md)"`
 	StateDir   string `json:"state_dir" doc:"The campaign's state directory on the service's host (journal, spec, reports)"`
@@ -89,7 +90,10 @@ func (s *Server) registerOperations(api huma.API) {
 			"does not attest is removed by exact id (500). A client that goes away (a client timeout included) cancels " +
 			"the bring-up, which rolls back by exact id. With Prefer: respond-async the spec is checked the same way, " +
 			"and the answer is 202 with Location at once: the campaign reads creating until it is ready or failed, " +
-			"GET /v1/campaigns/{id}/events streams its progress, and no client going away stops it.",
+			"GET /v1/campaigns/{id}/events streams its progress, and no client going away stops it. The campaign is the " +
+			"caller's: its token's name is journalled as its owner, and only that token and the operator's see it. An id " +
+			"that another launcher's campaign holds (in any state, removed included), or one agentpen up made, is a 409 " +
+			"that says the id is taken and nothing else of it.",
 		DefaultStatus: http.StatusCreated, Errors: bad, SkipValidateBody: true, MaxBodyBytes: campaign.MaxSpecBytes + 1,
 		BodyReadTimeout: 30 * time.Second,
 	}, s.createCampaign)
@@ -101,7 +105,7 @@ func (s *Server) registerOperations(api huma.API) {
 	}
 	huma.Register(api, huma.Operation{
 		OperationID: "listCampaigns", Method: http.MethodGet, Path: "/v1/campaigns", Tags: tags,
-		Summary: "List every campaign of the service's state root, each with the state its journal says", Errors: []int{http.StatusUnauthorized},
+		Summary: "List the campaigns the caller's token created (the operator's: every campaign of the state root), each with the state its journal says", Errors: []int{http.StatusUnauthorized},
 	}, s.listCampaigns)
 	huma.Register(api, huma.Operation{
 		OperationID: "getCampaign", Method: http.MethodGet, Path: "/v1/campaigns/{id}", Tags: tags,
@@ -196,7 +200,7 @@ func campaignProblem(id, what string, err error) error {
 	case errors.As(err, &ve):
 		return pathProblem(err)
 	case errors.Is(err, store.ErrNoCampaign):
-		return problem(http.StatusNotFound, fmt.Sprintf("no such campaign %q in this service's state root (GET /v1/campaigns lists them)", id))
+		return problem(http.StatusNotFound, noSuchCampaign(id))
 	}
 	return operationProblem(what, err)
 }
@@ -211,6 +215,7 @@ func pathProblem(err error) error {
 }
 
 func (s *Server) listCampaigns(ctx context.Context, _ *struct{}) (*listOutput, error) {
+	caller, _ := CallerOf(ctx)
 	list, err := s.root.List()
 	if err != nil {
 		return nil, operationProblem("list", err)
@@ -219,6 +224,13 @@ func (s *Server) listCampaigns(ctx context.Context, _ *struct{}) (*listOutput, e
 	out.Body.Campaigns = []CampaignView{}
 	seen := map[string]bool{}
 	for _, l := range list {
+		owner, creating := s.creatingFor(l.ID)
+		if !creating {
+			owner = l.State.Latest().Owner
+		}
+		if !caller.Operator() && (l.Err != nil || !caller.Sees(owner)) {
+			continue // another launcher's, or unusable: the operator's alone
+		}
 		seq := s.seqOf(l.ID)
 		v, fresh := s.render(l.ID, s.snapshotOf(l.ID, l.State, l.Err), seq, true)
 		if !fresh {
@@ -233,8 +245,8 @@ func (s *Server) listCampaigns(ctx context.Context, _ *struct{}) (*listOutput, e
 	// Campaigns this service is creating whose journal is not written yet.
 	s.mu.Lock()
 	for id, e := range s.campaigns {
-		if e.busying && e.busy == campaign.StatusCreating && !seen[id] {
-			out.Body.Campaigns = append(out.Body.Campaigns, s.creatingView(id))
+		if e.busying && e.busy == campaign.StatusCreating && !seen[id] && caller.Sees(e.owner) {
+			out.Body.Campaigns = append(out.Body.Campaigns, s.creatingView(id, e.owner))
 		}
 	}
 	s.mu.Unlock()

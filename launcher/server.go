@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
@@ -29,9 +28,11 @@ type Config struct {
 	// Root is the state root the service serves (required; agentpen
 	// serve holds its lock, store.Root.LockServe).
 	Root *store.Root
-	// Token is the bearer token every route but /healthz and the episode
-	// proxy's requires (required; it must pass apikey.Token).
-	Token []byte
+	// Tokens are the bearer tokens every route but /healthz and the
+	// episode proxy's requires, each with its launcher's name
+	// (ParseTokens; at least one). A launcher sees and acts only on the
+	// campaigns its token created; the operator's (OperatorName) on all.
+	Tokens *Tokens
 	// Key derives the workspaces' capabilities (required; KeyBytes; see
 	// LoadKey).
 	Key []byte
@@ -164,8 +165,8 @@ func newServer(cfg Config, be backend) (*Server, error) {
 	if cfg.Root == nil {
 		return nil, errors.New("api: Config.Root is required")
 	}
-	if pol := apikey.Token(); !pol.Check(string(cfg.Token)).OK() {
-		return nil, fmt.Errorf("launcher: %s", pol.Refusal("the bearer token", pol.Check(string(cfg.Token))))
+	if cfg.Tokens == nil || cfg.Tokens.Len() == 0 {
+		return nil, errors.New("api: Config.Tokens is required (ParseTokens)")
 	}
 	if len(cfg.Key) != KeyBytes {
 		return nil, fmt.Errorf("api: the server key must hold %d bytes", KeyBytes)

@@ -65,8 +65,12 @@ func TestReadersAgree(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.Close()
+			toks, err := launcher.ParseTokens("readersToken", readersToken)
+			if err != nil {
+				t.Fatal(err)
+			}
 			srv, err := launcher.New(launcher.Config{Adapter: &adapter.Adapter{Docker: d, LockBase: t.TempDir()}, Root: root,
-				Token: []byte(readersToken), Key: bytes.Repeat([]byte{1}, launcher.KeyBytes)})
+				Tokens: toks, Key: bytes.Repeat([]byte{1}, launcher.KeyBytes)})
 			if err != nil {
 				t.Fatal(err)
 			}

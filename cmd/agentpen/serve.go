@@ -42,13 +42,28 @@ gives each workspace a base_url an unmodified OpenEnv client uses as it is.
 
 Listens on 127.0.0.1:8700 or on a unix socket (--listen unix:///path/api.sock, mode 0600). A
 non-loopback address is refused unless TLS is on (--tls-cert and --tls-key) or
---insecure-listen is given. Every route but /healthz and the proxy's needs the bearer token,
-read from the file --token-file names (this user's, mode 0600) or from the environment variable
+--insecure-listen is given. Every route but /healthz and the proxy's needs a bearer token, read
+from the file --token-file names (this user's, mode 0600) or from the environment variable
 --token-env names (default AGENTPEN_SERVE_TOKEN); never from the command line. A token has at
 least 32 characters, 10 distinct ones and 128 bits estimated from its length and the kinds of
 characters it uses (openssl rand -hex 32 makes one); a weaker one is refused. The proxy's credential is
 the capability in each base_url, derived from a server key kept in <state root>/keys/server.key
 (0600), so base_urls survive a restart.
+
+Tokens per launcher: the file (or the variable) holds one name:token per line; a line starting
+with # is a comment, blank lines are ignored. A name is a lower-case letter or digit, then up to
+63 of lower-case letters, digits, - and _. Each launcher's token sees and acts only on the
+campaigns it created (another's is a 404, as an unknown id; a create of its id is a 409 saying
+the id is taken); the token named operator sees and acts on every campaign, those agentpen up
+made included, and alone reads /metrics. A file holding one bare token (no name) is the operator's.
+A name or a token given twice, a bare token among named ones, or a token that fails the rule above
+is refused (exit 2) naming the line and the name, never the token. Names, never tokens, are in the
+log (caller), the events and the journal (a campaign's owner):
+
+  # /etc/agentpen/tokens (mode 0600)
+  operator:<openssl rand -hex 32>
+  team-a:<openssl rand -hex 32>
+  team-b:<openssl rand -hex 32>
 
 Campaigns have lifetimes: a spec's ttl_seconds (counted from its create's acceptance) and
 idle_timeout_seconds (no reset or step, through the proxy or a workspace's socket), or --ttl and
@@ -71,10 +86,10 @@ user's alone, or else the state root's, made then if it has none); and the daemo
 answer and be rootless.
 
 It logs (slog, --log-format text or json, on stderr) its start (address, state root, version,
-the signing key's id), every create, delete, attestation (campaign, outcome, duration), every
-request (its route, never its path; a refused one with its class: invalid, unauthorized,
-not_found, conflict, ...), and its stop. No line holds the token, a key, a capability or a
-task id.
+the signing key's id, the tokens' names), every create, delete, attestation (campaign, outcome,
+duration, caller), every request (its route, never its path; its caller's name; a refused one
+with its class: invalid, unauthorized, not_found, conflict, ...), and its stop. No line holds a
+token, a key, a capability or a task id.
 
 Exit status: 0 stopped cleanly, 1 failure (with --cleanup-on-exit: a cleanup not verified,
 even after SIGINT/SIGTERM), 2 bad input (flags, the token, TLS files, the server key, the
@@ -105,8 +120,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&sf.apiKeyEnv, "api-key-env", campaign.DefaultAPIKeyEnv, "the variable of this environment that holds the grader's API key for a spec that names none (its server.api_key_env); checked at start")
 	fs.StringVar(&sf.listen, "listen", defaultListen, "address to listen on: host:port, or unix:///path/to/api.sock")
 	fs.StringVar(&sf.publicURL, "public-url", "", "the URL clients reach the service at, the prefix of every base_url (default: from --listen; with a unix socket, base_urls are paths)")
-	fs.StringVar(&sf.tokenFile, "token-file", "", "file holding the bearer token (mode 0600); overrides --token-env")
-	fs.StringVar(&sf.tokenEnv, "token-env", defaultTokenEnv, "environment variable holding the bearer token")
+	fs.StringVar(&sf.tokenFile, "token-file", "", "file holding the bearer tokens, name:token per line, or one bare token, the operator's (mode 0600); overrides --token-env")
+	fs.StringVar(&sf.tokenEnv, "token-env", defaultTokenEnv, "environment variable holding the bearer tokens (as --token-file's content)")
 	fs.StringVar(&sf.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key: serve HTTPS)")
 	fs.StringVar(&sf.tlsKey, "tls-key", "", "TLS private key file")
 	fs.StringVar(&sf.debugListen, "debug-listen", "", "serve net/http/pprof at /debug/pprof/ on this loopback address (127.0.0.1:6060); off by default")
@@ -152,7 +167,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err := campaign.CheckEnvPolicy(envPolicy); err != nil {
 		return cli.Usagef("%v", err)
 	}
-	token, err := sf.token(getenv)
+	tokens, err := sf.tokens(getenv)
 	if err != nil {
 		return err
 	}
@@ -213,7 +228,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
-	srv, err := launcher.New(launcher.Config{Adapter: a, Root: root, Token: token, Key: key, PublicURL: publicURL, Logger: log,
+	srv, err := launcher.New(launcher.Config{Adapter: a, Root: root, Tokens: tokens, Key: key, PublicURL: publicURL, Logger: log,
 		Attest: opts, Version: cli.Stamp, ShutdownGrace: sf.shutdown, APIKeyEnv: sf.apiKeyEnv, Lifetime: sf.lifetime})
 	if err != nil {
 		return err
@@ -240,7 +255,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	started := time.Now()
 	log.Info("agentpen serve started", "listen", ln.Addr().String(), "public_url", publicURL, "state_root", root.Path(),
 		"version", cli.Stamp, "daemon", a.Docker.Host().URL, "api_key_env", sf.apiKeyEnv, "tls", sf.tlsCert != "",
-		"signing_key_id", custody.KeyID(signingKey.Public().(ed25519.PublicKey)))
+		"signing_key_id", custody.KeyID(signingKey.Public().(ed25519.PublicKey)), "tokens", tokens.Names())
 	// Stop accepting, end the proxy's sessions, give operations their
 	// grace, then cancel them; the two run together because an operation
 	// in flight holds its request open.
@@ -438,25 +453,25 @@ func listenUnix(path string) (net.Listener, error) {
 	return ln, nil
 }
 
-// token reads the bearer token from --token-file or the --token-env
-// variable; it is never taken from argv.
-func (sf *serveFlags) token(getenv func(string) string) ([]byte, error) {
-	var tok string
-	var from string
+// tokens reads the bearer tokens from --token-file or the --token-env
+// variable (launcher.ParseTokens: named lines, or one bare token, the
+// operator's); they are never taken from argv.
+func (sf *serveFlags) tokens(getenv func(string) string) (*launcher.Tokens, error) {
+	var text, from string
 	if sf.tokenFile != "" {
 		b, err := readTokenFile(sf.tokenFile)
 		if err != nil {
 			return nil, err
 		}
-		tok, from = strings.TrimSpace(string(b)), "--token-file "+sf.tokenFile
+		text, from = string(b), "--token-file "+sf.tokenFile
 	} else {
-		tok, from = strings.TrimSpace(getenv(sf.tokenEnv)), "$"+sf.tokenEnv
+		text, from = getenv(sf.tokenEnv), "$"+sf.tokenEnv
 	}
-	pol := apikey.Token()
-	if st := pol.Check(tok); !st.OK() {
-		return nil, cli.Usagef("no usable bearer token: %s", pol.Refusal(from, st))
+	toks, err := launcher.ParseTokens(from, text)
+	if err != nil {
+		return nil, cli.Usagef("no usable bearer token: %v", err)
 	}
-	return []byte(tok), nil
+	return toks, nil
 }
 
 // readTokenFile reads the token file at path: a regular file owned by

@@ -42,6 +42,17 @@ func TestServeUsage(t *testing.T) {
 	if os.Geteuid() == 0 {
 		os.Chown(foreign, 65534, 65534)
 	}
+	// Token files refused naming the line and the name, never a token.
+	const tokA, tokB = "serve-test-token-a-5d0c8e1a47b93f26a1", "serve-test-token-b-8f6e2d4c0a1b3e5f79"
+	tokenFile := func(name, text string) string {
+		f := filepath.Join(dir, name)
+		os.WriteFile(f, []byte(text), 0o600)
+		return f
+	}
+	badName := tokenFile("bad-name", "# launchers\noperator:"+tokA+"\nTeam B:"+tokB+"\n")
+	dupToken := tokenFile("dup-token", "team-a:"+tokA+"\nteam-b:"+tokA+"\n")
+	dupName := tokenFile("dup-name", "team-a:"+tokA+"\n\nteam-a:"+tokB+"\n")
+	bareAmong := tokenFile("bare-among", "team-a:"+tokA+"\n"+tokB+"\n")
 	env := map[string]string{"HOME": dir, "DOCKER_HOST": ""}
 	getenv := func(k string) string { return env[k] }
 	var out, errb bytes.Buffer
@@ -65,6 +76,12 @@ func TestServeUsage(t *testing.T) {
 		{"digits_token", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": "01234567890123456789012345678901"}, "or fewer than 128 bits"},
 		{"foreign_token_file", []string{"--token-file", foreign}, nil, "not by this user"},
 		{"loose_token_file", []string{"--token-file", loose}, nil, "lets others read it"},
+		{"token_file_bad_name", []string{"--token-file", badName}, nil, "--token-file " + badName + " line 3: the text before \":\" is not a launcher's name"},
+		{"token_file_dup_token", []string{"--token-file", dupToken}, nil, "--token-file " + dupToken + " line 2 (\"team-b\"): its token is line 1's too"},
+		{"token_file_dup_name", []string{"--token-file", dupName}, nil, "--token-file " + dupName + " line 3 (\"team-a\"): the name is on line 1 too"},
+		{"token_file_bare_among_named", []string{"--token-file", bareAmong}, nil, "--token-file " + bareAmong + " line 2: a token without a name"},
+		{"token_env_short", nil, map[string]string{"AGENTPEN_SERVE_TOKEN": "operator:" + tokA + "\nteam-b:short"},
+			"$AGENTPEN_SERVE_TOKEN line 2 (\"team-b\"): its token is a key shorter than 32 characters"},
 		{"positional", []string{"extra"}, nil, "unexpected argument"},
 		{"debug_not_loopback", []string{"--debug-listen", "0.0.0.0:6060"}, nil, "profiling is served on loopback only"},
 		{"unix_empty", []string{"--listen", "unix://"}, nil, "--listen unix://: the socket path must be absolute"},
@@ -99,6 +116,9 @@ func TestServeUsage(t *testing.T) {
 			err := run(t.Context(), append([]string{"serve", "--listen", "127.0.0.1:0"}, tt.args...), &out, &errb, func(k string) string { return e[k] })
 			if exitCode(err) != 2 || !strings.Contains(cli.Message("agentpen", err), tt.want) {
 				t.Fatalf("exit %d, message %q, want 2 and %q", exitCode(err), cli.Message("agentpen", err), tt.want)
+			}
+			if msg := cli.Message("agentpen", err); strings.Contains(msg, tokA) || strings.Contains(msg, tokB) {
+				t.Fatalf("the message holds a token: %q", msg)
 			}
 		})
 	}

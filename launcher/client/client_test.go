@@ -27,7 +27,11 @@ func service(t *testing.T) (*launcher.Server, *client.Client, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
-	srv, err := launcher.New(launcher.Config{Adapter: &adapter.Adapter{}, Root: root, Token: []byte(token), Key: bytes.Repeat([]byte{1}, launcher.KeyBytes), ResultsEvery: -1})
+	tokens, err := launcher.ParseTokens("test", token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := launcher.New(launcher.Config{Adapter: &adapter.Adapter{}, Root: root, Tokens: tokens, Key: bytes.Repeat([]byte{1}, launcher.KeyBytes), ResultsEvery: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,10 @@ package testenv
 import (
 	"encoding/base64"
 	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
 )
 
 // Readable is what a scan for a secret must read of a file's content b:
@@ -20,4 +24,23 @@ func Readable(b []byte) []byte {
 		return b
 	}
 	return append(append(append([]byte{}, b...), '\n'), p...)
+}
+
+// ReadTree reads every regular file under dir, each as Readable gives
+// it, by path: what a test that scans a state root for a secret reads.
+func ReadTree(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		out[path] = string(Readable(b))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
