@@ -42,9 +42,10 @@ type Options struct {
 	// two run together (an operation in flight holds its request open).
 	Stop      func(ctx context.Context) error
 	StopFirst bool
-	// CutAfter, when set with Cut, calls Cut that long into the shutdown
-	// (0: right after Stop): requests still being read would hold
-	// Shutdown up until their read timeout.
+	// Cut, when set, is called CutAfter into the shutdown (0: at once,
+	// after Stop when StopFirst, before http.Server.Shutdown begins; later
+	// only if Shutdown is still waiting then): requests still being read
+	// would hold Shutdown up until their read timeout.
 	CutAfter time.Duration
 	Cut      func()
 }
@@ -100,7 +101,10 @@ func Serve(ctx context.Context, hs *http.Server, listeners []net.Listener, opts 
 	} else {
 		go stop()
 	}
-	if opts.Cut != nil {
+	switch {
+	case opts.Cut != nil && opts.CutAfter <= 0:
+		opts.Cut()
+	case opts.Cut != nil:
 		cut := time.AfterFunc(opts.CutAfter, opts.Cut)
 		defer cut.Stop()
 	}
