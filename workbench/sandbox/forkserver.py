@@ -1,0 +1,377 @@
+# The episode's fork server (forkserver.go starts it; read its comments
+# first). One interpreter, started by the launcher like a run (the
+# episode's namespaces and uid, the runs' rlimits, the server's filter, and
+# a user namespace of its own where it holds CAP_SYS_ADMIN), that never
+# runs agent code: it imports what runs need and then only forks. Roles:
+#   template  the process the launcher starts: it forks only servers (a
+#             "serve" message carries the new server's socket)
+#   server    a copy of the template: it forks one child per "run" message
+#   child     per run: it makes the run's PID and IPC namespaces, drops
+#             every capability, installs the episode's filter over the
+#             server's, forks the namespace's init and the program, waits
+#             for the program or the cancel pipe, kills the init (the
+#             kernel kills everything else of the namespace with it), and
+#             reports on the run's report pipe as the launcher does
+#   program   the run's own process: set up as the launcher's program is,
+#             then as a fresh `python3 <flags> <script>` would be, it runs
+#             the script at the top level of this module (so its caller is
+#             one frame, this module's)
+# Every role but the program returns from _template only by exiting; the
+# program returns from it, with its request, to the code at the bottom.
+# Go fills the @@NAME@@ numbers in. Nothing here imports from the working
+# directory or any place agent code can write.
+import sys
+_pristine = frozenset(sys.modules)
+del sys.path[0]  # '' (-c): the working directory is no place to import from
+for _name in sys.argv[2].split(",") if sys.argv[2] else ():
+    try:
+        __import__(_name)
+    except ImportError:
+        pass
+_preloaded = frozenset(sys.modules) - _pristine
+import os, gc, _signal, _socket, select, ctypes, atexit
+_mine = frozenset(sys.modules) - _pristine - _preloaded
+_preloaded_tops = frozenset(n.partition(".")[0] for n in _preloaded)
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+def _sys(nr, *args):
+    if _libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) if isinstance(a, int) else a for a in args]) == -1:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def _prctl(option, arg):
+    _sys(@@SYS_PRCTL@@, option, arg, 0, 0, 0)
+
+
+class _FProg(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+_filter = bytes.fromhex(sys.argv[1])
+_filter_buf = ctypes.create_string_buffer(_filter, len(_filter))
+_fprog = _FProg(len(_filter) // 8, ctypes.addressof(_filter_buf))
+_cap_header = (ctypes.c_uint32 * 2)(@@CAP_VERSION@@, 0)
+_cap_none = (ctypes.c_uint32 * 6)()
+_rlimit = (ctypes.c_uint64 * 2)()
+_prctl(@@PR_SET_DUMPABLE@@, 0)
+os.chdir("/")
+_ctl = _socket.socket(fileno=0)
+gc.freeze()
+
+
+def _recv():
+    """One message and its descriptors; (None, []) once the peer is gone."""
+    data, anc, _, _ = _ctl.recvmsg(1 << 16, _socket.CMSG_SPACE(16 * 4))
+    fds = []
+    for level, kind, raw in anc:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            fds.extend(memoryview(raw)[: len(raw) - len(raw) % 4].cast("i"))
+    if not data:
+        for fd in fds:
+            os.close(fd)
+        return None, []
+    return data, fds
+
+
+def _reap():
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def _template():
+    me = os.getpid()
+    while True:
+        msg, fds = _recv()
+        if msg is None:
+            os._exit(0)
+        _reap()
+        if msg != b"serve" or len(fds) != 1:
+            os._exit(70)
+        if os.fork() == 0:
+            _prctl(@@PR_SET_PDEATHSIG@@, @@SIGKILL@@)
+            if os.getppid() != me:
+                os._exit(1)
+            os.dup2(fds[0], 0)
+            os.close(fds[0])
+            return _server()
+        os.close(fds[0])
+
+
+def _server():
+    # Its children are reaped as they end (a zombie would count as one of
+    # the uid's processes against the next run's limit).
+    me, children = os.getpid(), {}
+    while True:
+        ready = select.select([0, *children], [], [])[0]
+        for fd in ready:
+            if fd in children:
+                os.waitpid(children.pop(fd), 0)
+                os.close(fd)
+        if 0 not in ready:
+            continue
+        msg, fds = _recv()
+        if msg is None:
+            os._exit(0)
+        if not msg.startswith(b"run\0") or len(fds) != 5:
+            os._exit(70)
+        pid = os.fork()
+        if pid == 0:
+            return _child(me, msg, fds)
+        children[os.pidfd_open(pid)] = pid
+        for fd in fds:
+            os.close(fd)
+
+
+def _report(fd, tag, index, value):
+    os.write(fd, bytes((ord(tag), @@TABLE_FORK@@, index, 0)) + (value & 0xFFFFFFFF).to_bytes(4, "little"))
+
+
+# A failure report's index is the step (forkSteps in forkserver.go words
+# them): 0..7 the child's, 8..10 the program's.
+
+
+def _child(server, msg, fds):
+    stdin, stdout, stderr, report, cancel = fds
+    step, init = 0, 0
+    try:
+        _prctl(@@PR_SET_PDEATHSIG@@, @@SIGKILL@@)
+        if os.getppid() != server:
+            os._exit(1)
+        step = 1
+        _ctl.detach()
+        os.close(0)
+        step = 2
+        _sys(@@SYS_UNSHARE@@, @@CLONE_NEWPID@@ | @@CLONE_NEWIPC@@)
+        step = 3
+        _sys(@@SYS_CAPSET@@, _cap_header, _cap_none)
+        step = 4
+        _sys(@@SYS_SECCOMP@@, @@SECCOMP_SET_MODE_FILTER@@, 0, ctypes.byref(_fprog))
+        step = 5
+        held_r, held_w = os.pipe()
+        init = os.fork()
+        if init == 0:
+            _init(held_r)
+        os.close(held_r)
+        step = 6
+        _report(report, "S", 0, 0)
+        prog = os.fork()
+        if prog == 0:
+            return msg, stdin, stdout, stderr, report
+        for fd in (stdin, stdout, stderr):
+            os.close(fd)
+        step = 7
+        pidfd = os.pidfd_open(prog)
+        select.select([pidfd, cancel], [], [])
+        os.kill(init, @@SIGKILL@@)
+        status = os.waitpid(prog, 0)[1]
+        os.waitpid(init, 0)
+        _report(report, "X", 0, status)
+        os._exit(0)
+    except BaseException as e:
+        if init:
+            os.kill(init, @@SIGKILL@@)
+            os.waitpid(init, 0)
+        _report(report, "F", step, getattr(e, "errno", None) or 0)
+        os._exit(127)
+
+
+def _init(held):
+    # pid 1 of the run's namespace: no handler for any signal (so nothing
+    # in the namespace can stop or kill it), orphans reaped by the kernel,
+    # every descriptor closed but the pipe whose other end only the child
+    # holds, so that it dies when the child does.
+    try:
+        for s in range(1, _signal.NSIG):
+            if s not in (@@SIGKILL@@, @@SIGSTOP@@, @@SIGCHLD@@):
+                try:
+                    _signal.signal(s, _signal.SIG_DFL)
+                except (OSError, ValueError):
+                    pass
+        _signal.signal(@@SIGCHLD@@, _signal.SIG_IGN)
+        if held:  # closerange(0, 0) would close them all
+            os.closerange(0, held)
+        os.closerange(held + 1, 1 << 20)
+        while os.read(held, 1):
+            pass
+    finally:
+        os._exit(0)
+
+
+def _setup(msg, stdin, stdout, stderr, report):
+    # The program as the launcher's is (descriptors, session, directory,
+    # limits, umask, dumpable as after an exec); a failure is reported and
+    # ends it.
+    step = 10
+    try:
+        fields = msg.split(b"\0")
+        python, flags, script, cwd, limits = (os.fsdecode(f) for f in fields[1:6])
+        env = fields[6:]
+        os.dup2(stdin, 0)
+        os.dup2(stdout, 1)
+        os.dup2(stderr, 2)
+        os.setsid()
+        step = 8
+        os.chdir(cwd)
+        step = 9
+        for pair in limits.split(",") if limits else ():
+            res, _, value = pair.partition("=")
+            _rlimit[0] = _rlimit[1] = int(value)
+            _sys(@@SYS_PRLIMIT64@@, 0, int(res), _rlimit, None)
+        step = 10
+        os.umask(0o77)
+        _prctl(@@PR_SET_DUMPABLE@@, 1)
+        os.closerange(3, 1 << 20)
+        argv = [python] + flags.split() + [script]
+        return argv, os.path.join(cwd, script), env
+    except BaseException as e:
+        _report(report, "F", step, getattr(e, "errno", None) or 0)
+        os._exit(127)
+
+
+def _exec(argv, env):
+    os.execve(argv[0], argv, dict(e.partition(b"=")[::2] for e in env))
+
+
+def _source(argv, path, env):
+    # The script, or the interpreter itself for what it reads or words
+    # differently (an unreadable file, NUL bytes, bytecode).
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError:
+        _exec(argv, env)
+    if b"\0" in source or source[:4] == sys.modules["_frozen_importlib_external"].MAGIC_NUMBER:
+        _exec(argv, env)
+    return source
+
+
+def _fresh(argv, path, env):
+    # The interpreter's state as `python3 <flags> <script>` starts it:
+    # sys.modules (with the preloaded modules, unless the script's
+    # directory shadows one of them), argv, path, flags that can change,
+    # the environment, the standard streams, and a new __main__.
+    for name in _mine:
+        sys.modules.pop(name, None)
+    try:
+        names = os.listdir(os.path.dirname(path))
+    except OSError:
+        names = ()
+    if any(n.partition(".")[0] in _preloaded_tops for n in names):
+        for name in _preloaded:
+            sys.modules.pop(name, None)
+    sys.argv = argv[-1:]
+    sys.orig_argv = argv
+    sys.path.insert(0, os.path.dirname(path))
+    if "-B" in argv and not sys.flags.dont_write_bytecode:
+        # As -B sets them: the flag importlib reads, and sys.flags (which
+        # subprocess passes on to interpreters it starts), item 4.
+        sys.dont_write_bytecode = True
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(1))
+        ctypes.pythonapi.PyStructSequence_SetItem.argtypes = (ctypes.py_object, ctypes.c_ssize_t, ctypes.py_object)
+        ctypes.pythonapi.PyStructSequence_SetItem(sys.flags, 4, 1)
+    os.environ.clear()
+    for entry in env:
+        k, _, v = entry.partition(b"=")
+        os.environb[k] = v
+    io = sys.modules["io"]
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        old = getattr(sys, name)
+        mode = "r" if fd == 0 else "w"
+        buf = io.open(fd, mode + "b", -1, None, None, None, False)
+        buf.raw.name = "<%s>" % name
+        tty = buf.raw.isatty()
+        stream = io.TextIOWrapper(buf, old.encoding, old.errors, "\n", tty or fd == 2, False)
+        stream.mode = mode
+        setattr(sys, name, stream)
+        setattr(sys, "__%s__" % name, stream)
+    main = type(sys)("__main__")
+    main.__dict__.update(__annotations__={}, __builtins__=sys.modules["builtins"], __file__=path, __cached__=None,
+                         __loader__=sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", path))
+    sys.modules["__main__"] = main
+    return main
+
+
+def _system_exit(e):
+    # As the interpreter ends on an uncaught SystemExit.
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    try:
+        sys.stderr.write(str(code) + "\n")
+    except BaseException:
+        pass
+    return 1
+
+
+def _uncaught(e, tb):
+    # As the interpreter prints an uncaught exception (tb without this
+    # module's frame); a KeyboardInterrupt ends the process by SIGINT.
+    e.__traceback__ = tb
+    sys.last_type, sys.last_value, sys.last_traceback = type(e), e, tb
+    try:
+        sys.excepthook(type(e), e, tb)
+    except BaseException:
+        pass
+    return -@@SIGINT@@ if isinstance(e, KeyboardInterrupt) else 1
+
+
+def _finish(status):
+    # What the interpreter does at exit that a run can see: wait for its
+    # threads, run the atexit functions, finalize what __main__ holds
+    # (files it left open are flushed), flush the standard streams. The
+    # rest of the interpreter is the server's, let go unfinalized.
+    try:
+        threading = sys.modules.get("threading")
+        if threading is not None:
+            threading._shutdown()
+    except BaseException:
+        pass
+    atexit._run_exitfuncs()
+    try:
+        sys.modules["__main__"].__dict__.clear()
+        gc.collect()
+    except BaseException:
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            status = 120
+    _libc.fflush(None)
+    if status == -@@SIGINT@@:
+        _signal.signal(@@SIGINT@@, _signal.SIG_DFL)
+        os.kill(os.getpid(), @@SIGINT@@)
+        status = 128 + @@SIGINT@@
+    os._exit(status & 0xFF)
+
+
+try:
+    _argv, _path, _env = _setup(*_template())
+    _code = _source(_argv, _path, _env)
+    try:
+        _main = _fresh(_argv, _path, _env)
+    except BaseException:
+        _exec(_argv, _env)
+    try:
+        _code = compile(_code, _path, "exec", dont_inherit=True)
+    except BaseException as _e:
+        _status = _uncaught(_e, None)
+    else:
+        try:
+            exec(_code, _main.__dict__)
+            _status = 0
+        except SystemExit as _e:
+            _status = _system_exit(_e)
+        except BaseException as _e:
+            _status = _uncaught(_e, _e.__traceback__.tb_next)
+    _finish(_status)
+finally:
+    os._exit(70)  # _finish ends the program; only a bug of this module gets here
