@@ -107,6 +107,12 @@ var errServerDied = errors.New("the fork server died during the run")
 //go:embed forkserver.py
 var forkServerSource string
 
+// forkServerBootstrap is the template's command (-c): it notes the modules
+// the interpreter started with, receives the program on its socket (its
+// standard input) and runs it.
+const forkServerBootstrap = "import sys; _pristine = frozenset(sys.modules); import _socket; " +
+	"_s = _socket.socket(fileno=0); _p = _s.recv(1 << 18); _s.detach(); del _s; exec(_p)"
+
 // forkServerProgram is forkserver.py with this architecture's numbers.
 var forkServerProgram = sync.OnceValue(func() string {
 	n := func(v int) string { return strconv.Itoa(v) }
@@ -286,13 +292,25 @@ func (f *ForkServer) startTemplate() (*template, error) {
 	}
 	defer theirs.Close()
 	c := Command{
-		Argv:        []string{f.cfg.Python, "-E", "-s", "-c", f.program, hex.EncodeToString(filter), strings.Join(f.cfg.Preload, ",")},
+		Argv:        []string{f.cfg.Python, "-E", "-s", "-c", forkServerBootstrap},
 		Env:         f.cfg.Env,
 		Limits:      lims,
 		OutputBytes: 64 << 10,
 	}
 	p, err := f.ep.startWith(c, l, theirs, procDir)
 	if err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("fork server: %w", err)
+	}
+	// The program, with what it is given, is the first message (Python
+	// literals: the filter's bytes and the modules to preload).
+	preload := make([]string, len(f.cfg.Preload))
+	for i, m := range f.cfg.Preload {
+		preload[i] = strconv.Quote(m)
+	}
+	program := fmt.Sprintf("_filter = bytes.fromhex(%q)\n_preload = [%s]\n%s", hex.EncodeToString(filter), strings.Join(preload, ", "), f.program)
+	if err := send(ours, []byte(program)); err != nil {
+		p.stop()
 		ours.Close()
 		return nil, fmt.Errorf("fork server: %w", err)
 	}
@@ -601,28 +619,38 @@ func (f *ForkServer) RunProcesses() ([]int, error) {
 	return f.filter(pids, false)
 }
 
-// filter keeps the pids in the template's PID namespace (own) or the
-// others; a process gone meanwhile is dropped.
+// filter keeps the pids that are the server's own (own) or the others; a
+// process gone meanwhile is dropped.
 func (f *ForkServer) filter(pids []int, own bool) ([]int, error) {
-	f.mu.Lock()
-	t := f.tmpl
-	var ns string
-	if t != nil && t.alive() {
-		if t.pidNS == "" {
-			t.pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid_for_children", t.p.cmd.Process.Pid))
-		}
-		ns = t.pidNS
-	}
-	f.mu.Unlock()
+	ns := f.pidNS()
 	var out []int
 	for _, pid := range pids {
 		got, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
-		if err != nil {
-			continue // gone
-		}
-		if (ns != "" && got == ns) == own {
+		if err == nil && (ns != "" && got == ns) == own {
 			out = append(out, pid)
 		}
 	}
 	return out, nil
+}
+
+// pidNS is the template's PID namespace ("" when it is not running).
+func (f *ForkServer) pidNS() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tmpl
+	if t == nil || !t.alive() {
+		return ""
+	}
+	if t.pidNS == "" {
+		t.pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid_for_children", t.p.cmd.Process.Pid))
+	}
+	return t.pidNS
+}
+
+// Owns reports whether pid is one of the fork server's own processes (in
+// its template's PID namespace, not a run's). Needs root.
+func (f *ForkServer) Owns(pid int) bool {
+	ns := f.pidNS()
+	got, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	return err == nil && ns != "" && got == ns
 }

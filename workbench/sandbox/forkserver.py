@@ -18,18 +18,19 @@
 #             one frame, this module's)
 # Every role but the program returns from _template only by exiting; the
 # program returns from it, with its request, to the code at the bottom.
-# Go fills the @@NAME@@ numbers in. Nothing here imports from the working
-# directory or any place agent code can write.
-import sys
-_pristine = frozenset(sys.modules)
+# Go fills the @@NAME@@ numbers in, and runs this after a bootstrap
+# (forkServerBootstrap) that set _pristine, and lines that set _filter and
+# _preload. Nothing here imports from the working directory or any place
+# agent code can write.
 del sys.path[0]  # '' (-c): the working directory is no place to import from
-for _name in sys.argv[2].split(",") if sys.argv[2] else ():
+_before = frozenset(sys.modules)
+for _name in _preload:
     try:
         __import__(_name)
     except ImportError:
         pass
-_preloaded = frozenset(sys.modules) - _pristine
-import os, gc, _signal, _socket, select, ctypes, atexit
+_preloaded = frozenset(sys.modules) - _before
+import os, gc, _signal, select, ctypes, atexit
 _mine = frozenset(sys.modules) - _pristine - _preloaded
 _preloaded_tops = frozenset(n.partition(".")[0] for n in _preloaded)
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -50,7 +51,6 @@ class _FProg(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-_filter = bytes.fromhex(sys.argv[1])
 _filter_buf = ctypes.create_string_buffer(_filter, len(_filter))
 _fprog = _FProg(len(_filter) // 8, ctypes.addressof(_filter_buf))
 _cap_header = (ctypes.c_uint32 * 2)(@@CAP_VERSION@@, 0)
