@@ -87,7 +87,7 @@ const runParents = 4
 
 // forkSteps word a fork server run's failure reports (tableFork), by the
 // index forkserver.py's _child and _program give them.
-var forkSteps = []string{"parent-death signal", "close the server's socket", "make the run's PID and IPC namespaces",
+var forkSteps = []string{"parent-death signal", "read the request", "make the run's PID and IPC namespaces",
 	"drop capabilities", "install the syscall filter", "fork the PID namespace's init", "fork the program",
 	"wait for the program", "chdir", "setrlimit", "set up the program"}
 
@@ -149,8 +149,21 @@ type template struct {
 	err  error
 	// started is set once a run started through one of its servers.
 	started bool
+	// ready is closed once the template said it is (it reads its socket).
+	ready chan struct{}
 	// pidNS is its PID namespace (/proc/<pid>/ns/pid), read on demand.
 	pidNS string
+}
+
+// isReady says whether the template has started (imported what it
+// imports and reads its socket).
+func (t *template) isReady() bool {
+	select {
+	case <-t.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 func (t *template) alive() bool {
@@ -203,6 +216,25 @@ func newForkServer(e *Episode, cfg ForkServerConfig, program string) *ForkServer
 
 // Forked is how many runs the server has started (the rest were spawned).
 func (f *ForkServer) Forked() int64 { return f.forked.Load() }
+
+// WaitReady waits until the running template is ready to serve, or ctx
+// ends; false when it is not (it ended, or the server is broken). Runs
+// never wait for it: one that comes before is spawned.
+func (f *ForkServer) WaitReady(ctx context.Context) bool {
+	f.mu.Lock()
+	t := f.template()
+	f.mu.Unlock()
+	if t == nil {
+		return false
+	}
+	select {
+	case <-t.ready:
+		return true
+	case <-t.done:
+	case <-ctx.Done():
+	}
+	return false
+}
 
 // Err is why runs are spawned instead of forked (nil while the server
 // serves, or may serve once its template is up).
@@ -314,7 +346,14 @@ func (f *ForkServer) startTemplate() (*template, error) {
 		ours.Close()
 		return nil, fmt.Errorf("fork server: %w", err)
 	}
-	t := &template{p: p, ctl: ours, done: make(chan struct{})}
+	t := &template{p: p, ctl: ours, done: make(chan struct{}), ready: make(chan struct{})}
+	go func() {
+		// Its first word is "ready"; nothing else comes but its end.
+		var b [8]byte
+		if n, _ := ours.Read(b[:]); string(b[:n]) == "ready" {
+			close(t.ready)
+		}
+	}()
 	go func() {
 		stopped, waitErr := p.wait(context.Background(), 0)
 		t.res, t.err = p.reap(stopped, waitErr)
@@ -495,7 +534,8 @@ func (f *ForkServer) forkable(c Command) (flags []string, script string, ok bool
 
 // Run runs c as a child of the server when it can (see forkable), and
 // spawns it (Episode.Run) otherwise: when c is not one the server runs,
-// the server is broken, or it is gone twice before the run starts. A
+// its template is not ready yet, the server is broken, or it is gone
+// twice before the run starts. A
 // run it forks is contained, limited, captured, timed and reported as a
 // spawned one.
 func (k *Forker) Run(ctx context.Context, c Command) (Result, error) {
@@ -505,7 +545,9 @@ func (k *Forker) Run(ctx context.Context, c Command) (Result, error) {
 	}
 	for range maxTemplateFailures {
 		sock, t := k.server()
-		if sock == nil {
+		if sock == nil || !t.isReady() {
+			// A template still starting (right after the reset) would
+			// keep the run waiting for as long as a spawn takes, or more.
 			break
 		}
 		res, err := k.fs.ep.runForked(ctx, c, sock, flags, script)
@@ -622,11 +664,9 @@ func (f *ForkServer) RunProcesses() ([]int, error) {
 // filter keeps the pids that are the server's own (own) or the others; a
 // process gone meanwhile is dropped.
 func (f *ForkServer) filter(pids []int, own bool) ([]int, error) {
-	ns := f.pidNS()
 	var out []int
 	for _, pid := range pids {
-		got, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
-		if err == nil && (ns != "" && got == ns) == own {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil && f.Owns(pid) == own {
 			out = append(out, pid)
 		}
 	}
@@ -647,10 +687,37 @@ func (f *ForkServer) pidNS() string {
 	return t.pidNS
 }
 
-// Owns reports whether pid is one of the fork server's own processes (in
-// its template's PID namespace, not a run's). Needs root.
+// Owns reports whether pid is one of the fork server's own processes: in
+// its template's PID namespace, or the init (pid 1) of a PID namespace one
+// of those made (a run's, or the next run's, made before its request).
+// Needs root.
 func (f *ForkServer) Owns(pid int) bool {
 	ns := f.pidNS()
+	if ns == "" {
+		return false
+	}
 	got, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
-	return err == nil && ns != "" && got == ns
+	if err != nil {
+		return false
+	}
+	if got == ns {
+		return true
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	var nsPID, parent string
+	for _, l := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			switch f[0] {
+			case "NSpid:":
+				nsPID = f[len(f)-1]
+			case "PPid:":
+				parent = f[1]
+			}
+		}
+	}
+	parentNS, err := os.Readlink("/proc/" + parent + "/ns/pid")
+	return nsPID == "1" && err == nil && parentNS == ns
 }

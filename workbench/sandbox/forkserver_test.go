@@ -37,6 +37,9 @@ func newForkEnvWith(t *testing.T, cfg ForkServerConfig, program string) *forkEnv
 	t.Helper()
 	ep := testEpisode(t, testSandbox(t, Namespaces))
 	fs := newForkServer(ep, cfg, program)
+	if program == "" && !fs.WaitReady(context.Background()) {
+		t.Fatalf("fork server not ready: %v", fs.Err())
+	}
 	if err := fs.Err(); err != nil {
 		t.Fatalf("fork server: %v", err)
 	}
@@ -419,10 +422,13 @@ func (f *forkEnv) template(t *testing.T) serverProcess {
 	return serverProcess{}
 }
 
-// TestForkServerProcesses: the server's processes run as the episode's
-// uid, not dumpable (their /proc entries are root's), with no new
-// privileges, the server's filter, and of all capabilities only
-// CAP_SYS_ADMIN, in a user namespace of their own that maps the uid alone.
+// TestForkServerProcesses: the server's processes (the template, a
+// server, the next run's child and init, made before its request) run as
+// the episode's uid, not dumpable (their /proc files are root's), with no
+// new privileges, in a user namespace of their own that maps the uid
+// alone; the template and server with the server's filter and of all
+// capabilities CAP_SYS_ADMIN alone, the next run's child and init with
+// none and the episode's filter over the server's.
 func TestForkServerProcesses(t *testing.T) {
 	t.Parallel()
 	f := newForkEnv(t)
@@ -431,15 +437,14 @@ func TestForkServerProcesses(t *testing.T) {
 	if res := f.fork(t, f.command(nil)); string(res.Stdout) != "True\n" {
 		t.Fatalf("the program's /proc/self/environ: %q %q", res.Stdout, res.Stderr)
 	}
-	// The template and the server (the run's child may still be exiting).
 	var procs []serverProcess
 	for i := 0; ; i++ {
-		if procs = f.serverProcesses(t); len(procs) == 2 || i == 100 {
+		if procs = f.serverProcesses(t); len(procs) == 4 || i == 100 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if len(procs) != 2 {
+	if len(procs) != 4 {
 		var desc []string
 		for _, p := range procs {
 			state, _, _ := strings.Cut(p.status[strings.Index(p.status, "State:"):], "\n")
@@ -448,11 +453,21 @@ func TestForkServerProcesses(t *testing.T) {
 		t.Fatalf("server processes: %v", desc)
 	}
 	uid := strconv.Itoa(f.ep.UID())
+	admin := 0
 	for _, p := range procs {
-		for _, want := range []string{"Uid:\t" + uid + "\t" + uid + "\t" + uid + "\t" + uid, "CapEff:\t0000000000200000", "CapPrm:\t0000000000200000", "CapAmb:\t0000000000200000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
+		for _, want := range []string{"Uid:\t" + uid + "\t" + uid + "\t" + uid + "\t" + uid, "NoNewPrivs:\t1", "Seccomp:\t2"} {
 			if !strings.Contains(p.status, want) {
 				t.Errorf("process %d: want %q in\n%s", p.pid, want, p.status)
 			}
+		}
+		switch {
+		case strings.Contains(p.status, "CapEff:\t0000000000200000") && strings.Contains(p.status, "CapPrm:\t0000000000200000") &&
+			strings.Contains(p.status, "CapAmb:\t0000000000200000") && strings.Contains(p.status, "Seccomp_filters:\t1"):
+			admin++
+		case strings.Contains(p.status, "CapEff:\t0000000000000000") && strings.Contains(p.status, "CapPrm:\t0000000000000000") &&
+			strings.Contains(p.status, "Seccomp_filters:\t2"):
+		default:
+			t.Errorf("process %d: capabilities and filters:\n%s", p.pid, p.status)
 		}
 		// A process not dumpable has its /proc files (not its directory)
 		// owned by root.
@@ -468,6 +483,9 @@ func TestForkServerProcesses(t *testing.T) {
 		if userNS == "" || userNS == f.episodeUserNS(t) {
 			t.Errorf("process %d: user namespace %q, the episode's is %q", p.pid, userNS, f.episodeUserNS(t))
 		}
+	}
+	if admin != 2 {
+		t.Errorf("%d processes with CAP_SYS_ADMIN, want the template and the server", admin)
 	}
 }
 
@@ -503,7 +521,7 @@ func TestForkServerRestarts(t *testing.T) {
 	f.write(t, ".run.py", "import os; print('ran', os.getpid())")
 	f.fork(t, f.command(nil))
 	tmpl := f.template(t)
-	// A server alone.
+	// A server alone (and the next run's child and init).
 	for _, p := range f.serverProcesses(t) {
 		if p.nsPid != 2 {
 			syscall.Kill(p.pid, syscall.SIGKILL)
@@ -519,6 +537,9 @@ func TestForkServerRestarts(t *testing.T) {
 	// sent while it dies may be reported as interrupted, as below).
 	syscall.Kill(tmpl.pid, syscall.SIGKILL)
 	f.waitTemplateEnd(t)
+	if !f.fs.WaitReady(context.Background()) {
+		t.Fatalf("no new template: %v", f.fs.Err())
+	}
 	if res := f.fork(t, f.command(nil)); !strings.Contains(string(res.Stdout), "ran 2") {
 		t.Fatalf("after the template died: %q %q", res.Stdout, res.Stderr)
 	}
@@ -539,6 +560,9 @@ func TestForkServerRestarts(t *testing.T) {
 		t.Fatalf("processes left: %v", pids)
 	}
 	f.write(t, ".run.py", "print('again')")
+	if !f.fs.WaitReady(context.Background()) {
+		t.Fatalf("no new template: %v", f.fs.Err())
+	}
 	if res := f.fork(t, f.command(nil)); string(res.Stdout) != "again\n" {
 		t.Fatalf("after the template died during a run: %q %q", res.Stdout, res.Stderr)
 	}
@@ -579,11 +603,12 @@ func TestForkServerFallback(t *testing.T) {
 	// maxTemplateFailures no template is started again; the reason is kept.
 	broken := newForkEnvWith(t, ForkServerConfig{Python: python, Env: f.env}, "import sys; sys.exit(3)")
 	broken.write(t, ".run.py", "import gc; print(gc.get_freeze_count() > 0)")
-	for range 3 {
+	for i := 0; i < 100 && broken.fs.Err() == nil; i++ {
 		res, err := broken.k.Run(context.Background(), broken.command(nil))
 		if err != nil || string(res.Stdout) != "False\n" {
 			t.Fatalf("%q %q %v", res.Stdout, res.Stderr, err)
 		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if err := broken.fs.Err(); err == nil || !strings.Contains(err.Error(), "ended 2 times before serving a run (last: exit 3") {
 		t.Fatalf("broken server's error: %v", err)
@@ -605,6 +630,9 @@ func TestForkServerClose(t *testing.T) {
 	}
 	f.k = f.fs.Forker()
 	spare := f.fs.Forker()
+	if !f.fs.WaitReady(context.Background()) {
+		t.Fatal(f.fs.Err())
+	}
 	f.write(t, ".run.py", "print(1)")
 	f.fork(t, f.command(nil))
 	if _, err := spare.Run(context.Background(), f.command(nil)); err != nil {
