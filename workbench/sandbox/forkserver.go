@@ -151,8 +151,6 @@ type template struct {
 	started bool
 	// ready is closed once the template said it is (it reads its socket).
 	ready chan struct{}
-	// pidNS is its PID namespace (/proc/<pid>/ns/pid), read on demand.
-	pidNS string
 }
 
 // isReady says whether the template has started (imported what it
@@ -673,51 +671,69 @@ func (f *ForkServer) filter(pids []int, own bool) ([]int, error) {
 	return out, nil
 }
 
-// pidNS is the template's PID namespace ("" when it is not running).
-func (f *ForkServer) pidNS() string {
+// Owns reports whether pid is one of the fork server's own processes: in
+// its template's PID namespace (below its launcher), or the init (pid 1)
+// of a PID namespace one of those made (a run's, or the next run's, made
+// before its request). It reads only /proc/<pid>/status, which root may
+// read of any process (a workspace container's root has no
+// CAP_SYS_PTRACE, which the namespace links ask of a process not
+// dumpable).
+func (f *ForkServer) Owns(pid int) bool {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	t := f.tmpl
+	f.mu.Unlock()
 	if t == nil || !t.alive() {
-		return ""
+		return false
 	}
-	if t.pidNS == "" {
-		t.pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid_for_children", t.p.cmd.Process.Pid))
+	launcher := t.p.cmd.Process.Pid
+	depth := len(procStatus(launcher).nsPIDs) + 1 // the template's namespace
+	st := procStatus(pid)
+	switch {
+	case len(st.nsPIDs) == depth:
+		return descends(pid, launcher)
+	case len(st.nsPIDs) == depth+1 && st.nsPIDs[depth] == "1":
+		return len(procStatus(st.ppid).nsPIDs) == depth && descends(st.ppid, launcher)
 	}
-	return t.pidNS
+	return false
 }
 
-// Owns reports whether pid is one of the fork server's own processes: in
-// its template's PID namespace, or the init (pid 1) of a PID namespace one
-// of those made (a run's, or the next run's, made before its request).
-// Needs root.
-func (f *ForkServer) Owns(pid int) bool {
-	ns := f.pidNS()
-	if ns == "" {
-		return false
-	}
-	got, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+// status is what Owns reads of a /proc/<pid>/status.
+type status struct {
+	nsPIDs []string // NSpid: the pid in each namespace, outermost first
+	ppid   int
+}
+
+func procStatus(pid int) status {
+	var st status
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return false
+		return st
 	}
-	if got == ns {
-		return true
-	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return false
-	}
-	var nsPID, parent string
-	for _, l := range strings.Split(string(status), "\n") {
+	for _, l := range strings.Split(string(data), "\n") {
 		if f := strings.Fields(l); len(f) > 1 {
 			switch f[0] {
 			case "NSpid:":
-				nsPID = f[len(f)-1]
+				st.nsPIDs = f[1:]
 			case "PPid:":
-				parent = f[1]
+				st.ppid, _ = strconv.Atoi(f[1])
 			}
 		}
 	}
-	parentNS, err := os.Readlink("/proc/" + parent + "/ns/pid")
-	return nsPID == "1" && err == nil && parentNS == ns
+	return st
+}
+
+// descends reports whether ancestor is pid's parent, or its parent's, and
+// so on (a few generations: the server's processes are at most four
+// below their launcher).
+func descends(pid, ancestor int) bool {
+	for range 6 {
+		pid = procStatus(pid).ppid
+		if pid == ancestor {
+			return true
+		}
+		if pid <= 1 {
+			return false
+		}
+	}
+	return false
 }

@@ -238,7 +238,25 @@ func (f *forkEnv) runProcesses(t *testing.T) []int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, pid := range pids {
+		t.Logf("left: %s", describe(pid))
+	}
 	return pids
+}
+
+// describe says what a process is, for a failure.
+func describe(pid int) string {
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	var b strings.Builder
+	fmt.Fprintf(&b, "pid %d:", pid)
+	for _, l := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && (f[0] == "Name:" || f[0] == "State:" || f[0] == "PPid:" || f[0] == "NSpid:" || f[0] == "CapEff:" || f[0] == "Seccomp_filters:") {
+			fmt.Fprintf(&b, " %s", strings.Join(f, " "))
+		}
+	}
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	fmt.Fprintf(&b, " ns %s %v", ns, err)
+	return b.String()
 }
 
 // TestForkServerPristine: each run starts from the server's pristine
@@ -373,11 +391,30 @@ for flags in (0x20000000 | 0x08000000, 0x10000000):
 print([l for l in open("/proc/self/status").read().splitlines() if l.startswith(("CapEff", "CapPrm", "CapAmb", "Seccomp"))])
 `)
 	res := f.fork(t, f.command(nil))
-	for _, want := range []string{"-1 Operation not permitted\n-1 Operation not permitted", `'CapEff:\t0000000000000000'`, `'CapPrm:\t0000000000000000'`, `'CapAmb:\t0000000000000000'`, `'Seccomp_filters:\t2'`} {
+	// One filter more than a spawned run has (a container's profile is one
+	// more for both).
+	filters := strconv.Itoa(seccompFilters(t, "self") + 2)
+	for _, want := range []string{"-1 Operation not permitted\n-1 Operation not permitted", `'CapEff:\t0000000000000000'`, `'CapPrm:\t0000000000000000'`, `'CapAmb:\t0000000000000000'`, `'Seccomp_filters:\t` + filters + `'`} {
 		if !strings.Contains(string(res.Stdout), want) {
 			t.Errorf("want %q in %s%s", want, res.Stdout, res.Stderr)
 		}
 	}
+}
+
+// seccompFilters is the Seccomp_filters of /proc/<pid>/status.
+func seccompFilters(t *testing.T, pid string) int {
+	t.Helper()
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(l, "Seccomp_filters:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(rest))
+			return n
+		}
+	}
+	return 0
 }
 
 // serverProcess is one of the fork server's processes as root sees it.
@@ -454,6 +491,10 @@ func TestForkServerProcesses(t *testing.T) {
 	}
 	uid := strconv.Itoa(f.ep.UID())
 	admin := 0
+	// This process's filters (in a workspace container, Docker's profile)
+	// and the server's, and for a run's child and init the episode's too.
+	server := "Seccomp_filters:\t" + strconv.Itoa(seccompFilters(t, "self")+1)
+	child := "Seccomp_filters:\t" + strconv.Itoa(seccompFilters(t, "self")+2)
 	for _, p := range procs {
 		for _, want := range []string{"Uid:\t" + uid + "\t" + uid + "\t" + uid + "\t" + uid, "NoNewPrivs:\t1", "Seccomp:\t2"} {
 			if !strings.Contains(p.status, want) {
@@ -462,17 +503,17 @@ func TestForkServerProcesses(t *testing.T) {
 		}
 		switch {
 		case strings.Contains(p.status, "CapEff:\t0000000000200000") && strings.Contains(p.status, "CapPrm:\t0000000000200000") &&
-			strings.Contains(p.status, "CapAmb:\t0000000000200000") && strings.Contains(p.status, "Seccomp_filters:\t1"):
+			strings.Contains(p.status, "CapAmb:\t0000000000200000") && strings.Contains(p.status, server):
 			admin++
 		case strings.Contains(p.status, "CapEff:\t0000000000000000") && strings.Contains(p.status, "CapPrm:\t0000000000000000") &&
-			strings.Contains(p.status, "Seccomp_filters:\t2"):
+			strings.Contains(p.status, child):
 		default:
 			t.Errorf("process %d: capabilities and filters:\n%s", p.pid, p.status)
 		}
 		// A process not dumpable has its /proc files (not its directory)
-		// owned by root.
+		// owned by root (the overflow uid in a container), not its uid.
 		var st unix.Stat_t
-		if err := unix.Stat(fmt.Sprintf("/proc/%d/environ", p.pid), &st); err != nil || st.Uid != 0 {
+		if err := unix.Stat(fmt.Sprintf("/proc/%d/environ", p.pid), &st); err != nil || strconv.Itoa(int(st.Uid)) == uid {
 			t.Errorf("process %d: /proc/%d/environ owned by %d (%v): dumpable", p.pid, p.pid, st.Uid, err)
 		}
 		mapping, err := os.ReadFile(fmt.Sprintf("/proc/%d/uid_map", p.pid))
