@@ -158,11 +158,13 @@ func BenchmarkForkRunPython(b *testing.B) { benchRunPython(b, Config{}) }
 
 func benchRunPython(b *testing.B, cfg Config) {
 	env := benchEnvWith(b, cfg, taskCSV)
+	serverUp(b, env)
 	var s, raw testlatency.Samples
 	steps := 0
 	for i := 0; i < b.N; i++ {
 		if steps == 19 {
 			env.Reset(context.Background(), ResetOptions{TaskID: taskCSV})
+			serverUp(b, env)
 			steps = 0
 		}
 		raw.Time(func() { bareSpawn(b) })
@@ -173,12 +175,24 @@ func benchRunPython(b *testing.B, cfg Config) {
 	raw.Report(b, "raw-")
 }
 
+// serverUp waits (untimed) until the episode's fork server is up, as it is
+// long before an agent has read the task and written a solution (it
+// starts at reset, and is up tens of milliseconds later); a run before
+// is spawned, which BenchmarkForkFirstRun measures. No-op without one.
+func serverUp(b *testing.B, env *Environment) {
+	b.Helper()
+	if env.ws.fs != nil && !env.ws.fs.WaitReady(context.Background()) {
+		b.Fatalf("the fork server is not up: %v", env.ws.fs.Err())
+	}
+}
+
 // codeEnv resets env on the median task with the oracle's solution
 // written (untimed).
 func codeEnv(b *testing.B, env *Environment, solution string) {
 	if _, err := env.Reset(context.Background(), ResetOptions{TaskID: taskMedian}); err != nil {
 		b.Fatal(err)
 	}
+	serverUp(b, env)
 	benchStep(b, env, "write_file", map[string]any{"path": "solution.py", "content": solution})
 }
 
