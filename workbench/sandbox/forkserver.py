@@ -77,6 +77,8 @@ _cap_header = (ctypes.c_uint32 * 2)(@@CAP_VERSION@@, 0)
 _cap_none = (ctypes.c_uint32 * 6)()
 _rlimit = (ctypes.c_uint64 * 2)()
 _prctl(@@PR_SET_DUMPABLE@@, 0)
+_S_IFMT = sys.modules["stat"].S_IFMT
+_stdio_kinds = [_S_IFMT(os.fstat(fd).st_mode) for fd in (0, 1, 2)]
 os.chdir("/")
 _ctl = _socket.socket(fileno=0)
 gc.freeze()
@@ -307,12 +309,14 @@ def _fresh(argv, path, env):
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(1))
         ctypes.pythonapi.PyStructSequence_SetItem.argtypes = (ctypes.py_object, ctypes.c_ssize_t, ctypes.py_object)
         ctypes.pythonapi.PyStructSequence_SetItem(sys.flags, 4, 1)
-    os.environ.clear()
-    for entry in env:
-        k, _, v = entry.partition(b"=")
-        os.environb[k] = v
+    environ = dict(e.partition(b"=")[::2] for e in env)
+    if dict(os.environb) != environ:  # the server starts with the runs'
+        os.environ.clear()
+        os.environb.update(environ)
     io = sys.modules["io"]
     for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        if fd and _S_IFMT(os.fstat(fd).st_mode) == _stdio_kinds[fd]:
+            continue  # a stream made for a descriptor of this kind, unused
         old = getattr(sys, name)
         mode = "r" if fd == 0 else "w"
         buf = io.open(fd, mode + "b", -1, None, None, None, False)
