@@ -339,13 +339,14 @@ func smapsRollup(b *testing.B, pid int) map[string]int64 {
 	return m
 }
 
-// isTemplate: pid is pid 2 of its PID namespace (a fork server's
-// template).
+// isTemplate: pid is pid 2 of its PID namespace, one below this
+// process's (a fork server's template; a run's program is pid 2 one
+// further down).
 func isTemplate(pid int) bool {
 	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	for _, l := range strings.Split(string(status), "\n") {
 		if f := strings.Fields(l); len(f) > 2 && f[0] == "NSpid:" {
-			return f[len(f)-1] == "2"
+			return len(f) == 3 && f[2] == "2" // the server's outermost namespace
 		}
 	}
 	return false

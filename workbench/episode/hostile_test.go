@@ -622,7 +622,7 @@ func templatePID(t *testing.T, fs *sandbox.ForkServer) int {
 	for _, pid := range mustPIDs(t, fs.Processes) {
 		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		for _, l := range strings.Split(string(status), "\n") {
-			if f := strings.Fields(l); len(f) > 2 && f[0] == "NSpid:" && f[len(f)-1] == "2" {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "NSpid:" && f[2] == "2" { // outermost of the server's
 				return pid
 			}
 		}

@@ -89,7 +89,7 @@ const runParents = 4
 // index forkserver.py's _child and _program give them.
 var forkSteps = []string{"parent-death signal", "read the request", "make the run's PID and IPC namespaces",
 	"drop capabilities", "install the syscall filter", "fork the PID namespace's init", "fork the program",
-	"wait for the program", "chdir", "setrlimit", "set up the program"}
+	"hand over the run's pipes", "chdir", "setrlimit", "set up the program"}
 
 // errServerGone and errServerFailed say a fork server's run did not
 // start: its server was gone (or went before it forked the program), or
@@ -672,9 +672,10 @@ func (f *ForkServer) filter(pids []int, own bool) ([]int, error) {
 }
 
 // Owns reports whether pid is one of the fork server's own processes: in
-// its template's PID namespace (below its launcher), or the init (pid 1)
-// of a PID namespace one of those made (a run's, or the next run's, made
-// before its request). It reads only /proc/<pid>/status, which root may
+// its template's PID namespace (below its launcher), the init (pid 1) of
+// a PID namespace one of those made (a run's, or the next run's, made
+// before its request), or the next run's program before its request
+// (pid 2 there, not dumpable yet). It reads only /proc/<pid>/status, which root may
 // read of any process (a workspace container's root has no
 // CAP_SYS_PTRACE, which the namespace links ask of a process not
 // dumpable).
@@ -691,10 +692,20 @@ func (f *ForkServer) Owns(pid int) bool {
 	switch {
 	case len(st.nsPIDs) == depth:
 		return descends(pid, launcher)
-	case len(st.nsPIDs) == depth+1 && st.nsPIDs[depth] == "1":
+	case len(st.nsPIDs) == depth+1 && (st.nsPIDs[depth] == "1" || st.nsPIDs[depth] == "2" && !dumpable(pid)):
+		// A run's init, or the next run's program, made before its request
+		// (not dumpable until it takes one): a child of a run's child.
 		return len(procStatus(st.ppid).nsPIDs) == depth && descends(st.ppid, launcher)
 	}
 	return false
+}
+
+// dumpable reports whether pid's /proc files are its own (they are
+// root's, or the overflow uid's, when it is not dumpable).
+func dumpable(pid int) bool {
+	var dir, environ unix.Stat_t
+	return unix.Stat(fmt.Sprintf("/proc/%d", pid), &dir) == nil &&
+		unix.Stat(fmt.Sprintf("/proc/%d/environ", pid), &environ) == nil && dir.Uid == environ.Uid
 }
 
 // status is what Owns reads of a /proc/<pid>/status.

@@ -157,12 +157,29 @@ def _request():
     return msg, fds
 
 
+def _fail(step, e, fds):
+    # Fails the run of fds, or the next request (taken for that) when
+    # there is none yet; then exits.
+    if fds is None:
+        fds = _request()[1]
+    if fds is not None:
+        _report(fds[3], "F", step, getattr(e, "errno", None) or 0)
+    os._exit(127)
+
+
 # A failure report's index is the step (forkSteps in forkserver.go words
 # them): 0..7 the child's, 8..10 the program's.
 
 
 def _child(server):
-    step, init, fds = 0, 0, None
+    # A run's child, made before the request: it makes the run's PID and
+    # IPC namespaces, drops its capabilities, installs the episode's
+    # filter, and forks the namespace's init and the program; the program
+    # takes the request and hands the child the run's report and cancel
+    # pipes. The init ends once the program did (the kernel then kills
+    # every process of the namespace); the child waits for that or the
+    # cancel pipe (then it kills the init), reaps both and reports.
+    step, init, prog, fds = 0, 0, 0, None
     try:
         _prctl(@@PR_SET_PDEATHSIG@@, @@SIGKILL@@)
         if os.getppid() != server:
@@ -174,53 +191,73 @@ def _child(server):
         step = 4
         _sys(@@SYS_SECCOMP@@, @@SECCOMP_SET_MODE_FILTER@@, 0, ctypes.byref(_fprog))
         step = 5
-        held_r, held_w = os.pipe()
+        go_r, go_w = os.pipe()
         init = os.fork()
         if init == 0:
-            _init(held_r)
-        os.close(held_r)
-        step = 1
-        msg, fds = _request()
-        if msg is None:
-            os.kill(init, @@SIGKILL@@)
-            os.waitpid(init, 0)
-            os._exit(3)
-        stdin, stdout, stderr, report, cancel = fds
-        _ctl.detach()
-        os.close(0)
+            _init(go_r)
+        os.close(go_r)
         step = 6
-        _report(report, "S", 0, 0)
+        ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
         prog = os.fork()
         if prog == 0:
-            return msg, stdin, stdout, stderr, report
-        for fd in (stdin, stdout, stderr):
-            os.close(fd)
-        step = 7
-        pidfd = os.pidfd_open(prog)
-        select.select([pidfd, cancel], [], [])
-        os.kill(init, @@SIGKILL@@)
-        status = os.waitpid(prog, 0)[1]
+            ours.detach()
+            os.close(go_w)
+            return _program(theirs)
+        os.write(go_w, b"g")
+        os.close(go_w)
+    except BaseException as e:
+        for pid in (init, prog):
+            if pid:
+                os.kill(pid, @@SIGKILL@@)
+                os.waitpid(pid, 0)
+        _fail(step, e, fds)
+    try:
+        theirs.close()
+        _ctl.detach()
+        os.close(0)
+        _, anc, _, _ = ours.recvmsg(1, _socket.CMSG_SPACE(2 * 4))
+        got = [fd for level, kind, raw in anc for fd in memoryview(raw)[: len(raw) - len(raw) % 4].cast("i")]
+        if len(got) != 2:
+            # The program ended before a request (3: the socket ended).
+            status = os.waitpid(prog, 0)[1]
+            os.kill(init, @@SIGKILL@@)
+            os.waitpid(init, 0)
+            os._exit(3 if os.waitstatus_to_exitcode(status) == 3 else 4)
+        report, cancel = got
+        # The program ends (reaped at once: the init's end waits until
+        # every pid of the namespace is free), then the init; or the
+        # cancel pipe ends the init first.
+        init_fd, prog_fd, status = os.pidfd_open(init), os.pidfd_open(prog), None
+        waiting = [init_fd, prog_fd, cancel]
+        while init_fd in waiting:
+            ready = select.select(waiting, [], [])[0]
+            if cancel in ready:
+                os.kill(init, @@SIGKILL@@)
+                waiting.remove(cancel)
+            if prog_fd in ready:
+                status = os.waitpid(prog, 0)[1]
+                waiting.remove(prog_fd)
+            if init_fd in ready:
+                waiting.remove(init_fd)
+        if status is None:
+            status = os.waitpid(prog, 0)[1]
         os.waitpid(init, 0)
         _report(report, "X", 0, status)
         os._exit(0)
-    except BaseException as e:
-        if init:
-            os.kill(init, @@SIGKILL@@)
-            os.waitpid(init, 0)
-        if fds is None:
-            # Before its request: this child takes it, to fail it.
-            fds = _request()[1]
-        if fds is not None:
-            _report(fds[3], "F", step, getattr(e, "errno", None) or 0)
+    except BaseException:
+        os.kill(init, @@SIGKILL@@)
+        os.waitpid(init, 0)
         os._exit(127)
 
 
-def _init(held):
+def _init(go):
     # pid 1 of the run's namespace: no handler for any signal (so nothing
     # in the namespace can stop or kill it), orphans reaped by the kernel,
-    # every descriptor closed but the pipe whose other end only the child
-    # holds, so that it dies when the child does.
+    # every descriptor closed; it dies with the child (its parent-death
+    # signal, or the end of the pipe on which the child says the program,
+    # pid 2, is there), and ends once the program ended.
     try:
+        _prctl(@@PR_SET_PDEATHSIG@@, @@SIGKILL@@)
         for s in range(1, _signal.NSIG):
             if s not in (@@SIGKILL@@, @@SIGSTOP@@, @@SIGCHLD@@):
                 try:
@@ -228,13 +265,37 @@ def _init(held):
                 except (OSError, ValueError):
                     pass
         _signal.signal(@@SIGCHLD@@, _signal.SIG_IGN)
-        if held:  # closerange(0, 0) would close them all
-            os.closerange(0, held)
-        os.closerange(held + 1, 1 << 20)
-        while os.read(held, 1):
-            pass
+        if go:  # closerange(0, 0) would close them all
+            os.closerange(0, go)
+        os.closerange(go + 1, 1 << 20)
+        if os.read(go, 1):
+            os.close(go)
+            select.select([os.pidfd_open(2)], [], [])
     finally:
         os._exit(0)
+
+
+def _program(to_child):
+    # The run's program, made before its request: it dies with the child
+    # (its parent, outside the namespace: getppid() is 0 while it lives),
+    # takes the request, says the run started, hands the child the report
+    # and cancel pipes, and returns the rest to the code at the bottom.
+    _prctl(@@PR_SET_PDEATHSIG@@, @@SIGKILL@@)
+    if os.getppid() != 0:
+        os._exit(1)
+    msg, fds = _request()
+    if msg is None:
+        os._exit(3)
+    step = 7
+    try:
+        _report(fds[3], "S", 0, 0)
+        to_child.sendmsg([b"r"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, bytes((ctypes.c_int * 2)(fds[3], fds[4])))])
+        to_child.close()
+        os.close(fds[4])
+        _ctl.detach()
+    except BaseException as e:
+        _fail(step, e, fds)
+    return (msg, *fds[:4])
 
 
 def _setup(msg, stdin, stdout, stderr, report):

@@ -447,11 +447,12 @@ func (f *forkEnv) serverProcesses(t *testing.T) []serverProcess {
 	return out
 }
 
-// template returns the template's process (pid 2 of its namespace).
+// template returns the template's process (pid 2 of its namespace, the
+// outermost of the server's).
 func (f *forkEnv) template(t *testing.T) serverProcess {
 	t.Helper()
 	for _, p := range f.serverProcesses(t) {
-		if p.nsPid == 2 {
+		if p.nsPid == 2 && strings.Count(p.status[strings.Index(p.status, "NSpid:"):strings.Index(p.status, "NSpgid:")], "\t") == 2 {
 			return p
 		}
 	}
@@ -460,12 +461,13 @@ func (f *forkEnv) template(t *testing.T) serverProcess {
 }
 
 // TestForkServerProcesses: the server's processes (the template, a
-// server, the next run's child and init, made before its request) run as
+// server, the next run's child, init and program, made before its
+// request) run as
 // the episode's uid, not dumpable (their /proc files are root's), with no
 // new privileges, in a user namespace of their own that maps the uid
 // alone; the template and server with the server's filter and of all
-// capabilities CAP_SYS_ADMIN alone, the next run's child and init with
-// none and the episode's filter over the server's.
+// capabilities CAP_SYS_ADMIN alone, the next run's child, init and
+// program with none and the episode's filter over the server's.
 func TestForkServerProcesses(t *testing.T) {
 	t.Parallel()
 	f := newForkEnv(t)
@@ -476,12 +478,12 @@ func TestForkServerProcesses(t *testing.T) {
 	}
 	var procs []serverProcess
 	for i := 0; ; i++ {
-		if procs = f.serverProcesses(t); len(procs) == 4 || i == 100 {
+		if procs = f.serverProcesses(t); len(procs) == 5 || i == 100 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if len(procs) != 4 {
+	if len(procs) != 5 {
 		var desc []string
 		for _, p := range procs {
 			state, _, _ := strings.Cut(p.status[strings.Index(p.status, "State:"):], "\n")
@@ -562,9 +564,9 @@ func TestForkServerRestarts(t *testing.T) {
 	f.write(t, ".run.py", "import os; print('ran', os.getpid())")
 	f.fork(t, f.command(nil))
 	tmpl := f.template(t)
-	// A server alone (and the next run's child and init).
+	// A server alone (and the next run's child, init and program).
 	for _, p := range f.serverProcesses(t) {
-		if p.nsPid != 2 {
+		if p.pid != tmpl.pid {
 			syscall.Kill(p.pid, syscall.SIGKILL)
 		}
 	}
