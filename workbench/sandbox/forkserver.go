@@ -80,9 +80,10 @@ const serverProcesses = 16
 // counted in its user namespace besides its own: the template, its server,
 // its child and its init (the kernel counts a uid's processes per user
 // namespace, and the server's is theirs). A run's RLIMIT_NPROC is
-// Limits.Processes plus these, so the program may start as many processes
-// as a spawned one, less any other server of the template alive beside
-// (the grading server an episode keeps ready).
+// Limits.Processes plus these, so the program may start at most as many
+// processes as a spawned one: fewer by the server's other processes
+// alive beside it (the next run's child, init and program, made while it
+// runs, and another server: the episode's grading server).
 const runParents = 4
 
 // forkSteps word a fork server run's failure reports (tableFork), by the

@@ -127,19 +127,37 @@ def _template():
 
 
 def _server():
-    # One run at a time. Its child is made once a request is there to be
-    # read (the first) or as soon as the last run ended (the rest): it
-    # makes the run's namespaces and init before the request comes, then
-    # reads it itself. The child's exit status says when the socket ended
-    # (3): then so does the server.
+    # One run at a time. The first run's child is made once a request is
+    # there to be read; each next one as soon as the run before took its
+    # request (the child says so on a pipe), so that it is ready when the
+    # next request comes, however soon. A child that ends without taking
+    # one is replaced; one that says the socket ended (3) ends the server.
     me = os.getpid()
     select.select([0], [], [])
+    took_r, took_w = os.pipe()
+    children, make = {}, True
     while True:
-        pid = os.fork()
-        if pid == 0:
-            return _child(me)
-        if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 3:
-            os._exit(0)
+        if make:
+            pid = os.fork()
+            if pid == 0:
+                os.close(took_r)
+                for fd in children:
+                    os.close(fd)
+                return _child(me, took_w)
+            children[os.pidfd_open(pid)] = pid
+            make = False
+        ready = select.select([took_r, *children], [], [])[0]
+        if took_r in ready:
+            os.read(took_r, 1)
+            make = True
+        for fd in ready:
+            if fd in children:
+                code = os.waitstatus_to_exitcode(os.waitpid(children.pop(fd), 0)[1])
+                os.close(fd)
+                if code == 3:
+                    os._exit(0)
+                if code != 0 and not children:
+                    make = True  # it ended before it took a request
 
 
 def _report(fd, tag, index, value):
@@ -171,7 +189,7 @@ def _fail(step, e, fds):
 # them): 0..7 the child's, 8..10 the program's.
 
 
-def _child(server):
+def _child(server, took):
     # A run's child, made before the request: it makes the run's PID and
     # IPC namespaces, drops its capabilities, installs the episode's
     # filter, and forks the namespace's init and the program; the program
@@ -223,6 +241,8 @@ def _child(server):
             os.kill(init, @@SIGKILL@@)
             os.waitpid(init, 0)
             os._exit(3 if os.waitstatus_to_exitcode(status) == 3 else 4)
+        os.write(took, b"t")
+        os.close(took)
         report, cancel = got
         # The program ends (reaped at once: the init's end waits until
         # every pid of the namespace is free), then the init; or the
@@ -243,6 +263,7 @@ def _child(server):
             status = os.waitpid(prog, 0)[1]
         os.waitpid(init, 0)
         _report(report, "X", 0, status)
+        os.close(report)  # the run is over: before this process's own end
         os._exit(0)
     except BaseException:
         os.kill(init, @@SIGKILL@@)

@@ -190,9 +190,8 @@ func normalizeRun(s string) string {
 }
 
 // TestForkServerRunLimits: a forked run has the episode's limits; its
-// process count is RLIMIT_NPROC's Processes plus the server's processes
-// counted with it (runParents), and it can start no more processes than
-// a spawned run.
+// RLIMIT_NPROC is Processes plus the server's processes always counted
+// with it (runParents), and it can start no more than Processes.
 func TestForkServerRunLimits(t *testing.T) {
 	t.Parallel()
 	lims := Limits{Processes: 12}
@@ -219,11 +218,12 @@ except OSError as e:
 		n, _ := strconv.Atoi(strings.Fields(rest + " x")[0])
 		return n
 	}
-	// The forked run starts exactly Processes - 1; a spawned one fewer,
-	// since the server's processes (the template and its server) are the
-	// uid's too.
-	if s, k := count(spawned.Stdout), count(forked.Stdout); k != lims.Processes-1 || s > k {
-		t.Errorf("a spawned run started %d processes, a forked one %d; want %d forked, no more spawned", s, k, lims.Processes-1)
+	// A forked run starts at most Processes - 1 (itself the last), fewer
+	// by the next run's child, init and program when they are made
+	// beside it already; a spawned one no more, since the server's
+	// processes are the uid's too.
+	if s, k := count(spawned.Stdout), count(forked.Stdout); k > lims.Processes-1 || k < lims.Processes-1-3 || s > lims.Processes-1 {
+		t.Errorf("a spawned run started %d processes, a forked one %d; want %d-%d forked, no more spawned", s, k, lims.Processes-4, lims.Processes-1)
 	}
 	if pids := f.runProcesses(t); len(pids) > 0 {
 		t.Errorf("processes of the run left: %v", pids)
