@@ -387,6 +387,25 @@ operations, each waiting for a core) rose from 0.17 / 0.10 ms to 0.8 / 1.7 ms in
   OpenEnv step over the WebSocket, interleaved on one server; MCP adds an HTTP request per call
   and the SDK's JSON-RPC layers (0.72 vs 0.24 ms median in the first run, 2026-12-02, on a busy
   machine). Opening a session (initialize, and its episode's reset) is not timed.
+- **The fork server** (issue 27; the "fork server:" rows, Config's default; the rows above them
+  spawn every run and are its control). Each run is a process forked from one interpreter per
+  episode, its init and program made before its request; what remains on a run's path is the
+  request, the program's set-up (about 1.1 ms), the script, and three hand-offs at its end (the
+  program ends, the init ends, the child reports). On this shared machine those hand-offs set the
+  figure more than CPU time does, so it moves with the load far more than a bare spawn's: in the
+  runs of 2026-12-02, BenchmarkForkRunPass (a fork server's run of a script of pass, no tool
+  around it) measured 0.28x a bare spawn at a load average of 5 (3.1 against 11.0 ms) and
+  0.37-0.56x at 10-20; the tool rows at a load average of 16 were run_python 0.43x, run_tests
+  (1 + 3) 2.3x and code submit (3 + 6) 4.6x (the spawn rows of the same run 1.16x, 5.2x and
+  14.9x), and at 10-20 with spikes 0.61x, 5.6x and 9.3x (against 1.7x, 9.4x and 11.1x). The
+  targets (0.3x, 2x, 4x) want a quieter machine than these runs had. A live code episode's
+  server holds 4.3-5.9 MiB beyond one idle interpreter's RSS (the template, a runs' server and a
+  grading server, and the next run's processes made ahead). A run right after a reset, before the
+  template is up, is spawned (BenchmarkForkFirstRun). Not measured here: a full oracle code
+  episode against the seed's own environment, which this machine cannot run (its source is stored
+  without line breaks); from issue 16's seed figures (run_tests 8.7x, code submit 19.6x a bare
+  spawn) and the figures above, about 0.24x of the seed's time with those at a load average
+  of 16 (0.5x with those at 10-20 with spikes).
 - **run_python** over the bare spawn: the launcher's exec, its setns into three namespaces and
   unshare of two (microseconds), two forks (the PID namespace's init and the program), and at
   the end three hand-offs the bare spawn does not have (the launcher wakes, kills the init, the

@@ -47,7 +47,8 @@ type Target struct {
 // Packages are the packages whose benchmarks make bench runs.
 var Packages = []string{"./workbench/sandbox", "./workbench/episode", "./bench", "./adapter"}
 
-// Targets are issue 16's targets: the workbench's, then the campaigns'.
+// Targets are issue 16's targets (and issue 27's, the fork server's): the
+// workbench's, then the campaigns'.
 var Targets = slices.Concat(workbenchTargets, campaignTargets("none"), campaignTargets("per-agent"))
 
 var workbenchTargets = []Target{
@@ -63,9 +64,16 @@ var workbenchTargets = []Target{
 	{Name: "write_file", Benchmark: "BenchmarkTool/write_file", Max: 200 * time.Microsecond},
 	{Name: "WebSocket overhead (list_files)", Benchmark: "BenchmarkWSListFiles", Seed: "about 0.2 ms", OverRaw: 150 * time.Microsecond},
 	{Name: "MCP tool call vs step", Benchmark: "BenchmarkMCPToolCall", OverRaw: time.Millisecond},
+	// Every run spawned (Config.NoForkServer): the fallback, and the
+	// control of the fork server's rows below.
 	{Name: "run_python print(1) vs bare spawn", Benchmark: "BenchmarkRunPython", Seed: "bare + 2.7 ms", OverRaw: time.Millisecond},
 	{Name: "run_tests (1 + 3 examples) vs bare spawn", Benchmark: "BenchmarkRunTests", Seed: "8.7x", MaxRatio: 6},
 	{Name: "submit, code task (3 + 6 cases) vs bare spawn", Benchmark: "BenchmarkSubmitCode", Seed: "19.6x", MaxRatio: 12},
+	// Issue 27: runs forked from the episode's fork server (the default).
+	{Name: "fork server: run_python vs bare spawn", Benchmark: "BenchmarkForkRunPython", MaxRatio: 0.3},
+	{Name: "fork server: run_tests (1 + 3) vs bare spawn", Benchmark: "BenchmarkForkRunTests", MaxRatio: 2},
+	{Name: "fork server: submit, code task (3 + 6) vs bare spawn", Benchmark: "BenchmarkForkSubmitCode", MaxRatio: 4},
+	{Name: "fork server: RSS per live episode beyond one idle interpreter", Benchmark: "BenchmarkForkServerMemory", Metric: "beyond-idle-bytes", MaxBytes: 10 << 20},
 	{Name: "8 sessions: time per episode vs 1 session (>= 2x episodes/min)", Benchmark: "BenchmarkWSEpisodes", MaxRatio: 0.5},
 	{Name: "workbench serve RSS idle", Benchmark: "BenchmarkWSEpisodes", Metric: "rss-idle-bytes", Seed: "34 MB", MaxBytes: 10 << 20},
 	{Name: "workbench serve RSS, 8 live sessions", Benchmark: "BenchmarkWSEpisodes", Metric: "rss-8-sessions-bytes", MaxBytes: 24 << 20},

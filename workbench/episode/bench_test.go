@@ -2,7 +2,11 @@ package episode
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
@@ -20,8 +24,18 @@ import (
 
 func benchEnv(b *testing.B, taskID string) *Environment {
 	b.Helper()
+	return benchEnvWith(b, Config{}, taskID)
+}
+
+// spawnEvery is the configuration of the control benchmarks: every run
+// spawned, as without a fork server.
+var spawnEvery = Config{NoForkServer: true}
+
+func benchEnvWith(b *testing.B, cfg Config, taskID string) *Environment {
+	b.Helper()
 	testenv.RequireRoot(b)
-	env, err := New(Config{Sandbox: sandboxtest.Shared(b)})
+	cfg.Sandbox = sandboxtest.Shared(b)
+	env, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -134,14 +148,23 @@ func BenchmarkSubmitText(b *testing.B) {
 	s.Report(b, "")
 }
 
-// BenchmarkRunPython: run_python of print(1), against the bare spawn.
-func BenchmarkRunPython(b *testing.B) {
-	env := benchEnv(b, taskCSV)
+// BenchmarkRunPython: run_python of print(1), every run spawned (the
+// control), against the bare spawn.
+func BenchmarkRunPython(b *testing.B) { benchRunPython(b, spawnEvery) }
+
+// BenchmarkForkRunPython: run_python of print(1) through the episode's
+// fork server, against the bare spawn.
+func BenchmarkForkRunPython(b *testing.B) { benchRunPython(b, Config{}) }
+
+func benchRunPython(b *testing.B, cfg Config) {
+	env := benchEnvWith(b, cfg, taskCSV)
+	serverUp(b, env)
 	var s, raw testlatency.Samples
 	steps := 0
 	for i := 0; i < b.N; i++ {
 		if steps == 19 {
 			env.Reset(context.Background(), ResetOptions{TaskID: taskCSV})
+			serverUp(b, env)
 			steps = 0
 		}
 		raw.Time(func() { bareSpawn(b) })
@@ -152,23 +175,43 @@ func BenchmarkRunPython(b *testing.B) {
 	raw.Report(b, "raw-")
 }
 
+// serverUp waits (untimed) until the episode's fork server is up, as it is
+// long before an agent has read the task and written a solution (it
+// starts at reset, and is up tens of milliseconds later); a run before
+// is spawned, which BenchmarkForkFirstRun measures. No-op without one.
+func serverUp(b *testing.B, env *Environment) {
+	b.Helper()
+	if env.ws.fs != nil && !env.ws.fs.WaitReady(context.Background()) {
+		b.Fatalf("the fork server is not up: %v", env.ws.fs.Err())
+	}
+}
+
 // codeEnv resets env on the median task with the oracle's solution
 // written (untimed).
 func codeEnv(b *testing.B, env *Environment, solution string) {
 	if _, err := env.Reset(context.Background(), ResetOptions{TaskID: taskMedian}); err != nil {
 		b.Fatal(err)
 	}
+	serverUp(b, env)
 	benchStep(b, env, "write_file", map[string]any{"path": "solution.py", "content": solution})
 }
 
 // BenchmarkRunTests: run_tests of a code task (the test file once, then
-// its 3 examples graded one by one), against the bare spawn.
-func BenchmarkRunTests(b *testing.B) {
+// its 3 examples graded one by one), every run spawned (the control),
+// against the bare spawn.
+func BenchmarkRunTests(b *testing.B) { benchRunTests(b, spawnEvery) }
+
+// BenchmarkForkRunTests: run_tests through the episode's fork server (the
+// test file from the runs' server, the examples from a grading server),
+// against the bare spawn.
+func BenchmarkForkRunTests(b *testing.B) { benchRunTests(b, Config{}) }
+
+func benchRunTests(b *testing.B, cfg Config) {
 	solution, err := oracle.Load(taskMedian)
 	if err != nil {
 		b.Fatal(err)
 	}
-	env := benchEnv(b, taskMedian)
+	env := benchEnvWith(b, cfg, taskMedian)
 	var s, raw testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		codeEnv(b, env, solution)
@@ -180,13 +223,20 @@ func BenchmarkRunTests(b *testing.B) {
 }
 
 // BenchmarkSubmitCode: submit of a code task (3 visible and 6 hidden
-// cases, each on its own), against the bare spawn.
-func BenchmarkSubmitCode(b *testing.B) {
+// cases, each on its own), every run spawned (the control), against the
+// bare spawn.
+func BenchmarkSubmitCode(b *testing.B) { benchSubmitCode(b, spawnEvery) }
+
+// BenchmarkForkSubmitCode: submit of a code task, its cases forked from a
+// grading server, against the bare spawn.
+func BenchmarkForkSubmitCode(b *testing.B) { benchSubmitCode(b, Config{}) }
+
+func benchSubmitCode(b *testing.B, cfg Config) {
 	solution, err := oracle.Load(taskMedian)
 	if err != nil {
 		b.Fatal(err)
 	}
-	env := benchEnv(b, taskMedian)
+	env := benchEnvWith(b, cfg, taskMedian)
 	var s, raw testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		codeEnv(b, env, solution)
@@ -200,4 +250,105 @@ func BenchmarkSubmitCode(b *testing.B) {
 	}
 	s.Report(b, "")
 	raw.Report(b, "raw-")
+}
+
+// BenchmarkForkFirstRun: run_python of print(1) right after a reset, the
+// fork server's template starting meanwhile (no target: what a first run
+// pays when it comes at once), against the bare spawn.
+func BenchmarkForkFirstRun(b *testing.B) {
+	env := benchEnv(b, taskCSV)
+	var s, raw testlatency.Samples
+	for i := 0; i < b.N; i++ {
+		raw.Time(func() { bareSpawn(b) })
+		if _, err := env.Reset(context.Background(), ResetOptions{TaskID: taskCSV}); err != nil {
+			b.Fatal(err)
+		}
+		s.Time(func() { benchStep(b, env, "run_python", map[string]any{"code": "print(1)"}) })
+	}
+	s.Report(b, "")
+	raw.Report(b, "raw-")
+}
+
+// BenchmarkForkServerMemory: what a live code episode's fork server holds
+// (its template's RSS, and the pages its servers have of their own: the
+// runs' server's after a run, the grading server's after run_tests)
+// beyond one idle interpreter's RSS, measured in the same run
+// (beyond-idle-bytes; server-bytes and idle-bytes beside it). The loop
+// only repeats the measure.
+func BenchmarkForkServerMemory(b *testing.B) {
+	solution, err := oracle.Load(taskMedian)
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := benchEnv(b, taskMedian)
+	benchStep(b, env, "write_file", map[string]any{"path": "solution.py", "content": solution})
+	benchStep(b, env, "run_python", map[string]any{"code": "print(1)"})
+	benchStep(b, env, "run_tests", nil)
+	idle := exec.Command("/usr/bin/python3", "-E", "-s", "-c", "import sys; print('ready', flush=True); sys.stdin.read()")
+	stdin, err := idle.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := idle.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := idle.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { stdin.Close(); idle.Wait() }()
+	if _, err := out.Read(make([]byte, 6)); err != nil {
+		b.Fatal(err)
+	}
+	var server, idleRSS int64
+	for i := 0; i < b.N; i++ {
+		idleRSS = smapsRollup(b, idle.Process.Pid)["Rss"]
+		server = 0
+		pids, err := env.ws.fs.Processes()
+		if err != nil || len(pids) < 3 {
+			b.Fatalf("the fork server's processes: %v %v", pids, err)
+		}
+		for _, pid := range pids {
+			m := smapsRollup(b, pid)
+			if isTemplate(pid) {
+				server += m["Rss"]
+			} else {
+				server += m["Private_Clean"] + m["Private_Dirty"]
+			}
+		}
+	}
+	b.ReportMetric(float64(server-idleRSS), "beyond-idle-bytes")
+	b.ReportMetric(float64(server), "server-bytes")
+	b.ReportMetric(float64(idleRSS), "idle-bytes")
+}
+
+// smapsRollup reads /proc/<pid>/smaps_rollup's fields, in bytes (none
+// for a process gone).
+func smapsRollup(b *testing.B, pid int) map[string]int64 {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return nil // it ended since the listing (a run's child)
+	}
+	m := map[string]int64{}
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[2] == "kB" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			m[strings.TrimSuffix(f[0], ":")] = n << 10
+		}
+	}
+	return m
+}
+
+// isTemplate: pid is pid 2 of its PID namespace, one below this
+// process's (a fork server's template; a run's program is pid 2 one
+// further down).
+func isTemplate(pid int) bool {
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(l); len(f) > 2 && f[0] == "NSpid:" {
+			return len(f) == 3 && f[2] == "2" // the server's outermost namespace
+		}
+	}
+	return false
 }

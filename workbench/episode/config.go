@@ -100,6 +100,12 @@ type Config struct {
 	// /usr/bin/python3. It must be readable and executable by the sandbox
 	// uids.
 	Python string
+	// NoForkServer spawns a fresh interpreter for every run, the fallback
+	// and the benchmarks' control; by default each episode in namespaces
+	// has a fork server (sandbox.ForkServer): runs are forked from one
+	// interpreter started at reset, graded cases from another server of
+	// it that no earlier run of the agent's came from (see doc.go).
+	NoForkServer bool
 	// Catalogue holds the tasks; nil means package tasks.
 	Catalogue Catalogue
 	// Grader grades answers; nil grades in-process from the catalogue's
@@ -159,7 +165,9 @@ func (c Config) resolved() Config {
 
 // Metadata describes the configuration for the server's GET /metadata:
 // the sandbox mode (sandbox.Mode's name: "namespaces", "uid-only" or
-// "unsandboxed"), the episode limits and the per-run resource limits.
+// "unsandboxed"), whether runs are forked from a fork server (only in
+// namespaces; an episode whose server cannot start spawns them), the
+// episode limits and the per-run resource limits.
 func (c Config) Metadata() map[string]any {
 	r := c.resolved()
 	mode := "none"
@@ -168,7 +176,8 @@ func (c Config) Metadata() map[string]any {
 	}
 	l := r.Limits
 	return map[string]any{
-		"sandbox": mode,
+		"sandbox":     mode,
+		"fork_server": mode == sandbox.Namespaces.String() && !c.NoForkServer,
 		"limits": map[string]any{
 			"max_steps":            l.MaxSteps,
 			"max_invalid_in_a_row": l.MaxInvalidInARow,

@@ -31,6 +31,16 @@
 // workspace digest fail (no verification credit, and graded cases fail),
 // where the seed, reading as root, would read it.
 //
+// In namespaces each episode also gets a fork server (sandbox.ForkServer)
+// at reset, its template starting in the background: every run is a
+// process forked from one interpreter started once, contained, limited
+// and set up as a spawned one (`python3 -E -s script`), from the
+// interpreter's pristine state (json preloaded, for test_solution.py).
+// The agent's runs (run_python, the test file of run_tests) fork from
+// one of its servers; a run that comes before the template is up, and
+// every run once it cannot serve, is spawned. Config.NoForkServer spawns
+// every run (the fallback, and the benchmarks' control).
+//
 // The uid-only sandbox (weaker, only when asked for) runs the code as the
 // uid in the server's namespaces, and the unsandboxed mode (not root) as
 // the server's own user, as the seed does; Config.Metadata says which.
@@ -38,7 +48,11 @@
 // # Grading
 //
 // Non-code answers go to Grader.ScoreAnswer. A code task is graded by
-// running the task's function on each case alone: before each case no
+// running the task's function on each case alone, each case forked from
+// the episode's grading server: a server of the fork server's template
+// asked for before the sequence (at reset, and after each sequence for the
+// next) and ended after it, so no graded case forks from a server that
+// any earlier run of the agent's came from. Before each case no
 // process of the episode is left, its /tmp and /dev/shm are empty
 // (sandbox.Episode.ClearScratch; its System V and POSIX IPC objects went
 // with the previous run's IPC namespace), the workspace directory's user

@@ -134,7 +134,7 @@ func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation
 	e.checked = map[string]bool{}
 	e.checks = 0
 	e.testedLastChange, e.testedDigest = false, ""
-	ws, err := newWorkspace(e.cfg, task.Files)
+	ws, err := newWorkspace(e.cfg, task.Files, task.Kind == tasks.KindCode)
 	if err != nil {
 		e.task = nil
 		return Observation{}, fmt.Errorf("reset %s: %w", taskID, errors.Join(err, cleanupErr))

@@ -93,6 +93,7 @@ func argsLiteral(args []any) (string, error) {
 // can be forged: the visible cases only gate the credit, and the credit
 // comes from hidden cases whose expected values never enter the workspace.
 func (e *Environment) runCases(ctx context.Context, cases [][]any) ([][]byte, error) {
+	defer e.ws.gradedDone()
 	before := e.ws.digest()
 	tainted := before == ""
 	out := make([][]byte, len(cases))
@@ -111,7 +112,7 @@ func (e *Environment) runCases(ctx context.Context, cases [][]any) ([][]byte, er
 		if err != nil {
 			return nil, fmt.Errorf("case %d of %s: arguments are not JSON: %w", i, e.task.TaskID, err)
 		}
-		res, err := e.ws.run(ctx, []string{"-E", "-s", "-B", ".grade.py"}, stdin)
+		res, err := e.ws.runGraded(ctx, []string{"-E", "-s", "-B", ".grade.py"}, stdin)
 		if err != nil {
 			return nil, err
 		}

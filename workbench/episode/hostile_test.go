@@ -2,6 +2,7 @@ package episode
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/agentpen/agentpen/internal/testkit/oracle"
 	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 	"golang.org/x/sys/unix"
@@ -36,7 +38,15 @@ type hostileRun struct {
 func (h *hostileRun) run(t *testing.T) Observation {
 	t.Helper()
 	o := step(t, h.env, "run_python", map[string]any{"code": h.code})
-	noProcesses(t, h.uid)
+	noProcesses(t, h.uid, serverOf(h.env))
+	return o
+}
+
+// runAs runs the agent's file with {{ROLE}} set to role.
+func (h *hostileRun) runAs(t *testing.T, role string) Observation {
+	t.Helper()
+	o := step(t, h.env, "run_python", map[string]any{"code": strings.ReplaceAll(h.code, "{{ROLE}}", role)})
+	noProcesses(t, h.uid, serverOf(h.env))
 	return o
 }
 
@@ -249,10 +259,16 @@ var hostileCases = []hostileCase{
 	}},
 	{file: "signal_server.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
 		o := h.run(t)
-		// pid 1 is the run's own init (the launcher, not the uid's); the
-		// server is in no PID namespace the run can name.
-		wantIn(t, "signals", o.Output, fmt.Sprintf("DENIED %d 9 ESRCH", os.Getpid()), "DENIED 1 9 EPERM")
-		if strings.Contains(o.Output, "SENT") {
+		// The server is in no PID namespace the run can name. pid 1 is the
+		// run's own init: a spawned run's is the launcher's (not the
+		// uid's), a forked run's is the uid's, and the kernel ignores every
+		// signal sent it from inside its namespace (it has no handler): the
+		// run goes on (kill(-1) finds nothing else to kill either way).
+		wantIn(t, "signals", o.Output, fmt.Sprintf("DENIED %d 9 ESRCH", os.Getpid()), "DENIED -1 ESRCH", "after 2", "[exit code 0]")
+		if !strings.Contains(o.Output, "DENIED 1 9 EPERM") && (h.env.ws.fs == nil || h.env.ws.fs.Forked() == 0) {
+			t.Fatalf("a spawned run's signal to its init was not refused: %s", o.Output)
+		}
+		if strings.Contains(o.Output, fmt.Sprintf("SENT %d", os.Getpid())) || strings.Contains(o.Output, "SENT -1") {
 			t.Fatalf("a signal was delivered: %s", o.Output)
 		}
 	}},
@@ -383,6 +399,75 @@ var hostileCases = []hostileCase{
 		wantIn(t, "sender", o.Output, "vsock denied EAFNOSUPPORT")
 		wantIn(t, "receiver", got.Output, "vsock denied EAFNOSUPPORT")
 	}},
+	{file: "interpreter_state.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
+		wantIn(t, "first look", h.runAs(t, "look").Output, "found []")
+		wantIn(t, "plant", h.runAs(t, "plant").Output, "planted")
+		if o := h.runAs(t, "look"); !strings.Contains(o.Output, "found []") {
+			t.Fatalf("a run saw what the run before it left: %s", o.Output)
+		}
+	}},
+	{file: "fork_server_kill.py", task: taskMedian, play: func(t *testing.T, h *hostileRun) {
+		fs := h.env.ws.fs
+		template := 0
+		if fs != nil {
+			step(t, h.env, "run_python", map[string]any{"code": "pass"}) // the server is up
+			template = templatePID(t, fs)
+		}
+		o := h.run(t)
+		wantIn(t, "attack", o.Output, "reached []", "[exit code 0]")
+		if fs != nil {
+			// It found the server's processes, and none of them is touched.
+			if strings.Contains(o.Output, "targets 0\n") {
+				t.Fatalf("the agent found none of the server's processes: %s", o.Output)
+			}
+			if got := templatePID(t, fs); got != template {
+				t.Fatalf("the template was %d, is %d", template, got)
+			}
+			for _, pid := range mustPIDs(t, fs.Processes) {
+				stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+				if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) < 17 || f[16] != "0" {
+					t.Errorf("server process %d reniced: %s", pid, stat)
+				}
+			}
+			// The server dies (killed from outside: nothing of the episode
+			// can): the episode goes on with a new one.
+			syscall.Kill(template, syscall.SIGKILL)
+			waitGone(t, template)
+		}
+		// At once (spawned while a new template starts), and then forked.
+		wantIn(t, "a run after", step(t, h.env, "run_python", map[string]any{"code": "print('still runs')"}).Output, "still runs")
+		forked := int64(0)
+		if fs != nil {
+			if !fs.WaitReady(context.Background()) {
+				t.Fatalf("no new template: %v", fs.Err())
+			}
+			forked = fs.Forked()
+		}
+		solution, err := oracle.Load(taskMedian)
+		if err != nil {
+			t.Fatal(err)
+		}
+		step(t, h.env, "write_file", map[string]any{"path": "solution.py", "content": solution})
+		wantIn(t, "run_tests", step(t, h.env, "run_tests", nil).Output, "graded: 3 of 3")
+		// The test file and 3 cases.
+		if fs != nil && (templatePID(t, fs) == template || fs.Forked() != forked+4 || fs.Err() != nil) {
+			t.Fatalf("the runs after were not forked from a new template (%d forked, %v)", fs.Forked(), fs.Err())
+		}
+		if o := submitMedian(t, h); o.Metadata["correctness"] != 1.0 {
+			t.Fatalf("after the server died: correctness %v (%s)", o.Metadata["correctness"], o.Output)
+		}
+	}},
+	{file: "grading_poison.py", task: taskMedian, play: func(t *testing.T, h *hostileRun) {
+		// Its marks, left by every run, never reach the next run, the
+		// test run, its graded cases or the submit's.
+		wantIn(t, "first run", h.run(t).Output, "clean 2")
+		wantIn(t, "second run", h.run(t).Output, "clean 2")
+		h.write(t, "solution.py")
+		wantIn(t, "run_tests", step(t, h.env, "run_tests", nil).Output, "graded: 3 of 3")
+		if o := submitMedian(t, h); o.Metadata["correctness"] != 1.0 {
+			t.Fatalf("grading saw the runs' marks: correctness %v (%s)", o.Metadata["correctness"], o.Output)
+		}
+	}},
 	{file: "tmpfs_fill.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
 		o := h.run(t)
 		wantIn(t, "fill", o.Output, ". stopped ENOSPC", "/tmp stopped ENOSPC", "/dev/shm stopped ENOSPC")
@@ -458,51 +543,104 @@ func TestHostileAgents(t *testing.T) {
 		otherWS = fmt.Sprintf("/proc/%d/%s", os.Getpid(), rest)
 	}
 
-	for _, c := range hostileCases {
-		t.Run(strings.TrimSuffix(c.file, ".py"), func(t *testing.T) {
-			t.Parallel()
-			src, err := os.ReadFile(filepath.Join(dir, c.file))
-			if err != nil {
-				t.Fatal(err)
+	// Every agent through the fork server (the default) and again with
+	// every run spawned (the fallback).
+	for _, mode := range []struct {
+		name  string
+		spawn bool
+	}{{"forked", false}, {"spawned", true}} {
+		for _, c := range hostileCases {
+			runHostileCase(t, dir, mode.name, mode.spawn, c, otherWS, target, other)
+		}
+	}
+}
+
+// runHostileCase runs one agent of TestHostileAgents in a subtest.
+func runHostileCase(t *testing.T, dir, mode string, spawn bool, c hostileCase, otherWS, target string, other *Environment) {
+	t.Run(mode+"/"+strings.TrimSuffix(c.file, ".py"), func(t *testing.T) {
+		t.Parallel()
+		src, err := os.ReadFile(filepath.Join(dir, c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runID := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+		code := strings.NewReplacer("{{OTHER_WS}}", otherWS, "{{SERVER_PID}}", strconv.Itoa(os.Getpid()),
+			"{{TARGET}}", target, "{{RUN_ID}}", runID, "{{WORKSPACE}}", sandboxtest.Shared(t).Config().WorkspaceDir).Replace(string(src))
+		cfg := Config{Sandbox: sandboxtest.Shared(t), NoForkServer: spawn}
+		if c.cfg != nil {
+			c.cfg(&cfg)
+		}
+		env, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var released []int
+		env.testHookBeforeRelease = func(uid int) {
+			assertContained(t, uid)
+			released = append(released, uid)
+		}
+		reset(t, env, c.task)
+		h := &hostileRun{env: env, code: code, runID: runID, uid: env.ws.uid, dir: env.ws.dir}
+		c.play(t, h)
+		if env.ws != nil && env.ws.fs != nil && env.ws.fs.Err() != nil {
+			t.Errorf("the fork server stopped serving: %v", env.ws.fs.Err())
+		}
+		if err := env.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if len(released) == 0 || released[0] != h.uid {
+			t.Fatalf("uid %d was not released through cleanup (released %v)", h.uid, released)
+		}
+		assertUIDFree(t, env.cfg.Sandbox.Pool(), h.uid)
+		// The other episode is untouched (looked at as its uid: root
+		// may lack DAC_OVERRIDE, as in a workspace container).
+		sandbox.AsUID(other.ws.uid, func() error {
+			if _, err := os.Stat(filepath.Join(otherWS, "sales.csv")); err != nil {
+				t.Errorf("the other episode's workspace lost sales.csv: %v", err)
 			}
-			runID := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
-			code := strings.NewReplacer("{{OTHER_WS}}", otherWS, "{{SERVER_PID}}", strconv.Itoa(os.Getpid()),
-				"{{TARGET}}", target, "{{RUN_ID}}", runID).Replace(string(src))
-			cfg := Config{Sandbox: sandboxtest.Shared(t)}
-			if c.cfg != nil {
-				c.cfg(&cfg)
+			if _, err := os.Lstat(filepath.Join(otherWS, "planted.txt")); err == nil {
+				t.Errorf("a file was planted in the other episode's workspace")
 			}
-			env, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var released []int
-			env.testHookBeforeRelease = func(uid int) {
-				assertContained(t, uid)
-				released = append(released, uid)
-			}
-			reset(t, env, c.task)
-			h := &hostileRun{env: env, code: code, runID: runID, uid: env.ws.uid, dir: env.ws.dir}
-			c.play(t, h)
-			if err := env.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-			if len(released) == 0 || released[0] != h.uid {
-				t.Fatalf("uid %d was not released through cleanup (released %v)", h.uid, released)
-			}
-			assertUIDFree(t, env.cfg.Sandbox.Pool(), h.uid)
-			// The other episode is untouched (looked at as its uid: root
-			// may lack DAC_OVERRIDE, as in a workspace container).
-			sandbox.AsUID(other.ws.uid, func() error {
-				if _, err := os.Stat(filepath.Join(otherWS, "sales.csv")); err != nil {
-					t.Errorf("the other episode's workspace lost sales.csv: %v", err)
-				}
-				if _, err := os.Lstat(filepath.Join(otherWS, "planted.txt")); err == nil {
-					t.Errorf("a file was planted in the other episode's workspace")
-				}
-				return nil
-			})
+			return nil
 		})
+	})
+}
+
+// templatePID is the pid of fs's template (pid 2 of its PID namespace).
+func templatePID(t *testing.T, fs *sandbox.ForkServer) int {
+	t.Helper()
+	for _, pid := range mustPIDs(t, fs.Processes) {
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		for _, l := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(l); len(f) == 3 && f[0] == "NSpid:" && f[2] == "2" { // outermost of the server's
+				return pid
+			}
+		}
+	}
+	t.Fatal("no fork server template")
+	return 0
+}
+
+func mustPIDs(t *testing.T, list func() ([]int, error)) []int {
+	t.Helper()
+	pids, err := list()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pids
+}
+
+// waitGone waits until pid is gone.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			return
+		}
+		if i == 1000 {
+			t.Fatalf("process %d did not end", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -526,7 +664,7 @@ func laterEpisode(t *testing.T, h *hostileRun) *Environment {
 // message queue.
 func assertContained(t *testing.T, uid int) {
 	t.Helper()
-	noProcesses(t, uid)
+	noProcesses(t, uid, nil)
 	for _, d := range []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock", extraSharedDir} {
 		if d != "" {
 			noUIDFilesUnder(t, uid, d, false)
@@ -611,9 +749,26 @@ func noIPCObjects(t *testing.T, uid int) {
 	}
 }
 
-func noProcesses(t *testing.T, uid int) {
+// serverOf returns the running episode's fork server (nil without one):
+// its own processes (the template and its servers, each the uid's, none
+// of them running agent code) are alive between runs.
+func serverOf(env *Environment) *sandbox.ForkServer {
+	if env.ws == nil {
+		return nil
+	}
+	return env.ws.fs
+}
+
+// noProcesses fails on any live process or thread of uid but those of the
+// episode's fork server (server; nil when there must be none at all).
+func noProcesses(t *testing.T, uid int, server *sandbox.ForkServer) {
 	t.Helper()
 	pids, err := sandbox.Processes(uid)
+	var owns func(int) bool
+	if server != nil {
+		pids, err = server.RunProcesses()
+		owns = server.Owns
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,7 +778,7 @@ func noProcesses(t *testing.T, uid int) {
 			t.Errorf("%s", describeProcess(pid))
 		}
 	}
-	if tids := liveTasks(t, uid); len(tids) > 0 {
+	if tids := liveTasks(t, uid, owns); len(tids) > 0 {
 		t.Errorf("threads of uid %d left: %v", uid, tids)
 	}
 }
@@ -657,7 +812,7 @@ func describeProcess(pid int) string {
 // liveTasks returns "pid/tid" of every thread not dead or a zombie whose
 // uids include uid, read from /proc/<pid>/task/<tid>/status: a check that
 // does not share sandbox.Processes' view of a process as its leader.
-func liveTasks(t *testing.T, uid int) []string {
+func liveTasks(t *testing.T, uid int, server func(pid int) bool) []string {
 	t.Helper()
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
@@ -666,7 +821,8 @@ func liveTasks(t *testing.T, uid int) []string {
 	want := strconv.Itoa(uid)
 	var live []string
 	for _, p := range procs {
-		if _, err := strconv.Atoi(p.Name()); err != nil {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || server != nil && server(pid) {
 			continue
 		}
 		tasks, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "task"))

@@ -30,11 +30,18 @@ type workspace struct {
 	uid int
 	// dir is the workspace as the server reaches it.
 	dir string
+	// fs is the episode's fork server (nil with Config.NoForkServer);
+	// runs forks the agent's runs, grading the graded cases of one
+	// sequence (runCases) and is replaced after each, so that every
+	// sequence forks from a server nothing of the agent's ran from.
+	fs            *sandbox.ForkServer
+	runs, grading *sandbox.Forker
 }
 
 // newWorkspace starts a sandbox episode and writes the task's files into
-// its workspace as the uid.
-func newWorkspace(cfg Config, files []tasks.File) (_ *workspace, err error) {
+// its workspace as the uid, and starts its fork server (with a grading
+// server for a code task).
+func newWorkspace(cfg Config, files []tasks.File, code bool) (_ *workspace, err error) {
 	ep, err := cfg.Sandbox.NewEpisode()
 	if err != nil {
 		return nil, err
@@ -69,6 +76,14 @@ func newWorkspace(cfg Config, files []tasks.File) (_ *workspace, err error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if !cfg.NoForkServer {
+		// test_solution.py imports json; the probe imports nothing.
+		w.fs = ep.ForkServer(sandbox.ForkServerConfig{Python: cfg.Python, Env: w.env(), Limits: cfg.RunLimits, Preload: []string{"json"}})
+		w.runs = w.fs.Forker()
+		if code {
+			w.grading = w.fs.Forker()
+		}
 	}
 	return w, nil
 }
@@ -346,22 +361,56 @@ func (w *workspace) prepareCase(name, probe string) (reset bool, err error) {
 	return reset, err
 }
 
-// run runs Python with argv (after the interpreter) in the workspace.
-// Every caller has just written the script it runs with writePrivate,
-// which checked the workspace (w.check) as the uid.
+// env is every run's environment.
+func (w *workspace) env() []string {
+	return []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + w.ep.CodeDir(),
+		"PYTHONDONTWRITEBYTECODE=1",
+		"LANG=C.UTF-8",
+	}
+}
+
+// run runs Python with argv (after the interpreter) in the workspace: an
+// agent's run. Every caller has just written the script it runs with
+// writePrivate, which checked the workspace (w.check) as the uid.
 func (w *workspace) run(ctx context.Context, argv []string, stdin []byte) (sandbox.Result, error) {
-	res, err := w.ep.Run(ctx, sandbox.Command{
-		Argv: append([]string{w.cfg.Python}, argv...),
-		Env: []string{
-			"PATH=/usr/local/bin:/usr/bin:/bin",
-			"HOME=" + w.ep.CodeDir(),
-			"PYTHONDONTWRITEBYTECODE=1",
-			"LANG=C.UTF-8",
-		},
+	return w.runWith(ctx, w.runs, argv, stdin)
+}
+
+// runGraded runs a graded case, from the grading server.
+func (w *workspace) runGraded(ctx context.Context, argv []string, stdin []byte) (sandbox.Result, error) {
+	if w.grading == nil && w.fs != nil {
+		w.grading = w.fs.Forker()
+	}
+	return w.runWith(ctx, w.grading, argv, stdin)
+}
+
+// gradedDone ends a graded sequence: its server goes, and another is
+// asked of the template for the next sequence.
+func (w *workspace) gradedDone() {
+	if w.grading != nil {
+		w.grading.Close()
+		w.grading = w.fs.Forker()
+	}
+}
+
+// runWith runs through k, or spawns when k is nil.
+func (w *workspace) runWith(ctx context.Context, k *sandbox.Forker, argv []string, stdin []byte) (sandbox.Result, error) {
+	c := sandbox.Command{
+		Argv:    append([]string{w.cfg.Python}, argv...),
+		Env:     w.env(),
 		Limits:  w.cfg.RunLimits,
 		Stdin:   stdin,
 		Timeout: w.cfg.Limits.PythonTimeout,
-	})
+	}
+	var res sandbox.Result
+	var err error
+	if k != nil {
+		res, err = k.Run(ctx, c)
+	} else {
+		res, err = w.ep.Run(ctx, c)
+	}
 	if errors.Is(err, sandbox.ErrLaunch) {
 		return res, refusef("cannot run in the workspace: %v", err)
 	}

@@ -49,6 +49,33 @@ func BenchmarkRunPass(b *testing.B) {
 	rawCPU.Report(b, "raw-cpu-")
 }
 
+// BenchmarkForkRunPass: a fork server's run of a script of `pass` (the
+// request and pipes, the child's namespaces, the program's set-up as a
+// fresh interpreter's, the end of the run) against the bare spawn,
+// interleaved; no episode tool around it.
+func BenchmarkForkRunPass(b *testing.B) {
+	ep := testEpisode(b, testSandbox(b, Namespaces))
+	k := ep.ForkServer(ForkServerConfig{Python: python, Env: forkTestEnv}).Forker()
+	if err := AsUID(ep.UID(), func() error { return os.WriteFile(filepath.Join(ep.Dir(), ".run.py"), []byte("pass\n"), 0o600) }); err != nil {
+		b.Fatal(err)
+	}
+	c := Command{Argv: []string{python, "-E", "-s", ".run.py"}, Env: forkTestEnv, Timeout: 10 * time.Second}
+	if _, err := k.Run(context.Background(), c); err != nil { // the template is up
+		b.Fatal(err)
+	}
+	var run, raw testlatency.Samples
+	for i := 0; i < b.N; i++ {
+		raw.Time(func() { bareSpawn(b) })
+		run.Time(func() {
+			if _, err := k.Run(context.Background(), c); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+	run.Report(b, "")
+	raw.Report(b, "raw-")
+}
+
 // childrenCPU is the user and system time of this process's children
 // that ended and were waited for (theirs included, all the way down).
 func childrenCPU() time.Duration {

@@ -1,7 +1,8 @@
 // Package sandbox runs untrusted code for the workbench's episodes: each
 // episode's code as its own unprivileged uid, in namespaces of its own,
-// with a syscall filter and rlimits from its first instruction; the uid
-// pool; and the descriptor-based file walks (tree removal, workspace
+// with a syscall filter and rlimits from its first instruction; a fork
+// server per episode that runs Python scripts by forking one interpreter;
+// the uid pool; and the descriptor-based file walks (tree removal, workspace
 // digest, safe open) the server needs to touch files agent code could
 // have booby-trapped. It does not limit memory or CPU beyond the rlimits
 // (no cgroups), nor hide the container's /proc from episodes (see
@@ -90,7 +91,102 @@
 //
 // Run is start, wait and reap (run.go): start returns the running
 // launcher and its pipes, so a long-lived process inside the episode's
-// namespaces (a fork server) begins there and ends with the episode.
+// namespaces (the fork server, below) begins there and ends with the
+// episode.
+//
+// # Fork server
+//
+// An interpreter start is most of a run. Episode.ForkServer (namespaces
+// only) starts one Python interpreter through the launcher like a run,
+// the template, which imports what runs need (ForkServerConfig.Preload),
+// warms the interpreter once, and then only forks: servers (a Forker
+// each), and for every run a child that makes the run's namespaces, its
+// init and its program, which starts from the template's pristine state.
+// The code is forkserver.py; the processes:
+//
+//	launcher (root, outside)            the template's, like a run's: it
+//	 └ init (pid 1)                       kills everything below at the end
+//	 └ template (pid 2)                 never runs agent code
+//	    └ server (a Forker)             one run at a time
+//	       └ child                      per run, made ahead: PID and IPC
+//	          ├ init (pid 1 of the run)   namespaces, no capabilities, the
+//	          └ program (pid 2)           episode's filter; the program
+//	                                      takes the request and is the run
+//
+// The template is the episode's uid in the episode's namespaces with the
+// runs' rlimits (but the CPU bound, which would end it, and
+// serverProcesses more processes), no_new_privs, and a filter of its own
+// (serverDenials: the episode's, but that it may unshare a PID and an IPC
+// namespace together). Between the uid switch and its exec its launcher
+// puts it in a user namespace of its own that maps the uid to itself and
+// nothing else (any process may make one; the maps are written through
+// the server's /proc, the episode's being read-only) and keeps of the
+// capabilities it has there CAP_SYS_ADMIN alone, ambient so that it
+// survives the exec: that user namespace owns only the PID and IPC
+// namespaces of runs, so the capability lets the server make those and
+// nothing else (the mount and network namespaces stay the episode's,
+// owned by its user namespace, where the server has no capability). It
+// is not dumpable (nor is any process it makes until a run's program
+// takes its request: their /proc files are root's), and no process of a
+// run can name it: runs are in PID namespaces below its own, and the
+// kernel refuses a pidfd_send_signal through a /proc descriptor of a
+// process outside the sender's namespace
+// (testdata/agents/fork_server_kill.py tries every way).
+//
+// A server makes the next run's child as soon as the run before took its
+// request (the first when a request is there), so that it is ready
+// however soon the next comes. The child unshares the run's PID and IPC
+// namespaces, drops every capability, installs the episode's filter over
+// the server's (so nothing it forks can unshare anything), and forks the
+// namespace's init (no handler for any signal, orphans reaped by the
+// kernel, every descriptor closed; it dies with the child, and ends once
+// pid 2 ended) and the program (pid 2), which does once what its set-up
+// will do (so the pages it writes are its own before the request) and
+// reads the next request itself: the run's standard input, output and
+// error, and report and cancel pipes. It says the run started and hands
+// the child the report and cancel pipes. The child waits for the init,
+// reaping the program when it ends (the init's end waits until every pid
+// of its namespace is free), or for the cancel pipe, when it kills the
+// init; either way the kernel kills every process of the namespace as
+// the init ends, and the child reports the program's status on the
+// report pipe, as the launcher does. The program sets itself up as the
+// launcher's program is (its descriptors, a session, the workspace, the
+// run's rlimits, umask 077, dumpable as after an exec; no_new_privs and
+// the filter it has), then as `python3 <flags> <script>` would start:
+// sys.modules as the interpreter starts them plus the preloaded modules
+// (all dropped when the script's directory holds a name one of them
+// starts with, so the script imports its own), argv, sys.path, -B, the
+// environment, new standard input (and output or error when they are not
+// pipes, as the template's were) and a new __main__; it runs the script
+// at the template's top level (one frame above it), prints an uncaught
+// exception as the interpreter does, waits for its threads, runs the
+// atexit functions, finalizes __main__ (files it left open are flushed),
+// flushes the streams, and exits. A script the interpreter reads
+// differently (NUL bytes, bytecode, unreadable) is exec'd with the
+// interpreter itself. Nothing a run does reaches the next: each is a new
+// process forked from a template no run ever touched.
+//
+// What differs from a spawned run (TestForkServerRunsAsSpawned checks
+// the rest byte for byte): /proc/self/cmdline is the template's, two
+// filters are stacked (Seccomp_filters 2), the hash seed and address
+// layout are the template's (the same in every run), a run starts one
+// frame deep, and RLIMIT_NPROC reads Processes plus runParents: the
+// kernel counts a uid's processes per user namespace, and the server's
+// are the uid's too (a run may start Processes, less the server's other
+// processes alive beside it: the next run's three, another server; a
+// spawned run finds those counted too).
+//
+// ForkServer.Forker asks the template for a server; Forker.Run runs a
+// Command through it when the server serves it (the server's interpreter
+// with -E, -s and at most -B on a script, its environment and limits)
+// and spawns it (Episode.Run) otherwise: another command, a template
+// still starting (a run right after the reset), a server that ended
+// twice before a run started, or one that failed a step (then every run
+// is, ForkServer.Err says why). A server or template that dies is
+// replaced (the run it interrupted fails with ErrLaunch, after the
+// template's namespace is ended, so nothing of it runs on); Close ends
+// them all, and Episode.Close waits until none of their processes is
+// left.
 //
 // # The launcher
 //
@@ -140,5 +236,6 @@
 //   - CAP_KILL: the uid-only kill of a program's session.
 //
 // Every other capability the set-up process and the launcher use is one
-// they have in the episode's user namespace only.
+// they have in the episode's user namespace only, and the fork server's
+// CAP_SYS_ADMIN one it has in its own.
 package sandbox

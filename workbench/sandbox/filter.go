@@ -43,8 +43,9 @@ var denials = []denial{
 		why: "io_uring runs operations no syscall filter sees and is a frequent source of kernel exploits; Docker denies it"},
 	{names: []string{"mount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount", "fspick", "open_tree", "move_mount", "mount_setattr"},
 		why: "the mount family (old and new API); Docker denies it without CAP_SYS_ADMIN"},
-	{names: []string{"unshare", "setns"},
-		why: "new namespaces (a user namespace gives back every capability inside it) and joining others'; Docker denies them"},
+	unshareDenial,
+	{names: []string{"setns"},
+		why: "joining other namespaces; Docker denies it"},
 	{names: []string{"clone"}, args: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: cloneNamespaceFlags}},
 		why: "clone that makes a namespace, as unshare does; plain fork and threads stay allowed; Docker's rule"},
 	{names: []string{"kexec_load", "kexec_file_load", "reboot", "init_module", "finit_module", "delete_module"},
@@ -88,6 +89,30 @@ var denials = []denial{
 		why: "personality other than Docker's allowed values (e.g. ADDR_NO_RANDOMIZE turns off ASLR for what it execs)"},
 }
 
+// unshareDenial is the filter's unshare entry; the fork server's filter
+// replaces it (serverDenials).
+var unshareDenial = denial{names: []string{"unshare"},
+	why: "new namespaces (a user namespace gives back every capability inside it); Docker denies it"}
+
+// serverDenials are the fork server's filter (forkserver.go): the
+// episode's but for unshare, which it may call to make a PID and an IPC
+// namespace together (once per run, in the run's own child, which then
+// drops its capabilities and installs the episode's filter over this one
+// before it forks anything that runs agent code).
+var serverDenials = func() []denial {
+	out := make([]denial, 0, len(denials))
+	for _, d := range denials {
+		if d.names[0] == "unshare" {
+			d.args = seccomp.ArgumentConditions{
+				{Argument: 0, Operation: seccomp.NotEqual, Value: unix.CLONE_NEWPID | unix.CLONE_NEWIPC},
+			}
+			d.why = "unshare but of a PID and an IPC namespace together"
+		}
+		out = append(out, d)
+	}
+	return out
+}()
+
 // enosysCalls get ENOSYS instead of EPERM: clone3 passes its flags in
 // memory a filter cannot read, and glibc falls back to clone (filtered
 // above) on ENOSYS, as under Docker's profile.
@@ -98,15 +123,19 @@ var enosysCalls = []string{"clone3"}
 var ErrFilter = errors.New("syscall filter")
 
 // filterProg is the filter, built once: every launcher installs it on the
-// program's process (no_new_privs first), right before the exec.
-var filterProg = sync.OnceValues(buildFilter)
+// program's process (no_new_privs first), right before the exec, and every
+// fork server run's process before it forks the run.
+var filterProg = sync.OnceValues(func() ([]unix.SockFilter, error) { return buildFilter(denials) })
+
+// serverFilterProg is the fork server's filter (serverDenials), built once.
+var serverFilterProg = sync.OnceValues(func() ([]unix.SockFilter, error) { return buildFilter(serverDenials) })
 
 // buildFilter assembles the filter for this architecture: first a guard
 // that fails every system call made through another architecture's ABI
 // (an x86-64 process can use the i386 int 0x80 entry, which a filter
 // keyed on x86-64 numbers would let through), then clone3, then the
 // library's program for the denials, whose default is allow.
-func buildFilter() ([]unix.SockFilter, error) {
+func buildFilter(denials []denial) ([]unix.SockFilter, error) {
 	info, err := arch.GetInfo("")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrFilter, err)

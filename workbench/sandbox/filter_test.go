@@ -42,7 +42,13 @@ func seccompData(nr int, auditArch uint32, args ...uint64) []byte {
 // filterVerdict runs the assembled filter in a BPF interpreter.
 func filterVerdict(t *testing.T, data []byte) uint32 {
 	t.Helper()
-	prog, err := filterProg()
+	return progVerdict(t, filterProg, data)
+}
+
+// progVerdict runs a filter in a BPF interpreter.
+func progVerdict(t *testing.T, filter func() ([]unix.SockFilter, error), data []byte) uint32 {
+	t.Helper()
+	prog, err := filter()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +175,44 @@ func TestFilterProgram(t *testing.T) {
 		}
 		if got := filterVerdict(t, seccompData(nr("read")|0x40000000, native)); got != retENOSYS {
 			t.Errorf("x32 ABI: verdict %#x, want ENOSYS", got)
+		}
+	}
+}
+
+// TestServerFilterProgram: the fork server's filter is the episode's but
+// for unshare, which it allows exactly with CLONE_NEWPID|CLONE_NEWIPC;
+// every other namespace call stays denied.
+func TestServerFilterProgram(t *testing.T) {
+	t.Parallel()
+	info, err := arch.GetInfo("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	native := uint32(info.ID)
+	unshare, setns, clone, keyctl := info.SyscallNames["unshare"], info.SyscallNames["setns"], info.SyscallNames["clone"], info.SyscallNames["keyctl"]
+	for _, tc := range []struct {
+		nr   int
+		args []uint64
+		want uint32
+	}{
+		{unshare, []uint64{unix.CLONE_NEWPID | unix.CLONE_NEWIPC}, retAllow},
+		{unshare, []uint64{unix.CLONE_NEWPID}, retEPERM},
+		{unshare, []uint64{unix.CLONE_NEWUSER}, retEPERM},
+		{unshare, []uint64{unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWIPC}, retEPERM},
+		{unshare, []uint64{unix.CLONE_NEWNS}, retEPERM},
+		{unshare, []uint64{unix.CLONE_NEWNET}, retEPERM},
+		{unshare, []uint64{1<<32 | unix.CLONE_NEWPID | unix.CLONE_NEWIPC}, retEPERM},
+		{setns, []uint64{3, 0}, retEPERM},
+		{clone, []uint64{unix.CLONE_NEWPID | uint64(unix.SIGCHLD)}, retEPERM},
+		{keyctl, nil, retEPERM},
+	} {
+		if got := progVerdict(t, serverFilterProg, seccompData(tc.nr, native, tc.args...)); got != tc.want {
+			t.Errorf("server filter, %d%v: verdict %#x, want %#x", tc.nr, tc.args, got, tc.want)
+		}
+		// The episode's filter, which every run's process installs over
+		// the server's, denies them all.
+		if got := filterVerdict(t, seccompData(tc.nr, native, tc.args...)); got == retAllow {
+			t.Errorf("episode filter, %d%v: allowed", tc.nr, tc.args)
 		}
 	}
 }

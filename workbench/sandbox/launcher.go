@@ -17,13 +17,16 @@ const launcherArg0 = "agentpen-sandbox-launcher"
 // The descriptors of a launcher: 3 is its report pipe (made close-on-exec
 // before the exec, so the program never sees it); in a namespaced run 4
 // is the cancel pipe and 5..7 the episode's user, mount and network
-// namespaces. Everything from 4 up is closed before the exec.
+// namespaces; a fork server's template has 8, the server's /proc (where it
+// is writable, unlike the episode's). Everything from 4 up is closed
+// before the exec.
 const (
 	launcherReportFD = 3
 	launcherCancelFD = 4
 	launcherUserNSFD = 5
 	launcherMntNSFD  = 6
 	launcherNetNSFD  = 7
+	launcherProcFD   = 8
 )
 
 // Launcher modes: the header's first word (testdata/launcher_amd64.s).
@@ -42,6 +45,7 @@ const (
 	tableProgram = 2 // the program's process, before the exec
 	tableAfter   = 3 // the launcher, after it forked
 	tableOwn     = 4 // the launcher's own steps (report only)
+	tableFork    = 5 // a fork server's run (forkserver.py; report only)
 )
 
 // The launcher's memory layout: one read+execute segment holding the ELF
@@ -242,7 +246,7 @@ func sealedExecutable(image []byte) (int, error) {
 
 // A report is one 8-byte record a launcher wrote on its report pipe.
 type report struct {
-	tag   byte // 'F' a call or a fork failed, 'E' the exec, 'X' the program's wait status, 'R' ready
+	tag   byte // 'F' a call or a fork failed, 'E' the exec, 'X' the program's wait status, 'R' ready, 'S' a fork server's program is about to be forked
 	table byte
 	index byte
 	value uint32 // errno, or the wait status
@@ -263,7 +267,7 @@ func parseReports(b []byte) ([]report, error) {
 var ownSteps = []string{"fork the PID namespace's init", "fork the program", "pidfd_open of the program"}
 
 // failure words a failure report: what failed, and its errno (an error
-// errors.Is can match).
+// errors.Is can match). im is nil for a fork server's run.
 func (im *image) failure(r report, program string) error {
 	errno := syscall.Errno(r.value)
 	what := fmt.Sprintf("step %d.%d", r.table, r.index)
@@ -272,7 +276,9 @@ func (im *image) failure(r report, program string) error {
 		what = "exec " + program
 	case r.table == tableOwn && int(r.index) < len(ownSteps):
 		what = ownSteps[r.index]
-	case r.table < tableOwn && int(r.index) < len(im.tables[r.table]):
+	case r.table == tableFork && int(r.index) < len(forkSteps):
+		what = "fork server: " + forkSteps[r.index]
+	case im != nil && r.table < tableOwn && int(r.index) < len(im.tables[r.table]):
 		what = im.tables[r.table][r.index].what
 	}
 	return fmt.Errorf("%s: %w", what, errno)

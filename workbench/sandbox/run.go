@@ -85,17 +85,24 @@ func (e *Episode) Run(ctx context.Context, c Command) (Result, error) {
 // here, not os/exec's, so that what a run prints beyond OutputBytes is
 // read and counted, and the launcher has its report pipe besides.
 type proc struct {
-	ep      *Episode
+	ep *Episode
+	// l is the launcher (nil for a fork server's run); cmd its process.
 	l       *launcher
 	cmd     *exec.Cmd
 	program string
+	// forked: a fork server's run, whose end is its report pipe's.
+	forked bool
 	// cancel is the write end of the cancel pipe (namespaces): closing it
 	// ends the run.
 	cancel *os.File
 	// readEnds are closed to stop the readers when a drain times out.
-	readEnds []*os.File
-	readers  sync.WaitGroup
-	waited   chan error
+	readEnds         []*os.File
+	outR, errR, repR *os.File
+	stdinW           *os.File
+	readers          sync.WaitGroup
+	waited           chan error
+	// reported is closed when the report pipe reached its end.
+	reported chan struct{}
 	stdout   capped
 	stderr   capped
 	reports  []byte
@@ -112,99 +119,150 @@ func (e *Episode) start(c Command) (_ *proc, err error) {
 	if len(c.Argv) == 0 || !filepath.IsAbs(c.Argv[0]) {
 		return nil, fmt.Errorf("run: argv %q: want an absolute program path: %w", c.Argv, ErrLaunch)
 	}
-	l, err := e.launcherFor(c.Limits)
+	l, err := e.launcherFor(c.Limits, false)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w: %w", c.Argv[0], ErrLaunch, err)
 	}
-	keep := c.OutputBytes
-	if keep <= 0 {
-		keep = DefaultOutputBytes
+	return e.startWith(c, l, nil, nil)
+}
+
+// startWith starts c through l; stdin, when set, is the program's standard
+// input (the fork server's socket) instead of c.Stdin, and proc, when set,
+// the launcher's launcherProcFD (a fork server's template).
+func (e *Episode) startWith(c Command, l *launcher, stdin, proc *os.File) (_ *proc, err error) {
+	p, ends, err := newProc(e, c, e.ns != nil)
+	if err != nil {
+		return nil, err
 	}
-	p := &proc{ep: e, l: l, program: c.Argv[0], waited: make(chan error, 1)}
-	var childEnds []*os.File // the server's copies of the child's ends
 	defer func() {
-		for _, f := range childEnds {
-			f.Close()
-		}
+		ends.close()
 		if err != nil {
-			for _, f := range p.readEnds {
-				f.Close()
-			}
-			if p.cancel != nil {
-				p.cancel.Close()
-			}
+			p.abandon()
 		}
 	}()
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			childEnds = append(childEnds, w)
-			p.readEnds = append(p.readEnds, r)
-		}
-		return r, w, err
-	}
-	outR, outW, err := pipe()
-	if err != nil {
-		return nil, fmt.Errorf("run: %w", err)
-	}
-	errR, errW, err := pipe()
-	if err != nil {
-		return nil, fmt.Errorf("run: %w", err)
-	}
-	repR, repW, err := pipe()
-	if err != nil {
-		return nil, fmt.Errorf("run: %w", err)
-	}
-	files := []*os.File{repW} // launcherReportFD
+	p.l = l
+	files := []*os.File{ends.report} // launcherReportFD
 	if e.ns != nil {
-		cancelR, cancelW, err := os.Pipe()
-		if err != nil {
-			return nil, fmt.Errorf("run: %w", err)
+		files = append(files, ends.cancel, e.ns.user, e.ns.mnt, e.ns.net) // launcherCancelFD..launcherNetNSFD
+		if proc != nil {
+			files = append(files, proc) // launcherProcFD
 		}
-		childEnds = append(childEnds, cancelR)
-		p.cancel = cancelW
-		files = append(files, cancelR, e.ns.user, e.ns.mnt, e.ns.net) // launcherCancelFD..launcherNetNSFD
 	}
 	p.cmd = &exec.Cmd{
 		Path:        l.path(),
 		Args:        append([]string{launcherArg0}, c.Argv...),
 		Env:         c.Env,
-		Stdout:      outW,
-		Stderr:      errW,
+		Stdout:      ends.stdout,
+		Stderr:      ends.stderr,
 		ExtraFiles:  files,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
-	var inW *os.File
-	if c.Stdin != nil {
-		inR, w, err := os.Pipe()
+	if stdin != nil {
+		p.cmd.Stdin = stdin
+	} else if ends.stdin != nil {
+		p.cmd.Stdin = ends.stdin
+	}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("run %s: %w: %w", c.Argv[0], ErrLaunch, err)
+	}
+	p.read(c)
+	go func() { p.waited <- p.cmd.Wait() }()
+	return p, nil
+}
+
+// childEnds are a started run's ends of its pipes, which the server closes
+// once the run has them.
+type childEnds struct {
+	stdin, stdout, stderr, report, cancel *os.File
+}
+
+func (c *childEnds) close() {
+	for _, f := range []*os.File{c.stdin, c.stdout, c.stderr, c.report, c.cancel} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// newProc makes a run's pipes: output, report, a cancel pipe when asked
+// for, and standard input when c has some.
+func newProc(e *Episode, c Command, cancel bool) (_ *proc, ends *childEnds, err error) {
+	p := &proc{ep: e, program: c.Argv[0], waited: make(chan error, 1), reported: make(chan struct{})}
+	ends = &childEnds{}
+	defer func() {
+		if err != nil {
+			ends.close()
+			p.abandon()
+		}
+	}()
+	pipe := func(child **os.File) (*os.File, error) {
+		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, fmt.Errorf("run: %w", err)
 		}
-		childEnds = append(childEnds, inR)
-		inW = w
-		p.cmd.Stdin = inR
+		p.readEnds = append(p.readEnds, r)
+		*child = w
+		return r, nil
 	}
-	if err := p.cmd.Start(); err != nil {
-		if inW != nil {
-			inW.Close()
+	if p.outR, err = pipe(&ends.stdout); err != nil {
+		return nil, nil, err
+	}
+	if p.errR, err = pipe(&ends.stderr); err != nil {
+		return nil, nil, err
+	}
+	if p.repR, err = pipe(&ends.report); err != nil {
+		return nil, nil, err
+	}
+	if cancel {
+		if ends.cancel, p.cancel, err = os.Pipe(); err != nil {
+			return nil, nil, fmt.Errorf("run: %w", err)
 		}
-		return nil, fmt.Errorf("run %s: %w: %w", c.Argv[0], ErrLaunch, err)
+	}
+	if c.Stdin != nil {
+		if ends.stdin, p.stdinW, err = os.Pipe(); err != nil {
+			return nil, nil, fmt.Errorf("run: %w", err)
+		}
+	}
+	return p, ends, nil
+}
+
+// abandon closes what the server holds of a run that did not start.
+func (p *proc) abandon() {
+	for _, f := range p.readEnds {
+		f.Close()
+	}
+	if p.cancel != nil {
+		p.cancel.Close()
+	}
+	if p.stdinW != nil {
+		p.stdinW.Close()
+	}
+}
+
+// read starts the readers draining the output and report pipes, and the
+// writer of c.Stdin.
+func (p *proc) read(c Command) {
+	keep := c.OutputBytes
+	if keep <= 0 {
+		keep = DefaultOutputBytes
 	}
 	p.readers.Add(3)
-	go func() { defer p.readers.Done(); p.stdout.kept, p.stdout.dropped = readCapped(outR, keep) }()
-	go func() { defer p.readers.Done(); p.stderr.kept, p.stderr.dropped = readCapped(errR, keep) }()
-	go func() { defer p.readers.Done(); p.reports, _ = readCapped(repR, 4096) }()
-	if inW != nil {
+	go func() { defer p.readers.Done(); p.stdout.kept, p.stdout.dropped = readCapped(p.outR, keep) }()
+	go func() { defer p.readers.Done(); p.stderr.kept, p.stderr.dropped = readCapped(p.errR, keep) }()
+	go func() {
+		defer p.readers.Done()
+		p.reports, _ = readCapped(p.repR, 4096)
+		close(p.reported)
+	}()
+	if p.stdinW != nil {
 		p.readers.Add(1)
 		go func() {
 			defer p.readers.Done()
-			inW.Write(c.Stdin) // EPIPE when the program does not read it
-			inW.Close()
+			p.stdinW.Write(c.Stdin) // EPIPE when the program does not read it
+			p.stdinW.Close()
 		}()
-		p.readEnds = append(p.readEnds, inW)
+		p.readEnds = append(p.readEnds, p.stdinW)
 	}
-	go func() { p.waited <- p.cmd.Wait() }()
-	return p, nil
 }
 
 // wait waits for the run to end, or for timeout or ctx, which stop it
@@ -265,14 +323,33 @@ func (p *proc) reap(stopped bool, waitErr error) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("run %s: %w: %w", p.program, ErrLaunch, err)
 	}
-	status, exited := syscall.WaitStatus(0), false
+	status, exited, started := syscall.WaitStatus(0), false, false
+	var im *image
+	if p.l != nil {
+		im = p.l.im
+	}
 	for _, r := range reports {
 		switch r.tag {
 		case 'X':
 			status, exited = syscall.WaitStatus(r.value), true
+		case 'S':
+			started = true
 		default:
-			return res, fmt.Errorf("run %s: %w: %w", p.program, ErrLaunch, p.l.im.failure(r, p.program))
+			if p.forked && !started {
+				return res, fmt.Errorf("run %s: %w: %w", p.program, errServerFailed, im.failure(r, p.program))
+			}
+			return res, fmt.Errorf("run %s: %w: %w", p.program, ErrLaunch, im.failure(r, p.program))
 		}
+	}
+	if p.forked {
+		switch {
+		case exited:
+			res.ExitCode = exitCode(status)
+			return res, nil
+		case started:
+			return res, fmt.Errorf("run %s: %w: %w", p.program, ErrLaunch, errServerDied)
+		}
+		return res, fmt.Errorf("run %s: %w", p.program, errServerGone)
 	}
 	if killErr != nil {
 		return res, fmt.Errorf("run %s: %w", p.program, killErr)
@@ -328,12 +405,17 @@ func readCapped(r io.Reader, keep int) ([]byte, int64) {
 
 // programTable is what the program's process does between the fork and the
 // exec (tableProgram): in namespaces, a session of its own; with a uid,
-// drop every group and become the uid;
+// drop every group and become the uid (a fork server's template then
+// makes its user namespace: forkServerTable);
 // enter dir; set the rlimits, umask 077, no_new_privs and the syscall
 // filter; make the report pipe close-on-exec and close everything above
 // it (a server started with stray descriptors hands none to agent code).
-func programTable(im *image, uid int, dir string, lims []rlimit) error {
-	prog, err := filterProg()
+func programTable(im *image, uid int, dir string, lims []rlimit, server bool) error {
+	filterOf := filterProg
+	if server {
+		filterOf = serverFilterProg
+	}
+	prog, err := filterOf()
 	if err != nil {
 		return err
 	}
@@ -348,6 +430,9 @@ func programTable(im *image, uid int, dir string, lims []rlimit) error {
 			sys(unix.SYS_SETGROUPS, "setgroups []", 0, 0),
 			sys(unix.SYS_SETRESGID, fmt.Sprintf("setgid %d", uid), u, u, u),
 			sys(unix.SYS_SETRESUID, fmt.Sprintf("setuid %d", uid), u, u, u))
+		if server {
+			forkServerTable(im, uid)
+		}
 	}
 	im.add(tableProgram, sys(unix.SYS_CHDIR, "chdir "+dir, im.str(dir)))
 	for _, l := range lims {

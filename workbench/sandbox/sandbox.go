@@ -209,9 +209,10 @@ type Episode struct {
 	// there: the uid may go to another episode right after).
 	BeforeRelease func()
 
-	mu        sync.Mutex
-	launchers map[string]*launcher // by the limits they set
-	closed    bool
+	mu          sync.Mutex
+	launchers   map[string]*launcher // by the limits they set
+	forkServers []*ForkServer
+	closed      bool
 }
 
 // NewEpisode claims a uid (none unsandboxed) and makes the episode's
@@ -320,6 +321,9 @@ func (e *Episode) Close() error {
 	}
 	e.closed = true
 	var errs []error
+	for _, f := range e.forkServers {
+		errs = append(errs, f.Close())
+	}
 	for _, l := range e.launchers {
 		errs = append(errs, l.close())
 	}
@@ -341,10 +345,13 @@ func (e *Episode) Close() error {
 	return errors.Join(errs...)
 }
 
-// launcherFor returns the episode's launcher for lims, made on first use.
-func (e *Episode) launcherFor(lims Limits) (*launcher, error) {
+// launcherFor returns the episode's launcher for lims, made on first use:
+// a run's, or (server) a fork server's, which starts in / with the
+// server's filter.
+func (e *Episode) launcherFor(lims Limits, server bool) (*launcher, error) {
 	rl := lims.WithDefaults().rlimits(e.uid >= 0)
 	var key strings.Builder
+	fmt.Fprintf(&key, "server=%v,", server)
 	for _, l := range rl {
 		fmt.Fprintf(&key, "%d=%d,", l.resource, l.value)
 	}
@@ -361,7 +368,11 @@ func (e *Episode) launcherFor(lims Limits) (*launcher, error) {
 		im.mode = modeNamespaces
 		namespacedTables(im)
 	}
-	if err := programTable(im, e.uid, e.codeDir, rl); err != nil {
+	dir := e.codeDir
+	if server {
+		dir = "/"
+	}
+	if err := programTable(im, e.uid, dir, rl, server); err != nil {
 		return nil, err
 	}
 	l, err := newLauncher(im)
