@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
-	"github.com/agentpen/agentpen/internal/testkit/poll"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/coder/websocket"
@@ -349,7 +348,7 @@ func TestProxyRelaysByteForByte(t *testing.T) {
 	if _, _, err := c.Read(ctx); websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
 		t.Fatalf("an oversized message: %v, want close 1009", err)
 	}
-	poll.Until(t, "the workspace side closed", func() bool { return len(f.bench("camp-1-0").closeErrs()) == 1 })
+	testenv.WaitFor(t, "the workspace side closed", func() bool { return len(f.bench("camp-1-0").closeErrs()) == 1 })
 }
 
 // TestProxyResetBound: a reset frame naming another task is refused by
@@ -649,7 +648,7 @@ func TestProxyCloses(t *testing.T) {
 			if _, _, err := c.Read(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			poll.Until(t, "one live episode", func() bool { return testutil.ToFloat64(f.metrics.episodes) == 1 })
+			testenv.WaitFor(t, "one live episode", func() bool { return testutil.ToFloat64(f.metrics.episodes) == 1 })
 			tt.act(t, f, c)
 			if tt.clientCode != -1 {
 				_, _, err := c.Read(testenv.Context(t))
@@ -659,13 +658,13 @@ func TestProxyCloses(t *testing.T) {
 				}
 			}
 			bench := f.bench("camp-1-0")
-			poll.Until(t, "the workspace side ended", func() bool { return len(bench.closeErrs()) == 1 })
+			testenv.WaitFor(t, "the workspace side ended", func() bool { return len(bench.closeErrs()) == 1 })
 			if tt.benchCode != -1 {
 				if got := websocket.CloseStatus(bench.closeErrs()[0]); got != tt.benchCode {
 					t.Errorf("the workspace saw %v, want close %d", bench.closeErrs()[0], tt.benchCode)
 				}
 			}
-			poll.Until(t, "no live episode", func() bool { return testutil.ToFloat64(f.metrics.episodes) == 0 })
+			testenv.WaitFor(t, "no live episode", func() bool { return testutil.ToFloat64(f.metrics.episodes) == 0 })
 		})
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/testkit/poll"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/store"
 	"github.com/agentpen/agentpen/workbench/results"
 )
@@ -39,7 +39,7 @@ func TestEpisodesRoute(t *testing.T) {
 	be.pending = map[string][]store.Result{id: rs}
 	be.mu.Unlock()
 	// The loop collects on its own: the counters move with no GET.
-	poll.Until(t, "the collector's loop to count the results", func() bool {
+	testenv.WaitFor(t, "the collector's loop to count the results", func() bool {
 		_, b := ts.do(t, http.MethodGet, "/metrics", nil, true)
 		return strings.Contains(string(b), `agentpen_episode_results_total{end="submitted"} 3`) &&
 			strings.Contains(string(b), `agentpen_episode_results_total{end="closed"} 3`) &&

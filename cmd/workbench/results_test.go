@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
-	"github.com/agentpen/agentpen/internal/testkit/poll"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
 	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/agentpen/agentpen/workbench/results"
@@ -49,7 +49,7 @@ func TestServeResultsFile(t *testing.T) {
 	w.Close()
 
 	var recs []results.Record
-	poll.Until(t, "two records in the results file", func() bool {
+	testenv.WaitFor(t, "two records in the results file", func() bool {
 		f, err := os.Open(path)
 		if err != nil {
 			return false

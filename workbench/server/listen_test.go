@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/testkit/poll"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
 	"github.com/agentpen/agentpen/workbench/client"
@@ -255,7 +254,7 @@ func TestServeShutdownStalledBody(t *testing.T) {
 	}
 	addr, stop := serveTCP(t, s)
 	c := stalledPost(t, addr)
-	poll.Until(t, "the request in its handler", func() bool { return s.conns.Active() == 1 })
+	testenv.WaitFor(t, "the request in its handler", func() bool { return s.conns.Active() == 1 })
 	// nil: it did not wait for the stalled body's read (readTimeout, 2
 	// minutes, past ShutdownTimeout, would have made it fail).
 	if err := stop(); err != nil {

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
-	"github.com/agentpen/agentpen/internal/testkit/poll"
 	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/bind"
@@ -167,7 +166,7 @@ func TestMCPStandardGoSDK(t *testing.T) {
 			}
 			cs.Close()
 			cs2.Close()
-			poll.Until(t, "the sessions' environments closed", func() bool { return s.ActiveSessions() == 0 })
+			testenv.WaitFor(t, "the sessions' environments closed", func() bool { return s.ActiveSessions() == 0 })
 		})
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/fakeclock"
-	"github.com/agentpen/agentpen/internal/testkit/poll"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
 	"github.com/agentpen/agentpen/workbench/client"
@@ -150,7 +149,7 @@ func TestWSSessionErrors(t *testing.T) {
 			}
 		})
 	}
-	poll.Until(t, "slots freed", func() bool { return s.ActiveSessions() == 0 })
+	testenv.WaitFor(t, "slots freed", func() bool { return s.ActiveSessions() == 0 })
 }
 
 func TestWSFactoryError(t *testing.T) {
@@ -168,7 +167,7 @@ func TestWSFactoryError(t *testing.T) {
 	if code, _ := expectClose(t, ctx, c); code != websocket.StatusNormalClosure {
 		t.Errorf("close %d, want 1000", code)
 	}
-	poll.Until(t, "slot freed", func() bool { return s.ActiveSessions() == 0 })
+	testenv.WaitFor(t, "slot freed", func() bool { return s.ActiveSessions() == 0 })
 }
 
 // TestWSCapacity: with N sessions open, connection N+1 reliably reads
@@ -207,7 +206,7 @@ func TestWSCapacity(t *testing.T) {
 		t.Errorf("%d environments built, want %d: a refused session built one", got, n)
 	}
 	open[0].Close()
-	poll.Until(t, "slot freed", func() bool { return s.ActiveSessions() == n-1 })
+	testenv.WaitFor(t, "slot freed", func() bool { return s.ActiveSessions() == n-1 })
 	again := workbenchtest.Dial(t, ctx, ts.URL)
 	if _, err := again.Reset(ctx, client.ResetOptions{}); err != nil {
 		t.Fatalf("after a slot was freed: %v", err)
@@ -249,7 +248,7 @@ func TestWSIdleReaping(t *testing.T) {
 			t.Errorf("close %d %q, want 1000 %q", code, reason, reasonIdle)
 		}
 	}
-	poll.Until(t, "slots freed", func() bool { return s.ActiveSessions() == 0 })
+	testenv.WaitFor(t, "slots freed", func() bool { return s.ActiveSessions() == 0 })
 	w.mu.Lock()
 	for _, e := range w.envs {
 		if e.closes() != 1 {
@@ -391,8 +390,8 @@ func TestEnvPanicReleasesEpisode(t *testing.T) {
 	if _, err := c.Step(ctx, "panic", nil); err == nil {
 		t.Fatal("a panicking step got a reply")
 	}
-	poll.Until(t, "slot freed", func() bool { return s.ActiveSessions() == 0 })
-	poll.Until(t, "environment closed", func() bool {
+	testenv.WaitFor(t, "slot freed", func() bool { return s.ActiveSessions() == 0 })
+	testenv.WaitFor(t, "environment closed", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		return w.envs[0].closes() == 1
