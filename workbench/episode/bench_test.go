@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
 	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
@@ -175,16 +176,29 @@ func benchRunPython(b *testing.B, cfg Config) {
 	raw.Report(b, "raw-")
 }
 
-// serverUp waits (untimed) until the episode's fork server is up, as it is
-// long before an agent has read the task and written a solution (it
-// starts at reset, and is up tens of milliseconds later); a run before
-// is spawned, which BenchmarkForkFirstRun measures. No-op without one.
+// serverUp waits (untimed) until the episode's fork server is up, and
+// then agentThinks, as it is long before an agent has read the task and
+// written a solution (it starts at reset, is up tens of milliseconds
+// later, and its servers make their first runs' processes then); a run
+// before is spawned, which BenchmarkForkFirstRun measures. No-op without
+// one.
 func serverUp(b *testing.B, env *Environment) {
 	b.Helper()
-	if env.ws.fs != nil && !env.ws.fs.WaitReady(context.Background()) {
+	if env.ws.fs == nil {
+		return
+	}
+	if !env.ws.fs.WaitReady(context.Background()) {
 		b.Fatalf("the fork server is not up: %v", env.ws.fs.Err())
 	}
+	time.Sleep(agentThinks)
 }
+
+// agentThinks is the least time an agent takes between a reset and its
+// first run (reading the task, writing a solution: a model's answer takes
+// seconds); the benchmarks give it, untimed, to the fork server's
+// servers, which make their first runs' processes once the template is
+// up.
+const agentThinks = 100 * time.Millisecond
 
 // codeEnv resets env on the median task with the oracle's solution
 // written (untimed).

@@ -133,8 +133,8 @@
 // process outside the sender's namespace
 // (testdata/agents/fork_server_kill.py tries every way).
 //
-// A server makes the next run's child as soon as the run before took its
-// request (the first when a request is there), so that it is ready
+// A server makes its first run's child as soon as it starts, and the
+// next as soon as the run before took its request, so that it is ready
 // however soon the next comes. The child unshares the run's PID and IPC
 // namespaces, drops every capability, installs the episode's filter over
 // the server's (so nothing it forks can unshare anything), and forks the
@@ -173,8 +173,8 @@
 // frame deep, and RLIMIT_NPROC reads Processes plus runParents: the
 // kernel counts a uid's processes per user namespace, and the server's
 // are the uid's too (a run may start Processes, less the server's other
-// processes alive beside it: the next run's three, another server; a
-// spawned run finds those counted too).
+// processes alive beside it: the next run's three, another server and
+// its first run's three; a spawned run finds those counted too).
 //
 // ForkServer.Forker asks the template for a server; Forker.Run runs a
 // Command through it when the server serves it (the server's interpreter

@@ -83,7 +83,8 @@ const serverProcesses = 16
 // Limits.Processes plus these, so the program may start at most as many
 // processes as a spawned one: fewer by the server's other processes
 // alive beside it (the next run's child, init and program, made while it
-// runs, and another server: the episode's grading server).
+// runs, and another server, the episode's grading server, with its first
+// run's three).
 const runParents = 4
 
 // forkSteps word a fork server run's failure reports (tableFork), by the

@@ -127,13 +127,12 @@ def _template():
 
 
 def _server():
-    # One run at a time. The first run's child is made once a request is
-    # there to be read; each next one as soon as the run before took its
-    # request (the child says so on a pipe), so that it is ready when the
-    # next request comes, however soon. A child that ends without taking
-    # one is replaced; one that says the socket ended (3) ends the server.
+    # One run at a time. The first run's child is made at once; each next
+    # one as soon as the run before took its request (the child says so on
+    # a pipe), so that it is ready when the next request comes, however
+    # soon. A child that ends without taking one is replaced; one that says
+    # the socket ended (3) ends the server.
     me = os.getpid()
-    select.select([0], [], [])
     took_r, took_w = os.pipe()
     children, make = {}, True
     while True:
