@@ -456,26 +456,12 @@ func (s *Server) withEnv(ctx context.Context, route string, fn func(ctx context.
 // connection, one JSON-RPC request per text frame, one response frame
 // each.
 func (s *Server) handleMCPWS(w http.ResponseWriter, r *http.Request) {
-	c, err := websocket.Accept(w, r, nil)
-	if err != nil {
+	ws, ok := s.acceptWS(w, r, func() {})
+	if !ok {
 		return
 	}
-	c.SetReadLimit(MaxFrameBytes)
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	done, err := s.track(cancel)
-	if err != nil {
-		c.Close(websocket.StatusGoingAway, reasonShutdown)
-		return
-	}
-	defer done()
-	readCtx, stopReading := context.WithCancel(context.WithoutCancel(ctx))
-	frames, waitReader := startReader(readCtx, c, cancel)
-	defer func() {
-		stopReading()
-		c.CloseNow()
-		waitReader()
-	}()
+	defer ws.end()
+	c, ctx, frames := ws.c, ws.ctx, ws.frames
 	release, active, ok := s.reserve()
 	if !ok {
 		s.refuseSession(ctx, c, frames, rpcResponse{Err: capacityError(active, s.cfg.MaxSessions)})

@@ -90,33 +90,57 @@ func startReader(ctx context.Context, c *websocket.Conn, onErr func()) (<-chan f
 	return out, wg.Wait
 }
 
-func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
+// wsConn is an accepted WebSocket connection of a session: its context
+// (cancelled by shutdown and when the client goes away) and its frames.
+type wsConn struct {
+	c      *websocket.Conn
+	ctx    context.Context
+	frames <-chan frame
+	end    func()
+}
+
+// acceptWS accepts r's WebSocket, tracks it for shutdown and starts its
+// reader; gone is called when the client goes away, before the context is
+// cancelled (and with it a running step). The reader is not stopped by
+// shutdown (a cancelled Read drops the connection without a close frame);
+// it stops at end, which the caller defers. ok is false when there is no
+// session: r was answered, or the connection closed at shutdown.
+func (s *Server) acceptWS(w http.ResponseWriter, r *http.Request, gone func()) (_ *wsConn, ok bool) {
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		// Accept has answered the request.
 		s.log.Debug("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
-		return
+		return nil, false
 	}
 	c.SetReadLimit(MaxFrameBytes)
 	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
 	done, err := s.track(cancel)
 	if err != nil {
+		cancel()
 		c.Close(websocket.StatusGoingAway, reasonShutdown)
-		return
+		return nil, false
 	}
-	defer done()
-	// The reader is not stopped by shutdown (a cancelled Read drops the
-	// connection without a close frame); it stops when the session ends. A
-	// client that goes away cancels the session, and with it a running step.
-	var gone atomic.Bool
 	readCtx, stopReading := context.WithCancel(context.WithoutCancel(ctx))
-	frames, waitReader := startReader(readCtx, c, func() { gone.Store(true); cancel() })
-	defer func() {
+	frames, waitReader := startReader(readCtx, c, func() { gone(); cancel() })
+	return &wsConn{c: c, ctx: ctx, frames: frames, end: func() {
 		stopReading()
 		c.CloseNow()
 		waitReader()
-	}()
+		done()
+		cancel()
+	}}, true
+}
+
+func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
+	// A client that goes away cancels the session, and with it a running
+	// step.
+	var gone atomic.Bool
+	ws, ok := s.acceptWS(w, r, func() { gone.Store(true) })
+	if !ok {
+		return
+	}
+	defer ws.end()
+	c, ctx, frames := ws.c, ws.ctx, ws.frames
 
 	release, active, ok := s.reserve()
 	if !ok {
