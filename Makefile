@@ -106,7 +106,7 @@ bench: ## benchmarks against issue 16's targets (as root, with the daemon): prin
 	@# The campaign benchmarks fail, never skip, without the daemon.
 	@$(WITH_DOCKER) AGENTPEN_REQUIRE_DOCKER=1 $(GO) run ./bench -benchtime $(BENCHTIME)
 
-hostile: images ## the hostile corpus under load, a CI step of its own: busy loops on every core, kill_under_load RUNS times (default 200) on this host and in a workspace container (64 min on this shared 2-core machine at load 35-80; CI runs RUNS=50)
+hostile: images ## the hostile corpus under load, a CI step of its own: busy loops on every core, kill_under_load RUNS times (default 200) on this host and in a workspace container (about 21 min on this 2-core machine; CI runs it)
 	@$(WITH_DOCKER) scripts/hostile-load.sh
 
 run: images ## the main job as a launcher sees it: agentpen doctor, then agentpen serve and a campaign through its HTTP API (create, one episode per workspace through the proxy, attest, delete); DEMO_FLAGS=--json prints the results as JSON
