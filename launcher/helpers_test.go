@@ -61,12 +61,14 @@ type fakeBackend struct {
 	verified bool
 	bringUp  func(ctx context.Context) error // nil: succeed at once
 	// pending are results the next CollectResults of a campaign stores.
-	pending  map[string][]store.Result
-	images   []adapter.Image
-	imageErr error
-	prepare  func(p *campaign.Plan) error // nil: nothing to refuse
-	activity map[string]time.Time         // LastActivity by campaign
-	locked   map[string]bool              // campaigns another process holds
+	pending map[string][]store.Result
+	// collecting makes collections take turns.
+	collecting sync.Mutex
+	images     []adapter.Image
+	imageErr   error
+	prepare    func(p *campaign.Plan) error // nil: nothing to refuse
+	activity   map[string]time.Time         // LastActivity by campaign
+	locked     map[string]bool              // campaigns another process holds
 }
 
 func newFakeBackend(t *testing.T) *fakeBackend {
@@ -411,8 +413,12 @@ func (f *fakeBackend) Load(c *store.Campaign) (*adapter.Campaign, error) {
 }
 
 // CollectResults stores the campaign's pending results, as the adapter
-// stores what its workspaces wrote.
+// stores what its workspaces wrote. Collections take turns, as the
+// adapter's do on the results file's lock: one that finds nothing new
+// returns after the one that took the results stored them.
 func (f *fakeBackend) CollectResults(c *store.Campaign) (adapter.Collected, error) {
+	f.collecting.Lock()
+	defer f.collecting.Unlock()
 	f.mu.Lock()
 	rs := f.pending[c.ID]
 	delete(f.pending, c.ID)
