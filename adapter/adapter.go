@@ -149,6 +149,9 @@ type Workspace struct {
 	// Workbench is true when it runs the workbench (the default command),
 	// false for a launcher's own command.
 	Workbench bool `json:"-"`
+	// Pooled is true for a workspace taken from the campaign's pool
+	// (campaign.Plan.PoolAgent), bound to TaskID when it was claimed.
+	Pooled bool `json:"pooled,omitempty" doc:"Taken from the campaign's pool and bound to its task when it was claimed"`
 }
 
 func (a *Adapter) api() campaignAPI { return a.Docker.sdk() }

@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,25 +110,31 @@ func (a *Adapter) attest(ctx context.Context, c *store.Campaign, j *campaign.Jou
 	}
 	obs.Timings.TotalMS = msSince(start)
 	rep := x.Evaluate(obs)
+	path, err := a.writeAttestation(ctx, c, j, key, st.Latest().N, rep)
+	return src, obs, rep, path, err
+}
+
+// writeAttestation writes rep as a new report of generation gen, signed
+// beside it, and journals its verdict (with its scope: a refill's slots).
+func (a *Adapter) writeAttestation(ctx context.Context, c *store.Campaign, j *campaign.Journal, key ed25519.PrivateKey, gen int, rep *attest.Report) (string, error) {
 	b, err := rep.Marshal()
 	if err != nil {
-		return src, obs, rep, "", fmt.Errorf("attestation report: %w", err)
+		return "", fmt.Errorf("attestation report: %w", err)
 	}
-	gen := st.Latest().N
 	f, env, err := custody.WriteReport(ctx, c, key, custody.Attestation, gen, b, custody.ImageSubjects(rep)...)
 	if err != nil {
-		return src, obs, rep, "", err
+		return "", err
 	}
 	verdict := campaign.AttestOK
 	if !rep.OK {
 		verdict = campaign.AttestFailed
 	}
-	if err := j.Append(campaign.Record{Op: campaign.OpAttested, Gen: gen, Status: verdict, Report: f.Name, Digest: f.Digest, Envelope: env}); err != nil {
-		return src, obs, rep, "", fmt.Errorf("journal the attestation's verdict: %w", err)
+	if err := j.Append(campaign.Record{Op: campaign.OpAttested, Gen: gen, Status: verdict, Report: f.Name, Digest: f.Digest, Envelope: env, Slots: rep.Scope}); err != nil {
+		return "", fmt.Errorf("journal the attestation's verdict: %w", err)
 	}
-	a.log().Info("attestation", "campaign", c.ID, "ok", rep.OK, "failed_checks", len(rep.FailedChecks),
+	a.log().Info("attestation", "campaign", c.ID, "ok", rep.OK, "failed_checks", len(rep.FailedChecks), "scope", rep.Scope,
 		"daemon_ms", rep.Timings.DaemonMS, "probes_ms", rep.Timings.ProbesMS)
-	return src, obs, rep, c.ReportPath(f.Name), nil
+	return c.ReportPath(f.Name), nil
 }
 
 // notUpError is the error of a campaign whose latest generation is not

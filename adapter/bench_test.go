@@ -591,3 +591,47 @@ func BenchmarkCampaignScale(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPoolClaim measures a claim of a pooled workspace to its first
+// tool answer (a stateless list_files step on the workspace's socket):
+// warm- while the pool lasts (a campaign with a pool of 16, claimed 16
+// times), cold- once it is drained (4 more claims, each made, awaited and
+// attested for itself).
+func BenchmarkPoolClaim(b *testing.B) {
+	a, cli, img := benchAdapter(b)
+	var warm, cold testlatency.Samples
+	for range rounds(b, 1) {
+		id := benchCampaignID("pool")
+		b.Cleanup(func() { removeLabelled(cli, id) })
+		spec := benchSpec(id, img, 1, campaign.TopologyNone)
+		spec.Pool = 16
+		if _, rep, err := a.BringUpAttested(b.Context(), spec, AttestOptions{}); err != nil || !rep.OK {
+			b.Fatalf("bring-up: %v", err)
+		}
+		for i := range spec.Pool + 4 {
+			start := time.Now()
+			cl, err := a.Claim(b.Context(), id, "software/median@2", fmt.Sprint("b", i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			hc := UnixHTTPClient(cl.Workspace.Socket, 30*time.Second)
+			resp, err := hc.Post("http://workbench/step", "application/json", strings.NewReader(`{"action":{"tool":"list_files","args":{}}}`))
+			if err != nil || resp.StatusCode != 200 {
+				b.Fatalf("first tool call: %v %v", err, resp)
+			}
+			resp.Body.Close()
+			hc.CloseIdleConnections()
+			d := time.Since(start)
+			if cl.Warm {
+				warm = append(warm, d)
+			} else {
+				cold = append(cold, d)
+			}
+		}
+		if _, err := a.Cleanup(b.Context(), id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	warm.Report(b, "warm-")
+	cold.Report(b, "cold-")
+}

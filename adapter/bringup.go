@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -103,6 +104,10 @@ func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Pla
 		return nil, nil, "", err
 	}
 	p.Bind(gen, campaign.NewInstance())
+	// The pool's first slots come up, and are attested, with the rest.
+	if err := p.AddPool(seq(0, p.Spec.Pool)); err != nil {
+		return nil, nil, "", err
+	}
 	if n := len(filepath.Join(a.runRoot(p), p.Agents[0].AgentID, filepath.Base(campaign.WorkbenchSocket))); n > maxSocketPath {
 		return nil, nil, "", fmt.Errorf("the workbench socket path under %s would be %d bytes, over the %d of a unix socket address: use a daemon whose socket path is shorter", a.runBase(), n, maxSocketPath)
 	}
@@ -142,6 +147,9 @@ func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Pla
 		return nil, nil, "", errors.Join(err, rbErr, j.Append(campaign.Record{Op: campaign.OpRolledBack, Gen: gen, Note: err.Error()}))
 	}
 	a.log().Info("campaign ready", "campaign", p.CampaignID, "generation", gen, "topology", p.Topology, "networks", len(c.NetworkIDs), "workspaces", len(c.Workspaces))
+	// A pooled workspace is handed out by a claim only, never with the
+	// campaign.
+	c.Workspaces = slices.DeleteFunc(c.Workspaces, func(w Workspace) bool { return w.Pooled })
 	if attestOpts == nil {
 		// Every id is journalled already; the record only marks the
 		// moment, so a failure to write it is logged rather than undoing
@@ -381,7 +389,7 @@ func (b *bringUp) create(ctx context.Context, c *Campaign, ready bool) error {
 				if err != nil {
 					return Workspace{}, fail(err)
 				}
-				return Workspace{Index: i, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, ContainerID: id, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: ag.UIDBase, Workbench: ag.NeedsKey}, nil
+				return Workspace{Index: ag.Index, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, ContainerID: id, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: ag.UIDBase, Workbench: ag.NeedsKey, Pooled: ag.Pool}, nil
 			}()
 			if err != nil {
 				return err
@@ -507,6 +515,25 @@ func (b *bringUp) createNetwork(ctx context.Context, n campaign.NetworkPlan, sub
 // container holds the name) is journalled as never created and never
 // adopted.
 func (b *bringUp) createStart(ctx context.Context, s containerSpec) (string, error) {
+	id, err := b.createContainer(ctx, s)
+	if err != nil {
+		return id, err
+	}
+	return id, b.start(ctx, s, id)
+}
+
+// start starts the container id created for s.
+func (b *bringUp) start(ctx context.Context, s containerSpec, id string) error {
+	if err := b.a.api().ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		return fmt.Errorf("start %s %s: %w", s.Role, s.Name, err)
+	}
+	b.progress.step(Progress{Step: StepCreated, Role: s.Role, Kind: campaign.KindContainer, Name: s.Name, ID: id})
+	return nil
+}
+
+// createContainer journals the intent, creates one container and
+// journals its id (createStart without the start).
+func (b *bringUp) createContainer(ctx context.Context, s containerSpec) (string, error) {
 	api := b.a.api()
 	cfg := *s.Config
 	cfg.Labels = campaign.WithCreateLabel(s.Config.Labels)
@@ -523,10 +550,6 @@ func (b *bringUp) createStart(ctx context.Context, s containerSpec) (string, err
 		return resp.ID, err
 	}
 	b.a.log().Info("container created", "role", s.Role, "name", s.Name, "id", short(resp.ID))
-	if err := api.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
-		return resp.ID, fmt.Errorf("start %s %s: %w", s.Role, s.Name, err)
-	}
-	b.progress.step(Progress{Step: StepCreated, Role: s.Role, Kind: campaign.KindContainer, Name: s.Name, ID: resp.ID})
 	return resp.ID, nil
 }
 

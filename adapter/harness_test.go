@@ -1,6 +1,8 @@
 package adapter
 
 import (
+	"time"
+
 	"context"
 	"os"
 	"syscall"
@@ -253,4 +255,35 @@ func (h *Harness) Plan(t testing.TB, spec campaign.CampaignSpec) *campaign.Plan 
 		t.Fatal(err)
 	}
 	return p
+}
+
+// Claim binds task to a workspace of the campaign's pool.
+func (h *Harness) Claim(ctx context.Context, id, task, attempt string) (Claimed, error) {
+	c, err := h.open(id)
+	if err != nil {
+		return Claimed{}, err
+	}
+	defer c.Close()
+	return h.Adapter.Claim(ctx, c, task, attempt, AttestOptions{})
+}
+
+// Refill refills the campaign's pool.
+func (h *Harness) Refill(ctx context.Context, id string) (int, error) {
+	c, err := h.open(id)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	return h.Adapter.Refill(ctx, c, AttestOptions{})
+}
+
+// Expire removes the campaign when its lifetime is over at now, as
+// agentpen serve's timer does.
+func (h *Harness) Expire(ctx context.Context, id string, now time.Time) (Reconciled, error) {
+	c, err := h.open(id)
+	if err != nil {
+		return Reconciled{}, err
+	}
+	defer c.Close()
+	return h.Adapter.Reconcile(ctx, c, ReconcileOptions{Now: now, ExpiryOnly: true, LockWait: store.DefaultLockWait})
 }

@@ -42,6 +42,19 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 	if err := p.Pin(g.Images); err != nil {
 		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
 	}
+	// Claimed pooled workspaces are served, bound to their claims' tasks;
+	// unclaimed ones are not (they have no task yet).
+	claims := map[string]*campaign.Claim{}
+	var claimed []int
+	for _, s := range st.Pool {
+		if s.Live && s.Claim != nil {
+			claimed = append(claimed, s.N)
+			claims[s.Name] = s.Claim
+		}
+	}
+	if err := p.AddPool(claimed); err != nil {
+		return nil, fmt.Errorf("campaign %q: %w", c.ID, err)
+	}
 	out := &Campaign{Plan: p, Dir: c.Path}
 	containers, dirs, networks := map[string]string{}, map[string]string{}, map[string]string{}
 	blocks := map[string]string{}
@@ -83,7 +96,11 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 			}
 			out.NetworkIDs = append(out.NetworkIDs, nid)
 		}
-		out.Workspaces = append(out.Workspaces, Workspace{Index: i, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, ContainerID: id, RunDir: dir, Socket: filepath.Join(dir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: base, Workbench: ag.NeedsKey})
+		task := ag.Spec.TaskID
+		if cl := claims[ag.Name]; ag.Pool && cl != nil {
+			task = cl.TaskID
+		}
+		out.Workspaces = append(out.Workspaces, Workspace{Index: ag.Index, AgentID: ag.AgentID, TaskID: task, ContainerID: id, RunDir: dir, Socket: filepath.Join(dir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: base, Workbench: ag.NeedsKey, Pooled: ag.Pool})
 	}
 	return out, nil
 }

@@ -157,9 +157,14 @@ func (a *Adapter) makeRunDir(j *campaign.Journal, p *campaign.Plan, ag campaign.
 // code the workbench does not sandbox could read it. The file goes with
 // its directory at cleanup.
 func (a *Adapter) writeBindFile(runDir string, ag campaign.AgentPlan) error {
-	if !ag.NeedsKey {
-		return nil
+	if !ag.NeedsKey || ag.Pool {
+		return nil // a launcher's command, or a pooled workspace (bound at its claim)
 	}
+	return a.bindTask(runDir, ag.Spec.TaskID)
+}
+
+// bindTask writes the bind file of task in the run directory runDir.
+func (a *Adapter) bindTask(runDir, task string) error {
 	uid, gid, err := a.daemonOwner()
 	if err != nil {
 		return err
@@ -180,7 +185,7 @@ func (a *Adapter) writeBindFile(runDir string, ag campaign.AgentPlan) error {
 		return fmt.Errorf("bind file: %w", err)
 	}
 	defer d.Close()
-	return bind.WriteAt(d.Fd(), runDir, ag.Spec.TaskID, uid, gid)
+	return bind.WriteAt(d.Fd(), runDir, task, uid, gid)
 }
 
 // makeOwnedDir journals and makes one directory of the bring-up's run

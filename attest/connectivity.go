@@ -104,6 +104,11 @@ func judge(pr probe, res wire.Outcome) (bool, string) {
 	case wantUIDBlock:
 		ok := pr.uid != 0 && res.Outcome == "found" && res.UIDBase == pr.uid && res.UIDCount == campaign.UIDBlockSize
 		return ok, fmt.Sprintf("the episode server runs uids %d..+%d, the journal says %d..+%d (%s %s)", res.UIDBase, res.UIDCount, pr.uid, campaign.UIDBlockSize, res.Outcome, res.Error)
+	case wantNoBindFile:
+		// Root's lstat found nothing (no file), and the uid's open was
+		// refused by the directory or found nothing: never an error.
+		ok := res.File == nil && (res.Outcome == wire.OutcomeNotFound || res.Outcome == "denied")
+		return ok, fmt.Sprintf("the uid's open: %s; as root: a file %v (want no file: an unclaimed pooled workspace is bound to no task)", res.Outcome, res.File != nil)
 	case wantBindFile:
 		if res.File == nil {
 			return false, "no bind file: " + res.Outcome + " " + res.Error
@@ -171,7 +176,9 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 	} else {
 		conn.Egress.AttestedFrom = "the network's Internal flag alone: no egress target was configured, so no egress probe ran"
 	}
-	if e.GraderRoutes {
+	if e.GraderRoutes && plan.scoped() {
+		conn.ProtectedRoutes = "probed without the key from the refill's pooled workspaces; the grader's counters were not read (claimed workspaces may be grading)"
+	} else if e.GraderRoutes {
 		conn.ProtectedRoutes = "probed without the key from every workspace; the grader's counters were read before and after"
 	} else {
 		conn.ProtectedRoutes = "not probed: the server runs a launcher's command, not the workbench grader, and its protected routes are unknown to agentpen"
@@ -316,7 +323,7 @@ func checkCustody(r *Report, e *expectation, obs Observation, decoded map[string
 // checkCounters: the grader's counters were read before and after, and
 // the requests sent without the key arrived and reached no handler.
 func checkCounters(r *Report, e *expectation, plan *probePlan, ev evidence, probes []probe) {
-	if !e.GraderRoutes {
+	if !e.GraderRoutes || plan.scoped() {
 		return
 	}
 	name := e.Server.Subject + ".grader_counters"

@@ -70,7 +70,7 @@ func Evaluate(src Source, obs Observation) *Report {
 }
 
 func newReport(src Source, obs Observation) *Report {
-	r := &Report{Schema: Schema, CampaignID: src.Spec.CampaignID, Producer: src.Producer, AttestedAt: obs.At, Timings: obs.Timings, Images: []ImageUse{}}
+	r := &Report{Schema: Schema, CampaignID: src.Spec.CampaignID, Producer: src.Producer, Scope: src.Scope, AttestedAt: obs.At, Timings: obs.Timings, Images: []ImageUse{}}
 	if gens := campaign.Generations(src.Records); len(gens) > 0 {
 		g := gens[len(gens)-1]
 		r.Generation, r.Instance = g.N, g.Instance

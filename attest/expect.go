@@ -75,6 +75,11 @@ type Source struct {
 	KeyPolicy apikey.Policy `json:"key_policy"`
 	// Producer is the agentpen build attesting, for the report.
 	Producer campaign.Producer `json:"producer"`
+	// Scope, when set, are the pool slots a refill made: only those
+	// workspaces are probed, and the grader's counters are not read
+	// (claimed workspaces may be grading). The daemon-side checks cover
+	// every container still. Empty: the whole campaign.
+	Scope []int `json:"scope,omitempty"`
 }
 
 // containerExp is what one container must be.
@@ -105,6 +110,12 @@ type containerExp struct {
 	// UIDBase is the first uid of a workspace's block, from its journalled
 	// io.agentpen.uid-block label (0: none, or not well-formed).
 	UIDBase int
+	// Pool: a pooled workspace (slot Slot); Claimed: the journal binds a
+	// task to it. An unclaimed one must have no bind file and serves no
+	// episode yet.
+	Pool    bool
+	Slot    int
+	Claimed bool
 }
 
 // netExp is what one agent network must be (campaign.TopologyPerAgent).
@@ -179,6 +190,9 @@ func PinnedPlan(src Source) (*campaign.Plan, error) {
 	if err := p.Pin(images); err != nil {
 		return nil, fmt.Errorf("campaign spec: %w", err)
 	}
+	if err := p.AddPool(campaign.PoolSlots(src.Records)); err != nil {
+		return nil, fmt.Errorf("campaign spec: %w", err)
+	}
 	return p, nil
 }
 
@@ -190,6 +204,10 @@ func expect(src Source) (*expectation, error) {
 		return nil, err
 	}
 	res := campaign.Resources(src.Records)
+	claimed := map[int]bool{}
+	for _, s := range campaign.Fold(src.Records).Pool {
+		claimed[s.N] = s.Claim != nil
+	}
 	e := &expectation{
 		CampaignID: p.CampaignID, Egress: p.Egress, Topology: p.Topology, Internal: p.Egress == campaign.EgressInternal,
 		ServerAlias: p.Server.Alias, ServerPort: p.Server.Port, ServerURL: p.Server.URL,
@@ -295,6 +313,10 @@ func expect(src Source) (*expectation, error) {
 		}
 		if a.Network != "" {
 			c.NetworkMode, c.Nets = a.Network, []string{a.Network}
+		}
+		if a.Pool {
+			c.Pool, c.Slot = true, a.Index-len(p.Spec.Workspaces)
+			c.Claimed = claimed[c.Slot]
 		}
 		if p.Topology == campaign.TopologyNone {
 			c.Mounts = append(c.Mounts, graderMount(true))

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -155,6 +156,9 @@ const (
 	// wantBindFile: the bind file is there, container root's, mode 0400,
 	// and the uid cannot open it.
 	wantBindFile = "bind_file_private"
+	// wantNoBindFile: a pooled workspace not claimed yet has no bind file
+	// (root's lstat finds nothing): it is bound to no task.
+	wantNoBindFile = "no_bind_file"
 	// wantIsolated: code run as an episode is in PID and network
 	// namespaces other than its server's, has only a loopback interface,
 	// and cannot open a vsock socket.
@@ -213,11 +217,20 @@ func (p *probePlan) timeout() int {
 	return DefaultProbeTimeoutMS
 }
 
-// workspaces are the workspace expectations.
+// scoped reports whether the attestation is a refill's (Source.Scope).
+func (p *probePlan) scoped() bool { return len(p.e.Source.Scope) > 0 }
+
+// inScope reports whether c is probed: the server, and each workspace
+// unless the attestation is a refill's and c is not one of its slots.
+func (p *probePlan) inScope(c *containerExp) bool {
+	return c.Role != campaign.RoleWork || !p.scoped() || (c.Pool && slices.Contains(p.e.Source.Scope, c.Slot))
+}
+
+// workspaces are the workspace expectations probed.
 func (p *probePlan) workspaces() []*containerExp {
 	var out []*containerExp
 	for i := range p.e.Containers {
-		if p.e.Containers[i].Role == campaign.RoleWork {
+		if p.e.Containers[i].Role == campaign.RoleWork && p.inScope(&p.e.Containers[i]) {
 			out = append(out, &p.e.Containers[i])
 		}
 	}
@@ -335,6 +348,9 @@ var probeRules = []probeRule{
 	{"process", func(p *probePlan) {
 		for i := range p.e.Containers {
 			c := &p.e.Containers[i]
+			if !p.inScope(c) {
+				continue
+			}
 			phase := PhaseMain
 			if c.Role == campaign.RoleServer {
 				phase = PhaseBefore
@@ -346,7 +362,7 @@ var probeRules = []probeRule{
 	// The grader's counters, read with the key (from the server's own
 	// environment) before and after the workspaces' probes.
 	{"grader_counters", func(p *probePlan) {
-		if !p.e.GraderRoutes {
+		if !p.e.GraderRoutes || p.scoped() {
 			return
 		}
 		s := p.e.Server
@@ -415,11 +431,15 @@ var probeRules = []probeRule{
 			if w.Serves == "" {
 				continue // a launcher's command: no bind file is written
 			}
+			want := wantBindFile
+			if w.Pool && !w.Claimed {
+				want = wantNoBindFile
+			}
 			uid := w.UIDBase
 			if uid == 0 {
 				uid = campaign.UIDBlockFirst // no block journalled: still a sandbox uid
 			}
-			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.bind_file", want: wantBindFile,
+			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.bind_file", want: want,
 				target: fmt.Sprintf("%s as uid %d", campaign.WorkbenchTaskFile, uid), req: wire.Request{Kind: wire.KindFile, Path: campaign.WorkbenchTaskFile, As: uid}}, "bind_file")
 		}
 	}},
@@ -428,8 +448,8 @@ var probeRules = []probeRule{
 	// vsock (the uid-only sandbox fails this: it is weaker).
 	{"episode_isolation", func(p *probePlan) {
 		for _, w := range p.workspaces() {
-			if w.Serves == "" {
-				continue // a launcher's command: no workbench to ask
+			if w.Serves == "" || (w.Pool && !w.Claimed) {
+				continue // a launcher's command, or a pooled workspace not bound yet: no episode is served
 			}
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.episode_isolation", want: wantIsolated,
 				target: "code run as an episode of the workbench serving " + w.Serves, req: wire.Request{Kind: wire.KindEpisode, Listen: w.Serves}}, "episode_isolation")

@@ -183,6 +183,9 @@ type Report struct {
 	Instance string `json:"instance"`
 	// Producer is the agentpen build that made the report.
 	Producer campaign.Producer `json:"producer"`
+	// Scope are the pool slots a refill's attestation probed (absent: the
+	// whole campaign was).
+	Scope []int `json:"scope,omitempty"`
 	// OK is true only when every check passed.
 	OK bool `json:"ok"`
 	// FailedChecks are the names of the checks that failed, sorted

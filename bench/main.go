@@ -191,6 +191,11 @@ func evaluate(metrics map[string]map[string]float64) []Result {
 			r.Limit = fmt.Sprintf("<= %d MiB", t.MaxBytes>>20)
 			pass = m[t.Metric] > 0 && m[t.Metric] <= float64(t.MaxBytes)
 			r.MedianMS, r.P90MS, r.N, r.RawMS, r.Ratio = 0, 0, 0, 0, 0
+		case t.MaxP95 > 0:
+			p95 := ms(m[p+"p95-ns"])
+			r.Value, r.Unit = p95, "ms (p95)"
+			r.Limit = fmt.Sprintf("p95 <= %.2f ms", ms(float64(t.MaxP95)))
+			pass = r.N > 0 && p95 > 0 && p95 <= ms(float64(t.MaxP95))
 		case t.MaxP99 > 0:
 			r.Value, r.Unit = r.P99MS, "ms (p99)"
 			r.Limit = fmt.Sprintf("p99 <= %.2f ms", ms(float64(t.MaxP99)))

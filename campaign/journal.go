@@ -67,6 +67,10 @@ const (
 	// Idle): written after OpBegin when its spec or the service gives it
 	// one, and again by each extension (PATCH). The latest one counts.
 	OpLifetime Op = "lifetime"
+	// OpClaim binds a task to a pooled workspace (Name, ID: its
+	// container; Task, Attempt): written once its bind file is in place.
+	// A slot is claimed once.
+	OpClaim Op = "claim"
 	// OpNote is prose for a person (a bring-up's summary, the cut of a
 	// torn line); nothing reads it back.
 	OpNote Op = "note"
@@ -173,7 +177,14 @@ type Record struct {
 	Accepted time.Time `json:"accepted,omitzero"`
 	TTL      int       `json:"ttl_seconds,omitempty"`
 	Idle     int       `json:"idle_timeout_seconds,omitempty"`
-	Note     string    `json:"note,omitempty"`
+	// Slots are the pool slots a refill's attestation covered (on
+	// OpAttested; none: the whole campaign).
+	Slots []int `json:"slots,omitempty"`
+	// Task and Attempt are what an OpClaim bound (the trainer's task id
+	// and attempt id).
+	Task    string `json:"task_id,omitempty"`
+	Attempt string `json:"attempt_id,omitempty"`
+	Note    string `json:"note,omitempty"`
 }
 
 // Journal is a campaign's append-only, fsync'd record of what agentpen
@@ -487,6 +498,10 @@ func parseRecord(line []byte) (Record, error) {
 			return rec, errors.New("begin record: its owner is not a launcher's name")
 		}
 	case OpIntent, OpCreated, OpCreateFailed, OpOrphan, OpRemoved, OpReady, OpAttesting, OpRolledBack, OpNote:
+	case OpClaim:
+		if rec.Gen < 1 || rec.Name == "" || rec.ID == "" || CheckTaskID("task_id", rec.Task) != nil || (rec.Attempt != "" && CheckID("attempt_id", rec.Attempt) != nil) {
+			return rec, errors.New("claim record: want a generation, a container's name and id, and a task id")
+		}
 	case OpAttested:
 		if rec.Status != AttestOK && rec.Status != AttestFailed {
 			return rec, fmt.Errorf("attestation verdict %q", rec.Status)

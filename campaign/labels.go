@@ -25,6 +25,9 @@ const (
 	// LabelUIDBlock carries a workspace's uid block ("first-last"): the
 	// daemon-wide allocation of blocks reads it from every container.
 	LabelUIDBlock = "io.agentpen.uid-block"
+	// LabelPoolSlot numbers a pooled workspace (campaign.Plan.PoolAgent):
+	// "0", "1", ... in its generation; absent on the spec's workspaces.
+	LabelPoolSlot = "io.agentpen.pool-slot"
 	// LabelCreate is a secret of one create call: 128 random bits, set
 	// on the resource and recorded in its intent, and nowhere else before
 	// the daemon has made it. A resource is taken for this create's (when

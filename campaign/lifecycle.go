@@ -113,6 +113,8 @@ type Lifecycle struct {
 	ReadyAt time.Time
 	// Lifetime is its latest OpLifetime's (zero: none).
 	Lifetime Lifetime
+	// Pool are its pooled workspaces (CampaignSpec.Pool), in slot order.
+	Pool []Slot
 }
 
 // AttestPending is Lifecycle.Attestation while a bring-up's attestation
@@ -148,7 +150,9 @@ func Fold(recs []Record) Lifecycle {
 				lc.Lifetime = Lifetime{Accepted: r.Accepted, TTL: time.Duration(r.TTL) * time.Second, Idle: time.Duration(r.Idle) * time.Second, Set: r.Time}
 			}
 		case OpAttested:
-			if r.Gen == latest {
+			// A refill's attestation (Slots) that passed speaks for its
+			// slots alone; one that failed fails the campaign closed.
+			if r.Gen == latest && (len(r.Slots) == 0 || r.Status != AttestOK) {
 				lc.Attestation, lc.AttestationReport, lc.AttestationDigest = r.Status, r.Report, r.Digest
 			}
 		case OpRolledBack:
@@ -170,6 +174,7 @@ func Fold(recs []Record) Lifecycle {
 			lc.Cleanup, lc.CleanupReport, lc.CleanupDigest = r.Status, r.Report, r.Digest
 		}
 	}
+	lc.Pool = foldPool(recs, latest)
 	lc.Status = lc.status()
 	return lc
 }

@@ -238,6 +238,8 @@ type AgentPlan struct {
 	// Env is the complete environment (names and values; no secrets).
 	Env  map[string]string
 	Spec WorkspaceSpec
+	// Pool: a pooled workspace (Plan.PoolAgent), made without its task.
+	Pool bool
 	// taskID is kept for exposure checks only; never serialised.
 	taskID string
 }
@@ -306,6 +308,7 @@ func NewPlanWith(spec CampaignSpec, opts PlanOptions) (*Plan, error) {
 			}
 		}
 	}
+	checkPool(p, spec, &errs)
 	if err := errs.err(); err != nil {
 		return nil, err
 	}
@@ -462,7 +465,13 @@ func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec, errs *errLis
 	if len(*errs) > n {
 		return AgentPlan{}, false
 	}
-	id := OpaqueAgentID(p.agentKey, p.CampaignID, ws.TaskID, ws.AttemptID)
+	return buildAgent(p, spec, i, ws, OpaqueAgentID(p.agentKey, p.CampaignID, ws.TaskID, ws.AttemptID), errs)
+}
+
+// buildAgent computes the plan of a checked workspace spec ws at index i
+// with the agent id id.
+func buildAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec, id string, errs *errList) (AgentPlan, bool) {
+	field := func(f string) string { return fmt.Sprintf("workspaces[%d].%s", i, f) }
 	a := AgentPlan{
 		Index:   i,
 		AgentID: id,
@@ -510,7 +519,7 @@ func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec, errs *errLis
 		visible = append(visible, k, v)
 	}
 	for _, v := range visible {
-		if exposesTask(v, ws.TaskID) {
+		if ws.TaskID != "" && exposesTask(v, ws.TaskID) {
 			errs.add(invalid(field("task_id"), "", "would be visible to the agent in %q; workspaces use the opaque agent id only", truncate(v, 60)))
 			return AgentPlan{}, false
 		}

@@ -55,6 +55,9 @@ type CampaignSpec struct {
 	Workspaces []WorkspaceSpec `json:"workspaces" minItems:"1" maxItems:"64" nullable:"false" doc:"One container per agent, 1..64."`
 	// TTLSeconds and IdleTimeoutSeconds are the campaign's lifetime (see
 	// Lifetime); 0 is none (agentpen serve gives its default).
+	// Pool is how many ready, attested, never-claimed workspaces the
+	// campaign keeps (see Plan.PoolAgent); 0 is none.
+	Pool               int `json:"pool,omitempty" minimum:"0" maximum:"64" doc:"Keep this many ready, attested, never-used workspaces, made like workspaces[0] without its task: POST /v1/campaigns/{id}/workspaces (agentpen add) binds a task to one and returns its base_url at once; the pool refills in the background. Needs the default topology (egress internal, no agent_reachable) and workspaces[0] running the workbench without a workspace_host_path."`
 	TTLSeconds         int `json:"ttl_seconds,omitempty" minimum:"0" maximum:"2592000" doc:"Remove the campaign this many seconds after its create was accepted (as DELETE does; reason ttl). 0 or absent: none with agentpen up; agentpen serve's default (--ttl) through the API, which also caps it (--max-ttl). At least 10."`
 	IdleTimeoutSeconds int `json:"idle_timeout_seconds,omitempty" minimum:"0" maximum:"2592000" doc:"Remove the campaign once no episode traffic (a reset or a step, through the API's proxy or a workspace's socket) has reached it for this many seconds (reason idle). 0 or absent: none with agentpen up; agentpen serve's default (--idle-timeout) through the API, which also caps it (--max-idle-timeout), unless a workspace runs its own command (its activity is not seen: no default). At least 5."`
 }

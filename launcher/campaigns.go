@@ -45,6 +45,8 @@ type entry struct {
 	// generation whose instance is timerFor.
 	timer    func() bool
 	timerFor string
+	// refilling is true while a refill of its pool runs (kickRefill).
+	refilling bool
 }
 
 // Load reads every campaign of the state root (agentpen serve does at

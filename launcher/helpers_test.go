@@ -644,3 +644,14 @@ func checkNoLeaks(t *testing.T) {
 	t.Helper()
 	leakcheck.AfterTest(t, reflect.TypeFor[Server]().PkgPath()+".", "coder/websocket")
 }
+
+// Claim is refused: the fake has no pool (the real adapter's claims are
+// tested on the daemon).
+func (f *fakeBackend) Claim(ctx context.Context, c *store.Campaign, task, attempt string, opts adapter.AttestOptions) (adapter.Claimed, error) {
+	return adapter.Claimed{}, fmt.Errorf("campaign %s: %w", c.ID, adapter.ErrNoPool)
+}
+
+// Refill makes nothing.
+func (f *fakeBackend) Refill(ctx context.Context, c *store.Campaign, opts adapter.AttestOptions) (int, error) {
+	return 0, nil
+}

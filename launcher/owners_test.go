@@ -94,6 +94,7 @@ var campaignRouteBodies = map[routeKey]string{
 	"GET /v1/campaigns/{id}/cleanup":      "",
 	"GET /v1/campaigns/{id}/events":       "",
 	"GET /v1/campaigns/{id}/episodes":     "",
+	"POST /v1/campaigns/{id}/workspaces":  `{"task_id": "config/debug_in_prod"}`,
 }
 
 // campaignRoutesInOrder are the routes of campaignRouteBodies, DELETE

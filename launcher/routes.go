@@ -144,6 +144,7 @@ func (s *Server) registerOperations(api huma.API) {
 		Summary: "The stored cleanup report of the latest generation (404 while that generation has none)", Errors: one,
 	}, s.getCleanup)
 	s.registerEpisodes(api, one)
+	s.registerPool(api, one)
 	s.registerCatalogue(api)
 	s.registerEvents(api)
 	s.registerLifetime(api)

@@ -94,6 +94,8 @@ type backend interface {
 	Attest(ctx context.Context, c *store.Campaign, opts adapter.AttestOptions) (*attest.Report, string, error)
 	Cleanup(ctx context.Context, c *store.Campaign, reason string) (*cleanup.Report, string, error)
 	Load(c *store.Campaign) (*adapter.Campaign, error)
+	Claim(ctx context.Context, c *store.Campaign, task, attempt string, opts adapter.AttestOptions) (adapter.Claimed, error)
+	Refill(ctx context.Context, c *store.Campaign, opts adapter.AttestOptions) (int, error)
 	CollectResults(c *store.Campaign) (adapter.Collected, error)
 	Images(ctx context.Context) ([]adapter.Image, error)
 }

@@ -99,6 +99,14 @@ class Client:
     def workspaces(self, campaign_id):
         return self._call("GET", "/v1/campaigns/%s/workspaces" % _id(campaign_id))["workspaces"]
 
+    def claim(self, campaign_id, task_id, attempt_id=None):
+        """Binds task_id to a workspace of the campaign's pool; returns the
+        claim: its workspace (with base_url) and pool (warm or cold)."""
+        body = {"task_id": task_id}
+        if attempt_id:
+            body["attempt_id"] = attempt_id
+        return self._call("POST", "/v1/campaigns/%s/workspaces" % _id(campaign_id), json.dumps(body))
+
     def attest(self, campaign_id):
         """Attests the campaign now; returns the fresh report."""
         return self._call("POST", "/v1/campaigns/%s/attestation" % _id(campaign_id))

@@ -25,6 +25,8 @@ Commands:
                   write the cleanup report
   serve           the launcher API over HTTP, with an episode proxy per workspace
                   (base_urls an unmodified OpenEnv client uses)
+  add             bind a task to a workspace of a campaign's pool and print it (refills
+                  the pool before returning)
   attest          prove what a campaign is (daemon, network, containers, hardening,
                   probes from inside) and write its attestation report
   cleanup verify  verify, read-only, that nothing of a campaign remains
@@ -57,7 +59,7 @@ Run "agentpen <command> --help" for a command's flags.
 var commands = map[string]bool{
 	"doctor": true, "up": true, "spec": true, "down": true, "serve": true, "attest": true,
 	"cleanup": true, "ls": true, "orphans": true, "version": true, "tasks": true, "images": true, "reconcile": true,
-	"verify": true, "key": true, "checks": true, "report": true, "results": true,
+	"verify": true, "key": true, "checks": true, "report": true, "results": true, "add": true,
 }
 
 // run is the whole program: it parses args and dispatches; main only wires
@@ -102,6 +104,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		cmd = orphans
 	case "version", "--version":
 		cmd, name = version, "version"
+	case "add":
+		cmd = addCmd
 	case "attest":
 		cmd = attestCmd
 	case "serve":

@@ -163,6 +163,21 @@ func (c *Client) Workspaces(ctx context.Context, id string) ([]adapter.Workspace
 	return out.Workspaces, c.do(ctx, http.MethodGet, campaignPath(id, "/workspaces"), nil, &out)
 }
 
+// Claim binds task (and attempt, "" for none) to a workspace of the
+// campaign's pool and returns it with its base_url (POST
+// /v1/campaigns/{id}/workspaces); Pool says warm or cold.
+func (c *Client) Claim(ctx context.Context, id, task, attempt string) (*launcher.ClaimView, error) {
+	body, err := json.Marshal(map[string]string{"task_id": task, "attempt_id": attempt})
+	if err != nil {
+		return nil, err
+	}
+	if attempt == "" {
+		body, _ = json.Marshal(map[string]string{"task_id": task})
+	}
+	var v launcher.ClaimView
+	return &v, c.do(ctx, http.MethodPost, campaignPath(id, "/workspaces"), body, &v)
+}
+
 // Attest attests the campaign now and returns the fresh report (its OK
 // says whether it passed).
 func (c *Client) Attest(ctx context.Context, id string) (*attest.Report, error) {

@@ -80,6 +80,7 @@ func TestCoversTheAPI(t *testing.T) {
 		"createCampaign": "Create", "listCampaigns": "List", "getCampaign": "Get", "deleteCampaign": "Delete",
 		"listWorkspaces": "Workspaces", "attestCampaign": "Attest", "getAttestation": "Attestation",
 		"getCleanup": "Cleanup", "listEpisodes": "Episodes", "patchCampaign": "Patch", "campaignEvents": "Events",
+		"claimWorkspace": "Claim",
 	}
 	typ := reflect.TypeFor[*client.Client]()
 	for path, item := range srv.OpenAPI().Paths {

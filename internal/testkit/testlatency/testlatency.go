@@ -47,6 +47,7 @@ func (s Samples) Report(b *testing.B, prefix string) {
 	}
 	b.ReportMetric(float64(s.Median().Nanoseconds()), prefix+"median-ns")
 	b.ReportMetric(float64(s.Quantile(0.9).Nanoseconds()), prefix+"p90-ns")
+	b.ReportMetric(float64(s.Quantile(0.95).Nanoseconds()), prefix+"p95-ns")
 	b.ReportMetric(float64(s.Quantile(0.99).Nanoseconds()), prefix+"p99-ns")
 	b.ReportMetric(float64(len(s)), prefix+"n")
 }

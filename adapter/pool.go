@@ -1,0 +1,370 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/agentpen/agentpen/attest"
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/store"
+)
+
+// A campaign's pool (campaign.CampaignSpec.Pool) is workspaces made
+// ahead of their task, attested, and handed out by Claim: a claim binds a
+// task to the lowest ready slot (its bind file, then campaign.OpClaim in
+// the journal), under the campaign's lock, so a claim racing a removal
+// (down, DELETE, an expiry) either binds before it begins (and the
+// removal takes the workspace with the rest) or finds the campaign not up
+// and binds nothing. A slot is claimed once; nothing is recycled. Refill
+// makes the pool whole again: created under the lock, started and
+// awaited without it, then attested (only its new slots are probed:
+// claimed workspaces may be grading) under the lock again.
+
+// ErrNoPool is returned (wrapped) by Claim for a campaign whose spec asks
+// for no pool.
+var ErrNoPool = errors.New("the campaign has no pool")
+
+// ErrTaskClaimed is returned (wrapped) by Claim when the task and
+// attempt are bound to a pooled workspace of the campaign already; it is
+// an ErrConflict.
+var ErrTaskClaimed error = kindError{"task and attempt already claimed", ErrConflict}
+
+// Claimed is the answer of a claim.
+type Claimed struct {
+	// Workspace is the workspace bound to the task (Pooled).
+	Workspace Workspace
+	// Warm: it came from the pool; false: the pool was drained and it
+	// was made, awaited and attested for this claim (a cold create).
+	Warm bool
+	// Slot is its pool slot; At when the claim was journalled.
+	Slot int
+	At   time.Time
+}
+
+// Claim binds task (and attempt, "" for none) to a ready pooled
+// workspace of the campaign c, or, when the pool is drained, to one made
+// for it at once (Warm false). The task is checked for its syntax only:
+// the caller validates it against the catalogue. The campaign must be
+// ready (ErrNotUp otherwise, naming why); opts attest a cold one.
+func (a *Adapter) Claim(ctx context.Context, c *store.Campaign, task, attempt string, opts AttestOptions) (Claimed, error) {
+	if err := campaign.CheckTaskID("task_id", task); err != nil {
+		return Claimed{}, err
+	}
+	if attempt != "" {
+		if err := campaign.CheckID("attempt_id", attempt); err != nil {
+			return Claimed{}, err
+		}
+	}
+	lock, err := a.lockCampaign(ctx, c)
+	if err != nil {
+		return Claimed{}, err
+	}
+	defer lock.Unlock()
+	st, err := a.claimable(c)
+	if err != nil {
+		return Claimed{}, err
+	}
+	for _, s := range st.Pool {
+		if s.Claim != nil && s.Claim.TaskID == task && s.Claim.AttemptID == attempt {
+			return Claimed{}, fmt.Errorf("campaign %s: task %q attempt %q: %w (pool slot %d): give each claim of one task an attempt_id of its own", c.ID, task, attempt, ErrTaskClaimed, s.N)
+		}
+	}
+	j, err := a.openJournal(c)
+	if err != nil {
+		return Claimed{}, err
+	}
+	defer j.Close()
+	ready := st.PoolReady()
+	warm := len(ready) > 0
+	if !warm {
+		a.log().Info("pool drained: a cold create for the claim", "campaign", c.ID)
+		slots, err := a.growPool(ctx, c, j, st, 1, true)
+		if err != nil {
+			return Claimed{}, err
+		}
+		if err := a.attestSlots(ctx, c, j, slots, opts); err != nil {
+			return Claimed{}, err
+		}
+		if st, err = a.claimable(c); err != nil {
+			return Claimed{}, err
+		}
+		if ready = st.PoolReady(); len(ready) == 0 {
+			return Claimed{}, fmt.Errorf("campaign %s: the workspace made for the claim did not attest: %w", c.ID, ErrNotUp)
+		}
+	}
+	slot := ready[0]
+	lc, err := a.Load(c)
+	if err != nil {
+		return Claimed{}, err
+	}
+	if err := lc.Plan.AddPool([]int{slot.N}); err != nil {
+		return Claimed{}, err
+	}
+	ag := lc.Plan.Agents[len(lc.Plan.Agents)-1]
+	runDir := ""
+	for _, r := range st.Latest().Live() {
+		if r.Kind == campaign.KindDir && filepath.Base(r.ID) == ag.AgentID {
+			runDir = r.ID
+		}
+	}
+	if runDir == "" {
+		return Claimed{}, fmt.Errorf("campaign %s: pool slot %d: its run directory is not in the journal", c.ID, slot.N)
+	}
+	if err := a.bindTask(runDir, task); err != nil {
+		return Claimed{}, fmt.Errorf("campaign %s: pool slot %d: %w", c.ID, slot.N, err)
+	}
+	rec := campaign.Record{Op: campaign.OpClaim, Gen: st.Latest().N, Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: slot.Name, ID: slot.ContainerID, Task: task, Attempt: attempt}
+	if err := j.Append(rec); err != nil {
+		// The file is written and the journal says nothing: the slot is
+		// bound but handed out to no one (a later claim of it fails to
+		// write its file, which is there already).
+		return Claimed{}, fmt.Errorf("journal the claim: %w", err)
+	}
+	base := 0
+	for _, r := range st.Latest().Live() {
+		if r.Kind == campaign.KindContainer && r.ID == slot.ContainerID {
+			base, _ = campaign.ParseUIDBlock(r.Labels[campaign.LabelUIDBlock])
+		}
+	}
+	ws := Workspace{Index: ag.Index, AgentID: ag.AgentID, TaskID: task, ContainerID: slot.ContainerID, RunDir: runDir,
+		Socket: filepath.Join(runDir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: base, Workbench: true, Pooled: true}
+	a.log().Info("pool: claimed", "campaign", c.ID, "slot", slot.N, "agent", ag.AgentID, "warm", warm)
+	return Claimed{Workspace: ws, Warm: warm, Slot: slot.N, At: time.Now()}, nil
+}
+
+// claimable reads c's state and refuses a campaign that is not ready or
+// has no pool.
+func (a *Adapter) claimable(c *store.Campaign) (store.State, error) {
+	st, err := a.readState(c)
+	if err != nil {
+		return st, fmt.Errorf("campaign %q: %w", c.ID, err)
+	}
+	if st.Status != campaign.StatusReady {
+		why := st.Reason(c.ID)
+		if why == "" {
+			why = "its latest attestation failed"
+		}
+		return st, &notUpError{fmt.Sprintf("campaign %s is %s: %s; nothing was claimed", c.ID, st.Status, why)}
+	}
+	spec, err := c.Spec(st.Latest().N)
+	if err != nil {
+		return st, err
+	}
+	if spec.Pool == 0 {
+		return st, fmt.Errorf("campaign %s: %w (its spec's pool is 0)", c.ID, ErrNoPool)
+	}
+	return st, nil
+}
+
+// Refill makes c's pool whole again: as many pooled workspaces as its
+// spec's pool is short of ready ones, created and journalled under the
+// campaign's lock, started and awaited without it, then attested (those
+// slots alone) under it again. It returns how many slots it made (0 for
+// a campaign that is not ready or has no pool, and no error). A slot that
+// does not come up stays journalled, unattested and never claimed, until
+// the campaign is removed.
+func (a *Adapter) Refill(ctx context.Context, c *store.Campaign, opts AttestOptions) (int, error) {
+	lock, err := a.lockCampaign(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	locked := true
+	defer func() {
+		if locked {
+			lock.Unlock()
+		}
+	}()
+	st, err := a.claimable(c)
+	if errors.Is(err, ErrNotUp) || errors.Is(err, ErrNoPool) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	spec, err := c.Spec(st.Latest().N)
+	if err != nil {
+		return 0, err
+	}
+	need := spec.Pool - len(st.PoolReady())
+	if need <= 0 {
+		return 0, nil
+	}
+	j, err := a.openJournal(c)
+	if err != nil {
+		return 0, err
+	}
+	slots, err := a.growPool(ctx, c, j, st, need, false)
+	// Another holder of the lock appends while it is released: the
+	// journal is opened again once it is taken back.
+	j.Close()
+	lock.Unlock()
+	locked = false
+	if err != nil {
+		return 0, err
+	}
+	// Started and awaited while claims and removals may run.
+	made, err := a.startSlots(ctx, c, slots)
+	if err != nil {
+		return 0, err
+	}
+	if lock, err = a.lockCampaign(ctx, c); err != nil {
+		return 0, err
+	}
+	locked = true
+	if _, err := a.claimable(c); err != nil {
+		return 0, fmt.Errorf("pool refill of %s: %w", c.ID, err)
+	}
+	if j, err = a.openJournal(c); err != nil {
+		return 0, err
+	}
+	defer j.Close()
+	return len(made), a.attestSlots(ctx, c, j, made, opts)
+}
+
+// poolSlot is a pooled workspace a refill created.
+type poolSlot struct {
+	n    int
+	ws   Workspace
+	spec containerSpec
+}
+
+// growPool journals and creates n new pooled workspaces of c (its state
+// st), holding the campaign's lock; with start it also starts them and
+// awaits their readiness (a claim's cold create). It returns them.
+func (a *Adapter) growPool(ctx context.Context, c *store.Campaign, j *campaign.Journal, st store.State, n int, start bool) ([]poolSlot, error) {
+	lc, err := a.Load(c)
+	if err != nil {
+		return nil, err
+	}
+	p := lc.Plan
+	first := st.NextPoolSlot()
+	if first+n > campaign.MaxPoolSlots {
+		return nil, fmt.Errorf("campaign %s: its pool has made %d workspaces, the most one generation may (%d)", c.ID, first, campaign.MaxPoolSlots)
+	}
+	nums := seq(first, first+n)
+	if err := p.AddPool(nums); err != nil {
+		return nil, err
+	}
+	agents := p.Agents[len(p.Agents)-n:]
+	bases, claim, err := a.claimUIDBlocks(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	defer claim.release()
+	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{}, progress: a.newProgress(p.CampaignID, map[string]int{campaign.RoleWork: n})}
+	apiKey := a.getenv(p.Server.Spec.APIKeyEnv)
+	out := make([]poolSlot, 0, n)
+	for i := range agents {
+		p.SetUIDBlock(len(p.Agents)-n+i, bases[i])
+		ag := p.Agents[len(p.Agents)-n+i]
+		runDir, err := a.makeRunDir(j, p, ag)
+		if err != nil {
+			return out, err
+		}
+		s := workspaceSpec(p, ag, runDir, lc.GraderDir, apiKey)
+		id, err := b.createContainer(ctx, s)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, poolSlot{n: nums[i], spec: s, ws: Workspace{Index: ag.Index, AgentID: ag.AgentID, ContainerID: id, RunDir: runDir,
+			Socket: filepath.Join(runDir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: ag.UIDBase, Workbench: true, Pooled: true}})
+	}
+	if !start {
+		return out, nil
+	}
+	return a.startSlots(ctx, c, out)
+}
+
+// startSlots starts the slots and awaits each one's readiness; it
+// returns those that came up, and an error only when none did.
+func (a *Adapter) startSlots(ctx context.Context, c *store.Campaign, slots []poolSlot) ([]poolSlot, error) {
+	b := &bringUp{a: a, progress: a.newProgress(c.ID, nil)}
+	type result struct {
+		s   poolSlot
+		err error
+	}
+	res := make(chan result, len(slots))
+	for _, s := range slots {
+		go func() {
+			err := b.start(ctx, s.spec, s.ws.ContainerID)
+			if err == nil {
+				err = a.waitWorkspace(ctx, s.ws)
+			}
+			res <- result{s, err}
+		}()
+	}
+	var up []poolSlot
+	var errs []error
+	for range slots {
+		r := <-res
+		if r.err != nil {
+			a.log().Warn("pool: a workspace did not come up; it stays unattested until the campaign is removed", "campaign", c.ID, "slot", r.s.n, "err", r.err)
+			errs = append(errs, r.err)
+			continue
+		}
+		up = append(up, r.s)
+	}
+	if len(up) == 0 && len(errs) > 0 {
+		return nil, fmt.Errorf("pool of %s: %w", c.ID, errors.Join(errs...))
+	}
+	return up, nil
+}
+
+// attestSlots attests the pooled workspaces slots made (the daemon's
+// view of every container, the probes of those slots alone), holding the
+// campaign's lock, and journals the verdict with their slot numbers: an
+// ok verdict makes them claimable, a failed one fails the campaign
+// closed (campaign.Fold).
+func (a *Adapter) attestSlots(ctx context.Context, c *store.Campaign, j *campaign.Journal, slots []poolSlot, opts AttestOptions) error {
+	if len(slots) == 0 {
+		return nil
+	}
+	start := time.Now()
+	st, err := a.readState(c)
+	if err != nil {
+		return err
+	}
+	src, err := a.attestSource(c, st)
+	if err != nil {
+		return err
+	}
+	for _, s := range slots {
+		src.Scope = append(src.Scope, s.n)
+	}
+	key, err := a.signingKey(c)
+	if err != nil {
+		return err
+	}
+	x, err := attest.Expect(src)
+	if err != nil {
+		return err
+	}
+	obs, err := a.observeCampaign(ctx, x, opts)
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("attestation of %s's pool interrupted, no report written: %w", c.ID, context.Cause(ctx))
+	}
+	obs.Timings.TotalMS = msSince(start)
+	rep := x.Evaluate(obs)
+	if _, err := a.writeAttestation(ctx, c, j, key, st.Latest().N, rep); err != nil {
+		return err
+	}
+	if !rep.OK {
+		return fmt.Errorf("campaign %s: the pool's new workspaces did not attest (%v): the campaign is failed closed", c.ID, rep.FailedChecks)
+	}
+	return nil
+}
+
+// seq is the ints from first up to (not including) end.
+func seq(first, end int) []int {
+	var out []int
+	for i := first; i < end; i++ {
+		out = append(out, i)
+	}
+	return out
+}
