@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,8 +33,41 @@ const DefaultLockWait = 2 * time.Minute
 // truncated (who holds a lock is read from /proc/locks), so the daemon's
 // user can neither plant a link root would write through nor forge a
 // holder.
+//
+// Within one process the waiters for a lock take it in the order they
+// came (a queue per lock file, ahead of the flock): a goroutine that
+// releases a lock and takes it again at once (back-to-back claims of a
+// pool) cannot starve another that waits for it (the pool's refill).
+// Between processes the flock is polled, with no order.
 type Locks struct {
 	dir *beneath.Dir
+
+	mu    sync.Mutex
+	queue map[string]*lockQueue
+}
+
+// lockQueue orders a process's takers of one lock file: a taker sends
+// into turn (a channel's blocked senders go first come, first served) and
+// receives from it when it releases the lock.
+type lockQueue struct {
+	turn chan struct{}
+	// waiting counts the takers blocked on turn (for tests).
+	waiting atomic.Int32
+}
+
+// queueOf returns name's queue.
+func (l *Locks) queueOf(name string) *lockQueue {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.queue == nil {
+		l.queue = map[string]*lockQueue{}
+	}
+	q := l.queue[name]
+	if q == nil {
+		q = &lockQueue{turn: make(chan struct{}, 1)}
+		l.queue[name] = q
+	}
+	return q
 }
 
 // DefaultLockBase is where Locks live by default: /run/agentpen for root,
@@ -85,7 +120,12 @@ func (l *Locks) Path() string { return l.dir.Path() }
 func (l *Locks) Close() error { return l.dir.Close() }
 
 // Lock is a held lock. The kernel drops it when its holder dies.
-type Lock struct{ f *os.File }
+type Lock struct {
+	f *os.File
+	// q is the process's queue for it (nil for TryClaim's): its turn is
+	// passed on at Unlock.
+	q *lockQueue
+}
 
 // Unlock releases the lock. The file stays: removing it would let a
 // process that opened it before the removal lock an unlinked file. A
@@ -94,6 +134,9 @@ func (l *Lock) Unlock() {
 	if l != nil && l.f != nil {
 		l.f.Close()
 		l.f = nil
+		if l.q != nil {
+			<-l.q.turn
+		}
 	}
 }
 
@@ -112,24 +155,42 @@ func (l *Locks) Take(ctx context.Context, name string, wait time.Duration) (*Loc
 		return nil, err
 	}
 	deadline := time.Now().Add(wait)
+	q := l.queueOf(name)
+	q.waiting.Add(1)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case q.turn <- struct{}{}:
+		q.waiting.Add(-1)
+	case <-ctx.Done():
+		q.waiting.Add(-1)
+		f.Close()
+		return nil, ctx.Err()
+	case <-timer.C:
+		q.waiting.Add(-1)
+		holder := Holder(f)
+		f.Close()
+		return nil, fmt.Errorf("%w (%s, lock %s)", ErrLocked, holder, f.Name())
+	}
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
-			return &Lock{f: f}, nil
+			return &Lock{f: f, q: q}, nil
+		}
+		fail := func(err error) (*Lock, error) {
+			f.Close()
+			<-q.turn
+			return nil, err
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+			return fail(fmt.Errorf("lock %s: %w", f.Name(), err))
 		}
 		if time.Now().After(deadline) {
-			holder := Holder(f)
-			f.Close()
-			return nil, fmt.Errorf("%w (%s, lock %s)", ErrLocked, holder, f.Name())
+			return fail(fmt.Errorf("%w (%s, lock %s)", ErrLocked, Holder(f), f.Name()))
 		}
 		select {
 		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
+			return fail(ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -264,6 +264,52 @@ func TestLocks(t *testing.T) {
 	}
 }
 
+// TestLocksTakeInTurn: in one process a lock's waiters take it in the
+// order they came. A goroutine that releases it and takes it again at
+// once (back-to-back pool claims) comes after one that was waiting (the
+// pool's refill); with the flock polled alone, the waiter, asleep
+// between its polls, lost every round.
+func TestLocksTakeInTurn(t *testing.T) {
+	l, err := OpenLocks(filepath.Join(t.TempDir(), "run"), "daemon-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const name = "camp-1-abc.lock"
+	for round := range 20 {
+		held, err := l.Take(t.Context(), name, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var order []string
+		var mu sync.Mutex
+		note := func(who string) { mu.Lock(); order = append(order, who); mu.Unlock() }
+		done := make(chan error, 1)
+		go func() {
+			w, err := l.Take(t.Context(), name, time.Minute)
+			if err == nil {
+				note("waiter")
+				w.Unlock()
+			}
+			done <- err
+		}()
+		testenv.WaitFor(t, "the waiter in the queue", func() bool { return l.queueOf(name).waiting.Load() == 1 })
+		held.Unlock()
+		again, err := l.Take(t.Context(), name, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		note("holder again")
+		again.Unlock()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if order[0] != "waiter" {
+			t.Fatalf("round %d: %v took the lock first, want the waiter", round, order)
+		}
+	}
+}
+
 // TestLockServe: one service per state root, and a link planted where its
 // lock belongs is refused without touching what it points at.
 func TestLockServe(t *testing.T) {
