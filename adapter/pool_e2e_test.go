@@ -118,6 +118,10 @@ func TestPoolClaims(t *testing.T) {
 	close(stop)
 	refills.Wait()
 	t.Logf("%d claims: %d warm, %d cold", n, warm, n-warm)
+	if warm <= 4 {
+		// The claims took tens of seconds; a refill takes one or two.
+		t.Errorf("%d warm claims: only the bring-up's pool was claimed warm, no refill got a turn", warm)
+	}
 	if _, err := h.Claim(ctx, id, claims[0].task, "c0"); !errors.Is(err, adapter.ErrTaskClaimed) {
 		t.Errorf("a task and attempt claimed twice: %v, want ErrTaskClaimed", err)
 	}
