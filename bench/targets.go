@@ -47,19 +47,20 @@ type Target struct {
 }
 
 // Packages are the packages whose benchmarks make bench runs.
-var Packages = []string{"./workbench/sandbox", "./workbench/episode", "./bench", "./adapter"}
+var Packages = []string{"./workbench/sandbox", "./workbench/episode", "./bench", "./adapter", "./launcher"}
 
 // Targets are issue 16's targets (and issue 27's, the fork server's, and
 // issue 29's, the pool's): the workbench's, then the campaigns'.
 var Targets = slices.Concat(workbenchTargets, campaignTargets("none"), campaignTargets("per-agent"), poolTargets)
 
 // poolTargets are issue 29's: a claim of a pooled workspace to its first
-// tool answer while the pool lasts (adapter.BenchmarkPoolClaim's warm-
-// family); its drained-pool figure (cold-) is listed beside it, with no
-// target.
+// tool answer through its base_url while the pool lasts
+// (launcher.BenchmarkPoolClaimAPI); adapter.BenchmarkPoolClaim's rows
+// are listed beside them, with no target: the same on the workspace's
+// socket (warm-) and the drained pool's cold create (cold-).
 var poolTargets = []Target{
-	{Name: "pool: claim to first tool answer (p50)", Benchmark: "BenchmarkPoolClaim", Prefix: "warm-", Max: 50 * time.Millisecond},
-	{Name: "pool: claim to first tool answer (p95)", Benchmark: "BenchmarkPoolClaim", Prefix: "warm-", MaxP95: 150 * time.Millisecond},
+	{Name: "pool: claim to first tool answer (p50)", Benchmark: "BenchmarkPoolClaimAPI", Prefix: "warm-", Max: 50 * time.Millisecond},
+	{Name: "pool: claim to first tool answer (p95)", Benchmark: "BenchmarkPoolClaimAPI", Prefix: "warm-", MaxP95: 150 * time.Millisecond},
 }
 
 var workbenchTargets = []Target{

@@ -54,7 +54,7 @@ type liveService struct {
 	answers testlog.Buffer
 }
 
-func startLive(t *testing.T) *liveService {
+func startLive(t testing.TB) *liveService {
 	t.Helper()
 	testenv.RequireDocker(t)
 	testenv.RequireRoot(t) // the proxy connects to the workbench as host root
@@ -113,7 +113,7 @@ func startLive(t *testing.T) *liveService {
 }
 
 // verify verifies the campaign's removal, read-only.
-func (l *liveService) verify(t *testing.T, id string) (*cleanup.Report, error) {
+func (l *liveService) verify(t testing.TB, id string) (*cleanup.Report, error) {
 	t.Helper()
 	c, err := l.root.Open(id)
 	if err != nil {
@@ -142,7 +142,7 @@ func randHex(n int) string {
 
 // removeOnCleanup removes the campaign by exact id when a test ends with
 // it still up, and fails when anything of it remains.
-func (l *liveService) removeOnCleanup(t *testing.T, id string) {
+func (l *liveService) removeOnCleanup(t testing.TB, id string) {
 	t.Cleanup(func() {
 		ctx, cancel := testenv.CleanupContext(t)
 		defer cancel()
@@ -160,7 +160,7 @@ func (l *liveService) removeOnCleanup(t *testing.T, id string) {
 	})
 }
 
-func (l *liveService) call(t *testing.T, method, path string, body []byte) (int, []byte) {
+func (l *liveService) call(t testing.TB, method, path string, body []byte) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), method, l.ts.URL+path, bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+l.token)
@@ -183,7 +183,7 @@ func (l *liveService) spec(id string, taskIDs []string) []byte {
 	return b
 }
 
-func (l *liveService) create(t *testing.T, id string, taskIDs []string) launcher.CampaignView {
+func (l *liveService) create(t testing.TB, id string, taskIDs []string) launcher.CampaignView {
 	t.Helper()
 	l.removeOnCleanup(t, id)
 	start := time.Now()

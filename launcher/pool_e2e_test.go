@@ -1,0 +1,121 @@
+package launcher_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/testkit/testenv"
+	"github.com/agentpen/agentpen/internal/testkit/testlatency"
+	apiclient "github.com/agentpen/agentpen/launcher/client"
+	"github.com/agentpen/agentpen/workbench/client"
+)
+
+// createPooled creates, through the API, a campaign of one workspace
+// (the first of tasks) with a pool of n.
+func (l *liveService) createPooled(t testing.TB, id string, n int) {
+	t.Helper()
+	l.removeOnCleanup(t, id)
+	var s campaign.CampaignSpec
+	if err := json.Unmarshal(l.spec(id, e2eTasks[:1]), &s); err != nil {
+		t.Fatal(err)
+	}
+	s.Pool = n
+	b, _ := json.Marshal(s)
+	if _, err := apiclient.New(l.ts.URL, l.token, nil).Create(t.Context(), b); err != nil {
+		t.Fatalf("create with a pool of %d: %v", n, err)
+	}
+}
+
+// TestPoolThroughAPI is a launcher's use of a pool, on the real daemon,
+// through HTTP only: claims bind a task to a pooled workspace each, and
+// each base_url plays its claimed task (a reset naming another refused);
+// a task and attempt claimed twice is a 409; DELETE removes the claimed
+// workspaces and the pool with the rest, and nothing remains.
+func TestPoolThroughAPI(t *testing.T) {
+	l := startLive(t)
+	const id = "api-pool"
+	l.createPooled(t, id, 2)
+	api := apiclient.New(l.ts.URL, l.token, nil)
+	tasks := e2eTasks[1:]
+	seen := map[string]bool{}
+	for i, task := range tasks {
+		cv, err := api.Claim(t.Context(), id, task, fmt.Sprint("p", i))
+		if err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		ws := cv.Workspace
+		if i == 0 && cv.Pool != "warm" {
+			t.Errorf("the first claim of a pool of 2: %q, want warm", cv.Pool)
+		}
+		if ws.BaseURL == "" || ws.TaskID != task || seen[ws.AgentID] {
+			t.Fatalf("claim %d: %+v (seen before: %v)", i, ws, seen[ws.AgentID])
+		}
+		seen[ws.AgentID] = true
+		playThroughProxy(t, ws.BaseURL, task, tasks[(i+1)%len(tasks)])
+	}
+	_, err := api.Claim(t.Context(), id, tasks[0], "p0")
+	var ae *apiclient.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusConflict {
+		t.Errorf("a task and attempt claimed twice: %v, want a 409", err)
+	}
+	if code, b := l.call(t, http.MethodDelete, "/v1/campaigns/"+id, nil); code != http.StatusOK {
+		t.Fatalf("delete: %d %s", code, b)
+	}
+	if rep, err := l.verify(t, id); err != nil {
+		t.Fatalf("verify after delete: %v (%v)", err, rep.FailedChecks)
+	}
+	if found, err := l.a.Labelled(t.Context(), campaign.LabelCampaign+"="+id); err != nil || len(found) > 0 {
+		t.Fatalf("after delete: %d labelled resources remain (%v)", len(found), err)
+	}
+}
+
+// BenchmarkPoolClaimAPI measures what a launcher waits for from a claim of a
+// pooled workspace to its first tool answer through the base_url: the
+// POST /v1/campaigns/{id}/workspaces, a session on the base_url (the
+// proxy), its reset and a list_files step; while the pool lasts (a pool
+// of 16, claimed 16 times in a row while the service refills it in the
+// background). adapter.BenchmarkPoolClaim has the drained pool's figure.
+func BenchmarkPoolClaimAPI(b *testing.B) {
+	l := startLive(b)
+	api := apiclient.New(l.ts.URL, l.token, nil)
+	var warm testlatency.Samples
+	for round := range max(1, b.N/16) {
+		id := fmt.Sprint("bench-pool-", round)
+		l.createPooled(b, id, 16)
+		for i := range 16 {
+			ctx := testenv.Context(b)
+			start := time.Now()
+			cv, err := api.Claim(ctx, id, "software/median@2", fmt.Sprint("b", i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := client.Dial(ctx, cv.Workspace.BaseURL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Reset(ctx, client.ResetOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Step(ctx, "list_files", nil); err != nil {
+				b.Fatal(err)
+			}
+			d := time.Since(start)
+			s.Close()
+			if cv.Pool == "warm" {
+				warm = append(warm, d)
+			}
+		}
+		if _, err := api.Delete(b.Context(), id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if len(warm) == 0 {
+		b.Fatal("no claim was warm")
+	}
+	warm.Report(b, "warm-")
+}
