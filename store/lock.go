@@ -55,6 +55,28 @@ type lockQueue struct {
 	waiting atomic.Int32
 }
 
+// await waits for q's turn until ctx is done or wait passes (ErrLocked).
+// A free turn is taken at once, even with no wait.
+func (l *Locks) await(ctx context.Context, q *lockQueue, wait time.Duration) error {
+	select {
+	case q.turn <- struct{}{}:
+		return nil
+	default:
+	}
+	q.waiting.Add(1)
+	defer q.waiting.Add(-1)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case q.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return ErrLocked
+	}
+}
+
 // queueOf returns name's queue.
 func (l *Locks) queueOf(name string) *lockQueue {
 	l.mu.Lock()
@@ -156,21 +178,12 @@ func (l *Locks) Take(ctx context.Context, name string, wait time.Duration) (*Loc
 	}
 	deadline := time.Now().Add(wait)
 	q := l.queueOf(name)
-	q.waiting.Add(1)
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case q.turn <- struct{}{}:
-		q.waiting.Add(-1)
-	case <-ctx.Done():
-		q.waiting.Add(-1)
+	if err := l.await(ctx, q, wait); err != nil {
+		if errors.Is(err, ErrLocked) {
+			err = fmt.Errorf("%w (%s, lock %s)", err, Holder(f), f.Name())
+		}
 		f.Close()
-		return nil, ctx.Err()
-	case <-timer.C:
-		q.waiting.Add(-1)
-		holder := Holder(f)
-		f.Close()
-		return nil, fmt.Errorf("%w (%s, lock %s)", ErrLocked, holder, f.Name())
+		return nil, err
 	}
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)

@@ -308,6 +308,15 @@ func TestLocksTakeInTurn(t *testing.T) {
 			t.Fatalf("round %d: %v took the lock first, want the waiter", round, order)
 		}
 	}
+	// A free lock is taken with no wait at all (agentpen reconcile's
+	// expiry asks so), every time.
+	for range 200 {
+		l, err := l.Take(t.Context(), name, 0)
+		if err != nil {
+			t.Fatalf("a free lock with no wait: %v", err)
+		}
+		l.Unlock()
+	}
 }
 
 // TestLockServe: one service per state root, and a link planted where its
