@@ -45,23 +45,15 @@ func addCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	if err != nil {
 		return err
 	}
-	if err := campaign.CheckID("campaign_id", pos[0]); err != nil {
-		return err
-	}
 	if err := tasks.Known(pos[1]); err != nil {
 		return &campaign.ValidationError{Field: "task_id", Value: pos[1], Msg: err.Error()}
 	}
-	a, err := cf.adapter(ctx, stderr, getenv)
+	cc, err := cf.openCampaign(ctx, stderr, getenv, pos[0], "")
 	if err != nil {
 		return err
 	}
-	defer a.Docker.Close()
-	root, sc, err := cf.open(pos[0])
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	defer sc.Close()
+	defer cc.close()
+	a, sc := cc.a, cc.c
 	cl, err := a.Claim(ctx, sc, pos[1], *attempt, opts)
 	if err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/attest"
-	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
 )
 
@@ -60,21 +59,12 @@ func attestCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if err != nil {
 		return err
 	}
-	if err := campaign.CheckID("campaign_id", pos[0]); err != nil {
-		return err
-	}
-	a, err := cf.adapter(ctx, stderr, getenv)
+	cc, err := cf.openCampaign(ctx, stderr, getenv, pos[0], "")
 	if err != nil {
 		return err
 	}
-	defer a.Docker.Close()
-	root, sc, err := cf.open(pos[0])
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	defer sc.Close()
-	rep, path, err := a.Attest(ctx, sc, opts)
+	defer cc.close()
+	rep, path, err := cc.a.Attest(ctx, cc.c, opts)
 	if err != nil {
 		return err
 	}

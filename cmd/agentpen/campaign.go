@@ -123,6 +123,41 @@ func (c *campaignFlags) open(id string) (*store.Root, *store.Campaign, error) {
 	return root, sc, nil
 }
 
+// campaignCmd is what a command on one campaign works with: the adapter
+// (its progress view under the command's title) and the campaign, open
+// in its state root.
+type campaignCmd struct {
+	a    *adapter.Adapter
+	view *progressView
+	root *store.Root
+	c    *store.Campaign
+}
+
+// openCampaign checks the campaign id (bad input before anything is
+// connected), connects the adapter and opens the campaign; the caller
+// defers close.
+func (c *campaignFlags) openCampaign(ctx context.Context, stderr io.Writer, getenv func(string) string, id, title string) (*campaignCmd, error) {
+	if err := campaign.CheckID("campaign_id", id); err != nil {
+		return nil, err
+	}
+	a, v, err := c.adapterWithProgress(ctx, stderr, getenv, title)
+	if err != nil {
+		return nil, err
+	}
+	root, sc, err := c.open(id)
+	if err != nil {
+		a.Docker.Close()
+		return nil, err
+	}
+	return &campaignCmd{a: a, view: v, root: root, c: sc}, nil
+}
+
+func (cc *campaignCmd) close() {
+	cc.c.Close()
+	cc.root.Close()
+	cc.a.Docker.Close()
+}
+
 // downCommand is the command that takes a campaign down, with the state
 // root when it is not the default one.
 func (c *campaignFlags) downCommand(getenv func(string) string, id string) string {

@@ -45,24 +45,15 @@ func down(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	if err != nil {
 		return err
 	}
-	if err := campaign.CheckID("campaign_id", pos[0]); err != nil {
-		return err
-	}
-	a, view, err := cf.adapterWithProgress(ctx, stderr, getenv, "down "+pos[0])
+	cc, err := cf.openCampaign(ctx, stderr, getenv, pos[0], "down "+pos[0])
 	if err != nil {
 		return err
 	}
-	defer a.Docker.Close()
-	root, sc, err := cf.open(pos[0])
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	defer sc.Close()
-	a.Progress = view.step
-	rep, path, err := a.Cleanup(ctx, sc, campaign.ReasonDown)
-	view.finish()
-	view.final(root, pos[0])
+	defer cc.close()
+	cc.a.Progress = cc.view.step
+	rep, path, err := cc.a.Cleanup(ctx, cc.c, campaign.ReasonDown)
+	cc.view.finish()
+	cc.view.final(cc.root, pos[0])
 	if rep == nil {
 		return err
 	}
@@ -123,21 +114,12 @@ func cleanupVerify(ctx context.Context, args []string, stdout, stderr io.Writer,
 	if err != nil {
 		return err
 	}
-	if err := campaign.CheckID("campaign_id", pos[0]); err != nil {
-		return err
-	}
-	a, err := cf.adapter(ctx, stderr, getenv)
+	cc, err := cf.openCampaign(ctx, stderr, getenv, pos[0], "")
 	if err != nil {
 		return err
 	}
-	defer a.Docker.Close()
-	root, sc, err := cf.open(pos[0])
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	defer sc.Close()
-	rep, err := a.Verify(ctx, sc)
+	defer cc.close()
+	rep, err := cc.a.Verify(ctx, cc.c)
 	if rep == nil {
 		return err
 	}
