@@ -126,12 +126,21 @@
 // namespaces of runs, so the capability lets the server make those and
 // nothing else (the mount and network namespaces stay the episode's,
 // owned by its user namespace, where the server has no capability). It
-// is not dumpable (nor is any process it makes until a run's program
-// takes its request: their /proc files are root's), and no process of a
-// run can name it: runs are in PID namespaces below its own, and the
-// kernel refuses a pidfd_send_signal through a /proc descriptor of a
-// process outside the sender's namespace
-// (testdata/agents/fork_server_kill.py tries every way).
+// is not dumpable once forkserver.py runs (nor is any process it makes
+// until a run's program takes its request: their /proc files are
+// root's; the exec makes it dumpable again for the interpreter's start,
+// when a run of the uid could read, not write, its /proc: nothing of a
+// task is in it), and no process of a run can name it: runs are in PID
+// namespaces below its own, and the kernel refuses a pidfd_send_signal
+// through a /proc descriptor of a process outside the sender's
+// namespace. A spawned run of the uid beside it (the fallback) is the
+// owner of the server's user namespace, in its parent, so the kernel
+// gives it every capability there: the filter's setns denial is what
+// keeps it out of that namespace and the next run's IPC and PID
+// namespaces (without it, it joined them), with the ptrace family's, the
+// server's root-owned /proc files and the read-only /proc
+// (testdata/agents/fork_server_kill.py tries every way, from a forked
+// run, a spawned one and another uid's: TestForkServerOwnerReachesNothing).
 //
 // A server makes the next run's child as soon as the run before took its
 // request (the first when a request is there), so that it is ready

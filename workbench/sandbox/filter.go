@@ -45,7 +45,7 @@ var denials = []denial{
 		why: "the mount family (old and new API); Docker denies it without CAP_SYS_ADMIN"},
 	unshareDenial,
 	{names: []string{"setns"},
-		why: "joining other namespaces; Docker denies it"},
+		why: "joining other namespaces; Docker denies it. A run spawned beside a fork server holds every capability in the server's user namespace (it owns it from the parent): with setns it joined that one and the next run's IPC namespace (TestForkServerOwnerReachesNothing)"},
 	{names: []string{"clone"}, args: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: cloneNamespaceFlags}},
 		why: "clone that makes a namespace, as unshare does; plain fork and threads stay allowed; Docker's rule"},
 	{names: []string{"kexec_load", "kexec_file_load", "reboot", "init_module", "finit_module", "delete_module"},

@@ -532,6 +532,70 @@ func TestForkServerProcesses(t *testing.T) {
 	}
 }
 
+// TestForkServerOwnerReachesNothing: the processes that could hold a
+// capability over the server's processes try every way
+// testdata/agents/fork_server_kill.py knows on them: a spawned run of the
+// uid beside the server (the owner of the server's user namespace, in its
+// parent: the kernel gives it every capability there) and another
+// episode's runs, forked and spawned. None reaches any, and the next run
+// comes from the same template.
+func TestForkServerOwnerReachesNothing(t *testing.T) {
+	t.Parallel()
+	f := newForkEnv(t, "json")
+	other := newForkEnv(t, "json")
+	src, err := os.ReadFile(filepath.Join("..", "..", "testdata", "agents", "fork_server_kill.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.write(t, ".run.py", "pass")
+	f.fork(t, f.command(nil)) // the next run's child, init and program are made now
+	template := f.template(t).pid
+	var pids []string
+	for _, p := range f.serverProcesses(t) {
+		pids = append(pids, strconv.Itoa(p.pid))
+	}
+	serverPIDs := strings.Join(pids, ",")
+	for _, a := range []struct {
+		name   string
+		env    *forkEnv
+		target string // {{TARGET_PIDS}}: empty, the processes of the run's uid
+		fork   bool
+	}{
+		{"spawned run of the uid", f, "", false},
+		{"forked run of another uid", other, serverPIDs, true},
+		{"spawned run of another uid", other, serverPIDs, false},
+	} {
+		code := string(src)
+		if a.target != "" {
+			code = strings.ReplaceAll(code, "{{TARGET_PIDS}}", a.target)
+		}
+		a.env.write(t, ".run.py", code)
+		var res Result
+		if a.fork {
+			res = a.env.fork(t, a.env.command(nil))
+		} else {
+			res = a.env.spawn(t, a.env.command(nil))
+		}
+		out := string(res.Stdout)
+		if !strings.Contains(out, "reached []") || res.ExitCode != 0 || !strings.Contains(out, "targets ") || strings.Contains(out, "targets 0\n") {
+			t.Errorf("%s: exit %d\n%s%s", a.name, res.ExitCode, out, res.Stderr)
+		}
+	}
+	if got := f.template(t).pid; got != template {
+		t.Fatalf("the template was %d, is %d", template, got)
+	}
+	for _, p := range f.serverProcesses(t) {
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+		if i := strings.LastIndexByte(string(stat), ')'); i < 0 || len(strings.Fields(string(stat[i+1:]))) < 17 || strings.Fields(string(stat[i+1:]))[16] != "0" {
+			t.Errorf("server process %d reniced: %s", p.pid, stat)
+		}
+	}
+	f.write(t, ".run.py", "print('still served')")
+	if res := f.fork(t, f.command(nil)); string(res.Stdout) != "still served\n" {
+		t.Fatalf("after the attacks: %q %q", res.Stdout, res.Stderr)
+	}
+}
+
 func (f *forkEnv) episodeUserNS(t *testing.T) string {
 	t.Helper()
 	ns, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.ep.ns.user.Fd()))
