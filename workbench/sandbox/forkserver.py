@@ -130,11 +130,12 @@ def _template():
 
 
 def _server(net):
-    # One run at a time (each in a network namespace of its own with net). The first run's child is made once a request is
-    # there to be read; each next one as soon as the run before took its
-    # request (the child says so on a pipe), so that it is ready when the
-    # next request comes, however soon. A child that ends without taking
-    # one is replaced; one that says the socket ended (3) ends the server.
+    # One run at a time (each in a network namespace of its own with net).
+    # The first run's child is made once a request is there to be read;
+    # each next one as soon as the run before took its request (the child
+    # says so on a pipe), so that it is ready when the next request comes,
+    # however soon. A child that ends without taking one is replaced; one
+    # that says the socket ended (3) ends the server.
     me = os.getpid()
     select.select([0], [], [])
     took_r, took_w = os.pipe()
