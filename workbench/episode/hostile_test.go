@@ -433,12 +433,22 @@ var hostileCases = []hostileCase{
 	}},
 	{file: "fork_server_kill.py", task: taskMedian, play: func(t *testing.T, h *hostileRun) {
 		fs := h.env.ws.fs
-		template := 0
+		template, forked := 0, int64(0)
 		if fs != nil {
-			step(t, h.env, "run_python", map[string]any{"code": "pass"}) // the server is up
-			template = templatePID(t, fs)
+			// The server is up (a run before that is spawned, beside the
+			// template still starting, whose /proc a run of the uid may
+			// read then: docs/decisions.md) and a run made the next run's
+			// child, init and program; the attack is forked beside them.
+			if !fs.WaitReady(context.Background()) {
+				t.Fatalf("no fork server: %v", fs.Err())
+			}
+			step(t, h.env, "run_python", map[string]any{"code": "pass"})
+			template, forked = templatePID(t, fs), fs.Forked()
 		}
 		o := h.run(t)
+		if fs != nil && fs.Forked() != forked+1 {
+			t.Fatalf("the attack was not forked (%v): %s", fs.Err(), o.Output)
+		}
 		wantIn(t, "attack", o.Output, "reached []", "[exit code 0]")
 		if fs != nil {
 			// It found the server's processes, and none of them is touched.
@@ -461,7 +471,6 @@ var hostileCases = []hostileCase{
 		}
 		// At once (spawned while a new template starts), and then forked.
 		wantIn(t, "a run after", step(t, h.env, "run_python", map[string]any{"code": "print('still runs')"}).Output, "still runs")
-		forked := int64(0)
 		if fs != nil {
 			if !fs.WaitReady(context.Background()) {
 				t.Fatalf("no new template: %v", fs.Err())
