@@ -21,8 +21,9 @@
 // /dev/shm); every run of its code (the interpreter starts with the
 // syscall filter, the uid and the per-run rlimits of Config.RunLimits
 // already in place, a cleared environment and `python3 -E -s`) enters
-// them in PID and IPC namespaces of its own, and when it returns no
-// process of it is alive. Every file operation on the workspace runs as
+// them in PID and IPC namespaces of its own (a graded case in a network
+// namespace of its own too), and when it returns no process of it is
+// alive. Every file operation on the workspace runs as
 // the uid (sandbox.AsUID), so the root server never follows an agent's
 // link to a file the uid could not reach, and the container needs only
 // CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_KILL. A consequence: a file

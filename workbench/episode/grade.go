@@ -86,7 +86,8 @@ func argsLiteral(args []any) (string, error) {
 
 // runCases runs the task's function on each argument list, each case on
 // its own: before it, no process of the agent's is left and nothing of it
-// in the shared places. It returns what each printed as
+// in the shared places, and it runs in a network namespace of its own
+// (runGraded). It returns what each printed as
 // JSON, nil for a case without a value. A case that leaves the workspace
 // different is void, and so is every case after it, so no call can hand
 // state to the next. The process runs the agent's code, so what it prints

@@ -201,6 +201,31 @@ var hostileCases = []hostileCase{
 			t.Fatalf("state passed between cases through System V IPC: correctness %v (%s)", o.Metadata["correctness"], o.Output)
 		}
 	}},
+	{file: "network_state_between_cases.py", task: taskMedian, play: func(t *testing.T, h *hostileRun) {
+		h.write(t, "solution.py")
+		// The control: the agent's runs share the episode's network
+		// namespace, so the second finds what the first left.
+		look := map[string]any{"code": "import solution\nprint('median', solution.median([1, 2, 3]))"}
+		wantIn(t, "first run", step(t, h.env, "run_python", look).Output, "median 2\n")
+		wantIn(t, "second run", step(t, h.env, "run_python", look).Output, "median -12345\n")
+		// Every graded case has a network namespace of its own, so the
+		// correct solution passes them all, whatever the run left.
+		fs, forked, visible := h.env.ws.fs, int64(0), len(h.env.task.Visible)
+		if fs != nil {
+			forked = fs.Forked()
+		}
+		if o := submitMedian(t, h); o.Metadata["correctness"] != 1.0 {
+			t.Fatalf("state passed between cases through the network namespace: correctness %v (%s)", o.Metadata["correctness"], o.Output)
+		}
+		// Through the fork server, every case was forked (none spawned).
+		hidden, err := LocalGrader(nil).HiddenInputs(context.Background(), taskMedian)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fs != nil && fs.Forked() != forked+int64(visible+len(hidden)) {
+			t.Fatalf("%d of %d graded cases forked (%v)", fs.Forked()-forked, visible+len(hidden), fs.Err())
+		}
+	}},
 	{file: "posix_mq_leak.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {
 		o := h.run(t)
 		wantIn(t, "first episode", o.Output, "no queue left")
@@ -408,12 +433,22 @@ var hostileCases = []hostileCase{
 	}},
 	{file: "fork_server_kill.py", task: taskMedian, play: func(t *testing.T, h *hostileRun) {
 		fs := h.env.ws.fs
-		template := 0
+		template, forked := 0, int64(0)
 		if fs != nil {
-			step(t, h.env, "run_python", map[string]any{"code": "pass"}) // the server is up
-			template = templatePID(t, fs)
+			// The server is up (a run before that is spawned, beside the
+			// template still starting, whose /proc a run of the uid may
+			// read then: docs/decisions.md) and a run made the next run's
+			// child, init and program; the attack is forked beside them.
+			if !fs.WaitReady(context.Background()) {
+				t.Fatalf("no fork server: %v", fs.Err())
+			}
+			step(t, h.env, "run_python", map[string]any{"code": "pass"})
+			template, forked = templatePID(t, fs), fs.Forked()
 		}
 		o := h.run(t)
+		if fs != nil && fs.Forked() != forked+1 {
+			t.Fatalf("the attack was not forked (%v): %s", fs.Err(), o.Output)
+		}
 		wantIn(t, "attack", o.Output, "reached []", "[exit code 0]")
 		if fs != nil {
 			// It found the server's processes, and none of them is touched.
@@ -436,7 +471,6 @@ var hostileCases = []hostileCase{
 		}
 		// At once (spawned while a new template starts), and then forked.
 		wantIn(t, "a run after", step(t, h.env, "run_python", map[string]any{"code": "print('still runs')"}).Output, "still runs")
-		forked := int64(0)
 		if fs != nil {
 			if !fs.WaitReady(context.Background()) {
 				t.Fatalf("no new template: %v", fs.Err())

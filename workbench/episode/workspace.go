@@ -32,8 +32,9 @@ type workspace struct {
 	dir string
 	// fs is the episode's fork server (nil with Config.NoForkServer);
 	// runs forks the agent's runs, grading the graded cases of one
-	// sequence (runCases) and is replaced after each, so that every
-	// sequence forks from a server nothing of the agent's ran from.
+	// sequence (runCases, each in a network namespace of its own) and is
+	// replaced after each, so that every sequence forks from a server
+	// nothing of the agent's ran from.
 	fs            *sandbox.ForkServer
 	runs, grading *sandbox.Forker
 }
@@ -82,7 +83,7 @@ func newWorkspace(cfg Config, files []tasks.File, code bool) (_ *workspace, err 
 		w.fs = ep.ForkServer(sandbox.ForkServerConfig{Python: cfg.Python, Env: w.env(), Limits: cfg.RunLimits, Preload: []string{"json"}})
 		w.runs = w.fs.Forker()
 		if code {
-			w.grading = w.fs.Forker()
+			w.grading = w.fs.NetworkForker()
 		}
 	}
 	return w, nil
@@ -375,15 +376,18 @@ func (w *workspace) env() []string {
 // agent's run. Every caller has just written the script it runs with
 // writePrivate, which checked the workspace (w.check) as the uid.
 func (w *workspace) run(ctx context.Context, argv []string, stdin []byte) (sandbox.Result, error) {
-	return w.runWith(ctx, w.runs, argv, stdin)
+	return w.runWith(ctx, w.runs, argv, stdin, false)
 }
 
-// runGraded runs a graded case, from the grading server.
+// runGraded runs a graded case, from the grading server, in a network
+// namespace of its own: the episode's keeps what earlier runs and cases
+// left (a port in TIME_WAIT, a socket kept alive in flight) after their
+// processes are gone.
 func (w *workspace) runGraded(ctx context.Context, argv []string, stdin []byte) (sandbox.Result, error) {
 	if w.grading == nil && w.fs != nil {
-		w.grading = w.fs.Forker()
+		w.grading = w.fs.NetworkForker()
 	}
-	return w.runWith(ctx, w.grading, argv, stdin)
+	return w.runWith(ctx, w.grading, argv, stdin, true)
 }
 
 // gradedDone ends a graded sequence: its server goes, and another is
@@ -391,18 +395,20 @@ func (w *workspace) runGraded(ctx context.Context, argv []string, stdin []byte) 
 func (w *workspace) gradedDone() {
 	if w.grading != nil {
 		w.grading.Close()
-		w.grading = w.fs.Forker()
+		w.grading = w.fs.NetworkForker()
 	}
 }
 
-// runWith runs through k, or spawns when k is nil.
-func (w *workspace) runWith(ctx context.Context, k *sandbox.Forker, argv []string, stdin []byte) (sandbox.Result, error) {
+// runWith runs through k, or spawns when k is nil; ownNet gives the run a
+// network namespace of its own (sandbox.Command.OwnNetwork).
+func (w *workspace) runWith(ctx context.Context, k *sandbox.Forker, argv []string, stdin []byte, ownNet bool) (sandbox.Result, error) {
 	c := sandbox.Command{
-		Argv:    append([]string{w.cfg.Python}, argv...),
-		Env:     w.env(),
-		Limits:  w.cfg.RunLimits,
-		Stdin:   stdin,
-		Timeout: w.cfg.Limits.PythonTimeout,
+		Argv:       append([]string{w.cfg.Python}, argv...),
+		Env:        w.env(),
+		Limits:     w.cfg.RunLimits,
+		Stdin:      stdin,
+		Timeout:    w.cfg.Limits.PythonTimeout,
+		OwnNetwork: ownNet,
 	}
 	var res sandbox.Result
 	var err error

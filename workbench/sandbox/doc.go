@@ -82,7 +82,10 @@
 //
 // What of the episode persists between its runs: its workspace, /tmp and
 // /dev/shm (ClearScratch empties the last two, before graded cases), and
-// its network namespace, where nothing can outlive its processes.
+// its network namespace, which keeps a little of processes that are gone
+// (a port in TIME_WAIT; a socket bound and kept alive by descriptors in
+// flight until the kernel collects it): a run with Command.OwnNetwork (a
+// graded case) gets one of its own, its loopback interface up.
 // Episode code reaches no other network: only its own loopback, and with
 // the filter no AF_VSOCK (docs/sandbox-filter.md). The container's /proc
 // stays mounted (read-only): episode code sees the container's processes
@@ -117,26 +120,38 @@
 // runs' rlimits (but the CPU bound, which would end it, and
 // serverProcesses more processes), no_new_privs, and a filter of its own
 // (serverDenials: the episode's, but that it may unshare a PID and an IPC
-// namespace together). Between the uid switch and its exec its launcher
+// namespace together, with or without a network namespace). Between the uid switch and its exec its launcher
 // puts it in a user namespace of its own that maps the uid to itself and
 // nothing else (any process may make one; the maps are written through
 // the server's /proc, the episode's being read-only) and keeps of the
-// capabilities it has there CAP_SYS_ADMIN alone, ambient so that it
-// survives the exec: that user namespace owns only the PID and IPC
-// namespaces of runs, so the capability lets the server make those and
-// nothing else (the mount and network namespaces stay the episode's,
-// owned by its user namespace, where the server has no capability). It
-// is not dumpable (nor is any process it makes until a run's program
-// takes its request: their /proc files are root's), and no process of a
-// run can name it: runs are in PID namespaces below its own, and the
-// kernel refuses a pidfd_send_signal through a /proc descriptor of a
-// process outside the sender's namespace
-// (testdata/agents/fork_server_kill.py tries every way).
+// capabilities it has there CAP_SYS_ADMIN and CAP_NET_ADMIN alone,
+// ambient so that they survive the exec: that user namespace owns only
+// the PID and IPC namespaces of runs and the network namespaces of graded
+// cases, so the capabilities let the server make those (and bring their
+// loopback interfaces up) and nothing else (the mount and network
+// namespaces stay the episode's, owned by its user namespace, where the
+// server has no capability). It
+// is not dumpable once forkserver.py runs (nor is any process it makes
+// until a run's program takes its request: their /proc files are
+// root's; the exec makes it dumpable again for the interpreter's start,
+// when a run of the uid could read, not write, its /proc: nothing of a
+// task is in it), and no process of a run can name it: runs are in PID
+// namespaces below its own, and the kernel refuses a pidfd_send_signal
+// through a /proc descriptor of a process outside the sender's
+// namespace. A spawned run of the uid beside it (the fallback) is the
+// owner of the server's user namespace, in its parent, so the kernel
+// gives it every capability there: the filter's setns denial is what
+// keeps it out of that namespace and the next run's IPC and PID
+// namespaces (without it, it joined them), with the ptrace family's, the
+// server's root-owned /proc files and the read-only /proc
+// (testdata/agents/fork_server_kill.py tries every way, from a forked
+// run, a spawned one and another uid's: TestForkServerOwnerReachesNothing).
 //
 // A server makes its first run's child as soon as it starts, and the
 // next as soon as the run before took its request, so that it is ready
 // however soon the next comes. The child unshares the run's PID and IPC
-// namespaces, drops every capability, installs the episode's filter over
+// namespaces (and a NetworkForker's a network namespace, whose loopback
+// interface it brings up), drops every capability, installs the episode's filter over
 // the server's (so nothing it forks can unshare anything), and forks the
 // namespace's init (no handler for any signal, orphans reaped by the
 // kernel, every descriptor closed; it dies with the child, and ends once
@@ -176,10 +191,11 @@
 // processes alive beside it: the next run's three, another server and
 // its first run's three; a spawned run finds those counted too).
 //
-// ForkServer.Forker asks the template for a server; Forker.Run runs a
-// Command through it when the server serves it (the server's interpreter
-// with -E, -s and at most -B on a script, its environment and limits)
-// and spawns it (Episode.Run) otherwise: another command, a template
+// ForkServer.Forker (NetworkForker, for commands with OwnNetwork) asks
+// the template for a server; Forker.Run runs a Command through it when
+// the server serves it (the server's interpreter with -E, -s and at most
+// -B on a script, its environment and limits, its OwnNetwork) and spawns
+// it (Episode.Run) otherwise: another command, a template
 // still starting (a run right after the reset), a server that ended
 // twice before a run started, or one that failed a step (then every run
 // is, ForkServer.Err says why). A server or template that dies is

@@ -45,7 +45,7 @@ var denials = []denial{
 		why: "the mount family (old and new API); Docker denies it without CAP_SYS_ADMIN"},
 	unshareDenial,
 	{names: []string{"setns"},
-		why: "joining other namespaces; Docker denies it"},
+		why: "joining other namespaces; Docker denies it. A run spawned beside a fork server holds every capability in the server's user namespace (it owns it from the parent): with setns it joined that one and the next run's IPC namespace (TestForkServerOwnerReachesNothing)"},
 	{names: []string{"clone"}, args: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: cloneNamespaceFlags}},
 		why: "clone that makes a namespace, as unshare does; plain fork and threads stay allowed; Docker's rule"},
 	{names: []string{"kexec_load", "kexec_file_load", "reboot", "init_module", "finit_module", "delete_module"},
@@ -96,7 +96,7 @@ var unshareDenial = denial{names: []string{"unshare"},
 
 // serverDenials are the fork server's filter (forkserver.go): the
 // episode's but for unshare, which it may call to make a PID and an IPC
-// namespace together (once per run, in the run's own child, which then
+// namespace together, with or without a network namespace (once per run, in the run's own child, which then
 // drops its capabilities and installs the episode's filter over this one
 // before it forks anything that runs agent code).
 var serverDenials = func() []denial {
@@ -105,8 +105,9 @@ var serverDenials = func() []denial {
 		if d.names[0] == "unshare" {
 			d.args = seccomp.ArgumentConditions{
 				{Argument: 0, Operation: seccomp.NotEqual, Value: unix.CLONE_NEWPID | unix.CLONE_NEWIPC},
+				{Argument: 0, Operation: seccomp.NotEqual, Value: unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWNET},
 			}
-			d.why = "unshare but of a PID and an IPC namespace together"
+			d.why = "unshare but of a PID and an IPC namespace together (and a network namespace, for a graded case)"
 		}
 		out = append(out, d)
 	}

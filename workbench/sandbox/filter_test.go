@@ -180,8 +180,9 @@ func TestFilterProgram(t *testing.T) {
 }
 
 // TestServerFilterProgram: the fork server's filter is the episode's but
-// for unshare, which it allows exactly with CLONE_NEWPID|CLONE_NEWIPC;
-// every other namespace call stays denied.
+// for unshare, which it allows exactly with CLONE_NEWPID|CLONE_NEWIPC, or
+// that and CLONE_NEWNET (a graded case's); every other namespace call
+// stays denied.
 func TestServerFilterProgram(t *testing.T) {
 	t.Parallel()
 	info, err := arch.GetInfo("")
@@ -201,7 +202,11 @@ func TestServerFilterProgram(t *testing.T) {
 		{unshare, []uint64{unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWIPC}, retEPERM},
 		{unshare, []uint64{unix.CLONE_NEWNS}, retEPERM},
 		{unshare, []uint64{unix.CLONE_NEWNET}, retEPERM},
+		{unshare, []uint64{unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWNET}, retAllow},
+		{unshare, []uint64{unix.CLONE_NEWPID | unix.CLONE_NEWNET}, retEPERM},
+		{unshare, []uint64{unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWNET}, retEPERM},
 		{unshare, []uint64{1<<32 | unix.CLONE_NEWPID | unix.CLONE_NEWIPC}, retEPERM},
+		{unshare, []uint64{1<<32 | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWNET}, retEPERM},
 		{setns, []uint64{3, 0}, retEPERM},
 		{clone, []uint64{unix.CLONE_NEWPID | uint64(unix.SIGCHLD)}, retEPERM},
 		{keyctl, nil, retEPERM},

@@ -91,7 +91,7 @@ const runParents = 4
 // index forkserver.py's _child and _program give them.
 var forkSteps = []string{"parent-death signal", "read the request", "make the run's PID and IPC namespaces",
 	"drop capabilities", "install the syscall filter", "fork the PID namespace's init", "fork the program",
-	"hand over the run's pipes", "chdir", "setrlimit", "set up the program"}
+	"hand over the run's pipes", "chdir", "setrlimit", "set up the program", "bring the run's loopback interface up"}
 
 // errServerGone and errServerFailed say a fork server's run did not
 // start: its server was gone (or went before it forked the program), or
@@ -130,6 +130,9 @@ var forkServerProgram = sync.OnceValue(func() string {
 		"@@CLONE_NEWUSER@@", n(unix.CLONE_NEWUSER),
 		"@@CLONE_NEWPID@@", n(unix.CLONE_NEWPID),
 		"@@CLONE_NEWIPC@@", n(unix.CLONE_NEWIPC),
+		"@@CLONE_NEWNET@@", n(unix.CLONE_NEWNET),
+		"@@SIOCSIFFLAGS@@", n(unix.SIOCSIFFLAGS),
+		"@@IFF_UP@@", n(unix.IFF_UP),
 		"@@SECCOMP_SET_MODE_FILTER@@", n(unix.SECCOMP_SET_MODE_FILTER),
 		"@@SIGKILL@@", n(int(unix.SIGKILL)),
 		"@@SIGSTOP@@", n(int(unix.SIGSTOP)),
@@ -308,7 +311,7 @@ func (f *ForkServer) startTemplate() (*template, error) {
 		filter = append(filter, byte(in.Code), byte(in.Code>>8), in.Jt, in.Jf, byte(in.K), byte(in.K>>8), byte(in.K>>16), byte(in.K>>24))
 	}
 	lims := serverLimits(f.cfg.Limits)
-	l, err := f.ep.launcherFor(lims, true)
+	l, err := f.ep.launcherFor(lims, true, false)
 	if err != nil {
 		return nil, fmt.Errorf("fork server: %w", err)
 	}
@@ -368,11 +371,13 @@ func (f *ForkServer) startTemplate() (*template, error) {
 // of its own (unprivileged: the kernel lets any process make one), maps
 // the uid (and gid) to itself and nothing else, through the server's
 // /proc (launcherProcFD: the episode's is read-only), and keeps of the
-// capabilities it has there only CAP_SYS_ADMIN, made ambient so that the
-// interpreter keeps it across the exec: what its runs' children need to
-// make their PID and IPC namespaces, which the user namespace owns (it
-// owns nothing else: the mount and network namespaces stay the
-// episode's). Its /proc entry is its own only while it writes the maps.
+// capabilities it has there only CAP_SYS_ADMIN and CAP_NET_ADMIN, made
+// ambient so that the interpreter keeps them across the exec: what its
+// runs' children need to make their PID and IPC namespaces (and a graded
+// case's network namespace, and bring its loopback interface up), which
+// the user namespace owns (it owns nothing else: the mount and network
+// namespaces stay the episode's). Its /proc entry is its own only while
+// it writes the maps.
 func forkServerTable(im *image, uid int) {
 	// The lowest free descriptor: the program has 0..launcherProcFD.
 	const mapFD = launcherProcFD + 1
@@ -388,16 +393,20 @@ func forkServerTable(im *image, uid int) {
 	writeProc("setgroups", "deny")
 	writeProc("uid_map", fmt.Sprintf("%d %d 1", uid, uid))
 	writeProc("gid_map", fmt.Sprintf("%d %d 1", uid, uid))
-	const admin = 1 << unix.CAP_SYS_ADMIN
 	caps := make([]byte, 24) // effective, permitted, inheritable; twice (64 bits)
 	for i := range 3 {
-		binary.LittleEndian.PutUint32(caps[4*i:], admin)
+		binary.LittleEndian.PutUint32(caps[4*i:], serverCaps)
 	}
 	im.add(tableProgram,
 		sys(unix.SYS_PRCTL, "not dumpable", unix.PR_SET_DUMPABLE, 0),
-		sys(unix.SYS_CAPSET, "keep only CAP_SYS_ADMIN", im.words(unix.LINUX_CAPABILITY_VERSION_3), im.put(caps)),
-		sys(unix.SYS_PRCTL, "make CAP_SYS_ADMIN ambient", unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, unix.CAP_SYS_ADMIN))
+		sys(unix.SYS_CAPSET, "keep only CAP_SYS_ADMIN and CAP_NET_ADMIN", im.words(unix.LINUX_CAPABILITY_VERSION_3), im.put(caps)),
+		sys(unix.SYS_PRCTL, "make CAP_SYS_ADMIN ambient", unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, unix.CAP_SYS_ADMIN),
+		sys(unix.SYS_PRCTL, "make CAP_NET_ADMIN ambient", unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, unix.CAP_NET_ADMIN))
 }
+
+// serverCaps are the capabilities the fork server keeps in its user
+// namespace (see forkServerTable).
+const serverCaps = 1<<unix.CAP_SYS_ADMIN | 1<<unix.CAP_NET_ADMIN
 
 // socketPair is a pair of connected unix sequenced-packet sockets.
 func socketPair() (*os.File, *os.File, error) {
@@ -449,6 +458,9 @@ func (f *ForkServer) Close() error {
 // the template's state, whatever the runs of another did.
 type Forker struct {
 	fs *ForkServer
+	// net: each run of it has a network namespace of its own
+	// (NetworkForker); it runs only commands with OwnNetwork set.
+	net bool
 	// tmpl and sock are its template and the server's end of its socket;
 	// nil until asked for, and again once the server is gone.
 	tmpl *template
@@ -457,8 +469,15 @@ type Forker struct {
 
 // Forker returns a new server of f. It is asked of the template at once,
 // so a run through it seldom waits for it.
-func (f *ForkServer) Forker() *Forker {
-	k := &Forker{fs: f}
+func (f *ForkServer) Forker() *Forker { return f.forker(false) }
+
+// NetworkForker is Forker for commands with OwnNetwork: each run's child
+// makes a network namespace for the run too (graded cases' server), made
+// ahead of the run as the rest of its namespaces are.
+func (f *ForkServer) NetworkForker() *Forker { return f.forker(true) }
+
+func (f *ForkServer) forker(net bool) *Forker {
+	k := &Forker{fs: f, net: net}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -481,7 +500,11 @@ func (k *Forker) connect() {
 		if err != nil {
 			return
 		}
-		err = send(t.ctl, []byte("serve"), int(theirs.Fd()))
+		msg := "serve"
+		if k.net {
+			msg = "serve-net"
+		}
+		err = send(t.ctl, []byte(msg), int(theirs.Fd()))
 		theirs.Close()
 		if err == nil {
 			k.tmpl, k.sock = t, ours
@@ -533,14 +556,14 @@ func (f *ForkServer) forkable(c Command) (flags []string, script string, ok bool
 }
 
 // Run runs c as a child of the server when it can (see forkable), and
-// spawns it (Episode.Run) otherwise: when c is not one the server runs,
-// its template is not ready yet, the server is broken, or it is gone
-// twice before the run starts. A
-// run it forks is contained, limited, captured, timed and reported as a
+// spawns it (Episode.Run) otherwise: when c is not one the server runs
+// (or its OwnNetwork is not the Forker's), its template is not ready yet,
+// the server is broken, or it is gone twice before the run starts. A run
+// it forks is contained, limited, captured, timed and reported as a
 // spawned one.
 func (k *Forker) Run(ctx context.Context, c Command) (Result, error) {
 	flags, script, ok := k.fs.forkable(c)
-	if !ok {
+	if !ok || c.OwnNetwork != k.net {
 		return k.fs.ep.Run(ctx, c)
 	}
 	for range maxTemplateFailures {

@@ -76,6 +76,9 @@ _fprog = _FProg(len(_filter) // 8, ctypes.addressof(_filter_buf))
 _cap_header = (ctypes.c_uint32 * 2)(@@CAP_VERSION@@, 0)
 _cap_none = (ctypes.c_uint32 * 6)()
 _rlimit = (ctypes.c_uint64 * 2)()
+# struct ifreq for SIOCSIFFLAGS: "lo", IFF_UP (a graded case's network
+# namespace's loopback interface).
+_lo_up = ctypes.create_string_buffer(b"lo".ljust(16, b"\0") + (@@IFF_UP@@).to_bytes(2, "little"), 40)
 _prctl(@@PR_SET_DUMPABLE@@, 0)
 _S_IFMT = sys.modules["stat"].S_IFMT
 _stdio_kinds = [_S_IFMT(os.fstat(fd).st_mode) for fd in (0, 1, 2)]
@@ -114,7 +117,7 @@ def _template():
         if msg is None:
             os._exit(0)
         _reap()
-        if msg != b"serve" or len(fds) != 1:
+        if msg not in (b"serve", b"serve-net") or len(fds) != 1:
             os._exit(70)
         if os.fork() == 0:
             _prctl(@@PR_SET_PDEATHSIG@@, @@SIGKILL@@)
@@ -122,16 +125,17 @@ def _template():
                 os._exit(1)
             os.dup2(fds[0], 0)
             os.close(fds[0])
-            return _server()
+            return _server(msg == b"serve-net")
         os.close(fds[0])
 
 
-def _server():
-    # One run at a time. The first run's child is made at once; each next
-    # one as soon as the run before took its request (the child says so on
-    # a pipe), so that it is ready when the next request comes, however
-    # soon. A child that ends without taking one is replaced; one that says
-    # the socket ended (3) ends the server.
+def _server(net):
+    # One run at a time (each in a network namespace of its own with net).
+    # The first run's child is made at once; each next one as soon as the
+    # run before took its request (the child says so on a pipe), so that it
+    # is ready when the next request comes, however soon. A child that ends
+    # without taking one is replaced; one that says the socket ended (3)
+    # ends the server.
     me = os.getpid()
     took_r, took_w = os.pipe()
     children, make = {}, True
@@ -142,7 +146,7 @@ def _server():
                 os.close(took_r)
                 for fd in children:
                     os.close(fd)
-                return _child(me, took_w)
+                return _child(me, took_w, net)
             children[os.pidfd_open(pid)] = pid
             make = False
         ready = select.select([took_r, *children], [], [])[0]
@@ -185,12 +189,13 @@ def _fail(step, e, fds):
 
 
 # A failure report's index is the step (forkSteps in forkserver.go words
-# them): 0..7 the child's, 8..10 the program's.
+# them): 0..7 and 11 the child's, 8..10 the program's.
 
 
-def _child(server, took):
+def _child(server, took, net):
     # A run's child, made before the request: it makes the run's PID and
-    # IPC namespaces, drops its capabilities, installs the episode's
+    # IPC namespaces (and with net a network namespace, its loopback
+    # interface up), drops its capabilities, installs the episode's
     # filter, and forks the namespace's init and the program; the program
     # takes the request and hands the child the run's report and cancel
     # pipes. The init ends once the program did (the kernel then kills
@@ -202,7 +207,16 @@ def _child(server, took):
         if os.getppid() != server:
             os._exit(1)
         step = 2
-        _sys(@@SYS_UNSHARE@@, @@CLONE_NEWPID@@ | @@CLONE_NEWIPC@@)
+        _sys(@@SYS_UNSHARE@@, @@CLONE_NEWPID@@ | @@CLONE_NEWIPC@@ | (@@CLONE_NEWNET@@ if net else 0))
+        if net:
+            step = 11
+            s = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
+            try:
+                if _libc.ioctl(s.fileno(), ctypes.c_ulong(@@SIOCSIFFLAGS@@), _lo_up) == -1:
+                    e = ctypes.get_errno()
+                    raise OSError(e, os.strerror(e))
+            finally:
+                s.close()
         step = 3
         _sys(@@SYS_CAPSET@@, _cap_header, _cap_none)
         step = 4

@@ -466,7 +466,7 @@ func (f *forkEnv) template(t *testing.T) serverProcess {
 // the episode's uid, not dumpable (their /proc files are root's), with no
 // new privileges, in a user namespace of their own that maps the uid
 // alone; the template and server with the server's filter and of all
-// capabilities CAP_SYS_ADMIN alone, the next run's child, init and
+// capabilities CAP_SYS_ADMIN and CAP_NET_ADMIN alone, the next run's child, init and
 // program with none and the episode's filter over the server's.
 func TestForkServerProcesses(t *testing.T) {
 	t.Parallel()
@@ -492,6 +492,7 @@ func TestForkServerProcesses(t *testing.T) {
 		t.Fatalf("server processes: %v", desc)
 	}
 	uid := strconv.Itoa(f.ep.UID())
+	caps := fmt.Sprintf("%016x", 1<<unix.CAP_SYS_ADMIN|1<<unix.CAP_NET_ADMIN)
 	admin := 0
 	// This process's filters (in a workspace container, Docker's profile)
 	// and the server's, and for a run's child and init the episode's too.
@@ -504,8 +505,8 @@ func TestForkServerProcesses(t *testing.T) {
 			}
 		}
 		switch {
-		case strings.Contains(p.status, "CapEff:\t0000000000200000") && strings.Contains(p.status, "CapPrm:\t0000000000200000") &&
-			strings.Contains(p.status, "CapAmb:\t0000000000200000") && strings.Contains(p.status, server):
+		case strings.Contains(p.status, "CapEff:\t"+caps) && strings.Contains(p.status, "CapPrm:\t"+caps) &&
+			strings.Contains(p.status, "CapAmb:\t"+caps) && strings.Contains(p.status, server):
 			admin++
 		case strings.Contains(p.status, "CapEff:\t0000000000000000") && strings.Contains(p.status, "CapPrm:\t0000000000000000") &&
 			strings.Contains(p.status, child):
@@ -528,7 +529,146 @@ func TestForkServerProcesses(t *testing.T) {
 		}
 	}
 	if admin != 2 {
-		t.Errorf("%d processes with CAP_SYS_ADMIN, want the template and the server", admin)
+		t.Errorf("%d processes with the server's capabilities, want the template and the server", admin)
+	}
+}
+
+// TestOwnNetwork: a run with OwnNetwork, forked (through a
+// NetworkForker) or spawned, is in a network namespace of its own with its
+// loopback interface up, so a port the run before it left in TIME_WAIT in
+// the episode's is free there (the control: a run without OwnNetwork finds
+// it taken). A command whose OwnNetwork is not its Forker's is spawned.
+func TestOwnNetwork(t *testing.T) {
+	t.Parallel()
+	f := newForkEnv(t)
+	net := f.fs.NetworkForker()
+	const port = "47124"
+	f.write(t, ".run.py", `import socket
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(1)
+client = socket.socket()
+client.bind(("127.0.0.1", `+port+`))
+client.connect(listener.getsockname())
+conn = listener.accept()[0]
+client.close()  # first: its port stays in TIME_WAIT
+conn.close()
+print("left", flush=True)
+`)
+	if res := f.fork(t, f.command(nil)); string(res.Stdout) != "left\n" {
+		t.Fatalf("the run that leaves a port in TIME_WAIT: %q %q", res.Stdout, res.Stderr)
+	}
+	f.write(t, ".run.py", `import socket
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", `+port+`))
+    print("port free")
+except OSError:
+    print("port taken")
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(1)
+socket.create_connection(listener.getsockname()).sendall(b"loopback up")
+print(listener.accept()[0].recv(100).decode())
+`)
+	for _, c := range []struct {
+		name   string
+		k      *Forker // nil: spawned
+		own    bool
+		forked bool
+		want   string
+	}{
+		{"forked, the episode's network (the control)", f.k, false, true, "port taken"},
+		{"spawned, the episode's network (the control)", nil, false, false, "port taken"},
+		{"forked, its own", net, true, true, "port free"},
+		{"forked again, its own", net, true, true, "port free"},
+		{"spawned, its own", nil, true, false, "port free"},
+		{"through a Forker without networks", f.k, true, false, "port free"},
+		{"without OwnNetwork through a NetworkForker", net, false, false, "port taken"},
+	} {
+		cmd := f.command(nil)
+		cmd.OwnNetwork = c.own
+		before := f.fs.Forked()
+		var res Result
+		var err error
+		if c.k == nil {
+			res, err = f.ep.Run(context.Background(), cmd)
+		} else {
+			res, err = c.k.Run(context.Background(), cmd)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if forked := f.fs.Forked() == before+1; forked != c.forked {
+			t.Errorf("%s: forked %v, want %v (%v)", c.name, forked, c.forked, f.fs.Err())
+		}
+		if want := c.want + "\nloopback up\n"; string(res.Stdout) != want {
+			t.Errorf("%s: %q %q, want %q", c.name, res.Stdout, res.Stderr, want)
+		}
+	}
+}
+
+// TestForkServerOwnerReachesNothing: the processes that could hold a
+// capability over the server's processes try every way
+// testdata/agents/fork_server_kill.py knows on them: a spawned run of the
+// uid beside the server (the owner of the server's user namespace, in its
+// parent: the kernel gives it every capability there) and another
+// episode's runs, forked and spawned. None reaches any, and the next run
+// comes from the same template.
+func TestForkServerOwnerReachesNothing(t *testing.T) {
+	t.Parallel()
+	f := newForkEnv(t, "json")
+	other := newForkEnv(t, "json")
+	src, err := os.ReadFile(filepath.Join("..", "..", "testdata", "agents", "fork_server_kill.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.write(t, ".run.py", "pass")
+	f.fork(t, f.command(nil)) // the next run's child, init and program are made now
+	template := f.template(t).pid
+	var pids []string
+	for _, p := range f.serverProcesses(t) {
+		pids = append(pids, strconv.Itoa(p.pid))
+	}
+	serverPIDs := strings.Join(pids, ",")
+	for _, a := range []struct {
+		name   string
+		env    *forkEnv
+		target string // {{TARGET_PIDS}}: empty, the processes of the run's uid
+		fork   bool
+	}{
+		{"spawned run of the uid", f, "", false},
+		{"forked run of another uid", other, serverPIDs, true},
+		{"spawned run of another uid", other, serverPIDs, false},
+	} {
+		code := string(src)
+		if a.target != "" {
+			code = strings.ReplaceAll(code, "{{TARGET_PIDS}}", a.target)
+		}
+		a.env.write(t, ".run.py", code)
+		var res Result
+		if a.fork {
+			res = a.env.fork(t, a.env.command(nil))
+		} else {
+			res = a.env.spawn(t, a.env.command(nil))
+		}
+		out := string(res.Stdout)
+		if !strings.Contains(out, "reached []") || res.ExitCode != 0 || !strings.Contains(out, "targets ") || strings.Contains(out, "targets 0\n") {
+			t.Errorf("%s: exit %d\n%s%s", a.name, res.ExitCode, out, res.Stderr)
+		}
+	}
+	if got := f.template(t).pid; got != template {
+		t.Fatalf("the template was %d, is %d", template, got)
+	}
+	for _, p := range f.serverProcesses(t) {
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+		if i := strings.LastIndexByte(string(stat), ')'); i < 0 || len(strings.Fields(string(stat[i+1:]))) < 17 || strings.Fields(string(stat[i+1:]))[16] != "0" {
+			t.Errorf("server process %d reniced: %s", p.pid, stat)
+		}
+	}
+	f.write(t, ".run.py", "print('still served')")
+	if res := f.fork(t, f.command(nil)); string(res.Stdout) != "still served\n" {
+		t.Fatalf("after the attacks: %q %q", res.Stdout, res.Stderr)
 	}
 }
 

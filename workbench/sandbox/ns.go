@@ -152,9 +152,7 @@ func setupTable(im *image, cfg Config, uid int) {
 	ws := cfg.WorkspaceDir
 	attr := im.words(unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID, 0, unix.MS_PRIVATE, 0)
 	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=1777", cfg.EpisodeBytes, cfg.EpisodeInodes)
-	ifreq := make([]byte, 40)
-	copy(ifreq, "lo")
-	ifreq[16] = unix.IFF_UP
+	ifreq := loopbackUp()
 	ignore := func(c call) call { c.ignore = true; return c }
 	tmpfs := im.str("tmpfs")
 	im.add(tableProgram,
@@ -182,20 +180,39 @@ func setupTable(im *image, cfg Config, uid int) {
 	)
 }
 
+// loopbackUp is the struct ifreq that SIOCSIFFLAGS takes to bring the
+// loopback interface up.
+func loopbackUp() []byte {
+	ifreq := make([]byte, 40)
+	copy(ifreq, "lo")
+	ifreq[16] = unix.IFF_UP
+	return ifreq
+}
+
 // namespacedTables are a namespaced run's launcher's own tables (the
 // program's is programTable): enter the episode's namespaces and make new
-// PID and IPC namespaces for the run; the init (pid 1 of the PID
-// namespace) dies with the launcher, ignores SIGCHLD (the kernel reaps
-// the orphans it inherits), drops its capabilities and closes every
+// PID and IPC namespaces for the run (and, with ownNet, a network
+// namespace whose loopback interface it brings up); the init (pid 1 of
+// the PID namespace) dies with the launcher, ignores SIGCHLD (the kernel
+// reaps the orphans it inherits), drops its capabilities and closes every
 // descriptor; the launcher keeps only its report and cancel pipes.
-func namespacedTables(im *image) {
+func namespacedTables(im *image, ownNet bool) {
 	ignore := func(c call) call { c.ignore = true; return c }
 	im.add(tableBefore,
 		sys(unix.SYS_SETNS, "enter the episode's user namespace", launcherUserNSFD, unix.CLONE_NEWUSER),
 		sys(unix.SYS_SETNS, "enter the episode's mount namespace", launcherMntNSFD, unix.CLONE_NEWNS),
-		sys(unix.SYS_SETNS, "enter the episode's network namespace", launcherNetNSFD, unix.CLONE_NEWNET),
-		sys(unix.SYS_UNSHARE, "make the run's PID and IPC namespaces", unix.CLONE_NEWPID|unix.CLONE_NEWIPC),
-	)
+		sys(unix.SYS_SETNS, "enter the episode's network namespace", launcherNetNSFD, unix.CLONE_NEWNET))
+	if !ownNet {
+		im.add(tableBefore, sys(unix.SYS_UNSHARE, "make the run's PID and IPC namespaces", unix.CLONE_NEWPID|unix.CLONE_NEWIPC))
+	} else {
+		// A run's launcher has 0..launcherNetNSFD: the socket is the next.
+		const sockFD = launcherNetNSFD + 1
+		im.add(tableBefore,
+			sys(unix.SYS_UNSHARE, "make the run's PID, IPC and network namespaces", unix.CLONE_NEWPID|unix.CLONE_NEWIPC|unix.CLONE_NEWNET),
+			sys(unix.SYS_SOCKET, "socket for the run's loopback interface", unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0),
+			sys(unix.SYS_IOCTL, "bring the run's loopback interface up", sockFD, unix.SIOCSIFFLAGS, im.put(loopbackUp())),
+			sys(unix.SYS_CLOSE, "close the socket", sockFD))
+	}
 	const sigIgn = 1
 	im.add(tableInit,
 		sys(unix.SYS_PRCTL, "parent-death signal", unix.PR_SET_PDEATHSIG, uint64(unix.SIGKILL)),

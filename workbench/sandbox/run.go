@@ -41,6 +41,12 @@ type Command struct {
 	// OutputBytes is how much of each of stdout and stderr is kept; zero
 	// means DefaultOutputBytes. The rest is read and counted, not kept.
 	OutputBytes int
+	// OwnNetwork runs the program in a network namespace of its own (its
+	// loopback interface up) instead of the episode's; in namespaces only.
+	// What earlier runs left in the episode's (a port in TIME_WAIT, a
+	// socket bound and kept alive by descriptors in flight) is not there,
+	// and nothing of the run outlives it. Graded cases run so.
+	OwnNetwork bool
 }
 
 // Result is what a run printed and how it ended.
@@ -119,7 +125,7 @@ func (e *Episode) start(c Command) (_ *proc, err error) {
 	if len(c.Argv) == 0 || !filepath.IsAbs(c.Argv[0]) {
 		return nil, fmt.Errorf("run: argv %q: want an absolute program path: %w", c.Argv, ErrLaunch)
 	}
-	l, err := e.launcherFor(c.Limits, false)
+	l, err := e.launcherFor(c.Limits, false, c.OwnNetwork)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w: %w", c.Argv[0], ErrLaunch, err)
 	}

@@ -347,11 +347,12 @@ func (e *Episode) Close() error {
 
 // launcherFor returns the episode's launcher for lims, made on first use:
 // a run's, or (server) a fork server's, which starts in / with the
-// server's filter.
-func (e *Episode) launcherFor(lims Limits, server bool) (*launcher, error) {
+// server's filter; ownNet gives a run a network namespace of its own
+// (Command.OwnNetwork).
+func (e *Episode) launcherFor(lims Limits, server, ownNet bool) (*launcher, error) {
 	rl := lims.WithDefaults().rlimits(e.uid >= 0)
 	var key strings.Builder
-	fmt.Fprintf(&key, "server=%v,", server)
+	fmt.Fprintf(&key, "server=%v,net=%v,", server, ownNet && e.ns != nil)
 	for _, l := range rl {
 		fmt.Fprintf(&key, "%d=%d,", l.resource, l.value)
 	}
@@ -366,7 +367,7 @@ func (e *Episode) launcherFor(lims Limits, server bool) (*launcher, error) {
 	im := &image{mode: modeExec}
 	if e.ns != nil {
 		im.mode = modeNamespaces
-		namespacedTables(im)
+		namespacedTables(im, ownNet)
 	}
 	dir := e.codeDir
 	if server {
