@@ -305,8 +305,9 @@ func rawDown(ctx context.Context, cli campaignAPI, ids rawIDs, conc int) error {
 
 // cliRunArgs is `docker run -d` with the spec's settings, as far as the
 // CLI spells them; environment values come from the CLI's environment
-// (-e NAME), never the command line.
-func cliRunArgs(s containerSpec) []string {
+// (-e NAME), never the command line. An inline seccomp profile (the API
+// takes its JSON, the CLI a file) is written to a file in dir.
+func cliRunArgs(s containerSpec, dir string) ([]string, error) {
 	hc, cfg := s.HostConfig, s.Config
 	args := []string{"run", "-d", "--name", s.Name, "--network", string(hc.NetworkMode)}
 	if hc.Init != nil && *hc.Init {
@@ -326,6 +327,13 @@ func cliRunArgs(s containerSpec) []string {
 		args = append(args, "--cap-add", c)
 	}
 	for _, o := range hc.SecurityOpt {
+		if profile, ok := strings.CutPrefix(o, "seccomp="); ok && strings.HasPrefix(profile, "{") {
+			f := filepath.Join(dir, "seccomp-"+s.Name+".json")
+			if err := os.WriteFile(f, []byte(profile), 0o600); err != nil {
+				return nil, err
+			}
+			o = "seccomp=" + f
+		}
 		args = append(args, "--security-opt", o)
 	}
 	if hc.ReadonlyRootfs {
@@ -355,7 +363,7 @@ func cliRunArgs(s containerSpec) []string {
 		args = append(args, "-e", strings.SplitN(e, "=", 2)[0])
 	}
 	args = append(args, cfg.Image)
-	return append(args, cfg.Cmd...)
+	return append(args, cfg.Cmd...), nil
 }
 
 // docker runs the docker CLI and returns its trimmed stdout.
@@ -393,8 +401,17 @@ func cliUp(ctx context.Context, s *rawSet) (rawIDs, error) {
 		ids.networks = append(ids.networks, id)
 	}
 	env := s.env
+	dir, err := os.MkdirTemp("", "agentpen-bench-cli-")
+	if err != nil {
+		return ids, err
+	}
+	defer os.RemoveAll(dir)
 	for _, c := range append([]containerSpec{s.server}, s.works...) {
-		id, err := docker(ctx, slices.Concat(env, c.Config.Env), cliRunArgs(c)...)
+		args, err := cliRunArgs(c, dir)
+		if err != nil {
+			return ids, err
+		}
+		id, err := docker(ctx, slices.Concat(env, c.Config.Env), args...)
 		if err != nil {
 			return ids, err
 		}
