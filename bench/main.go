@@ -396,17 +396,20 @@ operations, each waiting for a core) rose from 0.17 / 0.10 ms to 0.8 / 1.7 ms in
   spawn every run and are its control). Each run is a process forked from one interpreter per
   episode, its init and program made before its request; what remains on a run's path is the
   request, the program's set-up (about 1.1 ms), the script, and three hand-offs at its end (the
-  program ends, the init ends, the child reports). On this shared machine those hand-offs set the
-  figure more than CPU time does, so it moves with the load far more than a bare spawn's: in the
-  runs of 2026-12-02, BenchmarkForkRunPass (a fork server's run of a script of pass, no tool
-  around it) measured 0.28x a bare spawn at a load average of 5 (3.1 against 11.0 ms) and
-  0.37-0.56x at 10-20; the tool rows at a load average of 16 were run_python 0.43x, run_tests
-  (1 + 3) 2.3x and code submit (3 + 6) 4.6x (the spawn rows of the same run 1.16x, 5.2x and
-  14.9x), and at 10-20 with spikes 0.61x, 5.6x and 9.3x (against 1.7x, 9.4x and 11.1x). The
-  targets (0.3x, 2x, 4x) want a quieter machine than these runs had. A live code episode's
-  server holds 4.3-5.9 MiB beyond one idle interpreter's RSS (the template, a runs' server and a
-  grading server, and the next run's processes made ahead). A run right after a reset, before the
-  template is up, is spawned (BenchmarkForkFirstRun). Not measured here: a full oracle code
+  program ends, the init ends, the child reports). Those hand-offs set the figure more than CPU
+  time does, so it moves with the load far more than a bare spawn's: with nothing else running
+  (2026-12-02) run_python measured 0.24x a bare spawn, run_tests (1 + 3) 1.7x and code submit
+  (3 + 6) 3.8x, every graded case in a network namespace of its own (made ahead with the rest);
+  at a load average of 16 the same rows were 0.43x, 2.3x and 4.6x, and at 10-20 with spikes
+  0.61x, 5.6x and 9.3x. A live code episode's server holds about 7.4 MiB beyond one idle
+  interpreter's RSS (the template, a runs' server and a grading server, and each one's next
+  run's processes made ahead). A run right after a reset, before the template is up, is spawned
+  (BenchmarkForkFirstRun).
+- **8 sessions against 1** (BenchmarkWSEpisodes) plays oracle episodes with no time between
+  their steps, so the fork server's start at each reset and its processes made ahead run on the
+  other core: one session's episode went from 105 to 66 ms with it, 8 sessions' from 69 to 63
+  ms (interleaved builds, 2026-12-02), and the ratio from 0.65x to 0.96x. More episodes per
+  minute either way; the ratio's target (0.5x) assumed one session left a core idle. Not measured here: a full oracle code
   episode against the seed's own environment, which this machine cannot run (its source is stored
   without line breaks); from issue 16's seed figures (run_tests 8.7x, code submit 19.6x a bare
   spawn) and the figures above, about 0.24x of the seed's time with those at a load average
