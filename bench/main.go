@@ -397,9 +397,10 @@ operations, each waiting for a core) rose from 0.17 / 0.10 ms to 0.8 / 1.7 ms in
   episode, its init and program made before its request; what remains on a run's path is the
   request, the program's set-up (about 1.1 ms), the script, and three hand-offs at its end (the
   program ends, the init ends, the child reports). Those hand-offs set the figure more than CPU
-  time does, so it moves with the load far more than a bare spawn's: with nothing else running
-  (2026-12-02) run_python measured 0.24x a bare spawn, run_tests (1 + 3) 1.7x and code submit
-  (3 + 6) 3.8x, every graded case in a network namespace of its own (made ahead with the rest);
+  time does, so it moves with the load far more than a bare spawn's: in two runs with nothing
+  else running (2026-12-02) run_python measured 0.24-0.28x a bare spawn, run_tests (1 + 3)
+  1.7-1.8x and code submit (3 + 6) 3.8-4.1x (the table's run is the second; the targets are
+  0.3x, 2x and 4x), every graded case in a network namespace of its own (made ahead);
   at a load average of 16 the same rows were 0.43x, 2.3x and 4.6x, and at 10-20 with spikes
   0.61x, 5.6x and 9.3x. A live code episode's server holds about 7.4 MiB beyond one idle
   interpreter's RSS (the template, a runs' server and a grading server, and each one's next
