@@ -410,11 +410,12 @@ operations, each waiting for a core) rose from 0.17 / 0.10 ms to 0.8 / 1.7 ms in
   their steps, so the fork server's start at each reset and its processes made ahead run on the
   other core: one session's episode went from 105 to 66 ms with it, 8 sessions' from 69 to 63
   ms (interleaved builds, 2026-12-02), and the ratio from 0.65x to 0.96x. More episodes per
-  minute either way; the ratio's target (0.5x) assumed one session left a core idle. Not measured here: a full oracle code
-  episode against the seed's own environment, which this machine cannot run (its source is stored
-  without line breaks); from issue 16's seed figures (run_tests 8.7x, code submit 19.6x a bare
-  spawn) and the figures above, about 0.24x of the seed's time with those at a load average
-  of 16 (0.5x with those at 10-20 with spikes).
+  minute either way; the ratio's target (0.5x) assumed one session left a core idle.
+- **Against the seed.** Not measured here: a full oracle code episode against the seed's own
+  environment, which this machine cannot run (its source is stored without line breaks). From
+  issue 16's seed figures (run_tests 8.7x, code submit 19.6x a bare spawn), which are most of
+  such an episode, and the fork server's rows above (1.8x and 4.1x), about 0.21x of the seed's
+  time with nothing else running (0.24x with the rows at a load average of 16).
 - **run_python** over the bare spawn: the launcher's exec, its setns into three namespaces and
   unshare of two (microseconds), two forks (the PID namespace's init and the program), and at
   the end three hand-offs the bare spawn does not have (the launcher wakes, kills the init, the
