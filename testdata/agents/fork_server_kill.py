@@ -51,9 +51,12 @@ def pidfd_signal(pid, sig):
 def write(path, data):
     with open(path, "wb") as f:
         f.write(data)
+# A read reaches something only when it reads a byte: a process that is
+# exiting has no memory left, and the kernel lets its uid open what its
+# /proc holds of it, which reads empty.
 def read(path):
     with open(path, "rb") as f:
-        return f.read(1)
+        return f.read(1) or False
 def setns(pid, ns):
     if os.readlink("/proc/%d/ns/%s" % (pid, ns)) == os.readlink("/proc/self/ns/" + ns):
         return False  # one this run is in already
@@ -64,10 +67,12 @@ def setns(pid, ns):
         os.close(fd)
 def read_mem(pid):
     with open("/proc/%d/maps" % pid) as m:
-        start = int(m.readline().split("-")[0], 16)
+        first = m.readline()
+    if not first:
+        return False
     with open("/proc/%d/mem" % pid, "rb") as f:
-        f.seek(start)
-        return f.read(1)
+        f.seek(int(first.split("-")[0], 16))
+        return f.read(1) or False
 def fds(pid):
     for fd in os.listdir("/proc/%d/fd" % pid):
         for mode in (os.O_RDONLY, os.O_WRONLY):
