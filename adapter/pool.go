@@ -69,7 +69,9 @@ func (a *Adapter) Claim(ctx context.Context, c *store.Campaign, task, attempt st
 	}
 	for _, s := range st.Pool {
 		if s.Claim != nil && s.Claim.TaskID == task && s.Claim.AttemptID == attempt {
-			return Claimed{}, fmt.Errorf("campaign %s: task %q attempt %q: %w (pool slot %d): give each claim of one task an attempt_id of its own", c.ID, task, attempt, ErrTaskClaimed, s.N)
+			// The task is not named: the error is logged, and task ids
+			// stay out of logs (the caller knows what it asked for).
+			return Claimed{}, fmt.Errorf("campaign %s: %w (pool slot %d): give each claim of one task an attempt_id of its own", c.ID, ErrTaskClaimed, s.N)
 		}
 	}
 	j, err := a.openJournal(c)

@@ -327,15 +327,26 @@ func TestAPIEndToEnd(t *testing.T) {
 			t.Errorf("a removed workspace's base_url: %d", resp.StatusCode)
 		}
 	}
-	// Secrets and task ids: the token, the API key, the capabilities and
-	// the task ids are in no log line; no state file holds the token,
-	// the API key or a capability.
+	// Secrets and task ids: see checkNoSecrets.
+	var urls []string
+	for _, w := range v.Workspaces {
+		urls = append(urls, w.BaseURL)
+	}
+	l.checkNoSecrets(t, urls, e2eTasks)
+}
+
+// checkNoSecrets: the token, the API key, the workspaces' capabilities
+// (the last element of each base_url) and the task ids are in no log
+// line; no API answer holds the token or the API key; no state file
+// holds the token, the API key or a capability.
+func (l *liveService) checkNoSecrets(t *testing.T, baseURLs, taskIDs []string) {
+	t.Helper()
 	logs := l.logs.String()
 	secrets := []string{l.token, l.apiKey}
-	for _, w := range v.Workspaces {
-		secrets = append(secrets, w.BaseURL[strings.LastIndex(w.BaseURL, "/")+1:])
+	for _, u := range baseURLs {
+		secrets = append(secrets, u[strings.LastIndex(u, "/")+1:])
 	}
-	for _, s := range append(secrets, e2eTasks...) {
+	for _, s := range append(secrets, taskIDs...) {
 		if strings.Contains(logs, s) {
 			t.Errorf("the logs hold %.12s...", s)
 		}

@@ -35,7 +35,9 @@ func (l *liveService) createPooled(t testing.TB, id string, n int) {
 // through HTTP only: claims bind a task to a pooled workspace each, and
 // each base_url plays its claimed task (a reset naming another refused);
 // a task and attempt claimed twice is a 409; DELETE removes the claimed
-// workspaces and the pool with the rest, and nothing remains.
+// workspaces and the pool with the rest, and nothing remains; no secret,
+// capability or claimed task id reached the logs, and no secret or
+// capability the state directory.
 func TestPoolThroughAPI(t *testing.T) {
 	l := startLive(t)
 	const id = "api-pool"
@@ -43,6 +45,7 @@ func TestPoolThroughAPI(t *testing.T) {
 	api := apiclient.New(l.ts.URL, l.token, nil)
 	tasks := e2eTasks[1:]
 	seen := map[string]bool{}
+	var urls []string
 	for i, task := range tasks {
 		cv, err := api.Claim(t.Context(), id, task, fmt.Sprint("p", i))
 		if err != nil {
@@ -56,6 +59,7 @@ func TestPoolThroughAPI(t *testing.T) {
 			t.Fatalf("claim %d: %+v (seen before: %v)", i, ws, seen[ws.AgentID])
 		}
 		seen[ws.AgentID] = true
+		urls = append(urls, ws.BaseURL)
 		playThroughProxy(t, ws.BaseURL, task, tasks[(i+1)%len(tasks)])
 	}
 	_, err := api.Claim(t.Context(), id, tasks[0], "p0")
@@ -72,6 +76,7 @@ func TestPoolThroughAPI(t *testing.T) {
 	if found, err := l.a.Labelled(t.Context(), campaign.LabelCampaign+"="+id); err != nil || len(found) > 0 {
 		t.Fatalf("after delete: %d labelled resources remain (%v)", len(found), err)
 	}
+	l.checkNoSecrets(t, urls, e2eTasks)
 }
 
 // BenchmarkPoolClaimAPI measures what a launcher waits for from a claim of a
