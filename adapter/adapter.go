@@ -5,23 +5,17 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
 	"log/slog"
-	"net/netip"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agentpen/agentpen/adapter/driver"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/store"
-	"github.com/docker/docker/api/types"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/client"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // Defaults of an Adapter.
@@ -31,39 +25,17 @@ const (
 	rollbackTimeout     = 90 * time.Second
 )
 
-// campaignAPI is what bring-up, readiness and removal call on the SDK
-// client.
-type campaignAPI interface {
-	ImageInspect(ctx context.Context, ref string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
-	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
-	NetworkInspect(ctx context.Context, id string, options network.InspectOptions) (network.Inspect, error)
-	NetworkRemove(ctx context.Context, id string) error
-	ContainerCreate(ctx context.Context, cfg *container.Config, hc *container.HostConfig, nc *network.NetworkingConfig, platform *ocispec.Platform, name string) (container.CreateResponse, error)
-	ContainerStart(ctx context.Context, id string, options container.StartOptions) error
-	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
-	ContainerInspectWithRaw(ctx context.Context, id string, size bool) (container.InspectResponse, []byte, error)
-	NetworkInspectWithRaw(ctx context.Context, id string, options network.InspectOptions) (network.Inspect, []byte, error)
-	ContainerRemove(ctx context.Context, id string, options container.RemoveOptions) error
-	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
-	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
-	NetworkConnect(ctx context.Context, networkID, containerID string, config *network.EndpointSettings) error
-	ContainerLogs(ctx context.Context, id string, options container.LogsOptions) (io.ReadCloser, error)
-	ContainerExecCreate(ctx context.Context, id string, options container.ExecOptions) (container.ExecCreateResponse, error)
-	ContainerExecAttach(ctx context.Context, execID string, options container.ExecAttachOptions) (types.HijackedResponse, error)
-	ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error)
-}
-
-var _ campaignAPI = (*client.Client)(nil)
-
-// Adapter brings campaigns up on one validated rootless daemon and records
-// everything it creates in each campaign's journal. Its exported fields
-// may be set until the first method call; zero values take the defaults.
+// Adapter is agentpen's engine: it brings campaigns up on one runtime
+// (its Driver), records everything it creates in each campaign's journal,
+// attests, claims, reconciles and removes them. Its exported fields may be
+// set until the first method call; zero values take the defaults.
 type Adapter struct {
-	// Docker is the pinned client (required).
-	Docker *Docker
-	// LockBase is where the daemon-wide locks and claims live (default
+	// Driver is the runtime (required): adapter/docker's for a rootless
+	// Docker daemon.
+	Driver driver.Driver
+	// LockBase is where the runtime-wide locks and claims live (default
 	// store.DefaultLockBase: /run/agentpen for root), in a directory
-	// named by the daemon's identity, so every agentpen on one daemon,
+	// named by the runtime's identity, so every agentpen on one runtime,
 	// whatever its state root, shares them.
 	LockBase string
 	// Logger receives progress; nil discards it. Secret values never reach it.
@@ -71,7 +43,8 @@ type Adapter struct {
 	// Getenv reads agentpen's environment for API keys and secret_env; nil
 	// means os.Getenv.
 	Getenv func(string) string
-	// ReadyTimeout bounds waiting for each container's health (default 60 s).
+	// ReadyTimeout bounds waiting for each container's readiness (default
+	// 60 s).
 	ReadyTimeout time.Duration
 	// Parallelism bounds the creates, starts and network joins of a
 	// bring-up in flight at once (default DefaultParallelism: on a
@@ -81,9 +54,6 @@ type Adapter struct {
 	// CleanupTimeout bounds one cleanup, retries of transient daemon
 	// errors included (default DefaultCleanupTimeout).
 	CleanupTimeout time.Duration
-	// SubnetPool is where agent networks get their /28 subnets (default
-	// DefaultSubnetPool); no subnet of any network on the daemon is reused.
-	SubnetPool netip.Prefix
 	// KeyPolicy says which API keys are placeholders; nil means
 	// apikey.Default().
 	KeyPolicy *apikey.Policy
@@ -120,41 +90,35 @@ type Campaign struct {
 	Plan *campaign.Plan
 	// Dir is the campaign's state directory.
 	Dir string
-	// NetworkIDs are the agents' networks, in agent order (none for
-	// campaign.TopologyNone).
+	// NetworkIDs are the agents' networks, in agent order, where the
+	// runtime makes networks (none for campaign.TopologyNone).
 	NetworkIDs []string
-	// GraderDir is the host directory of the grader's socket
-	// (campaign.TopologyNone; "" otherwise).
-	GraderDir  string
 	ServerID   string
 	Workspaces []Workspace
 }
 
-// Workspace is one workspace of a campaign: the one object agentpen up's
-// JSON, agentpen ls --json and the launcher API describe a workspace with.
+// Workspace is one workspace of a campaign: what the launcher API, agentpen
+// up and ls describe it with (api.Workspace), and the driver's handle on
+// it.
 type Workspace struct {
-	Index   int    `json:"index" doc:"Position in the spec's workspaces"`
-	AgentID string `json:"agent_id" doc:"Opaque agent id: the only name the workspace has on the daemon"`
-	TaskID  string `json:"task_id" doc:"The task the workspace is bound to (every reset serves it). For the trainer, not the agent"`
-	// ContainerID is its container's id on the daemon.
-	ContainerID string `json:"container_id" doc:"Its container's id on the daemon"`
-	// Socket is the workbench's unix socket on the host (the CLI's way
-	// in); BaseURL the launcher API's (set by the service).
-	Socket  string `json:"socket,omitempty" doc:"The workbench's unix socket on the service's host"`
-	BaseURL string `json:"base_url,omitempty" doc:"OpenEnv base_url: GenericEnvClient(base_url=...) appends /ws. Its last segment is the workspace's capability: keep it secret"`
-	// RunDir is the host directory mounted at /run/workbench.
-	RunDir string `json:"-"`
+	api.Workspace
+	// Handle is how the driver reaches it (Dial, Bind, Activity, Results).
+	Handle driver.Workspace `json:"-"`
 	// UIDBase is the first uid of its block (campaign.UIDBlockSize uids).
 	UIDBase int `json:"-"`
 	// Workbench is true when it runs the workbench (the default command),
 	// false for a launcher's own command.
 	Workbench bool `json:"-"`
-	// Pooled is true for a workspace taken from the campaign's pool
-	// (campaign.Plan.PoolAgent), bound to TaskID when it was claimed.
-	Pooled bool `json:"pooled,omitempty" doc:"Taken from the campaign's pool and bound to its task when it was claimed"`
 }
 
-func (a *Adapter) api() campaignAPI { return a.Docker.sdk() }
+// workspace describes the plan's workspace ag, bound to task, reached
+// through h.
+func workspace(ag campaign.AgentPlan, task string, h driver.Workspace) Workspace {
+	return Workspace{
+		Workspace: api.Workspace{Index: ag.Index, AgentID: ag.AgentID, TaskID: task, ContainerID: h.ID, Socket: h.Socket, Pooled: ag.Pool},
+		Handle:    h, UIDBase: ag.UIDBase, Workbench: ag.NeedsKey,
+	}
+}
 
 func (a *Adapter) log() *slog.Logger {
 	if a.Logger == nil {
@@ -187,7 +151,7 @@ func (a *Adapter) locks() (*store.Locks, error) {
 				return
 			}
 		}
-		a.locksVal, a.locksErr = store.OpenLocks(base, daemonKey(a.Docker.Daemon().ID))
+		a.locksVal, a.locksErr = store.OpenLocks(base, daemonKey(a.Driver.Info().Runtime.ID))
 	})
 	return a.locksVal, a.locksErr
 }
@@ -201,8 +165,9 @@ func (a *Adapter) lockCampaign(ctx context.Context, c *store.Campaign) (*store.L
 	return l.Campaign(ctx, c.Key, store.DefaultLockWait)
 }
 
-// daemonKey names a daemon's lock directory: "daemon-" and 16 hex digits
-// of the SHA-256 of its /info ID (which holds ':' and is long).
+// daemonKey names a runtime's lock directory: "daemon-" and 16 hex digits
+// of the SHA-256 of its identity (a Docker /info ID holds ':' and is
+// long).
 func daemonKey(id string) string {
 	sum := sha256.Sum256([]byte("agentpen-daemon\x00" + id))
 	return "daemon-" + hex.EncodeToString(sum[:8])
@@ -214,3 +179,18 @@ func short(id string) string {
 	}
 	return id
 }
+
+// Kinds of error the engine passes on from its driver (package
+// adapter/driver), under the names agentpen's commands and service know.
+var (
+	// ErrDaemonUnreachable: the runtime did not answer (the launcher
+	// answers 503, the CLI exits 3).
+	ErrDaemonUnreachable = driver.ErrUnreachable
+	// ErrNotReady: a container did not become ready before ReadyTimeout.
+	ErrNotReady = driver.ErrNotReady
+)
+
+// Locks opens, once, the runtime-wide lock directory: every campaign's
+// lock, the allocation locks and the uid-block claims that every agentpen
+// on this runtime shares (store.Locks).
+func (a *Adapter) Locks() (*store.Locks, error) { return a.locks() }

@@ -2,26 +2,19 @@ package adapter
 
 import (
 	"context"
-	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/netip"
-	"net/url"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/agentpen/agentpen/adapter/driver"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/custody"
 	"github.com/agentpen/agentpen/store"
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"golang.org/x/sync/errgroup"
 )
 
 // attestParallelism bounds concurrent daemon calls and execs of an
@@ -79,7 +72,6 @@ func (a *Adapter) Attest(ctx context.Context, c *store.Campaign, opts AttestOpti
 // returning the evidence (for the fixtures). With needUp it first
 // refuses a campaign that is not up (BringUpAttested's is pending).
 func (a *Adapter) attest(ctx context.Context, c *store.Campaign, j *campaign.Journal, opts AttestOptions, needUp bool) (attest.Source, attest.Observation, *attest.Report, string, error) {
-	start := time.Now()
 	st, err := c.Read()
 	if err != nil {
 		return attest.Source{}, attest.Observation{}, nil, "", fmt.Errorf("campaign %q: %w", c.ID, err)
@@ -87,36 +79,60 @@ func (a *Adapter) attest(ctx context.Context, c *store.Campaign, j *campaign.Jou
 	if needUp && !st.Status.Up() {
 		return attest.Source{}, attest.Observation{}, nil, "", &notUpError{fmt.Sprintf("campaign %s is not up: %s; nothing was attested", c.ID, st.Reason(c.ID))}
 	}
+	src, obs, rep, err := a.judge(ctx, c, st, opts, nil)
+	if err != nil {
+		return src, obs, nil, "", err
+	}
+	path, err := a.writeAttestation(ctx, c, j, st.Latest().N, rep)
+	return src, obs, rep, path, err
+}
+
+// Observe is an attestation of c that writes nothing, whatever c's state
+// (a campaign whose journal no longer reads as up is still observed): the
+// source the report is judged from, what the runtime and the probes
+// returned, and the report. The attestation's fixtures are made from it.
+func (a *Adapter) Observe(ctx context.Context, c *store.Campaign, opts AttestOptions) (attest.Source, attest.Observation, *attest.Report, error) {
+	st, err := c.Read()
+	if err != nil {
+		return attest.Source{}, attest.Observation{}, nil, fmt.Errorf("campaign %q: %w", c.ID, err)
+	}
+	return a.judge(ctx, c, st, opts, nil)
+}
+
+// judge observes the campaign c (its state st) and judges it: the
+// daemon's answers and the probes of every workspace, or of the pool
+// slots scope names alone (a refill's).
+func (a *Adapter) judge(ctx context.Context, c *store.Campaign, st store.State, opts AttestOptions, scope []int) (attest.Source, attest.Observation, *attest.Report, error) {
+	start := time.Now()
 	src, err := a.attestSource(c, st)
 	if err != nil {
-		return src, attest.Observation{}, nil, "", err
+		return src, attest.Observation{}, nil, err
 	}
-	key, err := a.signingKey(c)
-	if err != nil {
-		return src, attest.Observation{}, nil, "", err
-	}
+	src.Scope = scope
 	x, err := attest.Expect(src)
 	if err != nil {
-		return src, attest.Observation{}, nil, "", err
+		return src, attest.Observation{}, nil, err
 	}
 	obs, err := a.observeCampaign(ctx, x, opts)
 	if err != nil {
-		return src, obs, nil, "", err
+		return src, obs, nil, err
 	}
 	if ctx.Err() != nil {
 		// Probes cut short would read as failures the campaign does not
 		// have: no report rather than a false one.
-		return src, obs, nil, "", fmt.Errorf("attestation of %s interrupted, no report written: %w", c.ID, context.Cause(ctx))
+		return src, obs, nil, fmt.Errorf("attestation of %s interrupted, no report written: %w", c.ID, context.Cause(ctx))
 	}
 	obs.Timings.TotalMS = msSince(start)
-	rep := x.Evaluate(obs)
-	path, err := a.writeAttestation(ctx, c, j, key, st.Latest().N, rep)
-	return src, obs, rep, path, err
+	return src, obs, x.Evaluate(obs), nil
 }
 
 // writeAttestation writes rep as a new report of generation gen, signed
 // beside it, and journals its verdict (with its scope: a refill's slots).
-func (a *Adapter) writeAttestation(ctx context.Context, c *store.Campaign, j *campaign.Journal, key ed25519.PrivateKey, gen int, rep *attest.Report) (string, error) {
+func (a *Adapter) writeAttestation(ctx context.Context, c *store.Campaign, j *campaign.Journal, gen int, rep *attest.Report) (string, error) {
+	key, err := a.signingKey(c)
+	if err != nil {
+		return "", err
+	}
 	b, err := rep.Marshal()
 	if err != nil {
 		return "", fmt.Errorf("attestation report: %w", err)
@@ -144,12 +160,6 @@ type notUpError struct{ msg string }
 func (e *notUpError) Error() string { return e.msg }
 func (e *notUpError) Unwrap() error { return ErrNotUp }
 
-// daemonRecord is the daemon a bring-up runs on, for its state directory.
-func (a *Adapter) daemonRecord() attest.DaemonRecord {
-	d := a.Docker.Daemon()
-	return attest.DaemonRecord{ID: d.ID, ServerVersion: d.ServerVersion, RootDir: d.DockerRootDir, Rootless: d.Rootless, Endpoint: a.Docker.Host().URL}
-}
-
 // attestSource reads what the campaign's state directory says of its
 // latest generation (st): its spec, its journal and the daemon recorded
 // at bring-up (absent: left zero, and the daemon checks fail), plus the
@@ -176,43 +186,36 @@ func (a *Adapter) attestSource(c *store.Campaign, st store.State) (attest.Source
 	if err != nil {
 		return src, fmt.Errorf("campaign %q: %w", c.ID, err)
 	}
-	src.Endpoint, src.SocketPath = a.Docker.Host().URL, a.Docker.Host().SocketPath
-	src.Roles = roleSettings(p, src.SocketPath)
+	info := a.Driver.Info()
+	src.Endpoint, src.SocketPath = info.Runtime.Endpoint, info.SocketPath
+	src.Roles = a.Driver.Settings(p)
 	src.KeyPolicy = a.keyPolicy()
 	src.Producer = producer()
 	src.AgentpenKey = src.KeyPolicy.Check(a.getenv(p.Server.Spec.APIKeyEnv))
 	return src, nil
 }
 
-// roleSettings are the hardening, limits and DNS the create calls ask for,
-// read from the very specs bring-up uses.
-func roleSettings(p *campaign.Plan, socket string) map[string]attest.RoleSettings {
-	from := func(hc *container.HostConfig) attest.RoleSettings {
-		rs := attest.RoleSettings{
-			CapAdd: slices.Clone(hc.CapAdd), CapDrop: slices.Clone(hc.CapDrop), SecurityOpt: slices.Clone(hc.SecurityOpt),
-			MaskedPaths: slices.Clone(hc.MaskedPaths), ReadonlyPaths: slices.Clone(hc.ReadonlyPaths),
-			ReadOnlyRoot: hc.ReadonlyRootfs, Tmpfs: clone(hc.Tmpfs), Init: hc.Init != nil && *hc.Init, Memory: hc.Memory,
-		}
-		if hc.PidsLimit != nil {
-			rs.PidsLimit = *hc.PidsLimit
-		}
-		rs.DNS.Servers, rs.DNS.Search, rs.DNS.Options, rs.DNS.ExtraHosts = hc.DNS, hc.DNSSearch, hc.DNSOptions, hc.ExtraHosts
-		return rs
-	}
-	out := map[string]attest.RoleSettings{campaign.RoleServer: from(serverSpec(p, "", nil, socket, "/").HostConfig)}
-	if len(p.Agents) > 0 {
-		out[campaign.RoleWork] = from(workspaceSpec(p, p.Agents[0], "/", "/", "").HostConfig)
-	}
-	return out
-}
-
-// observeCampaign asks the daemon about everything the journal recorded
+// observeCampaign asks the runtime about everything the journal recorded
 // and runs the probes.
 func (a *Adapter) observeCampaign(ctx context.Context, x *attest.Expectation, opts AttestOptions) (attest.Observation, error) {
 	src := x.Source()
-	obs := attest.Observation{At: time.Now().UTC(), Endpoint: a.Docker.Host().URL, Networks: map[string]attest.Raw{}, Containers: map[string]attest.Raw{}, Images: map[string]attest.Raw{}}
+	obs := attest.Observation{At: time.Now().UTC()}
 	start := time.Now()
-	a.observeDaemon(ctx, src, &obs)
+	q := driver.EvidenceQuery{CampaignID: src.Spec.CampaignID, KeyEnv: x.Plan().Server.Spec.APIKeyEnv, KeyPolicy: src.KeyPolicy}
+	for _, res := range campaign.Resources(src.Records) {
+		if res.ID != "" && !res.Removed {
+			q.Resources = append(q.Resources, res)
+		}
+	}
+	// The images the plan pins (a tag by the id its bring-up resolved it
+	// to, never by what the tag names now), by the pinned reference.
+	if p, err := attest.PinnedPlan(src); err == nil {
+		for ref := range p.ImageFields() {
+			q.Images = append(q.Images, ref)
+		}
+		slices.Sort(q.Images)
+	}
+	obs.Runtime = a.Driver.Evidence(ctx, q)
 	obs.Timings.DaemonMS = msSince(start)
 
 	start = time.Now()
@@ -233,110 +236,6 @@ func (a *Adapter) observeCampaign(ctx context.Context, x *attest.Expectation, op
 	return obs, nil
 }
 
-// observeDaemon reads /info, the journalled network and containers (by
-// id), the images the plan pins, and the lists of everything carrying the
-// campaign's label, at most attestParallelism calls at once.
-func (a *Adapter) observeDaemon(ctx context.Context, src attest.Source, obs *attest.Observation) {
-	var mu sync.Mutex
-	set := func(f func()) { mu.Lock(); f(); mu.Unlock() }
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(attestParallelism)
-	label := url.Values{"filters": {`{"label":{"` + campaign.LabelCampaign + "=" + src.Spec.CampaignID + `":true}}`}}
-	g.Go(func() error { r := a.Docker.rawGet(gctx, "/info", nil); set(func() { obs.Info = r }); return nil })
-	g.Go(func() error {
-		q := url.Values{"all": {"1"}, "filters": label["filters"]}
-		r := a.Docker.rawGet(gctx, "/containers/json", q)
-		set(func() { obs.ContainerList = r })
-		return nil
-	})
-	g.Go(func() error {
-		r := a.Docker.rawGet(gctx, "/networks", label)
-		set(func() { obs.NetworkList = r })
-		return nil
-	})
-	g.Go(func() error {
-		q := url.Values{"all": {"1"}, "filters": {`{"label":{"` + campaign.LabelUIDBlock + `":true}}`}}
-		r := a.Docker.rawGet(gctx, "/containers/json", q)
-		set(func() { obs.UIDBlocks = r })
-		return nil
-	})
-	for _, res := range campaign.Resources(src.Records) {
-		if res.ID == "" || res.Removed {
-			continue
-		}
-		switch res.Kind {
-		case campaign.KindNetwork:
-			g.Go(func() error {
-				b, err := a.Docker.NetworkJSON(gctx, res.ID)
-				r := toRaw(b, err)
-				set(func() { obs.Networks[res.ID] = r })
-				return nil
-			})
-		case campaign.KindContainer:
-			g.Go(func() error {
-				b, err := a.Docker.ContainerJSON(gctx, res.ID)
-				r := toRaw(b, err)
-				set(func() { obs.Containers[res.ID] = r })
-				return nil
-			})
-		}
-	}
-	// The images the plan pins (a tag by the id its bring-up resolved it
-	// to, never by what the tag names now), by the pinned reference.
-	refs := map[string]string{}
-	if p, err := attest.PinnedPlan(src); err == nil {
-		refs = p.ImageFields()
-	}
-	for ref := range refs {
-		g.Go(func() error {
-			r := a.Docker.rawGet(gctx, "/images/"+ref+"/json", nil)
-			set(func() { obs.Images[ref] = r })
-			return nil
-		})
-	}
-	g.Wait()
-}
-
-func toRaw(b []byte, err error) attest.Raw {
-	switch {
-	case err == nil:
-		return attest.Raw{JSON: b}
-	case cerrdefs.IsNotFound(err):
-		return attest.Raw{NotFound: true}
-	}
-	return attest.Raw{Err: err.Error()}
-}
-
-// rawGet is a GET of the Engine API as the daemon answers it: the body of
-// a 200, NotFound for a 404, the error otherwise.
-func (d *Docker) rawGet(ctx context.Context, path string, q url.Values) attest.Raw {
-	u := "http://docker/v" + d.api.ClientVersion() + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return attest.Raw{Err: err.Error()}
-	}
-	resp, err := d.api.HTTPClient().Do(req)
-	if err != nil {
-		return attest.Raw{Err: fmt.Sprintf("GET %s: %v", path, err)}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	switch {
-	case err != nil:
-		return attest.Raw{Err: fmt.Sprintf("GET %s: %v", path, err)}
-	case resp.StatusCode == http.StatusNotFound:
-		return attest.Raw{NotFound: true}
-	case resp.StatusCode != http.StatusOK:
-		return attest.Raw{Err: fmt.Sprintf("GET %s: status %d: %s", path, resp.StatusCode, truncate(string(b), 200))}
-	case !json.Valid(b):
-		return attest.Raw{Err: fmt.Sprintf("GET %s: the body is not JSON", path)}
-	}
-	return attest.Raw{JSON: b}
-}
-
 // runProbes runs the execs phase by phase, every exec of a phase at once
 // (bounded), each with a deadline of its probes' timeout and a margin.
 func (a *Adapter) runProbes(ctx context.Context, execs []attest.Exec, env attest.ProbeEnv) []attest.ProbeRun {
@@ -345,6 +244,10 @@ func (a *Adapter) runProbes(ctx context.Context, execs []attest.Exec, env attest
 		timeout = attest.DefaultProbeTimeoutMS * time.Millisecond
 	}
 	runs := make([]attest.ProbeRun, len(execs))
+	// The process-custody probe reads /proc of a server that made itself
+	// non-dumpable: with every capability of the container's user
+	// namespace where the runtime can give them.
+	privileged := a.Driver.Info().PrivilegedExec
 	for _, phase := range []string{attest.PhaseBefore, attest.PhaseMain, attest.PhaseAfter} {
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, attestParallelism)
@@ -362,12 +265,12 @@ func (a *Adapter) runProbes(ctx context.Context, execs []attest.Exec, env attest
 				defer func() { <-sem }()
 				ectx, cancel := context.WithTimeout(ctx, timeout+15*time.Second)
 				defer cancel()
-				code, stdout, stderr, err := a.execOutput(ectx, x.ContainerID, x.Cmd, true)
-				runs[i].ExitCode, runs[i].Stdout = code, stdout
+				out, err := a.Driver.Exec(ectx, x.ContainerID, x.Cmd, driver.ExecOptions{Privileged: privileged})
+				runs[i].ExitCode, runs[i].Stdout = out.ExitCode, out.Stdout
 				if err != nil {
-					runs[i].Err = err.Error()
-				} else if code != 0 && stdout == "" {
-					runs[i].Stdout = truncate(stderr, 500)
+					runs[i].ExitCode, runs[i].Err = -1, err.Error()
+				} else if out.ExitCode != 0 && out.Stdout == "" {
+					runs[i].Stdout = truncate(out.Stderr, 500)
 				}
 			})
 		}
@@ -465,4 +368,11 @@ func (l *listeners) close() {
 
 func msSince(t time.Time) float64 {
 	return float64(time.Since(t).Microseconds()) / 1000
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

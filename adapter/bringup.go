@@ -5,24 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/netip"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agentpen/agentpen/adapter/driver"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/store"
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/network"
 	"golang.org/x/sync/errgroup"
 )
-
-// maxSocketPath is the longest path a unix socket address holds.
-const maxSocketPath = 107
 
 // ErrConflict is the kind of error (wrapped) when the daemon already holds
 // resources of the campaign id (a twin campaign under another state root,
@@ -108,9 +101,6 @@ func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Pla
 	if err := p.AddPool(seq(0, p.Spec.Pool)); err != nil {
 		return nil, nil, "", err
 	}
-	if n := len(filepath.Join(a.runRoot(p), p.Agents[0].AgentID, filepath.Base(campaign.WorkbenchSocket))); n > maxSocketPath {
-		return nil, nil, "", fmt.Errorf("the workbench socket path under %s would be %d bytes, over the %d of a unix socket address: use a daemon whose socket path is shorter", a.runBase(), n, maxSocketPath)
-	}
 	j, err := a.openJournal(sc)
 	if err != nil {
 		return nil, nil, "", err
@@ -119,7 +109,7 @@ func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Pla
 	if err := sc.WriteSpec(gen, p.Spec); err != nil {
 		return nil, nil, "", err
 	}
-	if err := sc.WriteDaemon(gen, a.daemonRecord()); err != nil {
+	if err := sc.WriteDaemon(gen, a.Driver.Info().Runtime); err != nil {
 		return nil, nil, "", err
 	}
 	if err := j.Append(campaign.Record{Op: campaign.OpBegin, Gen: gen, Instance: p.Instance, Images: p.Images, Owner: p.Owner,
@@ -134,10 +124,9 @@ func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Pla
 			return nil, nil, "", err
 		}
 	}
-	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{},
-		progress: a.newProgress(p.CampaignID, map[string]int{campaign.RoleNetwork: len(p.Networks), campaign.RoleServer: 1, campaign.RoleWork: len(p.Agents)})}
+	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{}}
 	c := &Campaign{Plan: p, Dir: sc.Path}
-	if err := b.create(ctx, c, true); err != nil {
+	if err := b.create(ctx, c, true, seq(0, len(p.Agents)), true); err != nil {
 		a.log().Warn("bring-up failed; rolling back", "campaign", p.CampaignID, "generation", gen, "err", err)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
@@ -196,7 +185,7 @@ func nextGeneration(c *store.Campaign) (int, error) {
 // refuseLabelled refuses a campaign id that the daemon already has
 // resources of, whatever state root made them, and names them.
 func (a *Adapter) refuseLabelled(ctx context.Context, campaignID string) error {
-	found, err := a.listLabelled(ctx, campaign.LabelCampaign+"="+campaignID)
+	found, err := a.Driver.List(ctx, campaign.LabelCampaign+"="+campaignID)
 	if err != nil {
 		return err
 	}
@@ -234,8 +223,9 @@ func (a *Adapter) checkKey(p *campaign.Plan) error {
 	return &campaign.ValidationError{Field: "server.api_key_env", Msg: policy.Refusal(name, st)}
 }
 
-// bringUp is one bring-up in progress: its journal, its bound plan, and
-// the creates that failed (for the rollback to resolve).
+// bringUp is one bring-up (or a pool's growth) in progress: its journal,
+// its bound plan, and the creates that failed (for the rollback to
+// resolve).
 type bringUp struct {
 	a        *Adapter
 	j        *campaign.Journal
@@ -262,49 +252,67 @@ func (b *bringUp) record(r campaign.Record) error {
 	return b.j.Append(r)
 }
 
-// create makes the campaign's networks, directories, server and
-// workspaces, journalling each, and (with ready) waits until every
-// container is ready. The networks come first (under the subnet lock);
-// then the server and the workspaces share one bound of Parallelism
-// creates, starts and connects at once: the server takes the first slot,
-// its joins to the other agent networks queue behind its start, and each
-// container's readiness is awaited, holding no slot, from the moment it
-// started, while the others are still being made. The first failure
-// cancels everything not yet begun and is the error returned.
-func (b *bringUp) create(ctx context.Context, c *Campaign, ready bool) error {
+// create makes what the driver lays out for the plan's workspaces agents
+// (and, with campaignToo, the campaign's own objects and its server),
+// journalling each, and (with ready) waits until every container is
+// ready. Each workspace gets a uid block first. The shared objects come
+// first, stage by stage; then the server and the workspaces share one
+// bound of Parallelism creates and starts at once: the server takes the
+// first slot, and each container's readiness is awaited, holding no
+// slot, from the moment it started, while the others are still being
+// made. The first failure cancels everything not yet begun and is the
+// error returned. It fills c's NetworkIDs, ServerID and Workspaces.
+func (b *bringUp) create(ctx context.Context, c *Campaign, campaignToo bool, agents []int, ready bool) error {
 	a, p := b.a, b.p
 	limit := a.parallelism()
-	// One network per agent (TopologyPerAgent), on subnets agentpen picks.
-	if len(p.Networks) > 0 {
-		ids, err := b.createNetworks(ctx, limit)
-		if err != nil {
-			return err
-		}
-		c.NetworkIDs = ids
-	}
-	// The grader's socket directory (TopologyNone).
-	graderDir := ""
-	if p.Topology == campaign.TopologyNone {
-		var err error
-		if graderDir, err = a.makeGraderDir(b.j, p); err != nil {
-			return err
-		}
-		c.GraderDir = graderDir
-	}
-	// A uid block per workspace, claimed until the workspaces carry them.
-	bases, claim, err := a.claimUIDBlocks(ctx, len(p.Agents))
+	bases, claim, err := a.claimUIDBlocks(ctx, len(agents))
 	if err != nil {
 		return err
 	}
 	defer claim.release()
-	for i := range p.Agents {
-		p.SetUIDBlock(i, bases[i])
+	for k, i := range agents {
+		p.SetUIDBlock(i, bases[k])
 	}
-	apiKey := a.getenv(p.Server.Spec.APIKeyEnv)
 	secrets := map[string]string{}
 	for _, k := range p.Server.Spec.SecretEnv {
 		if v := a.getenv(k); v != "" {
 			secrets[k] = v
+		}
+	}
+	l, err := a.Driver.Layout(ctx, driver.BringUp{Plan: p, Agents: agents, Campaign: campaignToo,
+		APIKey: a.getenv(p.Server.Spec.APIKeyEnv), Secrets: secrets, Lock: a.lockName})
+	if err != nil {
+		return err
+	}
+	done := func() {}
+	if l.Done != nil {
+		done = sync.OnceFunc(l.Done)
+	}
+	defer done()
+	totals := map[string]int{campaign.RoleWork: len(l.Workspaces)}
+	if l.Server != nil {
+		totals[campaign.RoleServer] = 1
+	}
+	for _, stage := range l.Shared {
+		for _, o := range stage {
+			if reported(o) {
+				totals[o.Role]++
+			}
+		}
+	}
+	b.progress = a.newProgress(p.CampaignID, totals)
+
+	for _, stage := range l.Shared {
+		if err := b.makeShared(ctx, stage, limit); err != nil {
+			return err
+		}
+	}
+	done()
+	for _, stage := range l.Shared {
+		for _, o := range stage {
+			if o.Role == campaign.RoleNetwork {
+				c.NetworkIDs = append(c.NetworkIDs, o.ID)
+			}
 		}
 	}
 
@@ -325,87 +333,170 @@ func (b *bringUp) create(ctx context.Context, c *Campaign, ready bool) error {
 		return nil
 	}
 	var g errgroup.Group
-
 	// The server, in the first slot.
-	if err := acquire(); err != nil {
-		return err
-	}
-	serverUp := make(chan struct{})
-	g.Go(func() error {
-		id, err := b.createStart(ctx, serverSpec(p, apiKey, secrets, a.Docker.Host().SocketPath, graderDir))
-		c.ServerID = id
-		if err != nil {
-			err = fail(err)
-		}
-		<-sem
-		if err != nil {
+	if l.Server != nil {
+		if err := acquire(); err != nil {
 			return err
 		}
-		close(serverUp)
-		if !ready {
-			return nil
-		}
-		if err := a.waitServer(ctx, c); err != nil {
-			return fail(err)
-		}
-		b.progress.step(Progress{Step: StepReady, Role: campaign.RoleServer, Kind: campaign.KindContainer, Name: p.Server.Name, ID: c.ServerID})
-		return nil
-	})
-	// Its joins to the other agent networks, under its alias.
-	for _, id := range c.NetworkIDs[min(1, len(c.NetworkIDs)):] {
 		g.Go(func() error {
-			select {
-			case <-serverUp:
-			case <-ctx.Done():
-				return ctx.Err()
+			err := b.makeUnit(ctx, l.Server, nil, nil)
+			c.ServerID = l.Server.Main.ID
+			<-sem
+			if err != nil {
+				return fail(err)
 			}
-			if err := acquire(); err != nil {
-				return err
-			}
-			defer func() { <-sem }()
-			if err := a.api().NetworkConnect(ctx, id, c.ServerID, &network.EndpointSettings{Aliases: []string{p.Server.Alias}}); err != nil {
-				return fail(fmt.Errorf("connect the server to network %s: %w", short(id), err))
+			if ready {
+				if err := b.ready(ctx, l.Server.Main); err != nil {
+					return fail(err)
+				}
 			}
 			return nil
 		})
 	}
 	// The workspaces.
-	c.Workspaces = make([]Workspace, len(p.Agents))
-	for i, ag := range p.Agents {
+	c.Workspaces = make([]Workspace, len(l.Workspaces))
+	for k, u := range l.Workspaces {
 		g.Go(func() error {
 			if err := acquire(); err != nil {
 				return err
 			}
-			ws, err := func() (Workspace, error) {
-				defer func() { <-sem }()
-				runDir, err := a.makeRunDir(b.j, p, ag)
-				if err != nil {
-					return Workspace{}, fail(err)
-				}
-				if err := a.writeBindFile(runDir, ag); err != nil {
-					return Workspace{}, fail(err)
-				}
-				id, err := b.createStart(ctx, workspaceSpec(p, ag, runDir, graderDir, apiKey))
-				if err != nil {
-					return Workspace{}, fail(err)
-				}
-				return Workspace{Index: ag.Index, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, ContainerID: id, RunDir: runDir, Socket: filepath.Join(runDir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: ag.UIDBase, Workbench: ag.NeedsKey, Pooled: ag.Pool}, nil
-			}()
+			ag := p.Agents[u.Agent]
+			var bind func(driver.Workspace) error
+			// A launcher's own command gets no binding (the task id is
+			// never put where code the workbench does not sandbox could
+			// read it); a pooled workspace is bound at its claim.
+			if ag.NeedsKey && !ag.Pool {
+				bind = func(h driver.Workspace) error { return a.Driver.Bind(ctx, h, ag.Spec.TaskID) }
+			}
+			err := b.makeUnit(ctx, u, bind, func(h driver.Workspace) { c.Workspaces[k] = workspace(ag, ag.Spec.TaskID, h) })
+			<-sem
 			if err != nil {
-				return err
-			}
-			c.Workspaces[i] = ws
-			if !ready {
-				return nil
-			}
-			if err := a.waitWorkspace(ctx, ws); err != nil {
 				return fail(err)
 			}
-			b.progress.step(Progress{Step: StepReady, Role: campaign.RoleWork, Kind: campaign.KindContainer, Name: ag.Name, ID: ws.ContainerID})
+			if ready {
+				if err := b.ready(ctx, u.Main); err != nil {
+					return fail(err)
+				}
+			}
 			return nil
 		})
 	}
 	return ff.err(g.Wait())
+}
+
+// reported says whether Progress reports a shared object: one of a role
+// of its own (an agent network), not what the server or a workspace
+// stands on (the grader's socket directory).
+func reported(o *driver.Object) bool {
+	return o.Role != campaign.RoleServer && o.Role != campaign.RoleWork
+}
+
+// makeShared makes one stage of the campaign's shared objects, at most
+// limit at once.
+func (b *bringUp) makeShared(ctx context.Context, stage []*driver.Object, limit int) error {
+	ctx, ff := newFailFast(ctx)
+	defer ff.cancel()
+	var g errgroup.Group
+	g.SetLimit(limit)
+	for _, o := range stage {
+		g.Go(func() error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := b.make(ctx, o); err != nil {
+				return ff.fail(err)
+			}
+			if reported(o) {
+				b.progress.step(Progress{Step: StepCreated, Role: o.Role, Kind: o.Kind, Name: o.Name, ID: o.ID})
+			}
+			return nil
+		})
+	}
+	return ff.err(g.Wait())
+}
+
+// makeUnit makes a unit's objects in order and starts its main one. A
+// workspace's (bind not nil) is handed the driver's handle on it twice:
+// to bind once what it needs exists and before its container is made, so
+// no container of the campaign ever runs unbound, and to describe it once
+// its container exists.
+func (b *bringUp) makeUnit(ctx context.Context, u *driver.Unit, bind func(driver.Workspace) error, made func(driver.Workspace)) error {
+	handle := func(objs []*driver.Object) (driver.Workspace, error) {
+		var live []campaign.Resource
+		for _, o := range objs {
+			live = append(live, o.Resource(b.p.Generation))
+		}
+		return b.a.Driver.Workspace(b.p.Agents[u.Agent], live)
+	}
+	for _, o := range u.Needs {
+		if err := b.make(ctx, o); err != nil {
+			return err
+		}
+	}
+	if bind != nil {
+		h, err := handle(u.Needs)
+		if err != nil {
+			return err
+		}
+		if err := bind(h); err != nil {
+			return err
+		}
+	}
+	if err := b.make(ctx, u.Main); err != nil {
+		return err
+	}
+	if made != nil {
+		h, err := handle(u.Objects())
+		if err != nil {
+			return err
+		}
+		made(h)
+	}
+	return b.start(ctx, u.Main)
+}
+
+// start starts a made main object.
+func (b *bringUp) start(ctx context.Context, o *driver.Object) error {
+	if err := b.a.Driver.Start(ctx, o); err != nil {
+		return err
+	}
+	b.progress.step(Progress{Step: StepCreated, Role: o.Role, Kind: o.Kind, Name: o.Name, ID: o.ID})
+	return nil
+}
+
+// ready awaits a started main object's readiness, within ReadyTimeout.
+func (b *bringUp) ready(ctx context.Context, o *driver.Object) error {
+	timeout := b.a.ReadyTimeout
+	if timeout <= 0 {
+		timeout = DefaultReadyTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := b.a.Driver.Ready(ctx, o); err != nil {
+		return err
+	}
+	b.progress.step(Progress{Step: StepReady, Role: o.Role, Kind: o.Kind, Name: o.Name, ID: o.ID})
+	return nil
+}
+
+// make journals the intent of one object (with a secret of that create
+// among its labels, recorded nowhere else), has the driver create it, and
+// journals the id it answered. A create refused because the name is taken
+// is journalled as never created and never adopted; any other failure is
+// kept for the rollback to resolve (see resolveIntents).
+func (b *bringUp) make(ctx context.Context, o *driver.Object) error {
+	if o.Labels != nil {
+		o.Labels = campaign.WithCreateLabel(o.Labels)
+	}
+	if err := b.record(campaign.Record{Op: campaign.OpIntent, Kind: o.Kind, Role: o.Role, Name: o.Name, Labels: o.Labels}); err != nil {
+		return err
+	}
+	id, err := b.a.Driver.Create(ctx, o)
+	if err != nil {
+		return errors.Join(err, b.createFailed(o.Kind, o.Name, err))
+	}
+	o.ID = id
+	return b.record(campaign.Record{Op: campaign.OpCreated, Kind: o.Kind, Role: o.Role, Name: o.Name, ID: id})
 }
 
 // failFast is the shared cancellation of a bring-up's concurrent steps:
@@ -453,116 +544,16 @@ func (a *Adapter) parallelism() int {
 	return a.Parallelism
 }
 
-// createNetworks creates every agent network, each on a /28 of the subnet
-// pool that no network on the daemon uses, holding the daemon-wide subnet
-// lock until they exist.
-func (b *bringUp) createNetworks(ctx context.Context, limit int) ([]string, error) {
-	lock, err := b.a.lockFile(ctx, subnetLock)
-	if err != nil {
-		return nil, err
-	}
-	defer lock.Unlock()
-	subnets, err := b.a.allocateSubnets(ctx, len(b.p.Networks))
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(b.p.Networks))
-	ctx, ff := newFailFast(ctx)
-	defer ff.cancel()
-	var g errgroup.Group
-	g.SetLimit(limit)
-	for i, n := range b.p.Networks {
-		g.Go(func() error {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			id, err := b.createNetwork(ctx, n, subnets[i])
-			ids[i] = id
-			if err != nil {
-				return ff.fail(err)
-			}
-			return nil
-		})
-	}
-	return ids, ff.err(g.Wait())
-}
-
-// createNetwork journals the intent, creates one agent network and
-// journals its id. A conflict (the name is taken) is journalled as never
-// created and never adopted; any other failure is left to the rollback to
-// resolve.
-func (b *bringUp) createNetwork(ctx context.Context, n campaign.NetworkPlan, subnet netip.Prefix) (string, error) {
-	n.Labels = campaign.WithCreateLabel(n.Labels)
-	if err := b.record(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindNetwork, Role: campaign.RoleNetwork, Name: n.Name, Labels: n.Labels}); err != nil {
-		return "", err
-	}
-	resp, err := b.a.api().NetworkCreate(ctx, n.Name, networkCreateOptions(n, subnet))
-	if err != nil {
-		err = fmt.Errorf("create network %s: %w", n.Name, err)
-		return "", errors.Join(err, b.createFailed(campaign.KindNetwork, n.Name, err))
-	}
-	if err := b.record(campaign.Record{Op: campaign.OpCreated, Kind: campaign.KindNetwork, Role: campaign.RoleNetwork, Name: n.Name, ID: resp.ID}); err != nil {
-		return resp.ID, err
-	}
-	b.a.log().Info("network created", "name", n.Name, "id", short(resp.ID), "subnet", subnet, "internal", n.Internal)
-	b.progress.step(Progress{Step: StepCreated, Role: campaign.RoleNetwork, Kind: campaign.KindNetwork, Name: n.Name, ID: resp.ID})
-	return resp.ID, nil
-}
-
-// createStart journals the intent, creates and starts one container, and
-// journals its id. A failed create is journalled and kept for the
-// rollback, which resolves it (see resolveContainer); a conflict (another
-// container holds the name) is journalled as never created and never
-// adopted.
-func (b *bringUp) createStart(ctx context.Context, s containerSpec) (string, error) {
-	id, err := b.createContainer(ctx, s)
-	if err != nil {
-		return id, err
-	}
-	return id, b.start(ctx, s, id)
-}
-
-// start starts the container id created for s.
-func (b *bringUp) start(ctx context.Context, s containerSpec, id string) error {
-	if err := b.a.api().ContainerStart(ctx, id, container.StartOptions{}); err != nil {
-		return fmt.Errorf("start %s %s: %w", s.Role, s.Name, err)
-	}
-	b.progress.step(Progress{Step: StepCreated, Role: s.Role, Kind: campaign.KindContainer, Name: s.Name, ID: id})
-	return nil
-}
-
-// createContainer journals the intent, creates one container and
-// journals its id (createStart without the start).
-func (b *bringUp) createContainer(ctx context.Context, s containerSpec) (string, error) {
-	api := b.a.api()
-	cfg := *s.Config
-	cfg.Labels = campaign.WithCreateLabel(s.Config.Labels)
-	s.Config = &cfg
-	if err := b.record(campaign.Record{Op: campaign.OpIntent, Kind: campaign.KindContainer, Role: s.Role, Name: s.Name, Labels: s.Config.Labels}); err != nil {
-		return "", err
-	}
-	resp, err := api.ContainerCreate(ctx, s.Config, s.HostConfig, s.Networking, nil, s.Name)
-	if err != nil {
-		err = fmt.Errorf("create %s: %w", s, err)
-		return "", errors.Join(err, b.createFailed(campaign.KindContainer, s.Name, err))
-	}
-	if err := b.record(campaign.Record{Op: campaign.OpCreated, Kind: campaign.KindContainer, Role: s.Role, Name: s.Name, ID: resp.ID}); err != nil {
-		return resp.ID, err
-	}
-	b.a.log().Info("container created", "role", s.Role, "name", s.Name, "id", short(resp.ID))
-	return resp.ID, nil
-}
-
-// createFailed journals a failed create. A conflict is definitive and
+// createFailed journals a failed create. A name taken is definitive and
 // resolved at once (never created by us); anything else is remembered for
 // the rollback's resolution.
 func (b *bringUp) createFailed(kind campaign.Kind, name string, err error) error {
 	jerr := b.record(campaign.Record{Op: campaign.OpCreateFailed, Kind: kind, Name: name, Note: err.Error()})
-	if cerrdefs.IsConflict(err) {
+	if errors.Is(err, driver.ErrNameTaken) {
 		return errors.Join(jerr, b.record(campaign.Record{Op: campaign.OpRemoved, Kind: kind, Name: name, Note: "never created: the name is taken by another resource (conflict)"}))
 	}
 	b.mu.Lock()
-	b.failed[name] = failedCreate{at: time.Now(), answered: daemonAnswered(err)}
+	b.failed[name] = failedCreate{at: time.Now(), answered: driver.Answered(err)}
 	b.mu.Unlock()
 	return jerr
 }

@@ -5,21 +5,17 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/agentpen/agentpen/adapter/driver"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/custody"
-	"github.com/agentpen/agentpen/internal/beneath"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/store"
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/network"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -87,7 +83,7 @@ func (a *Adapter) Cleanup(ctx context.Context, c *store.Campaign, reason string)
 	}
 	rep := a.cleanupJournal(ctx, c, j, cleanupOptions{reason: reason})
 	path, err := a.finishReport(ctx, c, j, &rep)
-	return &rep, path, lost(err)
+	return &rep, path, err
 }
 
 // Verify is Cleanup without removal: every id the journal ever recorded
@@ -274,7 +270,7 @@ func (a *Adapter) cleanupJournal(ctx context.Context, c *store.Campaign, j *camp
 	start := time.Now()
 	var found []cleanup.Found
 	err = a.retry(ctx, false, func() (err error) {
-		found, err = a.listLabelled(ctx, campaign.LabelCampaign+"="+campaignID)
+		found, err = a.Driver.List(ctx, campaign.LabelCampaign+"="+campaignID)
 		return err
 	})
 	if err != nil {
@@ -286,8 +282,9 @@ func (a *Adapter) cleanupJournal(ctx context.Context, c *store.Campaign, j *camp
 	return cleanup.Build(in)
 }
 
-// removeAll removes the given journalled resources: containers
-// concurrently, then run directories, then networks. Each is observed,
+// removeAll removes the given journalled resources kind by kind, in the
+// driver's order (containers before what they stand on: run directories,
+// then networks), each kind's concurrently. Each is observed,
 // decided, acted on, re-inspected and, when the daemon says it is gone,
 // journalled removed. At most DefaultRemoveParallelism removals are in
 // flight at once; the observations, re-inspections and journal records
@@ -297,8 +294,8 @@ func (a *Adapter) cleanupJournal(ctx context.Context, c *store.Campaign, j *camp
 func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []campaign.Resource, pr *progress) []cleanup.Outcome {
 	var mu sync.Mutex
 	var out []cleanup.Outcome
-	for _, kind := range []campaign.Kind{campaign.KindContainer, campaign.KindDir, campaign.KindNetwork} {
-		var dirs []string
+	kinds := a.Driver.Info().Kinds
+	for _, kind := range kinds {
 		var todo []campaign.Resource
 		for i := len(live) - 1; i >= 0; i-- {
 			if live[i].Kind == kind {
@@ -324,18 +321,14 @@ func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []cam
 				pr.step(Progress{Step: StepRemoved, Role: r.Role, Kind: r.Kind, Name: r.Name, ID: r.ID, Outcome: outcome(o)})
 				mu.Lock()
 				out = append(out, o)
-				if r.Kind == campaign.KindDir && o.After.State == cleanup.Absent {
-					dirs = append(dirs, r.ID)
-				}
 				mu.Unlock()
 				return nil
 			})
 		}
 		g.Wait()
-		a.removeEmptyRunRoots(dirs)
 	}
 	slices.SortStableFunc(out, func(x, y cleanup.Outcome) int {
-		return kindOrder(x.Resource.Kind) - kindOrder(y.Resource.Kind)
+		return slices.Index(kinds, x.Resource.Kind) - slices.Index(kinds, y.Resource.Kind)
 	})
 	return out
 }
@@ -345,16 +338,6 @@ func serverFirst(r campaign.Resource) int {
 		return 0
 	}
 	return 1
-}
-
-func kindOrder(k campaign.Kind) int {
-	switch k {
-	case campaign.KindContainer:
-		return 0
-	case campaign.KindDir:
-		return 1
-	}
-	return 2
 }
 
 // removeOne observes r, decides, acts and re-inspects. The outcome's
@@ -373,7 +356,7 @@ func (a *Adapter) removeOne(ctx context.Context, j *campaign.Journal, r campaign
 		if !reserved {
 			slots <- struct{}{}
 		}
-		if err := a.retry(ctx, true, func() error { return a.act(ctx, r) }); err != nil {
+		if err := a.retry(ctx, true, func() error { return a.Driver.Remove(ctx, r, obs) }); err != nil {
 			o.Error = err.Error()
 		}
 		<-slots
@@ -421,7 +404,7 @@ func verb(a cleanup.Action) string {
 func (a *Adapter) observeRetry(ctx context.Context, r campaign.Resource) cleanup.Observation {
 	delay := 50 * time.Millisecond
 	for {
-		obs := a.observe(ctx, r)
+		obs := a.Driver.Observe(ctx, r)
 		if obs.State != cleanup.Unknown || ctx.Err() != nil {
 			return obs
 		}
@@ -437,13 +420,14 @@ func (a *Adapter) observeRetry(ctx context.Context, r campaign.Resource) cleanup
 // retry calls fn until it succeeds or ctx is done; with goneIsDone, a
 // NotFound also ends it successfully (the thing is gone: success for a
 // removal). Every other error is taken for a transient one (a daemon
-// restarting, a dropped connection): only a definitive answer ends the
+// restarting, a dropped connection, a precondition that failed: the next
+// observation says what is there now): only a definitive answer ends the
 // retries before the deadline.
 func (a *Adapter) retry(ctx context.Context, goneIsDone bool, fn func() error) error {
 	delay := 50 * time.Millisecond
 	for {
 		err := fn()
-		if err == nil || goneIsDone && cerrdefs.IsNotFound(err) {
+		if err == nil || goneIsDone && errors.Is(err, driver.ErrNotFound) {
 			return nil
 		}
 		select {
@@ -453,107 +437,4 @@ func (a *Adapter) retry(ctx context.Context, goneIsDone bool, fn func() error) e
 		}
 		delay = min(2*delay, 2*time.Second)
 	}
-}
-
-// observe asks the daemon (or the file system, for a directory) about one
-// journalled resource, by its id.
-func (a *Adapter) observe(ctx context.Context, r campaign.Resource) cleanup.Observation {
-	var obs cleanup.Observation
-	var err error
-	switch r.Kind {
-	case campaign.KindContainer:
-		var info container.InspectResponse
-		info, err = a.api().ContainerInspect(ctx, r.ID)
-		if err == nil {
-			obs = cleanup.Observation{State: cleanup.Present, ID: info.ID}
-			if info.Config != nil {
-				obs.Labels = info.Config.Labels
-			}
-		}
-	case campaign.KindNetwork:
-		var info network.Inspect
-		info, err = a.api().NetworkInspect(ctx, r.ID, network.InspectOptions{})
-		if err == nil {
-			obs = cleanup.Observation{State: cleanup.Present, ID: info.ID, Labels: info.Labels}
-		}
-	case campaign.KindDir:
-		obs.RunRoot = a.runBase()
-		if _, rerr := a.runRel(r.ID); rerr != nil {
-			// Not a run directory at all (a journal names it): looked at
-			// as it is, never removed (Decide refuses it by its shape).
-			if _, err = os.Lstat(r.ID); err == nil {
-				obs.State = cleanup.Present
-			} else if errors.Is(err, os.ErrNotExist) {
-				obs.State, err = cleanup.Absent, nil
-			}
-			break
-		}
-		switch err = a.lstatRun(r.ID); {
-		case err == nil:
-			obs.State = cleanup.Present
-		case errors.Is(err, os.ErrNotExist):
-			obs.State, err = cleanup.Absent, nil
-		case errors.Is(err, beneath.ErrLink):
-			obs.State, obs.Diverted, err = cleanup.Present, "a symbolic link on its path (never followed): "+err.Error(), nil
-		}
-	default:
-		err = fmt.Errorf("unknown kind %q", r.Kind)
-	}
-	switch {
-	case err == nil:
-	case cerrdefs.IsNotFound(err):
-		obs.State = cleanup.Absent
-	default:
-		obs.State, obs.Err = cleanup.Unknown, err.Error()
-	}
-	return obs
-}
-
-// act removes one resource whose removal was decided.
-func (a *Adapter) act(ctx context.Context, r campaign.Resource) error {
-	switch r.Kind {
-	case campaign.KindContainer:
-		return a.api().ContainerRemove(ctx, r.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	case campaign.KindNetwork:
-		return a.api().NetworkRemove(ctx, r.ID)
-	case campaign.KindDir:
-		return a.removeRun(r.ID)
-	}
-	return fmt.Errorf("unknown kind %q", r.Kind)
-}
-
-// lstatRun looks at a run directory relative to the runtime directory,
-// following no link (a link there reads as a link, never its target).
-func (a *Adapter) lstatRun(path string) error {
-	rel, err := a.runRel(path)
-	if err != nil {
-		return err
-	}
-	rt, err := a.runtimeDir()
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
-	fi, err := rt.Lstat(rel)
-	if err == nil && !fi.IsDir() {
-		return &os.PathError{Op: "lstat", Path: path, Err: fmt.Errorf("%w: a %v, not a directory", beneath.ErrLink, fi.Mode().Type())}
-	}
-	return err
-}
-
-// removeRun removes a run directory and everything in it relative to the
-// runtime directory, following no link: the daemon's user may have
-// planted one anywhere in it (os.RemoveAll of the path would follow a
-// link planted as one of its parents).
-func (a *Adapter) removeRun(path string) error {
-	rel, err := a.runRel(path)
-	if err != nil {
-		return err
-	}
-	rt, err := a.runtimeDir()
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
-	return rt.RemoveAll(rel)
 }

@@ -4,25 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
-	"github.com/agentpen/agentpen/internal/beneath"
 	"github.com/agentpen/agentpen/store"
 )
 
 // A campaign's lifetime (campaign.Lifetime) is journalled; enforcing it
 // is removing the campaign, by exact id, as agentpen down does, when
 // campaign.Lifecycle.Due says so, with the reason ttl or idle. Idle means
-// no episode traffic: the workbench in a campaign workspace sets its
-// socket's modification time (wb.sock, in the workspace's run directory)
-// at each reset and step it serves, at most once a second, whoever sent
-// it (the API's proxy, or a client on the socket itself), and LastActivity
-// reads it without following any link. See docs/decisions.md.
+// no episode traffic: the workbench in a campaign workspace marks each
+// reset and step it serves, at most once a second, whoever sent it (the
+// API's proxy, or a client on its socket), and the driver reads the mark
+// (driver.Workspaces.Activity: a Docker workspace's socket's modification
+// time, read without following any link). See docs/decisions.md.
 
 // SetLifetime journals l as the lifetime of the campaign's latest
 // generation (campaign.OpLifetime), under the campaign's lock. Only a
@@ -49,10 +45,7 @@ func (a *Adapter) SetLifetime(ctx context.Context, c *store.Campaign, l campaign
 }
 
 // LastActivity is the last moment a workspace of the campaign's latest
-// generation served a reset or a step: the latest modification time of
-// their sockets (zero when none can be read). Each is read below the
-// run directories' base without following a link; a socket that is not
-// a socket (a file or a link put in its place) is not read.
+// generation served a reset or a step (zero when none can be read).
 func (a *Adapter) LastActivity(c *store.Campaign) (time.Time, error) {
 	st, err := a.readState(c)
 	if err != nil {
@@ -62,35 +55,7 @@ func (a *Adapter) LastActivity(c *store.Campaign) (time.Time, error) {
 }
 
 func (a *Adapter) lastActivity(st store.State) time.Time {
-	var dirs []string
-	for _, r := range st.Latest().Live() {
-		if r.Kind == campaign.KindDir && r.Role == campaign.RoleWork && r.ID != "" {
-			dirs = append(dirs, r.ID)
-		}
-	}
-	if len(dirs) == 0 {
-		return time.Time{}
-	}
-	base, err := beneath.Open(a.runBase(), nil)
-	if err != nil {
-		return time.Time{}
-	}
-	defer base.Close()
-	var last time.Time
-	for _, dir := range dirs {
-		rel, err := filepath.Rel(a.runBase(), dir)
-		if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
-			continue
-		}
-		fi, err := base.Lstat(filepath.Join(rel, filepath.Base(campaign.WorkbenchSocket)))
-		if err != nil || fi.Mode().Type() != fs.ModeSocket {
-			continue
-		}
-		if fi.ModTime().After(last) {
-			last = fi.ModTime()
-		}
-	}
-	return last
+	return a.Driver.Activity(context.Background(), st.Latest().Live())
 }
 
 // ReconcileOptions say what Reconcile may do.
@@ -170,5 +135,5 @@ func (a *Adapter) Reconcile(ctx context.Context, c *store.Campaign, opts Reconci
 		note := fmt.Sprintf("the bring-up of generation %d did not finish (its process ended); rolled back by reconcile: cleanup %s", st.Latest().N, rep.Status)
 		ferr = errors.Join(ferr, j.Append(campaign.Record{Op: campaign.OpRolledBack, Gen: st.Latest().N, Note: note}))
 	}
-	return res, lost(ferr)
+	return res, ferr
 }

@@ -1,8 +1,9 @@
 package adapter
 
 import (
+	"context"
 	"fmt"
-	"path/filepath"
+	"net"
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/store"
@@ -12,11 +13,11 @@ import (
 // directory alone (the spec, and the ids the journal recorded for its
 // latest generation), so a process that did not bring it up (agentpen
 // serve after a restart, or serving a campaign agentpen up made) can reach
-// its workspaces. It talks to no daemon: whether the containers still run
-// is the attestation's and the readiness checks' to say. It fills Plan
+// its workspaces. It talks to no runtime: whether the containers still
+// run is the attestation's and the readiness checks' to say. It fills Plan
 // (bound to the generation, with each workspace's uid block from its
-// journalled labels), Dir, ServerID, NetworkIDs (in agent order),
-// GraderDir and Workspaces.
+// journalled labels), Dir, ServerID, NetworkIDs (in agent order) and
+// Workspaces (each with the driver's handle on it).
 func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 	st, err := c.Read()
 	if err != nil {
@@ -56,32 +57,24 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 		return nil, fmt.Errorf("campaign %q: %w", c.ID, err)
 	}
 	out := &Campaign{Plan: p, Dir: c.Path}
-	containers, dirs, networks := map[string]string{}, map[string]string{}, map[string]string{}
-	blocks := map[string]string{}
-	for _, r := range g.Live() {
+	live := g.Live()
+	networks, blocks := map[string]string{}, map[string]string{}
+	for _, r := range live {
 		if r.ID == "" || r.Orphan {
 			continue
 		}
 		switch {
-		case r.Kind == campaign.KindNetwork:
+		case r.Role == campaign.RoleNetwork:
 			networks[r.Name] = r.ID
 		case r.Kind == campaign.KindContainer && r.Role == campaign.RoleServer:
 			out.ServerID = r.ID
 		case r.Kind == campaign.KindContainer:
-			containers[r.Name] = r.ID
 			blocks[r.Name] = r.Labels[campaign.LabelUIDBlock]
-		case r.Kind == campaign.KindDir && r.Role == campaign.RoleServer:
-			out.GraderDir = r.ID
-		case r.Kind == campaign.KindDir:
-			dirs[filepath.Base(r.ID)] = r.ID
 		}
 	}
-	if p.Topology == campaign.TopologyNone && out.GraderDir == "" {
-		return nil, fmt.Errorf("campaign %q generation %d: %w: the grader's socket directory is not in the journal", c.ID, g.N, ErrNotUp)
-	}
 	for i, ag := range p.Agents {
-		id, dir := containers[ag.Name], dirs[ag.AgentID]
-		if id == "" || dir == "" {
+		h, err := a.Driver.Workspace(ag, live)
+		if err != nil || h.ID == "" {
 			return nil, fmt.Errorf("campaign %q generation %d: workspace %s: %w: its container or run directory is not in the journal", c.ID, g.N, ag.AgentID, ErrNotUp)
 		}
 		base, ok := campaign.ParseUIDBlock(blocks[ag.Name])
@@ -100,17 +93,19 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 		if cl := claims[ag.Name]; ag.Pool && cl != nil {
 			task = cl.TaskID
 		}
-		out.Workspaces = append(out.Workspaces, Workspace{Index: ag.Index, AgentID: ag.AgentID, TaskID: task, ContainerID: id, RunDir: dir, Socket: filepath.Join(dir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: base, Workbench: ag.NeedsKey, Pooled: ag.Pool})
+		out.Workspaces = append(out.Workspaces, workspace(p.Agents[i], task, h))
 	}
 	return out, nil
 }
 
-// Workspaces describes the latest generation's workspaces whose run
-// directory the journal does not record removed, in the spec's order, from
-// the state directory alone (agentpen ls --json): each with its index,
-// agent id, task, container id (empty once the container is removed) and
-// socket. It talks to no daemon.
-func Workspaces(c *store.Campaign, st store.State) ([]Workspace, error) {
+// Workspaces describes the latest generation's workspaces the driver can
+// still reach (a Docker workspace's run directory not recorded removed),
+// the spec's in its order, then the claimed pooled ones by slot, from the
+// state directory alone (agentpen ls --json, the results collector, the
+// lifetime's idle time): each with its index, agent id, task, container id
+// (empty once the container is removed) and socket. It talks to no
+// runtime.
+func (a *Adapter) Workspaces(c *store.Campaign, st store.State) ([]Workspace, error) {
 	g := st.Latest()
 	if g.N == 0 {
 		return nil, nil
@@ -127,24 +122,37 @@ func Workspaces(c *store.Campaign, st store.State) ([]Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
 	}
-	containers, dirs := map[string]string{}, map[string]string{}
-	for _, r := range g.Live() {
-		switch {
-		case r.ID == "" || r.Orphan || r.Role != campaign.RoleWork:
-		case r.Kind == campaign.KindContainer:
-			containers[r.Name] = r.ID
-		case r.Kind == campaign.KindDir:
-			dirs[filepath.Base(r.ID)] = r.ID
+	// Claimed pooled workspaces are a campaign's workspaces too, bound to
+	// their claims' tasks; unclaimed ones are not (they have no task).
+	claims := map[string]*campaign.Claim{}
+	var claimed []int
+	for _, s := range st.Pool {
+		if s.Claim != nil {
+			claimed = append(claimed, s.N)
+			claims[s.Name] = s.Claim
 		}
 	}
+	if err := p.AddPool(claimed); err != nil {
+		return nil, fmt.Errorf("campaign %q: %w", c.ID, err)
+	}
+	live := g.Live()
 	var out []Workspace
-	for i, ag := range p.Agents {
-		dir := dirs[ag.AgentID]
-		if dir == "" {
+	for _, ag := range p.Agents {
+		h, err := a.Driver.Workspace(ag, live)
+		if err != nil {
 			continue
 		}
-		out = append(out, Workspace{Index: i, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, ContainerID: containers[ag.Name],
-			RunDir: dir, Socket: filepath.Join(dir, filepath.Base(campaign.WorkbenchSocket)), Workbench: ag.NeedsKey})
+		task := ag.Spec.TaskID
+		if cl := claims[ag.Name]; ag.Pool && cl != nil {
+			task = cl.TaskID
+		}
+		out = append(out, workspace(ag, task, h))
 	}
 	return out, nil
+}
+
+// Dial connects to ws's episode server (HTTP over the connection), the
+// way its driver reaches it.
+func (a *Adapter) Dial(ctx context.Context, ws Workspace) (net.Conn, error) {
+	return a.Driver.Dial(ctx, ws.Handle)
 }

@@ -61,7 +61,7 @@ func (a *Adapter) Orphans(ctx context.Context, root *store.Root) ([]Orphan, erro
 			}
 		}
 	}
-	found, err := a.listLabelled(ctx, campaign.LabelOwner+"="+campaign.OwnerValue)
+	found, err := a.Driver.List(ctx, campaign.LabelOwner+"="+campaign.OwnerValue)
 	if err != nil {
 		return nil, err
 	}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
-	"github.com/agentpen/agentpen/attest"
+	"github.com/agentpen/agentpen/adapter/driver"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/store"
 )
@@ -106,16 +105,20 @@ func (a *Adapter) Claim(ctx context.Context, c *store.Campaign, task, attempt st
 		return Claimed{}, err
 	}
 	ag := lc.Plan.Agents[len(lc.Plan.Agents)-1]
-	runDir := ""
-	for _, r := range st.Latest().Live() {
-		if r.Kind == campaign.KindDir && filepath.Base(r.ID) == ag.AgentID {
-			runDir = r.ID
+	live := st.Latest().Live()
+	base := 0
+	for _, r := range live {
+		if r.Kind == campaign.KindContainer && r.ID == slot.ContainerID {
+			base, _ = campaign.ParseUIDBlock(r.Labels[campaign.LabelUIDBlock])
 		}
 	}
-	if runDir == "" {
-		return Claimed{}, fmt.Errorf("campaign %s: pool slot %d: its run directory is not in the journal", c.ID, slot.N)
+	lc.Plan.SetUIDBlock(len(lc.Plan.Agents)-1, base)
+	ag = lc.Plan.Agents[len(lc.Plan.Agents)-1]
+	h, err := a.Driver.Workspace(ag, live)
+	if err != nil {
+		return Claimed{}, fmt.Errorf("campaign %s: pool slot %d: %w", c.ID, slot.N, err)
 	}
-	if err := a.bindTask(runDir, task); err != nil {
+	if err := a.Driver.Bind(ctx, h, task); err != nil {
 		return Claimed{}, fmt.Errorf("campaign %s: pool slot %d: %w", c.ID, slot.N, err)
 	}
 	rec := campaign.Record{Op: campaign.OpClaim, Gen: st.Latest().N, Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: slot.Name, ID: slot.ContainerID, Task: task, Attempt: attempt}
@@ -125,14 +128,7 @@ func (a *Adapter) Claim(ctx context.Context, c *store.Campaign, task, attempt st
 		// write its file, which is there already).
 		return Claimed{}, fmt.Errorf("journal the claim: %w", err)
 	}
-	base := 0
-	for _, r := range st.Latest().Live() {
-		if r.Kind == campaign.KindContainer && r.ID == slot.ContainerID {
-			base, _ = campaign.ParseUIDBlock(r.Labels[campaign.LabelUIDBlock])
-		}
-	}
-	ws := Workspace{Index: ag.Index, AgentID: ag.AgentID, TaskID: task, ContainerID: slot.ContainerID, RunDir: runDir,
-		Socket: filepath.Join(runDir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: base, Workbench: true, Pooled: true}
+	ws := workspace(ag, task, h)
 	a.log().Info("pool: claimed", "campaign", c.ID, "slot", slot.N, "agent", ag.AgentID, "warm", warm)
 	return Claimed{Workspace: ws, Warm: warm, Slot: slot.N, At: time.Now()}, nil
 }
@@ -228,9 +224,10 @@ func (a *Adapter) Refill(ctx context.Context, c *store.Campaign, opts AttestOpti
 
 // poolSlot is a pooled workspace a refill created.
 type poolSlot struct {
-	n    int
-	ws   Workspace
-	spec containerSpec
+	n  int
+	ws Workspace
+	// main is its container, made and not yet started.
+	main *driver.Object
 }
 
 // growPool journals and creates n new pooled workspaces of c (its state
@@ -250,29 +247,40 @@ func (a *Adapter) growPool(ctx context.Context, c *store.Campaign, j *campaign.J
 	if err := p.AddPool(nums); err != nil {
 		return nil, err
 	}
-	agents := p.Agents[len(p.Agents)-n:]
+	agents := seq(len(p.Agents)-n, len(p.Agents))
 	bases, claim, err := a.claimUIDBlocks(ctx, n)
 	if err != nil {
 		return nil, err
 	}
 	defer claim.release()
+	for k, i := range agents {
+		p.SetUIDBlock(i, bases[k])
+	}
+	l, err := a.Driver.Layout(ctx, driver.BringUp{Plan: p, Agents: agents, APIKey: a.getenv(p.Server.Spec.APIKeyEnv), Lock: a.lockName})
+	if err != nil {
+		return nil, err
+	}
+	if l.Done != nil {
+		defer l.Done()
+	}
 	b := &bringUp{a: a, j: j, p: p, failed: map[string]failedCreate{}, progress: a.newProgress(p.CampaignID, map[string]int{campaign.RoleWork: n})}
-	apiKey := a.getenv(p.Server.Spec.APIKeyEnv)
 	out := make([]poolSlot, 0, n)
-	for i := range agents {
-		p.SetUIDBlock(len(p.Agents)-n+i, bases[i])
-		ag := p.Agents[len(p.Agents)-n+i]
-		runDir, err := a.makeRunDir(j, p, ag)
+	for k, u := range l.Workspaces {
+		for _, o := range u.Objects() {
+			if err := b.make(ctx, o); err != nil {
+				return out, err
+			}
+		}
+		var live []campaign.Resource
+		for _, o := range u.Objects() {
+			live = append(live, o.Resource(p.Generation))
+		}
+		ag := p.Agents[u.Agent]
+		h, err := a.Driver.Workspace(ag, live)
 		if err != nil {
 			return out, err
 		}
-		s := workspaceSpec(p, ag, runDir, lc.GraderDir, apiKey)
-		id, err := b.createContainer(ctx, s)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, poolSlot{n: nums[i], spec: s, ws: Workspace{Index: ag.Index, AgentID: ag.AgentID, ContainerID: id, RunDir: runDir,
-			Socket: filepath.Join(runDir, filepath.Base(campaign.WorkbenchSocket)), UIDBase: ag.UIDBase, Workbench: true, Pooled: true}})
+		out = append(out, poolSlot{n: nums[k], main: u.Main, ws: workspace(ag, "", h)})
 	}
 	if !start {
 		return out, nil
@@ -291,9 +299,9 @@ func (a *Adapter) startSlots(ctx context.Context, c *store.Campaign, slots []poo
 	res := make(chan result, len(slots))
 	for _, s := range slots {
 		go func() {
-			err := b.start(ctx, s.spec, s.ws.ContainerID)
+			err := b.start(ctx, s.main)
 			if err == nil {
-				err = a.waitWorkspace(ctx, s.ws)
+				err = b.ready(ctx, s.main)
 			}
 			res <- result{s, err}
 		}()
@@ -324,36 +332,19 @@ func (a *Adapter) attestSlots(ctx context.Context, c *store.Campaign, j *campaig
 	if len(slots) == 0 {
 		return nil
 	}
-	start := time.Now()
 	st, err := a.readState(c)
 	if err != nil {
 		return err
 	}
-	src, err := a.attestSource(c, st)
-	if err != nil {
-		return err
-	}
+	scope := make([]int, 0, len(slots))
 	for _, s := range slots {
-		src.Scope = append(src.Scope, s.n)
+		scope = append(scope, s.n)
 	}
-	key, err := a.signingKey(c)
+	_, _, rep, err := a.judge(ctx, c, st, opts, scope)
 	if err != nil {
 		return err
 	}
-	x, err := attest.Expect(src)
-	if err != nil {
-		return err
-	}
-	obs, err := a.observeCampaign(ctx, x, opts)
-	if err != nil {
-		return err
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("attestation of %s's pool interrupted, no report written: %w", c.ID, context.Cause(ctx))
-	}
-	obs.Timings.TotalMS = msSince(start)
-	rep := x.Evaluate(obs)
-	if _, err := a.writeAttestation(ctx, c, j, key, st.Latest().N, rep); err != nil {
+	if _, err := a.writeAttestation(ctx, c, j, st.Latest().N, rep); err != nil {
 		return err
 	}
 	if !rep.OK {

@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/network"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -46,18 +42,8 @@ func (a *Adapter) resolveIntents(ctx context.Context, j *campaign.Journal, gens 
 				continue
 			}
 			g.Go(func() error {
-				var res resolution
 				f, known := failed[r.Name]
-				switch r.Kind {
-				case campaign.KindContainer:
-					res = a.resolveContainer(ctx, r, settledAfter(r, f, known))
-				case campaign.KindNetwork:
-					res = a.resolveNetwork(ctx, r, settledAfter(r, f, known))
-				case campaign.KindDir:
-					res = a.resolveDir(r, gen)
-				default:
-					res.err = fmt.Errorf("unknown kind %q", r.Kind)
-				}
+				res := a.resolve(ctx, r, gen.Instance, settledAfter(r, f, known))
 				var jerr error
 				switch {
 				case res.id != "":
@@ -87,17 +73,6 @@ type failedCreate struct {
 	answered bool
 }
 
-// daemonAnswered reports whether err is the daemon's own answer to a call
-// (an error status it sent), as opposed to a call that ended without one.
-func daemonAnswered(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	return cerrdefs.IsInvalidArgument(err) || cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) ||
-		cerrdefs.IsPermissionDenied(err) || cerrdefs.IsInternal(err) || cerrdefs.IsUnavailable(err) ||
-		cerrdefs.IsNotImplemented(err) || cerrdefs.IsUnknown(err)
-}
-
 // settledAfter is when "no such <resource>" becomes a definitive answer
 // for an intent: at once when the daemon answered the create with an
 // error; resolveSettle after a create of this process that ended without
@@ -114,83 +89,42 @@ func settledAfter(r campaign.Resource, f failedCreate, known bool) time.Time {
 	return r.Intended.Add(resolveSettle)
 }
 
-// resolveContainer finds out whether a create of r's name that was never
-// recorded made a container, asking by exact name until the answer is
-// definitive. A container with that name carrying r's ownership labels
-// (the instance nonce among them) is ours; one without them is not, and
-// our create cannot have made it; "no such container" counts only once no
-// create can still be in flight (settledAfter).
-func (a *Adapter) resolveContainer(ctx context.Context, r campaign.Resource, settled time.Time) resolution {
+// resolve finds out whether a create of r's name that was never recorded
+// made a resource, asking the runtime by exact name until the answer is
+// definitive. A resource with that name carrying r's ownership labels
+// (the create's secret among them) is ours; one without them is not, and
+// our create cannot have made it; "no such resource" counts only once no
+// create can still be in flight (settled; at once where the runtime makes
+// the kind synchronously). instance is the nonce of r's generation.
+func (a *Adapter) resolve(ctx context.Context, r campaign.Resource, instance string, settled time.Time) resolution {
 	delay := 50 * time.Millisecond
 	var last error
 	for {
-		info, err := a.api().ContainerInspect(ctx, r.Name)
+		f, err := a.Driver.Lookup(ctx, r, instance)
 		switch {
-		case err == nil:
-			if info.Config != nil && campaign.OwnedBy(info.Config.Labels, r.Labels) {
-				return resolution{id: info.ID, note: "resolved by name and ownership labels"}
-			}
-			return resolution{absent: true, note: fmt.Sprintf("never created: the name belongs to %s, which is not ours", short(info.ID))}
-		case !cerrdefs.IsNotFound(err):
+		case err != nil:
 			last = err
-		case !time.Now().Before(settled):
-			return resolution{absent: true, note: "never created: no such container once no create could be in flight"}
+		case !f.Absent && (f.Proven || campaign.OwnedBy(f.Labels, r.Labels)):
+			return resolution{id: f.ID, note: or(f.Note, "resolved by name and ownership labels")}
+		case !f.Absent:
+			return resolution{absent: true, note: fmt.Sprintf("never created: the name belongs to %s, which is not ours", short(f.ID))}
+		case f.Definite || !time.Now().Before(settled):
+			return resolution{absent: true, note: or(f.Note, fmt.Sprintf("never created: no such %s once no create could be in flight", r.Kind))}
 		default:
-			last = errors.New("no such container yet, but a create may still be in flight")
+			last = fmt.Errorf("no such %s yet, but a create may still be in flight", r.Kind)
 		}
 		select {
 		case <-ctx.Done():
-			return resolution{err: fmt.Errorf("resolve container %s: %w (last: %v)", r.Name, ctx.Err(), last)}
+			return resolution{err: fmt.Errorf("resolve %s %s: %w (last: %v)", r.Kind, r.Name, ctx.Err(), last)}
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 500*time.Millisecond)
 	}
 }
 
-// resolveNetwork is resolveContainer for the campaign network.
-func (a *Adapter) resolveNetwork(ctx context.Context, r campaign.Resource, settled time.Time) resolution {
-	delay := 50 * time.Millisecond
-	var last error
-	for {
-		info, err := a.api().NetworkInspect(ctx, r.Name, network.InspectOptions{})
-		switch {
-		case err == nil && info.Name == r.Name:
-			if campaign.OwnedBy(info.Labels, r.Labels) {
-				return resolution{id: info.ID, note: "resolved by name and ownership labels"}
-			}
-			return resolution{absent: true, note: fmt.Sprintf("never created: the name belongs to %s, which is not ours", short(info.ID))}
-		case err == nil:
-			last = fmt.Errorf("inspect by name answered with network %q", info.Name)
-		case !cerrdefs.IsNotFound(err):
-			last = err
-		case !time.Now().Before(settled):
-			return resolution{absent: true, note: "never created: no such network once no create could be in flight"}
-		default:
-			last = errors.New("no such network yet, but a create may still be in flight")
-		}
-		select {
-		case <-ctx.Done():
-			return resolution{err: fmt.Errorf("resolve network %s: %w (last: %v)", r.Name, ctx.Err(), last)}
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 500*time.Millisecond)
+func or(a, b string) string {
+	if a != "" {
+		return a
 	}
-}
-
-// resolveDir resolves a run directory whose creation was never recorded:
-// agentpen makes it with one mkdir, so it exists or it does not; one that
-// exists is ours when its path is a run directory under this generation's
-// own run root (named with the instance nonce).
-func (a *Adapter) resolveDir(r campaign.Resource, g campaign.Generation) resolution {
-	err := a.lstatRun(r.Name)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return resolution{absent: true, note: "never created: no such directory"}
-	case err != nil:
-		return resolution{err: err}
-	}
-	if !cleanup.RunDirShape(a.runBase(), r.Name) || g.Instance == "" || filepath.Base(filepath.Dir(r.Name)) != runRootName(g.Instance) {
-		return resolution{absent: true, note: "never created by this generation: the path is not under its run root"}
-	}
-	return resolution{id: r.Name, note: "resolved: the directory exists under this generation's run root"}
+	return b
 }

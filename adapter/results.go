@@ -1,15 +1,10 @@
 package adapter
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
+	"context"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/agentpen/agentpen/internal/beneath"
 	"github.com/agentpen/agentpen/store"
 	"github.com/agentpen/agentpen/workbench/results"
 )
@@ -19,13 +14,12 @@ import (
 // campaign's results file (store.ResultsFile), where they outlive the
 // campaign.
 //
-// A run directory is writable by the daemon's user, which a container
-// escape yields: every byte read there is hostile. The directory and the
-// file are opened beneath the runtime directory without following a link
-// (and the file without blocking: a FIFO is refused, not waited on), at
-// most results.MaxFile bytes are read per collection, every line is
-// parsed strictly, and a record naming another task than the workspace's
-// is refused. A refused line is logged (its offset and why, never its
+// A workspace's results file is written where a container escape reaches
+// (a Docker workspace's run directory is the daemon user's): every byte
+// read there is hostile. The driver reads it without following a link or
+// blocking (driver.Workspaces.Results), at most results.MaxFile bytes are
+// read per collection, every line is parsed strictly, and a record naming
+// another task than the workspace's is refused. A refused line is logged (its offset and why, never its
 // content) and skipped, never stored. Only workspaces running the
 // workbench are read: a launcher's own command writes no results.
 //
@@ -85,7 +79,7 @@ func (rc *ResultsCollector) Collect(c *store.Campaign) (Collected, error) {
 		return out, err
 	}
 	gen := st.Latest().N
-	ws, err := Workspaces(c, st)
+	ws, err := rc.a.Workspaces(c, st)
 	if err != nil || len(ws) == 0 {
 		return out, err
 	}
@@ -108,18 +102,13 @@ func (rc *ResultsCollector) Collect(c *store.Campaign) (Collected, error) {
 		}
 		seen = seenResults{size: size, next: next}
 	}
-	rt, err := rc.a.runtimeDir()
-	if err != nil {
-		return out, err
-	}
-	defer rt.Close()
 	var add []store.Result
 	for _, w := range ws {
 		if !w.Workbench {
 			continue
 		}
 		k := store.Source{Generation: gen, Workspace: w.Index}
-		recs, next, refused, err := rc.read(rt, w, seen.next[k])
+		recs, next, refused, err := rc.read(w, seen.next[k])
 		for _, r := range refused {
 			rc.a.log().Warn("results: a line refused", "campaign", c.ID, "workspace", w.Index, "offset", r.Offset, "reason", r.Reason)
 			out.Refused = append(out.Refused, RefusedResult{w.Index, r.Offset, r.Reason})
@@ -153,32 +142,13 @@ func (rc *ResultsCollector) Collect(c *store.Campaign) (Collected, error) {
 	return out, nil
 }
 
-// read reads w's results file from offset; a missing directory or file
-// is nothing to read.
-func (rc *ResultsCollector) read(rt *beneath.Dir, w Workspace, offset int64) ([]results.Record, int64, []results.Refusal, error) {
-	rel, err := rc.a.runRel(w.RunDir)
+// read reads w's results file from offset; a missing file is nothing to
+// read.
+func (rc *ResultsCollector) read(w Workspace, offset int64) ([]results.Record, int64, []results.Refusal, error) {
+	b, err := rc.a.Driver.Results(context.Background(), w.Handle, offset)
 	if err != nil {
 		return nil, offset, nil, err
 	}
-	d, err := rt.OpenDir(rel)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, offset, nil, nil
-	}
-	if err != nil {
-		return nil, offset, nil, err
-	}
-	defer d.Close()
-	f, err := d.OpenFile(results.FileName, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, offset, nil, nil
-	}
-	if err != nil {
-		return nil, offset, nil, err
-	}
-	defer f.Close()
-	recs, next, refused, err := results.Read(f, offset)
-	if err != nil {
-		return nil, offset, refused, fmt.Errorf("%s: %w", f.Name(), err)
-	}
+	recs, next, refused := results.Lines(b, offset)
 	return recs, next, refused, nil
 }

@@ -52,7 +52,6 @@ type UpResult struct {
 // error and the removal's; the result says what happened either way.
 func (a *Adapter) Up(ctx context.Context, root *store.Root, p *campaign.Plan, opts UpOptions) (*UpResult, error) {
 	c, rep, path, err := a.BringUpAttested(ctx, root, p, opts.Attest)
-	err = lost(err)
 	res := &UpResult{Campaign: c, Report: rep, ReportPath: path}
 	if c == nil {
 		return res, err

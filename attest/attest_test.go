@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentpen/agentpen/adapter/docker/dockerjson"
+
 	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/google/go-cmp/cmp"
@@ -25,7 +27,7 @@ func TestGoodFixturesAttest(t *testing.T) {
 	for _, name := range fixtureNames {
 		t.Run(name, func(t *testing.T) {
 			f := loadFixture(t, name)
-			rep := Evaluate(f.src, f.obs)
+			rep := Evaluate(f.src, f.observed())
 			if !rep.OK || len(rep.FailedChecks) != 0 {
 				t.Fatalf("a good campaign does not attest: %v", rep.FailureLines())
 			}
@@ -85,7 +87,7 @@ func mutations() []mutation {
 				f.info(t, func(m map[string]any) { m["DockerRootDir"] = "/var/lib/docker" })
 			}},
 		{name: "daemon_info_unread", what: "/info could not be read", want: []string{"daemon.info"},
-			mutate: func(t *testing.T, f *fixture) { f.obs.Info = Raw{Err: "connection reset"} }},
+			mutate: func(t *testing.T, f *fixture) { f.raw.Info = dockerjson.Raw{Err: "connection reset"} }},
 		// No network at all (the internal fixture's topology).
 		{name: "network_in_no_network_campaign", what: "the journal of a campaign without networks records one", want: []string{"network.topology"},
 			mutate: func(t *testing.T, f *fixture) {
@@ -95,7 +97,7 @@ func mutations() []mutation {
 			}},
 		// The agent networks (the nat fixture's topology: one per agent).
 		{name: "network_absent", fixture: "nat", what: "an agent network's inspect answers 404", want: []string{"networks[0].present"},
-			mutate: func(t *testing.T, f *fixture) { f.obs.Networks[f.exp.Networks[0].ID] = Raw{NotFound: true} }},
+			mutate: func(t *testing.T, f *fixture) { f.raw.Networks[f.exp.Networks[0].ID] = dockerjson.Raw{NotFound: true} }},
 		{name: "network_id", fixture: "nat", what: "network Id is another", want: []string{"networks[0].id"},
 			mutate: func(t *testing.T, f *fixture) { f.network(t, func(m map[string]any) { m["Id"] = otherID }) }},
 		{name: "network_name", fixture: "nat", what: "network Name is another", want: []string{"networks[0].name"},
@@ -116,9 +118,9 @@ func mutations() []mutation {
 			}},
 		// Containers: identity.
 		{name: "server_absent", what: "the server's inspect answers 404", want: []string{"server.present"},
-			mutate: func(t *testing.T, f *fixture) { f.obs.Containers[f.id(t, srv)] = Raw{NotFound: true} }},
+			mutate: func(t *testing.T, f *fixture) { f.raw.Containers[f.id(t, srv)] = dockerjson.Raw{NotFound: true} }},
 		{name: "workspace_unreadable", what: "a workspace's inspect failed (500)", want: []string{ws0 + ".present"},
-			mutate: func(t *testing.T, f *fixture) { f.obs.Containers[f.id(t, ws0)] = Raw{Err: "status 500"} }},
+			mutate: func(t *testing.T, f *fixture) { f.raw.Containers[f.id(t, ws0)] = dockerjson.Raw{Err: "status 500"} }},
 		{name: "workspace_intent_unlabelled", what: "the journal's intent carries no io.agentpen labels", want: []string{ws0 + ".labels", ws0 + ".uid_block", ws0 + ".probe.uid_block", "isolation.uid_blocks_disjoint"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.intent(t, ws0, func(map[string]string) map[string]string { return map[string]string{"team": "x"} })
@@ -306,11 +308,11 @@ func mutations() []mutation {
 		// Campaign-wide.
 		{name: "extra_labelled_container", what: "a container carrying the campaign's label that the journal does not account for", want: []string{"campaign.unexpected_containers"},
 			mutate: func(t *testing.T, f *fixture) {
-				f.list(t, &f.obs.ContainerList, map[string]any{"Id": otherID, "Names": []any{"/extra"}, "Labels": map[string]any{campaign.LabelCampaign: f.src.Spec.CampaignID}})
+				f.list(t, &f.raw.ContainerList, map[string]any{"Id": otherID, "Names": []any{"/extra"}, "Labels": map[string]any{campaign.LabelCampaign: f.src.Spec.CampaignID}})
 			}},
 		{name: "extra_labelled_network", what: "a network carrying the campaign's label that the journal does not account for", want: []string{"campaign.unexpected_networks"},
 			mutate: func(t *testing.T, f *fixture) {
-				f.list(t, &f.obs.NetworkList, map[string]any{"Id": otherID, "Name": "extra", "Labels": map[string]any{campaign.LabelCampaign: f.src.Spec.CampaignID}})
+				f.list(t, &f.raw.NetworkList, map[string]any{"Id": otherID, "Name": "extra", "Labels": map[string]any{campaign.LabelCampaign: f.src.Spec.CampaignID}})
 			}},
 	}
 	// The checks every container has, once for the server and once for a
@@ -467,7 +469,7 @@ func mutations() []mutation {
 			mutate: func(t *testing.T, f *fixture) {
 				ws1 := f.id(t, "workspaces[1]")
 				block := f.exp.Containers[1].Labels[campaign.LabelUIDBlock]
-				f.obs.UIDBlocks.JSON = editJSON(t, f.obs.UIDBlocks.JSON, func(v any) any {
+				f.raw.UIDBlocks.JSON = editJSON(t, f.raw.UIDBlocks.JSON, func(v any) any {
 					for _, x := range v.([]any) {
 						if m := x.(map[string]any); m["Id"] == ws1 {
 							at(m, "Labels")[campaign.LabelUIDBlock] = block
@@ -478,10 +480,10 @@ func mutations() []mutation {
 			}},
 		mutation{name: "uid_block_shared_with_stranger", what: "another container on the daemon holds workspace 0's block", want: []string{"isolation.uid_blocks_disjoint"},
 			mutate: func(t *testing.T, f *fixture) {
-				f.list(t, &f.obs.UIDBlocks, map[string]any{"Id": otherID, "Names": []any{"/other-campaign-ws"}, "Labels": map[string]any{campaign.LabelUIDBlock: f.exp.Containers[1].Labels[campaign.LabelUIDBlock]}})
+				f.list(t, &f.raw.UIDBlocks, map[string]any{"Id": otherID, "Names": []any{"/other-campaign-ws"}, "Labels": map[string]any{campaign.LabelUIDBlock: f.exp.Containers[1].Labels[campaign.LabelUIDBlock]}})
 			}},
 		mutation{name: "uid_block_list_unread", what: "the daemon's uid-block list could not be read", want: []string{"isolation.uid_blocks_disjoint"},
-			mutate: func(t *testing.T, f *fixture) { f.obs.UIDBlocks = Raw{Err: "status 500"} }},
+			mutate: func(t *testing.T, f *fixture) { f.raw.UIDBlocks = dockerjson.Raw{Err: "status 500"} }},
 		mutation{name: "uid_block_probe_other_base", what: "the episode server runs another uid block than the journalled one", want: []string{ws0 + ".probe.uid_block"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.probe(t, PhaseMain, ws0, ws0+"/uid_block/0", func(m map[string]any) { m["uid_base"] = float64(campaign.UIDBlockFirst + 640) })
@@ -540,7 +542,7 @@ func TestMutations(t *testing.T) {
 			}
 			f := loadFixture(t, name)
 			m.mutate(t, f)
-			rep := Evaluate(f.src, f.obs)
+			rep := Evaluate(f.src, f.observed())
 			want := slices.Clone(m.want)
 			sort.Strings(want)
 			if rep.OK {
@@ -569,7 +571,7 @@ func TestMutationsCoverEveryCheck(t *testing.T) {
 		}
 	}
 	for _, name := range fixtureNames {
-		rep := Evaluate(loadFixture(t, name).src, loadFixture(t, name).obs)
+		rep := Evaluate(loadFixture(t, name).src, loadFixture(t, name).observed())
 		for c := range rep.Checks() {
 			if !covered[normalize(c)] {
 				t.Errorf("%s: check %s has no mutation in the table", name, c)
@@ -598,20 +600,20 @@ func TestNeverOKWithoutEvidence(t *testing.T) {
 		// only names the one fixture the evidence exists in ("" for both).
 		only string
 	}{
-		{"no_info", func(f *fixture) { f.obs.Info = Raw{} }, ""},
-		{"no_network", func(f *fixture) { f.obs.Networks = nil }, "nat"},
-		{"no_uid_blocks", func(f *fixture) { f.obs.UIDBlocks = Raw{} }, ""},
-		{"no_containers", func(f *fixture) { f.obs.Containers = nil }, ""},
-		{"no_images", func(f *fixture) { f.obs.Images = nil }, ""},
-		{"no_container_list", func(f *fixture) { f.obs.ContainerList = Raw{} }, ""},
-		{"no_network_list", func(f *fixture) { f.obs.NetworkList = Raw{} }, ""},
+		{"no_info", func(f *fixture) { f.raw.Info = dockerjson.Raw{} }, ""},
+		{"no_network", func(f *fixture) { f.raw.Networks = nil }, "nat"},
+		{"no_uid_blocks", func(f *fixture) { f.raw.UIDBlocks = dockerjson.Raw{} }, ""},
+		{"no_containers", func(f *fixture) { f.raw.Containers = nil }, ""},
+		{"no_images", func(f *fixture) { f.raw.Images = nil }, ""},
+		{"no_container_list", func(f *fixture) { f.raw.ContainerList = dockerjson.Raw{} }, ""},
+		{"no_network_list", func(f *fixture) { f.raw.NetworkList = dockerjson.Raw{} }, ""},
 		{"no_runs", func(f *fixture) { f.obs.Runs = nil }, ""},
 		{"no_listeners", func(f *fixture) { f.obs.Listeners = nil }, ""},
-		{"no_endpoint", func(f *fixture) { f.obs.Endpoint = "" }, ""},
+		{"no_endpoint", func(f *fixture) { f.raw.Endpoint = "" }, ""},
 		{"no_bringup_record", func(f *fixture) { f.src.Bringup = DaemonRecord{} }, ""},
 		{"no_journal", func(f *fixture) { f.src.Records = nil }, ""},
 		{"no_roles", func(f *fixture) { f.src.Roles = nil }, ""},
-		{"empty_observation", func(f *fixture) { f.obs = Observation{} }, ""},
+		{"empty_observation", func(f *fixture) { f.obs, f.raw = Observation{}, dockerjson.Capture{} }, ""},
 		{"bad_spec", func(f *fixture) { f.src.Spec.CampaignID = "" }, ""},
 		{"main_exec_failed", func(f *fixture) {
 			for i := range f.obs.Runs {
@@ -667,7 +669,7 @@ func TestNeverOKWithoutEvidence(t *testing.T) {
 				}
 				f := loadFixture(t, name)
 				tt.drop(f)
-				if rep := Evaluate(f.src, f.obs); rep.OK || len(rep.FailedChecks) == 0 {
+				if rep := Evaluate(f.src, f.observed()); rep.OK || len(rep.FailedChecks) == 0 {
 					t.Fatalf("%s: ok without the evidence", name)
 				}
 			}
@@ -681,9 +683,9 @@ func TestNeverOKWithoutEvidence(t *testing.T) {
 func TestReportHasNoEnvValues(t *testing.T) {
 	for _, name := range fixtureNames {
 		f := loadFixture(t, name)
-		b, _ := Evaluate(f.src, f.obs).Marshal()
+		b, _ := Evaluate(f.src, f.observed()).Marshal()
 		var values []string
-		for _, raw := range f.obs.Containers {
+		for _, raw := range f.raw.Containers {
 			var c struct{ Config struct{ Env []string } }
 			json.Unmarshal(raw.JSON, &c)
 			for _, kv := range c.Config.Env {
@@ -733,10 +735,10 @@ func TestImageRepoDigest(t *testing.T) {
 			id := f.src.Spec.Server.Image
 			ref := "agentpen/workbench:v1@" + digest // a tag beside the digest is allowed
 			f.src.Spec.Server.Image = ref
-			img := f.obs.Images[id]
+			img := f.raw.Images[id]
 			img.JSON = editJSON(t, img.JSON, func(v any) any { v.(map[string]any)["RepoDigests"] = tt.digests; return v })
-			f.obs.Images[ref] = img
-			rep := Evaluate(f.src, f.obs)
+			f.raw.Images[ref] = img
+			rep := Evaluate(f.src, f.observed())
 			if rep.OK != tt.ok {
 				t.Fatalf("ok %v, want %v: %v", rep.OK, tt.ok, rep.FailureLines())
 			}
@@ -771,16 +773,16 @@ func TestImageTag(t *testing.T) {
 		return f
 	}
 	f := tagged(t, true)
-	if rep := Evaluate(f.src, f.obs); !rep.OK {
+	if rep := Evaluate(f.src, f.observed()); !rep.OK {
 		t.Fatalf("a tag pinned to the id the containers run: %v", rep.FailureLines())
 	}
 	f = tagged(t, true)
 	f.container(t, ws0, func(m map[string]any) { m["Image"] = "sha256:" + strings.Repeat("e", 64) })
-	if rep := Evaluate(f.src, f.obs); rep.OK || !slices.Contains(rep.FailedChecks, ws0+".image") {
+	if rep := Evaluate(f.src, f.observed()); rep.OK || !slices.Contains(rep.FailedChecks, ws0+".image") {
 		t.Fatalf("a workspace on another image: ok %v, failed %v", rep.OK, rep.FailedChecks)
 	}
 	f = tagged(t, false)
-	if rep := Evaluate(f.src, f.obs); rep.OK || !strings.Contains(rep.Error, "none is recorded") {
+	if rep := Evaluate(f.src, f.observed()); rep.OK || !strings.Contains(rep.Error, "none is recorded") {
 		t.Fatalf("a tag the journal pinned to nothing: ok %v, error %q", rep.OK, rep.Error)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentpen/agentpen/adapter/docker/dockerjson"
+
 	"github.com/agentpen/agentpen/campaign"
 )
 
@@ -23,7 +25,7 @@ var catalogueScenarios = []struct {
 }{
 	{"internal", "internal", nil},
 	{"nat", "nat", nil},
-	{"no_info", "nat", func(t *testing.T, f *fixture) { f.obs.Info = Raw{Err: "the daemon did not answer"} }},
+	{"no_info", "nat", func(t *testing.T, f *fixture) { f.raw.Info = dockerjson.Raw{Err: "the daemon did not answer"} }},
 	{"unplannable", "nat", func(t *testing.T, f *fixture) { f.src.Spec = campaign.CampaignSpec{} }},
 	{"intents_without_labels", "nat", func(t *testing.T, f *fixture) {
 		for i := range f.src.Records {
@@ -53,7 +55,7 @@ func TestCatalogueComplete(t *testing.T) {
 		if sc.edit != nil {
 			sc.edit(t, f)
 		}
-		rep := Evaluate(f.src, f.obs)
+		rep := Evaluate(f.src, f.observed())
 		for _, name := range append(slices.Collect(maps.Keys(rep.Checks())), rep.FailedChecks...) {
 			if _, ok := emitted[catalogueID(name)]; !ok {
 				emitted[catalogueID(name)] = sc.name

@@ -10,15 +10,15 @@ import (
 	"github.com/agentpen/agentpen/workbench/probe/wire"
 )
 
-// evidence is what the probe runs returned, by probe id, and why an exec
+// gathered is what the probe runs returned, by probe id, and why an exec
 // gave none.
-type evidence struct {
+type gathered struct {
 	results map[string]wire.Outcome
 	execErr map[string]string // phase/subject -> why
 }
 
-func gather(plan *probePlan, obs Observation) evidence {
-	ev := evidence{results: map[string]wire.Outcome{}, execErr: map[string]string{}}
+func gather(plan *probePlan, obs Observation) gathered {
+	ev := gathered{results: map[string]wire.Outcome{}, execErr: map[string]string{}}
 	runs := map[string]ProbeRun{}
 	for _, run := range obs.Runs {
 		runs[run.Phase+"/"+run.Subject] = run
@@ -62,7 +62,7 @@ func gather(plan *probePlan, obs Observation) evidence {
 }
 
 // result is the probe's result, or why there is none.
-func (ev evidence) result(pr probe) (wire.Outcome, string) {
+func (ev gathered) result(pr probe) (wire.Outcome, string) {
 	key := pr.phase + "/" + pr.subject
 	if why := ev.execErr[key]; why != "" {
 		return wire.Outcome{}, why
@@ -249,7 +249,7 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 	checkListeners(r, obs)
 }
 
-func checkCustody(r *Report, e *expectation, obs Observation, decoded map[string]*container, pr probe, ev evidence) {
+func checkCustody(r *Report, e *expectation, obs Observation, decoded map[string]*container, pr probe, ev gathered) {
 	var c *containerExp
 	for i := range e.Containers {
 		if e.Containers[i].Subject == pr.subject {
@@ -322,7 +322,7 @@ func checkCustody(r *Report, e *expectation, obs Observation, decoded map[string
 
 // checkCounters: the grader's counters were read before and after, and
 // the requests sent without the key arrived and reached no handler.
-func checkCounters(r *Report, e *expectation, plan *probePlan, ev evidence, probes []probe) {
+func checkCounters(r *Report, e *expectation, plan *probePlan, ev gathered, probes []probe) {
 	if !e.GraderRoutes || plan.scoped() {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentpen/agentpen/attest/evidence"
 	"github.com/agentpen/agentpen/campaign"
 )
 
@@ -26,18 +27,9 @@ func checkContainer(r *Report, e *expectation, c *containerExp, obs Observation)
 		r.Containers.add(s+".present", nil, c.Name, false, c.IDProblem)
 		return nil
 	}
-	raw, seen := obs.Containers[c.ID]
-	if p := rawProblem("container "+short(c.ID), raw, seen); p != "" {
+	d, seen := obs.Runtime.Containers[c.ID]
+	if p := problem("container "+short(c.ID), d.Answer, seen); p != "" {
 		r.Containers.add(s+".present", nil, c.ID, false, p)
-		return nil
-	}
-	k := ""
-	if c.NeedsKey || c.Role == campaign.RoleServer {
-		k = e.KeyEnv
-	}
-	d, err := decodeContainer(raw.JSON, k, e.Source.KeyPolicy)
-	if err != nil {
-		r.Containers.add(s+".present", nil, c.ID, false, err.Error())
 		return nil
 	}
 	r.Containers.add(s+".present", d.ID, c.ID, true, "")
@@ -135,12 +127,8 @@ func checkContainer(r *Report, e *expectation, c *containerExp, obs Observation)
 // (Observation.Images is keyed by the planned reference): for an image id
 // its Id must be that id, for repo@sha256 its repo digests must hold it.
 func plannedImage(obs Observation, ref string) (image, bool) {
-	raw, ok := obs.Images[ref]
-	if !ok || rawProblem("image", raw, true) != "" {
-		return image{}, false
-	}
-	im, err := decodeImage(raw.JSON)
-	if err != nil || im.ID == "" {
+	im, ok := obs.Runtime.Images[ref]
+	if !ok || im.Problem("image") != "" || im.ID == "" {
 		return image{}, false
 	}
 	if strings.HasPrefix(ref, "sha256:") {
@@ -186,7 +174,7 @@ func checkCommand(r *Report, c *containerExp, d container, img image, imgOK bool
 }
 
 func checkPublish(r *Report, c *containerExp, d container) {
-	published := map[string][]binding{}
+	published := map[string][]evidence.Binding{}
 	for port, bs := range d.PortBindings {
 		if len(bs) > 0 {
 			published["requested "+port] = bs
@@ -203,7 +191,7 @@ func checkPublish(r *Report, c *containerExp, d container) {
 	}
 	host, port := splitHostPort(c.Publish)
 	key := fmt.Sprintf("%d/tcp", c.Port)
-	want := []binding{{HostIP: host, HostPort: port}}
+	want := []evidence.Binding{{HostIP: host, HostPort: port}}
 	ok := !d.PublishAll && len(published) == 2 && slices.Equal(published["requested "+key], want) && slices.Equal(published["active "+key], want)
 	r.Publish.add(c.Subject+".publish", map[string]any{"bindings": published, "publish_all": d.PublishAll}, map[string]any{"requested " + key: want, "active " + key: want}, ok, "the published ports are not exactly the planned loopback binding")
 }

@@ -1,7 +1,6 @@
 package attest
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,42 +8,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentpen/agentpen/attest/evidence"
 	"github.com/agentpen/agentpen/campaign"
 )
 
-// Raw is one daemon answer as the daemon returned it, or why there is
-// none.
-type Raw struct {
-	// JSON is the daemon's body.
-	JSON json.RawMessage `json:"json,omitempty"`
-	// NotFound is true when the daemon answered 404.
-	NotFound bool `json:"not_found,omitempty"`
-	// Err says why there is no answer (a failed call).
-	Err string `json:"error,omitempty"`
-}
-
-// Observation is everything the adapter saw: the daemon's own JSON for
-// /info, the journalled network and containers (by their journalled ids),
-// the images they run, the containers and networks carrying the campaign's
-// label, and the probes' outputs. A missing entry is missing evidence.
+// Observation is everything the engine saw: what the runtime said of the
+// campaign (its driver's decoded answers: the daemon, the journalled
+// networks and containers by their journalled ids, the images they run,
+// what carries the campaign's label), agentpen's own listeners, and the
+// probes' outputs. A missing entry is missing evidence.
 type Observation struct {
-	At time.Time `json:"at"`
-	// Endpoint is the socket the client talked to.
-	Endpoint string `json:"endpoint"`
-	Info     Raw    `json:"info"`
-	// Networks are the journalled agent networks, by journalled id.
-	Networks map[string]Raw `json:"networks"`
-	// Containers are keyed by the journalled id; Images by the image
-	// reference the plan pins (an image id, or repo@sha256:...).
-	Containers map[string]Raw `json:"containers"`
-	Images     map[string]Raw `json:"images"`
-	// ContainerList and NetworkList are the daemon's lists filtered by
-	// the campaign label.
-	ContainerList Raw `json:"container_list"`
-	NetworkList   Raw `json:"network_list"`
-	// UIDBlocks is the daemon's list of every container carrying an
-	// io.agentpen.uid-block label, whatever its campaign.
-	UIDBlocks Raw        `json:"uid_blocks"`
+	At      time.Time        `json:"at"`
+	Runtime evidence.Runtime `json:"runtime"`
+	// ProbeEnv is what the probes were told; Listeners agentpen's own
+	// listeners on the host and what they accepted; Runs the probe execs'
+	// outputs.
 	ProbeEnv  ProbeEnv   `json:"probe_env"`
 	Listeners []Listener `json:"listeners"`
 	Runs      []ProbeRun `json:"runs"`
@@ -128,29 +106,20 @@ func images(e *expectation, decoded map[string]*container) []ImageUse {
 	return out
 }
 
-func rawProblem(what string, raw Raw, present bool) string {
-	switch {
-	case !present:
+// problem says what is wrong with the evidence a about what, or that it
+// was not observed at all, "" when nothing is.
+func problem(what string, a evidence.Answer, present bool) string {
+	if !present {
 		return what + " was not observed"
-	case raw.NotFound:
-		return "the daemon reports no such " + what
-	case raw.Err != "":
-		return what + " could not be read: " + raw.Err
-	case len(raw.JSON) == 0:
-		return what + " answered nothing"
 	}
-	return ""
+	return a.Problem(what)
 }
 
 func checkDaemon(r *Report, e *expectation, obs Observation) (info, bool) {
 	s, rec := &r.Daemon, e.Source.Bringup
-	if p := rawProblem("/info", obs.Info, true); p != "" {
+	inf := obs.Runtime.Daemon
+	if p := inf.Problem("/info"); p != "" {
 		s.add("daemon.info", nil, "the daemon's /info", false, p)
-		return info{}, false
-	}
-	inf, err := decodeInfo(obs.Info.JSON)
-	if err != nil {
-		s.add("daemon.info", nil, "the daemon's /info", false, err.Error())
 		return info{}, false
 	}
 	unrecorded := func(v string) string {
@@ -161,9 +130,9 @@ func checkDaemon(r *Report, e *expectation, obs Observation) (info, bool) {
 	}
 	s.add("daemon.id", inf.ID, rec.ID, inf.ID != "" && inf.ID == rec.ID, or(unrecorded(rec.ID), "another daemon than the one the campaign was brought up on"))
 	s.add("daemon.version", inf.ServerVersion, rec.ServerVersion, inf.ServerVersion != "" && inf.ServerVersion == rec.ServerVersion, or(unrecorded(rec.ServerVersion), "the daemon's version changed since bring-up"))
-	s.add("daemon.rootless", inf.SecurityOpts, "name=rootless among the security options", inf.rootless(), "the daemon does not say it is rootless")
-	endpointOK := obs.Endpoint != "" && obs.Endpoint == e.Source.Endpoint && obs.Endpoint == rec.Endpoint
-	s.add("daemon.endpoint", map[string]string{"connected": obs.Endpoint, "recorded_at_bringup": rec.Endpoint}, e.Source.Endpoint, endpointOK,
+	s.add("daemon.rootless", inf.SecurityOpts, "name=rootless among the security options", inf.Rootless(), "the daemon does not say it is rootless")
+	endpointOK := obs.Runtime.Endpoint != "" && obs.Runtime.Endpoint == e.Source.Endpoint && obs.Runtime.Endpoint == rec.Endpoint
+	s.add("daemon.endpoint", map[string]string{"connected": obs.Runtime.Endpoint, "recorded_at_bringup": rec.Endpoint}, e.Source.Endpoint, endpointOK,
 		or(unrecorded(rec.Endpoint), "the socket observed is not the selected one, or not the one the campaign was brought up on"))
 	rootOK := inf.RootDir != "" && inf.RootDir == rec.RootDir && inf.RootDir != "/var/lib/docker"
 	s.add("daemon.root_dir", inf.RootDir, rec.RootDir, rootOK, or(unrecorded(rec.RootDir), "the daemon's root directory is not the recorded one (or is the rootful default)"))
@@ -223,14 +192,9 @@ func checkNetwork(r *Report, e *expectation, obs Observation) {
 			s.add(sub+".present", nil, ne.Name, false, ne.Issue)
 			continue
 		}
-		raw, seen := obs.Networks[ne.ID]
-		if p := rawProblem("network "+short(ne.ID), raw, seen); p != "" {
+		n, seen := obs.Runtime.Networks[ne.ID]
+		if p := problem("network "+short(ne.ID), n.Answer, seen); p != "" {
 			s.add(sub+".present", nil, ne.ID, false, p)
-			continue
-		}
-		n, err := decodeNetwork(raw.JSON)
-		if err != nil {
-			s.add(sub+".present", nil, ne.ID, false, err.Error())
 			continue
 		}
 		s.add(sub+".present", n.ID, ne.ID, true, "")
@@ -282,23 +246,18 @@ func checkUnexpected(r *Report, e *expectation, obs Observation, live map[string
 	}
 	for _, l := range []struct {
 		name string
-		raw  Raw
+		list evidence.List
 		ok   map[string]bool
 	}{
-		{"campaign.unexpected_containers", obs.ContainerList, live},
-		{"campaign.unexpected_networks", obs.NetworkList, liveNets},
+		{"campaign.unexpected_containers", obs.Runtime.ContainerList, live},
+		{"campaign.unexpected_networks", obs.Runtime.NetworkList, liveNets},
 	} {
-		if p := rawProblem("the labelled list", l.raw, true); p != "" {
+		if p := l.list.Problem("the labelled list"); p != "" {
 			s.add(l.name, nil, []string{}, false, p)
 			continue
 		}
-		list, err := decodeList(l.raw.JSON)
-		if err != nil {
-			s.add(l.name, nil, []string{}, false, err.Error())
-			continue
-		}
 		var extra []string
-		for _, x := range list {
+		for _, x := range l.list.Items {
 			if x.Labels[campaign.LabelCampaign] == e.CampaignID && !l.ok[x.ID] {
 				extra = append(extra, short(x.ID)+" "+x.Name)
 			}
@@ -345,15 +304,11 @@ func checkUIDBlocks(r *Report, e *expectation, obs Observation) {
 		}
 	}
 	var others []string
-	if p := rawProblem("the uid-block list", obs.UIDBlocks, true); p != "" {
+	if p := obs.Runtime.UIDBlocks.Problem("the uid-block list"); p != "" {
 		s.add("isolation.uid_blocks_disjoint", nil, "no uid shared between containers", false, p)
 		return
 	}
-	list, err := decodeList(obs.UIDBlocks.JSON)
-	if err != nil {
-		s.add("isolation.uid_blocks_disjoint", nil, "no uid shared between containers", false, err.Error())
-		return
-	}
+	list := obs.Runtime.UIDBlocks.Items
 	labelled := map[string]string{} // our container ids as the daemon labels them
 	for _, x := range list {
 		label := x.Labels[campaign.LabelUIDBlock]

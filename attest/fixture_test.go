@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentpen/agentpen/adapter/docker/dockerjson"
 )
 
 // The fixtures in testdata/attest were captured from the real rootless
@@ -17,21 +19,34 @@ var fixtureNames = []string{"internal", "nat"}
 type fixture struct {
 	name string
 	src  Source
-	obs  Observation
-	exp  *expectation
+	// raw is what the daemon answered, as captured; obs the rest of the
+	// observation (the probes): observed decodes raw into it.
+	raw dockerjson.Capture
+	obs Observation
+	exp *expectation
+}
+
+// observed is the observation as the Docker driver hands it to Evaluate:
+// the daemon's answers decoded.
+func (f *fixture) observed() Observation {
+	obs := f.obs
+	obs.Runtime = f.raw.Decode(f.exp.KeyEnv, f.src.KeyPolicy)
+	return obs
 }
 
 func loadFixture(t testing.TB, name string) *fixture {
 	t.Helper()
 	dir := filepath.Join("..", "testdata", "attest", name)
 	f := &fixture{name: name}
-	for file, v := range map[string]any{"source.json": &f.src, "observation.json": &f.obs} {
+	for file, vs := range map[string][]any{"source.json": {&f.src}, "observation.json": {&f.obs, &f.raw}} {
 		b, err := os.ReadFile(filepath.Join(dir, file))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := json.Unmarshal(b, v); err != nil {
-			t.Fatalf("%s/%s: %v", name, file, err)
+		for _, v := range vs {
+			if err := json.Unmarshal(b, v); err != nil {
+				t.Fatalf("%s/%s: %v", name, file, err)
+			}
 		}
 	}
 	e, err := expect(f.src)
@@ -86,9 +101,9 @@ func at(v any, keys ...string) map[string]any {
 // container edits a subject's inspect JSON.
 func (f *fixture) container(t testing.TB, subject string, fn func(m map[string]any)) {
 	id := f.id(t, subject)
-	raw := f.obs.Containers[id]
+	raw := f.raw.Containers[id]
 	raw.JSON = editJSON(t, raw.JSON, func(v any) any { fn(v.(map[string]any)); return v })
-	f.obs.Containers[id] = raw
+	f.raw.Containers[id] = raw
 }
 
 // network edits the inspect JSON of the first agent network.
@@ -98,16 +113,16 @@ func (f *fixture) network(t testing.TB, fn func(m map[string]any)) {
 		t.Fatalf("%s: no agent network to edit", f.name)
 	}
 	id := f.exp.Networks[0].ID
-	raw := f.obs.Networks[id]
+	raw := f.raw.Networks[id]
 	raw.JSON = editJSON(t, raw.JSON, func(v any) any { fn(v.(map[string]any)); return v })
-	f.obs.Networks[id] = raw
+	f.raw.Networks[id] = raw
 }
 
 func (f *fixture) info(t testing.TB, fn func(m map[string]any)) {
-	f.obs.Info.JSON = editJSON(t, f.obs.Info.JSON, func(v any) any { fn(v.(map[string]any)); return v })
+	f.raw.Info.JSON = editJSON(t, f.raw.Info.JSON, func(v any) any { fn(v.(map[string]any)); return v })
 }
 
-func (f *fixture) list(t testing.TB, raw *Raw, add map[string]any) {
+func (f *fixture) list(t testing.TB, raw *dockerjson.Raw, add map[string]any) {
 	raw.JSON = editJSON(t, raw.JSON, func(v any) any { return append(v.([]any), add) })
 }
 

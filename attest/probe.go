@@ -87,12 +87,8 @@ func (x *Expectation) PeerAddrs(obs Observation) map[string]string {
 		if c.Role != campaign.RoleWork || len(c.Nets) == 0 || c.ID == "" {
 			continue
 		}
-		raw, ok := obs.Containers[c.ID]
-		if !ok || len(raw.JSON) == 0 {
-			continue
-		}
-		d, err := decodeContainer(raw.JSON, "", e.Source.KeyPolicy)
-		if err != nil {
+		d, ok := obs.Runtime.Containers[c.ID]
+		if !ok || d.Problem("container") != "" {
 			continue
 		}
 		if ep, ok := d.Networks[c.Nets[0]]; ok && ep.IPAddress != "" {

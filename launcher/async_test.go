@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/events"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
@@ -104,7 +105,7 @@ func TestAsyncCreate(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var v CampaignView
+	var v api.CampaignView
 	if resp.StatusCode != http.StatusAccepted || resp.Header.Get("Location") != "/v1/campaigns/camp-1" ||
 		resp.Header.Get("Preference-Applied") != "respond-async" || json.Unmarshal(b, &v) != nil || v.State != "creating" {
 		t.Fatalf("async create: %d %v %s", resp.StatusCode, resp.Header, b)

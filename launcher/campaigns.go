@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
@@ -290,7 +292,7 @@ func (s *Server) readReports(c *store.Campaign, st store.State, err error) snaps
 // view reads the campaign's files afresh and renders it, reconciling the
 // proxy with them; the error wraps store.ErrNoCampaign when the state
 // root has no journal of it (and this service is not creating it).
-func (s *Server) view(id string) (CampaignView, error) {
+func (s *Server) view(id string) (api.CampaignView, error) {
 	for try := 0; ; try++ {
 		seq := s.seqOf(id)
 		snap, err := s.read(id)
@@ -300,7 +302,7 @@ func (s *Server) view(id string) (CampaignView, error) {
 			}
 		}
 		if err != nil {
-			return CampaignView{}, err
+			return api.CampaignView{}, err
 		}
 		// An operation that ended during the read makes it stale: read
 		// again (it changed the files), a few times at most.
@@ -312,8 +314,8 @@ func (s *Server) view(id string) (CampaignView, error) {
 
 // creatingView is a campaign this service is creating whose journal is
 // not written yet.
-func (s *Server) creatingView(id, owner string) CampaignView {
-	return CampaignView{CampaignID: id, Owner: owner, State: campaign.StatusCreating.String(), StateDir: s.root.CampaignDir(id), Workspaces: []adapter.Workspace{}}
+func (s *Server) creatingView(id, owner string) api.CampaignView {
+	return api.CampaignView{CampaignID: id, Owner: owner, State: campaign.StatusCreating.String(), StateDir: s.root.CampaignDir(id), Workspaces: []api.Workspace{}}
 }
 
 // render turns a snapshot into the campaign's view. An operation of this
@@ -322,7 +324,7 @@ func (s *Server) creatingView(id, owner string) CampaignView {
 // are published (loading it when this service does not hold it), any
 // other's revoked. When an operation ended after the snapshot was read
 // (seq), nothing is changed and fresh is false.
-func (s *Server) render(id string, snap snapshot, seq uint64, reconcile bool) (v CampaignView, fresh bool) {
+func (s *Server) render(id string, snap snapshot, seq uint64, reconcile bool) (v api.CampaignView, fresh bool) {
 	g := snap.st.Latest()
 	status := snap.status()
 	var loaded *adapter.Campaign
@@ -359,7 +361,7 @@ func (s *Server) render(id string, snap snapshot, seq uint64, reconcile bool) (v
 		}
 		s.revokeLocked(e, cause)
 	}
-	v = CampaignView{CampaignID: id, Owner: g.Owner, Generation: g.N, State: status.String(), StateDir: snap.dir, Workspaces: []adapter.Workspace{},
+	v = api.CampaignView{CampaignID: id, Owner: g.Owner, Generation: g.N, State: status.String(), StateDir: snap.dir, Workspaces: []api.Workspace{},
 		Lifetime: lifetimeView(snap.st.Lifetime), RemovalReason: snap.st.LastRemoval}
 	if owner, ok := s.creatingForLocked(id); ok {
 		v.Owner = owner // a new generation whose begin record is not written yet
@@ -368,15 +370,16 @@ func (s *Server) render(id string, snap snapshot, seq uint64, reconcile bool) (v
 		v.Error = err.Error()
 	}
 	if snap.att != nil {
-		v.Attestation = &ReportRef{OK: snap.att.OK, Path: snap.attPath}
+		v.Attestation = &api.ReportRef{OK: snap.att.OK, Path: snap.attPath}
 	}
 	if snap.cl != nil {
-		v.Cleanup = &ReportRef{OK: snap.cl.OK, Status: string(snap.cl.Status), Path: snap.clPath}
+		v.Cleanup = &api.ReportRef{OK: snap.cl.OK, Status: string(snap.cl.Status), Path: snap.clPath}
 	}
 	if status != campaign.StatusReady || e == nil || e.camp == nil || e.camp.Plan.Instance != g.Instance {
 		return v, fresh // no base_url to hand out
 	}
-	for _, ws := range e.camp.Workspaces {
+	for _, w := range e.camp.Workspaces {
+		ws := w.Workspace
 		ws.Socket = "" // the service's host path: launchers use base_url
 		ws.BaseURL = s.cfg.PublicURL + episodePrefix + "/" + capability(s.cfg.Key, e.camp.Plan.CampaignID, e.camp.Plan.Instance, ws.AgentID)
 		v.Workspaces = append(v.Workspaces, ws)
@@ -408,7 +411,7 @@ func (s *Server) publishLocked(e *entry, c *adapter.Campaign) {
 	e.camp = c
 	for _, ws := range c.Workspaces {
 		capab := capability(s.cfg.Key, c.Plan.CampaignID, c.Plan.Instance, ws.AgentID)
-		rt := newRoute(c.Plan.CampaignID, ws.AgentID, ws.TaskID, ws.Socket, capab)
+		rt := newRoute(c.Plan.CampaignID, ws.AgentID, ws.TaskID, s.dialer(ws), capab)
 		s.routes[capKey(capab)] = rt
 		e.routes = append(e.routes, rt)
 	}
@@ -537,4 +540,9 @@ func (s *Server) remove(ctx context.Context, e *entry, reason string) (*cleanup.
 		return rep, fmt.Errorf("campaign %q: cleanup verified, but: %w", e.id, err)
 	}
 	return rep, nil
+}
+
+// dialer reaches ws's episode server through the backend's driver.
+func (s *Server) dialer(ws adapter.Workspace) func(context.Context) (net.Conn, error) {
+	return func(ctx context.Context) (net.Conn, error) { return s.be.Dial(ctx, ws) }
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/danielgtaylor/huma/v2"
 )
@@ -80,14 +80,14 @@ type taskOutput struct {
 
 type imagesOutput struct {
 	Body struct {
-		Images []adapter.Image `json:"images"`
+		Images []api.Image `json:"images"`
 	}
 }
 
 // registerCatalogue registers what a launcher needs to write a spec:
 // the tasks and the daemon's images.
-func (s *Server) registerCatalogue(api huma.API) {
-	huma.Register(api, huma.Operation{
+func (s *Server) registerCatalogue(hapi huma.API) {
+	huma.Register(hapi, huma.Operation{
 		OperationID: "listTasks", Method: http.MethodGet, Path: "/v1/tasks", Tags: []string{"catalogue"},
 		Summary: "The workbench's task catalogue: the task_ids a workspace may name (as workbench tasks --json lists them)",
 		Errors:  []int{http.StatusUnauthorized},
@@ -96,7 +96,7 @@ func (s *Server) registerCatalogue(api huma.API) {
 		out.Body.Tasks = TaskList()
 		return out, nil
 	})
-	huma.Register(api, huma.Operation{
+	huma.Register(hapi, huma.Operation{
 		OperationID: "getTask", Method: http.MethodGet, Path: "/v1/tasks/{id}", Tags: []string{"catalogue"},
 		Summary: "What an agent sees of a task at reset: its prompt and its workspace's files (never its answer or a hidden case)",
 		Description: "The id's slash is a path segment's: escape it (GET /v1/tasks/software%2Fmedian@2). " +
@@ -112,7 +112,7 @@ func (s *Server) registerCatalogue(api huma.API) {
 		}
 		return &taskOutput{Body: t}, nil
 	})
-	huma.Register(api, huma.Operation{
+	huma.Register(hapi, huma.Operation{
 		OperationID: "listImages", Method: http.MethodGet, Path: "/v1/images", Tags: []string{"catalogue"},
 		Summary: "The daemon's local images a spec can name, newest first: id, tags, when built, and the workbench version each carries",
 		Description: "A spec names an image by its id or by one of its tags; a tag is resolved to the image's id when " +

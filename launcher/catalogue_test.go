@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -136,11 +137,11 @@ func TestImages(t *testing.T) {
 	be := newFakeBackend(t)
 	ts := newTestServer(t, be)
 	created := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	be.images = []adapter.Image{{ID: fakeImage, Tags: []string{"agentpen/workbench:dev"}, Created: created, Workbench: "v1.2-3-gabc"},
+	be.images = []api.Image{{ID: fakeImage, Tags: []string{"agentpen/workbench:dev"}, Created: created, Workbench: "v1.2-3-gabc"},
 		{ID: "sha256:" + strings.Repeat("cd", 32), Tags: []string{"debian:bookworm"}, Created: created.Add(-time.Hour)}}
 	resp, b := ts.do(t, http.MethodGet, "/v1/images", nil, true)
-	var got struct{ Images []adapter.Image }
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &got) != nil || !slices.EqualFunc(got.Images, be.images, func(x, y adapter.Image) bool {
+	var got struct{ Images []api.Image }
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &got) != nil || !slices.EqualFunc(got.Images, be.images, func(x, y api.Image) bool {
 		return x.ID == y.ID && slices.Equal(x.Tags, y.Tags) && x.Created.Equal(y.Created) && x.Workbench == y.Workbench
 	}) {
 		t.Fatalf("%d %s", resp.StatusCode, b)
@@ -150,7 +151,7 @@ func TestImages(t *testing.T) {
 	}
 	be.imageErr = fmt.Errorf("list images: %w: no answer", adapter.ErrDaemonUnreachable)
 	resp, b = ts.do(t, http.MethodGet, "/v1/images", nil, true)
-	if p := decodeProblem(t, resp, b); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(p.Detail, "docker daemon unreachable") {
+	if p := decodeProblem(t, resp, b); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(p.Detail, "unreachable") {
 		t.Fatalf("daemon gone: %d %s", resp.StatusCode, b)
 	}
 }

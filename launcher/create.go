@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/danielgtaylor/huma/v2"
@@ -43,7 +44,7 @@ type createOutput struct {
 	Status            int
 	Location          string `header:"Location"`
 	PreferenceApplied string `header:"Preference-Applied"`
-	Body              CampaignView
+	Body              api.CampaignView
 }
 
 // parseCreate reads a create's spec: decoded and validated as agentpen up

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
@@ -156,7 +157,7 @@ func TestCreateGetDelete(t *testing.T) {
 	if resp.Header.Get("Location") != "/v1/campaigns/camp-1" {
 		t.Errorf("Location %q", resp.Header.Get("Location"))
 	}
-	var v CampaignView
+	var v api.CampaignView
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func TestDeleteNotVerified(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create: %d %s", resp.StatusCode, b)
 	}
-	var v CampaignView
+	var v api.CampaignView
 	json.Unmarshal(b, &v)
 	be.mu.Lock()
 	be.verified = false

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/adapter/docker"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 	"github.com/agentpen/agentpen/launcher"
@@ -42,17 +43,17 @@ func TestDaemonLost(t *testing.T) {
 	daemon := &http.Server{Handler: fake}
 	go daemon.Serve(l)
 	t.Cleanup(func() { daemon.Close() })
-	host, err := adapter.ResolveHost("unix://"+sock, false)
+	host, err := docker.ResolveHost("unix://"+sock, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := adapter.Connect(t.Context(), host)
+	d, err := docker.Connect(t.Context(), host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
 	env := map[string]string{campaign.DefaultAPIKeyEnv: "daemon-lost-key-0123456789abcdef"}
-	a := &adapter.Adapter{Docker: d, Getenv: func(k string) string { return env[k] }}
+	a := &adapter.Adapter{Driver: d, Getenv: func(k string) string { return env[k] }}
 	root, err := store.CreateRoot(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/adapter/docker"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
@@ -58,22 +60,18 @@ func startLive(t testing.TB) *liveService {
 	t.Helper()
 	testenv.RequireDocker(t)
 	testenv.RequireRoot(t) // the proxy connects to the workbench as host root
-	host, err := adapter.HostFromEnv(os.Getenv, false)
+	host, err := docker.HostFromEnv(os.Getenv, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := adapter.Connect(t.Context(), host)
+	d, err := docker.Connect(t.Context(), host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	imgs, err := d.Images(t.Context(), "agentpen/")
+	img, err := d.Resolve(t.Context(), testenv.WorkbenchImage())
 	if err != nil {
-		t.Fatal(err)
-	}
-	img := imgs[testenv.WorkbenchImage()]
-	if img == "" {
-		t.Fatalf("no image %s on the daemon (make images)", testenv.WorkbenchImage())
+		t.Fatalf("no image %s on the daemon (make images): %v", testenv.WorkbenchImage(), err)
 	}
 	l := &liveService{img: img, token: "tok-" + randHex(40), apiKey: "canary-key-" + randHex(16), logs: &testlog.Buffer{}, state: t.TempDir()}
 	logger := slog.New(slog.NewJSONHandler(l.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -83,7 +81,7 @@ func startLive(t testing.TB) *liveService {
 	}
 	t.Cleanup(func() { root.Close() })
 	l.root = root
-	l.a = &adapter.Adapter{Docker: d, Logger: logger, ReadyTimeout: 90 * time.Second,
+	l.a = &adapter.Adapter{Driver: d, Logger: logger, ReadyTimeout: 90 * time.Second,
 		Getenv: func(k string) string {
 			if k == campaign.DefaultAPIKeyEnv {
 				return l.apiKey
@@ -183,7 +181,7 @@ func (l *liveService) spec(id string, taskIDs []string) []byte {
 	return b
 }
 
-func (l *liveService) create(t testing.TB, id string, taskIDs []string) launcher.CampaignView {
+func (l *liveService) create(t testing.TB, id string, taskIDs []string) api.CampaignView {
 	t.Helper()
 	l.removeOnCleanup(t, id)
 	start := time.Now()
@@ -296,7 +294,7 @@ func TestAPIEndToEnd(t *testing.T) {
 	if rep, err := l.verify(t, id); err != nil {
 		t.Fatalf("verify after delete: %v (%v)", err, rep.FailedChecks)
 	}
-	if found, err := l.a.Labelled(t.Context(), campaign.LabelCampaign+"="+id); err != nil || len(found) > 0 {
+	if found, err := l.a.Driver.List(t.Context(), campaign.LabelCampaign+"="+id); err != nil || len(found) > 0 {
 		t.Fatalf("after delete the daemon still has %v (%v)", found, err)
 	}
 	// Every workspace's oracle episode left its result, kept after the
@@ -377,13 +375,13 @@ func (l *liveService) checkNoSecrets(t *testing.T, baseURLs, taskIDs []string) {
 // checkSocketsBound: behind the proxy, each workspace's episode server
 // is bound too (the bind file agentpen wrote at bring-up): on its unix
 // socket, a reset naming another task is refused whoever asks.
-func checkSocketsBound(t *testing.T, l *liveService, v launcher.CampaignView) {
+func checkSocketsBound(t *testing.T, l *liveService, v api.CampaignView) {
 	c, err := l.load(t, v.CampaignID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, ws := range c.Workspaces {
-		hc := adapter.UnixHTTPClient(ws.Socket, 30*time.Second)
+		hc := docker.UnixHTTPClient(ws.Socket, 30*time.Second)
 		other := e2eTasks[(i+1)%len(e2eTasks)]
 		resp, err := hc.Post("http://workbench/reset", "application/json", strings.NewReader(`{"task_id":"`+other+`"}`))
 		if err != nil {
@@ -400,7 +398,7 @@ func checkSocketsBound(t *testing.T, l *liveService, v launcher.CampaignView) {
 
 // measureOverhead times state round trips through the proxy and straight
 // to the workspace's socket (the proxy's added latency per step).
-func measureOverhead(t *testing.T, l *liveService, v launcher.CampaignView) {
+func measureOverhead(t *testing.T, l *liveService, v api.CampaignView) {
 	const n = 200
 	ctx := testenv.Context(t)
 	c, err := l.load(t, v.CampaignID)

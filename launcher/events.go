@@ -47,9 +47,9 @@ type eventsInput struct {
 }
 
 // registerEvents registers the event stream.
-func (s *Server) registerEvents(api huma.API) {
-	schema := api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[events.Event](), true, "Event")
-	huma.Register(api, huma.Operation{
+func (s *Server) registerEvents(hapi huma.API) {
+	schema := hapi.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[events.Event](), true, "Event")
+	huma.Register(hapi, huma.Operation{
 		OperationID: "campaignEvents", Method: http.MethodGet, Path: "/v1/campaigns/{id}/events", Tags: []string{"campaigns"},
 		Summary: "Stream the campaign's events (server-sent events): what already happened, then each new event, then its state",
 		Description: "Every event is read from the campaign's journal: a client that connects late first gets what already " +

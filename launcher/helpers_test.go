@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
@@ -64,7 +66,7 @@ type fakeBackend struct {
 	pending map[string][]store.Result
 	// collecting makes collections take turns.
 	collecting sync.Mutex
-	images     []adapter.Image
+	images     []api.Image
 	imageErr   error
 	prepare    func(p *campaign.Plan) error // nil: nothing to refuse
 	activity   map[string]time.Time         // LastActivity by campaign
@@ -130,7 +132,7 @@ func (f *fakeBackend) Up(ctx context.Context, root *store.Root, p *campaign.Plan
 	}
 	c := &adapter.Campaign{Plan: p, Dir: f.root.CampaignDir(id)}
 	for i, ag := range p.Agents {
-		c.Workspaces = append(c.Workspaces, adapter.Workspace{Index: i, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, Socket: f.sockets(id, i)})
+		c.Workspaces = append(c.Workspaces, adapter.Workspace{Workspace: api.Workspace{Index: i, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, Socket: f.sockets(id, i)}})
 	}
 	f.up[id] = c
 	f.mu.Unlock()
@@ -438,7 +440,13 @@ func (f *fakeBackend) CollectResults(c *store.Campaign) (adapter.Collected, erro
 }
 
 // Images lists the fake daemon's images.
-func (f *fakeBackend) Images(context.Context) ([]adapter.Image, error) {
+// Dial dials the workspace's socket (each is the test's own server).
+func (f *fakeBackend) Dial(ctx context.Context, ws adapter.Workspace) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", ws.Socket)
+}
+
+func (f *fakeBackend) Images(context.Context) ([]api.Image, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.images, f.imageErr

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/store"
 	"github.com/danielgtaylor/huma/v2"
@@ -28,19 +29,11 @@ import (
 // DefaultRescanInterval is Config.RescanInterval when zero.
 const DefaultRescanInterval = 5 * time.Second
 
-// LifetimeView is a campaign's lifetime as the API shows it.
-type LifetimeView struct {
-	AcceptedAt         time.Time  `json:"accepted_at" doc:"When its create was accepted: ttl_seconds counts from it"`
-	TTLSeconds         int        `json:"ttl_seconds,omitempty" doc:"Its time to live (absent: none)"`
-	ExpiresAt          *time.Time `json:"expires_at,omitempty" doc:"When it is removed (reason ttl)"`
-	IdleTimeoutSeconds int        `json:"idle_timeout_seconds,omitempty" doc:"How long without a reset or a step (through the proxy or a workspace's socket) before it is removed (reason idle); absent: none"`
-}
-
-func lifetimeView(l campaign.Lifetime) *LifetimeView {
+func lifetimeView(l campaign.Lifetime) *api.LifetimeView {
 	if l.IsZero() {
 		return nil
 	}
-	v := &LifetimeView{AcceptedAt: l.Accepted.UTC(), TTLSeconds: int(l.TTL / time.Second), IdleTimeoutSeconds: int(l.Idle / time.Second)}
+	v := &api.LifetimeView{AcceptedAt: l.Accepted.UTC(), TTLSeconds: int(l.TTL / time.Second), IdleTimeoutSeconds: int(l.Idle / time.Second)}
 	if exp := l.Expires(); !exp.IsZero() {
 		exp = exp.UTC()
 		v.ExpiresAt = &exp
@@ -76,8 +69,8 @@ type patchInput struct {
 }
 
 // registerLifetime registers PATCH /v1/campaigns/{id}.
-func (s *Server) registerLifetime(api huma.API) {
-	huma.Register(api, huma.Operation{
+func (s *Server) registerLifetime(hapi huma.API) {
+	huma.Register(hapi, huma.Operation{
 		OperationID: "patchCampaign", Method: http.MethodPatch, Path: "/v1/campaigns/{id}", Tags: []string{"campaigns"},
 		Summary: "Change a campaign's lifetime: ttl_seconds (from its create's acceptance) and idle_timeout_seconds",
 		Description: "Either field may be given; the other is kept. The values are bounded as the spec's are, and by the " +

@@ -33,7 +33,7 @@ const campaignRoutes = "/v1/campaigns/{id}"
 // An invalid id passes to the operation, which refuses it the same way
 // for every caller. The operations that change a campaign check again
 // under its lock (hidden), where no create can change its owner.
-func (s *Server) guardCampaigns(api huma.API) func(huma.Context, func(huma.Context)) {
+func (s *Server) guardCampaigns(hapi huma.API) func(huma.Context, func(huma.Context)) {
 	return func(ctx huma.Context, next func(huma.Context)) {
 		if !strings.HasPrefix(ctx.Operation().Path, campaignRoutes) {
 			next(ctx)
@@ -48,7 +48,7 @@ func (s *Server) guardCampaigns(api huma.API) func(huma.Context, func(huma.Conte
 			next(ctx)
 			return
 		}
-		huma.WriteErr(api, ctx, http.StatusNotFound, noSuchCampaign(id))
+		huma.WriteErr(hapi, ctx, http.StatusNotFound, noSuchCampaign(id))
 	}
 }
 

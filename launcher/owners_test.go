@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/store"
@@ -52,10 +53,10 @@ func (ts *testServer) doAs(t *testing.T, token, method, path string, body []byte
 }
 
 // createAs creates a campaign with token, synchronously, and returns it.
-func (ts *testServer) createAs(t *testing.T, token, id string) CampaignView {
+func (ts *testServer) createAs(t *testing.T, token, id string) api.CampaignView {
 	t.Helper()
 	resp, b := ts.doAs(t, token, http.MethodPost, "/v1/campaigns", specJSON(id, "software/median@7", "sql/top_customer@3"))
-	var v CampaignView
+	var v api.CampaignView
 	if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, &v) != nil || len(v.Workspaces) != 2 {
 		t.Fatalf("create %s: %d %s", id, resp.StatusCode, b)
 	}
@@ -63,7 +64,7 @@ func (ts *testServer) createAs(t *testing.T, token, id string) CampaignView {
 }
 
 // listAs lists the campaigns token sees: the body and the ids.
-func (ts *testServer) listAs(t *testing.T, token string) (string, []CampaignView) {
+func (ts *testServer) listAs(t *testing.T, token string) (string, []api.CampaignView) {
 	t.Helper()
 	resp, b := ts.doAs(t, token, http.MethodGet, "/v1/campaigns", nil)
 	var l listOutput
@@ -73,7 +74,7 @@ func (ts *testServer) listAs(t *testing.T, token string) (string, []CampaignView
 	return string(b), l.Body.Campaigns
 }
 
-func ids(vs []CampaignView) []string {
+func ids(vs []api.CampaignView) []string {
 	var out []string
 	for _, v := range vs {
 		out = append(out, v.CampaignID)
@@ -220,7 +221,7 @@ func TestOwnersOnEveryRoute(t *testing.T) {
 	}
 }
 
-func baseURLs(v CampaignView) []string {
+func baseURLs(v api.CampaignView) []string {
 	var out []string
 	for _, ws := range v.Workspaces {
 		out = append(out, ws.BaseURL)
@@ -229,10 +230,10 @@ func baseURLs(v CampaignView) []string {
 }
 
 // viewAs gets a campaign with token.
-func (ts *testServer) viewAs(t *testing.T, token, id string) CampaignView {
+func (ts *testServer) viewAs(t *testing.T, token, id string) api.CampaignView {
 	t.Helper()
 	resp, b := ts.doAs(t, token, http.MethodGet, "/v1/campaigns/"+id, nil)
-	var v CampaignView
+	var v api.CampaignView
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &v) != nil {
 		t.Fatalf("GET %s: %d %s", id, resp.StatusCode, b)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/danielgtaylor/huma/v2"
@@ -22,21 +23,12 @@ type claimInput struct {
 	}
 }
 
-// ClaimView is the answer of a claim.
-type ClaimView struct {
-	CampaignID string            `json:"campaign_id"`
-	Workspace  adapter.Workspace `json:"workspace" doc:"The workspace bound to the task, with its base_url"`
-	Pool       string            `json:"pool" enum:"warm,cold" doc:"warm: taken from the pool; cold: the pool was drained and the workspace was made, awaited and attested for this claim"`
-	Slot       int               `json:"slot" doc:"Its pool slot (the journal's claim record names it)"`
-	ClaimedAt  time.Time         `json:"claimed_at" doc:"When the claim was journalled"`
-}
-
 type claimOutput struct {
-	Body ClaimView
+	Body api.ClaimView
 }
 
-func (s *Server) registerPool(api huma.API, errs []int) {
-	huma.Register(api, huma.Operation{
+func (s *Server) registerPool(hapi huma.API, errs []int) {
+	huma.Register(hapi, huma.Operation{
 		OperationID: "claimWorkspace", Method: http.MethodPost, Path: "/v1/campaigns/{id}/workspaces", Tags: []string{"campaigns"},
 		Summary: "Bind a task to a workspace of the campaign's pool and return its base_url",
 		Description: "The campaign's spec must ask for a pool (pool > 0) and the campaign be ready. A ready, attested, " +
@@ -85,14 +77,14 @@ func (s *Server) claimWorkspace(ctx context.Context, in *claimInput) (*claimOutp
 		}
 		return nil, operationProblem("claim", err)
 	}
-	ws := cl.Workspace
+	ws := cl.Workspace.Workspace
 	s.mu.Lock()
 	if e.camp != nil {
 		capab := capability(s.cfg.Key, e.camp.Plan.CampaignID, e.camp.Plan.Instance, ws.AgentID)
-		rt := newRoute(e.camp.Plan.CampaignID, ws.AgentID, ws.TaskID, ws.Socket, capab)
+		rt := newRoute(e.camp.Plan.CampaignID, ws.AgentID, ws.TaskID, s.dialer(cl.Workspace), capab)
 		s.routes[capKey(capab)] = rt
 		e.routes = append(e.routes, rt)
-		e.camp.Workspaces = append(e.camp.Workspaces, ws)
+		e.camp.Workspaces = append(e.camp.Workspaces, cl.Workspace)
 		ws.BaseURL = s.cfg.PublicURL + episodePrefix + "/" + capab
 		s.gaugesLocked()
 	}
@@ -116,7 +108,7 @@ func (s *Server) claimWorkspace(ctx context.Context, in *claimInput) (*claimOutp
 		how = "warm"
 	}
 	s.logOp(ctx, "claim", id, how, start, nil)
-	return &claimOutput{Body: ClaimView{CampaignID: id, Workspace: ws, Pool: how, Slot: cl.Slot, ClaimedAt: cl.At.UTC()}}, nil
+	return &claimOutput{Body: api.ClaimView{CampaignID: id, Workspace: ws, Pool: how, Slot: cl.Slot, ClaimedAt: cl.At.UTC()}}, nil
 }
 
 // kickRefill refills the campaign's pool in the background, once at a

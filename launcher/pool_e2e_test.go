@@ -42,12 +42,12 @@ func TestPoolThroughAPI(t *testing.T) {
 	l := startLive(t)
 	const id = "api-pool"
 	l.createPooled(t, id, 2)
-	api := apiclient.New(l.ts.URL, l.token, nil)
+	hapi := apiclient.New(l.ts.URL, l.token, nil)
 	tasks := e2eTasks[1:]
 	seen := map[string]bool{}
 	var urls []string
 	for i, task := range tasks {
-		cv, err := api.Claim(t.Context(), id, task, fmt.Sprint("p", i))
+		cv, err := hapi.Claim(t.Context(), id, task, fmt.Sprint("p", i))
 		if err != nil {
 			t.Fatalf("claim %d: %v", i, err)
 		}
@@ -62,7 +62,7 @@ func TestPoolThroughAPI(t *testing.T) {
 		urls = append(urls, ws.BaseURL)
 		playThroughProxy(t, ws.BaseURL, task, tasks[(i+1)%len(tasks)])
 	}
-	_, err := api.Claim(t.Context(), id, tasks[0], "p0")
+	_, err := hapi.Claim(t.Context(), id, tasks[0], "p0")
 	var ae *apiclient.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusConflict {
 		t.Errorf("a task and attempt claimed twice: %v, want a 409", err)
@@ -73,7 +73,7 @@ func TestPoolThroughAPI(t *testing.T) {
 	if rep, err := l.verify(t, id); err != nil {
 		t.Fatalf("verify after delete: %v (%v)", err, rep.FailedChecks)
 	}
-	if found, err := l.a.Labelled(t.Context(), campaign.LabelCampaign+"="+id); err != nil || len(found) > 0 {
+	if found, err := l.a.Driver.List(t.Context(), campaign.LabelCampaign+"="+id); err != nil || len(found) > 0 {
 		t.Fatalf("after delete: %d labelled resources remain (%v)", len(found), err)
 	}
 	l.checkNoSecrets(t, urls, e2eTasks)
@@ -87,7 +87,7 @@ func TestPoolThroughAPI(t *testing.T) {
 // background). adapter.BenchmarkPoolClaim has the drained pool's figure.
 func BenchmarkPoolClaimAPI(b *testing.B) {
 	l := startLive(b)
-	api := apiclient.New(l.ts.URL, l.token, nil)
+	hapi := apiclient.New(l.ts.URL, l.token, nil)
 	var warm testlatency.Samples
 	for round := range max(1, b.N/16) {
 		id := fmt.Sprint("bench-pool-", round)
@@ -95,7 +95,7 @@ func BenchmarkPoolClaimAPI(b *testing.B) {
 		for i := range 16 {
 			ctx := testenv.Context(b)
 			start := time.Now()
-			cv, err := api.Claim(ctx, id, "software/median@2", fmt.Sprint("b", i))
+			cv, err := hapi.Claim(ctx, id, "software/median@2", fmt.Sprint("b", i))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -115,7 +115,7 @@ func BenchmarkPoolClaimAPI(b *testing.B) {
 				warm = append(warm, d)
 			}
 		}
-		if _, err := api.Delete(b.Context(), id); err != nil {
+		if _, err := hapi.Delete(b.Context(), id); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -26,7 +26,7 @@ const (
 	// an observation may carry a little more than a frame's worth of
 	// output around it.
 	maxObservationBytes = MaxFrameBytes + 1<<20
-	// dialTimeout bounds connecting to a workspace's socket.
+	// dialTimeout bounds connecting to a workspace's episode server.
 	dialTimeout = 5 * time.Second
 )
 
@@ -42,23 +42,25 @@ const episodePrefix = "/episode"
 type route struct {
 	key                         [32]byte
 	campaignID, agentID, taskID string
-	socket                      string
-	client                      *http.Client // plain HTTP to the socket
+	client                      *http.Client // plain HTTP to the workspace's episode server
 	ctx                         context.Context
 	cancel                      context.CancelCauseFunc
 }
 
-func newRoute(campaignID, agentID, taskID, socket, capab string) *route {
-	rt := &route{key: capKey(capab), campaignID: campaignID, agentID: agentID, taskID: taskID, socket: socket}
+// newRoute is the route to a workspace whose episode server dial reaches
+// (the driver's: a Docker workspace's unix socket).
+func newRoute(campaignID, agentID, taskID string, dial func(context.Context) (net.Conn, error), capab string) *route {
+	rt := &route{key: capKey(capab), campaignID: campaignID, agentID: agentID, taskID: taskID}
 	rt.ctx, rt.cancel = context.WithCancelCause(context.Background())
-	d := &net.Dialer{Timeout: dialTimeout}
 	rt.client = &http.Client{
 		// A redirect is the client's to follow (the play page's /web is a
 		// relative one), never the proxy's.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return d.DialContext(ctx, "unix", socket)
+				ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+				defer cancel()
+				return dial(ctx)
 			},
 			MaxIdleConnsPerHost: 8,
 			IdleConnTimeout:     30 * time.Second,

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/coder/websocket"
@@ -252,13 +252,13 @@ func (f *proxyFixture) bench(name string) *fakeWorkbench {
 }
 
 // create makes a campaign of the given tasks and returns its view.
-func (f *proxyFixture) create(t *testing.T, id string, taskIDs ...string) CampaignView {
+func (f *proxyFixture) create(t *testing.T, id string, taskIDs ...string) api.CampaignView {
 	t.Helper()
 	resp, b := f.do(t, http.MethodPost, "/v1/campaigns", specJSON(id, taskIDs...), true)
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create %s: %d %s", id, resp.StatusCode, b)
 	}
-	var v CampaignView
+	var v api.CampaignView
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
@@ -772,7 +772,7 @@ func TestCapabilityScope(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&got)
 		return resp.StatusCode, got["socket"]
 	}
-	for want, v := range map[string]adapter.Workspace{"camp-a-0": a.Workspaces[0], "camp-a-1": a.Workspaces[1], "camp-b-0": b.Workspaces[0]} {
+	for want, v := range map[string]api.Workspace{"camp-a-0": a.Workspaces[0], "camp-a-1": a.Workspaces[1], "camp-b-0": b.Workspaces[0]} {
 		if code, got := whoAnswers(v.BaseURL); code != http.StatusOK || got != want {
 			t.Errorf("%s reached %q (%d), want %s", v.AgentID, got, code, want)
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/store"
 	"github.com/agentpen/agentpen/workbench/results"
@@ -47,7 +48,7 @@ func TestPythonClient(t *testing.T) {
 	spec := filepath.Join(t.TempDir(), "spec.json")
 	os.WriteFile(spec, specJSON(id, "software/median@7"), 0o600)
 	out, errs, code := pyClient(t, ts, testToken, "create", spec)
-	var v CampaignView
+	var v api.CampaignView
 	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || v.State != "ready" || len(v.Workspaces) != 1 {
 		t.Fatalf("create: exit %d %v\n%s%s", code, err, out, errs)
 	}

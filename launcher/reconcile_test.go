@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/events"
 	"github.com/agentpen/agentpen/internal/testkit/fakeclock"
@@ -15,9 +16,9 @@ import (
 )
 
 // waitState waits until GET says the campaign is in state.
-func waitState(t *testing.T, ts *testServer, id, state string) CampaignView {
+func waitState(t *testing.T, ts *testServer, id, state string) api.CampaignView {
 	t.Helper()
-	var v CampaignView
+	var v api.CampaignView
 	testenv.WaitFor(t, id+" to read "+state, func() bool {
 		v = ts.getView(t, id)
 		return v.State == state
@@ -110,7 +111,7 @@ func TestLifetimeExpiry(t *testing.T) {
 		}
 		return be, clock, ts
 	}
-	create := func(t *testing.T, ts *testServer, id string, edit func(m map[string]any)) CampaignView {
+	create := func(t *testing.T, ts *testServer, id string, edit func(m map[string]any)) api.CampaignView {
 		var m map[string]any
 		jsonUnmarshal(specJSON(id, "software/median@7"), &m)
 		edit(m)

@@ -56,10 +56,6 @@ func (s *Server) collect(id string) error {
 	return err
 }
 
-// MaxEpisodesPage is the most results one page of the episodes route
-// holds.
-const MaxEpisodesPage = 1000
-
 type episodesInput struct {
 	ID        string `path:"id" doc:"Campaign id"`
 	Workspace int    `query:"workspace" default:"-1" minimum:"-1" doc:"Only this workspace's episodes (its index in the spec); -1 for all"`
@@ -75,8 +71,8 @@ type episodesOutput struct {
 	}
 }
 
-func (s *Server) registerEpisodes(api huma.API, errs []int) {
-	huma.Register(api, huma.Operation{
+func (s *Server) registerEpisodes(hapi huma.API, errs []int) {
+	huma.Register(hapi, huma.Operation{
 		OperationID: "listEpisodes", Method: http.MethodGet, Path: "/v1/campaigns/{id}/episodes", Tags: []string{"campaigns"},
 		Summary: "The campaign's episode results: reward, its parts, steps, how each ended",
 		Description: "One result per episode a workspace's workbench ended (graded, out of steps, finished, replaced by a " +

@@ -40,12 +40,12 @@ func (s *Server) buildRouter() (chi.Router, huma.API) {
 		writeProblem(w, http.StatusMethodNotAllowed, "method not allowed on this route")
 	})
 
-	var api huma.API
+	var hapi huma.API
 	r.Group(func(g chi.Router) {
 		g.Use(s.auth)
-		api = humachi.New(g, s.humaConfig())
-		api.UseMiddleware(s.guardCampaigns(api))
-		s.registerOperations(api)
+		hapi = humachi.New(g, s.humaConfig())
+		hapi.UseMiddleware(s.guardCampaigns(hapi))
+		s.registerOperations(hapi)
 		g.Get(OpenAPIPath, s.serveOpenAPI)
 		g.Get("/metrics", operatorOnly(s.metrics.handler()).ServeHTTP)
 	})
@@ -72,8 +72,8 @@ func (s *Server) buildRouter() (chi.Router, huma.API) {
 			p.Method(pr.method, pr.path, s.serveHTTP(pr.path))
 		}
 	})
-	s.documentRawRoutes(api.OpenAPI())
-	return r, api
+	s.documentRawRoutes(hapi.OpenAPI())
+	return r, hapi
 }
 
 func (s *Server) humaConfig() huma.Config {
@@ -200,7 +200,7 @@ func (s *Server) documentRawRoutes(doc *huma.OpenAPI) {
 
 // serveOpenAPI serves the document as JSON.
 func (s *Server) serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
-	b, err := s.api.OpenAPI().MarshalJSON()
+	b, err := s.hapi.OpenAPI().MarshalJSON()
 	if err != nil {
 		writeProblem(w, http.StatusInternalServerError, "the OpenAPI document could not be rendered")
 		return

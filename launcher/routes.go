@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
@@ -18,52 +18,25 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 )
 
-// CampaignView is a campaign as the API shows it: ids, state, its
-// workspaces and where its reports are. It deliberately leaves out the
-// Docker topology (networks, container ids): launchers reach workspaces
-// through base_url only.
-type CampaignView struct {
-	CampaignID string `json:"campaign_id" doc:"The campaign's id, as in the spec"`
-	Owner      string `json:"owner,omitempty" doc:"The name of the token that created its latest generation (absent: agentpen up made it, and only the operator's token sees it)"`
-	Generation int    `json:"generation" doc:"Which bring-up of this campaign id this is (1 for the first)"`
-	State      string `json:"state" enum:"creating,ready,attestation_failed,starting_or_failed,deleting,cleanup_failed,removed,unusable" doc:"Read from the campaign's journal on every request. creating and deleting: this service's operation in progress; ready: up and attested, workspaces served; attestation_failed: its latest attestation failed, workspaces not served (attest again, or DELETE); starting_or_failed: resources live but its bring-up never finished (killed, or running in another process): DELETE; cleanup_failed: a removal not verified or interrupted: DELETE again; removed: nothing of it is live; unusable: its journal is corrupt, or its state directory or journal is owned or writable by another user: nothing is done with it (error says why; agentpen ls and docs/troubleshooting.md)"`
-	StateDir   string `json:"state_dir" doc:"The campaign's state directory on the service's host (journal, spec, reports)"`
-	// Workspaces are in the spec's order; empty unless the state is
-	// ready.
-	Workspaces    []adapter.Workspace `json:"workspaces"`
-	Lifetime      *LifetimeView       `json:"lifetime,omitempty" doc:"Its lifetime (absent: none); PATCH changes it"`
-	RemovalReason string              `json:"removal_reason,omitempty" doc:"Why its latest removal began: delete, down, ttl, idle, rollback, not_attested, reconcile, ... (absent: none)"`
-	Attestation   *ReportRef          `json:"attestation,omitempty" doc:"The latest attestation of this generation (GET .../attestation for the report)"`
-	Cleanup       *ReportRef          `json:"cleanup,omitempty" doc:"The last cleanup of this generation, when there is one (GET .../cleanup for the report)"`
-	Error         string              `json:"error,omitempty" doc:"Why the state is unusable"`
-}
-
-// ReportRef says where a report is and what it concluded.
-type ReportRef struct {
-	OK     bool   `json:"ok"`
-	Status string `json:"status,omitempty" doc:"The cleanup's status (verified or failed)"`
-	Path   string `json:"path" doc:"The report's file on the service's host"`
-}
-
 type campaignIDParam struct {
 	ID string `path:"id" doc:"Campaign id"`
 }
 
 type campaignOutput struct {
 	Location string `header:"Location"`
-	Body     CampaignView
+	Body     api.CampaignView
 }
 
 type listOutput struct {
 	Body struct {
-		Campaigns []CampaignView `json:"campaigns"`
+		Campaigns []api.CampaignView `json:"campaigns"`
 	}
 }
 
 type workspacesOutput struct {
 	Body struct {
-		CampaignID string              `json:"campaign_id"`
-		Workspaces []adapter.Workspace `json:"workspaces"`
+		CampaignID string          `json:"campaign_id"`
+		Workspaces []api.Workspace `json:"workspaces"`
 	}
 }
 
@@ -76,12 +49,12 @@ type cleanupOutput struct {
 }
 
 // registerOperations registers the /v1 operations with Huma.
-func (s *Server) registerOperations(api huma.API) {
+func (s *Server) registerOperations(hapi huma.API) {
 	tags := []string{"campaigns"}
 	bad := []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusConflict, http.StatusUnprocessableEntity, http.StatusInternalServerError, http.StatusServiceUnavailable}
 	one := []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict, http.StatusInternalServerError, http.StatusServiceUnavailable}
 
-	huma.Register(api, huma.Operation{
+	huma.Register(hapi, huma.Operation{
 		OperationID: "createCampaign", Method: http.MethodPost, Path: "/v1/campaigns", Tags: tags,
 		Summary: "Create a campaign and attest it",
 		Description: "The body is the spec agentpen up takes, validated the same way (every unknown field, then the values; " +
@@ -98,20 +71,20 @@ func (s *Server) registerOperations(api huma.API) {
 		BodyReadTimeout: 30 * time.Second,
 	}, s.createCampaign)
 	// The asynchronous answer: the same view, reading creating.
-	created := api.OpenAPI().Paths["/v1/campaigns"].Post.Responses["201"]
-	api.OpenAPI().Paths["/v1/campaigns"].Post.Responses["202"] = &huma.Response{
+	created := hapi.OpenAPI().Paths["/v1/campaigns"].Post.Responses["201"]
+	hapi.OpenAPI().Paths["/v1/campaigns"].Post.Responses["202"] = &huma.Response{
 		Description: "Accepted (Prefer: respond-async): the campaign reads creating; Location names it, GET .../events streams its progress",
 		Headers:     created.Headers, Content: created.Content,
 	}
-	huma.Register(api, huma.Operation{
+	huma.Register(hapi, huma.Operation{
 		OperationID: "listCampaigns", Method: http.MethodGet, Path: "/v1/campaigns", Tags: tags,
 		Summary: "List the campaigns the caller's token created (the operator's: every campaign of the state root), each with the state its journal says", Errors: []int{http.StatusUnauthorized},
 	}, s.listCampaigns)
-	huma.Register(api, huma.Operation{
+	huma.Register(hapi, huma.Operation{
 		OperationID: "getCampaign", Method: http.MethodGet, Path: "/v1/campaigns/{id}", Tags: tags,
 		Summary: "Get a campaign of the state root, with the state its journal says (one agentpen up made is served too)", Errors: one,
 	}, s.getCampaign)
-	huma.Register(api, huma.Operation{
+	huma.Register(hapi, huma.Operation{
 		OperationID: "deleteCampaign", Method: http.MethodDelete, Path: "/v1/campaigns/{id}", Tags: tags,
 		Summary: "Remove a campaign by exact id and verify; returns the cleanup report",
 		Description: "Removes whatever its journal records as live, in any state (a bring-up or a removal that was killed " +
@@ -121,11 +94,11 @@ func (s *Server) registerOperations(api huma.API) {
 			"already removed answers 200 with its stored report, removing nothing.",
 		Errors: one,
 	}, s.deleteCampaign)
-	huma.Register(api, huma.Operation{
+	huma.Register(hapi, huma.Operation{
 		OperationID: "listWorkspaces", Method: http.MethodGet, Path: "/v1/campaigns/{id}/workspaces", Tags: tags,
 		Summary: "List a campaign's workspaces: opaque agent ids, tasks and base_urls", Errors: one,
 	}, s.listWorkspaces)
-	huma.Register(api, huma.Operation{
+	huma.Register(hapi, huma.Operation{
 		OperationID: "attestCampaign", Method: http.MethodPost, Path: "/v1/campaigns/{id}/attestation", Tags: tags,
 		Summary: "Attest the campaign now and return the fresh report",
 		Description: "Probes run inside the containers and read the grader's counters: run it before handing workspaces " +
@@ -135,25 +108,25 @@ func (s *Server) registerOperations(api huma.API) {
 			"attestation_failed) is attested (409 otherwise).",
 		Errors: one,
 	}, s.attestCampaign)
-	huma.Register(api, huma.Operation{
+	huma.Register(hapi, huma.Operation{
 		OperationID: "getAttestation", Method: http.MethodGet, Path: "/v1/campaigns/{id}/attestation", Tags: tags,
 		Summary: "The stored attestation report of the latest generation", Errors: one,
 	}, s.getAttestation)
-	huma.Register(api, huma.Operation{
+	huma.Register(hapi, huma.Operation{
 		OperationID: "getCleanup", Method: http.MethodGet, Path: "/v1/campaigns/{id}/cleanup", Tags: tags,
 		Summary: "The stored cleanup report of the latest generation (404 while that generation has none)", Errors: one,
 	}, s.getCleanup)
-	s.registerEpisodes(api, one)
-	s.registerPool(api, one)
-	s.registerCatalogue(api)
-	s.registerEvents(api)
-	s.registerLifetime(api)
+	s.registerEpisodes(hapi, one)
+	s.registerPool(hapi, one)
+	s.registerCatalogue(hapi)
+	s.registerEvents(hapi)
+	s.registerLifetime(hapi)
 	// The create body is read raw (campaign.DecodeSpec gives line, column
 	// and every unknown field); the document still names its schema.
-	body := api.OpenAPI().Paths["/v1/campaigns"].Post.RequestBody
+	body := hapi.OpenAPI().Paths["/v1/campaigns"].Post.RequestBody
 	body.Required = true
 	body.Content = map[string]*huma.MediaType{"application/json": {
-		Schema: api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[campaign.CampaignSpec](), true, "CampaignSpec"),
+		Schema: hapi.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[campaign.CampaignSpec](), true, "CampaignSpec"),
 	}}
 }
 
@@ -222,7 +195,7 @@ func (s *Server) listCampaigns(ctx context.Context, _ *struct{}) (*listOutput, e
 		return nil, operationProblem("list", err)
 	}
 	out := &listOutput{}
-	out.Body.Campaigns = []CampaignView{}
+	out.Body.Campaigns = []api.CampaignView{}
 	seen := map[string]bool{}
 	for _, l := range list {
 		owner, creating := s.creatingFor(l.ID)
@@ -251,7 +224,7 @@ func (s *Server) listCampaigns(ctx context.Context, _ *struct{}) (*listOutput, e
 		}
 	}
 	s.mu.Unlock()
-	slices.SortFunc(out.Body.Campaigns, func(a, b CampaignView) int { return strings.Compare(a.CampaignID, b.CampaignID) })
+	slices.SortFunc(out.Body.Campaigns, func(a, b api.CampaignView) int { return strings.Compare(a.CampaignID, b.CampaignID) })
 	return out, nil
 }
 

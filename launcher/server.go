@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
@@ -83,8 +85,9 @@ const DefaultResultsEvery = time.Second
 // DefaultShutdownGrace is Config.ShutdownGrace when zero.
 const DefaultShutdownGrace = 30 * time.Second
 
-// backend is what the service calls on the adapter: the Docker work.
-// What a campaign is, the service reads from the store itself.
+// backend is what the service calls on the engine (package adapter):
+// the runtime's work, through its driver. What a campaign is, the service
+// reads from the store itself.
 type backend interface {
 	Prepare(ctx context.Context, p *campaign.Plan) error
 	SetLifetime(ctx context.Context, c *store.Campaign, l campaign.Lifetime) error
@@ -97,7 +100,8 @@ type backend interface {
 	Claim(ctx context.Context, c *store.Campaign, task, attempt string, opts adapter.AttestOptions) (adapter.Claimed, error)
 	Refill(ctx context.Context, c *store.Campaign, opts adapter.AttestOptions) (int, error)
 	CollectResults(c *store.Campaign) (adapter.Collected, error)
-	Images(ctx context.Context) ([]adapter.Image, error)
+	Images(ctx context.Context) ([]api.Image, error)
+	Dial(ctx context.Context, ws adapter.Workspace) (net.Conn, error)
 }
 
 // Why a campaign's workspaces stop being served.
@@ -116,7 +120,7 @@ type Server struct {
 	log     *slog.Logger
 	clock   Clock
 	metrics *metrics
-	api     huma.API
+	hapi    huma.API
 	router  chi.Router
 
 	// ctx is the parent of every operation's context: Close cancels it
@@ -195,7 +199,7 @@ func newServer(cfg Config, be backend) (*Server, error) {
 		s.clock = wallClock{}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.router, s.api = s.buildRouter()
+	s.router, s.hapi = s.buildRouter()
 	if cfg.ResultsEvery == 0 {
 		cfg.ResultsEvery = DefaultResultsEvery
 	}
@@ -210,7 +214,7 @@ func newServer(cfg Config, be backend) (*Server, error) {
 func (s *Server) Handler() http.Handler { return s.router }
 
 // OpenAPI returns the service's OpenAPI document.
-func (s *Server) OpenAPI() *huma.OpenAPI { return s.api.OpenAPI() }
+func (s *Server) OpenAPI() *huma.OpenAPI { return s.hapi.OpenAPI() }
 
 // Close ends the service's own work and leaves every campaign up and
 // journalled: it ends the proxy's sessions (close 1001) and requests,

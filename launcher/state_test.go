@@ -11,19 +11,20 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/coder/websocket"
 )
 
 // getView GETs a campaign and decodes it, failing on any status but 200.
-func (ts *testServer) getView(t *testing.T, id string) CampaignView {
+func (ts *testServer) getView(t *testing.T, id string) api.CampaignView {
 	t.Helper()
 	resp, b := ts.do(t, http.MethodGet, "/v1/campaigns/"+id, nil, true)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %d %s", id, resp.StatusCode, b)
 	}
-	var v CampaignView
+	var v api.CampaignView
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func (ts *testServer) listed(t *testing.T) map[string]string {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("list: %d %s", resp.StatusCode, b)
 	}
-	var out struct{ Campaigns []CampaignView }
+	var out struct{ Campaigns []api.CampaignView }
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,8 @@ func (c *campaignFlags) adapterWithProgress(ctx context.Context, stderr io.Write
 	if err != nil {
 		return nil, nil, err
 	}
-	a.Docker, a.SigningKey = d, key
+	d.Logger = a.Logger
+	a.Driver, a.SigningKey = d, key
 	return a, v, nil
 }
 
@@ -146,7 +147,7 @@ func (c *campaignFlags) openCampaign(ctx context.Context, stderr io.Writer, gete
 	}
 	root, sc, err := c.open(id)
 	if err != nil {
-		a.Docker.Close()
+		a.Driver.Close()
 		return nil, err
 	}
 	return &campaignCmd{a: a, view: v, root: root, c: sc}, nil
@@ -155,7 +156,7 @@ func (c *campaignFlags) openCampaign(ctx context.Context, stderr io.Writer, gete
 func (cc *campaignCmd) close() {
 	cc.c.Close()
 	cc.root.Close()
-	cc.a.Docker.Close()
+	cc.a.Driver.Close()
 }
 
 // downCommand is the command that takes a campaign down, with the state
@@ -259,7 +260,7 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	if err != nil {
 		return err
 	}
-	defer a.Docker.Close()
+	defer a.Driver.Close()
 	defer view.finish()
 	a.ReadyTimeout, a.Parallelism, a.Progress, a.EnvPolicy = *timeout, *parallel, view.step, envPolicy
 	start := time.Now()

@@ -14,7 +14,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
-	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/adapter/docker"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
@@ -209,26 +209,23 @@ func TestUpFailsClosed(t *testing.T) {
 	}
 }
 
-func imageIDOf(t *testing.T, d *adapter.Docker, ref string) string {
+func imageIDOf(t *testing.T, d *docker.Driver, ref string) string {
 	t.Helper()
-	ids, err := d.Images(t.Context(), strings.SplitN(ref, ":", 2)[0])
+	id, err := d.Resolve(t.Context(), ref)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("image %s is missing (make images builds agentpen/workbench:dev and the python base; %s=%s picks another): %v", ref, testenv.WorkbenchImageEnv, ref, err)
 	}
-	if ids[ref] == "" {
-		t.Fatalf("image %s is missing (make images builds agentpen/workbench:dev and the python base; %s=%s picks another)", ref, testenv.WorkbenchImageEnv, ref)
-	}
-	return ids[ref]
+	return id
 }
 
 // connectReal connects to the real daemon at host (a DOCKER_HOST value).
-func connectReal(t *testing.T, host string) *adapter.Docker {
+func connectReal(t *testing.T, host string) *docker.Driver {
 	t.Helper()
-	h, err := adapter.ResolveHost(host, os.Getenv("AGENTPEN_ALLOW_CUSTOM_SOCKET") == "1")
+	h, err := docker.ResolveHost(host, os.Getenv("AGENTPEN_ALLOW_CUSTOM_SOCKET") == "1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := adapter.Connect(t.Context(), h)
+	d, err := docker.Connect(t.Context(), h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func imagesCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if err != nil {
 		return err
 	}
-	defer a.Docker.Close()
+	defer a.Driver.Close()
 	imgs, err := a.Images(ctx)
 	if err != nil {
 		return err

@@ -307,7 +307,7 @@ func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	if err != nil {
 		return err
 	}
-	defer a.Docker.Close()
+	defer a.Driver.Close()
 	list, err := root.List()
 	if err != nil {
 		return err
@@ -315,11 +315,11 @@ func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	entries := []lsEntry{}
 	unsound := false
 	for _, l := range list {
-		found, err := a.Labelled(ctx, campaign.LabelCampaign+"="+l.ID)
+		found, err := a.Driver.List(ctx, campaign.LabelCampaign+"="+l.ID)
 		if err != nil {
 			return err
 		}
-		entries = append(entries, lsEntryOf(root, l, found))
+		entries = append(entries, lsEntryOf(a, root, l, found))
 		e := &entries[len(entries)-1]
 		switch {
 		case l.Err != nil:
@@ -363,7 +363,7 @@ func ls(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 // lsEntryOf describes one listed campaign: its state as the journal says
 // it (campaign.Status), and what the daemon holds with its label (found)
 // that the journal does not expect, as notes.
-func lsEntryOf(root *store.Root, l store.Listing, found []cleanup.Found) lsEntry {
+func lsEntryOf(a *adapter.Adapter, root *store.Root, l store.Listing, found []cleanup.Found) lsEntry {
 	st := l.State
 	g := st.Latest()
 	e := lsEntry{CampaignID: l.ID, Generation: g.N, Instance: g.Instance, State: st.Status.String(),
@@ -401,7 +401,7 @@ func lsEntryOf(root *store.Root, l store.Listing, found []cleanup.Found) lsEntry
 		if st.CleanupReport != "" {
 			e.Cleanup = sc.ReportPath(st.CleanupReport)
 		}
-		e.Workspaces, _ = adapter.Workspaces(sc, st)
+		e.Workspaces, _ = a.Workspaces(sc, st)
 		sc.Close()
 	}
 	return e
@@ -445,7 +445,7 @@ func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 	if err != nil {
 		return err
 	}
-	defer a.Docker.Close()
+	defer a.Driver.Close()
 	if *remove {
 		var errs []error
 		for _, id := range ids {

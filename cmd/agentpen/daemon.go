@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/adapter/docker"
 )
 
 // daemonFix is the one command that starts (or finds) the rootless daemon
@@ -25,11 +26,11 @@ func (e *fixedError) Unwrap() error { return e.err }
 // for a socket path that does not look rootless, --allow-custom-socket
 // first); other errors are returned as they are.
 func withFix(err error) error {
-	var he *adapter.HostError
+	var he *docker.HostError
 	switch {
-	case errors.Is(err, adapter.ErrHostNotRootless):
+	case errors.Is(err, docker.ErrHostNotRootless):
 		return &fixedError{err, "if it is one, pass --allow-custom-socket; otherwise " + daemonFix}
-	case errors.As(err, &he), errors.Is(err, adapter.ErrDaemonUnreachable), errors.Is(err, adapter.ErrNotRootless):
+	case errors.As(err, &he), errors.Is(err, adapter.ErrDaemonUnreachable), errors.Is(err, docker.ErrNotRootless):
 		return &fixedError{err, daemonFix}
 	}
 	return err
@@ -37,12 +38,12 @@ func withFix(err error) error {
 
 // connect resolves DOCKER_HOST and connects to the rootless daemon it
 // names; an error says what to do.
-func connect(ctx context.Context, getenv func(string) string, allowCustom bool) (*adapter.Docker, error) {
-	host, err := adapter.HostFromEnv(getenv, allowCustom)
+func connect(ctx context.Context, getenv func(string) string, allowCustom bool) (*docker.Driver, error) {
+	host, err := docker.HostFromEnv(getenv, allowCustom)
 	if err != nil {
 		return nil, withFix(err)
 	}
-	d, err := adapter.Connect(ctx, host)
+	d, err := docker.Connect(ctx, host)
 	if err != nil {
 		return nil, withFix(err)
 	}

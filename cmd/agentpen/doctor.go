@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/adapter/docker"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
 )
@@ -62,7 +62,7 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		fmt.Fprintf(stderr, "agentpen doctor: %v\n", err)
 		return fmt.Errorf("doctor: %w: %w", cli.ErrReported, err)
 	}
-	if host, err := adapter.HostFromEnv(getenv, *allowCustom); err == nil {
+	if host, err := docker.HostFromEnv(getenv, *allowCustom); err == nil {
 		rep.DockerHost, rep.CustomSocket = host.URL, host.Custom
 	}
 	d, err := connect(ctx, getenv, *allowCustom)
@@ -72,9 +72,17 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	defer d.Close()
 	daemon := d.Daemon()
 	rep.Daemon = &daemon
-	imgs, err := d.Images(ctx, "agentpen/")
+	list, err := d.Images(ctx)
 	if err != nil {
 		return fail(err)
+	}
+	imgs := map[string]string{}
+	for _, img := range list {
+		for _, tag := range img.Tags {
+			if strings.HasPrefix(tag, "agentpen/") {
+				imgs[tag] = img.ID
+			}
+		}
 	}
 	rep.Images = imgs
 	for _, want := range requiredImages {

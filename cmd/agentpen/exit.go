@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/adapter/docker"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/custody"
 	"github.com/agentpen/agentpen/internal/cli"
@@ -22,7 +23,7 @@ const (
 
 // exitCode maps an error to the exit status its class has.
 func exitCode(err error) int {
-	var he *adapter.HostError
+	var he *docker.HostError
 	switch {
 	case err == nil, errors.Is(err, cli.ErrHelp):
 		return 0

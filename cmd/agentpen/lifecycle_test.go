@@ -44,9 +44,17 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	t.Helper()
 	host := testenv.RequireDocker(t)
 	d := connectReal(t, host)
-	ids, err := d.Images(t.Context(), "agentpen/")
+	list, err := d.Images(t.Context())
 	if err != nil {
 		t.Fatal(err)
+	}
+	ids := map[string]string{} // agentpen's local images: repo:tag -> id
+	for _, img := range list {
+		for _, tag := range img.Tags {
+			if strings.HasPrefix(tag, "agentpen/") {
+				ids[tag] = img.ID
+			}
+		}
 	}
 	dir := t.TempDir()
 	e := &cliEnv{t: t, dir: dir, ids: ids, state: filepath.Join(dir, "agentpen"),

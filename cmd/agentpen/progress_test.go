@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/events"
@@ -147,7 +148,7 @@ func TestUpSummary(t *testing.T) {
 	res := upResult{CampaignID: "demo", Generation: 1, StateDir: "/state/campaigns/demo-1a2b", Topology: "none",
 		Server: upServer{ContainerID: strings.Repeat("ab", 32)}, Attestation: upAttestation{OK: true, Report: "/state/campaigns/demo-1a2b/attestation-1-1.json"}}
 	for i, agent := range []string{"a0", "a1"} {
-		res.Workspaces = append(res.Workspaces, adapter.Workspace{Index: i, AgentID: agent, Socket: "/run/user/1001/agentpen/i-1/" + agent + "/wb.sock"})
+		res.Workspaces = append(res.Workspaces, adapter.Workspace{Workspace: api.Workspace{Index: i, AgentID: agent, Socket: "/run/user/1001/agentpen/i-1/" + agent + "/wb.sock"}})
 	}
 	var b bytes.Buffer
 	upSummary{res: res, took: 9876 * time.Millisecond, checks: 120, down: "agentpen down demo"}.print(&b)
@@ -165,7 +166,7 @@ take it down    agentpen down demo
 	}
 	// A big campaign stays on one screen.
 	for i := 2; i < 30; i++ {
-		res.Workspaces = append(res.Workspaces, adapter.Workspace{Index: i, AgentID: "x", Socket: "/s"})
+		res.Workspaces = append(res.Workspaces, adapter.Workspace{Workspace: api.Workspace{Index: i, AgentID: "x", Socket: "/s"}})
 	}
 	b.Reset()
 	upSummary{res: res, took: time.Second, checks: 1, down: "agentpen down demo"}.print(&b)

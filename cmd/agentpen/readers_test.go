@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/adapter/docker"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/internal/testkit/lifecycletest"
 	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/store"
@@ -60,7 +62,7 @@ func TestReadersAgree(t *testing.T) {
 			}
 
 			// the launcher API
-			d, err := adapter.Connect(t.Context(), mustHost(t, r.env["DOCKER_HOST"]))
+			d, err := docker.Connect(t.Context(), mustHost(t, r.env["DOCKER_HOST"]))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +71,7 @@ func TestReadersAgree(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv, err := launcher.New(launcher.Config{Adapter: &adapter.Adapter{Docker: d, LockBase: t.TempDir()}, Root: root,
+			srv, err := launcher.New(launcher.Config{Adapter: &adapter.Adapter{Driver: d, LockBase: t.TempDir()}, Root: root,
 				Tokens: toks, Key: bytes.Repeat([]byte{1}, launcher.KeyBytes)})
 			if err != nil {
 				t.Fatal(err)
@@ -78,7 +80,7 @@ func TestReadersAgree(t *testing.T) {
 			req.Header.Set("Authorization", "Bearer "+readersToken)
 			rec := httptest.NewRecorder()
 			srv.Handler().ServeHTTP(rec, req)
-			var v launcher.CampaignView
+			var v api.CampaignView
 			if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &v) != nil {
 				t.Fatalf("GET: %d %s", rec.Code, rec.Body)
 			}
@@ -114,9 +116,9 @@ func campaignGens(h *lifecycletest.History) []int {
 	return out
 }
 
-func mustHost(t *testing.T, raw string) adapter.Host {
+func mustHost(t *testing.T, raw string) docker.Host {
 	t.Helper()
-	h, err := adapter.ResolveHost(raw, true)
+	h, err := docker.ResolveHost(raw, true)
 	if err != nil {
 		t.Fatal(err)
 	}

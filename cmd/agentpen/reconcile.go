@@ -63,7 +63,7 @@ func reconcileCmd(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if err != nil {
 		return err
 	}
-	defer a.Docker.Close()
+	defer a.Driver.Close()
 	defer view.finish()
 	a.Progress = view.step
 	list, err := root.List()

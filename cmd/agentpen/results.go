@@ -47,7 +47,7 @@ func resultsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		}
 		fmt.Fprintf(stderr, "agentpen results: not collecting (%v): what is kept follows\n", err)
 	} else {
-		defer a.Docker.Close()
+		defer a.Driver.Close()
 		if _, err := a.NewResultsCollector().Collect(c); err != nil {
 			fmt.Fprintf(stderr, "agentpen results: collecting: %v: what is kept follows\n", err)
 		}

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentpen/agentpen/adapter/docker"
 	"github.com/agentpen/agentpen/internal/httpserve"
 
 	"github.com/agentpen/agentpen/adapter"
@@ -214,7 +215,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	defer ln.Close()
 	d, err := connect(ctx, getenv, cf.allowCustom)
-	if errors.Is(err, adapter.ErrNotRootless) {
+	if errors.Is(err, docker.ErrNotRootless) {
 		// A daemon that answers but is not rootless is the wrong daemon:
 		// bad input, as a wrong DOCKER_HOST is.
 		return &cli.ExitError{Code: exitBadInput, Err: err}
@@ -223,7 +224,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	defer d.Close()
-	a := &adapter.Adapter{Docker: d, Logger: log, Getenv: getenv, ReadyTimeout: sf.readyTimeout, Parallelism: sf.parallel, EnvPolicy: envPolicy, SigningKey: signingKey}
+	d.Logger = log
+	a := &adapter.Adapter{Driver: d, Logger: log, Getenv: getenv, ReadyTimeout: sf.readyTimeout, Parallelism: sf.parallel, EnvPolicy: envPolicy, SigningKey: signingKey}
 	key, err := root.Secret(launcher.KeyFile, launcher.KeyBytes)
 	if err != nil {
 		return err
@@ -254,7 +256,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	started := time.Now()
 	log.Info("agentpen serve started", "listen", ln.Addr().String(), "public_url", publicURL, "state_root", root.Path(),
-		"version", cli.Stamp, "daemon", a.Docker.Host().URL, "api_key_env", sf.apiKeyEnv, "tls", sf.tlsCert != "",
+		"version", cli.Stamp, "runtime", a.Driver.Info().Runtime.Endpoint, "api_key_env", sf.apiKeyEnv, "tls", sf.tlsCert != "",
 		"signing_key_id", custody.KeyID(signingKey.Public().(ed25519.PublicKey)), "tokens", tokens.Names())
 	// Stop accepting, end the proxy's sessions, give operations their
 	// grace, then cancel them; the two run together because an operation

@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/testlog"
-	"github.com/agentpen/agentpen/launcher"
 )
 
 // testAPIKey is a grader key the policy accepts.
@@ -262,7 +262,7 @@ func TestServeRestartAndExit(t *testing.T) {
 	if code != http.StatusCreated {
 		t.Fatalf("create: %d %s", code, b)
 	}
-	var v launcher.CampaignView
+	var v api.CampaignView
 	json.Unmarshal(b, &v)
 	if len(v.Workspaces) != 1 || !strings.HasPrefix(v.Workspaces[0].BaseURL, "/episode/") {
 		t.Fatalf("a unix listener's base_url is a path: %+v", v.Workspaces)

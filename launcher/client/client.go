@@ -1,6 +1,6 @@
 // Package client is a Go client of the launcher API that `agentpen serve`
 // runs: typed calls for the campaign routes, with the service's own
-// types (launcher.CampaignView, the reports, store.Result), and every
+// types (api.CampaignView, the reports, store.Result), and every
 // error answer as an *Error carrying its RFC 9457 problem.
 //
 // It does not speak the episode protocol: a workspace's base_url is for
@@ -21,10 +21,10 @@ import (
 	"strings"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/events"
-	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/store"
 )
 
@@ -71,16 +71,16 @@ func IsNotFound(err error) bool {
 
 // Create creates a campaign from spec (the JSON agentpen up takes) and
 // returns it once it is up and attested.
-func (c *Client) Create(ctx context.Context, spec []byte) (*launcher.CampaignView, error) {
-	var v launcher.CampaignView
+func (c *Client) Create(ctx context.Context, spec []byte) (*api.CampaignView, error) {
+	var v api.CampaignView
 	return &v, c.do(ctx, http.MethodPost, "/v1/campaigns", spec, &v)
 }
 
 // CreateAsync creates a campaign from spec and returns at once (202,
 // Prefer: respond-async) with the campaign reading creating; Events
 // follows it.
-func (c *Client) CreateAsync(ctx context.Context, spec []byte) (*launcher.CampaignView, error) {
-	var v launcher.CampaignView
+func (c *Client) CreateAsync(ctx context.Context, spec []byte) (*api.CampaignView, error) {
+	var v api.CampaignView
 	resp, err := c.send(ctx, http.MethodPost, "/v1/campaigns", spec, http.Header{"Prefer": {"respond-async"}})
 	if err != nil {
 		return nil, err
@@ -97,12 +97,12 @@ type Lifetime struct {
 }
 
 // Patch changes the campaign's lifetime and returns the campaign.
-func (c *Client) Patch(ctx context.Context, id string, l Lifetime) (*launcher.CampaignView, error) {
+func (c *Client) Patch(ctx context.Context, id string, l Lifetime) (*api.CampaignView, error) {
 	b, err := json.Marshal(l)
 	if err != nil {
 		return nil, err
 	}
-	var v launcher.CampaignView
+	var v api.CampaignView
 	return &v, c.do(ctx, http.MethodPatch, campaignPath(id, ""), b, &v)
 }
 
@@ -142,16 +142,16 @@ func (c *Client) Events(ctx context.Context, id string, lastID int, fn func(even
 }
 
 // List lists the campaigns.
-func (c *Client) List(ctx context.Context) ([]launcher.CampaignView, error) {
+func (c *Client) List(ctx context.Context) ([]api.CampaignView, error) {
 	var out struct {
-		Campaigns []launcher.CampaignView `json:"campaigns"`
+		Campaigns []api.CampaignView `json:"campaigns"`
 	}
 	return out.Campaigns, c.do(ctx, http.MethodGet, "/v1/campaigns", nil, &out)
 }
 
 // Get reads one campaign.
-func (c *Client) Get(ctx context.Context, id string) (*launcher.CampaignView, error) {
-	var v launcher.CampaignView
+func (c *Client) Get(ctx context.Context, id string) (*api.CampaignView, error) {
+	var v api.CampaignView
 	return &v, c.do(ctx, http.MethodGet, campaignPath(id, ""), nil, &v)
 }
 
@@ -166,7 +166,7 @@ func (c *Client) Workspaces(ctx context.Context, id string) ([]adapter.Workspace
 // Claim binds task (and attempt, "" for none) to a workspace of the
 // campaign's pool and returns it with its base_url (POST
 // /v1/campaigns/{id}/workspaces); Pool says warm or cold.
-func (c *Client) Claim(ctx context.Context, id, task, attempt string) (*launcher.ClaimView, error) {
+func (c *Client) Claim(ctx context.Context, id, task, attempt string) (*api.ClaimView, error) {
 	body, err := json.Marshal(map[string]string{"task_id": task, "attempt_id": attempt})
 	if err != nil {
 		return nil, err
@@ -174,7 +174,7 @@ func (c *Client) Claim(ctx context.Context, id, task, attempt string) (*launcher
 	if attempt == "" {
 		body, _ = json.Marshal(map[string]string{"task_id": task})
 	}
-	var v launcher.ClaimView
+	var v api.ClaimView
 	return &v, c.do(ctx, http.MethodPost, campaignPath(id, "/workspaces"), body, &v)
 }
 
@@ -211,7 +211,7 @@ func (c *Client) Episodes(ctx context.Context, id string, workspace int) ([]stor
 	var all []store.Result
 	after := 0
 	for {
-		q := url.Values{"after": {strconv.Itoa(after)}, "limit": {strconv.Itoa(launcher.MaxEpisodesPage)}}
+		q := url.Values{"after": {strconv.Itoa(after)}, "limit": {strconv.Itoa(api.MaxEpisodesPage)}}
 		if workspace >= 0 {
 			q.Set("workspace", strconv.Itoa(workspace))
 		}

@@ -69,22 +69,41 @@ var ErrShrunk = errors.New("the results file is shorter than what was read of it
 // next read), and the lines it refused. f must be a regular file,
 // opened by the caller without following links.
 func Read(f *os.File, offset int64) (recs []Record, next int64, refused []Refusal, err error) {
-	if err := regular(f); err != nil {
-		return nil, offset, nil, err
-	}
-	fi, err := f.Stat()
+	buf, err := ReadFrom(f, offset)
 	if err != nil {
 		return nil, offset, nil, err
 	}
+	recs, next, refused = Lines(buf, offset)
+	return recs, next, refused, nil
+}
+
+// ReadFrom returns the bytes of f from offset on, at most MaxFile of them:
+// ErrShrunk when f is shorter than offset, an error when it is not a
+// regular file. f must be opened by the caller without following links.
+func ReadFrom(f *os.File, offset int64) ([]byte, error) {
+	if err := regular(f); err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
 	if fi.Size() < offset {
-		return nil, offset, nil, ErrShrunk
+		return nil, ErrShrunk
 	}
 	buf := make([]byte, min(fi.Size()-offset, MaxFile))
 	n, err := f.ReadAt(buf, offset)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, offset, nil, err
+		return nil, err
 	}
-	buf = buf[:n]
+	return buf[:n], nil
+}
+
+// Lines parses the whole lines of buf, the bytes of a results file from
+// offset on (at most MaxFile of them), strictly: it returns the records
+// they hold, the offset to read from next (past the last whole line; a
+// partial last line is left for the next read) and the lines it refused.
+func Lines(buf []byte, offset int64) (recs []Record, next int64, refused []Refusal) {
 	next = offset
 	for len(buf) > 0 {
 		i := bytes.IndexByte(buf, '\n')
@@ -106,5 +125,5 @@ func Read(f *os.File, offset int64) (recs []Record, next int64, refused []Refusa
 		next += int64(i + 1)
 		buf = buf[i+1:]
 	}
-	return recs, next, refused, nil
+	return recs, next, refused
 }
