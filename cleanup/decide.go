@@ -50,6 +50,10 @@ type Observation struct {
 	ID string
 	// Labels are the labels the daemon reported.
 	Labels map[string]string
+	// Version is the runtime's version of the resource as observed (a
+	// Kubernetes object's resourceVersion), "" where the runtime keeps
+	// none: a removal with a precondition removes only that version.
+	Version string
 	// RunRoot is the directory workspace run directories must live in, two
 	// levels up (<RunRoot>/<campaign key>/agent-<24 hex>); directories only.
 	RunRoot string

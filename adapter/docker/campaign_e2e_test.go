@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -108,7 +107,7 @@ func TestCampaignEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got.ServerID != c.ServerID || !slices.Equal(got.NetworkIDs, c.NetworkIDs) ||
-			!reflect.DeepEqual(got.Workspaces, c.Workspaces) || got.Plan.Generation != c.Plan.Generation || got.Plan.Instance != c.Plan.Instance {
+			!slices.EqualFunc(got.Workspaces, c.Workspaces, sameWorkspace) || got.Plan.Generation != c.Plan.Generation || got.Plan.Instance != c.Plan.Instance {
 			t.Fatalf("Load(%s) = %+v\nbring-up returned %+v", c.Plan.CampaignID, got, c)
 		}
 		for i := range c.Plan.Agents {
@@ -495,4 +494,12 @@ func checkContainment(t *testing.T, ws adapter.Workspace, p *campaign.Plan) {
 	if got["grader_unauthenticated"] != "URLError" {
 		t.Errorf("unauthenticated grader call from episode code = %v, want URLError (no network)", got["grader_unauthenticated"])
 	}
+}
+
+// sameWorkspace: two descriptions of one workspace agree on what it is
+// and how it is reached (a handle rebuilt from the journal carries the
+// journal's times beside the same resources).
+func sameWorkspace(x, y adapter.Workspace) bool {
+	return x.Workspace == y.Workspace && x.UIDBase == y.UIDBase && x.Workbench == y.Workbench &&
+		x.Handle.ID == y.Handle.ID && x.Handle.Socket == y.Handle.Socket && x.Handle.AgentID == y.Handle.AgentID
 }

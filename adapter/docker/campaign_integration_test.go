@@ -35,11 +35,14 @@ const pythonBase = "agentpen/python-base:bookworm"
 
 // TestMain lets the test binary act as an agentpen process that is killed
 // in the middle of a bring-up (TestBringUpKilled).
+// It also runs the driver conformance suite's children (drivertest.Main):
+// an agentpen killed mid bring-up or mid removal, on the daemon the
+// suite's target names (conformanceHostEnv).
 func TestMain(m *testing.M) {
 	if os.Getenv("AGENTPEN_TEST_BRINGUP_CHILD") == "1" {
 		os.Exit(bringUpChild())
 	}
-	os.Exit(m.Run())
+	drivertest.Main(m, reopenConformance)
 }
 
 // realDocker connects to the rootless daemon or skips/fails per testenv.

@@ -43,7 +43,7 @@ func TestSandboxInWorkspaceContainer(t *testing.T) {
 		t.Fatalf("image %s: %v (make images builds it)", sandboxTestImage, err)
 	}
 	_, self, _, _ := runtime.Caller(0)
-	repo := filepath.Dir(filepath.Dir(self))
+	repo := filepath.Dir(filepath.Dir(filepath.Dir(self)))
 
 	// The binaries go into a directory the rootless daemon's user can
 	// read, bound at /run/workbench; the repository (testdata, and the

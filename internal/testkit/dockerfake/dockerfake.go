@@ -291,7 +291,13 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 // check).
 func (d *Daemon) ServeUnix(t testing.TB) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "rootless", "docker.sock")
+	return d.ServeUnixAt(t, filepath.Join(t.TempDir(), "rootless", "docker.sock"))
+}
+
+// ServeUnixAt is ServeUnix on the socket path sock (its directory made
+// when missing).
+func (d *Daemon) ServeUnixAt(t testing.TB, sock string) string {
+	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(sock), 0o700); err != nil {
 		t.Fatal(err)
 	}
