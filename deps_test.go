@@ -56,9 +56,6 @@ func TestCampaignStandardLibrary(t *testing.T) {
 	}
 }
 
-// TestOnlyAdapterTalksToDocker fails when a package outside adapter/...
-// imports the Docker SDK, in its code or its tests (tests elsewhere use
-// adapter's exported calls or internal/testkit/dockerfake).
 // TestProbeWireStandardLibrary: the probe batch's JSON, which the pure
 // attest package and the workbench's probe share, imports the standard
 // library alone, and both sides import it.
@@ -78,18 +75,87 @@ func TestProbeWireStandardLibrary(t *testing.T) {
 	}
 }
 
-func TestOnlyAdapterTalksToDocker(t *testing.T) {
+// dockerDriver is the one package that talks to Docker (and the decoder
+// of the daemon's JSON beside it).
+const dockerDriver = module + "/adapter/docker"
+
+// TestOnlyTheDockerDriverTalksToDocker fails when a package outside
+// adapter/docker/... imports the Docker SDK, in its code or its tests
+// (tests elsewhere use the driver's exported calls or
+// internal/testkit/dockerfake).
+func TestOnlyTheDockerDriverTalksToDocker(t *testing.T) {
 	pkgs := deptest.List(t, "./...")
 	if len(pkgs) < 10 {
 		t.Fatalf("go list found %d packages; the rule would check nothing", len(pkgs))
 	}
+	sdk := 0
 	for _, p := range pkgs {
-		if p.ImportPath == module+"/adapter" || strings.HasPrefix(p.ImportPath, module+"/adapter/") {
+		if p.ImportPath == dockerDriver || strings.HasPrefix(p.ImportPath, dockerDriver+"/") {
+			if slices.ContainsFunc(p.Imports, func(imp string) bool { return deptest.Matches(imp, dockerSDK) }) {
+				sdk++
+			}
 			continue
 		}
 		for _, imp := range append(append(p.Imports, p.TestImports...), p.XTestImports...) {
 			if deptest.Matches(imp, dockerSDK) {
-				t.Errorf("%s imports %s; only adapter/... may talk to Docker", p.ImportPath, imp)
+				t.Errorf("%s imports %s; only %s may talk to Docker", p.ImportPath, imp, dockerDriver)
+			}
+		}
+	}
+	if sdk == 0 {
+		t.Fatalf("%s imports no Docker SDK package: the rule checks nothing", dockerDriver)
+	}
+}
+
+// runtimeSDKs are every runtime's client packages: Docker's (with the
+// error kinds of its containerd lineage) and Kubernetes'.
+var runtimeSDKs = append([]string{"github.com/containerd/", "k8s.io/", "sigs.k8s.io/"}, dockerSDK...)
+
+// TestEngineIsRuntimeNeutral: the engine (package adapter), the driver
+// contract (adapter/driver) and the conformance suite (adapter/drivertest)
+// depend on no runtime's SDK and no HTTP server framework, not even
+// through a dependency: a runtime is a driver behind adapter/driver.
+func TestEngineIsRuntimeNeutral(t *testing.T) {
+	never := append(slices.Clone(runtimeSDKs), "github.com/danielgtaylor/huma", "github.com/go-chi/", "github.com/prometheus/", module+"/launcher")
+	pkgs := deptest.List(t, module+"/adapter", module+"/adapter/driver", module+"/adapter/drivertest")
+	if len(pkgs) != 3 {
+		t.Fatalf("go list found %d packages of the engine", len(pkgs))
+	}
+	for _, p := range pkgs {
+		for _, dep := range append(p.Imports, p.Deps...) {
+			if deptest.Matches(dep, never) {
+				t.Errorf("%s depends on %s; the engine and the driver contract are runtime-neutral", p.ImportPath, dep)
+			}
+		}
+	}
+	for _, p := range deptest.List(t, dockerDriver) {
+		if slices.Contains(p.Deps, module+"/adapter") {
+			t.Errorf("%s depends on the engine; a driver implements adapter/driver and never imports adapter", p.ImportPath)
+		}
+	}
+}
+
+// TestClientStandsAlone: the launcher API's Go client depends on no
+// runtime, no HTTP server framework or metrics package and neither the
+// service nor the engine: the API's types are package api's.
+func TestClientStandsAlone(t *testing.T) {
+	never := append(slices.Clone(runtimeSDKs), "github.com/danielgtaylor/huma", "github.com/go-chi/", "github.com/prometheus/",
+		module+"/launcher", module+"/adapter")
+	pkgs := deptest.List(t, module+"/launcher/client", module+"/api")
+	if len(pkgs) != 2 {
+		t.Fatalf("go list found %d packages", len(pkgs))
+	}
+	for _, p := range pkgs {
+		for _, dep := range append(p.Imports, p.Deps...) {
+			if dep != p.ImportPath && deptest.Matches(dep, never) {
+				t.Errorf("%s depends on %s", p.ImportPath, dep)
+			}
+		}
+		if p.ImportPath == module+"/api" {
+			for _, dep := range p.Deps {
+				if first, _, _ := strings.Cut(dep, "/"); strings.Contains(first, ".") {
+					t.Errorf("api depends on %s; it holds types of the standard library's only", dep)
+				}
 			}
 		}
 	}

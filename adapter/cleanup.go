@@ -356,11 +356,28 @@ func (a *Adapter) removeOne(ctx context.Context, j *campaign.Journal, r campaign
 		if !reserved {
 			slots <- struct{}{}
 		}
-		if err := a.retry(ctx, true, func() error { return a.Driver.Remove(ctx, r, obs) }); err != nil {
+		err := a.retry(ctx, true, func() error {
+			err := a.Driver.Remove(ctx, r, obs)
+			if errors.Is(err, driver.ErrChanged) {
+				// Not as observed (relabelled, replaced): observed and
+				// decided again; what is no longer ours is left alone.
+				obs = a.observeRetry(ctx, r)
+				if d := cleanup.Decide(r, obs); d.Action != cleanup.Remove {
+					o.Decision = d
+					return nil
+				}
+			}
+			return err
+		})
+		if err != nil {
 			o.Error = err.Error()
 		}
 		<-slots
 		o.After = a.observeRetry(ctx, r)
+		if o.Decision.Action != cleanup.Remove && o.Decision.Action != cleanup.AlreadyGone {
+			a.log().Warn("left alone", "kind", r.Kind, "name", r.Name, "id", short(r.ID), "action", o.Decision.Action, "reason", o.Decision.Reason)
+			return o
+		}
 	case cleanup.AlreadyGone:
 		o.After = a.observeRetry(ctx, r)
 	default:

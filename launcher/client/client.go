@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/cleanup"
@@ -156,9 +155,9 @@ func (c *Client) Get(ctx context.Context, id string) (*api.CampaignView, error) 
 }
 
 // Workspaces lists a ready campaign's workspaces and their base_urls.
-func (c *Client) Workspaces(ctx context.Context, id string) ([]adapter.Workspace, error) {
+func (c *Client) Workspaces(ctx context.Context, id string) ([]api.Workspace, error) {
 	var out struct {
-		Workspaces []adapter.Workspace `json:"workspaces"`
+		Workspaces []api.Workspace `json:"workspaces"`
 	}
 	return out.Workspaces, c.do(ctx, http.MethodGet, campaignPath(id, "/workspaces"), nil, &out)
 }
