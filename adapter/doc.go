@@ -1,78 +1,65 @@
-// Package adapter is the one place in agentpen that talks to Docker.
+// Package adapter is agentpen's engine: the adapter between launchers
+// and a runtime that holds their campaigns. It owns every use case
+// (bring-up and its fail-closed policy, attestation, claims and refills of
+// a pool, lifetimes, reconciliation, removal, orphans, results) and the
+// custody discipline, and it talks to no runtime itself: a driver
+// (package adapter/driver) does the runtime's I/O, one resource at a time,
+// by exact id. adapter/docker is the driver of a validated rootless Docker
+// daemon; cmd/agentpen wires a driver into an Adapter. The engine imports
+// no runtime's SDK (a test in the repository root keeps it so).
 //
-// It resolves and validates the daemon endpoint (ResolveHost: an explicit
-// unix socket of a rootless daemon, never the rootful /var/run/docker.sock,
-// never tcp or ssh, never a default taken from the environment), builds the
-// Docker SDK client pinned to that endpoint with API-version negotiation
-// (Connect), and refuses a daemon whose /info does not carry the
-// name=rootless security option. The daemon identity it reads
-// (campaign.Daemon) is what the attestation later proves against.
-//
-// It does not decide what a campaign is (package campaign plans it from the
-// launcher's spec and folds its journal into a lifecycle, purely), whether
-// a resource may be removed (package cleanup decides, purely), or where a
+// It does not decide what a campaign is (package campaign plans it from
+// the launcher's spec and folds its journal into a lifecycle, purely),
+// whether a resource may be removed (package cleanup decides, purely),
+// what the evidence proves (package attest judges, purely), or where a
 // campaign's files are (package store owns the state root, and every
-// method here takes a store campaign); it does the Docker I/O those
-// packages describe. Files are split by job: the client (adapter.go,
-// docker.go, host.go), bring-up (bringup.go, alloc.go, progress.go) and its
-// fail-closed policy (up.go), the Docker create settings (createopts.go),
-// the workspaces' run directories (rundir.go), readiness (ready.go), exec
-// (exec.go), observation (observe.go, list.go), attestation (attest.go),
-// removal (cleanup.go, resolve.go, orphans.go) and rebuilding a campaign
-// from its state directory (load.go).
+// method here takes a store campaign). Files are split by job: the engine
+// and its runtime-wide locks (adapter.go, alloc.go for uid blocks),
+// bring-up (bringup.go, progress.go) and its fail-closed policy (up.go),
+// images (images.go), attestation (attest.go), removal (cleanup.go,
+// resolve.go, orphans.go), pools (pool.go), lifetimes and
+// reconciliation (lifetime.go), the episode results (results.go) and
+// rebuilding a campaign from its state directory (load.go).
 //
-// # Bring-up
+// # The custody discipline
 //
-// Adapter.BringUp takes a validated plan (campaign.Validate), then, for
-// each resource, appends an intent (with a secret of that create, a label
-// recorded nowhere else) to the campaign's fsync'd journal, creates it
-// through the SDK, and journals the id the daemon returned. The agent
-// networks come first; then the server and the workspaces are created and
-// started concurrently (Parallelism at once, the server first), and each
-// container's readiness is awaited from the moment it started: the
-// server's through docker exec of its ready command (no port is published
-// unless egress is "nat" and a loopback publish is asked for) and each
-// workbench's /health on the unix socket in its /run/workbench directory. Any failure, including cancellation,
-// removes what was created by exact id and says so in the journal. A
-// create that failed is never adopted when the daemon said the name was
-// taken (a conflict: a twin campaign's resource carries the same labels);
-// after any other failure the name is looked up and adopted only when its
-// labels, the create's secret among them, prove it is this create's.
-// Adapter.Up is the policy agentpen up and the launcher share: bring up,
-// attest, and remove a campaign that does not attest.
+// A bring-up asks the driver to lay the plan out (driver.Layout: the
+// campaign's shared objects in stages, then a unit per container: what it
+// needs, and itself), then for each object appends an intent (with a
+// secret of that create among its labels, recorded nowhere else) to the
+// campaign's fsync'd journal, has the driver create it, and journals the
+// id the driver answered. Shared objects come first; then the server and
+// the workspaces are made and started concurrently (Parallelism at once,
+// the server first), a workspace bound to its task before its container
+// is made, and each container's readiness awaited from the moment it
+// started. Any failure, including cancellation, removes what was created
+// by exact id and says so in the journal. A create refused because the
+// name is taken is never adopted; after any other failure the name is
+// looked up (driver Lookup) and adopted only when its labels, the
+// create's secret among them, prove it is this create's.
 //
-// # Removal
-//
-// Cleanup (and the rollback) removes, by the ids the journal recorded and
-// never by a name pattern or a label filter, in three steps per resource:
-// observe (inspect by id, or stat a run directory), decide
-// (cleanup.Decide: remove, already gone, not ours, or refuse, with a
-// reason) and act (remove by id). What is not ours or cannot be decided is
-// left alone and named in the error.
-//
-// Workspace containers run with --init, a read-only root with sized tmpfs
-// for /tmp, /var/tmp, /dev/shm and /run, no-new-privileges, every
-// capability dropped but WorkspaceCaps, pids and memory limits requested
-// (whether the daemon enforces them is campaign.Daemon's to say), and
-// never the Docker socket or DOCKER_HOST. Decisions beyond docs/design.md
-// are in docs/decisions.md.
-//
-// The SDK is used through dockerAPI, a small interface holding only the
-// calls the adapter makes; unit tests fake the daemon at the HTTP transport
-// (internal/testkit/dockerfake) with the real SDK types, and integration
-// tests run against the real rootless daemon that
-// scripts/rootless-docker.sh starts. The adapter never pulls an image:
-// every image it uses is built locally (make images), and BringUp refuses a
-// campaign whose image is not on the daemon. Prepare (images.go) resolves a
-// spec's tags to image ids before anything is made, and the plan runs the
-// ids from then on; Images lists the daemon's images.
+// A removal (Cleanup, the rollback, Reconcile) works by the ids the
+// journal recorded, never by a name pattern or a label filter, in three
+// steps per resource: observe (by id), decide (cleanup.Decide: remove,
+// already gone, not ours, or refuse, with a reason) and act (remove by
+// id; a runtime with preconditions refuses a resource changed since, and
+// it is observed and decided again). Every resource is observed again
+// after, and what still carries the campaign's label is listed: a
+// look-alike is reported, never removed. Up is the policy agentpen up and
+// the launcher share: bring up, attest, and remove a campaign that does
+// not attest.
 //
 // # Lifetimes
 //
-// lifetime.go is a campaign lifetime's Docker side: SetLifetime journals
-// one, LastActivity reads the workspaces' socket times (the workbench sets
-// them at each reset and step) without following links, and Reconcile
-// rolls back a bring-up a dead process left, finishes a removal, or
-// removes a campaign whose lifetime is over, under the campaign's lock
-// and on the state read under it.
+// lifetime.go is a campaign lifetime's engine side: SetLifetime journals
+// one, LastActivity asks the driver when a workspace last served a reset
+// or a step, and Reconcile rolls back a bring-up a dead process left,
+// finishes a removal, or removes a campaign whose lifetime is over, under
+// the campaign's lock and on the state read under it.
+//
+// The engine's own tests run on an in-memory driver
+// (internal/testkit/fakedriver); the conformance suite
+// (adapter/drivertest) holds every driver, and this engine on it, to the
+// discipline above on its real runtime. Decisions beyond docs/design.md
+// are in docs/decisions.md; how to write a driver is docs/drivers.md.
 package adapter

@@ -1,3 +1,26 @@
+// Package drivertest is the conformance suite every driver (package
+// adapter/driver) passes against its real runtime, and the test harness of
+// the engine on a driver: the contract is the suite.
+//
+// Run runs its cases on a Target: the driver, a spec its runtime can run,
+// and a Hand that acts on the runtime as another of its clients would. The
+// cases demand the custody discipline of docs/drivers.md: bring-up
+// journals every intent before its create and every id after; a failure
+// midway rolls back by exact id, verified; a create whose answer was lost
+// is resolved by its name and the create's secret; a name another resource
+// holds is never adopted; a twin (the name, a new id), a relabelled
+// resource and a look-alike carrying copied labels and secret are left
+// alone and reported; a removal re-observes everything as absent and
+// lists nothing labelled before it says verified; verify writes nothing;
+// a removal by someone else is seen and reported; orphans are listed, and
+// removed only when provable; a spec the runtime refuses creates nothing;
+// the reports verify and a changed one is named; and an agentpen killed
+// mid bring-up or mid removal leaves nothing reconcile does not remove.
+// Mutants runs each case a driver can fail on a driver broken the way the
+// case guards against, and fails when the case passes.
+//
+// Harness is an engine with a state root, for the tests of a driver's
+// package.
 package drivertest
 
 import (
