@@ -79,11 +79,11 @@ func TestProbeWireStandardLibrary(t *testing.T) {
 // of the daemon's JSON beside it).
 const dockerDriver = module + "/adapter/docker"
 
-// TestOnlyTheDockerDriverTalksToDocker fails when a package outside
+// TestOnlyAdapterTalksToDocker (its Docker driver) fails when a package outside
 // adapter/docker/... imports the Docker SDK, in its code or its tests
 // (tests elsewhere use the driver's exported calls or
 // internal/testkit/dockerfake).
-func TestOnlyTheDockerDriverTalksToDocker(t *testing.T) {
+func TestOnlyAdapterTalksToDocker(t *testing.T) {
 	pkgs := deptest.List(t, "./...")
 	if len(pkgs) < 10 {
 		t.Fatalf("go list found %d packages; the rule would check nothing", len(pkgs))

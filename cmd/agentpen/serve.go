@@ -256,7 +256,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	started := time.Now()
 	log.Info("agentpen serve started", "listen", ln.Addr().String(), "public_url", publicURL, "state_root", root.Path(),
-		"version", cli.Stamp, "runtime", a.Driver.Info().Runtime.Endpoint, "api_key_env", sf.apiKeyEnv, "tls", sf.tlsCert != "",
+		"version", cli.Stamp, "daemon", a.Driver.Info().Runtime.Endpoint, "api_key_env", sf.apiKeyEnv, "tls", sf.tlsCert != "",
 		"signing_key_id", custody.KeyID(signingKey.Public().(ed25519.PublicKey)), "tokens", tokens.Names())
 	// Stop accepting, end the proxy's sessions, give operations their
 	// grace, then cancel them; the two run together because an operation
