@@ -104,7 +104,6 @@ func (a *Adapter) Claim(ctx context.Context, c *store.Campaign, task, attempt st
 	if err := lc.Plan.AddPool([]int{slot.N}); err != nil {
 		return Claimed{}, err
 	}
-	ag := lc.Plan.Agents[len(lc.Plan.Agents)-1]
 	live := st.Latest().Live()
 	base := 0
 	for _, r := range live {
@@ -113,7 +112,7 @@ func (a *Adapter) Claim(ctx context.Context, c *store.Campaign, task, attempt st
 		}
 	}
 	lc.Plan.SetUIDBlock(len(lc.Plan.Agents)-1, base)
-	ag = lc.Plan.Agents[len(lc.Plan.Agents)-1]
+	ag := lc.Plan.Agents[len(lc.Plan.Agents)-1]
 	h, err := a.Driver.Workspace(ag, live)
 	if err != nil {
 		return Claimed{}, fmt.Errorf("campaign %s: pool slot %d: %w", c.ID, slot.N, err)

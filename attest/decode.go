@@ -13,7 +13,6 @@ import (
 // attest/evidence: each driver decodes its runtime's answers into it).
 type (
 	container = evidence.Container
-	network   = evidence.Network
 	info      = evidence.Daemon
 	image     = evidence.Image
 	mountInfo = evidence.Mount
