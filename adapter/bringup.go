@@ -341,9 +341,14 @@ func (b *bringUp) create(ctx context.Context, c *Campaign, campaignToo bool, age
 		g.Go(func() error {
 			err := b.makeUnit(ctx, l.Server, nil, nil)
 			c.ServerID = l.Server.Main.ID
+			if err != nil {
+				// Failed before the slot is given back: nothing waiting
+				// for it begins.
+				err = fail(err)
+			}
 			<-sem
 			if err != nil {
-				return fail(err)
+				return err
 			}
 			if ready {
 				if err := b.ready(ctx, l.Server.Main); err != nil {
@@ -369,9 +374,12 @@ func (b *bringUp) create(ctx context.Context, c *Campaign, campaignToo bool, age
 				bind = func(h driver.Workspace) error { return a.Driver.Bind(ctx, h, ag.Spec.TaskID) }
 			}
 			err := b.makeUnit(ctx, u, bind, func(h driver.Workspace) { c.Workspaces[k] = workspace(ag, ag.Spec.TaskID, h) })
+			if err != nil {
+				err = fail(err)
+			}
 			<-sem
 			if err != nil {
-				return fail(err)
+				return err
 			}
 			if ready {
 				if err := b.ready(ctx, u.Main); err != nil {
