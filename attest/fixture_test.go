@@ -11,7 +11,7 @@ import (
 )
 
 // The fixtures in testdata/attest were captured from the real rootless
-// daemon (go test ./adapter -run TestCaptureAttestFixtures -update): a
+// daemon (go test ./adapter/docker -run TestCaptureAttestFixtures -update): a
 // campaign's attest.Source and attest.Observation, the daemon's raw JSON
 // and the probes' outputs as they came.
 var fixtureNames = []string{"internal", "nat"}

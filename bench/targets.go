@@ -47,7 +47,7 @@ type Target struct {
 }
 
 // Packages are the packages whose benchmarks make bench runs.
-var Packages = []string{"./workbench/sandbox", "./workbench/episode", "./bench", "./adapter", "./launcher"}
+var Packages = []string{"./workbench/sandbox", "./workbench/episode", "./bench", "./adapter/docker", "./launcher"}
 
 // Targets are issue 16's targets (and issue 27's, the fork server's, and
 // issue 29's, the pool's): the workbench's, then the campaigns'.

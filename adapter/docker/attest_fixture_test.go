@@ -33,12 +33,12 @@ const fixtureKey = "attest-fixture-key-9c41d7e2b8a05f36"
 // raw JSON and the probes' outputs) are written; then it is torn down.
 // Run it with:
 //
-//	go test ./adapter -run TestCaptureAttestFixtures -update
+//	go test ./adapter/docker -run TestCaptureAttestFixtures -update
 //
 // then regenerate the golden reports with go test ./attest -update.
 func TestCaptureAttestFixtures(t *testing.T) {
 	if !*update {
-		t.Skip("recapture with: go test ./adapter -run TestCaptureAttestFixtures -update")
+		t.Skip("recapture with: go test ./adapter/docker -run TestCaptureAttestFixtures -update")
 	}
 	raw := testenv.RequireDocker(t)
 	host, err := ResolveHost(raw, os.Getenv("AGENTPEN_ALLOW_CUSTOM_SOCKET") == "1")

@@ -483,7 +483,7 @@ const (
 // whole attestation), attest-probes- (its probes), attest-noprobes- (the
 // rest).
 //
-//	go test -run '^$' -bench Campaign16 -benchtime 5x ./adapter
+//	go test -run '^$' -bench Campaign16 -benchtime 5x ./adapter/docker
 func BenchmarkCampaign16(b *testing.B) {
 	for _, topo := range []campaign.Topology{campaign.TopologyNone, campaign.TopologyPerAgent} {
 		b.Run(string(topo), func(b *testing.B) {
