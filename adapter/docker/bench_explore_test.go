@@ -32,7 +32,7 @@ import (
 // which concurrency is best, how the daemon handles agent networks. Not
 // part of make bench: AGENTPEN_BENCH_EXPLORE=1 runs them, e.g.
 //
-//	AGENTPEN_BENCH_EXPLORE=1 go test -run '^$' -bench CampaignProfile -benchtime 2x ./adapter
+//	AGENTPEN_BENCH_EXPLORE=1 go test -run '^$' -bench CampaignProfile -benchtime 2x ./adapter/docker
 
 // explore skips an exploration benchmark unless AGENTPEN_BENCH_EXPLORE=1.
 func explore(b *testing.B) {

@@ -591,7 +591,7 @@ var scaleSizes = []int{1, 8, 16, 32, 64}
 // the cost per added workspace. Three rounds by default (a round brings
 // up 121 workspaces).
 //
-//	go test -run '^$' -bench CampaignScale -benchtime 1x ./adapter
+//	go test -run '^$' -bench CampaignScale -benchtime 1x ./adapter/docker
 func BenchmarkCampaignScale(b *testing.B) {
 	for _, topo := range []campaign.Topology{campaign.TopologyNone, campaign.TopologyPerAgent} {
 		b.Run(string(topo), func(b *testing.B) {
