@@ -425,9 +425,11 @@ func (b *bringUp) makeShared(ctx context.Context, stage []*driver.Object, limit 
 
 // makeUnit makes a unit's objects in order and starts its main one. A
 // workspace's (bind not nil) is handed the driver's handle on it twice:
-// to bind once what it needs exists and before its container is made, so
-// no container of the campaign ever runs unbound, and to describe it once
-// its container exists.
+// to bind, once what it needs exists and before its container is made
+// (so no container of the campaign ever runs unbound), or right after its
+// start where the runtime binds only a running container
+// (Capabilities.BindAfterStart); and to describe it once its container
+// exists.
 func (b *bringUp) makeUnit(ctx context.Context, u *driver.Unit, bind func(driver.Workspace) error, made func(driver.Workspace)) error {
 	handle := func(objs []*driver.Object) (driver.Workspace, error) {
 		var live []campaign.Resource
@@ -441,7 +443,8 @@ func (b *bringUp) makeUnit(ctx context.Context, u *driver.Unit, bind func(driver
 			return err
 		}
 	}
-	if bind != nil {
+	late := b.a.Driver.Info().BindAfterStart
+	if bind != nil && !late {
 		h, err := handle(u.Needs)
 		if err != nil {
 			return err
@@ -453,14 +456,23 @@ func (b *bringUp) makeUnit(ctx context.Context, u *driver.Unit, bind func(driver
 	if err := b.make(ctx, u.Main); err != nil {
 		return err
 	}
-	if made != nil {
-		h, err := handle(u.Objects())
-		if err != nil {
+	var h driver.Workspace
+	if made != nil || bind != nil && late {
+		var err error
+		if h, err = handle(u.Objects()); err != nil {
 			return err
 		}
+	}
+	if made != nil {
 		made(h)
 	}
-	return b.start(ctx, u.Main)
+	if err := b.start(ctx, u.Main); err != nil {
+		return err
+	}
+	if bind != nil && late {
+		return bind(h)
+	}
+	return nil
 }
 
 // start starts a made main object.

@@ -447,6 +447,9 @@ func (a *Adapter) retry(ctx context.Context, goneIsDone bool, fn func() error) e
 		if err == nil || goneIsDone && errors.Is(err, driver.ErrNotFound) {
 			return nil
 		}
+		if errors.Is(err, driver.ErrHeld) {
+			return err // definitive: left alone
+		}
 		select {
 		case <-ctx.Done():
 			return err

@@ -28,6 +28,9 @@ func (a *Adapter) Prepare(ctx context.Context, p *campaign.Plan) error {
 	if err := a.checkKey(p); err != nil {
 		return err
 	}
+	if err := a.Driver.Check(p); err != nil {
+		return err
+	}
 	ids := map[string]string{}
 	fields := p.ImageFields()
 	refs := make([]string, 0, len(fields))

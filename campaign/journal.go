@@ -126,6 +126,15 @@ const (
 	// KindDir is a host directory agentpen made for a workspace (its
 	// /run/workbench).
 	KindDir Kind = "dir"
+	// The kinds of a cluster's objects (adapter/kube): a campaign
+	// generation's namespace, its service account, the grader key's
+	// secret and its network policies. A pod, the cluster's unit that
+	// runs a container, is journalled as a KindContainer, so every reader
+	// of a campaign's containers reads a cluster's pods.
+	KindNamespace      Kind = "namespace"
+	KindServiceAccount Kind = "serviceaccount"
+	KindSecret         Kind = "secret"
+	KindNetworkPolicy  Kind = "networkpolicy"
 )
 
 // JournalFormat is the format every record of a journal carries (V). A
@@ -522,7 +531,7 @@ func parseRecord(line []byte) (Record, error) {
 		return rec, fmt.Errorf("unknown op %q", rec.Op)
 	}
 	switch rec.Kind {
-	case "", KindNetwork, KindContainer, KindDir:
+	case "", KindNetwork, KindContainer, KindDir, KindNamespace, KindServiceAccount, KindSecret, KindNetworkPolicy:
 	default:
 		return rec, fmt.Errorf("unknown kind %q", rec.Kind)
 	}

@@ -165,6 +165,18 @@ func (p *Plan) Bind(gen int, instance string) {
 	}
 }
 
+// CampaignLabels are the ownership labels of one of the campaign's own
+// objects that is none of its networks, servers or workspaces (a
+// cluster's namespace, service account, secret, policies: RoleCampaign),
+// with the instance nonce once the plan is bound.
+func (p *Plan) CampaignLabels() map[string]string {
+	l := p.labels(p.Spec.Labels, RoleCampaign, "")
+	if p.Instance != "" {
+		l[LabelInstance] = p.Instance
+	}
+	return l
+}
+
 // SetUIDBlock gives agent i the uid block starting at base (a bring-up's
 // allocation): its label and the environment the workbench reads it from.
 func (p *Plan) SetUIDBlock(i, base int) {

@@ -115,6 +115,9 @@ func (d *Driver) Settings(*campaign.Plan) map[string]attest.RoleSettings {
 	return map[string]attest.RoleSettings{}
 }
 
+// Check refuses nothing.
+func (d *Driver) Check(*campaign.Plan) error { return nil }
+
 // Layout lays out a network per planned network, the server, and each
 // workspace as a directory and a container.
 func (d *Driver) Layout(_ context.Context, b driver.BringUp) (*driver.Layout, error) {

@@ -1,0 +1,168 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentpen/agentpen/adapter/driver"
+	"github.com/agentpen/agentpen/api"
+	"github.com/agentpen/agentpen/attest"
+	"github.com/agentpen/agentpen/attest/evidence"
+	"github.com/agentpen/agentpen/campaign"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// A cluster's images are its nodes': the API server knows them from each
+// node's status (the kubelet reports its runtime's images, each under its
+// names: tags and repo@sha256 digests). A pod names the image by what the
+// plan pinned, with imagePullPolicy Never: a node that lacks it fails the
+// pod at once (Ready says so), it is never pulled.
+
+// nodeImages are the images of the nodes pods may run on (NodeName's, or
+// every node's).
+func (d *Driver) nodeImages(ctx context.Context) ([]corev1.ContainerImage, error) {
+	var nodes []corev1.Node
+	if d.cfg.NodeName != "" {
+		n, err := d.cs.CoreV1().Nodes().Get(ctx, d.cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return nil, classify(fmt.Errorf("node %s: %w", d.cfg.NodeName, err))
+		}
+		nodes = append(nodes, *n)
+	} else {
+		l, err := d.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, classify(fmt.Errorf("list nodes: %w", err))
+		}
+		nodes = l.Items
+	}
+	var out []corev1.ContainerImage
+	for _, n := range nodes {
+		out = append(out, n.Status.Images...)
+	}
+	return out, nil
+}
+
+// normal is an image name as a node reports it (docker.io/ and :latest
+// made explicit).
+func normal(ref string) string {
+	name, digest, hasDigest := strings.Cut(ref, "@")
+	if first, _, _ := strings.Cut(name, "/"); !strings.ContainsAny(first, ".:") && first != "localhost" {
+		if !strings.Contains(name, "/") {
+			name = "library/" + name
+		}
+		name = "docker.io/" + name
+	}
+	if !hasDigest {
+		if i := strings.LastIndex(name, ":"); i < strings.LastIndex(name, "/") || i < 0 {
+			name += ":latest"
+		}
+		return name
+	}
+	return name + "@" + digest
+}
+
+// Resolve finds ref among the nodes' images and answers with the name a
+// pod pins it by: its repo@sha256 digest (a tag resolves to the digest it
+// names now; an id, "sha256:...", is not a name a pod can use).
+func (d *Driver) Resolve(ctx context.Context, ref string) (string, error) {
+	imgs, err := d.nodeImages(ctx)
+	if err != nil {
+		return "", err
+	}
+	want := normal(ref)
+	for _, img := range imgs {
+		if !slices.Contains(img.Names, want) && !(strings.Contains(ref, "@") && slices.Contains(img.Names, ref)) {
+			continue
+		}
+		repo, _, _ := strings.Cut(want, "@")
+		if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+			repo = repo[:i]
+		}
+		for _, n := range img.Names {
+			if r, digest, ok := strings.Cut(n, "@"); ok && r == repo {
+				return r + "@" + digest, nil
+			}
+		}
+		return "", fmt.Errorf("image %s is on the node without a repo digest to pin it by", ref)
+	}
+	return "", driver.Kind(fmt.Sprintf("no such image on the cluster's nodes: %s (agentpen never pulls; import it into each node's runtime: scripts/kube-node.sh does for its node)", ref), driver.ErrNotFound)
+}
+
+// Images lists the nodes' images by their tags.
+func (d *Driver) Images(ctx context.Context) ([]api.Image, error) {
+	imgs, err := d.nodeImages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []api.Image{}
+	for _, img := range imgs {
+		var tags []string
+		id := ""
+		for _, n := range img.Names {
+			if strings.Contains(n, "@") {
+				id = n
+			} else {
+				tags = append(tags, n)
+			}
+		}
+		if len(tags) == 0 {
+			continue
+		}
+		slices.Sort(tags)
+		out = append(out, api.Image{ID: id, Tags: tags})
+	}
+	slices.SortFunc(out, func(x, y api.Image) int { return strings.Compare(x.ID, y.ID) })
+	return out, nil
+}
+
+// Settings are the hardening of the pods' containers, by role, in the
+// attestation's terms.
+func (d *Driver) Settings(p *campaign.Plan) map[string]attest.RoleSettings {
+	return map[string]attest.RoleSettings{
+		campaign.RoleServer: {CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"}},
+		campaign.RoleWork:   {CapDrop: []string{"ALL"}, CapAdd: []string{"CAP_CHOWN", "CAP_KILL", "CAP_SETGID", "CAP_SETUID"}, SecurityOpt: []string{"no-new-privileges"}, ReadOnlyRoot: true},
+	}
+}
+
+// Evidence is what the API server says of the campaign's pods and of the
+// cluster, in the attestation's terms.
+func (d *Driver) Evidence(ctx context.Context, q driver.EvidenceQuery) evidence.Runtime {
+	rt := evidence.Runtime{Endpoint: d.rest.Host, Daemon: evidence.Daemon{ID: d.info.Runtime.ID, ServerVersion: d.info.Runtime.ServerVersion},
+		Networks: map[string]evidence.Network{}, Containers: map[string]evidence.Container{}, Images: map[string]evidence.Image{}}
+	for _, r := range q.Resources {
+		if r.Kind != campaign.KindContainer {
+			continue
+		}
+		ns, name := splitName(r.Kind, r.Name)
+		pod, err := d.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			rt.Containers[r.ID] = evidence.Container{Answer: evidence.Answer{Err: err.Error()}}
+		case string(pod.UID) != r.ID:
+			rt.Containers[r.ID] = evidence.Container{Answer: evidence.Answer{NotFound: true}}
+		default:
+			c := evidence.Container{ID: string(pod.UID), Name: "/" + name, Labels: pod.Labels, HasState: true,
+				Status: strings.ToLower(string(pod.Status.Phase)), Running: pod.Status.Phase == corev1.PodRunning}
+			for _, s := range pod.Status.ContainerStatuses {
+				c.Image = s.ImageID
+			}
+			rt.Containers[r.ID] = c
+		}
+	}
+	found, err := d.List(ctx, campaign.LabelCampaign+"="+q.CampaignID)
+	if err != nil {
+		rt.ContainerList.Err, rt.NetworkList.Err = err.Error(), err.Error()
+	}
+	for _, f := range found {
+		l := evidence.Listed{ID: f.ID, Name: f.Name, Labels: f.Labels}
+		if f.Kind == campaign.KindContainer {
+			rt.ContainerList.Items = append(rt.ContainerList.Items, l)
+		} else {
+			rt.NetworkList.Items = append(rt.NetworkList.Items, l)
+		}
+	}
+	return rt
+}
