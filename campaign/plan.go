@@ -149,6 +149,18 @@ type PlanOptions struct {
 	// AgentKey is the state root's agent-id secret (OpaqueAgentID); nil
 	// for a plan that is only checked.
 	AgentKey []byte
+	// MaxWorkspaces is the most workspaces a campaign may have on the
+	// runtime it will run on (its driver's), pool included; 0 is
+	// MaxWorkspaces. At most MaxPoolSlots.
+	MaxWorkspaces int
+}
+
+// maxWorkspaces is the options' bound on a campaign's workspaces.
+func (o PlanOptions) maxWorkspaces() int {
+	if o.MaxWorkspaces <= 0 {
+		return MaxWorkspaces
+	}
+	return min(o.MaxWorkspaces, MaxPoolSlots)
 }
 
 // Bind makes the plan one bring-up's: generation gen with the instance
@@ -278,8 +290,8 @@ func NewPlanWith(spec CampaignSpec, opts PlanOptions) (*Plan, error) {
 	}
 	errs.add(CheckLabels("labels", spec.Labels))
 	errs.add(CheckLifetime("ttl_seconds", spec.TTLSeconds, "idle_timeout_seconds", spec.IdleTimeoutSeconds))
-	if n := len(spec.Workspaces); n < 1 || n > MaxWorkspaces {
-		errs.add(invalid("workspaces", strconv.Itoa(n), "need 1..%d workspaces", MaxWorkspaces))
+	if n, most := len(spec.Workspaces), opts.maxWorkspaces(); n < 1 || n > most {
+		errs.add(invalid("workspaces", strconv.Itoa(n), "need 1..%d workspaces", most))
 		return nil, errs.err()
 	}
 	key := Key(spec.CampaignID)
@@ -320,7 +332,7 @@ func NewPlanWith(spec CampaignSpec, opts PlanOptions) (*Plan, error) {
 			}
 		}
 	}
-	checkPool(p, spec, &errs)
+	checkPool(p, spec, opts.maxWorkspaces(), &errs)
 	if err := errs.err(); err != nil {
 		return nil, err
 	}

@@ -90,6 +90,7 @@ const DefaultShutdownGrace = 30 * time.Second
 // reads from the store itself.
 type backend interface {
 	Prepare(ctx context.Context, p *campaign.Plan) error
+	PlanOptions(root *store.Root) (campaign.PlanOptions, error)
 	SetLifetime(ctx context.Context, c *store.Campaign, l campaign.Lifetime) error
 	LastActivity(c *store.Campaign) (time.Time, error)
 	Reconcile(ctx context.Context, c *store.Campaign, opts adapter.ReconcileOptions) (adapter.Reconciled, error)

@@ -799,7 +799,7 @@ func child(raw string, reopen func() (driver.Driver, error)) int {
 	ctx := context.Background()
 	switch job.Op {
 	case "up":
-		opts, err := root.PlanOptions()
+		opts, err := a.PlanOptions(root)
 		if err == nil {
 			var p *campaign.Plan
 			if p, err = campaign.Validate(job.Spec, nil, opts); err == nil {

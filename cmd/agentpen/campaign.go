@@ -240,7 +240,9 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	// Bad input is refused before any daemon is asked anything, as the
 	// API refuses it: one validation, whose plan the bring-up takes (its
 	// agent ids keyed under the state root's secret).
-	if _, err := campaign.Validate(spec, tasks.Known, campaign.PlanOptions{}); err != nil {
+	// (The runtime's own bound on a campaign's size is checked once it
+	// answers: the largest any runtime takes, until then.)
+	if _, err := campaign.Validate(spec, tasks.Known, campaign.PlanOptions{MaxWorkspaces: campaign.MaxPoolSlots}); err != nil {
 		return err
 	}
 	root, err := cf.root(true)
@@ -248,7 +250,13 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		return err
 	}
 	defer root.Close()
-	popts, err := root.PlanOptions()
+	a, view, err := cf.adapterWithProgress(ctx, stderr, getenv, "up "+spec.CampaignID)
+	if err != nil {
+		return err
+	}
+	defer a.Driver.Close()
+	defer view.finish()
+	popts, err := a.PlanOptions(root)
 	if err != nil {
 		return err
 	}
@@ -256,12 +264,6 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	if err != nil {
 		return err
 	}
-	a, view, err := cf.adapterWithProgress(ctx, stderr, getenv, "up "+spec.CampaignID)
-	if err != nil {
-		return err
-	}
-	defer a.Driver.Close()
-	defer view.finish()
 	a.ReadyTimeout, a.Parallelism, a.Progress, a.EnvPolicy = *timeout, *parallel, view.step, envPolicy
 	start := time.Now()
 	res, err := a.Up(ctx, root, p, adapter.UpOptions{Attest: opts, KeepFailed: *keepFailed})
