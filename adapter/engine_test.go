@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -133,3 +134,35 @@ func TestUIDBlocksApartAcrossEngines(t *testing.T) {
 }
 
 var _ driver.Driver = (*fakedriver.Driver)(nil)
+
+// TestAnotherRuntimesCampaignIsRefused: a campaign brought up on another
+// runtime (its daemon record names another identity) is neither removed,
+// verified nor served here: its ids mean nothing to this driver, whose
+// "no such resource" would read as removed.
+func TestAnotherRuntimesCampaignIsRefused(t *testing.T) {
+	d := fakedriver.New(map[string]string{"img": fakeImage})
+	a, root := fakeEngine(t, d, t.TempDir())
+	fakeUp(t, a, root, "elsewhere", 1)
+	sc, err := root.Open("elsewhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	// The same state root, another runtime.
+	other := fakedriver.New(map[string]string{"img": fakeImage})
+	other.InfoFunc = func(i driver.Info) driver.Info { i.Runtime.ID = "another-runtime"; return i }
+	b := &Adapter{Driver: other, Getenv: a.Getenv, LockBase: t.TempDir()}
+	if _, _, err := b.Cleanup(t.Context(), sc, campaign.ReasonDown); !errors.Is(err, ErrOtherRuntime) {
+		t.Fatalf("cleanup on another runtime: %v", err)
+	}
+	if _, err := b.Verify(t.Context(), sc); !errors.Is(err, ErrOtherRuntime) {
+		t.Fatalf("verify on another runtime: %v", err)
+	}
+	if _, err := b.Load(sc); !errors.Is(err, ErrOtherRuntime) {
+		t.Fatalf("load on another runtime: %v", err)
+	}
+	// Its own runtime removes it.
+	if rep, _, err := a.Cleanup(t.Context(), sc, campaign.ReasonDown); err != nil || !rep.OK {
+		t.Fatalf("cleanup on its runtime: %v", err)
+	}
+}

@@ -73,6 +73,23 @@ type (
 // label value must be a label value's (at most 63 characters of
 // [A-Za-z0-9_.-]).
 func (d *Driver) Check(p *campaign.Plan) error {
+	// What a host's paths or sockets would give a pod, the namespace's Pod
+	// Security level refuses: refused here, before anything is made.
+	s := p.Server.Spec
+	switch {
+	case s.MountDockerSocket:
+		return &campaign.ValidationError{Field: "server.mount_docker_socket", Value: "true", Msg: "a cluster has no Docker socket to mount"}
+	case s.DataHostPath != "":
+		return &campaign.ValidationError{Field: "server.data_host_path", Value: s.DataHostPath, Msg: "a pod mounts no host path (Pod Security " + PodSecurityLevel + " refuses hostPath volumes)"}
+	case s.PublishLoopback != "":
+		return &campaign.ValidationError{Field: "server.publish_loopback", Value: s.PublishLoopback, Msg: "a cluster publishes no port on agentpen's host"}
+	}
+	for _, ag := range p.Agents {
+		if ag.Spec.WorkspaceHostPath != "" {
+			return &campaign.ValidationError{Field: fmt.Sprintf("workspaces[%d].workspace_host_path", ag.Index), Value: ag.Spec.WorkspaceHostPath,
+				Msg: "a pod mounts no host path (Pod Security " + PodSecurityLevel + " refuses hostPath volumes)"}
+		}
+	}
 	if len(p.Agents) > MaxWorkspaces {
 		return &campaign.ValidationError{Field: "workspaces", Value: strconv.Itoa(len(p.Agents)), Msg: fmt.Sprintf("a campaign on a cluster has at most %d workspaces, pool included", MaxWorkspaces)}
 	}

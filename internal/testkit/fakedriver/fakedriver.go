@@ -60,6 +60,9 @@ type Driver struct {
 	ExecFunc   func(ctx context.Context, id string, cmd []string, opts driver.ExecOptions) (driver.ExecResult, error)
 	DialFunc   func(ctx context.Context, w driver.Workspace) (net.Conn, error)
 	ListFunc   func(ctx context.Context, labels ...string) ([]cleanup.Found, error)
+	// InfoFunc, when set, changes what Info says (another runtime's
+	// identity).
+	InfoFunc func(driver.Info) driver.Info
 	// ImagesHeld are the images Resolve answers for (ref -> id); a
 	// reference that is an id in it answers with itself.
 	ImagesHeld map[string]string
@@ -74,7 +77,7 @@ var _ driver.Driver = (*Driver)(nil)
 
 // Info says the fake is "fake", on runtime "fake-runtime".
 func (d *Driver) Info() driver.Info {
-	return driver.Info{
+	i := driver.Info{
 		Name:    "fake",
 		Runtime: attest.DaemonRecord{ID: "fake-runtime", ServerVersion: "1", RootDir: "/fake", Rootless: true, Endpoint: "fake://"},
 		Daemon:  campaign.Daemon{ID: "fake-runtime", Rootless: true},
@@ -85,6 +88,10 @@ func (d *Driver) Info() driver.Info {
 			MaxWorkspaces:         campaign.MaxWorkspaces,
 		},
 	}
+	if d.InfoFunc != nil {
+		i = d.InfoFunc(i)
+	}
+	return i
 }
 
 // Resolve answers from ImagesHeld.
