@@ -20,13 +20,13 @@ import (
 // campaignFlags are the flags up and down share.
 type campaignFlags struct {
 	keyFlags
-	allowCustom bool
-	logFormat   string
+	runtimeFlags
+	logFormat string
 }
 
 func (c *campaignFlags) register(fs *cli.FlagSet, getenv func(string) string) {
 	c.keyFlags.register(fs, getenv)
-	fs.BoolVar(&c.allowCustom, "allow-custom-socket", false, "accept a DOCKER_HOST socket path that does not look rootless (the daemon must still say rootless)")
+	c.runtimeFlags.register(fs, getenv)
 	fs.StringVar(&c.logFormat, "log-format", "text", "progress log format on stderr: text or json")
 }
 
@@ -76,11 +76,10 @@ func (c *campaignFlags) adapterWithProgress(ctx context.Context, stderr io.Write
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := connect(ctx, getenv, c.allowCustom)
+	d, err := c.openRuntime(ctx, getenv, a.Logger)
 	if err != nil {
 		return nil, nil, err
 	}
-	d.Logger = a.Logger
 	a.Driver, a.SigningKey = d, key
 	return a, v, nil
 }

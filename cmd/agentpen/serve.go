@@ -214,7 +214,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	defer ln.Close()
-	d, err := connect(ctx, getenv, cf.allowCustom)
+	d, err := cf.openRuntime(ctx, getenv, log)
 	if errors.Is(err, docker.ErrNotRootless) {
 		// A daemon that answers but is not rootless is the wrong daemon:
 		// bad input, as a wrong DOCKER_HOST is.
@@ -224,7 +224,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	defer d.Close()
-	d.Logger = log
 	a := &adapter.Adapter{Driver: d, Logger: log, Getenv: getenv, ReadyTimeout: sf.readyTimeout, Parallelism: sf.parallel, EnvPolicy: envPolicy, SigningKey: signingKey}
 	key, err := root.Secret(launcher.KeyFile, launcher.KeyBytes)
 	if err != nil {
