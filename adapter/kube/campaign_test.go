@@ -23,7 +23,9 @@ import (
 
 const testKey = "cluster-test-key-0123456789abcdef"
 
-func engine(t *testing.T, d driver.Driver) *drivertest.Harness {
+func engine(t *testing.T, d driver.Driver) *drivertest.Harness { return engineB(t, d) }
+
+func engineB(t testing.TB, d driver.Driver) *drivertest.Harness {
 	t.Helper()
 	a := &adapter.Adapter{Driver: d, Getenv: func(k string) string { return map[string]string{campaign.DefaultAPIKeyEnv: testKey}[k] },
 		ReadyTimeout: 2 * time.Minute}
@@ -36,6 +38,10 @@ func spec(t *testing.T, d *kube.Driver, id string, n int) campaign.CampaignSpec 
 	if err != nil {
 		t.Fatalf("the workbench image on the node: %v", err)
 	}
+	return specWith(id, image, n)
+}
+
+func specWith(id, image string, n int) campaign.CampaignSpec {
 	s := campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: image}}
 	for i := range n {
 		s.Workspaces = append(s.Workspaces, campaign.WorkspaceSpec{TaskID: fmt.Sprintf("software/median@%d", i+1), Image: image})
