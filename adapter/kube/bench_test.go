@@ -14,13 +14,13 @@ import (
 	"github.com/agentpen/agentpen/adapter/kube"
 	"github.com/agentpen/agentpen/internal/testkit/kuberig"
 	"github.com/agentpen/agentpen/internal/testkit/testlatency"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"golang.org/x/sync/errgroup"
 )
 
 // benchPods is the size of the benchmark's campaign: past what one node
@@ -218,13 +218,19 @@ func rawRemove(ctx context.Context, cs kubernetes.Interface, ns string, uids map
 				_, err := cs.CoreV1().ServiceAccounts(ns).Patch(ctx, "agentpen", types.MergePatchType, strip, metav1.PatchOptions{})
 				return err
 			},
-			func() error { _, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "agentpen", metav1.GetOptions{}); return err }},
+			func() error {
+				_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "agentpen", metav1.GetOptions{})
+				return err
+			}},
 		{func() error { return cs.CoreV1().Secrets(ns).Delete(ctx, "agentpen-grader", metav1.DeleteOptions{}) },
 			func() error {
 				_, err := cs.CoreV1().Secrets(ns).Patch(ctx, "agentpen-grader", types.MergePatchType, strip, metav1.PatchOptions{})
 				return err
 			},
-			func() error { _, err := cs.CoreV1().Secrets(ns).Get(ctx, "agentpen-grader", metav1.GetOptions{}); return err }},
+			func() error {
+				_, err := cs.CoreV1().Secrets(ns).Get(ctx, "agentpen-grader", metav1.GetOptions{})
+				return err
+			}},
 		{func() error { return cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}) },
 			func() error {
 				_, err := cs.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, strip, metav1.PatchOptions{})
@@ -244,4 +250,3 @@ func rawRemove(ctx context.Context, cs kubernetes.Interface, ns string, uids map
 	}
 	return nil
 }
-
