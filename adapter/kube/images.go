@@ -64,9 +64,12 @@ func normal(ref string) string {
 	return name + "@" + digest
 }
 
-// Resolve finds ref among the nodes' images and answers with the name a
-// pod pins it by: its repo@sha256 digest (a tag resolves to the digest it
-// names now; an id, "sha256:...", is not a name a pod can use).
+// Resolve finds ref among the nodes' images and answers with the name
+// the nodes hold it under (docker.io/ and the tag made explicit), which a
+// pod names with imagePullPolicy Never. A node reports an image by its
+// names alone, not its id, and an image imported from a Docker archive
+// has no repository digest: the image a pod runs is proven from its
+// status (containerStatuses[].imageID, the image's id), never assumed.
 func (d *Driver) Resolve(ctx context.Context, ref string) (string, error) {
 	imgs, err := d.nodeImages(ctx)
 	if err != nil {
@@ -74,19 +77,9 @@ func (d *Driver) Resolve(ctx context.Context, ref string) (string, error) {
 	}
 	want := normal(ref)
 	for _, img := range imgs {
-		if !slices.Contains(img.Names, want) && !(strings.Contains(ref, "@") && slices.Contains(img.Names, ref)) {
-			continue
+		if slices.Contains(img.Names, want) || slices.Contains(img.Names, ref) {
+			return want, nil
 		}
-		repo, _, _ := strings.Cut(want, "@")
-		if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
-			repo = repo[:i]
-		}
-		for _, n := range img.Names {
-			if r, digest, ok := strings.Cut(n, "@"); ok && r == repo {
-				return r + "@" + digest, nil
-			}
-		}
-		return "", fmt.Errorf("image %s is on the node without a repo digest to pin it by", ref)
 	}
 	return "", driver.Kind(fmt.Sprintf("no such image on the cluster's nodes: %s (agentpen never pulls; import it into each node's runtime: scripts/kube-node.sh does for its node)", ref), driver.ErrNotFound)
 }

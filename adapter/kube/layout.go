@@ -259,9 +259,13 @@ func (d *Driver) workspacePod(ns string, p *campaign.Plan, ag campaign.AgentPlan
 	var ready []string
 	if ag.NeedsKey {
 		// The workbench listens on the pod's loopback too, beside its
-		// socket: the driver's way in is pods/portforward.
-		cmd = append(cmd, "--listen", fmt.Sprintf("tcp://127.0.0.1:%d", WorkbenchPort))
-		ready = []string{"/usr/local/bin/workbench", "probe", "--expect-status", "200", fmt.Sprintf("http://127.0.0.1:%d/health", WorkbenchPort)}
+		// socket: the driver's way in is pods/portforward (containerd
+		// dials the pod's localhost; the gate sees the forward as the
+		// overflow uid, outside the episode space). The readiness probe is
+		// an exec: the kubelet's own probes dial from the node's network
+		// namespace.
+		cmd = append(cmd, "--listen", fmt.Sprintf("127.0.0.1:%d", WorkbenchPort))
+		ready = []string{"/usr/local/bin/workbench", "probe", "--unix", campaign.WorkbenchSocket, "--expect-status", "200", "http://workbench/health"}
 	}
 	volumes := []corev1.Volume{}
 	mounts := []corev1.VolumeMount{}
@@ -270,7 +274,8 @@ func (d *Driver) workspacePod(ns string, p *campaign.Plan, ag campaign.AgentPlan
 		size       string
 	}{
 		{"run-workbench", campaign.WorkbenchRunDir, "64Mi"},
-		{"tmp", "/tmp", "256Mi"}, {"var-tmp", "/var/tmp", "64Mi"}, {"run", "/run", "16Mi"}, {"episodes", "/run/agent-workbench", "512Mi"},
+		{"tmp", "/tmp", "256Mi"}, {"var-tmp", "/var/tmp", "64Mi"}, {"shm", "/dev/shm", "64Mi"}, {"run", "/run", "16Mi"},
+		{"episodes", "/run/agent-workbench", "512Mi"},
 	} {
 		q := resource.MustParse(v.size)
 		volumes = append(volumes, corev1.Volume{Name: v.name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &q}}})
@@ -295,6 +300,17 @@ func (d *Driver) workspacePod(ns string, p *campaign.Plan, ag campaign.AgentPlan
 	}
 	pod := d.pod(ns, workspacePod(ag), c, volumes)
 	pod.Spec.HostUsers = ptr(false)
+	// System V shared memory bounded in the workspace's IPC namespace, as
+	// on Docker (kernel.shmmax and shmall are "unsafe" sysctls a node
+	// must allow: the project's node does).
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{
+		{Name: "kernel.shmmax", Value: "67108864"}, {Name: "kernel.shmall", Value: "16384"}, {Name: "kernel.shm_rmid_forced", Value: "1"}}}
+	// An emptyDir is made 0777, and the workbench refuses a socket
+	// directory that grants anything to group or others: an init
+	// container of the same image and hardening makes it 0700.
+	pod.Spec.InitContainers = []corev1.Container{{Name: "run-dir", Image: c.Image, ImagePullPolicy: corev1.PullNever,
+		Command: []string{"chmod", "0700", campaign.WorkbenchRunDir}, SecurityContext: sc,
+		VolumeMounts: []corev1.VolumeMount{{Name: "run-workbench", MountPath: campaign.WorkbenchRunDir}}}}
 	return pod
 }
 
@@ -307,7 +323,7 @@ func (d *Driver) pod(ns, name string, c corev1.Container, volumes []corev1.Volum
 			Containers: []corev1.Container{c}, Volumes: volumes,
 			ServiceAccountName: serviceAccountName, AutomountServiceAccountToken: ptr(false),
 			EnableServiceLinks: ptr(false), RestartPolicy: corev1.RestartPolicyNever,
-			TerminationGracePeriodSeconds: ptr(int64(2)), NodeName: d.cfg.NodeName,
+			TerminationGracePeriodSeconds: ptr(int64(2)), NodeName: d.cfg.NodeName, DNSPolicy: corev1.DNSDefault,
 		},
 	}
 }
