@@ -732,8 +732,10 @@ verify() {
 	ip link show "$bridge" >/dev/null 2>&1 && { log "left: link $bridge"; bad=1; }
 	x=$(comm -13 "$run/before/chains" <(snap_chains) | grep -E ' (KUBE|CNI)-' || true)
 	[ -z "$x" ] || { log "left: iptables chains: $x"; bad=1; }
-	x=$(comm -13 "$run/before/cgroups" <(snap_cgroups) | grep -E '/kubepods' || true)
-	[ -z "$x" ] || { log "left: cgroups: $x"; bad=1; }
+	for x in $(comm -13 "$run/before/cgroups" <(snap_cgroups) | grep -E '/kubepods' || true); do
+		log "left: cgroups: $(find "$x" -type d | tr '\n' ' ')"
+		bad=1
+	done
 	while read -r p; do [ -e "$p" ] && { log "left: $p"; bad=1; }; done <"$run/before/absent-paths"
 	pgrep -f "containerd-shim-runc-v2 .*-address $ctrd_sock" >/dev/null && { log "left: containerd shims"; bad=1; }
 	return "$bad"
