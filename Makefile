@@ -109,7 +109,7 @@ bench: ## benchmarks against issue 16's targets (as root, with the daemon): prin
 	@# The campaign benchmarks fail, never skip, without the daemon.
 	@$(WITH_DOCKER) AGENTPEN_REQUIRE_DOCKER=1 $(GO) run ./bench -benchtime $(BENCHTIME)
 
-hostile: images ## the hostile corpus under load, a CI step of its own: busy loops on every core, kill_under_load RUNS times (default 200) on this host and in a workspace container (about 21 min on this 2-core machine; CI runs it)
+hostile: images ## the hostile corpus under load, a CI step of its own: busy loops on every core, kill_under_load RUNS times (default 200) on this host and in a workspace container (about 21 min on this 2-core machine; CI runs RUNS=100)
 	@$(WITH_DOCKER) scripts/hostile-load.sh
 
 kube-node: images ## start the single-node Kubernetes cluster of scripts/kube-node.sh (the first time it builds it: about 20 min) and print its `export KUBECONFIG=...` line
