@@ -37,7 +37,7 @@
 #
 # Exit codes:
 #   0  done (status: the node runs and is Ready)
-#   1  failed (start stops what it started before it exits)
+#   1  failed (start stops what it started before it exits, or exits 5 if it cannot)
 #   2  usage, or not root
 #   3  the lock is held by another start or stop for longer than $KUBE_NODE_LOCK_WAIT s (600)
 #   4  something the node needs is taken: a port (6443, 23790, 23800, 10248, 10250, 10257) or
@@ -604,7 +604,7 @@ cmd_start() {
 	snapshot
 	record "dir $run"
 	record "dir $lib"
-	trap 'log "start failed: stopping what it started"; teardown || true; exit 1' EXIT
+	trap 'log "start failed: stopping what it started"; teardown || exit 5; exit 1' EXIT
 	pki
 	start_control_plane
 	start_containerd
