@@ -33,11 +33,13 @@
 # KUBE-/CNI- chains, mounts under its directories, cni0 and its veths, kubepods cgroups), writes
 # back every recorded sysctl that differs, and checks the result. A machine-wide lock
 # (flock on /run/agentpen-k8s.lock) serializes start and stop. start and stop are idempotent:
-# a start finds a running node, a stop with nothing running only verifies.
+# a start finds a running node (and stops one left half made before it starts again); a stop
+# with nothing recorded does nothing but name any of the node's ports something else holds.
 #
 # Exit codes:
 #   0  done (status: the node runs and is Ready)
-#   1  failed (start stops what it started before it exits, or exits 5 if it cannot)
+#   1  failed (start stops what it started before it exits, or exits 5 if it cannot);
+#      status: a node is recorded but not whole (run stop)
 #   2  usage, or not root
 #   3  the lock is held by another start or stop for longer than $KUBE_NODE_LOCK_WAIT s (600)
 #   4  something the node needs is taken: a port (6443, 23790, 23800, 10248, 10250, 10257) or
@@ -263,7 +265,8 @@ cmd_build() {
 
 # --- host state ------------------------------------------------------------------------------
 
-# record LINE: append one host change to the record stop replays.
+# record LINE: note in run/record what start did. The record's presence tells stop and status
+# that a node was started; what to undo stop finds by comparing the host with run/before.
 record() { printf '%s\n' "$*" >>"$run/record"; }
 
 snap_sysctls() { sysctl -a 2>/dev/null | grep -E "$sysctl_re" | sort || true; }
