@@ -106,11 +106,15 @@ func (p *Plan) ImageFields() map[string]string {
 }
 
 // Pin puts in place of every tag the plan's containers name (Pinned is
-// false) the image id ids maps it to, and records the map in Images; pins
+// false) the image ids maps it to, and records the map in Images; pins
 // are kept as they are. Plan.Spec keeps what the launcher gave (the spec
-// file shows the tag); the containers, and the attestation, use the id.
-// A tag with no image id in ids is a *ValidationError naming the field,
-// and nothing is changed. Pinning a pinned plan again changes nothing.
+// file shows the tag); the containers, and the attestation, use the
+// pin. A pin is the image id the tag was resolved to, or, on a runtime
+// whose nodes name images only by name (a cluster's imported images),
+// the tag's qualified name (QualifiedName): the image a container runs is
+// then proven from its status.
+// A tag with no pin in ids is a *ValidationError naming the field, and
+// nothing is changed. Pinning a pinned plan again changes nothing.
 func (p *Plan) Pin(ids map[string]string) error {
 	fields := p.ImageFields()
 	pinned := map[string]string{}
@@ -119,7 +123,7 @@ func (p *Plan) Pin(ids map[string]string) error {
 			continue
 		}
 		id, ok := ids[ref]
-		if !ok || !IsImageID(id) {
+		if !ok || !pinOf(ref, id) {
 			return invalid(field, ref, "a tag needs the image id it was resolved to at create time, and none is recorded")
 		}
 		pinned[ref] = id

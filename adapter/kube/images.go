@@ -45,28 +45,9 @@ func (d *Driver) nodeImages(ctx context.Context) ([]corev1.ContainerImage, error
 	return out, nil
 }
 
-// normal is an image name as a node reports it (docker.io/ and :latest
-// made explicit).
-func normal(ref string) string {
-	name, digest, hasDigest := strings.Cut(ref, "@")
-	if first, _, _ := strings.Cut(name, "/"); !strings.ContainsAny(first, ".:") && first != "localhost" {
-		if !strings.Contains(name, "/") {
-			name = "library/" + name
-		}
-		name = "docker.io/" + name
-	}
-	if !hasDigest {
-		if i := strings.LastIndex(name, ":"); i < strings.LastIndex(name, "/") || i < 0 {
-			name += ":latest"
-		}
-		return name
-	}
-	return name + "@" + digest
-}
-
-// Resolve finds ref among the nodes' images and answers with the name
-// the nodes hold it under (docker.io/ and the tag made explicit), which a
-// pod names with imagePullPolicy Never. A node reports an image by its
+// Resolve finds a tag among the nodes' images and answers with the name
+// the nodes hold it under (campaign.QualifiedName), which a pod names
+// with imagePullPolicy Never. A node reports an image by its
 // names alone, not its id, and an image imported from a Docker archive
 // has no repository digest: the image a pod runs is proven from its
 // status (containerStatuses[].imageID, the image's id), never assumed.
@@ -75,9 +56,9 @@ func (d *Driver) Resolve(ctx context.Context, ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	want := normal(ref)
+	want := campaign.QualifiedName(ref)
 	for _, img := range imgs {
-		if slices.Contains(img.Names, want) || slices.Contains(img.Names, ref) {
+		if want != "" && slices.Contains(img.Names, want) {
 			return want, nil
 		}
 	}

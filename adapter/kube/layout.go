@@ -300,11 +300,12 @@ func (d *Driver) workspacePod(ns string, p *campaign.Plan, ag campaign.AgentPlan
 	}
 	pod := d.pod(ns, workspacePod(ag), c, volumes)
 	pod.Spec.HostUsers = ptr(false)
-	// System V shared memory bounded in the workspace's IPC namespace, as
-	// on Docker (kernel.shmmax and shmall are "unsafe" sysctls a node
-	// must allow: the project's node does).
-	pod.Spec.SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{
-		{Name: "kernel.shmmax", Value: "67108864"}, {Name: "kernel.shmall", Value: "16384"}, {Name: "kernel.shm_rmid_forced", Value: "1"}}}
+	// A System V shared memory segment no process has attached goes at
+	// once, as on Docker. The size bounds Docker sets (kernel.shmmax,
+	// shmall) are sysctls Pod Security "baseline" forbids; a segment's
+	// pages are charged to the pod's memory limit, which the kubelet's
+	// cgroups enforce.
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "kernel.shm_rmid_forced", Value: "1"}}}
 	// An emptyDir is made 0777, and the workbench refuses a socket
 	// directory that grants anything to group or others: an init
 	// container of the same image and hardening makes it 0700.
