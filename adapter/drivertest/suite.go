@@ -613,11 +613,15 @@ func orphansProvable(t T, tg Target) {
 			tg.Driver.Remove(context.Background(), r, cleanup.Observation{})
 		}
 	})
-	// What the workspace stands on is made and journalled whole; its
+	// What the workspace stands on (the grader too, which a cluster's
+	// workspace names by its address) is made and journalled whole; its
 	// container's create is journalled as an intent alone.
 	var objs []*driver.Object
 	for _, stage := range l.Shared {
 		objs = append(objs, stage...)
+	}
+	if l.Server != nil {
+		objs = append(objs, l.Server.Objects()...)
 	}
 	objs = append(objs, u.Objects()...)
 	for _, o := range objs {

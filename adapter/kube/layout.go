@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentpen/agentpen/adapter/driver"
 	"github.com/agentpen/agentpen/campaign"
@@ -60,14 +61,32 @@ type (
 	policyPlan    struct{ np *networkingv1.NetworkPolicy }
 	podPlan       struct {
 		pod *corev1.Pod
-		// server is the grader's pod object, whose IP a workspace's
-		// command names (no cluster DNS, no kube-proxy): a workspace's
-		// pod waits for it.
-		server *driver.Object
-		// graderPort is the grader's port.
+		// grader is the grader's pod of this bring-up, whose IP a
+		// workspace's command names (no cluster DNS, no kube-proxy): the
+		// grader's own plan fills it, a workspace's waits for it. Nil
+		// in a refill's, whose grader already runs.
+		grader *graderPod
+		// graderPort is the grader's port (0 in the grader's own plan).
 		graderPort int
 	}
 )
+
+// graderPod is what a bring-up's workspaces learn of its grader's pod
+// once its create has returned.
+type graderPod struct {
+	made chan struct{} // closed when uid and err are set
+	once sync.Once
+	uid  string
+	err  error
+}
+
+func newGraderPod() *graderPod { return &graderPod{made: make(chan struct{})} }
+
+// set records the grader's create, once (a create tried again after a
+// failure adds nothing a workspace waited for).
+func (g *graderPod) set(uid string, err error) {
+	g.once.Do(func() { g.uid, g.err = uid, err; close(g.made) })
+}
 
 // Check refuses a plan a cluster cannot carry: its campaign id and every
 // label value must be a label value's (at most 63 characters of
@@ -137,6 +156,10 @@ func (d *Driver) Layout(ctx context.Context, b driver.BringUp) (*driver.Layout, 
 		return &driver.Object{Kind: kind, Role: campaign.RoleCampaign, Name: ns + "/" + name, Labels: maps.Clone(own), Spec: spec}
 	}
 	l := &driver.Layout{}
+	var grader *graderPod
+	if b.Campaign {
+		grader = newGraderPod()
+	}
 	server := &driver.Object{Kind: campaign.KindContainer, Role: campaign.RoleServer, Name: ns + "/" + serverPodName, Labels: maps.Clone(p.Server.Labels)}
 	if b.Campaign {
 		nsObj := &driver.Object{Kind: campaign.KindNamespace, Role: campaign.RoleCampaign, Name: ns, Labels: maps.Clone(own), Spec: &namespacePlan{&corev1.Namespace{
@@ -157,7 +180,7 @@ func (d *Driver) Layout(ctx context.Context, b driver.BringUp) (*driver.Layout, 
 			stage = append(stage, obj(campaign.KindNetworkPolicy, np.Name, &policyPlan{np}))
 		}
 		l.Shared = [][]*driver.Object{{nsObj}, stage}
-		server.Spec = &podPlan{pod: d.serverPod(ns, p, b)}
+		server.Spec = &podPlan{pod: d.serverPod(ns, p, b), grader: grader}
 		l.Server = &driver.Unit{Agent: -1, Main: server}
 	}
 	for _, i := range b.Agents {
@@ -165,10 +188,7 @@ func (d *Driver) Layout(ctx context.Context, b driver.BringUp) (*driver.Layout, 
 			return nil, fmt.Errorf("layout: no workspace %d in the plan", i)
 		}
 		ag := p.Agents[i]
-		pp := &podPlan{pod: d.workspacePod(ns, p, ag), graderPort: p.Server.Port}
-		if b.Campaign {
-			pp.server = server
-		}
+		pp := &podPlan{pod: d.workspacePod(ns, p, ag), grader: grader, graderPort: p.Server.Port}
 		l.Workspaces = append(l.Workspaces, &driver.Unit{Agent: i,
 			Main: &driver.Object{Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: ns + "/" + workspacePod(ag), Labels: maps.Clone(ag.Labels), Spec: pp}})
 	}

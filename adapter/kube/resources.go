@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/agentpen/agentpen/adapter/driver"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
@@ -211,6 +213,9 @@ func (d *Driver) api(kind campaign.Kind) (kindAPI, error) {
 					return "", err
 				}
 				o, err := core.Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+				if pp.graderPort == 0 && pp.grader != nil {
+					pp.grader.set(string(o.UID), err)
+				}
 				return string(o.UID), err
 			},
 		}, nil
@@ -220,18 +225,30 @@ func (d *Driver) api(kind campaign.Kind) (kindAPI, error) {
 
 // graderAddress names the grader by its pod's IP in a workspace's
 // command and environment (the cluster has no DNS the workspaces could
-// use, and no proxy for a Service): it waits until the grader's pod has
-// one.
+// use): it waits for this bring-up's grader's create, then for that pod
+// (by its UID) to have an address.
 func (d *Driver) graderAddress(ctx context.Context, pp *podPlan, pod *corev1.Pod) error {
 	if pp.graderPort == 0 {
 		return nil // the grader itself
+	}
+	var uid string
+	if g := pp.grader; g != nil {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the grader's pod was not made: %w", ctx.Err())
+		case <-g.made:
+		}
+		if g.err != nil {
+			return fmt.Errorf("the grader's pod was not made: %w", driver.ErrNotReady)
+		}
+		uid = g.uid
 	}
 	var ip string
 	for delay := 20 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 		g, err := d.cs.CoreV1().Pods(pod.Namespace).Get(ctx, serverPodName, metav1.GetOptions{})
 		switch {
-		case err == nil && pp.server != nil && pp.server.ID != "" && string(g.UID) != pp.server.ID:
-			return fmt.Errorf("the grader's pod %s/%s is not the one this bring-up made", pod.Namespace, serverPodName)
+		case apierrors.IsNotFound(err), err == nil && uid != "" && string(g.UID) != uid:
+			return fmt.Errorf("no grader's pod %s/%s of this bring-up to name in the workspace: %w", pod.Namespace, serverPodName, driver.ErrNotReady)
 		case err == nil && g.Status.PodIP != "":
 			ip = g.Status.PodIP
 		case err == nil && (g.Status.Phase == corev1.PodFailed || g.Status.Phase == corev1.PodSucceeded):
