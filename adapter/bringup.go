@@ -366,12 +366,12 @@ func (b *bringUp) create(ctx context.Context, c *Campaign, campaignToo bool, age
 				return err
 			}
 			ag := p.Agents[u.Agent]
-			var bind func(driver.Workspace) error
+			var bind func(context.Context, driver.Workspace) error
 			// A launcher's own command gets no binding (the task id is
 			// never put where code the workbench does not sandbox could
 			// read it); a pooled workspace is bound at its claim.
 			if ag.NeedsKey && !ag.Pool {
-				bind = func(h driver.Workspace) error { return a.Driver.Bind(ctx, h, ag.Spec.TaskID) }
+				bind = func(ctx context.Context, h driver.Workspace) error { return a.Driver.Bind(ctx, h, ag.Spec.TaskID) }
 			}
 			err := b.makeUnit(ctx, u, bind, func(h driver.Workspace) { c.Workspaces[k] = workspace(ag, ag.Spec.TaskID, h) })
 			if err != nil {
@@ -430,7 +430,7 @@ func (b *bringUp) makeShared(ctx context.Context, stage []*driver.Object, limit 
 // start where the runtime binds only a running container
 // (Capabilities.BindAfterStart); and to describe it once its container
 // exists.
-func (b *bringUp) makeUnit(ctx context.Context, u *driver.Unit, bind func(driver.Workspace) error, made func(driver.Workspace)) error {
+func (b *bringUp) makeUnit(ctx context.Context, u *driver.Unit, bind func(context.Context, driver.Workspace) error, made func(driver.Workspace)) error {
 	handle := func(objs []*driver.Object) (driver.Workspace, error) {
 		var live []campaign.Resource
 		for _, o := range objs {
@@ -449,7 +449,7 @@ func (b *bringUp) makeUnit(ctx context.Context, u *driver.Unit, bind func(driver
 		if err != nil {
 			return err
 		}
-		if err := bind(h); err != nil {
+		if err := bind(ctx, h); err != nil {
 			return err
 		}
 	}
@@ -470,7 +470,11 @@ func (b *bringUp) makeUnit(ctx context.Context, u *driver.Unit, bind func(driver
 		return err
 	}
 	if bind != nil && late {
-		return bind(h)
+		// A running container is bound: within the time it has to be
+		// ready (a pod that never runs is not waited for forever).
+		ctx, cancel := context.WithTimeout(ctx, b.readyTimeout())
+		defer cancel()
+		return bind(ctx, h)
 	}
 	return nil
 }
@@ -484,13 +488,16 @@ func (b *bringUp) start(ctx context.Context, o *driver.Object) error {
 	return nil
 }
 
+func (b *bringUp) readyTimeout() time.Duration {
+	if b.a.ReadyTimeout <= 0 {
+		return DefaultReadyTimeout
+	}
+	return b.a.ReadyTimeout
+}
+
 // ready awaits a started main object's readiness, within ReadyTimeout.
 func (b *bringUp) ready(ctx context.Context, o *driver.Object) error {
-	timeout := b.a.ReadyTimeout
-	if timeout <= 0 {
-		timeout = DefaultReadyTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, b.readyTimeout())
 	defer cancel()
 	if err := b.a.Driver.Ready(ctx, o); err != nil {
 		return err

@@ -319,6 +319,9 @@ func (d *Driver) workspacePod(ns string, p *campaign.Plan, ag campaign.AgentPlan
 		c.ReadinessProbe = execProbe(ready)
 	}
 	pod := d.pod(ns, workspacePod(ag), c, volumes)
+	if d.unplaced {
+		pod.Spec.NodeName = ""
+	}
 	pod.Spec.HostUsers = ptr(false)
 	// A System V shared memory segment no process has attached goes at
 	// once, as on Docker. The size bounds Docker sets (kernel.shmmax,

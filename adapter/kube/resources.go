@@ -312,12 +312,9 @@ func (d *Driver) Ready(ctx context.Context, o *driver.Object) error {
 			last = err.Error()
 		case string(pod.UID) != o.ID:
 			return fmt.Errorf("%w: pod %s is not the one created (%s)", driver.ErrNotReady, o.Name, o.ID)
-		case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
-			return fmt.Errorf("%w: pod %s ended (%s): %s", driver.ErrNotReady, o.Name, pod.Status.Phase, pod.Status.Message)
+		case ended(pod) != "":
+			return fmt.Errorf("%w: pod %s: %s", driver.ErrNotReady, o.Name, ended(pod))
 		default:
-			if why := waiting(pod); why != "" {
-				return fmt.Errorf("%w: pod %s: %s", driver.ErrNotReady, o.Name, why)
-			}
 			if podReady(pod) {
 				return nil
 			}
@@ -332,6 +329,15 @@ func (d *Driver) Ready(ctx context.Context, o *driver.Object) error {
 		case <-time.After(delay):
 		}
 	}
+}
+
+// ended says why the pod will never run (it ended, or a container of
+// it cannot start by itself), or "".
+func ended(pod *corev1.Pod) string {
+	if p := pod.Status.Phase; p == corev1.PodFailed || p == corev1.PodSucceeded {
+		return fmt.Sprintf("ended (%s): %s", p, pod.Status.Message)
+	}
+	return waiting(pod)
 }
 
 // waiting says why a container of the pod cannot start, when it never

@@ -18,6 +18,7 @@ import (
 	"github.com/agentpen/agentpen/workbench/bind"
 	"github.com/agentpen/agentpen/workbench/results"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
@@ -152,6 +153,12 @@ func (d *Driver) Bind(ctx context.Context, w driver.Workspace, task string) erro
 		}
 		if err == nil && res.ExitCode == 3 {
 			return fmt.Errorf("bind %s: %s", w.AgentID, strings.TrimSpace(res.Stderr))
+		}
+		// A pod that will never run is not waited for.
+		if pod, gerr := d.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); gerr == nil {
+			if why := ended(pod); why != "" {
+				return fmt.Errorf("bind %s: %w: %s", w.AgentID, driver.ErrNotReady, why)
+			}
 		}
 		select {
 		case <-ctx.Done():
