@@ -112,7 +112,7 @@ bench: ## benchmarks against issue 16's targets (as root, with the daemon): prin
 hostile: images ## the hostile corpus under load, a CI step of its own: busy loops on every core, kill_under_load RUNS times (default 200) on this host and in a workspace container (about 21 min on this 2-core machine; CI runs RUNS=100)
 	@$(WITH_DOCKER) scripts/hostile-load.sh
 
-kube-node: images ## start the single-node Kubernetes cluster of scripts/kube-node.sh (the first time it builds it: about 20 min) and print its `export KUBECONFIG=...` line
+kube-node: images ## start the single-node Kubernetes cluster of scripts/kube-node.sh (the first time it builds it: about 16 min on 2 cores) and print its `export KUBECONFIG=...` line
 	@scripts/kube-node.sh start
 
 kube-node-stop: ## stop that node and restore the host as it was (scripts/kube-node.sh stop)
