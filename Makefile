@@ -121,8 +121,11 @@ kube-node-stop: ## stop that node and restore the host as it was (scripts/kube-n
 kube-test: images ## the node script's own test (TestKubeNodeScript, build tag kubenode), then the cluster tests (build tag kube) on the node: starts it, runs them with KUBECONFIG set, and stops it on every exit path (a CI step of its own)
 	@$(WITH_DOCKER) $(GO) test -tags kubenode -count=1 -timeout $(TEST_TIMEOUT) -run '^TestKubeNodeScript$$' .
 	@# The EXIT trap stops the node whatever ended the recipe; a stop that cannot restore the
-	@# host fails the target even when the tests passed.
-	@trap 'scripts/kube-node.sh stop || exit 5' EXIT; trap 'exit 130' INT TERM; \
+	@# host fails the target even when the tests passed. It stops only a node it started: a node
+	@# already recorded (someone's make kube-node) is refused first.
+	@rc=0; scripts/kube-node.sh status >/dev/null 2>&1 || rc=$$?; [ $$rc -eq 6 ] || \
+		{ echo "make kube-test: a node is recorded already (scripts/kube-node.sh status); stop it first" >&2; exit 1; }; \
+		trap 'scripts/kube-node.sh stop || exit 5' EXIT; trap 'exit 130' INT TERM; \
 		line=$$(scripts/kube-node.sh start) && eval "$$line" && \
 		$(WITH_DOCKER) $(GO) test -tags kube -count=1 -timeout $(TEST_TIMEOUT) $(KUBE_PKGS)
 
