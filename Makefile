@@ -112,7 +112,7 @@ bench: ## benchmarks against issue 16's targets (as root, with the daemon): prin
 hostile: images ## the hostile corpus under load, a CI step of its own: busy loops on every core, kill_under_load RUNS times (default 200) on this host and in a workspace container (about 21 min on this 2-core machine; CI runs RUNS=100)
 	@$(WITH_DOCKER) scripts/hostile-load.sh
 
-kube-node: images ## start the single-node Kubernetes cluster of scripts/kube-node.sh (the first time it builds it: about 20 min) and print its `export KUBECONFIG=...` line
+kube-node: images ## start the single-node Kubernetes cluster of scripts/kube-node.sh (the first time it builds it: about 16 min on 2 cores) and print its `export KUBECONFIG=...` line
 	@scripts/kube-node.sh start
 
 kube-node-stop: ## stop that node and restore the host as it was (scripts/kube-node.sh stop)
@@ -121,8 +121,11 @@ kube-node-stop: ## stop that node and restore the host as it was (scripts/kube-n
 kube-test: images ## the node script's own test (TestKubeNodeScript, build tag kubenode), then the cluster tests (build tag kube) on the node: starts it, runs them with KUBECONFIG set, and stops it on every exit path (a CI step of its own)
 	@$(WITH_DOCKER) $(GO) test -tags kubenode -count=1 -timeout $(TEST_TIMEOUT) -run '^TestKubeNodeScript$$' .
 	@# The EXIT trap stops the node whatever ended the recipe; a stop that cannot restore the
-	@# host fails the target even when the tests passed.
-	@trap 'scripts/kube-node.sh stop || exit 5' EXIT; trap 'exit 130' INT TERM; \
+	@# host fails the target even when the tests passed. It stops only a node it started: a node
+	@# already recorded (someone's make kube-node) is refused first.
+	@rc=0; scripts/kube-node.sh status >/dev/null 2>&1 || rc=$$?; [ $$rc -eq 6 ] || \
+		{ echo "make kube-test: a node is recorded already (scripts/kube-node.sh status); stop it first" >&2; exit 1; }; \
+		trap 'scripts/kube-node.sh stop || exit 5' EXIT; trap 'exit 130' INT TERM; \
 		line=$$(scripts/kube-node.sh start) && eval "$$line" && \
 		$(WITH_DOCKER) $(GO) test -tags kube -count=1 -timeout $(TEST_TIMEOUT) $(KUBE_PKGS)
 

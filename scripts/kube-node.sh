@@ -124,8 +124,9 @@ missing() {
 }
 
 # build_kubernetes: kube-apiserver, kubelet and kube-controller-manager of k8s.io/kubernetes
-# into k8s_dir, in one go build (they share most packages; docs/kubernetes.md has the
-# measurement), with the version stamp (else they report v0.0.0-master and clients that parse
+# into k8s_dir, whichever are missing in one go build (no faster than one build each with the
+# same build cache, which shares their packages either way: docs/kubernetes.md), with the
+# version stamp (else they report v0.0.0-master and clients that parse
 # the server version fail). k8s.io/kubernetes replaces its staging modules (k8s.io/api, ...)
 # by directories the module proxy does not serve: the scratch module replaces them by their
 # published v0.<minor>.<patch> versions.
@@ -135,7 +136,7 @@ build_kubernetes() {
 	[ ${#cmds[@]} -eq 0 ] && return 0
 	scratch_module "$work" k8sbuild
 	minor=$(echo "$k8s_version" | cut -d. -f2)
-	log "building ${cmds[*]} v$k8s_version from the Go module proxy (cold: about 20 min on 2 cores)"
+	log "building ${cmds[*]} v$k8s_version from the Go module proxy (cold: about 12 min on 2 cores, longer under load)"
 	(
 		cd "$work/src"
 		go mod download -json "k8s.io/kubernetes@v$k8s_version" >/dev/null
