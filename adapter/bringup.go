@@ -565,10 +565,22 @@ func (f *failFast) err(waitErr error) error {
 
 // parallelism is Parallelism or its default.
 func (a *Adapter) parallelism() int {
-	if a.Parallelism <= 0 {
-		return DefaultParallelism
+	switch {
+	case a.Parallelism > 0:
+		return a.Parallelism
+	case a.Driver.Info().Parallelism > 0:
+		return a.Driver.Info().Parallelism
 	}
-	return a.Parallelism
+	return DefaultParallelism
+}
+
+// removeParallelism bounds the removals in flight at once: the driver's
+// Capabilities.Parallelism, else DefaultRemoveParallelism.
+func (a *Adapter) removeParallelism() int {
+	if n := a.Driver.Info().Parallelism; n > 0 {
+		return n
+	}
+	return DefaultRemoveParallelism
 }
 
 // createFailed journals a failed create. A name taken is definitive and

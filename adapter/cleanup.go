@@ -321,7 +321,7 @@ func (a *Adapter) cleanupJournal(ctx context.Context, c *store.Campaign, j *camp
 // driver's order (containers before what they stand on: run directories,
 // then networks), each kind's concurrently. Each is observed,
 // decided, acted on, re-inspected and, when the daemon says it is gone,
-// journalled removed. At most DefaultRemoveParallelism removals are in
+// journalled removed. At most removeParallelism removals are in
 // flight at once; the observations, re-inspections and journal records
 // around them take no slot (a slot is free for the next removal the
 // moment the daemon answered one), and up to 4 times as many resources
@@ -343,9 +343,9 @@ func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []cam
 		slices.SortStableFunc(todo, func(x, y campaign.Resource) int {
 			return serverFirst(x) - serverFirst(y)
 		})
-		slots := make(chan struct{}, DefaultRemoveParallelism)
+		slots := make(chan struct{}, a.removeParallelism())
 		g := new(errgroup.Group)
-		g.SetLimit(4 * DefaultRemoveParallelism)
+		g.SetLimit(4 * a.removeParallelism())
 		for _, r := range todo {
 			reserved := serverFirst(r) == 0
 			if reserved {

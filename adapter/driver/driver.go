@@ -247,6 +247,9 @@ type Capabilities struct {
 	// MaxWorkspaces is the most workspaces (pool included) a campaign may
 	// have on this runtime; 0 is campaign.MaxWorkspaces.
 	MaxWorkspaces int
+	// Parallelism is how many creates, or removals, the runtime takes
+	// best at once; 0 is the engine's default (a daemon's).
+	Parallelism int
 }
 
 // BringUp is what the engine asks a driver to lay out.

@@ -31,13 +31,25 @@ func engineB(t testing.TB, d driver.Driver) *drivertest.Harness {
 	return drivertest.NewHarness(t, a, "")
 }
 
-func spec(t *testing.T, d *kube.Driver, id string, n int) campaign.CampaignSpec {
+func spec(t testing.TB, d *kube.Driver, id string, n int) campaign.CampaignSpec {
 	t.Helper()
 	image, err := d.Resolve(t.Context(), testenv.WorkbenchImage())
 	if err != nil {
 		t.Fatalf("the workbench image on the node: %v", err)
 	}
 	return specWith(id, image, n)
+}
+
+// wideSpec is spec with each workspace running a launcher's own command:
+// its pod is never bound (a Pending pod cannot be exec'd into), as the
+// workbench's would be once running.
+func wideSpec(t testing.TB, d *kube.Driver, id string, n int) campaign.CampaignSpec {
+	t.Helper()
+	s := spec(t, d, id, n)
+	for i := range s.Workspaces {
+		s.Workspaces[i].Command = []string{"sleep", "infinity"}
+	}
+	return s
 }
 
 func specWith(id, image string, n int) campaign.CampaignSpec {
@@ -114,13 +126,7 @@ func TestCampaignOf256Pending(t *testing.T) {
 	id := fmt.Sprintf("wide-%d", time.Now().UnixNano()%1e9)
 	t.Cleanup(func() { h.Cleanup(context.Background(), id) })
 	start := time.Now()
-	s := spec(t, d, id, 256)
-	// A launcher's own command: its pod is never bound (a Pending pod
-	// cannot be exec'd into), as the workbench's would be once running.
-	for i := range s.Workspaces {
-		s.Workspaces[i].Command = []string{"sleep", "infinity"}
-	}
-	c, err := h.BringUp(t.Context(), s)
+	c, err := h.BringUp(t.Context(), wideSpec(t, d, id, 256))
 	if err != nil {
 		t.Fatal(err)
 	}

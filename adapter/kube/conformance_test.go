@@ -70,6 +70,12 @@ func (h hand) Remove(ctx context.Context, r campaign.Resource) error {
 	case campaign.KindSecret:
 		h.cs.CoreV1().Secrets(ns).Patch(ctx, name, types.MergePatchType, strip, metav1.PatchOptions{})
 		return h.cs.CoreV1().Secrets(ns).Delete(ctx, name, opts)
+	case campaign.KindServiceAccount:
+		h.cs.CoreV1().ServiceAccounts(ns).Patch(ctx, name, types.MergePatchType, strip, metav1.PatchOptions{})
+		return h.cs.CoreV1().ServiceAccounts(ns).Delete(ctx, name, opts)
+	case campaign.KindNetworkPolicy:
+		h.cs.NetworkingV1().NetworkPolicies(ns).Patch(ctx, name, types.MergePatchType, strip, metav1.PatchOptions{})
+		return h.cs.NetworkingV1().NetworkPolicies(ns).Delete(ctx, name, opts)
 	case campaign.KindNamespace:
 		h.cs.CoreV1().Namespaces().Patch(ctx, name, types.MergePatchType, strip, metav1.PatchOptions{})
 		return h.cs.CoreV1().Namespaces().Delete(ctx, name, opts)

@@ -126,6 +126,7 @@ func Open(ctx context.Context, cfg Config) (*Driver, error) {
 			OwnUserNamespaces: true,
 			BindAfterStart:    true,
 			MaxWorkspaces:     MaxWorkspaces,
+			Parallelism:       cfg.Concurrency,
 		},
 	}
 	return d, nil

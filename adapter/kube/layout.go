@@ -78,6 +78,30 @@ type graderPod struct {
 	once sync.Once
 	uid  string
 	err  error
+
+	mu sync.Mutex
+	ip string // its address, once a workspace learned it
+}
+
+// address is the grader pod's IP once learned ("" before; g may be nil,
+// a refill's).
+func (g *graderPod) address() string {
+	if g == nil {
+		return ""
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ip
+}
+
+// learn records the grader pod's IP, which it keeps while it lives.
+func (g *graderPod) learn(ip string) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	g.ip = ip
+	g.mu.Unlock()
 }
 
 func newGraderPod() *graderPod { return &graderPod{made: make(chan struct{})} }

@@ -243,8 +243,9 @@ func (d *Driver) graderAddress(ctx context.Context, pp *podPlan, pod *corev1.Pod
 		}
 		uid = g.uid
 	}
-	var ip string
-	for delay := 20 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+	// Learned once for the bring-up's workspaces: the pod keeps its IP.
+	ip := pp.grader.address()
+	for delay := 20 * time.Millisecond; ip == ""; delay = min(2*delay, time.Second) {
 		g, err := d.cs.CoreV1().Pods(pod.Namespace).Get(ctx, serverPodName, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err), err == nil && uid != "" && string(g.UID) != uid:
@@ -255,6 +256,7 @@ func (d *Driver) graderAddress(ctx context.Context, pp *podPlan, pod *corev1.Pod
 			return fmt.Errorf("the grader's pod ended (%s) before it had an address", g.Status.Phase)
 		}
 		if ip != "" {
+			pp.grader.learn(ip)
 			break
 		}
 		select {

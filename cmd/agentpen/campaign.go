@@ -215,7 +215,7 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	var allowEnv cli.StringList
 	fs.Var(&allowEnv, "allow-env", "a variable of agentpen's environment campaigns may copy into their grader (server.secret_env, server.api_key_env), repeatable; "+campaign.DefaultAPIKeyEnv+" is always allowed, AGENTPEN_* never")
 	timeout := fs.Duration("ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
-	parallel := fs.Int("parallel", adapter.DefaultParallelism, "container creates, starts and network joins at once")
+	parallel := fs.Int("parallel", 0, "creates, starts and network joins at once (0: the runtime's: 8 on a daemon, 32 on a cluster)")
 	pos, err := fs.Parse(args, 1, 1)
 	if err != nil {
 		return err
