@@ -106,10 +106,11 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 }
 
 // Workspaces describes the latest generation's workspaces whose run
-// directory the journal does not record removed, in the spec's order, from
-// the state directory alone (agentpen ls --json): each with its index,
-// agent id, task, container id (empty once the container is removed) and
-// socket. It talks to no daemon.
+// directory the journal does not record removed, from the state directory
+// alone (agentpen ls --json, the results collector): the spec's, in its
+// order, then the pooled ones claimed (bound to their claims' tasks), in
+// slot order; each with its index, agent id, task, container id (empty
+// once the container is removed) and socket. It talks to no daemon.
 func Workspaces(c *store.Campaign, st store.State) ([]Workspace, error) {
 	g := st.Latest()
 	if g.N == 0 {
@@ -127,6 +128,17 @@ func Workspaces(c *store.Campaign, st store.State) ([]Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
 	}
+	claims := map[string]*campaign.Claim{}
+	var claimed []int
+	for _, s := range st.Pool {
+		if s.Claim != nil {
+			claimed = append(claimed, s.N)
+			claims[s.Name] = s.Claim
+		}
+	}
+	if err := p.AddPool(claimed); err != nil {
+		return nil, fmt.Errorf("campaign %q: %w", c.ID, err)
+	}
 	containers, dirs := map[string]string{}, map[string]string{}
 	for _, r := range g.Live() {
 		switch {
@@ -138,13 +150,17 @@ func Workspaces(c *store.Campaign, st store.State) ([]Workspace, error) {
 		}
 	}
 	var out []Workspace
-	for i, ag := range p.Agents {
+	for _, ag := range p.Agents {
 		dir := dirs[ag.AgentID]
 		if dir == "" {
 			continue
 		}
-		out = append(out, Workspace{Index: i, AgentID: ag.AgentID, TaskID: ag.Spec.TaskID, ContainerID: containers[ag.Name],
-			RunDir: dir, Socket: filepath.Join(dir, filepath.Base(campaign.WorkbenchSocket)), Workbench: ag.NeedsKey})
+		task := ag.Spec.TaskID
+		if cl := claims[ag.Name]; ag.Pool && cl != nil {
+			task = cl.TaskID
+		}
+		out = append(out, Workspace{Index: ag.Index, AgentID: ag.AgentID, TaskID: task, ContainerID: containers[ag.Name],
+			RunDir: dir, Socket: filepath.Join(dir, filepath.Base(campaign.WorkbenchSocket)), Workbench: ag.NeedsKey, Pooled: ag.Pool})
 	}
 	return out, nil
 }
