@@ -337,8 +337,9 @@ func TestServeLifetime(t *testing.T) {
 // verified. The moments are drawn from 0 to 1.5 times a control create's
 // length measured in the same run, so some land before the journal, some
 // during the creates, some during the attestation, some after; and as
-// many again from its first 50 ms, where a create makes its directory
-// and its journal's first record. A campaign never reads empty (a
+// many again from the first 50 ms after its request is sent (its answer
+// not awaited), where a create makes its directory and its journal's
+// first record. A campaign never reads empty (a
 // directory without its first record: killed in that gap, it read
 // removed, with no record of why), and no directory is left of a create
 // killed before it.
@@ -368,15 +369,25 @@ func TestServeKilledAtRandom(t *testing.T) {
 		ids = append(ids, id)
 		t.Cleanup(func() { e.run("down", id) })
 		_, spec := e.lifeSpec(id, 2, nil)
-		if code, b := p.asyncCreate(spec); code != http.StatusAccepted {
-			t.Fatalf("%s: async create: %d %s", id, code, b)
-		}
-		after := time.Duration(rng.Int64N(int64(3 * length / 2)))
-		if i%2 == 1 {
+		var after time.Duration
+		if i%2 == 0 {
+			if code, b := p.asyncCreate(spec); code != http.StatusAccepted {
+				t.Fatalf("%s: async create: %d %s", id, code, b)
+			}
+			after = time.Duration(rng.Int64N(int64(3 * length / 2)))
+			time.Sleep(after)
+			p.cmd.Process.Kill()
+		} else {
+			// From the moment the request is sent, the create's answer
+			// not awaited: the kill may land before it is accepted, or
+			// between its directory and its first record.
+			answered := make(chan struct{})
+			go func() { defer close(answered); p.asyncCreate(spec) }()
 			after = time.Duration(rng.Int64N(int64(50 * time.Millisecond)))
+			time.Sleep(after)
+			p.cmd.Process.Kill()
+			<-answered
 		}
-		time.Sleep(after)
-		p.cmd.Process.Kill()
 		<-p.done
 		last := "nothing journalled"
 		if recs := e.journalOf(id); len(recs) > 0 {
