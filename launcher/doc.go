@@ -75,7 +75,7 @@
 // another process brought up, attested or removed, or that a killed
 // create or delete left half made, reads as it is (campaign.Status: ready,
 // attestation_failed, starting_or_failed, cleanup_failed, removed,
-// unusable). The service keeps in memory only its own
+// unusable, empty). The service keeps in memory only its own
 // operations in progress (creating, deleting) and the proxy's table,
 // which each read reconciles with the files: only a ready campaign's
 // workspaces are served. DELETE removes whatever the journal records as

@@ -268,4 +268,3 @@ func rawRequest(t *testing.T, method, url, accept, body string) (*http.Response,
 	b, _ := io.ReadAll(resp.Body)
 	return resp, b
 }
-
