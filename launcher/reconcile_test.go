@@ -261,9 +261,10 @@ func TestEmptyAtLoad(t *testing.T) {
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("still there: %v", err)
 	}
-	if !strings.Contains(ts.logs.String(), `"outcome":"empty (its journal holds no generation): its directory removed"`) {
-		t.Errorf("no line in the log:\n%s", ts.logs.String())
-	}
+	// Logged once the removal is done (the GET above may see it first).
+	testenv.WaitFor(t, "the removal's line in the log", func() bool {
+		return strings.Contains(ts.logs.String(), `"outcome":"empty (its journal holds no generation): its directory removed"`)
+	})
 	if v := ts.getView(t, "fine"); v.State != "ready" {
 		t.Errorf("fine: %+v, want it served", v)
 	}
