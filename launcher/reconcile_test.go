@@ -248,6 +248,10 @@ func TestEmptyAtLoad(t *testing.T) {
 	if v := ts.getView(t, "ghost"); v.State != campaign.StatusEmpty.String() {
 		t.Fatalf("before Load: %+v, want empty", v)
 	}
+	// A create of its id meanwhile: a conflict that says what to do.
+	if resp, b := ts.do(t, http.MethodPost, "/v1/campaigns", specJSON("ghost", "software/median@7"), true); resp.StatusCode != http.StatusConflict || !strings.Contains(string(b), "agentpen reconcile") {
+		t.Fatalf("a create over the empty campaign: %d %s, want 409", resp.StatusCode, b)
+	}
 	if err := ts.Load(); err != nil {
 		t.Fatal(err)
 	}

@@ -455,8 +455,8 @@ func TestEmptyCampaign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := root.Create("ghost"); !errors.Is(err, store.ErrEmptyCampaign) {
-		t.Fatalf("a create over it: %v", err)
+	if _, err := root.Create("ghost"); !errors.Is(err, store.ErrEmptyCampaign) || exitCode(err) != exitConflict {
+		t.Fatalf("a create over it: %v (exit %d), want a conflict", err, exitCode(err))
 	}
 	root.Close()
 	reconciled := func(args ...string) map[string]reconciled {
