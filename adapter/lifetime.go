@@ -127,6 +127,10 @@ func (a *Adapter) Reconcile(ctx context.Context, c *store.Campaign, opts Reconci
 	}
 	defer j.Close()
 	a.log().Info("reconcile: removing the campaign", "campaign", c.ID, "status", st.Status, "reason", res.Reason)
+	// As Cleanup does: the results still in the run directories first.
+	if _, err := a.CollectResults(c); err != nil {
+		a.log().Warn("results: not collected before removal", "campaign", c.ID, "err", err)
+	}
 	rep := a.cleanupJournal(ctx, c, j, cleanupOptions{reason: res.Reason})
 	res.Report = &rep
 	path, ferr := a.finishReport(ctx, c, j, &rep)

@@ -201,6 +201,22 @@ type Journal struct {
 	cut  *TornTail
 	// observe is called with each record once it is on disk (Observe).
 	observe func(Record)
+	// first runs once the first record Append writes is on disk
+	// (OnFirstRecord); broken is why appending can no longer go on (it
+	// failed).
+	first  func() error
+	broken error
+}
+
+// OnFirstRecord sets f to run once, when the first record Append writes
+// is on disk, before Append returns (and before Observe's function sees
+// it): the store puts a new campaign's directory in place then, so that
+// it appears with its first record or not at all. When f fails, Append
+// returns its error and the journal takes no more records.
+func (j *Journal) OnFirstRecord(f func() error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.first = f
 }
 
 // Observe sets f to be called with each record Append writes, once it
@@ -334,6 +350,9 @@ func (j *Journal) Append(r Record) error {
 	if j.f == nil {
 		return fmt.Errorf("journal %s: closed", j.path)
 	}
+	if j.broken != nil {
+		return j.broken
+	}
 	r.V, r.Seq, r.Prev, r.Time = JournalFormat, j.seq+1, j.prev, j.now().UTC()
 	line, err := json.Marshal(r)
 	if err != nil {
@@ -346,6 +365,13 @@ func (j *Journal) Append(r Record) error {
 		return fmt.Errorf("journal sync: %w", err)
 	}
 	j.seq, j.prev = r.Seq, lineHash(line)
+	if f := j.first; f != nil {
+		j.first = nil
+		if err := f(); err != nil {
+			j.broken = fmt.Errorf("journal %s: %w", j.path, err)
+			return j.broken
+		}
+	}
 	if j.observe != nil {
 		j.observe(r)
 	}

@@ -17,6 +17,7 @@ func TestReconcileReason(t *testing.T) {
 	want := map[string]string{
 		"killed_create":               campaign.ReasonRollback,
 		"killed_attesting":            campaign.ReasonRollback,
+		"killed_before_first_create":  campaign.ReasonRollback,
 		"removal_started":             campaign.ReasonDown,
 		"removal_interrupted":         campaign.ReasonReconcile, // removed with no removal_started
 		"cleanup_failed":              campaign.ReasonDelete,

@@ -75,7 +75,7 @@
 // another process brought up, attested or removed, or that a killed
 // create or delete left half made, reads as it is (campaign.Status: ready,
 // attestation_failed, starting_or_failed, cleanup_failed, removed,
-// unusable). The service keeps in memory only its own
+// unusable, empty). The service keeps in memory only its own
 // operations in progress (creating, deleting) and the proxy's table,
 // which each read reconciles with the files: only a ready campaign's
 // workspaces are served. DELETE removes whatever the journal records as
@@ -111,6 +111,16 @@
 // OpenEnv's error frame (EXECUTION_ERROR) and never relayed. A workspace that does
 // not answer is a 502 problem before any upgrade; one lost during a
 // session closes the client with 1011 and a reason that says so.
+//
+// The proxy owns every header it sends (relay.go): a workspace's socket
+// is the daemon user's, and nothing it answers chooses how a browser
+// takes an answer on the API's origin. Every answer carries the
+// service's headers (ProxyCSP, nosniff, no referrer, no frame); a
+// relayed body is JSON, checked whole, or MCP's event stream, typed by
+// the proxy; any other answer is refused, no redirect is relayed, and of
+// the workspace's headers only MCP's session id comes back. The play
+// page (/web/) is the service's own copy (package playpage); only its
+// JSON and its live state are relayed.
 //
 // The package does not talk to Docker: everything goes through package
 // adapter (a test keeps the Docker SDK out of its imports). It does not

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -175,7 +176,9 @@ func (f *fakeBackend) begin(p *campaign.Plan) error {
 	if !p.Lifetime.IsZero() {
 		recs = append(recs, p.Lifetime.Record(gen))
 	}
-	return f.journal(id, recs...)
+	// Through the campaign the spec went into: a new one's directory is
+	// put in place by its first record (store.Root.Create).
+	return journalIn(sc, recs...)
 }
 
 // plan validates a spec as the service does (no catalogue).
@@ -243,6 +246,11 @@ func (f *fakeBackend) journal(id string, recs ...campaign.Record) error {
 		return err
 	}
 	defer sc.Close()
+	return journalIn(sc, recs...)
+}
+
+// journalIn appends records to the open campaign's journal.
+func journalIn(sc *store.Campaign, recs ...campaign.Record) error {
 	j, err := sc.OpenJournal()
 	if err != nil {
 		return err
@@ -518,6 +526,26 @@ func (f *fakeBackend) Reconcile(ctx context.Context, c *store.Campaign, opts ada
 		err = f.journal(c.ID, campaign.Record{Op: campaign.OpRolledBack, Gen: st.Latest().N, Note: "rolled back by reconcile"})
 	}
 	return res, err
+}
+
+// DiscardEmpty removes an empty campaign's directory, as the adapter does
+// when nothing on the daemon carries its id (the fake daemon holds
+// nothing).
+func (f *fakeBackend) DiscardEmpty(ctx context.Context, root *store.Root, l store.Listing, dryRun bool) (bool, error) {
+	f.record("DiscardEmpty " + l.ID)
+	if l.State.Status != campaign.StatusEmpty || dryRun {
+		return l.State.Status == campaign.StatusEmpty, nil
+	}
+	return true, root.RemoveEmpty(l.Key)
+}
+
+// SweepCreates removes every staging directory (no other process runs).
+func (f *fakeBackend) SweepCreates(ctx context.Context, root *store.Root) (int, error) {
+	staged, err := root.Staged()
+	for _, st := range staged {
+		err = errors.Join(err, root.RemoveStaged(st))
+	}
+	return len(staged), err
 }
 
 // CampaignDir is the campaign's state directory.

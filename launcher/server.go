@@ -93,6 +93,8 @@ type backend interface {
 	SetLifetime(ctx context.Context, c *store.Campaign, l campaign.Lifetime) error
 	LastActivity(c *store.Campaign) (time.Time, error)
 	Reconcile(ctx context.Context, c *store.Campaign, opts adapter.ReconcileOptions) (adapter.Reconciled, error)
+	DiscardEmpty(ctx context.Context, root *store.Root, l store.Listing, dryRun bool) (bool, error)
+	SweepCreates(ctx context.Context, root *store.Root) (int, error)
 	Up(ctx context.Context, root *store.Root, p *campaign.Plan, opts adapter.UpOptions) (*adapter.UpResult, error)
 	Attest(ctx context.Context, c *store.Campaign, opts adapter.AttestOptions) (*attest.Report, string, error)
 	Cleanup(ctx context.Context, c *store.Campaign, reason string) (*cleanup.Report, string, error)

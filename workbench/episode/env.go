@@ -33,6 +33,10 @@ type Environment struct {
 	// there unless it ends on its own (Unrecorded).
 	started              time.Time
 	recorded, unrecorded bool
+	// void is why grading the running episode's answer failed (one of
+	// results.Reasons; "" while it did not): it ended, EndError, and
+	// every later step is refused.
+	void string
 
 	invalidTotal, invalidRun int
 	inspected                bool
@@ -127,7 +131,7 @@ func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation
 		episodeID = newUUID()
 	}
 	e.state = State{EpisodeID: episodeID}
-	e.done, e.reward = false, 0
+	e.done, e.reward, e.void = false, 0, ""
 	e.started, e.recorded, e.unrecorded = e.cfg.now(), false, false
 	e.invalidTotal, e.invalidRun = 0, 0
 	e.inspected = false
@@ -167,6 +171,11 @@ func (e *Environment) Step(ctx context.Context, a Action) (Observation, error) {
 		if _, err := e.reset(ctx, ResetOptions{}); err != nil {
 			return Observation{}, fmt.Errorf("step: %w", err)
 		}
+	}
+	if e.done && e.void != "" {
+		obs := e.obs("", true, nil)
+		obs.Error = fmt.Sprintf("refused: the episode ended when grading failed (%s); reset to start another", e.void)
+		return obs, nil
 	}
 	if e.done {
 		return e.obs("The episode has ended.", true, nil), nil
@@ -262,14 +271,14 @@ func (e *Environment) obs(output string, done bool, correctness *float64) Observ
 // finish grades answer (nil: none was submitted), sets the reward, ends
 // the episode (how: end, one of the End constants; results.EndSubmitted with an
 // answer), records its Result and frees its workspace. A grading failure
-// is a refusal and leaves the episode running.
+// voids the episode (void).
 func (e *Environment) finish(ctx context.Context, answer *string, end, note string) (Observation, error) {
 	correctness, why := 0.0, "no answer was submitted"
 	if answer != nil {
 		var err error
 		correctness, why, err = e.score(ctx, *answer)
 		if err != nil {
-			return Observation{}, err
+			return e.voidEpisode(err)
 		}
 	}
 	var verified bool
@@ -302,15 +311,39 @@ func (e *Environment) finish(ctx context.Context, answer *string, end, note stri
 	return e.obs(note, true, &correctness), nil
 }
 
+// score grades answer; any error is a *gradingError.
 func (e *Environment) score(ctx context.Context, answer string) (float64, string, error) {
 	if e.task.Kind != tasks.KindCode {
 		credit, why, err := e.cfg.Grader.ScoreAnswer(ctx, e.task.TaskID, answer)
 		if err != nil {
-			return 0, "", refusef("the answer cannot be graded now: %v", err)
+			return 0, "", graderFailed(err)
 		}
 		return credit, why, nil
 	}
 	return e.gradeCode(ctx)
+}
+
+// voidEpisode ends the running episode because grading its answer failed
+// (err, a *gradingError; another error is results.ReasonGrading): it
+// earns nothing, its result says EndError with the reason (a word, never
+// err's text), its workspace goes at once with everything a graded case
+// left in it (files, /tmp, processes), and every later step is refused
+// until a reset. The agent is told the reason alone; the cause goes to
+// Config.Logger.
+func (e *Environment) voidEpisode(err error) (Observation, error) {
+	reason := results.ReasonGrading
+	if ge := (*gradingError)(nil); errors.As(err, &ge) {
+		reason = ge.reason
+	}
+	e.cfg.log().Warn("grading failed: the episode is void", "episode_id", e.state.EpisodeID, "reason", reason, "err", err)
+	e.reward, e.done, e.void = 0, true, reason
+	e.record(results.EndError, results.Parts{})
+	if err := e.cleanup(); err != nil {
+		return Observation{}, fmt.Errorf("void the episode: %w", err)
+	}
+	obs := e.obs("", true, nil)
+	obs.Error = fmt.Sprintf("grading failed (%s): the episode ended without a reward; reset to start another", reason)
+	return obs, nil
 }
 
 // cleanup frees the running episode's workspace and uid, if any.
