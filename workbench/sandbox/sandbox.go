@@ -101,6 +101,8 @@ type Config struct {
 type Sandbox struct {
 	cfg  Config
 	pool *Pool // nil unsandboxed
+	// starts are its fork server templates' start times.
+	starts startStats
 }
 
 // ErrNoUserNamespaces is returned (wrapped) by New when the namespaces

@@ -1,0 +1,65 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestForkServerAwaitsTemplate: a run that comes while the template
+// starts waits for it when, by the sandbox's recent templates
+// (startStats), it will be ready sooner than a spawn starts, and is
+// forked; otherwise, or once it waited as long as a spawn's start, it is
+// spawned.
+func TestForkServerAwaitsTemplate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		up, ready time.Duration
+		program   string // "": the fork server's; others never get ready
+		forked    bool
+	}{
+		{"ready sooner", 10 * time.Second, time.Second, "", true},
+		{"a spawn sooner", time.Millisecond, 10 * time.Second, "import time\ntime.sleep(600)\n", false},
+		{"ready late", 300 * time.Millisecond, time.Millisecond, "import time\ntime.sleep(600)\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sb := testSandbox(t, Namespaces)
+			sb.starts.add(tc.up, tc.ready)
+			ep := testEpisode(t, sb)
+			if err := AsUID(ep.UID(), func() error { return os.WriteFile(filepath.Join(ep.Dir(), ".run.py"), []byte("print('ran')\n"), 0o600) }); err != nil {
+				t.Fatal(err)
+			}
+			fs := newForkServer(ep, ForkServerConfig{Python: python, Env: forkTestEnv}, tc.program)
+			k := fs.Forker()
+			res, err := k.Run(context.Background(), Command{Argv: []string{python, "-E", "-s", ".run.py"}, Env: forkTestEnv, Timeout: 20 * time.Second})
+			if err != nil || string(res.Stdout) != "ran\n" {
+				t.Fatalf("run: %q %q %v", res.Stdout, res.Stderr, err)
+			}
+			if got := fs.Forked() == 1; got != tc.forked {
+				t.Fatalf("forked %v, want %v (%v)", got, tc.forked, fs.Err())
+			}
+		})
+	}
+}
+
+// TestForkServerStartStats: a template that got ready adds how long it
+// took to be up and ready to its sandbox's figures.
+func TestForkServerStartStats(t *testing.T) {
+	t.Parallel()
+	sb := testSandbox(t, Namespaces)
+	if _, _, ok := sb.starts.get(); ok {
+		t.Fatal("figures before any template")
+	}
+	fs := testEpisode(t, sb).ForkServer(ForkServerConfig{Python: python, Env: forkTestEnv})
+	if !fs.WaitReady(context.Background()) {
+		t.Fatal(fs.Err())
+	}
+	up, ready, ok := sb.starts.get()
+	if !ok || up <= 0 || ready <= up {
+		t.Fatalf("up %v, ready %v (%v)", up, ready, ok)
+	}
+}
