@@ -113,9 +113,11 @@ var forkServerSource string
 // forkServerBootstrap is the template's command (-c): it notes the modules
 // the interpreter started with, says it is up (its interpreter started:
 // what a spawned run's start takes, startStats), receives the program on
-// its socket (its standard input) and runs it.
+// its socket (its standard input), as source or, after a NUL byte,
+// compiled (Sandbox.compiled), and runs it.
 const forkServerBootstrap = "import sys; _pristine = frozenset(sys.modules); import _socket; " +
-	"_s = _socket.socket(fileno=0); _s.send(b'up'); _p = _s.recv(1 << 18); _s.detach(); del _s; exec(_p)"
+	"_s = _socket.socket(fileno=0); _s.send(b'up'); _p = _s.recv(1 << 18); _s.detach(); del _s; " +
+	"exec(_p if _p[:1] != b'\\x00' else sys.modules['marshal'].loads(_p[1:]))"
 
 // forkServerProgram is forkserver.py with this architecture's numbers.
 var forkServerProgram = sync.OnceValue(func() string {
@@ -371,20 +373,25 @@ func (f *ForkServer) startTemplate() (*template, error) {
 		Limits:      lims,
 		OutputBytes: 64 << 10,
 	}
+	// The program, with what it is given, is the first message (Python
+	// literals: the filter's bytes and the modules to preload), compiled
+	// when it can be.
+	preload := make([]string, len(f.cfg.Preload))
+	for i, m := range f.cfg.Preload {
+		preload[i] = strconv.Quote(m)
+	}
+	program := fmt.Sprintf("_filter = bytes.fromhex(%q)\n_preload = [%s]\n%s", hex.EncodeToString(filter), strings.Join(preload, ", "), f.program)
+	msg := []byte(program)
+	if code := f.ep.sb.compiled(f.cfg.Python, program); code != nil {
+		msg = append([]byte{0}, code...)
+	}
 	begun := time.Now()
 	p, err := f.ep.startWith(c, l, theirs, procDir)
 	if err != nil {
 		ours.Close()
 		return nil, fmt.Errorf("fork server: %w", err)
 	}
-	// The program, with what it is given, is the first message (Python
-	// literals: the filter's bytes and the modules to preload).
-	preload := make([]string, len(f.cfg.Preload))
-	for i, m := range f.cfg.Preload {
-		preload[i] = strconv.Quote(m)
-	}
-	program := fmt.Sprintf("_filter = bytes.fromhex(%q)\n_preload = [%s]\n%s", hex.EncodeToString(filter), strings.Join(preload, ", "), f.program)
-	if err := send(ours, []byte(program)); err != nil {
+	if err := send(ours, msg); err != nil {
 		p.stop()
 		ours.Close()
 		return nil, fmt.Errorf("fork server: %w", err)

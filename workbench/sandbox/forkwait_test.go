@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -61,5 +62,39 @@ func TestForkServerStartStats(t *testing.T) {
 	up, ready, ok := sb.starts.get()
 	if !ok || up <= 0 || ready <= up {
 		t.Fatalf("up %v, ready %v (%v)", up, ready, ok)
+	}
+}
+
+// TestForkServerCompiled: a template is sent its program compiled by the
+// server's interpreter once (the marshalled code object), and the source
+// when it cannot be compiled.
+func TestForkServerCompiled(t *testing.T) {
+	t.Parallel()
+	sb := testSandbox(t, Namespaces)
+	code := sb.compiled(python, "x = 1\n")
+	if len(code) == 0 || sb.compiled(python, "x = 1\n")[0] != code[0] {
+		t.Fatalf("compiled: %q", code)
+	}
+	if c := sb.compiled(python, "x = (\n"); c != nil {
+		t.Fatalf("a syntax error compiled to %q", c)
+	}
+	if c := sb.compiled("/nonexistent/python3", "x = 1\n"); c != nil {
+		t.Fatalf("no interpreter compiled to %q", c)
+	}
+	// The template says how it got its program: by its exit status.
+	for _, tc := range []struct{ program, exit string }{
+		{"import sys\nsys.exit(3 if _p[:1] == b'\\x00' else 4)\n", "exit 3"},
+		{"import sys\nsys.exit(3 if _p[:1] == b'\\x00' else 4)\n(\n", ""}, // a syntax error: sent as source
+	} {
+		f := newForkEnvWith(t, ForkServerConfig{Python: python, Env: forkTestEnv}, tc.program)
+		f.write(t, ".run.py", "print(1)")
+		for i := 0; i < 100 && f.fs.Err() == nil; i++ {
+			f.k.Run(context.Background(), f.command(nil))
+			time.Sleep(20 * time.Millisecond)
+		}
+		err := f.fs.Err()
+		if err == nil || tc.exit != "" && !strings.Contains(err.Error(), "(last: "+tc.exit) || tc.exit == "" && !strings.Contains(err.Error(), "SyntaxError") {
+			t.Errorf("program %q: the server's error: %v", tc.program, err)
+		}
 	}
 }

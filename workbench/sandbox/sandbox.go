@@ -103,6 +103,10 @@ type Sandbox struct {
 	pool *Pool // nil unsandboxed
 	// starts are its fork server templates' start times.
 	starts startStats
+	// compiledCode are the fork server's programs compiled (compiled),
+	// by interpreter and source.
+	compileMu    sync.Mutex
+	compiledCode map[string]*compiledCode
 }
 
 // ErrNoUserNamespaces is returned (wrapped) by New when the namespaces
