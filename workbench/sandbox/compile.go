@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -14,6 +16,10 @@ import (
 // the code object, marshalled, to its standard output.
 const compileScript = "import sys, marshal; sys.stdout.buffer.write(marshal.dumps(" +
 	"compile(sys.stdin.buffer.read(), '<string>', 'exec', dont_inherit=True)))"
+
+// overflowID is the kernel's overflow uid and gid ("nobody"): no episode's
+// (SpaceLimit), no file's owner.
+const overflowID = 65534
 
 // compileTimeout bounds the compile.
 const compileTimeout = 30 * time.Second
@@ -28,11 +34,14 @@ type compiledCode struct {
 // marshalled: marshal.loads gives it back in that interpreter), or nil
 // when it cannot be. The fork server's program takes about 4 ms of CPU
 // time to compile, in every template; this compiles it once per sandbox
-// and interpreter, the first time it is asked for, as this process (root,
-// outside any episode: python -I -S reads no environment, no user or
+// and interpreter, the first time it is asked for, outside any episode,
+// as the overflow user when this process is root (the interpreter was
+// only ever run as episode uids; it needs no privilege to compile), in
+// /, with no environment (python -I -S reads no environment, no user or
 // site directory and nothing of the working directory, only the source
-// it is given). A template whose interpreter changed since cannot load
-// it and ends; the fork server then falls back as for any template that
+// it is given). Templates run what the interpreter makes of the program
+// either way. A template whose interpreter changed since cannot load it
+// and ends; the fork server then falls back as for any template that
 // cannot start.
 func (s *Sandbox) compiled(python, source string) []byte {
 	key := python + "\x00" + string(func() []byte { h := sha256.Sum256([]byte(source)); return h[:] }())
@@ -51,6 +60,10 @@ func (s *Sandbox) compiled(python, source string) []byte {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, python, "-I", "-S", "-c", compileScript)
 		cmd.Env = []string{}
+		cmd.Dir = "/"
+		if os.Geteuid() == 0 {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: overflowID, Gid: overflowID}}
+		}
 		cmd.Stdin = bytes.NewReader([]byte(source))
 		var out bytes.Buffer
 		cmd.Stdout = &out

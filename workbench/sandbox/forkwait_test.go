@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +97,38 @@ func TestForkServerCompiled(t *testing.T) {
 		if err == nil || tc.exit != "" && !strings.Contains(err.Error(), "(last: "+tc.exit) || tc.exit == "" && !strings.Contains(err.Error(), "SyntaxError") {
 			t.Errorf("program %q: the server's error: %v", tc.program, err)
 		}
+	}
+}
+
+// TestCompileUnprivileged: the interpreter compiles as the overflow user
+// (root never runs it), in /, with no environment.
+func TestCompileUnprivileged(t *testing.T) {
+	t.Parallel()
+	sb := testSandbox(t, Namespaces)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755) // the overflow user runs it from here
+	out := filepath.Join(dir, "seen")
+	if err := os.WriteFile(out, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(out, 0o666)
+	fake := filepath.Join(dir, "python3")
+	script := "#!/bin/sh\necho \"$(id -u) $(id -g) $(pwd) $(env | wc -l)\" > " + out + "\ncat >/dev/null\nprintf code\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code := sb.compiled(fake, "x = 1\n"); string(code) != "code" {
+		t.Fatalf("compiled: %q", code)
+	}
+	seen, _ := os.ReadFile(out)
+	// sh sets PWD, SHLVL and _ itself.
+	got := strings.Fields(string(seen))
+	if n := 0; len(got) == 4 {
+		n, _ = strconv.Atoi(got[3])
+		got[3] = strconv.FormatBool(n <= 3)
+	}
+	if strings.Join(got, " ") != "65534 65534 / true" {
+		t.Fatalf("the compile ran as %q, want 65534 65534 / and no environment of ours", seen)
 	}
 }
