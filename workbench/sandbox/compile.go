@@ -58,7 +58,11 @@ func (s *Sandbox) compiled(python, source string) []byte {
 	c.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), compileTimeout)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, python, "-I", "-S", "-c", compileScript)
+		argv := []string{python, "-I", "-S", "-c", compileScript}
+		if s.testCompileArgv != nil {
+			argv = s.testCompileArgv(python)
+		}
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Env = []string{}
 		cmd.Dir = "/"
 		if os.Geteuid() == 0 {

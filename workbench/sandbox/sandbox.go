@@ -107,6 +107,9 @@ type Sandbox struct {
 	// by interpreter and source.
 	compileMu    sync.Mutex
 	compiledCode map[string]*compiledCode
+	// testCompileArgv, when set (tests), is the compile's command instead
+	// of python's.
+	testCompileArgv func(python string) []string
 }
 
 // ErrNoUserNamespaces is returned (wrapped) by New when the namespaces
