@@ -172,9 +172,17 @@ func TestKeepRows(t *testing.T) {
 }
 
 // TestMetricWithoutBound: a target of a metric without a bound shows the
-// size, with no verdict.
+// size, with no verdict; the benchmark's latency family no target reads
+// keeps its row.
 func TestMetricWithoutBound(t *testing.T) {
 	rows := evaluate(map[string]map[string]float64{"BenchmarkWSEpisodes": {"median-ns": 1, "rss-idle-file-bytes": 9 << 20}})
+	wall := false
+	for _, r := range rows {
+		wall = wall || r.Target == "(no target)" && r.Benchmark == "BenchmarkWSEpisodes" && r.Family == ""
+	}
+	if !wall {
+		t.Errorf("no row of the 8 sessions' wall time in %+v", rows)
+	}
 	for _, r := range rows {
 		if r.Benchmark == "BenchmarkWSEpisodes" && r.Unit == "MiB" && r.Value == 9 {
 			if r.Pass != nil || r.Limit != "" {
