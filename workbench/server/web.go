@@ -112,7 +112,7 @@ func (s *Server) webEnv() (Env, error) {
 	if p.env != nil {
 		return p.env, nil
 	}
-	held, err := s.holdEnv("/web")
+	held, err := s.holdEnv("/web", false)
 	if err != nil {
 		return nil, err
 	}
