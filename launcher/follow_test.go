@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,7 +187,7 @@ func followCut(t *testing.T, ctx context.Context, ts *testServer, id string) []s
 	var got []sseEvent
 	last, cuts := "", 0
 	for ctx.Err() == nil {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+proxy+"/v1/campaigns/"+id+"/events", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+proxy.addr+"/v1/campaigns/"+id+"/events", nil)
 		req.Header.Set("Authorization", "Bearer "+testToken)
 		if last != "" {
 			req.Header.Set("Last-Event-ID", last)
@@ -244,14 +245,20 @@ func readWhole(r io.Reader) (ended bool, out []sseEvent) {
 	}
 }
 
-// newCutProxy relays TCP connections to target, dropping each after the
-// server has sent it 250 to 1250 bytes (headers included); it returns its
-// address. It ends with the test.
-func newCutProxy(t *testing.T, target string) string {
+// cutProxy relays TCP connections to target, dropping each after the
+// server has sent it 250 to 1250 bytes (headers included).
+type cutProxy struct {
+	addr  string
+	conns atomic.Int64 // connections accepted
+}
+
+// newCutProxy starts a cutProxy; it ends with the test.
+func newCutProxy(t *testing.T, target string) *cutProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	p := &cutProxy{addr: ln.Addr().String()}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
 	wg.Go(func() {
@@ -260,6 +267,7 @@ func newCutProxy(t *testing.T, target string) string {
 			if err != nil {
 				return
 			}
+			p.conns.Add(1)
 			wg.Go(func() {
 				defer c.Close()
 				s, err := net.Dial("tcp", target)
@@ -272,7 +280,7 @@ func newCutProxy(t *testing.T, target string) string {
 			})
 		}
 	})
-	return ln.Addr().String()
+	return p
 }
 
 // TestLauncherTether: a campaign tied to its launcher
