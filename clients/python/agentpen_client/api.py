@@ -11,11 +11,11 @@
 import http.client
 import json
 import os
+import socket
+import ssl
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
 from .errors import AgentpenError, ConnectionLost, api_error
 
@@ -34,9 +34,9 @@ STREAM_READ_TIMEOUT = 60.0
 
 
 class Client:
-    """The launcher API at url (AGENTPEN_URL, else http://127.0.0.1:8700) with
-    a bearer token (AGENTPEN_TOKEN). timeout bounds each request (a create
-    waits for the bring-up and attestation)."""
+    """The launcher API at url (AGENTPEN_URL, else http://127.0.0.1:8700; or
+    unix:///path/api.sock) with a bearer token (AGENTPEN_TOKEN). timeout
+    bounds each request (a create waits for the bring-up and attestation)."""
 
     def __init__(self, url=None, token=None, timeout=900.0):
         self.url = (url or os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
@@ -179,8 +179,21 @@ class Client:
 
     # -- plumbing --------------------------------------------------------
 
+    def _connection(self, timeout):
+        """A connection to the service: http://, https:// or unix:///path
+        (agentpen serve --listen unix:///path/api.sock). No proxy from the
+        environment is used: the service is the launcher's own."""
+        u = urllib.parse.urlsplit(self.url)
+        if u.scheme == "unix":
+            return _UnixConnection(u.path, timeout), ""
+        if u.scheme == "https":
+            return http.client.HTTPSConnection(u.hostname, u.port, timeout=timeout, context=ssl.create_default_context()), u.path
+        if u.scheme == "http":
+            return http.client.HTTPConnection(u.hostname, u.port, timeout=timeout), u.path
+        raise ValueError("the service's URL %r: want http://, https:// or unix:///path" % self.url)
+
     def _open(self, method, path, body=None, headers=None, timeout=None):
-        h = {"Authorization": "Bearer " + self.token, "Accept": "application/json"}
+        h = {"Authorization": "Bearer " + self.token, "Accept": "application/json", "Connection": "close"}
         h.update(headers or {})
         data = None
         if body is not None:
@@ -188,19 +201,27 @@ class Client:
             h["Content-Type"] = "application/json"
         elif method in ("POST", "PUT", "PATCH"):
             data = b""
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers=h)
+        conn, prefix = self._connection(timeout or self.timeout)
+        what = "%s %s" % (method, path.split("?")[0])
         try:
-            return urllib.request.urlopen(req, timeout=timeout or self.timeout)
-        except urllib.error.HTTPError as e:
-            raw = e.read()
-            e.close()
+            conn.request(method, prefix + path, body=data, headers=h)
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            raise ConnectionLost("%s: the service at %s did not answer" % (what, self.url), e) from None
+        if resp.status >= 400:
+            try:
+                raw = resp.read()
+            except (OSError, http.client.HTTPException):
+                raw = b""
+            finally:
+                conn.close()
             try:
                 problem = json.loads(raw)
             except ValueError:
-                problem = {"title": e.reason, "detail": raw.decode("utf-8", "replace")}
-            raise api_error(e.code, problem) from None
-        except (OSError, http.client.HTTPException) as e:
-            raise ConnectionLost("%s %s: the service at %s did not answer" % (method, path.split("?")[0], self.url), e) from None
+                problem = {"title": resp.reason, "detail": raw.decode("utf-8", "replace")}
+            raise api_error(resp.status, problem)
+        return resp
 
     def _call(self, method, path, body=None, headers=None):
         try:
@@ -341,6 +362,24 @@ class Keepalive:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP on a unix socket."""
+
+    def __init__(self, path, timeout):
+        super().__init__("agentpen", timeout=timeout)
+        self.path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        try:
+            s.connect(self.path)
+        except OSError:
+            s.close()
+            raise
+        self.sock = s
 
 
 def _campaign(campaign_id, rest=""):
