@@ -25,7 +25,7 @@ func TestGoClientAsync(t *testing.T) {
 		seen = append(seen, ev.Type)
 		final = ev
 		if ev.Type == events.State {
-			return apiclient.StopEvents // the stream follows the campaign while it lives
+			return apiclient.ErrStopEvents // the stream follows the campaign while it lives
 		}
 		return nil
 	}); err != nil {

@@ -115,9 +115,9 @@ func (c *Client) Keepalive(ctx context.Context, id string) (*api.KeepaliveView, 
 	return &v, c.do(ctx, http.MethodPost, campaignPath(id, "/keepalive"), nil, &v)
 }
 
-// StopEvents, returned by an Events callback, ends the stream without
+// ErrStopEvents, returned by an Events callback, ends the stream without
 // an error.
-var StopEvents = errors.New("stop following the events")
+var ErrStopEvents = errors.New("stop following the events")
 
 // How Events reconnects after a dropped connection: at most
 // eventsRetries times in a row (a connection that delivers an event
@@ -132,7 +132,7 @@ const (
 // Events follows the campaign's events (after lastID, the id of the
 // last event received: "12" or "12:state"; "" for all) and calls fn for
 // each, until the stream ends with the state event that says the
-// campaign is removed (or unusable), or fn returns an error (StopEvents
+// campaign is removed (or unusable), or fn returns an error (ErrStopEvents
 // ends it with none). The stream stays open while the campaign lives: a
 // state event follows each run of events once the campaign is settled.
 // A connection that drops is resumed with Last-Event-ID, so fn sees each
@@ -143,7 +143,7 @@ func (c *Client) Events(ctx context.Context, id, lastID string, fn func(events.E
 		delivered, ended, err := c.eventsOnce(ctx, id, &lastID, fn)
 		var ae *Error
 		switch {
-		case errors.Is(err, StopEvents):
+		case errors.Is(err, ErrStopEvents):
 			return nil
 		case errors.As(err, &ae), ctx.Err() != nil:
 			return err

@@ -118,7 +118,7 @@ func operations(item any) []string {
 // TestEventsResume: a stream whose connection drops in the middle of an
 // event is resumed with the id of the last whole event received, so each
 // event reaches the callback once, and it ends with the final state; a
-// callback's StopEvents ends it early with no error.
+// callback's ErrStopEvents ends it early with no error.
 func TestEventsResume(t *testing.T) {
 	var lastIDs []string
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +149,7 @@ func TestEventsResume(t *testing.T) {
 	got, lastIDs = nil, nil
 	err := c.Events(t.Context(), "c", "", func(ev events.Event) error {
 		got = append(got, string(ev.Type))
-		return client.StopEvents
+		return client.ErrStopEvents
 	})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("stopped at the first: %v %v", got, err)
