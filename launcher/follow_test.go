@@ -375,6 +375,35 @@ func TestLauncherTetherRestart(t *testing.T) {
 	}
 }
 
+// TestKeepaliveWhileCreating: a launcher that sends its keepalive as
+// soon as its asynchronous create is accepted, before the bring-up has
+// journalled anything, is answered (not the 404 of an unknown id), and
+// so is one sent once the campaign is up.
+func TestKeepaliveWhileCreating(t *testing.T) {
+	checkNoLeaks(t)
+	be := newFakeBackend(t)
+	release := make(chan struct{})
+	be.bringUp = func(ctx context.Context) error { <-release; return nil }
+	ts := newLaunchersServer(t, be, launcherTokens)
+	var once sync.Once
+	bringUp := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(bringUp) // before the service's Close, whatever failed
+	var m map[string]any
+	jsonUnmarshal(specJSON("early", "software/median@7"), &m)
+	m["launcher_timeout_seconds"] = 30
+	if resp, b := ts.doAs(t, tokAlice, http.MethodPost, "/v1/campaigns", jsonMarshal(m), "Prefer", "respond-async"); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("create: %d %s", resp.StatusCode, b)
+	}
+	if resp, b := ts.doAs(t, tokAlice, http.MethodPost, "/v1/campaigns/early/keepalive", nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a keepalive while creating: %d %s", resp.StatusCode, b)
+	}
+	bringUp()
+	waitState(t, ts, "early", "ready")
+	if resp, b := ts.doAs(t, tokAlice, http.MethodPost, "/v1/campaigns/early/keepalive", nil); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"launcher_timeout_seconds":30`) {
+		t.Fatalf("a keepalive once up: %d %s", resp.StatusCode, b)
+	}
+}
+
 // openEventsAs opens the campaign's event stream with token.
 func (ts *testServer) openEventsAs(t *testing.T, ctx context.Context, token, id string) *http.Response {
 	t.Helper()

@@ -2,12 +2,14 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/store"
 	"github.com/danielgtaylor/huma/v2"
 )
 
@@ -97,6 +99,13 @@ func (s *Server) keepalive(ctx context.Context, in *campaignIDParam) (*keepalive
 	s.mu.Unlock()
 	s.schedule(id)
 	snap, err := s.read(id)
+	if errors.Is(err, store.ErrNoCampaign) {
+		if _, creating := s.creatingFor(id); creating {
+			// Its create was accepted and has journalled nothing yet: the
+			// launcher is seen; its timeout counts once it is up.
+			return &keepaliveOutput{Body: api.KeepaliveView{CampaignID: id}}, nil
+		}
+	}
 	if err != nil {
 		return nil, campaignProblem(id, "keepalive", err)
 	}
