@@ -293,7 +293,7 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 // tied is never removed for it.
 func TestLauncherTether(t *testing.T) {
 	checkNoLeaks(t)
-	_, clock, ts := startClocked(t, func(c *Config) { c.Tokens = mustTokens(t, launcherTokens) })
+	be, clock, ts := startClocked(t, func(c *Config) { c.Tokens = mustTokens(t, launcherTokens) })
 	tie := func(n int) func(m map[string]any) {
 		return func(m map[string]any) { m["launcher_timeout_seconds"] = n }
 	}
@@ -343,6 +343,12 @@ func TestLauncherTether(t *testing.T) {
 	v := waitState(t, ts, "tied", "removed")
 	if v.RemovalReason != campaign.ReasonLauncherGone || v.Cleanup == nil || v.Cleanup.Status != "verified" {
 		t.Fatalf("30 s after: %+v", v)
+	}
+	// A campaign agentpen up made has no launcher to tie it to.
+	be.readyWithLifetime(t, "made-by-up", campaign.Lifetime{})
+	if resp, b := ts.do(t, http.MethodPatch, "/v1/campaigns/made-by-up", []byte(`{"launcher_timeout_seconds":30}`), true); resp.StatusCode != http.StatusUnprocessableEntity ||
+		!strings.Contains(string(b), "body.launcher_timeout_seconds") {
+		t.Fatalf("tying a campaign with no launcher: %d %s", resp.StatusCode, b)
 	}
 	clock.Advance(time.Hour)
 	for _, id := range []string{"loose", "untied"} {

@@ -114,6 +114,10 @@ func (s *Server) patchCampaign(ctx context.Context, in *patchInput) (*campaignOu
 	if !snap.status().Up() {
 		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q is %s: only a campaign that is up has its lifetime changed (GET /v1/campaigns/%s says more)", id, snap.status(), id))
 	}
+	if b.LauncherTimeoutSeconds != nil && *b.LauncherTimeoutSeconds > 0 && snap.st.Latest().Owner == "" {
+		return nil, specProblem(&campaign.ValidationError{Field: "launcher_timeout_seconds", Value: fmt.Sprint(*b.LauncherTimeoutSeconds),
+			Msg: "the campaign has no launcher (agentpen up made it): nothing could keep it alive"})
+	}
 	l := snap.st.Lifetime
 	if l.Accepted.IsZero() {
 		l.Accepted = snap.st.Latest().Started // a campaign that had none: from its bring-up
