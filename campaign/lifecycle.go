@@ -120,6 +120,8 @@ type Lifecycle struct {
 	ReadyAt time.Time
 	// Lifetime is its latest OpLifetime's (zero: none).
 	Lifetime Lifetime
+	// Warnings are the removals its OpExpiring records warned of.
+	Warnings []Expiry
 	// Pool are its pooled workspaces (CampaignSpec.Pool), in slot order.
 	Pool []Slot
 }
@@ -154,7 +156,11 @@ func Fold(recs []Record) Lifecycle {
 			}
 		case OpLifetime:
 			if r.Gen == latest {
-				lc.Lifetime = Lifetime{Accepted: r.Accepted, TTL: time.Duration(r.TTL) * time.Second, Idle: time.Duration(r.Idle) * time.Second, Set: r.Time}
+				lc.Lifetime = LifetimeOf(r)
+			}
+		case OpExpiring:
+			if r.Gen == latest {
+				lc.Warnings = append(lc.Warnings, Expiry{Reason: r.Reason, Deadline: r.Deadline})
 			}
 		case OpAttested:
 			// A refill's attestation (Slots) that passed speaks for its

@@ -49,6 +49,13 @@ type entry struct {
 	timerFor string
 	// refilling is true while a refill of its pool runs (kickRefill).
 	refilling bool
+	// streams are the event streams of it its launcher holds open, seen
+	// when it last saw its launcher otherwise (a stream closed, a
+	// keepalive; from the moment the generation seenFor, its instance,
+	// was first scheduled in this service): tether.go.
+	streams int
+	seen    time.Time
+	seenFor string
 }
 
 // Load reads every campaign of the state root (agentpen serve does at

@@ -42,7 +42,7 @@ func (s *Server) buildRouter() (chi.Router, huma.API) {
 
 	var hapi huma.API
 	r.Group(func(g chi.Router) {
-		g.Use(s.auth)
+		g.Use(s.auth, jsonBodies)
 		hapi = humachi.New(g, s.humaConfig())
 		hapi.UseMiddleware(s.guardCampaigns(hapi))
 		s.registerOperations(hapi)
@@ -336,6 +336,23 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			info.caller = caller.Name
 		}
 		next.ServeHTTP(w, r.WithContext(withCaller(r.Context(), caller)))
+	})
+}
+
+// jsonBodies is the API's one rule for request bodies: every body is
+// JSON (UTF-8, RFC 8259), whatever type the client declares. curl -d
+// declares a form, other clients text/plain or nothing at all: each is
+// read as JSON (a body that is not JSON is then a 400 that says where it
+// stops being JSON), never refused as an unsupported type. (The create
+// read its body raw and took any type; PATCH and a claim answered 415 to
+// curl -d.)
+func jsonBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Content-Type") != "application/json" {
+			r = r.Clone(r.Context())
+			r.Header.Set("Content-Type", "application/json")
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -208,7 +208,7 @@ PY
 reap $! || die "agentpen serve did not start: $(tail -5 "$state/serve.log")"
 
 log "campaign $campaign: a grader and three workspaces, one oracle episode each"
-python3 testdata/clients/launcher_demo.py --api "$api" --image "$img" --oracles "$oracles" \
+AGENTPEN_TOKEN=$AGENTPEN_SERVE_TOKEN python3 testdata/clients/launcher_demo.py --api "$api" --image "$img" --oracles "$oracles" \
 	--campaign "$campaign" --result "$state/result.json" \
 	software/median@7=code sql/top_customer@3=text security/leaked_secrets@1=set \
 	>"$state/result.txt" &
