@@ -22,6 +22,9 @@ TEST_TIMEOUT ?= 60m
 DEMO_FLAGS ?=
 FUZZTIME ?= 30s
 BENCHTIME ?= 30x
+# More flags of make bench (go run ./bench): the workbench's rows alone, the campaigns' kept
+# from the last run, say: BENCHFLAGS="-packages ./workbench/sandbox,./workbench/episode,./bench -keep".
+BENCHFLAGS ?=
 # The workbench image make images builds and the tests and make run use. A branch whose
 # workbench binary changed builds its own tag (make images test WORKBENCH_IMAGE=agentpen/workbench:x)
 # so that work beside it on the same daemon keeps the image it expects.
@@ -107,7 +110,7 @@ cosign-check: ## opt-in: cosign verify-blob-attestation of signed reports (build
 
 bench: ## benchmarks against issue 16's targets (as root, with the daemon): prints the table, writes bench/results.json and docs/bench.md
 	@# The campaign benchmarks fail, never skip, without the daemon.
-	@$(WITH_DOCKER) AGENTPEN_REQUIRE_DOCKER=1 $(GO) run ./bench -benchtime $(BENCHTIME)
+	@$(WITH_DOCKER) AGENTPEN_REQUIRE_DOCKER=1 $(GO) run ./bench -benchtime $(BENCHTIME) $(BENCHFLAGS)
 
 hostile: images ## the hostile corpus under load, a CI step of its own: busy loops on every core, kill_under_load RUNS times (default 200) on this host and in a workspace container (about 21 min on this 2-core machine; CI runs RUNS=100)
 	@$(WITH_DOCKER) scripts/hostile-load.sh

@@ -9,7 +9,7 @@ import (
 
 // freshCheckout makes dir/agentpen look like a fresh checkout where make
 // build ran: bin/ built from this tree (workbench root-only, as make build
-// leaves it), scripts/ and testdata/ linked to this tree's. Scripts run in
+// leaves it), scripts/, testdata/ and clients/ linked to this tree's. Scripts run in
 // it as they would in a clone; nothing is built into the tree under test.
 func freshCheckout(t *testing.T, dir string) string {
 	t.Helper()
@@ -21,7 +21,7 @@ func freshCheckout(t *testing.T, dir string) string {
 	if err := os.Mkdir(checkout, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"scripts", "testdata"} {
+	for _, name := range []string{"scripts", "testdata", "clients"} {
 		if err := os.Symlink(filepath.Join(root, name), filepath.Join(checkout, name)); err != nil {
 			t.Fatal(err)
 		}

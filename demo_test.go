@@ -317,6 +317,42 @@ func TestDemo(t *testing.T) {
 			}
 		}
 	})
+
+	// A user who holds ^C down: SIGINT to the group every 30 ms from a
+	// random moment until the script exits. The cleanup's own commands
+	// run while the signals keep coming and must not be cut short.
+	t.Run("held_ctrl_c", func(t *testing.T) {
+		for i := range max(*demoInterrupts/2, 1) {
+			delay := time.Duration(mrand.Int64N(int64(full)))
+			r := startDemo(t, checkout, "demo-test-held")
+			time.Sleep(delay)
+			done := make(chan struct{})
+			go func() {
+				for {
+					if err := syscall.Kill(-r.cmd.Process.Pid, syscall.SIGINT); err != nil {
+						return
+					}
+					select {
+					case <-done:
+						return
+					case <-time.After(30 * time.Millisecond):
+					}
+				}
+			}()
+			code := r.wait(t)
+			close(done)
+			left := r.leftovers(t)
+			t.Logf("run %d: ^C held from %v: exit %d", i, delay.Round(time.Millisecond), code)
+			switch {
+			case left != "":
+				t.Errorf("run %d, ^C held from %v: left %s\nstderr:\n%s", i, delay, left, &r.stderr)
+			case code != 0 && code != 130:
+				t.Errorf("run %d, ^C held from %v: exit %d, want 130 (or 0 when it had ended)\nstderr:\n%s", i, delay, code, &r.stderr)
+			case code == 130 && strings.Contains(r.stderr.String(), "agentpen serve on") && !strings.Contains(r.stderr.String(), "cleanup: verified"):
+				t.Errorf("run %d: interrupted after the service started, without saying the cleanup was verified:\n%s", i, &r.stderr)
+			}
+		}
+	})
 }
 
 func readDemoResult(t *testing.T, path string) demoResult {

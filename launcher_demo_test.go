@@ -86,7 +86,7 @@ func TestLauncherDemoVerdicts(t *testing.T) {
 			result := filepath.Join(t.TempDir(), "result.json")
 			cmd := exec.Command("python3", "testdata/clients/launcher_demo.py", "--api", api.URL, "--image", "sha256:0",
 				"--oracles", "testdata/oracles", "--campaign", "demo", "--result", result, "software/median@7=code")
-			cmd.Env = append(os.Environ(), "AGENTPEN_SERVE_TOKEN=test-token")
+			cmd.Env = append(os.Environ(), "AGENTPEN_TOKEN=test-token")
 			out, err := cmd.CombinedOutput()
 			code := 0
 			if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {

@@ -159,11 +159,17 @@ func (a *Adapter) locks() (*store.Locks, error) {
 
 // lockCampaign takes the campaign's daemon-wide lock.
 func (a *Adapter) lockCampaign(ctx context.Context, c *store.Campaign) (*store.Lock, error) {
+	return a.lockKey(ctx, c.Key)
+}
+
+// lockKey takes the lock of the campaign whose key (campaign.Key) is
+// key, waiting at most store.DefaultLockWait.
+func (a *Adapter) lockKey(ctx context.Context, key string) (*store.Lock, error) {
 	l, err := a.locks()
 	if err != nil {
 		return nil, err
 	}
-	return l.Campaign(ctx, c.Key, store.DefaultLockWait)
+	return l.Campaign(ctx, key, store.DefaultLockWait)
 }
 
 // daemonKey names a runtime's lock directory: "daemon-" and 16 hex digits

@@ -79,16 +79,18 @@ func (a *Adapter) bringUp(ctx context.Context, root *store.Root, p *campaign.Pla
 	if err := a.Prepare(ctx, p); err != nil {
 		return nil, nil, "", err
 	}
+	// The lock first: a new campaign's directory is made and put in
+	// place under it (store.Root.Create).
+	lock, err := a.lockKey(ctx, campaign.Key(p.CampaignID))
+	if err != nil {
+		return nil, nil, "", err
+	}
+	defer lock.Unlock()
 	sc, err := root.Create(p.CampaignID)
 	if err != nil {
 		return nil, nil, "", err
 	}
 	defer sc.Close()
-	lock, err := a.lockCampaign(ctx, sc)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	defer lock.Unlock()
 	gen, err := nextGeneration(sc)
 	if err != nil {
 		return nil, nil, "", err

@@ -290,11 +290,13 @@ func (a *Adapter) cleanupJournal(ctx context.Context, c *store.Campaign, j *camp
 		for _, r := range live {
 			byRole[r.Role]++
 		}
-		if len(live) > 0 {
+		if len(live) > 0 || opt.reason == campaign.ReasonRollback {
 			// Before the first removal: a down killed before it journals
 			// one leaves a campaign that reads as being removed, not up.
 			// Each removal is journalled on its own, so a failure here only
-			// loses that early sign; it is logged.
+			// loses that early sign; it is logged. A rollback says why
+			// also when its bring-up made nothing (killed before its first
+			// create): the campaign reads removed, reason rollback.
 			if err := j.Append(campaign.Record{Op: campaign.OpRemovalStarted, Reason: opt.reason}); err != nil {
 				a.log().Warn("journal the start of a removal", "campaign", campaignID, "err", err)
 			}

@@ -58,6 +58,37 @@ func (a *Adapter) lastActivity(st store.State) time.Time {
 	return a.Driver.Activity(context.Background(), st.Latest().Live())
 }
 
+// Warn journals a warning of the removal the campaign's lifetime makes
+// next (campaign.OpExpiring), under its lock and on the state read under
+// it, when one is due at now with lead (campaign.Lifecycle.Warning: the
+// campaign is up, the deadline lead away at most, and not warned of
+// yet); due says whether it did. A campaign another process holds for
+// longer than the lock's wait is an error that wraps store.ErrLocked.
+func (a *Adapter) Warn(ctx context.Context, c *store.Campaign, now time.Time, lead time.Duration) (e campaign.Expiry, due bool, err error) {
+	lock, err := a.lockCampaign(ctx, c)
+	if err != nil {
+		return campaign.Expiry{}, false, err
+	}
+	defer lock.Unlock()
+	st, err := a.readState(c)
+	if err != nil {
+		return campaign.Expiry{}, false, err
+	}
+	if e, due, _ = st.Warning(now, a.lastActivity(st), lead); !due {
+		return e, false, nil
+	}
+	j, err := a.openJournal(c)
+	if err != nil {
+		return e, false, err
+	}
+	defer j.Close()
+	if err := j.Append(e.Record(st.Latest().N)); err != nil {
+		return e, false, err
+	}
+	a.log().Info("campaign expiring", "campaign", c.ID, "reason", e.Reason, "deadline", e.Deadline.UTC())
+	return e, true, nil
+}
+
 // ReconcileOptions say what Reconcile may do.
 type ReconcileOptions struct {
 	// Now is the time the campaign's lifetime is judged at (zero: now).
@@ -70,6 +101,14 @@ type ReconcileOptions struct {
 	// campaign another process holds (a bring-up in flight) is left alone,
 	// with an error that wraps store.ErrLocked.
 	LockWait time.Duration
+	// LauncherSeen is when the launcher that created the campaign was
+	// last seen (the caller watched it: an event stream of it open, now;
+	// else when the last one closed, or its last keepalive). With
+	// ExpiryOnly, a campaign tied to its launcher whose launcher timeout
+	// has passed since is removed, reason launcher_gone
+	// (campaign.Lifecycle.LauncherGone). Zero: not known, never removed
+	// for it (agentpen reconcile watches no launcher).
+	LauncherSeen time.Time
 }
 
 // Reconciled is what Reconcile did.
@@ -91,8 +130,9 @@ type Reconciled struct {
 // whose cleanup was not verified, is finished with the reason it began
 // with; a campaign that is up and whose lifetime is over (past its
 // deadline, or idle for its timeout: LastActivity) is removed, reason ttl
-// or idle. Anything else is left alone (Reason ""). The error wraps
-// ErrNotVerified when the removal's report is not verified.
+// or idle, or, with ExpiryOnly and LauncherSeen, one whose launcher is
+// gone (launcher_gone). Anything else is left alone (Reason ""). The
+// error wraps ErrNotVerified when the removal's report is not verified.
 func (a *Adapter) Reconcile(ctx context.Context, c *store.Campaign, opts ReconcileOptions) (Reconciled, error) {
 	l, err := a.locks()
 	if err != nil {
@@ -115,6 +155,9 @@ func (a *Adapter) Reconcile(ctx context.Context, c *store.Campaign, opts Reconci
 	active := a.lastActivity(st)
 	if opts.ExpiryOnly {
 		res.Reason, _ = st.Due(now, active)
+		if gone, _ := st.LauncherGone(now, opts.LauncherSeen); res.Reason == "" && gone {
+			res.Reason = campaign.ReasonLauncherGone
+		}
 	} else {
 		res.Reason = st.ReconcileReason(now, active)
 	}
@@ -127,6 +170,10 @@ func (a *Adapter) Reconcile(ctx context.Context, c *store.Campaign, opts Reconci
 	}
 	defer j.Close()
 	a.log().Info("reconcile: removing the campaign", "campaign", c.ID, "status", st.Status, "reason", res.Reason)
+	// As Cleanup does: the results still in the run directories first.
+	if _, err := a.CollectResults(c); err != nil {
+		a.log().Warn("results: not collected before removal", "campaign", c.ID, "err", err)
+	}
 	rep := a.cleanupJournal(ctx, c, j, cleanupOptions{reason: res.Reason})
 	res.Report = &rep
 	path, ferr := a.finishReport(ctx, c, j, &rep)

@@ -47,7 +47,7 @@ type CampaignView struct {
 	// ready.
 	Workspaces    []Workspace   `json:"workspaces"`
 	Lifetime      *LifetimeView `json:"lifetime,omitempty" doc:"Its lifetime (absent: none); PATCH changes it"`
-	RemovalReason string        `json:"removal_reason,omitempty" doc:"Why its latest removal began: delete, down, ttl, idle, rollback, not_attested, reconcile, ... (absent: none)"`
+	RemovalReason string        `json:"removal_reason,omitempty" doc:"Why its latest removal began: delete, down, ttl, idle, launcher_gone, rollback, not_attested, reconcile, ... (absent: none)"`
 	Attestation   *ReportRef    `json:"attestation,omitempty" doc:"The latest attestation of this generation (GET .../attestation for the report)"`
 	Cleanup       *ReportRef    `json:"cleanup,omitempty" doc:"The last cleanup of this generation, when there is one (GET .../cleanup for the report)"`
 	Error         string        `json:"error,omitempty" doc:"Why the state is unusable"`
@@ -66,6 +66,16 @@ type LifetimeView struct {
 	TTLSeconds         int        `json:"ttl_seconds,omitempty" doc:"Its time to live (absent: none)"`
 	ExpiresAt          *time.Time `json:"expires_at,omitempty" doc:"When it is removed (reason ttl)"`
 	IdleTimeoutSeconds int        `json:"idle_timeout_seconds,omitempty" doc:"How long without a reset or a step (through the proxy or a workspace's socket) before it is removed (reason idle); absent: none"`
+	// LauncherTimeoutSeconds ties the campaign to the launcher that
+	// created it.
+	LauncherTimeoutSeconds int `json:"launcher_timeout_seconds,omitempty" doc:"How long the launcher that created it may be gone (no event stream of it open, no keepalive) before it is removed (reason launcher_gone); absent: not tied"`
+}
+
+// KeepaliveView is the answer of a keepalive.
+type KeepaliveView struct {
+	CampaignID             string     `json:"campaign_id"`
+	LauncherTimeoutSeconds int        `json:"launcher_timeout_seconds,omitempty" doc:"Its launcher timeout (absent: not tied to its launcher)"`
+	GoneAt                 *time.Time `json:"gone_at,omitempty" doc:"When it is removed (reason launcher_gone) unless another keepalive comes or an event stream of it is opened; absent while one is open, or when not tied"`
 }
 
 // ClaimView is the answer of a claim: the workspace bound to the task.

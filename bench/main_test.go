@@ -115,3 +115,81 @@ func TestEvaluateFamilies(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepRows: with -keep, the rows of benchmarks that did not run come
+// from the previous results (marked with that run, in the table too),
+// rows without a target among them; this run's rows are its own; a row
+// the previous results lack stays "not run".
+func TestKeepRows(t *testing.T) {
+	yes := true
+	prev := resultsFile{Machine: "2026-12-01 a quiet machine", Results: []Result{
+		{Target: "campaign 1+16, none: bring-up vs raw SDK", Benchmark: "BenchmarkCampaign16/none", Family: "up-", Value: 1.05, Unit: "x raw", Pass: &yes},
+		{Target: "(no target)", Benchmark: "BenchmarkCampaign16/none", Family: "attest-", MedianMS: 1000, Value: 1000, Unit: "ms"},
+		{Target: "reset after an episode (the next made ahead; idle machine)", Benchmark: "BenchmarkReset", Value: 9, Unit: "ms"},
+		{Target: "(no target)", Benchmark: "BenchmarkDigest", Value: 0.1, Unit: "ms", From: "2026-11-30 another run"},
+	}}
+	metrics := map[string]map[string]float64{"BenchmarkReset": {"median-ns": 4e5, "n": 30, "raw-median-ns": 9e6}}
+	rows := keepRows(evaluate(metrics), metrics, prev)
+	find := func(target, bench, family string) Result {
+		t.Helper()
+		for _, r := range rows {
+			if r.Target == target && r.Benchmark == bench && r.Family == family {
+				return r
+			}
+		}
+		t.Fatalf("no row %q %s [%s]", target, bench, family)
+		return Result{}
+	}
+	if r := find("campaign 1+16, none: bring-up vs raw SDK", "BenchmarkCampaign16/none", "up-"); r.Value != 1.05 || r.From != prev.Machine {
+		t.Errorf("kept target row %+v", r)
+	}
+	if r := find("(no target)", "BenchmarkCampaign16/none", "attest-"); r.MedianMS != 1000 || r.From != prev.Machine {
+		t.Errorf("kept row without a target %+v", r)
+	}
+	if r := find("(no target)", "BenchmarkDigest", ""); r.From != "2026-11-30 another run" {
+		t.Errorf("a row kept before keeps its run: %+v", r)
+	}
+	if r := find("reset after an episode (the next made ahead; idle machine)", "BenchmarkReset", ""); r.Value != 0.4 || r.From != "" {
+		t.Errorf("this run's row %+v", r)
+	}
+	if r := find("campaign 1+16, none: teardown vs raw SDK", "BenchmarkCampaign16/none", "down-"); r.Limit != "not run" || r.From != "" {
+		t.Errorf("a row the previous results lack: %+v", r)
+	}
+	table := render(rows)
+	for _, want := range []string{"| BenchmarkCampaign16/none [up-] † |", "| BenchmarkDigest †† |", "| BenchmarkReset |"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	dir := t.TempDir()
+	if err := write(filepath.Join(dir, "r.json"), filepath.Join(dir, "b.md"), rows, table, "now"); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "b.md"))
+	if !strings.Contains(string(md), "Rows marked † were not run in it; they are from the run of "+prev.Machine) {
+		t.Errorf("bench.md does not say where kept rows come from:\n%s", md)
+	}
+}
+
+// TestMetricWithoutBound: a target of a metric without a bound shows the
+// size, with no verdict; the benchmark's latency family no target reads
+// keeps its row.
+func TestMetricWithoutBound(t *testing.T) {
+	rows := evaluate(map[string]map[string]float64{"BenchmarkWSEpisodes": {"median-ns": 1, "rss-idle-file-bytes": 9 << 20}})
+	wall := false
+	for _, r := range rows {
+		wall = wall || r.Target == "(no target)" && r.Benchmark == "BenchmarkWSEpisodes" && r.Family == ""
+	}
+	if !wall {
+		t.Errorf("no row of the 8 sessions' wall time in %+v", rows)
+	}
+	for _, r := range rows {
+		if r.Benchmark == "BenchmarkWSEpisodes" && r.Unit == "MiB" && r.Value == 9 {
+			if r.Pass != nil || r.Limit != "" {
+				t.Errorf("row %+v has a verdict", r)
+			}
+			return
+		}
+	}
+	t.Fatalf("no row of the metric in %+v", rows)
+}

@@ -71,6 +71,13 @@ const (
 	// container; Task, Attempt): written once its bind file is in place.
 	// A slot is claimed once.
 	OpClaim Op = "claim"
+	// OpExpiring is a warning agentpen serve journals shortly before it
+	// removes a campaign that is up for its lifetime (Lifecycle.Warning):
+	// Reason (ReasonTTL, ReasonIdle) and Deadline say which removal comes
+	// when unless the lifetime is extended (or, for idle, an episode is
+	// played). It changes nothing of the campaign: it is there to be told
+	// (an event), and once.
+	OpExpiring Op = "expiring"
 	// OpNote is prose for a person (a bring-up's summary, the cut of a
 	// torn line); nothing reads it back.
 	OpNote Op = "note"
@@ -106,6 +113,10 @@ const (
 	// ReasonIdle: nothing used it for its idle timeout
 	// (idle_timeout_seconds).
 	ReasonIdle = "idle"
+	// ReasonLauncherGone: the launcher that created it (its token) held
+	// no event stream of it and sent it no keepalive for its
+	// lifetime's launcher timeout (launcher_timeout_seconds).
+	ReasonLauncherGone = "launcher_gone"
 	// ReasonReconcile: agentpen reconcile (or serve at start) removed what
 	// an earlier generation left live, with no removal of its own to
 	// finish.
@@ -114,7 +125,7 @@ const (
 
 // RemovalReasons are the reasons a journal may give.
 var RemovalReasons = []string{ReasonDown, ReasonDelete, ReasonRollback, ReasonNotAttested, ReasonUndelivered, ReasonExit, ReasonOrphan,
-	ReasonTTL, ReasonIdle, ReasonReconcile}
+	ReasonTTL, ReasonIdle, ReasonLauncherGone, ReasonReconcile}
 
 // Kind is the kind of resource a journal record is about.
 type Kind string
@@ -191,10 +202,13 @@ type Record struct {
 	Digest   string `json:"digest,omitempty"`
 	Envelope string `json:"envelope,omitempty"`
 	// Accepted (when the create was accepted: the TTL counts from it),
-	// TTL and Idle (seconds; 0 for none) are an OpLifetime's.
+	// TTL, Idle and Launcher (seconds; 0 for none) are an OpLifetime's.
 	Accepted time.Time `json:"accepted,omitzero"`
 	TTL      int       `json:"ttl_seconds,omitempty"`
 	Idle     int       `json:"idle_timeout_seconds,omitempty"`
+	Launcher int       `json:"launcher_timeout_seconds,omitempty"`
+	// Deadline is when an OpExpiring's removal comes (Reason: ttl, idle).
+	Deadline time.Time `json:"deadline,omitzero"`
 	// Slots are the pool slots a refill's attestation covered (on
 	// OpAttested; none: the whole campaign).
 	Slots []int `json:"slots,omitempty"`
@@ -219,6 +233,22 @@ type Journal struct {
 	cut  *TornTail
 	// observe is called with each record once it is on disk (Observe).
 	observe func(Record)
+	// first runs once the first record Append writes is on disk
+	// (OnFirstRecord); broken is why appending can no longer go on (it
+	// failed).
+	first  func() error
+	broken error
+}
+
+// OnFirstRecord sets f to run once, when the first record Append writes
+// is on disk, before Append returns (and before Observe's function sees
+// it): the store puts a new campaign's directory in place then, so that
+// it appears with its first record or not at all. When f fails, Append
+// returns its error and the journal takes no more records.
+func (j *Journal) OnFirstRecord(f func() error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.first = f
 }
 
 // Observe sets f to be called with each record Append writes, once it
@@ -352,6 +382,9 @@ func (j *Journal) Append(r Record) error {
 	if j.f == nil {
 		return fmt.Errorf("journal %s: closed", j.path)
 	}
+	if j.broken != nil {
+		return j.broken
+	}
 	r.V, r.Seq, r.Prev, r.Time = JournalFormat, j.seq+1, j.prev, j.now().UTC()
 	line, err := json.Marshal(r)
 	if err != nil {
@@ -364,6 +397,13 @@ func (j *Journal) Append(r Record) error {
 		return fmt.Errorf("journal sync: %w", err)
 	}
 	j.seq, j.prev = r.Seq, lineHash(line)
+	if f := j.first; f != nil {
+		j.first = nil
+		if err := f(); err != nil {
+			j.broken = fmt.Errorf("journal %s: %w", j.path, err)
+			return j.broken
+		}
+	}
 	if j.observe != nil {
 		j.observe(r)
 	}
@@ -533,8 +573,13 @@ func parseRecord(line []byte) (Record, error) {
 			return rec, fmt.Errorf("removal reason %q", rec.Reason)
 		}
 	case OpLifetime:
-		if rec.Gen < 1 || rec.Accepted.IsZero() || rec.TTL < 0 || rec.TTL > MaxTTLSeconds || rec.Idle < 0 || rec.Idle > MaxIdleTimeoutSeconds {
-			return rec, fmt.Errorf("lifetime of generation %d: accepted %v, ttl %d s, idle timeout %d s", rec.Gen, rec.Accepted, rec.TTL, rec.Idle)
+		if rec.Gen < 1 || rec.Accepted.IsZero() || rec.TTL < 0 || rec.TTL > MaxTTLSeconds || rec.Idle < 0 || rec.Idle > MaxIdleTimeoutSeconds ||
+			rec.Launcher < 0 || rec.Launcher > MaxLauncherTimeoutSeconds {
+			return rec, fmt.Errorf("lifetime of generation %d: accepted %v, ttl %d s, idle timeout %d s, launcher timeout %d s", rec.Gen, rec.Accepted, rec.TTL, rec.Idle, rec.Launcher)
+		}
+	case OpExpiring:
+		if rec.Gen < 1 || rec.Deadline.IsZero() || (rec.Reason != ReasonTTL && rec.Reason != ReasonIdle) {
+			return rec, fmt.Errorf("expiring warning of generation %d: reason %q, deadline %v", rec.Gen, rec.Reason, rec.Deadline)
 		}
 	default:
 		return rec, fmt.Errorf("unknown op %q", rec.Op)

@@ -107,6 +107,12 @@ var journalCases = []struct {
 	{name: "lifetime_unaccepted", text: text().raw(`{"v":2,"seq":1,"op":"lifetime","gen":1,"ttl_seconds":20}` + "\n").String(), badLine: 1, badReason: "lifetime of generation 1"},
 	{name: "lifetime_ok", text: text().raw(`{"v":2,"seq":1,"op":"lifetime","gen":1,"accepted":"2026-11-30T12:00:00Z","ttl_seconds":20,"idle_timeout_seconds":5}` + "\n").String(), records: 1},
 	{name: "removal_reason_ttl", text: text().raw(`{"v":2,"seq":1,"op":"removal_started","reason":"ttl"}` + "\n").String(), records: 1},
+	{name: "removal_reason_launcher_gone", text: text().raw(`{"v":2,"seq":1,"op":"removal_started","reason":"launcher_gone"}` + "\n").String(), records: 1},
+	{name: "lifetime_launcher", text: text().raw(`{"v":2,"seq":1,"op":"lifetime","gen":1,"accepted":"2026-11-30T12:00:00Z","launcher_timeout_seconds":30}` + "\n").String(), records: 1},
+	{name: "lifetime_launcher_negative", text: text().raw(`{"v":2,"seq":1,"op":"lifetime","gen":1,"accepted":"2026-11-30T12:00:00Z","launcher_timeout_seconds":-1}` + "\n").String(), badLine: 1, badReason: "launcher timeout -1 s"},
+	{name: "expiring_ok", text: text().raw(`{"v":2,"seq":1,"op":"expiring","gen":1,"reason":"ttl","deadline":"2026-11-30T12:00:00Z"}` + "\n").String(), records: 1},
+	{name: "expiring_no_deadline", text: text().raw(`{"v":2,"seq":1,"op":"expiring","gen":1,"reason":"idle"}` + "\n").String(), badLine: 1, badReason: "expiring warning of generation 1"},
+	{name: "expiring_not_a_lifetime_reason", text: text().raw(`{"v":2,"seq":1,"op":"expiring","gen":1,"reason":"delete","deadline":"2026-11-30T12:00:00Z"}` + "\n").String(), badLine: 1, badReason: `reason "delete"`},
 	{name: "unknown_removal_reason", text: text().rec(1, "begin").raw(`{"v":2,"seq":2,"op":"removal_started","reason":"whim"}` + "\n").String(), records: 1, badLine: 2, badReason: `removal reason "whim"`},
 }
 

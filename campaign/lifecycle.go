@@ -43,6 +43,12 @@ const (
 	// StatusRemoved: nothing its journal records is live, and no cleanup
 	// since its latest generation began failed.
 	StatusRemoved
+	// StatusEmpty: its journal holds no generation (no record of one
+	// began): a create that stopped before its first record (an agentpen
+	// whose create was not one step on disk), or a journal emptied by
+	// hand. It names nothing on the daemon; agentpen reconcile removes
+	// its directory once nothing there carries its id.
+	StatusEmpty
 )
 
 var statusNames = [...]string{
@@ -54,6 +60,7 @@ var statusNames = [...]string{
 	StatusDeleting:          "deleting",
 	StatusCleanupFailed:     "cleanup_failed",
 	StatusRemoved:           "removed",
+	StatusEmpty:             "empty",
 }
 
 // String is the status's name.
@@ -113,6 +120,8 @@ type Lifecycle struct {
 	ReadyAt time.Time
 	// Lifetime is its latest OpLifetime's (zero: none).
 	Lifetime Lifetime
+	// Warnings are the removals its OpExpiring records warned of.
+	Warnings []Expiry
 	// Pool are its pooled workspaces (CampaignSpec.Pool), in slot order.
 	Pool []Slot
 }
@@ -147,7 +156,11 @@ func Fold(recs []Record) Lifecycle {
 			}
 		case OpLifetime:
 			if r.Gen == latest {
-				lc.Lifetime = Lifetime{Accepted: r.Accepted, TTL: time.Duration(r.TTL) * time.Second, Idle: time.Duration(r.Idle) * time.Second, Set: r.Time}
+				lc.Lifetime = LifetimeOf(r)
+			}
+		case OpExpiring:
+			if r.Gen == latest {
+				lc.Warnings = append(lc.Warnings, Expiry{Reason: r.Reason, Deadline: r.Deadline})
 			}
 		case OpAttested:
 			// A refill's attestation (Slots) that passed speaks for its
@@ -224,8 +237,15 @@ func (lc Lifecycle) status() Status {
 		}
 	}
 	switch {
+	case len(lc.Generations) == 0:
+		return StatusEmpty
 	case lc.Cleanup == CleanupFailed:
 		return StatusCleanupFailed
+	case live == 0 && !lc.Ready && lc.LastRemoval == "" && lc.Cleanup == "" && lc.RollbackNote == "":
+		// Begun, nothing made yet, and nothing says it ended: a bring-up
+		// in flight, or one killed before its first create (never
+		// removed: nothing says why it would be).
+		return StatusStartingOrFailed
 	case live == 0:
 		return StatusRemoved
 	case !lc.Ready, lc.Attestation == AttestPending:
@@ -254,7 +274,7 @@ func (lc Lifecycle) Reason(id string) string {
 	case lc.Status == StatusUnusable:
 		return "its state cannot be used"
 	case len(lc.Generations) == 0:
-		return "it has no generation"
+		return fmt.Sprintf("its journal holds no generation (a create that stopped before its first record): it names nothing on the daemon; agentpen reconcile removes its directory once nothing there carries the id %s", id)
 	case lc.Removal != "" && live > 0 && lc.Cleanup == "":
 		return fmt.Sprintf("its latest generation (%d) is being removed, or a removal of it did not finish: agentpen down %s finishes it", g.N, id)
 	case lc.Attestation == AttestPending && live > 0 && lc.Cleanup == "":
@@ -269,7 +289,7 @@ func (lc Lifecycle) Reason(id string) string {
 		return fmt.Sprintf("its latest generation (%d) was being removed and its cleanup %s: agentpen down %s finishes it", g.N, lc.Cleanup, id)
 	case lc.Ready && live == 0:
 		return fmt.Sprintf("its latest generation (%d) was removed (every resource of it is journalled removed)", g.N)
-	case live == 0:
+	case live == 0 && lc.Status != StatusStartingOrFailed:
 		return fmt.Sprintf("its latest generation (%d) failed and was rolled back", g.N)
 	case lc.Status == StatusCleanupFailed:
 		return fmt.Sprintf("an earlier generation of it is still live: agentpen down %s removes it", id)

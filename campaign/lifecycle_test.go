@@ -34,7 +34,7 @@ func TestFold(t *testing.T) {
 // TestStatusNames: the names are the API's words, each once, and the
 // zero value is unusable (a state nobody read is never a good one).
 func TestStatusNames(t *testing.T) {
-	want := []string{"unusable", "creating", "ready", "attestation_failed", "starting_or_failed", "deleting", "cleanup_failed", "removed"}
+	want := []string{"unusable", "creating", "ready", "attestation_failed", "starting_or_failed", "deleting", "cleanup_failed", "removed", "empty"}
 	var got []string
 	for _, s := range campaign.Statuses() {
 		got = append(got, s.String())

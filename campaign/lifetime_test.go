@@ -17,6 +17,7 @@ func TestReconcileReason(t *testing.T) {
 	want := map[string]string{
 		"killed_create":               campaign.ReasonRollback,
 		"killed_attesting":            campaign.ReasonRollback,
+		"killed_before_first_create":  campaign.ReasonRollback,
 		"removal_started":             campaign.ReasonDown,
 		"removal_interrupted":         campaign.ReasonReconcile, // removed with no removal_started
 		"cleanup_failed":              campaign.ReasonDelete,
@@ -126,5 +127,102 @@ func TestLifetimePolicy(t *testing.T) {
 	s.TTLSeconds = campaign.MaxTTLSeconds + 1
 	if _, err := campaign.NewPlan(s); !errors.As(err, &ve) || ve.Field != "ttl_seconds" {
 		t.Fatalf("a spec over the bound: %v", err)
+	}
+}
+
+// upAt is a campaign of one generation up since t0+10s (attested) with
+// lifetime l, and the records after its attestation.
+func upAt(t0 time.Time, l campaign.Lifetime, more ...campaign.Record) campaign.Lifecycle {
+	h := lifecycletest.New(lifecycletest.Spec("camp"), campaign.PlanOptions{}, "/run/x")
+	h.Begin(1)
+	lr := l.Record(1)
+	lr.Time = t0
+	recs := append(h.Records, lr, campaign.Record{Op: campaign.OpAttesting, Gen: 1, Time: t0.Add(10 * time.Second)},
+		campaign.Record{Op: campaign.OpAttested, Gen: 1, Status: campaign.AttestOK, Report: "a", Digest: "d"})
+	return campaign.Fold(append(recs, more...))
+}
+
+// TestWarning: a removal a lifetime will make is warned of lead before
+// its deadline (at most half its limit before), once: a deadline the
+// journal warned of is not warned of again, an extension or an episode
+// that moves it is warned of anew, and a campaign past its deadline, not
+// up, or with no lifetime has none; next says when to ask again.
+func TestWarning(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	lead := time.Minute
+	ttl := campaign.Lifetime{Accepted: t0, TTL: time.Hour}
+	warnedTTL := campaign.Expiry{Reason: campaign.ReasonTTL, Deadline: t0.Add(time.Hour)}.Record(1)
+	idle := campaign.Lifetime{Accepted: t0, Idle: 30 * time.Second}
+	for _, c := range []struct {
+		name      string
+		lc        campaign.Lifecycle
+		now, last time.Time
+		want      campaign.Expiry // zero: none due
+		next      time.Time
+	}{
+		{"ttl_before", upAt(t0, ttl), t0.Add(58 * time.Minute), time.Time{}, campaign.Expiry{}, t0.Add(59 * time.Minute)},
+		{"ttl_at_lead", upAt(t0, ttl), t0.Add(59 * time.Minute), time.Time{}, campaign.Expiry{Reason: campaign.ReasonTTL, Deadline: t0.Add(time.Hour)}, time.Time{}},
+		{"ttl_warned", upAt(t0, ttl, warnedTTL), t0.Add(59*time.Minute + time.Second), time.Time{}, campaign.Expiry{}, time.Time{}},
+		{"ttl_extended_after_warning", upAt(t0, ttl, warnedTTL, campaign.Lifetime{Accepted: t0, TTL: 2 * time.Hour}.Record(1)), t0.Add(59 * time.Minute), time.Time{}, campaign.Expiry{}, t0.Add(119 * time.Minute)},
+		{"ttl_past", upAt(t0, ttl), t0.Add(2 * time.Hour), time.Time{}, campaign.Expiry{}, time.Time{}},
+		{"ttl_short_half", upAt(t0, campaign.Lifetime{Accepted: t0, TTL: 20 * time.Second}), t0.Add(10 * time.Second), time.Time{}, campaign.Expiry{Reason: campaign.ReasonTTL, Deadline: t0.Add(20 * time.Second)}, time.Time{}},
+		{"ttl_short_before_half", upAt(t0, campaign.Lifetime{Accepted: t0, TTL: 20 * time.Second}), t0.Add(9 * time.Second), time.Time{}, campaign.Expiry{}, t0.Add(10 * time.Second)},
+		{"idle_at", upAt(t0, idle), t0.Add(25 * time.Second), time.Time{}, campaign.Expiry{Reason: campaign.ReasonIdle, Deadline: t0.Add(40 * time.Second)}, time.Time{}},
+		{"idle_moved_by_an_episode", upAt(t0, idle, campaign.Expiry{Reason: campaign.ReasonIdle, Deadline: t0.Add(40 * time.Second)}.Record(1)),
+			t0.Add(50 * time.Second), t0.Add(30 * time.Second), campaign.Expiry{Reason: campaign.ReasonIdle, Deadline: t0.Add(60 * time.Second)}, time.Time{}},
+		{"earliest_first", upAt(t0, campaign.Lifetime{Accepted: t0, TTL: 41 * time.Second, Idle: 30 * time.Second}), t0.Add(39 * time.Second), time.Time{}, campaign.Expiry{Reason: campaign.ReasonIdle, Deadline: t0.Add(40 * time.Second)}, time.Time{}},
+		{"no_lifetime", upAt(t0, campaign.Lifetime{}), t0.Add(1000 * time.Hour), time.Time{}, campaign.Expiry{}, time.Time{}},
+		{"launcher_only", upAt(t0, campaign.Lifetime{Accepted: t0, Launcher: 30 * time.Second}), t0.Add(1000 * time.Hour), time.Time{}, campaign.Expiry{}, time.Time{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, due, next := c.lc.Warning(c.now, c.last, lead)
+			if due != (c.want.Reason != "") || e.Reason != c.want.Reason || !e.Deadline.Equal(c.want.Deadline) || !next.Equal(c.next) {
+				t.Fatalf("warning %+v due %v next %v, want %+v next %v", e, due, next, c.want, c.next)
+			}
+		})
+	}
+	// Not up: none.
+	h := lifecycletest.New(lifecycletest.Spec("camp"), campaign.PlanOptions{}, "/run/x")
+	h.Begin(1)
+	if _, due, next := campaign.Fold(append(h.Records, ttl.Record(1))).Warning(t0.Add(59*time.Minute), time.Time{}, lead); due || !next.IsZero() {
+		t.Fatalf("a campaign that is not up: due %v next %v", due, next)
+	}
+}
+
+// TestLauncherGone: a campaign tied to its launcher is gone its launcher
+// timeout after the launcher was last seen, not a moment before; one
+// whose launcher was never seen (no service watched it), not tied, or not
+// up never is.
+func TestLauncherGone(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	tied := upAt(t0, campaign.Lifetime{Accepted: t0, TTL: time.Hour, Launcher: 30 * time.Second})
+	for _, c := range []struct {
+		name      string
+		lc        campaign.Lifecycle
+		now, seen time.Time
+		gone      bool
+		next      time.Time
+	}{
+		{"before", tied, t0.Add(59 * time.Second), t0.Add(30 * time.Second), false, t0.Add(time.Minute)},
+		{"at", tied, t0.Add(time.Minute), t0.Add(30 * time.Second), true, time.Time{}},
+		{"never_seen", tied, t0.Add(time.Hour), time.Time{}, false, time.Time{}},
+		{"not_tied", upAt(t0, campaign.Lifetime{Accepted: t0, TTL: time.Hour}), t0.Add(time.Hour), t0, false, time.Time{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gone, next := c.lc.LauncherGone(c.now, c.seen)
+			if gone != c.gone || !next.Equal(c.next) {
+				t.Fatalf("gone %v next %v, want %v next %v", gone, next, c.gone, c.next)
+			}
+			// Due knows nothing of launchers: a tie alone is never due.
+			if r, _ := c.lc.Due(c.now, time.Time{}); r == campaign.ReasonLauncherGone {
+				t.Fatalf("Due said %q", r)
+			}
+		})
+	}
+	if err := campaign.CheckLauncherTimeout("launcher_timeout_seconds", 4); err == nil {
+		t.Fatal("a launcher timeout of 4 s was accepted")
+	}
+	if err := campaign.CheckLauncherTimeout("launcher_timeout_seconds", 5); err != nil {
+		t.Fatal(err)
 	}
 }

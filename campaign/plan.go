@@ -294,13 +294,15 @@ func NewPlanWith(spec CampaignSpec, opts PlanOptions) (*Plan, error) {
 	}
 	errs.add(CheckLabels("labels", spec.Labels))
 	errs.add(CheckLifetime("ttl_seconds", spec.TTLSeconds, "idle_timeout_seconds", spec.IdleTimeoutSeconds))
+	errs.add(CheckLauncherTimeout("launcher_timeout_seconds", spec.LauncherTimeoutSeconds))
 	if n, most := len(spec.Workspaces), opts.maxWorkspaces(); n < 1 || n > most {
 		errs.add(invalid("workspaces", strconv.Itoa(n), "need 1..%d workspaces", most))
 		return nil, errs.err()
 	}
 	key := Key(spec.CampaignID)
 	p := &Plan{Spec: spec, CampaignID: spec.CampaignID, Key: key, Egress: egress, Topology: TopologyNone, Keyed: opts.AgentKey != nil, agentKey: opts.AgentKey,
-		Lifetime: Lifetime{TTL: time.Duration(spec.TTLSeconds) * time.Second, Idle: time.Duration(spec.IdleTimeoutSeconds) * time.Second}}
+		Lifetime: Lifetime{TTL: time.Duration(spec.TTLSeconds) * time.Second, Idle: time.Duration(spec.IdleTimeoutSeconds) * time.Second,
+			Launcher: time.Duration(spec.LauncherTimeoutSeconds) * time.Second}}
 	if egress == EgressNAT || spec.Server.AgentReachable {
 		p.Topology = TopologyPerAgent
 	}

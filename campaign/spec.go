@@ -60,6 +60,10 @@ type CampaignSpec struct {
 	Pool               int `json:"pool,omitempty" minimum:"0" maximum:"64" doc:"Keep this many ready, attested, never-used workspaces, made like workspaces[0] without its task: POST /v1/campaigns/{id}/workspaces (agentpen add) binds a task to one and returns its base_url at once; the pool refills in the background. Needs the default topology (egress internal, no agent_reachable) and workspaces[0] running the workbench without a workspace_host_path."`
 	TTLSeconds         int `json:"ttl_seconds,omitempty" minimum:"0" maximum:"2592000" doc:"Remove the campaign this many seconds after its create was accepted (as DELETE does; reason ttl). 0 or absent: none with agentpen up; agentpen serve's default (--ttl) through the API, which also caps it (--max-ttl). At least 10."`
 	IdleTimeoutSeconds int `json:"idle_timeout_seconds,omitempty" minimum:"0" maximum:"2592000" doc:"Remove the campaign once no episode traffic (a reset or a step, through the API's proxy or a workspace's socket) has reached it for this many seconds (reason idle). 0 or absent: none with agentpen up; agentpen serve's default (--idle-timeout) through the API, which also caps it (--max-idle-timeout), unless a workspace runs its own command (its activity is not seen: no default). At least 5."`
+	// LauncherTimeoutSeconds ties the campaign to the launcher that
+	// created it through agentpen serve (see Lifecycle.LauncherGone); 0 is
+	// none. agentpen up, which has no launcher to watch, refuses it.
+	LauncherTimeoutSeconds int `json:"launcher_timeout_seconds,omitempty" minimum:"0" maximum:"2592000" doc:"Tie the campaign to the launcher that creates it (through agentpen serve only; agentpen up refuses it): once that launcher's token has held no event stream of it (GET /v1/campaigns/{id}/events) and sent it no keepalive (POST /v1/campaigns/{id}/keepalive) for this many seconds, it is removed as DELETE removes it (reason launcher_gone). 0 or absent: not tied. At least 5."`
 }
 
 // ServerSpec describes the campaign's server container.

@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/agentpen/agentpen/internal/envname"
 	"github.com/distribution/reference"
 )
 
@@ -69,7 +70,7 @@ func invalid(field, value, format string, args ...any) error {
 const (
 	IDPattern      = `^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`
 	TaskIDPattern  = `^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,127}$`
-	EnvNamePattern = `^[A-Za-z_][A-Za-z0-9_]{0,127}$`
+	EnvNamePattern = envname.Pattern
 	// OwnerPattern is a launcher's name (CheckOwner).
 	OwnerPattern = `^[a-z0-9][a-z0-9_-]{0,63}$`
 	// ImagePattern is what every image reference matches: an image id, a

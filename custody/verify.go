@@ -386,8 +386,9 @@ func begun(recs []campaign.Record, gen int, instance string) bool {
 }
 
 // tail checks what follows covered, the last record a verified statement
-// covers (its report's record): only notes, and a rollback's record right
-// after its cleanup, may.
+// covers (its report's record): only notes, warnings of a coming expiry
+// (they change nothing of the campaign: agentpen serve journals them on
+// its own), and a rollback's record right after its cleanup, may.
 func (v *verification) tail(recs []campaign.Record, covered int, torn *campaign.TornTail) {
 	if covered == 0 {
 		v.add("journal.tail", false, "no verified statement covers the journal")
@@ -401,7 +402,7 @@ func (v *verification) tail(recs []campaign.Record, covered int, torn *campaign.
 		case r.Seq == covered:
 			last = r
 		case r.Seq < covered:
-		case r.Op == campaign.OpNote:
+		case r.Op == campaign.OpNote, r.Op == campaign.OpExpiring:
 			notes++
 		case r.Op == campaign.OpRolledBack && r.Seq == covered+1 && last.Op == campaign.OpCleanup:
 		default:
@@ -416,7 +417,7 @@ func (v *verification) tail(recs []campaign.Record, covered int, torn *campaign.
 			covered, last.Report, strings.Join(unexpected, ", "))
 		return
 	}
-	v.add("journal.tail", true, "nothing but %d notes follows record %d, the last a verified statement covers (%s)", notes, covered, last.Report)
+	v.add("journal.tail", true, "nothing but %d notes or expiry warnings follows record %d, the last a verified statement covers (%s)", notes, covered, last.Report)
 }
 
 // jsonEqual says whether a and b are the same JSON value (numbers compared

@@ -60,6 +60,38 @@ func TestVerifyRollback(t *testing.T) {
 	}
 }
 
+// TestVerifyExpiringTail: warnings of a coming expiry after the last
+// signed record (agentpen serve journals them on its own; they change
+// nothing of the campaign) leave the campaign verified, as notes do; any
+// other record there does not.
+func TestVerifyExpiringTail(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		ok   bool
+	}{
+		{`{"v":2,"seq":1,"time":"2026-01-01T00:00:00Z","op":"expiring","gen":1,"reason":"ttl","deadline":"2026-01-01T00:01:00Z"}`, true},
+		{`{"v":2,"seq":1,"time":"2026-01-01T00:00:00Z","op":"lifetime","gen":1,"accepted":"2026-01-01T00:00:00Z","ttl_seconds":60}`, false},
+	} {
+		dir, key := signedCampaign(t, lifecycle{})
+		editLines(t, dir, func(lines [][]byte) [][]byte {
+			// Chained to the last line as the journal appends, the lines
+			// before untouched.
+			var m map[string]any
+			if err := json.Unmarshal([]byte(c.line), &m); err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(lines[len(lines)-1])
+			m["seq"], m["prev"] = len(lines)+1, hex.EncodeToString(sum[:])
+			b, _ := json.Marshal(m)
+			return append(lines, b)
+		})
+		res := verifyDir(t, dir, pubOf(key), custody.Options{})
+		if res.OK != c.ok || (!c.ok && !slices.Contains(res.Failed, "journal.tail")) {
+			t.Errorf("%s: ok %v failed %v, want ok %v", c.line, res.OK, res.Failed, c.ok)
+		}
+	}
+}
+
 // TestVerifyOnly: one report of a campaign verifies alone, and a name the
 // journal does not record fails.
 func TestVerifyOnly(t *testing.T) {

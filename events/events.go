@@ -38,6 +38,13 @@ const (
 	// Lifetime: the generation's lifetime was set (at bring-up, or by
 	// an extension).
 	Lifetime Type = "lifetime"
+	// Claim: a task was bound to a pooled workspace (Name, ID: its
+	// container; never the task).
+	Claim Type = "claim"
+	// Expiring: the campaign will be removed at ExpiresAt for Reason
+	// (ttl, idle) unless its lifetime is extended (PATCH) or, for idle,
+	// an episode is played: agentpen serve warns shortly before.
+	Expiring Type = "expiring"
 	// Created: a network, directory or container was created (and a
 	// container started).
 	Created Type = "created"
@@ -50,13 +57,13 @@ const (
 	// attestation began.
 	Attesting Type = "attesting"
 	// Attested: an attestation's verdict (Status ok or failed) and its
-	// report.
+	// report; a refill's names the pool slots it attested (Slots).
 	Attested Type = "attested"
 	// RolledBack: a bring-up failed, or was interrupted, and what it made
 	// was removed (Note says why).
 	RolledBack Type = "rolled_back"
 	// RemovalStarted: a removal began; Reason says why (down, delete,
-	// ttl, idle, rollback, not_attested, reconcile, ...).
+	// ttl, idle, launcher_gone, rollback, not_attested, reconcile, ...).
 	RemovalStarted Type = "removal_started"
 	// Removed: a resource was removed (or confirmed never created).
 	Removed Type = "removed"
@@ -82,7 +89,7 @@ type Event struct {
 	Time  time.Time `json:"time" doc:"When it happened (its journal record's time)"`
 	Level string    `json:"level" enum:"INFO,WARN" doc:"INFO, or WARN for a failure"`
 	Msg   string    `json:"msg" doc:"What happened, for a person"`
-	Type  Type      `json:"event" enum:"begin,lifetime,created,create_failed,ready,attesting,attested,rolled_back,removal_started,removed,orphan,cleanup,state" doc:"What the event tells"`
+	Type  Type      `json:"event" enum:"begin,lifetime,claim,expiring,created,create_failed,ready,attesting,attested,rolled_back,removal_started,removed,orphan,cleanup,state" doc:"What the event tells"`
 	// Campaign is the campaign's id; Seq its journal record's sequence
 	// number (0 for State), which a stream's client resumes after
 	// (Last-Event-ID).
@@ -90,7 +97,7 @@ type Event struct {
 	Seq        int    `json:"seq,omitempty" doc:"Its journal record's sequence number (the SSE id); absent on the final state event"`
 	Generation int    `json:"generation,omitempty" doc:"The generation it belongs to"`
 	// Kind, Role, Name and ID name the resource of a Created, Removed,
-	// CreateFailed or Orphan event.
+	// CreateFailed, Orphan or Claim event.
 	Kind string `json:"kind,omitempty" enum:"network,container,dir" doc:"The resource's kind"`
 	Role string `json:"role,omitempty" doc:"The resource's role: server, workspace or network"`
 	Name string `json:"name,omitempty" doc:"The resource's name (opaque: agent ids, never a task id)"`
@@ -102,11 +109,17 @@ type Event struct {
 	// failed); Report its report's file name.
 	Status string `json:"status,omitempty" doc:"A verdict: ok or failed (attested), verified or failed (cleanup)"`
 	Report string `json:"report,omitempty" doc:"The verdict's report file in the campaign's state directory"`
-	// Reason is why a removal began (RemovalStarted, State).
-	Reason string `json:"reason,omitempty" doc:"Why the removal began: down, delete, ttl, idle, rollback, not_attested, undelivered, exit, orphan, reconcile"`
-	// ExpiresAt and IdleTimeoutSeconds are a Lifetime's.
-	ExpiresAt          *time.Time `json:"expires_at,omitempty" doc:"When the campaign is removed (reason ttl)"`
-	IdleTimeoutSeconds int        `json:"idle_timeout_seconds,omitempty" doc:"How long without a reset or a step before it is removed (reason idle)"`
+	// Reason is why a removal began (RemovalStarted, State), or which
+	// removal comes (Expiring).
+	Reason string `json:"reason,omitempty" doc:"Why the removal began: down, delete, ttl, idle, launcher_gone, rollback, not_attested, undelivered, exit, orphan, reconcile; on expiring, the removal that comes: ttl or idle"`
+	// ExpiresAt, IdleTimeoutSeconds and LauncherTimeoutSeconds are a
+	// Lifetime's; ExpiresAt is also an Expiring's deadline.
+	ExpiresAt              *time.Time `json:"expires_at,omitempty" doc:"When the campaign is removed (lifetime: reason ttl; expiring: its reason)"`
+	IdleTimeoutSeconds     int        `json:"idle_timeout_seconds,omitempty" doc:"How long without a reset or a step before it is removed (reason idle)"`
+	LauncherTimeoutSeconds int        `json:"launcher_timeout_seconds,omitempty" doc:"How long its launcher may be gone (no event stream of it, no keepalive) before it is removed (reason launcher_gone)"`
+	// Slots are the pool slots a refill's attestation covered
+	// (Attested).
+	Slots []int `json:"slots,omitempty" doc:"The pool slots a refill made and attested (attested; absent: the whole campaign)"`
 	// Note is a failure's error (CreateFailed, RolledBack, Removed).
 	Note string `json:"note,omitempty" doc:"An error, for a person"`
 	// State is what the campaign is (State events only).
@@ -128,11 +141,21 @@ func FromRecord(id string, r campaign.Record) (Event, bool) {
 			ev.Msg += " for " + r.Owner
 		}
 	case campaign.OpLifetime:
-		l := campaign.Lifetime{Accepted: r.Accepted, TTL: time.Duration(r.TTL) * time.Second, Idle: time.Duration(r.Idle) * time.Second}
-		ev.Type, ev.Msg, ev.IdleTimeoutSeconds = Lifetime, "lifetime: "+l.String(), r.Idle
+		l := campaign.LifetimeOf(r)
+		ev.Type, ev.Msg, ev.IdleTimeoutSeconds, ev.LauncherTimeoutSeconds = Lifetime, "lifetime: "+l.String(), r.Idle, r.Launcher
 		if exp := l.Expires(); !exp.IsZero() {
 			exp = exp.UTC()
 			ev.ExpiresAt = &exp
+		}
+	case campaign.OpClaim:
+		// The task it bound is the trainer's and stays out of events.
+		resource(Claim, "claimed")
+	case campaign.OpExpiring:
+		exp := r.Deadline.UTC()
+		ev.Type, ev.Level, ev.Reason, ev.ExpiresAt = Expiring, LevelWarn, r.Reason, &exp
+		ev.Msg = fmt.Sprintf("expiring: removed at %s (%s) unless its lifetime is extended", exp.Format(time.RFC3339), r.Reason)
+		if r.Reason == campaign.ReasonIdle {
+			ev.Msg += " or an episode is played"
 		}
 	case campaign.OpCreated:
 		resource(Created, "created")
@@ -151,8 +174,11 @@ func FromRecord(id string, r campaign.Record) (Event, bool) {
 	case campaign.OpAttesting:
 		ev.Type, ev.Msg = Attesting, "every container is ready; the attestation began"
 	case campaign.OpAttested:
-		ev.Type, ev.Status, ev.Report = Attested, r.Status, r.Report
+		ev.Type, ev.Status, ev.Report, ev.Slots = Attested, r.Status, r.Report, r.Slots
 		ev.Msg = "attestation " + r.Status
+		if len(r.Slots) > 0 {
+			ev.Msg += fmt.Sprintf(" (a refill of the pool: slots %v)", r.Slots)
+		}
 		if r.Status != campaign.AttestOK {
 			ev.Level = LevelWarn
 		}

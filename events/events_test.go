@@ -21,10 +21,12 @@ func TestEveryOp(t *testing.T) {
 		campaign.OpCreateFailed: events.CreateFailed, campaign.OpOrphan: events.Orphan, campaign.OpRemoved: events.Removed,
 		campaign.OpReady: events.Ready, campaign.OpAttesting: events.Attesting, campaign.OpAttested: events.Attested,
 		campaign.OpRolledBack: events.RolledBack, campaign.OpRemovalStarted: events.RemovalStarted, campaign.OpCleanup: events.Cleanup,
+		campaign.OpClaim: events.Claim, campaign.OpExpiring: events.Expiring,
 		campaign.OpIntent: "", campaign.OpNote: "",
 	}
 	for op, typ := range want {
-		ev, ok := events.FromRecord("c", campaign.Record{Op: op, Seq: 3, Gen: 1, Status: campaign.AttestOK, Accepted: time.Unix(0, 0), TTL: 60})
+		ev, ok := events.FromRecord("c", campaign.Record{Op: op, Seq: 3, Gen: 1, Status: campaign.AttestOK, Accepted: time.Unix(0, 0), TTL: 60,
+			Reason: campaign.ReasonTTL, Deadline: time.Unix(60, 0)})
 		if ok != (typ != "") || ev.Type != typ {
 			t.Errorf("%s: event %q (%v), want %q", op, ev.Type, ok, typ)
 		}
@@ -107,5 +109,32 @@ func TestBeginNamesOwner(t *testing.T) {
 	ev, _ = events.FromRecord("c", campaign.Record{Op: campaign.OpBegin, Seq: 1, Gen: 2})
 	if ev.Owner != "" || strings.Contains(ev.Msg, " for ") {
 		t.Errorf("begin of agentpen up: %+v", ev)
+	}
+}
+
+// TestClaimAndExpiring: a claim's event names the workspace it bound and
+// never its task (the record holds it); an expiring warning says which
+// removal comes when; a lifetime's says its launcher timeout; a refill's
+// attestation names its slots.
+func TestClaimAndExpiring(t *testing.T) {
+	ev, _ := events.FromRecord("c", campaign.Record{Op: campaign.OpClaim, Seq: 9, Gen: 1, Kind: campaign.KindContainer, Role: campaign.RoleWork,
+		Name: "agentpen-c-agent-0123", ID: "abcdef", Task: "software/median@7", Attempt: "a1"})
+	b, _ := json.Marshal(ev)
+	if ev.Type != events.Claim || ev.Name != "agentpen-c-agent-0123" || ev.ID != "abcdef" || bytes.Contains(b, []byte("median")) || bytes.Contains(b, []byte(`"a1"`)) {
+		t.Errorf("claim: %s", b)
+	}
+	deadline := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	ev, _ = events.FromRecord("c", campaign.Expiry{Reason: campaign.ReasonIdle, Deadline: deadline}.Record(1))
+	if ev.Type != events.Expiring || ev.Reason != campaign.ReasonIdle || ev.ExpiresAt == nil || !ev.ExpiresAt.Equal(deadline) || ev.Level != events.LevelWarn ||
+		!strings.Contains(ev.Msg, "2026-12-01T12:00:00Z") {
+		t.Errorf("expiring: %+v", ev)
+	}
+	ev, _ = events.FromRecord("c", campaign.Lifetime{Accepted: deadline, Launcher: 30 * time.Second}.Record(1))
+	if ev.LauncherTimeoutSeconds != 30 || !strings.Contains(ev.Msg, "launcher timeout 30 s") {
+		t.Errorf("lifetime: %+v", ev)
+	}
+	ev, _ = events.FromRecord("c", campaign.Record{Op: campaign.OpAttested, Gen: 1, Status: campaign.AttestOK, Slots: []int{3, 4}})
+	if len(ev.Slots) != 2 || !strings.Contains(ev.Msg, "refill") {
+		t.Errorf("a refill's attestation: %+v", ev)
 	}
 }

@@ -28,9 +28,15 @@ type sseEvent struct {
 // each message's data decoded strictly into events.Event.
 func readSSE(t *testing.T, r io.Reader, n int) []sseEvent {
 	t.Helper()
-	var out []sseEvent
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
+	return readSSEFrom(t, sc, n)
+}
+
+// readSSEFrom is readSSE on a scanner of the stream.
+func readSSEFrom(t *testing.T, sc *bufio.Scanner, n int) []sseEvent {
+	t.Helper()
+	var out []sseEvent
 	var cur sseEvent
 	var data string
 	for sc.Scan() {
@@ -88,8 +94,11 @@ func types(evs []sseEvent) []events.Type {
 // TestAsyncCreate: with Prefer: respond-async a create answers 202 with
 // Location at once and reads creating; its event stream, opened before
 // the bring-up has journalled anything, streams every event of the
-// bring-up as the journal says it, then the state ready, and ends; the
-// campaign is served. A client that connects late gets the same events.
+// bring-up as the journal says it, then the state ready, and stays open
+// while the campaign lives; the campaign is served. A client that
+// connects late gets the same events; one that resumes gets what
+// followed its last event, and after a state event only what comes
+// next: here a delete, to the state removed, where the stream ends.
 func TestAsyncCreate(t *testing.T) {
 	checkNoLeaks(t)
 	be := newFakeBackend(t)
@@ -113,32 +122,46 @@ func TestAsyncCreate(t *testing.T) {
 	if _, b := ts.do(t, http.MethodGet, "/v1/campaigns/camp-1", nil, true); !strings.Contains(string(b), `"state":"creating"`) {
 		t.Fatalf("while creating: %s", b)
 	}
-	stream := ts.openEvents(t, t.Context(), "camp-1", "")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stream := ts.openEvents(t, ctx, "camp-1", "")
 	if stream.StatusCode != http.StatusOK || stream.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("events: %d %v", stream.StatusCode, stream.Header)
 	}
 	close(release)
-	got := readSSE(t, stream.Body, 0)
 	want := []events.Type{events.Begin, events.Created, events.Created, events.Created, events.Created, events.Created, events.Created,
 		events.Attesting, events.Attested, events.State}
+	got := readSSE(t, stream.Body, len(want))
 	if !slices.Equal(types(got), want) {
 		t.Fatalf("events %v, want %v", types(got), want)
 	}
-	if last := got[len(got)-1].ev; last.State != "ready" || last.Campaign != "camp-1" || got[len(got)-1].id != "" {
-		t.Fatalf("final %+v", got[len(got)-1])
+	last := got[len(got)-1]
+	if last.ev.State != "ready" || last.ev.Campaign != "camp-1" || last.id != strconv.Itoa(got[len(got)-2].ev.Seq)+":state" {
+		t.Fatalf("state %+v", last)
 	}
 	if _, b := ts.do(t, http.MethodGet, "/v1/campaigns/camp-1", nil, true); !strings.Contains(string(b), `"state":"ready"`) || !strings.Contains(string(b), "base_url") {
 		t.Fatalf("after the create: %s", b)
 	}
 	// Late: everything that happened, then the state, at once.
-	late := readSSE(t, ts.openEvents(t, t.Context(), "camp-1", "").Body, 0)
-	if !slices.Equal(types(late), want) {
+	late := readSSE(t, ts.openEvents(t, ctx, "camp-1", "").Body, len(want))
+	if !slices.Equal(types(late), want) || late[len(late)-1].id != last.id {
 		t.Fatalf("a late client got %v, want %v", types(late), want)
 	}
 	// Resumed after the sixth event: the rest.
-	resumed := readSSE(t, ts.openEvents(t, t.Context(), "camp-1", got[5].id).Body, 0)
+	resumed := readSSE(t, ts.openEvents(t, ctx, "camp-1", got[5].id).Body, len(want)-6)
 	if !slices.Equal(types(resumed), want[6:]) {
 		t.Fatalf("resumed after %s: %v, want %v", got[5].id, types(resumed), want[6:])
+	}
+	// Resumed after the state: nothing until the delete, then the
+	// removal to its state, and the end.
+	after := ts.openEvents(t, ctx, "camp-1", last.id)
+	if resp, b := ts.do(t, http.MethodDelete, "/v1/campaigns/camp-1", nil, true); resp.StatusCode != http.StatusOK {
+		t.Fatalf("delete: %d %s", resp.StatusCode, b)
+	}
+	rest := readSSE(t, after.Body, 0)
+	if len(rest) < 3 || rest[0].ev.Type != events.RemovalStarted || rest[len(rest)-1].ev.State != "removed" || rest[len(rest)-2].ev.Type != events.Cleanup ||
+		slices.ContainsFunc(rest[:len(rest)-1], func(e sseEvent) bool { return e.ev.Type == events.State }) {
+		t.Fatalf("after the state, a delete: %v", types(rest))
 	}
 	if strings.Contains(ts.logs.String(), "software/") || strings.Contains(ts.logs.String(), "sql/") {
 		t.Errorf("a task id reached the log: %s", ts.logs.String())

@@ -49,6 +49,13 @@ type entry struct {
 	timerFor string
 	// refilling is true while a refill of its pool runs (kickRefill).
 	refilling bool
+	// streams are the event streams of it its launcher holds open, seen
+	// when it last saw its launcher otherwise (a stream closed, a
+	// keepalive; from the moment the generation seenFor, its instance,
+	// was first scheduled in this service): tether.go.
+	streams int
+	seen    time.Time
+	seenFor string
 }
 
 // Load reads every campaign of the state root (agentpen serve does at
@@ -56,21 +63,32 @@ type entry struct {
 // bring-up that did not finish is rolled back, a removal that did not
 // finish is finished, a campaign whose lifetime is over is removed, each
 // in the background (reconcileParallelism at once), the campaign reading
-// deleting until it is done, each action logged and in its events. The
-// rest is served again: a ready campaign's workspaces with the same
-// capabilities as before a restart, and a campaign with a lifetime gets
-// its timer. Then the state root is rescanned every RescanInterval for
-// campaigns other processes make.
+// deleting until it is done, each action logged and in its events; the
+// directory of a campaign whose journal holds no generation is removed
+// once nothing on the daemon carries its id (adapter.DiscardEmpty), and
+// those creates killed before their first record left at once
+// (adapter.SweepCreates). The rest is served again: a ready campaign's
+// workspaces with the same capabilities as before a restart, and a
+// campaign with a lifetime gets its timer. Then the state root is
+// rescanned every RescanInterval for campaigns other processes make.
 func (s *Server) Load() error {
+	if n, err := s.be.SweepCreates(context.Background(), s.root); n > 0 || err != nil {
+		s.log.Info("removed the directories of creates killed before their first journal record", "removed", n, "err", err)
+	}
 	list, err := s.root.List()
 	if err != nil {
 		return err
 	}
 	now := s.clock.Now()
 	var todo []string
+	var empty []store.Listing
 	for _, l := range list {
 		if l.Err != nil {
 			s.log.Warn("campaign unusable: left alone", "campaign", l.ID, "err", l.Err)
+			continue
+		}
+		if l.State.Status == campaign.StatusEmpty {
+			empty = append(empty, l)
 			continue
 		}
 		var last time.Time
@@ -103,8 +121,37 @@ func (s *Server) Load() error {
 			s.reconcile(id)
 		}()
 	}
+	for _, l := range empty {
+		go func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			s.discardEmpty(l)
+		}()
+	}
 	s.rescanLoop()
 	return nil
+}
+
+// discardEmpty removes the directory of a campaign whose journal holds no
+// generation (adapter.DiscardEmpty), or logs why it stays.
+func (s *Server) discardEmpty(l store.Listing) {
+	sctx, done, err := s.startOp()
+	if err != nil {
+		return
+	}
+	defer done()
+	start := time.Now()
+	removed, err := s.be.DiscardEmpty(sctx, s.root, l, false)
+	outcome := "left as it is"
+	switch {
+	case errors.Is(err, store.ErrLocked):
+		outcome, err = "in flight in another process: left to it", nil
+	case removed:
+		outcome = "empty (its journal holds no generation): its directory removed"
+	case err != nil:
+		outcome = "empty (its journal holds no generation): its directory kept"
+	}
+	s.logOp(context.Background(), "reconcile", l.ID, outcome, start, err)
 }
 
 // reconcileParallelism bounds the reconciliations Load runs at once.

@@ -8,7 +8,7 @@ import (
 )
 
 // TestGoClientAsync (real daemon): the Go client creates a campaign
-// asynchronously, follows its events to the final state event (ready),
+// asynchronously, follows its events to their first state event (ready),
 // changes its lifetime and deletes it.
 func TestGoClientAsync(t *testing.T) {
 	l := startLive(t)
@@ -21,9 +21,12 @@ func TestGoClientAsync(t *testing.T) {
 	}
 	var seen []events.Type
 	var final events.Event
-	if err := c.Events(t.Context(), id, 0, func(ev events.Event) error {
+	if err := c.Events(t.Context(), id, "", func(ev events.Event) error {
 		seen = append(seen, ev.Type)
 		final = ev
+		if ev.Type == events.State {
+			return apiclient.ErrStopEvents // the stream follows the campaign while it lives
+		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)

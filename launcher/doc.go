@@ -17,11 +17,15 @@
 // DELETE /v1/campaigns/{id} (delete returns the cleanup report, and only a
 // verified cleanup is a 200), GET /v1/campaigns/{id}/workspaces (opaque
 // agent ids and base_urls), GET /v1/campaigns/{id}/events (server-sent
-// events read from its journal, package events), POST and GET
+// events read from its journal, package events, following the campaign
+// while it lives, each resumable exactly by its id), POST
+// /v1/campaigns/{id}/keepalive (a launcher tied to its campaign says it
+// is there), POST and GET
 // /v1/campaigns/{id}/attestation (fresh or stored report), GET
 // /v1/campaigns/{id}/cleanup, GET /v1/tasks and /v1/tasks/{id} (the
 // catalogue, and what an agent sees of a task), GET /v1/images (the
-// daemon's images a spec can name). GET /healthz
+// daemon's images a spec can name). Every body is read as JSON,
+// whatever type the client declares (jsonBodies). GET /healthz
 // and GET /metrics (Prometheus, on a registry of the server's own) are
 // plain handlers, described in the same document. Every error, from Huma
 // or from the router, the auth check or the proxy, is an RFC 9457 problem
@@ -60,11 +64,17 @@
 // the service's Clock. Each campaign that is up with a lifetime has one
 // timer at the next moment campaign.Lifecycle.Due may say yes; then it
 // is removed as DELETE removes it, reason ttl or idle (idle: the
-// workspaces' socket times, adapter.LastActivity). Load reconciles every
-// campaign at start (adapter.Reconcile: a bring-up a killed service left
-// is rolled back, a removal finished, an expired campaign removed), each
-// reading deleting meanwhile, and the state root is rescanned every
-// RescanInterval for campaigns other processes made.
+// workspaces' socket times, adapter.LastActivity), its events warned of
+// it shortly before (expiring, journalled by adapter.Warn). A campaign
+// whose lifetime has a launcher timeout is removed, reason
+// launcher_gone, once the token that created it has held no event
+// stream of it and sent no keepalive for that long (tether.go: when the
+// service last saw the launcher is its memory, so only a running service
+// enforces it, and a restart sees every launcher at its start). Load
+// reconciles every campaign at start (adapter.Reconcile: a bring-up a
+// killed service left is rolled back, a removal finished, an expired
+// campaign removed), each reading deleting meanwhile, and the state root
+// is rescanned every RescanInterval for campaigns other processes made.
 //
 // # Campaigns
 //
@@ -75,7 +85,7 @@
 // another process brought up, attested or removed, or that a killed
 // create or delete left half made, reads as it is (campaign.Status: ready,
 // attestation_failed, starting_or_failed, cleanup_failed, removed,
-// unusable). The service keeps in memory only its own
+// unusable, empty). The service keeps in memory only its own
 // operations in progress (creating, deleting) and the proxy's table,
 // which each read reconciles with the files: only a ready campaign's
 // workspaces are served. DELETE removes whatever the journal records as
@@ -111,6 +121,16 @@
 // OpenEnv's error frame (EXECUTION_ERROR) and never relayed. A workspace that does
 // not answer is a 502 problem before any upgrade; one lost during a
 // session closes the client with 1011 and a reason that says so.
+//
+// The proxy owns every header it sends (relay.go): a workspace's socket
+// is the daemon user's, and nothing it answers chooses how a browser
+// takes an answer on the API's origin. Every answer carries the
+// service's headers (ProxyCSP, nosniff, no referrer, no frame); a
+// relayed body is JSON, checked whole, or MCP's event stream, typed by
+// the proxy; any other answer is refused, no redirect is relayed, and of
+// the workspace's headers only MCP's session id comes back. The play
+// page (/web/) is the service's own copy (package playpage); only its
+// JSON and its live state are relayed.
 //
 // The package does not talk to Docker: everything goes through package
 // adapter (a test keeps the Docker SDK out of its imports). It does not

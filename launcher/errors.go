@@ -93,7 +93,7 @@ func operationProblem(what string, err error) error {
 		return specProblem(err)
 	case errors.Is(err, store.ErrNoCampaign), errors.Is(err, adapter.ErrNotUp):
 		status = http.StatusNotFound
-	case errors.Is(err, adapter.ErrConflict), errors.Is(err, store.ErrLocked),
+	case errors.Is(err, adapter.ErrConflict), errors.Is(err, store.ErrLocked), errors.Is(err, store.ErrEmptyCampaign),
 		errors.Is(err, campaign.ErrJournalCorrupt), errors.Is(err, campaign.ErrUntrusted), errors.Is(err, errUnusable):
 		status = http.StatusConflict
 	case errors.Is(err, adapter.ErrDaemonUnreachable):

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentpen/agentpen/campaign"
@@ -21,13 +22,25 @@ import (
 // from its journal, the one record of what happened (package events):
 // a client that connects late first gets every event already journalled
 // (after Last-Event-ID, when it sends one), then each new one as it is
-// journalled, for as long as this service runs an operation on the
-// campaign (a create, a delete, an expiry, a reconciliation); then one
-// final event, of type state, says what the campaign is, and the stream
-// ends. The journal is read again when the adapter says it appended to
-// it (Config.Adapter's Journalled callback), and every eventsPoll in any
-// case, so what another process does (agentpen up, down) is streamed
-// too.
+// journalled (a claim, a refill, a lifetime's change, an expiry warning,
+// a removal), for as long as the campaign lives. Once the campaign is
+// settled (no operation of this service runs on it) after a run of
+// events, one event of type state says what it is; the stream ends after
+// the state that says it is removed (or unusable). The journal is read
+// again when the adapter says it appended to it (Config.Adapter's
+// Journalled callback), and every eventsPoll in any case, so what another
+// process does (agentpen up, down) is streamed too.
+//
+// Each journal event's id is its record's sequence number ("12"); a
+// state event's is the sequence number of the last event before it and
+// ":state" ("12:state"). A client that resumes with Last-Event-ID gets
+// exactly what followed that event: the records after it, and a state
+// event unless the one after those records is the one it had. So a cut
+// connection loses nothing and repeats nothing.
+//
+// A stream of the campaign held open by the launcher that created it
+// (its token) is that launcher's sign of life, as a keepalive is
+// (tether.go).
 
 // Event stream timings.
 const (
@@ -43,7 +56,31 @@ const (
 
 type eventsInput struct {
 	ID          string `path:"id" doc:"Campaign id"`
-	LastEventID string `header:"Last-Event-ID" doc:"Resume after this event (a journal sequence number): the events after it are sent"`
+	LastEventID string `header:"Last-Event-ID" doc:"Resume after this event (the id of the last event received: a journal sequence number, or one followed by :state): what followed it is sent, nothing twice"`
+}
+
+// eventID is an event's place in a stream: after journal record seq, and
+// whether the state event that follows it was sent.
+type eventID struct {
+	seq   int
+	state bool
+}
+
+func (id eventID) String() string {
+	if id.state {
+		return strconv.Itoa(id.seq) + ":state"
+	}
+	return strconv.Itoa(id.seq)
+}
+
+// parseEventID reads a Last-Event-ID: "12" or "12:state".
+func parseEventID(s string) (eventID, error) {
+	num, state := strings.CutSuffix(s, ":state")
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 || strconv.Itoa(n) != num {
+		return eventID{}, fmt.Errorf("%q is not an event id", s)
+	}
+	return eventID{seq: n, state: state}, nil
 }
 
 // registerEvents registers the event stream.
@@ -51,12 +88,17 @@ func (s *Server) registerEvents(hapi huma.API) {
 	schema := hapi.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[events.Event](), true, "Event")
 	huma.Register(hapi, huma.Operation{
 		OperationID: "campaignEvents", Method: http.MethodGet, Path: "/v1/campaigns/{id}/events", Tags: []string{"campaigns"},
-		Summary: "Stream the campaign's events (server-sent events): what already happened, then each new event, then its state",
+		Summary: "Stream the campaign's events (server-sent events) while it lives: what already happened, each new event, and its state",
 		Description: "Every event is read from the campaign's journal: a client that connects late first gets what already " +
-			"happened (after Last-Event-ID when it sends one: each event's id is its journal record's sequence number). " +
-			"The stream follows the campaign while this service creates, deletes, expires or reconciles it, then ends with " +
-			"one event of type state (no id) naming the campaign's state; a client closes on it. Each message's data is " +
-			"an Event, the schema of agentpen's --log-format json records.",
+			"happened, then each new event as it is journalled (claims, refills, lifetime changes, an expiring warning " +
+			"shortly before a ttl or idle removal, the removal itself). Once the campaign is settled after a run of events " +
+			"(no create, delete or expiry of this service running on it), an event of type state names its state; the " +
+			"stream ends after the state event that says removed (or unusable), and when the service stops. Each journal " +
+			"event's id is its record's sequence number; a state event's is the number before it and :state (12:state). " +
+			"A client whose connection drops reconnects with Last-Event-ID: it gets what followed that event, nothing " +
+			"twice. Each message's data is an Event, the schema of agentpen's --log-format json records. A stream held " +
+			"open by the token that created the campaign keeps a campaign tied to its launcher " +
+			"(launcher_timeout_seconds) alive, as POST .../keepalive does.",
 		Errors: []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusConflict},
 		Responses: map[string]*huma.Response{"200": {
 			Description: "text/event-stream: each message's data is one Event (JSON)",
@@ -77,13 +119,17 @@ func (s *Server) campaignEvents(ctx context.Context, in *eventsInput) (*huma.Str
 	if err == nil && snap.err != nil {
 		return nil, unusableProblem(id, snap)
 	}
-	after := 0
+	var from eventID
 	if in.LastEventID != "" {
-		if after, err = strconv.Atoi(in.LastEventID); err != nil || after < 0 {
-			return nil, problem(http.StatusBadRequest, "Last-Event-ID: not an event id (a journal sequence number)",
-				&huma.ErrorDetail{Message: "not a non-negative integer", Location: "header.Last-Event-ID", Value: in.LastEventID})
+		if from, err = parseEventID(in.LastEventID); err != nil {
+			return nil, problem(http.StatusBadRequest, "Last-Event-ID: not an event id (a journal sequence number, or one followed by :state)",
+				&huma.ErrorDetail{Message: "not a non-negative integer, with or without :state", Location: "header.Last-Event-ID", Value: in.LastEventID})
 		}
 	}
+	// The launcher that created it holds it alive while it listens.
+	caller, _ := CallerOf(ctx)
+	owner, _ := s.ownerOf(id)
+	launcher := owner != "" && caller.Name == owner
 	s.mu.Lock()
 	closed := s.closed
 	if !closed {
@@ -95,13 +141,18 @@ func (s *Server) campaignEvents(ctx context.Context, in *eventsInput) (*huma.Str
 	}
 	return &huma.StreamResponse{Body: func(hctx huma.Context) {
 		defer s.relays.Done()
-		s.streamEvents(hctx, id, after)
+		if launcher {
+			s.launcherStream(id, true)
+			defer s.launcherStream(id, false)
+		}
+		s.streamEvents(hctx, id, from)
 	}}, nil
 }
 
-// streamEvents writes the campaign's events after seq after, following
-// its journal while this service operates on it, then its state.
-func (s *Server) streamEvents(hctx huma.Context, id string, after int) {
+// streamEvents writes the campaign's events after from, following its
+// journal while it lives, each run of them followed by its state once
+// it is settled, until the state says it is removed or unusable.
+func (s *Server) streamEvents(hctx huma.Context, id string, from eventID) {
 	hctx.SetHeader("Content-Type", "text/event-stream")
 	hctx.SetHeader("Cache-Control", "no-cache")
 	hctx.SetHeader("X-Accel-Buffering", "no")
@@ -109,41 +160,46 @@ func (s *Server) streamEvents(hctx huma.Context, id string, after int) {
 	_, w := humachi.Unwrap(hctx)
 	rc := http.NewResponseController(w)
 	ctx := hctx.Context()
-	send := func(ev events.Event) error {
+	last := from
+	lastWrite := time.Now()
+	send := func(ev events.Event, id eventID) error {
 		b, err := json.Marshal(ev)
 		if err != nil {
 			return err
 		}
 		_ = rc.SetWriteDeadline(time.Now().Add(eventsWriteTimeout))
-		msg := "data: " + string(b) + "\n\n"
-		if ev.Seq > 0 {
-			msg = "id: " + strconv.Itoa(ev.Seq) + "\n" + msg
-		}
-		if _, err := w.Write([]byte(msg)); err != nil {
+		if _, err := w.Write([]byte("id: " + id.String() + "\ndata: " + string(b) + "\n\n")); err != nil {
 			return err
 		}
+		last, lastWrite = id, time.Now()
 		return rc.Flush()
 	}
 	if _, err := w.Write([]byte(": events of campaign " + id + "\n\n")); err != nil {
 		return
 	}
 	rc.Flush()
-	lastWrite := time.Now()
 	for {
 		wake := s.journalWake(id)
 		busy := s.busyAs(id) != 0
 		if recs, err := s.records(id); err == nil {
-			for _, ev := range events.FromRecords(id, recordsAfter(recs, after)) {
-				if send(ev) != nil {
+			for _, ev := range events.FromRecords(id, recordsAfter(recs, last.seq)) {
+				if send(ev, eventID{seq: ev.Seq}) != nil {
 					return
 				}
-				after, lastWrite = ev.Seq, time.Now()
 			}
 		}
-		if !busy {
+		if !busy && s.busyAs(id) == 0 {
 			snap, err := s.read(id)
-			send(s.finalEvent(id, snap, err))
-			return
+			final := s.finalEvent(id, snap, err)
+			ended := err != nil || snap.err != nil || snap.status() == campaign.StatusRemoved
+			if !last.state {
+				if send(final, eventID{seq: last.seq, state: true}) != nil {
+					return
+				}
+			}
+			if ended {
+				return
+			}
 		}
 		if time.Since(lastWrite) >= eventsKeepAlive {
 			if _, err := w.Write([]byte(": keep-alive\n\n")); err != nil || rc.Flush() != nil {
@@ -184,8 +240,9 @@ func recordsAfter(recs []campaign.Record, after int) []campaign.Record {
 	return nil
 }
 
-// finalEvent is a stream's last event: the campaign's state as its files
-// say once no operation of this service runs on it.
+// finalEvent is a stream's state event: the campaign's state as its
+// files say once no operation of this service runs on it (its last, when
+// it says removed or unusable).
 func (s *Server) finalEvent(id string, snap snapshot, err error) events.Event {
 	now := s.clock.Now()
 	switch {

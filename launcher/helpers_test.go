@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -175,7 +176,9 @@ func (f *fakeBackend) begin(p *campaign.Plan) error {
 	if !p.Lifetime.IsZero() {
 		recs = append(recs, p.Lifetime.Record(gen))
 	}
-	return f.journal(id, recs...)
+	// Through the campaign the spec went into: a new one's directory is
+	// put in place by its first record (store.Root.Create).
+	return journalIn(sc, recs...)
 }
 
 // plan validates a spec as the service does (no catalogue).
@@ -243,6 +246,11 @@ func (f *fakeBackend) journal(id string, recs ...campaign.Record) error {
 		return err
 	}
 	defer sc.Close()
+	return journalIn(sc, recs...)
+}
+
+// journalIn appends records to the open campaign's journal.
+func journalIn(sc *store.Campaign, recs ...campaign.Record) error {
 	j, err := sc.OpenJournal()
 	if err != nil {
 		return err
@@ -509,6 +517,9 @@ func (f *fakeBackend) Reconcile(ctx context.Context, c *store.Campaign, opts ada
 	res := adapter.Reconciled{Status: st.Status}
 	if opts.ExpiryOnly {
 		res.Reason, _ = st.Due(opts.Now, last)
+		if gone, _ := st.LauncherGone(opts.Now, opts.LauncherSeen); res.Reason == "" && gone {
+			res.Reason = campaign.ReasonLauncherGone
+		}
 	} else {
 		res.Reason = st.ReconcileReason(opts.Now, last)
 	}
@@ -523,6 +534,26 @@ func (f *fakeBackend) Reconcile(ctx context.Context, c *store.Campaign, opts ada
 		err = f.journal(c.ID, campaign.Record{Op: campaign.OpRolledBack, Gen: st.Latest().N, Note: "rolled back by reconcile"})
 	}
 	return res, err
+}
+
+// DiscardEmpty removes an empty campaign's directory, as the adapter does
+// when nothing on the daemon carries its id (the fake daemon holds
+// nothing).
+func (f *fakeBackend) DiscardEmpty(ctx context.Context, root *store.Root, l store.Listing, dryRun bool) (bool, error) {
+	f.record("DiscardEmpty " + l.ID)
+	if l.State.Status != campaign.StatusEmpty || dryRun {
+		return l.State.Status == campaign.StatusEmpty, nil
+	}
+	return true, root.RemoveEmpty(l.Key)
+}
+
+// SweepCreates removes every staging directory (no other process runs).
+func (f *fakeBackend) SweepCreates(ctx context.Context, root *store.Root) (int, error) {
+	staged, err := root.Staged()
+	for _, st := range staged {
+		err = errors.Join(err, root.RemoveStaged(st))
+	}
+	return len(staged), err
 }
 
 // CampaignDir is the campaign's state directory.
@@ -658,10 +689,52 @@ func checkNoLeaks(t *testing.T) {
 	leakcheck.AfterTest(t, reflect.TypeFor[Server]().PkgPath()+".", "coder/websocket")
 }
 
-// Claim is refused: the fake has no pool (the real adapter's claims are
+// Claim binds the task to the campaign's first workspace, journalling
+// the claim as the adapter does, when its spec asks for a pool; else it
+// is refused as the adapter refuses it (the real adapter's pools are
 // tested on the daemon).
 func (f *fakeBackend) Claim(ctx context.Context, c *store.Campaign, task, attempt string, opts adapter.AttestOptions) (adapter.Claimed, error) {
-	return adapter.Claimed{}, fmt.Errorf("campaign %s: %w", c.ID, adapter.ErrNoPool)
+	f.record("Claim " + c.ID)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	camp := f.up[c.ID]
+	if camp == nil || camp.Plan.Spec.Pool == 0 {
+		return adapter.Claimed{}, fmt.Errorf("campaign %s: %w", c.ID, adapter.ErrNoPool)
+	}
+	st, err := f.state(c.ID)
+	if err != nil {
+		return adapter.Claimed{}, err
+	}
+	ag := camp.Plan.Agents[0]
+	rec := campaign.Record{Op: campaign.OpClaim, Gen: st.Latest().N, Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: ag.Name, Task: task, Attempt: attempt}
+	for _, r := range st.Live() {
+		if r.Name == ag.Name {
+			rec.ID = r.ID
+		}
+	}
+	if err := f.journal(c.ID, rec); err != nil {
+		return adapter.Claimed{}, err
+	}
+	ws := camp.Workspaces[0]
+	ws.TaskID, ws.Pooled = task, true
+	return adapter.Claimed{Workspace: ws, Warm: true, At: time.Now()}, nil
+}
+
+// Warn journals a warning of the next removal when one is due, as the
+// adapter does.
+func (f *fakeBackend) Warn(ctx context.Context, c *store.Campaign, now time.Time, lead time.Duration) (campaign.Expiry, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, err := f.state(c.ID)
+	if err != nil {
+		return campaign.Expiry{}, false, err
+	}
+	e, due, _ := st.Warning(now, f.activity[c.ID], lead)
+	if !due {
+		return e, false, nil
+	}
+	f.calls = append(f.calls, "Warn "+c.ID+" ("+e.Reason+")")
+	return e, true, f.journal(c.ID, e.Record(st.Latest().N))
 }
 
 // Refill makes nothing.

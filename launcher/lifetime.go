@@ -33,7 +33,8 @@ func lifetimeView(l campaign.Lifetime) *api.LifetimeView {
 	if l.IsZero() {
 		return nil
 	}
-	v := &api.LifetimeView{AcceptedAt: l.Accepted.UTC(), TTLSeconds: int(l.TTL / time.Second), IdleTimeoutSeconds: int(l.Idle / time.Second)}
+	v := &api.LifetimeView{AcceptedAt: l.Accepted.UTC(), TTLSeconds: int(l.TTL / time.Second), IdleTimeoutSeconds: int(l.Idle / time.Second),
+		LauncherTimeoutSeconds: int(l.Launcher / time.Second)}
 	if exp := l.Expires(); !exp.IsZero() {
 		exp = exp.UTC()
 		v.ExpiresAt = &exp
@@ -56,7 +57,7 @@ func (s *Server) planLifetime(p *campaign.Plan, accepted time.Time) error {
 	if err != nil {
 		return specProblem(err)
 	}
-	p.Lifetime = campaign.Lifetime{Accepted: accepted, TTL: ttl, Idle: idle}
+	p.Lifetime = campaign.Lifetime{Accepted: accepted, TTL: ttl, Idle: idle, Launcher: p.Lifetime.Launcher}
 	return nil
 }
 
@@ -65,6 +66,9 @@ type patchInput struct {
 	Body struct {
 		TTLSeconds         *int `json:"ttl_seconds,omitempty" minimum:"0" maximum:"2592000" doc:"The new time to live, counted from the create's acceptance (0: none, where the service allows it)"`
 		IdleTimeoutSeconds *int `json:"idle_timeout_seconds,omitempty" minimum:"0" maximum:"2592000" doc:"The new idle timeout (0: none, where the service allows it)"`
+		// LauncherTimeoutSeconds ties the campaign to its launcher (0:
+		// unties it).
+		LauncherTimeoutSeconds *int `json:"launcher_timeout_seconds,omitempty" minimum:"0" maximum:"2592000" doc:"The new launcher timeout: remove the campaign once the launcher that created it has held no event stream of it and sent no keepalive for this long (0: not tied to its launcher)"`
 	}
 }
 
@@ -72,8 +76,8 @@ type patchInput struct {
 func (s *Server) registerLifetime(hapi huma.API) {
 	huma.Register(hapi, huma.Operation{
 		OperationID: "patchCampaign", Method: http.MethodPatch, Path: "/v1/campaigns/{id}", Tags: []string{"campaigns"},
-		Summary: "Change a campaign's lifetime: ttl_seconds (from its create's acceptance) and idle_timeout_seconds",
-		Description: "Either field may be given; the other is kept. The values are bounded as the spec's are, and by the " +
+		Summary: "Change a campaign's lifetime: ttl_seconds (from its create's acceptance), idle_timeout_seconds and launcher_timeout_seconds",
+		Description: "Any of the fields may be given; the others are kept. The values are bounded as the spec's are, and by the " +
 			"service's maxima; a ttl whose deadline has passed is refused (DELETE removes a campaign). Only a campaign " +
 			"that is up (ready or attestation_failed) has its lifetime changed (409 otherwise). The answer is the " +
 			"campaign, with its new lifetime; the change is journalled and in its events.",
@@ -86,8 +90,8 @@ func (s *Server) patchCampaign(ctx context.Context, in *patchInput) (*campaignOu
 		return nil, pathProblem(err)
 	}
 	id, b := in.ID, in.Body
-	if b.TTLSeconds == nil && b.IdleTimeoutSeconds == nil {
-		return nil, problem(http.StatusBadRequest, "nothing to change: give ttl_seconds, idle_timeout_seconds or both")
+	if b.TTLSeconds == nil && b.IdleTimeoutSeconds == nil && b.LauncherTimeoutSeconds == nil {
+		return nil, problem(http.StatusBadRequest, "nothing to change: give ttl_seconds, idle_timeout_seconds, launcher_timeout_seconds or several")
 	}
 	orZero := func(p *int) int {
 		if p == nil {
@@ -95,7 +99,8 @@ func (s *Server) patchCampaign(ctx context.Context, in *patchInput) (*campaignOu
 		}
 		return *p
 	}
-	if err := campaign.CheckLifetime("ttl_seconds", orZero(b.TTLSeconds), "idle_timeout_seconds", orZero(b.IdleTimeoutSeconds)); err != nil {
+	if err := errors.Join(campaign.CheckLifetime("ttl_seconds", orZero(b.TTLSeconds), "idle_timeout_seconds", orZero(b.IdleTimeoutSeconds)),
+		campaign.CheckLauncherTimeout("launcher_timeout_seconds", orZero(b.LauncherTimeoutSeconds))); err != nil {
 		return nil, specProblem(err)
 	}
 	ctx, e, snap, release, err := s.operate(ctx, id, "patch")
@@ -109,6 +114,10 @@ func (s *Server) patchCampaign(ctx context.Context, in *patchInput) (*campaignOu
 	if !snap.status().Up() {
 		return nil, problem(http.StatusConflict, fmt.Sprintf("campaign %q is %s: only a campaign that is up has its lifetime changed (GET /v1/campaigns/%s says more)", id, snap.status(), id))
 	}
+	if b.LauncherTimeoutSeconds != nil && *b.LauncherTimeoutSeconds > 0 && snap.st.Latest().Owner == "" {
+		return nil, specProblem(&campaign.ValidationError{Field: "launcher_timeout_seconds", Value: fmt.Sprint(*b.LauncherTimeoutSeconds),
+			Msg: "the campaign has no launcher (agentpen up made it): nothing could keep it alive"})
+	}
 	l := snap.st.Lifetime
 	if l.Accepted.IsZero() {
 		l.Accepted = snap.st.Latest().Started // a campaign that had none: from its bring-up
@@ -118,6 +127,9 @@ func (s *Server) patchCampaign(ctx context.Context, in *patchInput) (*campaignOu
 	}
 	if b.IdleTimeoutSeconds != nil {
 		l.Idle = time.Duration(*b.IdleTimeoutSeconds) * time.Second
+	}
+	if b.LauncherTimeoutSeconds != nil {
+		l.Launcher = time.Duration(*b.LauncherTimeoutSeconds) * time.Second
 	}
 	if err := s.cfg.Lifetime.Check("ttl_seconds", l.TTL, "idle_timeout_seconds", l.Idle); err != nil {
 		return nil, specProblem(err)
@@ -136,6 +148,9 @@ func (s *Server) patchCampaign(ctx context.Context, in *patchInput) (*campaignOu
 	}
 	s.mu.Lock()
 	e.seq++
+	if b.LauncherTimeoutSeconds != nil {
+		e.seen = s.clock.Now() // a launcher that ties it is there
+	}
 	s.mu.Unlock()
 	s.schedule(id)
 	v, err := s.view(id)
@@ -147,9 +162,10 @@ func (s *Server) patchCampaign(ctx context.Context, in *patchInput) (*campaignOu
 }
 
 // schedule reads the campaign's files and, when it is up with a
-// lifetime, removes it now if it is due, else sets its timer for the
-// next moment it may be (replacing any other). A campaign that is not up
-// loses its timer.
+// lifetime, removes it now if it is due (its ttl or idle timeout, or its
+// launcher gone: tether.go), warns of its next removal when that is
+// near (warn), and sets its timer for the next moment either may be
+// (replacing any other). A campaign that is not up loses its timer.
 func (s *Server) schedule(id string) {
 	snap, err := s.read(id)
 	if err != nil || snap.err != nil {
@@ -164,6 +180,7 @@ func (s *Server) schedule(id string) {
 	}
 	now := s.clock.Now()
 	reason, next := snap.st.Due(now, last)
+	_, warn, warnNext := snap.st.Warning(now, last, s.expiryWarning())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -174,15 +191,89 @@ func (s *Server) schedule(id string) {
 		e.timer()
 		e.timer = nil
 	}
-	e.timerFor = snap.st.Latest().Instance
-	switch {
-	case reason != "":
+	g := snap.st.Latest()
+	e.timerFor = g.Instance
+	if e.seenFor != g.Instance {
+		// This service sees the generation's launcher from now on.
+		e.seen, e.seenFor = now, g.Instance
+	}
+	gone, goneNext := snap.st.LauncherGone(now, e.launcherSeenLocked(now))
+	if reason == "" && gone {
+		reason = campaign.ReasonLauncherGone
+	}
+	if reason != "" {
 		go s.expire(id)
-	case !next.IsZero():
+		return
+	}
+	if warn {
+		go s.warn(id)
+	}
+	for _, t := range []time.Time{warnNext, goneNext} {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if !next.IsZero() {
 		// Run by the clock itself (a fake one runs it within Advance): it
-		// only reads files and sets the next timer, or starts expire.
+		// only reads files and sets the next timer, or starts expire or
+		// warn.
 		e.timer = s.clock.AfterFunc(next.Sub(now), func() { s.schedule(id) })
 	}
+}
+
+// expiryWarning is how long before a removal its warning comes (0:
+// never).
+func (s *Server) expiryWarning() time.Duration {
+	switch w := s.cfg.ExpiryWarning; {
+	case w < 0:
+		return 0
+	case w == 0:
+		return DefaultExpiryWarning
+	default:
+		return w
+	}
+}
+
+// warn journals the warning of the campaign's next removal when it is
+// due (decided again under its lock: adapter.Warn), which its event
+// streams then tell, and schedules it again.
+func (s *Server) warn(id string) {
+	sctx, done, err := s.startOp()
+	if err != nil {
+		return
+	}
+	defer done()
+	c, err := s.root.Open(id)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	e, due, err := s.be.Warn(sctx, c, s.clock.Now(), s.expiryWarning())
+	if err != nil {
+		// Held by another process, or the journal would not take it:
+		// asked again later, not at once.
+		s.log.Warn("expiry warning not journalled", "campaign", id, "err", err)
+		s.retryLater(id)
+		return
+	}
+	if due {
+		s.log.Info("expiring", "campaign", id, "reason", e.Reason, "deadline", e.Deadline.UTC())
+	}
+	s.schedule(id)
+}
+
+// retryLater schedules the campaign again after a rescan interval.
+func (s *Server) retryLater(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	e := s.entryLocked(id)
+	if e.timer != nil {
+		e.timer()
+	}
+	e.timer = s.clock.AfterFunc(s.rescanInterval(), func() { s.schedule(id) })
 }
 
 // expire removes the campaign, as DELETE does, when its lifetime is over
@@ -207,7 +298,8 @@ func (s *Server) expire(id string) {
 	s.mu.Lock()
 	s.revokeLocked(e, errRevoked)
 	s.mu.Unlock()
-	res, err := s.be.Reconcile(sctx, c, adapter.ReconcileOptions{Now: s.clock.Now(), ExpiryOnly: true, LockWait: store.DefaultLockWait})
+	now := s.clock.Now()
+	res, err := s.be.Reconcile(sctx, c, adapter.ReconcileOptions{Now: now, ExpiryOnly: true, LockWait: store.DefaultLockWait, LauncherSeen: s.launcherSeen(id, now)})
 	s.end(e)
 	if res.Reason == "" && err == nil {
 		// Not over after all: served again, and a new timer.
@@ -224,11 +316,7 @@ func (s *Server) expire(id string) {
 		// Another process holds it for longer than the wait: served
 		// again meanwhile, and asked again later.
 		s.view(id)
-		s.mu.Lock()
-		if !s.closed {
-			e.timer = s.clock.AfterFunc(s.rescanInterval(), func() { s.schedule(id) })
-		}
-		s.mu.Unlock()
+		s.retryLater(id)
 	}
 	s.logOp(context.Background(), "expire", id, outcome+" ("+res.Reason+")", start, err)
 }

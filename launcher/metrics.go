@@ -37,6 +37,7 @@ const (
 	errKindBackendLost = "backend_lost"       // the workspace went away mid-session or mid-request
 	errKindRevoked     = "revoked"            // the workspace was removed while in use
 	errKindBadRequest  = "bad_request"        // a body over the limit or unreadable
+	errKindRefused     = "answer_refused"     // a workspace's answer the route does not relay (relayAnswer)
 )
 
 func newMetrics() *metrics {

@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -48,8 +49,32 @@ func (ts *testServer) doAs(t *testing.T, token, method, path string, body []byte
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if method == http.MethodGet && strings.HasSuffix(path, "/events") && resp.StatusCode == http.StatusOK {
+		// A stream follows a campaign while it lives: read up to its
+		// first state event.
+		return resp, readToState(resp.Body)
+	}
 	b, _ := io.ReadAll(resp.Body)
 	return resp, b
+}
+
+// readToState reads an event stream up to the end of its first state
+// event (or its end).
+func readToState(r io.Reader) []byte {
+	var out bytes.Buffer
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
+	state := false
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if strings.HasPrefix(sc.Text(), "data: ") && strings.Contains(sc.Text(), `"event":"state"`) {
+			state = true
+		}
+		if state && sc.Text() == "" {
+			break
+		}
+	}
+	return out.Bytes()
 }
 
 // createAs creates a campaign with token, synchronously, and returns it.
@@ -96,6 +121,7 @@ var campaignRouteBodies = map[routeKey]string{
 	"GET /v1/campaigns/{id}/events":       "",
 	"GET /v1/campaigns/{id}/episodes":     "",
 	"POST /v1/campaigns/{id}/workspaces":  `{"task_id": "config/debug_in_prod"}`,
+	"POST /v1/campaigns/{id}/keepalive":   "",
 }
 
 // campaignRoutesInOrder are the routes of campaignRouteBodies, DELETE

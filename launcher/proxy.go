@@ -1,11 +1,9 @@
 package launcher
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -128,87 +126,6 @@ func (s *Server) proxyRoute(w http.ResponseWriter, r *http.Request) (rt *route, 
 		return nil, nil
 	}
 	return rt, s.relays.Done
-}
-
-// serveHTTP relays one OpenEnv HTTP call to the workspace's socket.
-func (s *Server) serveHTTP(path string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) { s.relayHTTP(w, r, path) }
-}
-
-// replyHeaders are the workspace's response headers relayed back: the
-// content type, the play page's CSP and the others it is served with,
-// and a redirect's (relative) Location.
-var replyHeaders = []string{"Content-Type", "Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy", "Cache-Control", "Location"}
-
-// relayHTTP relays one HTTP call to path on the workspace's socket: a
-// POST body gets the workspace's task_id (a reset's, a stateless step's),
-// or is refused when it names another task; the play page's step (its
-// shared episode) passes unchanged.
-func (s *Server) relayHTTP(w http.ResponseWriter, r *http.Request, path string) {
-	rt, done := s.proxyRoute(w, r)
-	if rt == nil {
-		return
-	}
-	defer done()
-	ctx, cancel := withRoute(r.Context(), rt)
-	defer cancel()
-	var body []byte
-	if r.Method == http.MethodPost {
-		b, ok := s.readBody(w, r)
-		if !ok {
-			return
-		}
-		body = b
-		if path != "/web/step" {
-			var other bool
-			if body, other = rewriteBody(b, rt.taskID, path == "/reset" || path == "/web/reset"); other {
-				s.metrics.proxyErrors.WithLabelValues(errKindBadRequest).Inc()
-				writeProblem(w, http.StatusUnprocessableEntity, bind.ErrOtherTask.Error())
-				return
-			}
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, r.Method, "http://workbench"+path, bytes.NewReader(body))
-	if err != nil {
-		writeProblem(w, http.StatusInternalServerError, "the request could not be built")
-		return
-	}
-	if r.Method == http.MethodPost {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := rt.client.Do(req)
-	if err != nil {
-		s.unavailable(w, ctx, rt, err)
-		return
-	}
-	defer resp.Body.Close()
-	copyHeaders(w.Header(), resp.Header, replyHeaders)
-	w.WriteHeader(resp.StatusCode)
-	if _, err := io.Copy(w, io.LimitReader(resp.Body, maxObservationBytes)); err != nil {
-		s.metrics.proxyErrors.WithLabelValues(errKindBackendLost).Inc()
-	}
-}
-
-// readBody reads a request body of at most MaxFrameBytes, or answers 413
-// and reports false.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxFrameBytes))
-	if err != nil {
-		s.metrics.proxyErrors.WithLabelValues(errKindBadRequest).Inc()
-		writeProblem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body could not be read or is over %d bytes", MaxFrameBytes))
-		return nil, false
-	}
-	return b, true
-}
-
-// copyHeaders copies the named headers from src to dst.
-func copyHeaders(dst, src http.Header, names []string) {
-	for _, h := range names {
-		if v := src.Values(h); len(v) > 0 {
-			dst[http.CanonicalHeaderKey(h)] = v
-		}
-	}
 }
 
 // unavailable answers a request whose workspace could not be reached.

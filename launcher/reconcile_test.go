@@ -2,7 +2,11 @@ package launcher
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -219,5 +223,54 @@ func TestLifetimePolicyAtCreate(t *testing.T) {
 	if resp, b := ts.do(t, http.MethodPost, "/v1/campaigns", jsonMarshal(own), true); resp.StatusCode != http.StatusCreated ||
 		!strings.Contains(string(b), `"ttl_seconds":3600`) || strings.Contains(string(b), `"idle_timeout_seconds"`) {
 		t.Fatalf("own command: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestEmptyAtLoad: a service that starts on a state root where a create
+// stopped before its first record removes what that left: the
+// directory of a create killed before it (never listed) at once, and the
+// directory of a campaign whose journal holds none (an older agentpen's)
+// once nothing on the daemon carries its id, logged; until then it reads
+// empty, never removed.
+func TestEmptyAtLoad(t *testing.T) {
+	be := newFakeBackend(t)
+	be.readyWithLifetime(t, "fine", campaign.Lifetime{})
+	dir := be.root.CampaignDir("ghost")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, campaign.JournalFile), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := be.root.Create("killed-early"); err != nil { // never closed
+		t.Fatal(err)
+	}
+	ts := newTestServer(t, be)
+	if v := ts.getView(t, "ghost"); v.State != campaign.StatusEmpty.String() {
+		t.Fatalf("before Load: %+v, want empty", v)
+	}
+	// A create of its id meanwhile: a conflict that says what to do.
+	if resp, b := ts.do(t, http.MethodPost, "/v1/campaigns", specJSON("ghost", "software/median@7"), true); resp.StatusCode != http.StatusConflict || !strings.Contains(string(b), "agentpen reconcile") {
+		t.Fatalf("a create over the empty campaign: %d %s, want 409", resp.StatusCode, b)
+	}
+	if err := ts.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if staged, err := be.root.Staged(); err != nil || len(staged) != 0 {
+		t.Fatalf("after Load: staged %+v %v", staged, err)
+	}
+	testenv.WaitFor(t, "the empty campaign's directory to go", func() bool {
+		resp, _ := ts.do(t, http.MethodGet, "/v1/campaigns/ghost", nil, true)
+		return resp.StatusCode == http.StatusNotFound
+	})
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("still there: %v", err)
+	}
+	// Logged once the removal is done (the GET above may see it first).
+	testenv.WaitFor(t, "the removal's line in the log", func() bool {
+		return strings.Contains(ts.logs.String(), `"outcome":"empty (its journal holds no generation): its directory removed"`)
+	})
+	if v := ts.getView(t, "fine"); v.State != "ready" {
+		t.Errorf("fine: %+v, want it served", v)
 	}
 }

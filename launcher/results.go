@@ -75,10 +75,14 @@ func (s *Server) registerEpisodes(hapi huma.API, errs []int) {
 	huma.Register(hapi, huma.Operation{
 		OperationID: "listEpisodes", Method: http.MethodGet, Path: "/v1/campaigns/{id}/episodes", Tags: []string{"campaigns"},
 		Summary: "The campaign's episode results: reward, its parts, steps, how each ended",
-		Description: "One result per episode a workspace's workbench ended (graded, out of steps, finished, replaced by a " +
-			"reset, closed), through a base_url or a CLI socket, collected into the campaign's state about once a " +
+		Description: "One result per episode a workspace's workbench ended (graded, voided by a grading error, out of steps, " +
+			"finished, replaced by a reset, closed), through a base_url or a CLI socket, collected into the campaign's state about once a " +
 			"second and before any removal: they outlive the campaign (a removed campaign still answers). Paged: " +
-			"pass next as after until it is 0.",
+			"pass next as after until it is 0. Provenance: each result is what the workspace's workbench reported, a " +
+			"line of a file in its run directory, which the daemon's user (what a container escape yields) can write: " +
+			"checked (its workspace's own task, every field present and in range, no other), never proven; workspace, " +
+			"agent_id and generation say where it was read, collected_at when. An episode whose grading failed ends " +
+			"error, with a reason (grader_failed, case_prepare_failed, case_run_failed or grading_failed) and no reward.",
 		Errors: errs,
 	}, s.listEpisodes)
 }

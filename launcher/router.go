@@ -42,7 +42,7 @@ func (s *Server) buildRouter() (chi.Router, huma.API) {
 
 	var hapi huma.API
 	r.Group(func(g chi.Router) {
-		g.Use(s.auth)
+		g.Use(s.auth, jsonBodies)
 		hapi = humachi.New(g, s.humaConfig())
 		hapi.UseMiddleware(s.guardCampaigns(hapi))
 		s.registerOperations(hapi)
@@ -58,12 +58,13 @@ func (s *Server) buildRouter() (chi.Router, huma.API) {
 		w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	r.Route(episodePrefix+"/{capability}", func(p chi.Router) {
+		p.Use(proxyHeaders)
 		p.Get("/ws", s.serveWS)
 		p.Post("/mcp", s.serveMCP)
 		p.Get("/mcp", s.serveMCP)
 		p.Delete("/mcp", s.serveMCP)
-		p.Get("/web", s.serveHTTP("/web"))
-		p.Get("/web/", s.serveHTTP("/web/"))
+		p.Get("/web", s.servePlayRedirect)
+		p.Get("/web/", s.serveWebFile)
 		p.Get("/web/{file}", s.serveWebFile)
 		p.Post("/web/reset", s.serveHTTP("/web/reset"))
 		p.Post("/web/step", s.serveHTTP("/web/step"))
@@ -152,7 +153,7 @@ func (s *Server) documentRawRoutes(doc *huma.OpenAPI) {
 	errs := func(resp map[string]*huma.Response) map[string]*huma.Response {
 		resp["404"] = problemResp("The capability names no live workspace (unknown, or its workspace was removed)")
 		resp["410"] = problemResp("The workspace was removed during the request")
-		resp["502"] = problemResp("The workspace's episode server did not answer")
+		resp["502"] = problemResp("The workspace's episode server did not answer, or answered what the route does not relay (another content type, a body that is not JSON, a redirect): refused, never relayed")
 		return resp
 	}
 	doc.AddOperation(&huma.Operation{OperationID: "episodeWebSocket", Method: http.MethodGet, Path: episodePrefix + "/{capability}/ws", Tags: []string{"episode proxy"},
@@ -166,21 +167,21 @@ func (s *Server) documentRawRoutes(doc *huma.OpenAPI) {
 		doc.AddOperation(&huma.Operation{OperationID: "episodeMCP" + method[:1] + strings.ToLower(method[1:]), Method: method, Path: episodePrefix + "/{capability}/mcp", Tags: []string{"episode proxy"},
 			Security: none, Parameters: []*huma.Param{capParam},
 			Summary:     "The workspace's tools over MCP: the standard protocol (streamable HTTP) and OpenEnv's dialect",
-			Description: "Relayed to the workspace's episode server with MCP's headers (Mcp-Session-Id, Mcp-Protocol-Version, Accept, Last-Event-ID) both ways, streamed. A POST with method initialize or an Mcp-Session-Id is standard MCP (one session, one episode of the workspace's task); other POSTs are OpenEnv's JSON-RPC (tools/list, tools/call, openenv/session/create and close); a GET with a WebSocket upgrade is OpenEnv's WebSocket /mcp. An openenv/session/create naming another task is refused.",
+			Description: "Relayed to the workspace's episode server with MCP's headers (Mcp-Session-Id, Mcp-Protocol-Version, Accept, Last-Event-ID; back, the session id alone), streamed; the answer is JSON or an event stream, with the service's own headers. A POST with method initialize or an Mcp-Session-Id is standard MCP (one session, one episode of the workspace's task); other POSTs are OpenEnv's JSON-RPC (tools/list, tools/call, openenv/session/create and close); a GET with a WebSocket upgrade is OpenEnv's WebSocket /mcp. An openenv/session/create naming another task is refused.",
 			Responses: errs(map[string]*huma.Response{"200": object("The workspace's MCP answer, relayed (JSON, or an event stream)"),
 				"101": {Description: "Switching protocols (OpenEnv's WebSocket /mcp)"}})})
 	}
 	for _, wr := range []struct{ method, path, summary string }{
 		{http.MethodGet, "/web", "The play page: redirects (relatively) to web/"},
-		{http.MethodGet, "/web/", "The play page (OpenEnv's web interface), with its Content-Security-Policy"},
-		{http.MethodGet, "/web/{file}", "The play page and its files, /web/metadata (with the tools' schemas) and /web/state, with the page's Content-Security-Policy"},
+		{http.MethodGet, "/web/", "The play page (OpenEnv's web interface): the service's own copy, never the workspace's, with its Content-Security-Policy"},
+		{http.MethodGet, "/web/{file}", "The play page's files (the service's own copy), or /web/metadata (with the tools' schemas) and /web/state, relayed as JSON"},
 		{http.MethodPost, "/web/reset", "Reset the play page's episode: the workspace's task; a task_id naming another is refused"},
 		{http.MethodPost, "/web/step", "One tool call in the play page's episode"},
 		{http.MethodGet, "/ws/ui", "The play page's live state (WebSocket: state_update messages)"},
 	} {
 		op := &huma.Operation{OperationID: "episodeWeb" + strings.ReplaceAll(strings.ReplaceAll(wr.method+wr.path, "/", "_"), "{file}", "file"), Method: wr.method,
 			Path: episodePrefix + "/{capability}" + wr.path, Tags: []string{"episode proxy"}, Security: none, Parameters: []*huma.Param{capParam}, Summary: wr.summary,
-			Responses: errs(map[string]*huma.Response{"200": object("The workspace's play page answer, relayed")})}
+			Responses: errs(map[string]*huma.Response{"200": object("The page, its file, or the workspace's JSON answer, relayed")})}
 		if wr.path == "/web/{file}" {
 			op.Parameters = append(op.Parameters, &huma.Param{Name: "file", In: "path", Required: true, Schema: &huma.Schema{Type: "string"}, Description: "index.html, a file of the page, metadata or state"})
 		}
@@ -189,7 +190,7 @@ func (s *Server) documentRawRoutes(doc *huma.OpenAPI) {
 	for _, pr := range proxyRoutes {
 		op := &huma.Operation{OperationID: "episode" + strings.ToUpper(pr.path[1:2]) + pr.path[2:], Method: pr.method, Path: episodePrefix + "/{capability}" + pr.path,
 			Tags: []string{"episode proxy"}, Security: none, Parameters: []*huma.Param{capParam}, Summary: pr.summary,
-			Responses: errs(map[string]*huma.Response{"200": object("The workspace's episode server's answer, relayed"),
+			Responses: errs(map[string]*huma.Response{"200": object("The workspace's episode server's JSON answer, relayed with the service's own headers"),
 				"422": object("The episode server's validation error (FastAPI's shape), relayed")})}
 		if pr.method == http.MethodPost {
 			op.RequestBody = &huma.RequestBody{Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Type: "object"}}}}
@@ -335,6 +336,23 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			info.caller = caller.Name
 		}
 		next.ServeHTTP(w, r.WithContext(withCaller(r.Context(), caller)))
+	})
+}
+
+// jsonBodies is the API's one rule for request bodies: every body is
+// JSON (UTF-8, RFC 8259), whatever type the client declares. curl -d
+// declares a form, other clients text/plain or nothing at all: each is
+// read as JSON (a body that is not JSON is then a 400 that says where it
+// stops being JSON), never refused as an unsupported type. (The create
+// read its body raw and took any type; PATCH and a claim answered 415 to
+// curl -d.)
+func jsonBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Content-Type") != "application/json" {
+			r = r.Clone(r.Context())
+			r.Header.Set("Content-Type", "application/json")
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -121,6 +121,7 @@ func (s *Server) registerOperations(hapi huma.API) {
 	s.registerCatalogue(hapi)
 	s.registerEvents(hapi)
 	s.registerLifetime(hapi)
+	s.registerTether(hapi, one)
 	// The create body is read raw (campaign.DecodeSpec gives line, column
 	// and every unknown field); the document still names its schema.
 	body := hapi.OpenAPI().Paths["/v1/campaigns"].Post.RequestBody

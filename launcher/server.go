@@ -77,7 +77,15 @@ type Config struct {
 	// RescanInterval is how often the state root is read for campaigns
 	// other processes made with a lifetime (zero: DefaultRescanInterval).
 	RescanInterval time.Duration
+	// ExpiryWarning is how long before a ttl or idle removal the
+	// campaign's events say it is expiring (at most half its limit
+	// before; campaign.Lifecycle.Warning); zero means
+	// DefaultExpiryWarning, negative never.
+	ExpiryWarning time.Duration
 }
+
+// DefaultExpiryWarning is Config.ExpiryWarning when zero.
+const DefaultExpiryWarning = time.Minute
 
 // DefaultResultsEvery is Config.ResultsEvery when zero.
 const DefaultResultsEvery = time.Second
@@ -92,8 +100,11 @@ type backend interface {
 	Prepare(ctx context.Context, p *campaign.Plan) error
 	PlanOptions(root *store.Root) (campaign.PlanOptions, error)
 	SetLifetime(ctx context.Context, c *store.Campaign, l campaign.Lifetime) error
+	Warn(ctx context.Context, c *store.Campaign, now time.Time, lead time.Duration) (campaign.Expiry, bool, error)
 	LastActivity(c *store.Campaign) (time.Time, error)
 	Reconcile(ctx context.Context, c *store.Campaign, opts adapter.ReconcileOptions) (adapter.Reconciled, error)
+	DiscardEmpty(ctx context.Context, root *store.Root, l store.Listing, dryRun bool) (bool, error)
+	SweepCreates(ctx context.Context, root *store.Root) (int, error)
 	Up(ctx context.Context, root *store.Root, p *campaign.Plan, opts adapter.UpOptions) (*adapter.UpResult, error)
 	Attest(ctx context.Context, c *store.Campaign, opts adapter.AttestOptions) (*attest.Report, string, error)
 	Cleanup(ctx context.Context, c *store.Campaign, reason string) (*cleanup.Report, string, error)

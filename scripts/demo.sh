@@ -80,25 +80,34 @@ reap() {
 }
 
 # shellcheck disable=SC2317 # called from finish, which only the EXIT trap runs
+# shielded CMD...: run CMD in a session of its own, out of the script's process group: a
+# terminal's ^C, which keeps coming to the group while the cleanup runs, cannot cut it short.
+shielded() {
+	setsid -w "$@"
+}
+
+# shellcheck disable=SC2317 # called from finish, which only the EXIT trap runs
 # leftovers [all]: remove, by agentpen down, every campaign of the state root that is not gone
 # (agentpen ls: a journalled live resource, a live container or network carrying its label, or
 # a state it cannot read); with all, every campaign, so that down verifies each again. Fails
 # unless each down verified.
 leftovers() {
-	local ids rc=0 id
-	ids=$(bin/agentpen ls --state-root "$state" --json | python3 -c '
+	local rc=0 id
+	# No command substitution: its subshell would die of the ^C the script itself notes.
+	if ! shielded bin/agentpen ls --state-root "$state" --json >"$state/leftovers.json" ||
+		! shielded python3 -c '
 import json, sys
-for c in json.load(sys.stdin):
-    if sys.argv[1] or c.get("error") or c["journalled_live"] or c["live_containers"] or c["live_networks"]:
+for c in json.load(open(sys.argv[1])):
+    if sys.argv[2] or c.get("error") or c["journalled_live"] or c["live_containers"] or c["live_networks"]:
         print(c["campaign_id"])
-' "${1:-}") || {
+' "$state/leftovers.json" "${1:-}" >"$state/leftovers.ids"; then
 		log "agentpen ls --state-root $state failed: what is left is unknown"
 		return 1
-	}
-	for id in $ids; do
+	fi
+	while read -r id; do
 		log "campaign $id: agentpen down $id"
-		bin/agentpen down --state-root "$state" "$id" >&2 || rc=1
-	done
+		shielded bin/agentpen down --state-root "$state" "$id" >&2 </dev/null || rc=1
+	done <"$state/leftovers.ids"
 	return "$rc"
 }
 
@@ -107,8 +116,12 @@ for c in json.load(sys.stdin):
 finish() {
 	local rc=$? pid serve_rc=0
 	set +e
-	# A second signal must not cut the cleanup short; it is noted instead.
-	trap 'log "cleanup in progress; it ends by itself"' INT TERM
+	# A second signal must not cut the cleanup short: a ^C is ignored, by the commands the
+	# cleanup starts too (they inherit it until shielded puts them out of the terminal's reach);
+	# a SIGTERM is noted.
+	trap '' INT
+	local noted=''
+	trap '[ -n "$noted" ] || log "cleanup in progress; it ends by itself"; noted=1' TERM
 	trap - EXIT
 	[ -n "$signal" ] && rc=$((128 + $(kill -l "$signal")))
 	# Every background child: a pid started just before the signal came may not be in
@@ -131,7 +144,7 @@ finish() {
 	if [ -n "$state" ] && ! leftovers "$all"; then
 		cleanup="NOT verified"
 		rc=1
-		[ -f "$state/result.json" ] && python3 - "$state/result.json" <<'PY'
+		[ -f "$state/result.json" ] && shielded python3 - "$state/result.json" <<'PY'
 import json, os, sys
 p = sys.argv[1]
 r = json.load(open(p))
@@ -195,7 +208,7 @@ PY
 reap $! || die "agentpen serve did not start: $(tail -5 "$state/serve.log")"
 
 log "campaign $campaign: a grader and three workspaces, one oracle episode each"
-python3 testdata/clients/launcher_demo.py --api "$api" --image "$img" --oracles "$oracles" \
+AGENTPEN_TOKEN=$AGENTPEN_SERVE_TOKEN python3 testdata/clients/launcher_demo.py --api "$api" --image "$img" --oracles "$oracles" \
 	--campaign "$campaign" --result "$state/result.json" \
 	software/median@7=code sql/top_customer@3=text security/leaked_secrets@1=set \
 	>"$state/result.txt" &

@@ -3,7 +3,9 @@
 # included, so `scripts/deps.sh && make test` works on a fresh Debian 12 machine), and check
 # that Go 1.26 is there (it is not a Debian 12 package: install it from go.dev into /usr/local/go).
 # python3 from Debian (/usr/bin/python3) is the interpreter the uid sandbox runs episode code
-# with; debootstrap builds the local python base image; the Docker packages are installed by
+# with, and python3-venv lets `python3 -m venv` make the fresh venv that agentpen's Python
+# client (clients/python) installs into (the tests install it there, offline); debootstrap
+# builds the local python base image; the Docker packages are installed by
 # scripts/rootless-docker.sh; gcc and libc6-dev are what go test -race needs (cgo); openssl
 # makes API keys (openssl rand -hex 32); chromium-headless-shell is the browser the pages' tests
 # drive (internal/testkit/browsertest); nodejs (with its npm) runs the TypeScript MCP SDK test;
@@ -13,7 +15,7 @@ set -euo pipefail
 prog=deps
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
-need=(python3 debootstrap curl ca-certificates openssl make git gcc libc6-dev chromium-headless-shell nodejs shellcheck)
+need=(python3 python3-venv debootstrap curl ca-certificates openssl make git gcc libc6-dev chromium-headless-shell nodejs shellcheck)
 missing=()
 for p in "${need[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

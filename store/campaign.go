@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
@@ -26,6 +27,12 @@ type Campaign struct {
 	ID, Key, Path string
 	dir           *beneath.Dir
 	root          *Root
+
+	// staged is the name (under the campaigns directory) of a new
+	// campaign's directory until its first journal record puts it at
+	// Path (Create); "" once it is there.
+	mu     sync.Mutex
+	staged string
 }
 
 // PlanOptions are what the campaign's plans are computed with (its
@@ -38,8 +45,49 @@ func (c *Campaign) PlanOptions() (campaign.PlanOptions, error) {
 	return opts, err
 }
 
-// Close closes the directory.
-func (c *Campaign) Close() error { return c.dir.Close() }
+// Close closes the directory. A new campaign's directory that never
+// took a journal record (Create) is removed.
+func (c *Campaign) Close() error {
+	c.mu.Lock()
+	staged := c.staged
+	c.staged = ""
+	c.mu.Unlock()
+	err := c.dir.Close()
+	if staged != "" {
+		err = errors.Join(err, c.root.RemoveStaged(Staged{Key: c.Key, Name: staged}))
+	}
+	return err
+}
+
+// publish puts a new campaign's directory in place (see Create): renamed
+// from its staging name to its key's, never over another, and the
+// campaigns directory synced. An empty directory of the key without a
+// journal (an older agentpen's create refused before it wrote one) is
+// removed first.
+func (c *Campaign) publish() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.staged == "" {
+		return nil
+	}
+	r, from, to := c.root, campaignsDir+"/"+c.staged, campaignsDir+"/"+c.Key
+	if err := c.dir.SyncParent(campaign.JournalFile); err != nil {
+		return err
+	}
+	err := r.dir.Rename(from, to)
+	if errors.Is(err, fs.ErrExist) {
+		if entries, rerr := r.dir.ReadDir(to); rerr == nil && len(entries) == 0 {
+			if err = r.dir.Remove(to); err == nil {
+				err = r.dir.Rename(from, to)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("campaign %q: put its directory in place: %w", c.ID, err)
+	}
+	c.staged = ""
+	return r.dir.SyncParent(to)
+}
 
 // State is what a campaign's journal says.
 type State struct {
@@ -95,6 +143,11 @@ func (c *Campaign) OpenJournal() (*campaign.Journal, error) {
 		j.Close()
 		return nil, err
 	}
+	c.mu.Lock()
+	if c.staged != "" {
+		j.OnFirstRecord(c.publish)
+	}
+	c.mu.Unlock()
 	return j, nil
 }
 

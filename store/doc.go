@@ -10,6 +10,7 @@
 //
 // Layout (docs/architecture.md has it too):
 //
+//	<root>/campaigns/.create.<key>.<n>/  a new campaign's directory until its first record (Root.Create)
 //	<root>/campaigns/<key>/          one per campaign id (campaign.Key), 0700
 //	    journal.jsonl                the journal (campaign.Journal), appended only
 //	    spec-<gen>.json              the spec of generation <gen>, written once

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -142,8 +144,21 @@ func (r *Root) Open(id string) (*Campaign, error) {
 	return c, nil
 }
 
-// Create opens the campaign id's state directory for a bring-up, making
-// it (and the campaigns directory) 0700 when missing.
+// Create opens the campaign id's state directory for a bring-up. The
+// caller holds the campaign's lock (Locks.Campaign). A campaign that has
+// a journal is opened for its next generation. A new one is made one
+// step on disk: its directory is made 0700 under a name of its own
+// (.create.<key>.<nonce>, which nothing lists), its files go there, and
+// the first record its journal takes puts it in place (renamed, then the
+// campaigns directory synced) before Append returns: a campaign directory
+// appears with its first journal record or not at all. Close removes a
+// new campaign's directory that never took a record, and so does the
+// next Create of its id, or SweepCreates, one that a killed create left.
+//
+// A directory of the id that holds a journal without a generation (a
+// create that stopped before its first record, by an agentpen that did
+// not make it one step) is refused (ErrEmptyCampaign): agentpen
+// reconcile removes it.
 func (r *Root) Create(id string) (*Campaign, error) {
 	if err := campaign.CheckID("campaign_id", id); err != nil {
 		return nil, err
@@ -152,7 +167,7 @@ func (r *Root) Create(id string) (*Campaign, error) {
 		return nil, rootError(r.path, errors.New("opened for reading only"))
 	}
 	key := campaign.Key(id)
-	cd, err := r.dir.MkdirAll(campaignsDir+"/"+key, 0o700)
+	cd, err := r.dir.MkdirAll(campaignsDir, 0o700)
 	if err != nil {
 		return nil, rootError(r.path, err)
 	}
@@ -160,12 +175,154 @@ func (r *Root) Create(id string) (*Campaign, error) {
 	if err := r.checkCampaigns(); err != nil {
 		return nil, err
 	}
-	c, err := r.openDir(key)
-	if err != nil {
+	c, err := r.openKey(key)
+	switch {
+	case err == nil:
+		c.ID = id
+		st, rerr := c.Read()
+		if rerr == nil && st.Status == campaign.StatusEmpty {
+			c.Close()
+			return nil, fmt.Errorf("campaign %q: %w: its journal %s holds no generation (a create that stopped before its first record); agentpen reconcile removes it", id, ErrEmptyCampaign, c.JournalPath())
+		}
+		return c, nil
+	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	}
-	c.ID = id
-	return c, nil
+	// New: staged. What a killed create of this id left goes first (the
+	// caller holds the id's lock: no create of it is running).
+	if err := r.removeStaged(key); err != nil {
+		return nil, err
+	}
+	staged := stagingPrefix + key + "." + nonce()
+	if err := r.dir.Mkdir(campaignsDir+"/"+staged, 0o700); err != nil {
+		return nil, rootError(r.path, err)
+	}
+	d, err := r.dir.OpenDirAs(campaignsDir+"/"+staged, r.dir.Join(campaignsDir+"/"+key))
+	if err == nil {
+		var fi fs.FileInfo
+		if fi, err = d.Stat(); err == nil {
+			err = campaign.CheckPrivate("campaign directory", d.Path(), fi, true)
+		}
+		if err != nil {
+			d.Close()
+		}
+	}
+	if err != nil {
+		r.dir.RemoveAll(campaignsDir + "/" + staged)
+		return nil, err
+	}
+	return &Campaign{ID: id, Key: key, Path: d.Path(), dir: d, root: r, staged: staged}, nil
+}
+
+// ErrEmptyCampaign is returned (wrapped) by Create for an id whose
+// directory holds a journal without a generation (campaign.StatusEmpty).
+var ErrEmptyCampaign = errors.New("an empty campaign directory is in the way")
+
+// stagingPrefix starts the name of a new campaign's directory until its
+// first journal record puts it in place (no campaign key starts with a
+// dot).
+const stagingPrefix = ".create."
+
+func nonce() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// stagedKey is the campaign key of a staging directory's name ("" and
+// false for any other name).
+func stagedKey(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, stagingPrefix)
+	if !ok {
+		return "", false
+	}
+	i := strings.LastIndexByte(rest, '.')
+	if i <= 0 {
+		return "", false
+	}
+	return rest[:i], true
+}
+
+// Staged is a new campaign's directory that never took a journal record:
+// a create in flight, or one killed before its first record.
+type Staged struct {
+	// Key is the campaign key it would have taken; Name its name under
+	// the campaigns directory.
+	Key, Name string
+}
+
+// Staged lists the staging directories of new campaigns (see Create).
+func (r *Root) Staged() ([]Staged, error) {
+	if r.dir == nil {
+		return nil, nil
+	}
+	entries, err := r.dir.ReadDir(campaignsDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, rootError(r.path, err)
+	}
+	var out []Staged
+	for _, e := range entries {
+		if key, ok := stagedKey(e.Name()); ok && e.IsDir() {
+			out = append(out, Staged{Key: key, Name: e.Name()})
+		}
+	}
+	return out, nil
+}
+
+// RemoveStaged removes a staging directory (Staged) and what is in it.
+// The caller holds the lock of its key: no create of it runs.
+func (r *Root) RemoveStaged(s Staged) error {
+	if key, ok := stagedKey(s.Name); !ok || key != s.Key || strings.Contains(s.Name, "/") {
+		return fmt.Errorf("%s: not a staging directory of %s", s.Name, s.Key)
+	}
+	if err := r.dir.RemoveAll(campaignsDir + "/" + s.Name); err != nil {
+		return err
+	}
+	return r.dir.SyncParent(campaignsDir + "/" + s.Name)
+}
+
+// removeStaged removes every staging directory of key.
+func (r *Root) removeStaged(key string) error {
+	staged, err := r.Staged()
+	if err != nil {
+		return err
+	}
+	for _, s := range staged {
+		if s.Key == key {
+			if err := r.RemoveStaged(s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// RemoveEmpty removes the directory of the campaign listed under key
+// (Listing.Key) when its journal holds no generation
+// (campaign.StatusEmpty), and nothing else. The caller holds the
+// campaign's lock and has made sure that nothing on the daemon carries
+// its id.
+func (r *Root) RemoveEmpty(key string) error {
+	c, err := r.openKey(key)
+	if err != nil {
+		return err
+	}
+	st, err := c.Read()
+	c.Close()
+	if err != nil {
+		return err
+	}
+	if st.Status != campaign.StatusEmpty {
+		return fmt.Errorf("campaign directory %s: its journal holds a generation (it is %s): not removed", r.dir.Join(campaignsDir+"/"+key), st.Status)
+	}
+	name := campaignsDir + "/" + key
+	if err := r.dir.RemoveAll(name); err != nil {
+		return err
+	}
+	return r.dir.SyncParent(name)
 }
 
 // openKey opens a campaign directory by its key and checks it holds a
@@ -214,10 +371,11 @@ func noCampaign(id, dir string) error {
 
 // Listing is one campaign of a state root as List read it.
 type Listing struct {
-	// ID is the campaign's id (from its latest spec; the directory's key
-	// when no spec can be read).
-	ID   string
-	Path string
+	// ID is the campaign's id (from its latest spec, or its first one
+	// when its journal holds no generation; the directory's key when no
+	// spec can be read). Key is its directory's name.
+	ID, Key string
+	Path    string
 	// State is what its journal says; with Err, what could be read, for
 	// listing only.
 	State State
@@ -247,7 +405,10 @@ func (r *Root) List() ([]Listing, error) {
 		if !e.IsDir() && e.Type()&fs.ModeSymlink == 0 {
 			continue
 		}
-		l := Listing{ID: e.Name(), Path: r.dir.Join(campaignsDir + "/" + e.Name())}
+		if _, staged := stagedKey(e.Name()); staged {
+			continue // a new campaign's, until its first record (Create)
+		}
+		l := Listing{ID: e.Name(), Key: e.Name(), Path: r.dir.Join(campaignsDir + "/" + e.Name())}
 		c, err := r.openKey(e.Name())
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -262,7 +423,7 @@ func (r *Root) List() ([]Listing, error) {
 			// The spec names the campaign (its directory is its key);
 			// never read from beside a journal another user can write.
 			if !errors.Is(l.Err, campaign.ErrUntrusted) {
-				if id := c.specID(l.State.Lifecycle.Latest().N); id != "" {
+				if id := c.specID(max(1, l.State.Lifecycle.Latest().N)); id != "" {
 					l.ID = id
 				}
 			}

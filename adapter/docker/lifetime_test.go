@@ -72,6 +72,10 @@ func TestReconcile(t *testing.T) {
 			x.Op(campaign.OpReady, 1)
 		}, campaign.StatusReady},
 		{"killed-expiry-only", "", true, func(x *lifecycletest.History) { x.Begin(1) }, campaign.StatusStartingOrFailed},
+		// Killed after its first record, before its first create: rolled
+		// back all the same, and the journal says why (it read removed,
+		// with no removal of its own).
+		{"killed-before-first-create", campaign.ReasonRollback, false, func(x *lifecycletest.History) { x.BeginOnly(1) }, campaign.StatusRemoved},
 	}
 	for _, c := range cases {
 		t.Run(c.id, func(t *testing.T) {

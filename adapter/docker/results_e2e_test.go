@@ -1,14 +1,17 @@
 package docker_test
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/adapter/drivertest"
+	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/workbench/results"
 )
@@ -110,5 +113,58 @@ func TestResultsCollected(t *testing.T) {
 		if r.EpisodeID == forged.EpisodeID {
 			t.Fatalf("a forged record was stored: %+v", r)
 		}
+	}
+}
+
+// TestResultsCollectedAtExpiry (real daemon): an expiry (the ttl
+// removal agentpen serve's timer and reconcile make) collects the last
+// results before the run directories go, as a removal by down does, also
+// those of a workspace claimed from the pool (under its own index and
+// claimed task). Nothing collected the claimed workspace's results, and
+// an expiry collected none.
+func TestResultsCollectedAtExpiry(t *testing.T) {
+	h, spec := poolHarness(t)
+	ctx := t.Context()
+	id := uniqueCampaign(t)
+	s := spec(id)
+	s.Pool, s.TTLSeconds = 1, 60
+	if _, rep, err := h.BringUpAttested(ctx, s, adapter.AttestOptions{}); err != nil || !rep.OK {
+		t.Fatalf("bring-up: %v %v", err, rep.FailureLines())
+	}
+	cl, err := h.Claim(ctx, id, e2eTasks[1], "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := h.Load(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range c.Workspaces {
+		playOverSocket(t, w.Socket, w.TaskID)
+	}
+	res, err := h.Expire(ctx, id, time.Now().Add(time.Hour))
+	if err != nil || res.Reason != campaign.ReasonTTL {
+		t.Fatalf("expiry: %+v %v", res, err)
+	}
+	st, err := h.State(id)
+	if err != nil || st.Status != campaign.StatusRemoved {
+		t.Fatalf("after the expiry: %v %v", st.Status, err)
+	}
+	sc, err := h.Root.Open(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	rs, err := sc.Results()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int]string{}
+	for _, r := range rs {
+		got[r.Workspace] = r.TaskID
+	}
+	want := map[int]string{0: e2eTasks[0], cl.Workspace.Index: e2eTasks[1]}
+	if len(rs) != 2 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("results after the expiry: %+v, want one of each of %v", rs, want)
 	}
 }

@@ -243,7 +243,9 @@ func (h *Harness) OpenJournal(t testing.TB, id string) *campaign.Journal {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	// Open while the journal is: a new campaign's directory is put in
+	// place by its first record (store.Root.Create).
+	t.Cleanup(func() { c.Close() })
 	j, err := c.OpenJournal()
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/agentpen/agentpen/adapter"
@@ -243,6 +244,10 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	// answers: the largest any runtime takes, until then.)
 	if _, err := campaign.Validate(spec, tasks.Known, campaign.PlanOptions{MaxWorkspaces: campaign.MaxPoolSlots}); err != nil {
 		return err
+	}
+	if spec.LauncherTimeoutSeconds != 0 {
+		return &campaign.ValidationError{Field: "launcher_timeout_seconds", Value: strconv.Itoa(spec.LauncherTimeoutSeconds),
+			Msg: "agentpen up has no launcher to watch: only agentpen serve ties a campaign to the launcher that creates it (POST /v1/campaigns); remove the field"}
 	}
 	root, err := cf.root(true)
 	if err != nil {

@@ -27,6 +27,8 @@ func TestUpRefusesBadSpec(t *testing.T) {
 		{"not_json", "{", "spec"},
 		{"unknown_field", `{"campaign_id":"c","bogus":1}`, `bogus: unknown field`},
 		{"no_workspaces", `{"campaign_id":"c","server":{"image":"sha256:` + strings.Repeat("a", 64) + `"}}`, "workspaces"},
+		{"launcher_timeout", `{"campaign_id":"c","launcher_timeout_seconds":30,"server":{"image":"sha256:` + strings.Repeat("a", 64) + `"},"workspaces":[{"task_id":"software/median","image":"sha256:` + strings.Repeat("a", 64) + `"}]}`,
+			`launcher_timeout_seconds "30": agentpen up has no launcher to watch`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -250,6 +250,9 @@ server's socket on the host, for workbench client). States:
   cleanup_failed      a removal that was not verified or did not finish (a down or a DELETE
                       killed), or an earlier generation still live: agentpen down again
   removed             nothing journalled is live
+  empty               its journal holds no generation: a create that stopped before its first
+                      record (an older agentpen's); agentpen reconcile removes its directory
+                      once nothing on the daemon carries its id
   unusable            its journal is corrupt (the error names the file and line), or its
                       directory or journal is another user's or writable by others
 The NOTE column (shown when there is a note; notes in --json) says what the daemon holds that the journal does not
@@ -388,6 +391,9 @@ func lsEntryOf(a *adapter.Adapter, root *store.Root, l store.Listing, found []cl
 			e.MissingContainers++
 		}
 	}
+	if st.Status == campaign.StatusEmpty && l.Err == nil {
+		e.Notes = append(e.Notes, "its journal holds no generation (a create that stopped before its first record): agentpen reconcile removes its directory")
+	}
 	if e.MissingContainers > 0 {
 		e.Notes = append(e.Notes, fmt.Sprintf("%d journalled containers gone from the daemon: agentpen down %s removes the rest and verifies", e.MissingContainers, l.ID))
 	}
@@ -483,7 +489,8 @@ func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 
 // unsoundCampaigns names on stderr each campaign of the state root whose
 // state cannot be used (after a whole-root command listed everything it
-// could) and returns errUnsound when there is one.
+// could) and returns errUnsound when there is one; it names each empty
+// one (campaign.StatusEmpty) too.
 func unsoundCampaigns(root *store.Root, cmd string, stderr io.Writer) error {
 	list, err := root.List()
 	if err != nil {
@@ -491,9 +498,13 @@ func unsoundCampaigns(root *store.Root, cmd string, stderr io.Writer) error {
 	}
 	var bad error
 	for _, l := range list {
-		if l.Err != nil {
+		switch {
+		case l.Err != nil:
 			fmt.Fprintf(stderr, "agentpen %s: campaign %s is %s: %v\n", cmd, l.ID, campaign.StatusUnusable, l.Err)
 			bad = errUnsound
+		case l.State.Status == campaign.StatusEmpty:
+			// Not unsound: it accounts for nothing, and says so.
+			fmt.Fprintf(stderr, "agentpen %s: campaign %s is %s: %s\n", cmd, l.ID, campaign.StatusEmpty, l.State.Reason(l.ID))
 		}
 	}
 	return bad

@@ -35,7 +35,8 @@ func exitCode(err error) int {
 		return exitBadInput
 	case errors.Is(err, adapter.ErrDaemonUnreachable):
 		return exitUnreachable
-	case errors.Is(err, adapter.ErrConflict), errors.Is(err, store.ErrLocked), errors.Is(err, store.ErrServed), errors.Is(err, syscall.EADDRINUSE):
+	case errors.Is(err, adapter.ErrConflict), errors.Is(err, store.ErrLocked), errors.Is(err, store.ErrServed), errors.Is(err, store.ErrEmptyCampaign),
+		errors.Is(err, syscall.EADDRINUSE):
 		return exitConflict
 	}
 	return exitFailure

@@ -19,11 +19,15 @@ when it starts, without serving (for cron or a systemd timer): a bring-up that d
 (its process was killed) is rolled back; a removal that did not finish, or whose cleanup was
 not verified, is finished with the reason it began with; a campaign whose lifetime is over (past
 its ttl_seconds, or idle for its idle_timeout_seconds: no reset or step reached its workspaces'
-sockets) is removed, reason ttl or idle. Everything else is left as it is, and so is a campaign
-another process holds (a bring-up or a removal in flight there). Each removal is by exact id,
-verified, with its cleanup report, as agentpen down's; each action is journalled, so it is in
-the campaign's events (--log-format json prints them on stderr). A summary goes to stdout (JSON
-with --json); --dry-run says what it would do and does nothing.
+sockets) is removed, reason ttl or idle; the directory of a campaign whose journal holds no
+generation (state empty: a create that stopped before its first record) is removed once nothing
+on the daemon carries its id (action removed, reason empty: there is nothing to journal), and so
+are the directories, which nothing lists, of creates killed before their first journal record.
+Everything else is left as it is, and so is a campaign another process holds (a bring-up or a
+removal in flight there). Each removal is by exact id, verified, with its cleanup report, as
+agentpen down's; each action is journalled, so it is in the campaign's events (--log-format
+json prints them on stderr). A summary goes to stdout (JSON with --json); --dry-run says what
+it would do and does nothing.
 A state root agentpen serve serves is refused: serve reconciles it itself.
 Exit status: 0 done (or nothing to do), 1 a removal not verified or a campaign that could not be
 reconciled, 2 bad input, 3 daemon unreachable, 4 a serve holds the state root.`
@@ -66,16 +70,38 @@ func reconcileCmd(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	defer a.Driver.Close()
 	defer view.finish()
 	a.Progress = view.step
+	var out []reconciled
+	var failed []error
+	if !*dryRun {
+		// Creates killed before their first record made nothing: their
+		// directories, which nothing lists, go.
+		n, err := a.SweepCreates(ctx, root)
+		if n > 0 {
+			fmt.Fprintf(stderr, "agentpen reconcile: removed %d directories of creates killed before their first journal record\n", n)
+		}
+		if err != nil {
+			failed = append(failed, fmt.Errorf("the directories of creates killed before their first journal record: %w", err))
+		}
+	}
 	list, err := root.List()
 	if err != nil {
 		return err
 	}
-	var out []reconciled
-	var failed []error
 	for _, l := range list {
 		r := reconciled{CampaignID: l.ID, Status: l.State.Status.String(), Action: "left"}
 		if l.Err != nil {
 			r.Action, r.Error = "unusable", l.Err.Error()
+			out = append(out, r)
+			continue
+		}
+		if l.State.Status == campaign.StatusEmpty {
+			r.Action, r.Reason, err = discardOne(ctx, a, root, l, *dryRun)
+			if err != nil {
+				r.Error = err.Error()
+				if r.Action == "failed" {
+					failed = append(failed, fmt.Errorf("campaign %s: %w", l.ID, err))
+				}
+			}
 			out = append(out, r)
 			continue
 		}
@@ -151,6 +177,29 @@ func reconcileOne(ctx context.Context, a *adapter.Adapter, root *store.Root, id 
 		return "", "failed", err
 	}
 	return "", "left", nil
+}
+
+// reasonEmpty is the summary's reason for an empty campaign directory
+// removed (no removal is journalled: there is nothing to journal).
+const reasonEmpty = "empty"
+
+// discardOne removes (or with dryRun, says it would) the directory of a
+// campaign whose journal holds no generation (adapter.DiscardEmpty).
+func discardOne(ctx context.Context, a *adapter.Adapter, root *store.Root, l store.Listing, dryRun bool) (action, reason string, err error) {
+	ok, err := a.DiscardEmpty(ctx, root, l, dryRun)
+	switch {
+	case errors.Is(err, store.ErrLocked):
+		return "in_flight", "", nil
+	case errors.Is(err, adapter.ErrStillNamed):
+		return "left", "", err
+	case err != nil:
+		return "failed", "", err
+	case ok && dryRun:
+		return "would_remove", reasonEmpty, nil
+	case ok:
+		return "removed", reasonEmpty, nil
+	}
+	return "left", "", nil
 }
 
 func orText(s, or string) string {

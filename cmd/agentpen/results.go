@@ -12,9 +12,11 @@ import (
 )
 
 const resultsHelp = `Prints a campaign's episode results: one per episode its workspaces'
-workbenches ended (graded, out of steps, finished, replaced by a reset,
-closed), with the workspace, task, reward and its parts, steps, how it
-ended and when. Results are kept in the campaign's state directory
+workbenches ended (graded, voided by a grading error, out of steps,
+finished, replaced by a reset, closed), with the workspace, task, reward
+and its parts, steps, how it ended (an error with its reason) and when.
+They are what each workspace's workbench reported in its run directory,
+which the daemon's user can write: checked, not proven. Results are kept in the campaign's state directory
 (results.jsonl) and outlive the campaign: agentpen down collects the last
 ones before it removes anything, and agentpen serve collects them about
 once a second. This command first collects what the workspaces wrote
@@ -68,7 +70,11 @@ func resultsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKSPACE\tTASK\tREWARD\tSTEPS\tEND\tENDED\tEPISODE")
 	for _, r := range out {
-		fmt.Fprintf(tw, "%d\t%s\t%.4g\t%d\t%s\t%s\t%s\n", r.Workspace, r.TaskID, r.Reward, r.Steps, r.End, r.EndedAt.Format("2006-01-02T15:04:05Z"), r.EpisodeID)
+		end := r.End
+		if r.Reason != "" {
+			end += " (" + r.Reason + ")"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.4g\t%d\t%s\t%s\t%s\n", r.Workspace, r.TaskID, r.Reward, r.Steps, end, r.EndedAt.Format("2006-01-02T15:04:05Z"), r.EpisodeID)
 	}
 	return tw.Flush()
 }

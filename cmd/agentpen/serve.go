@@ -71,7 +71,10 @@ idle_timeout_seconds (no reset or step, through the proxy or a workspace's socke
 --idle-timeout for a spec that gives none, at most --max-ttl and --max-idle-timeout; PATCH
 /v1/campaigns/{id} changes them. A campaign whose lifetime is over is removed as DELETE removes
 it (reason ttl or idle), within seconds of its deadline; so is one agentpen up made with a
-lifetime in its spec. At start every campaign of the state root is reconciled with its journal,
+lifetime in its spec. Its events warn (expiring) --expiry-warning before. A spec's
+launcher_timeout_seconds ties the campaign to the launcher that creates it: once that token has
+held no event stream of it and sent no keepalive (POST /v1/campaigns/{id}/keepalive) for that
+long, it is removed (reason launcher_gone); a restart gives every launcher that long to return. At start every campaign of the state root is reconciled with its journal,
 as agentpen reconcile does: a bring-up that did not finish (a serve killed mid-create) is rolled
 back, a removal that did not finish is finished, an expired campaign removed, the rest served.
 
@@ -107,6 +110,7 @@ type serveFlags struct {
 	debugListen             string
 	insecure, cleanupOnExit bool
 	shutdown, readyTimeout  time.Duration
+	expiryWarning           time.Duration
 	parallel                int
 	allowEnv                cli.StringList
 }
@@ -135,6 +139,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.DurationVar(&sf.lifetime.MaxTTL, "max-ttl", defaultMaxTTL, "the most a spec's ttl_seconds (or a PATCH) may ask for (0: no maximum, and a campaign may have none)")
 	fs.DurationVar(&sf.lifetime.DefaultIdle, "idle-timeout", defaultIdle, "remove a campaign whose spec gives no idle_timeout_seconds once no reset or step reached it for this long (0: never)")
 	fs.DurationVar(&sf.lifetime.MaxIdle, "max-idle-timeout", defaultMaxIdle, "the most a spec's idle_timeout_seconds (or a PATCH) may ask for (0: no maximum, and a campaign may have none)")
+	fs.DurationVar(&sf.expiryWarning, "expiry-warning", launcher.DefaultExpiryWarning, "how long before a ttl or idle removal a campaign's events warn that it is expiring (at most half its limit before; 0: never)")
 	fs.Var(&sf.allowEnv, "allow-env", "a variable of agentpen's environment campaigns may copy into their grader (server.secret_env, server.api_key_env), repeatable; "+campaign.DefaultAPIKeyEnv+" is always allowed; AGENTPEN_* and the token's variable never")
 	if _, err := fs.Parse(args, 0, 0); err != nil {
 		return err
@@ -153,6 +158,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	if err := sf.checkLifetime(); err != nil {
 		return err
+	}
+	if sf.expiryWarning < 0 {
+		return cli.Usagef("--expiry-warning %v: must not be negative (0: never)", sf.expiryWarning)
+	}
+	if sf.expiryWarning == 0 {
+		sf.expiryWarning = -1 // never: the service's zero is its default
 	}
 	if err := campaign.CheckEnvName("--api-key-env", sf.apiKeyEnv); err != nil {
 		return &cli.ExitError{Code: exitBadInput, Err: err}
@@ -230,7 +241,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	srv, err := launcher.New(launcher.Config{Adapter: a, Root: root, Tokens: tokens, Key: key, PublicURL: publicURL, Logger: log,
-		Attest: opts, Version: cli.Stamp, ShutdownGrace: sf.shutdown, APIKeyEnv: sf.apiKeyEnv, Lifetime: sf.lifetime})
+		Attest: opts, Version: cli.Stamp, ShutdownGrace: sf.shutdown, APIKeyEnv: sf.apiKeyEnv, Lifetime: sf.lifetime, ExpiryWarning: sf.expiryWarning})
 	if err != nil {
 		return err
 	}

@@ -141,8 +141,8 @@ func sequence(evs []events.Event) []events.Type {
 // TestServeAsyncCreateEvents: an asynchronous create through agentpen
 // serve answers 202 at once and streams, from the campaign's journal,
 // the same sequence of events agentpen up --log-format json logs for the
-// same spec (one schema: both decode strictly into events.Event), ending
-// in ready; neither holds a task id. A client that goes away in the
+// same spec (one schema: both decode strictly into events.Event), then
+// its state, ready; neither holds a task id. A client that goes away in the
 // middle of a create (its stream closed after the first create) leaves
 // the campaign being created, then ready, nothing removed.
 func TestServeAsyncCreateEvents(t *testing.T) {
@@ -163,7 +163,8 @@ func TestServeAsyncCreateEvents(t *testing.T) {
 		t.Fatalf("async create: %d %s", code, b)
 	}
 	var api []events.Event
-	p.events(testenv.Context(t), idA, func(ev events.Event) bool { api = append(api, ev); return true })
+	// The stream follows the campaign while it lives: up to its state.
+	p.events(testenv.Context(t), idA, func(ev events.Event) bool { api = append(api, ev); return ev.Type != events.State })
 	if last := api[len(api)-1]; last.Type != events.State || last.State != "ready" {
 		t.Fatalf("the stream ended with %+v", last)
 	}
@@ -336,7 +337,13 @@ func TestServeLifetime(t *testing.T) {
 // daemon that no journal explains (agentpen orphans), each removed one
 // verified. The moments are drawn from 0 to 1.5 times a control create's
 // length measured in the same run, so some land before the journal, some
-// during the creates, some during the attestation, some after.
+// during the creates, some during the attestation, some after; and as
+// many again from the first 50 ms after its request is sent (its answer
+// not awaited), where a create makes its directory and its journal's
+// first record. A campaign never reads empty (a
+// directory without its first record: killed in that gap, it read
+// removed, with no record of why), and no directory is left of a create
+// killed before it.
 func TestServeKilledAtRandom(t *testing.T) {
 	testenv.RequireRoot(t)
 	e := newCLIEnv(t)
@@ -358,17 +365,30 @@ func TestServeKilledAtRandom(t *testing.T) {
 	t.Logf("a create of 2 workspaces took %v here", length.Round(time.Millisecond))
 	rng := rand.New(rand.NewPCG(uint64(stamp), 7))
 	var ids []string
-	for i := range loops {
+	for i := range 2 * loops {
 		id := fmt.Sprintf("kill-%d-%d", i, stamp)
 		ids = append(ids, id)
 		t.Cleanup(func() { e.run("down", id) })
 		_, spec := e.lifeSpec(id, 2, nil)
-		if code, b := p.asyncCreate(spec); code != http.StatusAccepted {
-			t.Fatalf("%s: async create: %d %s", id, code, b)
+		var after time.Duration
+		if i%2 == 0 {
+			if code, b := p.asyncCreate(spec); code != http.StatusAccepted {
+				t.Fatalf("%s: async create: %d %s", id, code, b)
+			}
+			after = time.Duration(rng.Int64N(int64(3 * length / 2)))
+			time.Sleep(after)
+			p.cmd.Process.Kill()
+		} else {
+			// From the moment the request is sent, the create's answer
+			// not awaited: the kill may land before it is accepted, or
+			// between its directory and its first record.
+			answered := make(chan struct{})
+			go func() { defer close(answered); p.asyncCreate(spec) }()
+			after = time.Duration(rng.Int64N(int64(50 * time.Millisecond)))
+			time.Sleep(after)
+			p.cmd.Process.Kill()
+			<-answered
 		}
-		after := time.Duration(rng.Int64N(int64(3 * length / 2)))
-		time.Sleep(after)
-		p.cmd.Process.Kill()
 		<-p.done
 		last := "nothing journalled"
 		if recs := e.journalOf(id); len(recs) > 0 {
@@ -385,9 +405,15 @@ func TestServeKilledAtRandom(t *testing.T) {
 			var v campaignView
 			json.Unmarshal(b, &v)
 			state = v.State
-			return state == "ready" || state == "removed"
+			return state == "ready" || state == "removed" || state == campaign.StatusEmpty.String()
 		})
+		if state == campaign.StatusEmpty.String() {
+			t.Errorf("%s: a directory without its first journal record", id)
+		}
 		t.Logf("%s: killed %v into its create (journal ended at %s): %s after the restart", id, after.Round(time.Millisecond), last, state)
+		if left, _ := filepath.Glob(filepath.Join(e.state, "campaigns", ".create.*")); len(left) > 0 {
+			t.Errorf("%s: the restarted service left the directories of creates killed before their first record: %v", id, left)
+		}
 		if state == "removed" {
 			if r, ok := e.removalOf(id); !ok || r.Reason != campaign.ReasonRollback {
 				t.Errorf("%s: removed with %+v, want reason rollback", id, r)

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -416,5 +418,73 @@ func TestVerifyNamesEachCheckOnce(t *testing.T) {
 	}
 	if want := "agentpen cleanup verify: campaign up: cleanup not verified: 3 failed checks (each named above)\n"; code != exitFailure || errs != want {
 		t.Fatalf("exit %d, stderr\n%s\nwant\n%s", code, errs, want)
+	}
+}
+
+// TestEmptyCampaign: a campaign directory whose journal holds no record
+// (what a create killed before its first record left, before creates
+// were one step on disk) reads empty in ls and orphans, never removed,
+// saying what to do; a create of its id is refused, saying so; reconcile
+// --dry-run says it would remove it, and reconcile removes it (nothing
+// on the daemon carries its id) and nothing else.
+func TestEmptyCampaign(t *testing.T) {
+	r := newFakeRoot(t)
+	r.campaign("kept")
+	dir := filepath.Join(r.state, "campaigns", campaign.Key("ghost"))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, campaign.JournalFile), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, store.SpecFile(1)), []byte(`{"campaign_id": "ghost"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := r.run("ls", "--json")
+	var entries []lsEntry
+	if code != 0 || json.Unmarshal([]byte(out), &entries) != nil || len(entries) != 2 {
+		t.Fatalf("ls: exit %d\n%s%s", code, out, errs)
+	}
+	if e := entries[0]; e.CampaignID != "ghost" || e.State != campaign.StatusEmpty.String() || len(e.Notes) != 1 || !strings.Contains(e.Notes[0], "agentpen reconcile") {
+		t.Fatalf("ls lists the empty campaign as %+v", e)
+	}
+	if _, errs, code := r.run("orphans"); code != 0 || !strings.Contains(errs, "campaign ghost is empty: its journal holds no generation") {
+		t.Fatalf("orphans: exit %d\n%s", code, errs)
+	}
+	root, err := store.OpenRoot(r.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.Create("ghost"); !errors.Is(err, store.ErrEmptyCampaign) || exitCode(err) != exitConflict {
+		t.Fatalf("a create over it: %v (exit %d), want a conflict", err, exitCode(err))
+	}
+	root.Close()
+	reconciled := func(args ...string) map[string]reconciled {
+		t.Helper()
+		out, errs, code := r.run(append([]string{"reconcile", "--json"}, args...)...)
+		var res struct{ Campaigns []reconciled }
+		if code != 0 || json.Unmarshal([]byte(out), &res) != nil {
+			t.Fatalf("reconcile %v: exit %d\n%s%s", args, code, out, errs)
+		}
+		m := map[string]reconciled{}
+		for _, c := range res.Campaigns {
+			m[c.CampaignID] = c
+		}
+		return m
+	}
+	if m := reconciled("--dry-run"); m["ghost"].Action != "would_remove" || m["ghost"].Reason != "empty" || m["kept"].Action != "left" {
+		t.Fatalf("reconcile --dry-run: %+v", m)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the dry run removed it: %v", err)
+	}
+	if m := reconciled(); m["ghost"].Action != "removed" || m["ghost"].Status != campaign.StatusEmpty.String() || m["kept"].Action != "left" {
+		t.Fatalf("reconcile: %+v", m)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("still there after reconcile: %v", err)
+	}
+	if out, _, _ := r.run("ls"); strings.Contains(out, "ghost") || !strings.Contains(out, "kept") {
+		t.Fatalf("ls after: %s", out)
 	}
 }

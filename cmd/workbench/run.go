@@ -9,8 +9,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
+	"github.com/agentpen/agentpen/internal/envname"
 	"github.com/agentpen/agentpen/workbench/server"
 )
 
@@ -78,7 +78,7 @@ func unixPaths(addrs []string) []string {
 }
 
 // isEnvName reports whether s can name an environment variable.
-func isEnvName(s string) bool { return campaign.CheckEnvName("", s) == nil }
+func isEnvName(s string) bool { return envname.Valid(s) }
 
 // newLogger builds the slog logger --log-format and --log-level ask for.
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

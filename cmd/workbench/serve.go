@@ -148,7 +148,7 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 	if err != nil {
 		return server.Config{}, err
 	}
-	ecfg := episode.Config{Python: o.python, Sandbox: sb}
+	ecfg := episode.Config{Python: o.python, Sandbox: sb, Logger: log}
 	switch {
 	case o.task != "":
 		b, err := bind.Fixed(o.task)

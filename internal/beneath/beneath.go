@@ -197,6 +197,42 @@ func (d *Dir) OpenDir(name string) (*Dir, error) {
 	return &Dir{f: f, path: d.Join(name)}, nil
 }
 
+// OpenDirAs is OpenDir, with the Dir named shown in messages: the path a
+// rename the caller makes next puts it at (a directory made under a
+// temporary name and renamed into place).
+func (d *Dir) OpenDirAs(name, shown string) (*Dir, error) {
+	sub, err := d.OpenDir(name)
+	if err != nil {
+		return nil, err
+	}
+	sub.path = shown
+	return sub, nil
+}
+
+// Rename renames oldname below the Dir to newname below it, atomically
+// and never replacing an existing newname (renameat2's
+// RENAME_NOREPLACE: fs.ErrExist), following neither.
+func (d *Dir) Rename(oldname, newname string) error {
+	op, ob, err := d.parentOf(oldname)
+	if err != nil {
+		return err
+	}
+	if op != d {
+		defer op.Close()
+	}
+	np, nb, err := d.parentOf(newname)
+	if err != nil {
+		return err
+	}
+	if np != d {
+		defer np.Close()
+	}
+	if err := unix.Renameat2(op.Fd(), ob, np.Fd(), nb, unix.RENAME_NOREPLACE); err != nil {
+		return &os.LinkError{Op: "rename", Old: d.Join(oldname), New: d.Join(newname), Err: err}
+	}
+	return nil
+}
+
 // Mkdir makes the directory name below the Dir with perm (not changed by
 // the umask: it is set on the new directory's descriptor). An existing
 // directory is an error wrapping fs.ErrExist.

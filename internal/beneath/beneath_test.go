@@ -211,3 +211,42 @@ func TestRemoveAllNeverFollows(t *testing.T) {
 		t.Fatalf("removed through a link: %v", err)
 	}
 }
+
+// TestRenameNeverReplaces: Rename moves a directory into place, but never
+// over anything already there (a file, a directory, a link planted by
+// name: fs.ErrExist, and what was there is left as it was), nor through
+// a link on the way.
+func TestRenameNeverReplaces(t *testing.T) {
+	root, victim := plant(t)
+	d, err := Open(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Mkdir("staged", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "staged", "f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"lock", "dangling", "sub", "insidelink"} {
+		if err := d.Rename("staged", target); !errors.Is(err, fs.ErrExist) {
+			t.Errorf("rename over %s: %v, want fs.ErrExist", target, err)
+		}
+	}
+	if err := d.Rename("staged", "dirlink/moved"); !errors.Is(err, ErrLink) {
+		t.Errorf("rename through a link: %v, want ErrLink", err)
+	}
+	if err := d.Rename("staged", "placed"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "placed", "f")); err != nil || string(b) != "x" {
+		t.Fatalf("after the rename: %q %v", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "staged")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the old name is still there: %v", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("the victim changed: %q", b)
+	}
+}

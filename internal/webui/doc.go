@@ -8,7 +8,7 @@
 //
 // A page brings its own index.html and script (Handler serves them with
 // the shared files under one directory); the workbench's play page is
-// the first (workbench/server/web). It does not template, bundle or
+// the first (workbench/playpage). It does not template, bundle or
 // minify: the files are served as written, and a page links only
 // relative URLs, so it works under any prefix (a launcher's base_url).
 package webui

@@ -12,6 +12,9 @@ import (
 //go:embed ui.css ui.js icon.svg
 var shared embed.FS
 
+// Shared returns the files every page shares (ui.css, ui.js, icon.svg).
+func Shared() fs.FS { return shared }
+
 // CSP is the Content-Security-Policy of every page: scripts, styles,
 // images and connections (fetch and WebSocket) from the page's own
 // origin only; no inline script or style, no plugin, no frame, no form
@@ -21,12 +24,18 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 
 // SetHeaders sets the headers every page and its files are served
 // with: CSP, no MIME sniffing, no referrer, no caching (a page and its
-// script always come from the same binary).
+// script always come from the same binary), never in a frame (CSP's
+// frame-ancestors, and X-Frame-Options for browsers without it), and a
+// browsing context group of its own (Cross-Origin-Opener-Policy: a page
+// of another origin that opened it, or that it opens, holds no reference
+// to its window).
 func SetHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", CSP)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 }
 
 // Handler serves a page: its own files (page: index.html and its

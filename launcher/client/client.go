@@ -10,6 +10,7 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/attest"
@@ -91,8 +93,9 @@ func (c *Client) CreateAsync(ctx context.Context, spec []byte) (*api.CampaignVie
 // Lifetime is a change of a campaign's lifetime (PATCH): a nil field
 // stays as it is; 0 means none, where the service allows it.
 type Lifetime struct {
-	TTLSeconds         *int `json:"ttl_seconds,omitempty"`
-	IdleTimeoutSeconds *int `json:"idle_timeout_seconds,omitempty"`
+	TTLSeconds             *int `json:"ttl_seconds,omitempty"`
+	IdleTimeoutSeconds     *int `json:"idle_timeout_seconds,omitempty"`
+	LauncherTimeoutSeconds *int `json:"launcher_timeout_seconds,omitempty"`
 }
 
 // Patch changes the campaign's lifetime and returns the campaign.
@@ -105,39 +108,108 @@ func (c *Client) Patch(ctx context.Context, id string, l Lifetime) (*api.Campaig
 	return &v, c.do(ctx, http.MethodPatch, campaignPath(id, ""), b, &v)
 }
 
-// Events streams the campaign's events (after lastID, a journal sequence
-// number; 0 for all) to fn until the stream ends, with its final event
-// of type state; an error from fn ends it early.
-func (c *Client) Events(ctx context.Context, id string, lastID int, fn func(events.Event) error) error {
+// Keepalive says the launcher that created the campaign is still there
+// (a campaign tied to its launcher: launcher_timeout_seconds).
+func (c *Client) Keepalive(ctx context.Context, id string) (*api.KeepaliveView, error) {
+	var v api.KeepaliveView
+	return &v, c.do(ctx, http.MethodPost, campaignPath(id, "/keepalive"), nil, &v)
+}
+
+// ErrStopEvents, returned by an Events callback, ends the stream without
+// an error.
+var ErrStopEvents = errors.New("stop following the events")
+
+// How Events reconnects after a dropped connection: at most
+// eventsRetries times in a row (a connection that delivers an event
+// resets the count), waiting eventsBackoff, doubled each time up to
+// eventsMaxBackoff.
+const (
+	eventsRetries    = 10
+	eventsBackoff    = 250 * time.Millisecond
+	eventsMaxBackoff = 5 * time.Second
+)
+
+// Events follows the campaign's events (after lastID, the id of the
+// last event received: "12" or "12:state"; "" for all) and calls fn for
+// each, until the stream ends with the state event that says the
+// campaign is removed (or unusable), or fn returns an error (ErrStopEvents
+// ends it with none). The stream stays open while the campaign lives: a
+// state event follows each run of events once the campaign is settled.
+// A connection that drops is resumed with Last-Event-ID, so fn sees each
+// event once; an error answer (a 404) ends it.
+func (c *Client) Events(ctx context.Context, id, lastID string, fn func(events.Event) error) error {
+	failures, wait := 0, eventsBackoff
+	for {
+		delivered, ended, err := c.eventsOnce(ctx, id, &lastID, fn)
+		var ae *Error
+		switch {
+		case errors.Is(err, ErrStopEvents):
+			return nil
+		case errors.As(err, &ae), ctx.Err() != nil:
+			return err
+		case err == nil && ended:
+			return nil
+		}
+		if delivered {
+			failures, wait = 0, eventsBackoff
+		}
+		if failures++; failures > eventsRetries {
+			return fmt.Errorf("agentpen: the events of %s: the connection dropped %d times in a row: %w", id, failures-1, cmp.Or(err, io.ErrUnexpectedEOF))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, eventsMaxBackoff)
+	}
+}
+
+// eventsOnce reads one connection of the event stream after *lastID,
+// which it moves past every event it hands to fn; ended says the stream
+// ended after a final state event.
+func (c *Client) eventsOnce(ctx context.Context, id string, lastID *string, fn func(events.Event) error) (delivered, ended bool, err error) {
 	h := http.Header{"Accept": {"text/event-stream"}}
-	if lastID > 0 {
-		h.Set("Last-Event-ID", strconv.Itoa(lastID))
+	if *lastID != "" {
+		h.Set("Last-Event-ID", *lastID)
 	}
 	resp, err := c.send(ctx, http.MethodGet, campaignPath(id, "/events"), nil, h)
 	if err != nil {
-		return err
+		return false, false, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var data []string
+	var evID string
+	final := false
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
+		case strings.HasPrefix(line, "id:"):
+			evID = strings.TrimPrefix(strings.TrimPrefix(line, "id:"), " ")
 		case strings.HasPrefix(line, "data:"):
 			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
 		case line == "" && len(data) > 0:
 			var ev events.Event
 			if err := json.Unmarshal([]byte(strings.Join(data, "\n")), &ev); err != nil {
-				return fmt.Errorf("agentpen: an event: %w", err)
+				return delivered, false, fmt.Errorf("agentpen: an event: %w", err)
 			}
 			data = nil
+			if evID != "" {
+				*lastID = evID
+			}
+			evID, delivered = "", true
+			final = ev.Type == events.State && (ev.State == "removed" || ev.State == "unusable")
 			if err := fn(ev); err != nil {
-				return err
+				return delivered, false, err
 			}
 		}
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return delivered, false, err
+	}
+	return delivered, final, nil
 }
 
 // List lists the campaigns.

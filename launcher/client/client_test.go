@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentpen/agentpen/adapter"
+	"github.com/agentpen/agentpen/events"
 	"github.com/agentpen/agentpen/launcher"
 	"github.com/agentpen/agentpen/launcher/client"
 	"github.com/agentpen/agentpen/store"
@@ -80,7 +81,7 @@ func TestCoversTheAPI(t *testing.T) {
 		"createCampaign": "Create", "listCampaigns": "List", "getCampaign": "Get", "deleteCampaign": "Delete",
 		"listWorkspaces": "Workspaces", "attestCampaign": "Attest", "getAttestation": "Attestation",
 		"getCleanup": "Cleanup", "listEpisodes": "Episodes", "patchCampaign": "Patch", "campaignEvents": "Events",
-		"claimWorkspace": "Claim",
+		"claimWorkspace": "Claim", "keepaliveCampaign": "Keepalive",
 	}
 	typ := reflect.TypeFor[*client.Client]()
 	for path, item := range srv.OpenAPI().Paths {
@@ -112,4 +113,45 @@ func operations(item any) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// TestEventsResume: a stream whose connection drops in the middle of an
+// event is resumed with the id of the last whole event received, so each
+// event reaches the callback once, and it ends with the final state; a
+// callback's ErrStopEvents ends it early with no error.
+func TestEventsResume(t *testing.T) {
+	var lastIDs []string
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lastIDs = append(lastIDs, r.Header.Get("Last-Event-ID"))
+		w.Header().Set("Content-Type", "text/event-stream")
+		ev := func(id, typ, state string) string {
+			return "id: " + id + "\ndata: {\"event\":\"" + typ + "\",\"campaign\":\"c\",\"state\":\"" + state + "\"}\n\n"
+		}
+		switch len(lastIDs) {
+		case 1:
+			w.Write([]byte(": hello\n\n" + ev("1", "begin", "") + ev("2", "created", "") + "id: 3\ndata: {\"ev"))
+			w.(http.Flusher).Flush()
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close() // dropped mid-event
+		default:
+			w.Write([]byte(ev("3", "attested", "") + ev("3:state", "state", "removed")))
+		}
+	}))
+	defer ts.Close()
+	c := client.New(ts.URL, token, ts.Client())
+	var got []string
+	if err := c.Events(t.Context(), "c", "", func(ev events.Event) error { got = append(got, string(ev.Type)+ev.State); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"begin", "created", "attested", "stateremoved"}; !slices.Equal(got, want) || !slices.Equal(lastIDs, []string{"", "2"}) {
+		t.Fatalf("events %v (want %v), Last-Event-IDs sent %q", got, want, lastIDs)
+	}
+	got, lastIDs = nil, nil
+	err := c.Events(t.Context(), "c", "", func(ev events.Event) error {
+		got = append(got, string(ev.Type))
+		return client.ErrStopEvents
+	})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("stopped at the first: %v %v", got, err)
+	}
 }

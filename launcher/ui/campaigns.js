@@ -33,7 +33,8 @@
     const mean = eps.reduce((s, e) => s + e.reward, 0) / eps.length;
     const last = eps[eps.length - 1];
     return h("span", {}, eps.length + (eps.length === 1 ? " episode" : " episodes") + ", mean reward " + mean.toFixed(2) + "; last: ",
-      badge(last.end + ", reward " + Number(last.reward).toFixed(2), last.end === "submitted" ? last.reward >= 1 : undefined));
+      badge(last.end + (last.reason ? " (" + last.reason + ")" : "") + ", reward " + Number(last.reward).toFixed(2),
+        last.end === "submitted" ? last.reward >= 1 : last.end === "error" ? false : undefined));
   }
 
   function campaignView(c, eps) {
@@ -47,7 +48,7 @@
     const workspaces = (c.workspaces || []).map((w) => h("tr", { "data-agent": w.agent_id },
       h("td", {}, String(w.index)), h("td", {}, h("code", {}, w.agent_id)), h("td", {}, h("code", {}, w.task_id)),
       h("td", { class: "results" }, summary(byWs.get(w.index) || []))));
-    const rows = workspaces.length ? h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "agent id"), h("th", {}, "task"), h("th", {}, "results"))),
+    const rows = workspaces.length ? h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "agent id"), h("th", {}, "task"), h("th", { title: "What each workspace's workbench reported in its run directory, which the daemon's user can write: checked, not proven" }, "results (as the workspace reports them)"))),
       h("tbody", {}, workspaces)) : h("p", { class: "muted" }, eps.length ? eps.length + " episode results (workspaces not served)" : "no workspace served");
     return h("section", { class: "campaign", "data-campaign": c.campaign_id, "data-state": c.state },
       h("h2", {}, c.campaign_id, " ", badge(c.state, okStates.has(c.state) ? true : badStates.has(c.state) ? false : undefined)),

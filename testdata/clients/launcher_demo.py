@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The main job as a benchmark launcher does it, through agentpen serve's HTTP API only.
+"""The main job as a benchmark launcher does it, through agentpen serve's HTTP API only,
+with agentpen_client (clients/python, imported from this tree).
 
 Creates a campaign (POST /v1/campaigns), plays one oracle episode per workspace through
 each workspace's base_url with the standard-library OpenEnv client (workbench_client.py:
@@ -12,9 +13,9 @@ as JSON (schema agentpen.demo.v1, below) to FILE, replaced whole. Standard libra
         --campaign demo-1 --result result.json software/median@7=code sql/top_customer@3=text
 
 The bearer token is read from the environment variable --token-env names (default
-AGENTPEN_SERVE_TOKEN), never from the command line. Exit status 0 when every episode
-reached reward 1.0, the attestation is ok and the cleanup verified; 1 otherwise (an episode
-that failed with an error counts as reward 0.0 and the others are still played).
+AGENTPEN_TOKEN, agentpen_client's), never from the command line. Exit status 0 when every
+episode reached reward 1.0, the attestation is ok and the cleanup verified; 1 otherwise (an
+episode that failed with an error counts as reward 0.0 and the others are still played).
 
 The result file:
 
@@ -32,52 +33,16 @@ import argparse
 import json
 import os
 import sys
-import urllib.error
-import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import workbench_client  # noqa: E402
-
-
-class APIError(Exception):
-    """An RFC 9457 problem the API answered with."""
-
-    def __init__(self, status, problem):
-        detail = problem.get("detail", "")
-        fields = "; ".join(f"{e.get('location')}: {e.get('message')}" for e in problem.get("errors") or [])
-        super().__init__(f"{status} {problem.get('title', '')}: {detail}" + (f" [{fields}]" if fields else ""))
-        self.status = status
-        self.problem = problem
-
-
-class API:
-    """The launcher API: JSON over HTTP with the bearer token."""
-
-    def __init__(self, base, token):
-        self.base = base.rstrip("/")
-        self.token = token
-
-    def call(self, method, path, body=None, timeout=300):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method)
-        req.add_header("Authorization", "Bearer " + self.token)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return json.load(resp)
-        except urllib.error.HTTPError as e:
-            try:
-                problem = json.load(e)
-            except ValueError:
-                problem = {"detail": str(e)}
-            raise APIError(e.code, problem) from None
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+import workbench_client  # noqa: E402  (puts this tree's clients/python on the path)
+from agentpen_client import AgentpenError, APIError, Client  # noqa: E402
 
 
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--api", required=True, help="agentpen serve's URL")
-    p.add_argument("--token-env", default="AGENTPEN_SERVE_TOKEN", help="variable holding the bearer token")
+    p.add_argument("--token-env", default="AGENTPEN_TOKEN", help="variable holding the bearer token")
     p.add_argument("--image", required=True, help="pinned image of the grader and the workspaces")
     p.add_argument("--oracles", required=True, help="the testdata/oracles directory")
     p.add_argument("--campaign", required=True, help="campaign id")
@@ -87,7 +52,7 @@ def main(argv):
     token = os.environ.get(a.token_env, "")
     if not token:
         p.error(f"${a.token_env} is not set")
-    api = API(a.api, token)
+    api = Client(a.api, token, timeout=300)
 
     kinds = dict(t.partition("=")[::2] for t in a.tasks)
     spec = {
@@ -95,7 +60,7 @@ def main(argv):
         "server": {"image": a.image},
         "workspaces": [{"task_id": t, "image": a.image} for t in kinds],
     }
-    campaign = api.call("POST", "/v1/campaigns", spec)
+    campaign = api.create(spec)
     cid = campaign["campaign_id"]
     log(f"campaign {cid} ready: {len(campaign['workspaces'])} workspaces, attestation ok={campaign['attestation']['ok']}")
     rows, ok = [], True
@@ -106,15 +71,15 @@ def main(argv):
             rows.append(row)
             ok = ok and row["reward"] == 1.0
         try:
-            attestation = api.call("GET", f"/v1/campaigns/{cid}/attestation")
+            attestation = api.attestation(cid)
             attestation_ok = attestation["ok"] is True
             log(f"attestation: ok={attestation['ok']} ({len(attestation['failed_checks'])} failed checks)")
-        except APIError as e:
+        except AgentpenError as e:
             log(f"attestation: not read: {e}")
     finally:
         try:
-            cleanup = api.call("DELETE", f"/v1/campaigns/{cid}")["status"]
-        except APIError as e:
+            cleanup = api.delete(cid)["status"]
+        except AgentpenError as e:
             cleanup, cleanup_error = "failed", str(e)
         log(f"cleanup: {cleanup}" + (f" ({cleanup_error})" if cleanup_error else ""))
         cleanup_path = cleanup_report(api, cid)
@@ -154,7 +119,7 @@ def play(w, kinds, oracles):
             row["steps"] = client.state()["step_count"]
         finally:
             client.close()
-    except (OSError, RuntimeError, KeyError, ValueError) as e:
+    except (OSError, AgentpenError, KeyError, ValueError) as e:
         row["error"] = str(e)
         log(f"{task}: episode failed: {e}")
     return row
@@ -164,8 +129,8 @@ def cleanup_report(api, cid):
     """The cleanup report's file, as the campaign's view names it (each cleanup has a file of
     its own in the state directory); "" when the service cannot say."""
     try:
-        return (api.call("GET", f"/v1/campaigns/{cid}").get("cleanup") or {}).get("path", "")
-    except APIError as e:
+        return (api.get(cid).get("cleanup") or {}).get("path", "")
+    except AgentpenError as e:
         log(f"cleanup report: not known: {e}")
         return ""
 
@@ -197,4 +162,7 @@ if __name__ == "__main__":
         sys.exit(main(sys.argv[1:]))
     except APIError as e:
         print(f"demo: the API refused: {e}", file=sys.stderr)
+        sys.exit(1)
+    except AgentpenError as e:
+        print(f"demo: {e}", file=sys.stderr)
         sys.exit(1)

@@ -65,11 +65,25 @@ func bareSpawn(b *testing.B) {
 	}
 }
 
-// BenchmarkReset: Reset of a text task, ending the previous episode.
+// BenchmarkReset: Reset of a text task after an episode that ran code
+// and ended (submitted), once the workspace made ahead for the next one
+// is ready (its fork server up: the machine was idle between the answer
+// and the reset), against the bare spawn, interleaved (raw-). The b2b-
+// family (no target) is the same reset right after the answer, with no
+// time for the making ahead.
 func BenchmarkReset(b *testing.B) {
 	env := benchEnv(b, taskCSV)
-	var s testlatency.Samples
+	var s, raw, b2b testlatency.Samples
 	for i := 0; i < b.N; i++ {
+		endEpisode(b, env)
+		b2b.Time(func() {
+			if _, err := env.Reset(context.Background(), ResetOptions{TaskID: taskCSV}); err != nil {
+				b.Fatal(err)
+			}
+		})
+		endEpisode(b, env)
+		aheadUp(b, env)
+		raw.Time(func() { bareSpawn(b) })
 		s.Time(func() {
 			if _, err := env.Reset(context.Background(), ResetOptions{TaskID: taskCSV}); err != nil {
 				b.Fatal(err)
@@ -77,10 +91,34 @@ func BenchmarkReset(b *testing.B) {
 		})
 	}
 	s.Report(b, "")
+	raw.Report(b, "raw-")
+	b2b.Report(b, "b2b-")
 }
 
-// BenchmarkResetAfterRun: Reset after an episode that ran code (no
-// target: the trainer's usual reset; BenchmarkReset is the target's).
+// endEpisode runs code in env's text episode and submits its answer (the
+// episode ends).
+func endEpisode(b *testing.B, env *Environment) {
+	b.Helper()
+	benchStep(b, env, "run_python", map[string]any{"code": "pass"})
+	benchStep(b, env, "submit", map[string]any{"answer": "0"})
+}
+
+// aheadUp waits (untimed) until the workspace env makes ahead for its
+// next episode is made and its fork server is up.
+func aheadUp(b *testing.B, env *Environment) {
+	b.Helper()
+	ws := prepared(env)
+	if ws == nil {
+		b.Fatal("no workspace made ahead")
+	}
+	if ws.fs != nil && !ws.fs.WaitReady(context.Background()) {
+		b.Fatalf("the fork server made ahead is not up: %v", ws.fs.Err())
+	}
+}
+
+// BenchmarkResetAfterRun: Reset that replaces an episode that ran code
+// and did not end (no target: nothing was made ahead for it; the
+// replaced episode is torn down after the answer).
 func BenchmarkResetAfterRun(b *testing.B) {
 	env := benchEnv(b, taskCSV)
 	var s testlatency.Samples
@@ -144,6 +182,25 @@ func BenchmarkSubmitText(b *testing.B) {
 	var s testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		env.Reset(context.Background(), ResetOptions{TaskID: taskCSV})
+		s.Time(func() { benchStep(b, env, "submit", map[string]any{"answer": task.Key.Answer}) })
+	}
+	s.Report(b, "")
+}
+
+// BenchmarkSubmitTextAfterRun: submit of a text task's answer after a
+// code run, its fork server up (after an untimed reset, the server up, a
+// run_python of print(1)).
+func BenchmarkSubmitTextAfterRun(b *testing.B) {
+	task, err := tasks.Build(taskCSV)
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := benchEnv(b, taskCSV)
+	var s testlatency.Samples
+	for i := 0; i < b.N; i++ {
+		env.Reset(context.Background(), ResetOptions{TaskID: taskCSV})
+		serverUp(b, env)
+		benchStep(b, env, "run_python", map[string]any{"code": "print(1)"})
 		s.Time(func() { benchStep(b, env, "submit", map[string]any{"answer": task.Key.Answer}) })
 	}
 	s.Report(b, "")
@@ -266,9 +323,46 @@ func benchSubmitCode(b *testing.B, cfg Config) {
 	raw.Report(b, "raw-")
 }
 
-// BenchmarkForkFirstRun: run_python of print(1) right after a reset, the
-// fork server's template starting meanwhile (no target: what a first run
-// pays when it comes at once), against the bare spawn.
+// BenchmarkForkFirstRunTests: the first run_tests of a code episode,
+// back to back after its reset (and the solution written), against the
+// bare spawn, interleaved: the reset after an episode that ended, once
+// the workspace made ahead is ready (as BenchmarkReset). The b2b- family
+// (no target) waits for nothing: the previous episode's end (finish),
+// the reset, the write and run_tests back to back, the template made ahead
+// starting meanwhile.
+func BenchmarkForkFirstRunTests(b *testing.B) {
+	solution, err := oracle.Load(taskMedian)
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := benchEnvWith(b, Config{}, taskMedian)
+	var s, raw, b2b testlatency.Samples
+	runTests := func(s *testlatency.Samples, wait bool) {
+		benchStep(b, env, "finish", nil)
+		if wait {
+			aheadUp(b, env)
+		}
+		if _, err := env.Reset(context.Background(), ResetOptions{TaskID: taskMedian}); err != nil {
+			b.Fatal(err)
+		}
+		benchStep(b, env, "write_file", map[string]any{"path": "solution.py", "content": solution})
+		s.Time(func() { benchStep(b, env, "run_tests", nil) })
+	}
+	for i := 0; i < b.N; i++ {
+		runTests(&b2b, false)
+		raw.Time(func() { bareSpawn(b) })
+		runTests(&s, true)
+	}
+	s.Report(b, "")
+	raw.Report(b, "raw-")
+	b2b.Report(b, "b2b-")
+	raw.Report(b, "raw-b2b-")
+}
+
+// BenchmarkForkFirstRun: run_python of print(1) right after a reset that
+// replaced an episode (nothing made ahead: the fork server's template
+// starts at the reset; the run waits for it or is spawned), against the
+// bare spawn (no target: what a first run pays when it comes at once).
 func BenchmarkForkFirstRun(b *testing.B) {
 	env := benchEnv(b, taskCSV)
 	var s, raw testlatency.Samples

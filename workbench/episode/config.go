@@ -2,6 +2,7 @@ package episode
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/agentpen/agentpen/workbench/results"
@@ -75,8 +76,10 @@ type Output struct {
 
 // Grader grades answers without handing the answer key to the
 // environment, so a remote grader can hold the key in another process.
-// Any error is shown to the agent as a refusal of that step; it never
-// earns credit and never ends the episode by itself.
+// An error grading a submitted answer (ScoreAnswer at submit,
+// HiddenInputs, Judge) voids the episode: it ends without credit, its
+// result says results.EndError, and what grading left goes with its
+// workspace. An error of check's ScoreAnswer is a refusal of that step.
 type Grader interface {
 	// ScoreAnswer grades a non-code answer: credit in [0, 1] and a reason.
 	ScoreAnswer(ctx context.Context, taskID, answer string) (credit float64, reason string, err error)
@@ -126,6 +129,17 @@ type Config struct {
 	OnEnd func(results.Record)
 	// Now is the clock results are stamped with; nil means time.Now.
 	Now func() time.Time
+	// Logger receives the cause of each grading failure that voids an
+	// episode (the agent and the result see its reason alone); nil
+	// discards.
+	Logger *slog.Logger
+}
+
+func (c Config) log() *slog.Logger {
+	if c.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Logger
 }
 
 // Binding resolves the task of a reset that asked for requested ("" for

@@ -16,7 +16,7 @@
 //
 // Config.Sandbox (package sandbox, built once by cmd/workbench) runs every
 // episode's code. As root, in namespaces (its default), each episode gets
-// its own uid and namespaces at reset (sandbox.Episode: user, mount and
+// its own uid and namespaces (sandbox.Episode: user, mount and
 // network namespaces and a sized tmpfs holding its workspace, /tmp and
 // /dev/shm); every run of its code (the interpreter starts with the
 // syscall filter, the uid and the per-run rlimits of Config.RunLimits
@@ -32,15 +32,34 @@
 // workspace digest fail (no verification credit, and graded cases fail),
 // where the seed, reading as root, would read it.
 //
-// In namespaces each episode also gets a fork server (sandbox.ForkServer)
-// at reset, its template starting in the background: every run is a
+// In namespaces each episode also gets a fork server (sandbox.ForkServer),
+// its template starting in the background: every run is a
 // process forked from one interpreter started once, contained, limited
 // and set up as a spawned one (`python3 -E -s script`), from the
 // interpreter's pristine state (json preloaded, for test_solution.py).
 // The agent's runs (run_python, the test file of run_tests) fork from
-// one of its servers; a run that comes before the template is up, and
-// every run once it cannot serve, is spawned. Config.NoForkServer spawns
-// every run (the fallback, and the benchmarks' control).
+// one of its servers; a run that comes while the template starts waits
+// for it when it will be up sooner than a spawn would start, and is
+// spawned otherwise, as is every run once the server cannot serve.
+// Config.NoForkServer spawns every run (the fallback, and the benchmarks'
+// control).
+//
+// # Episodes made ahead
+//
+// All of an episode but its task's files (its uid, namespaces and tmpfs,
+// its fork server and the agent's runs' server) is made ahead: when an
+// episode ends (submitted, out of steps or invalid calls, finished), the
+// step's answer does not wait for its teardown; a goroutine of the
+// environment tears it down (nothing of it left, its uid released) and
+// then makes the next episode's workspace, whose template starts at once.
+// The next reset takes it (waiting for it if it is still being made) and
+// writes the task's files, and asks for a grading server for a code task.
+// At most one episode is made ahead, and only once the ended one's uid is
+// free; a reset that replaces a running episode makes the new one at once
+// and tears the old one down in the background (or first, when no uid is
+// free). Close waits for all of it and frees the one made ahead. An
+// environment of one episode (OneEpisode: a stateless call's, an MCP
+// session's) makes none ahead.
 //
 // The uid-only sandbox (weaker, only when asked for) runs the code as the
 // uid in the server's namespaces, and the unsandboxed mode (not root) as

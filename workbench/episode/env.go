@@ -9,9 +9,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentpen/agentpen/workbench/results"
+	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -33,6 +35,10 @@ type Environment struct {
 	// there unless it ends on its own (Unrecorded).
 	started              time.Time
 	recorded, unrecorded bool
+	// void is why grading the running episode's answer failed (one of
+	// results.Reasons; "" while it did not): it ended, EndError, and
+	// every later step is refused.
+	void string
 
 	invalidTotal, invalidRun int
 	inspected                bool
@@ -41,9 +47,31 @@ type Environment struct {
 	testedLastChange         bool
 	testedDigest             string // "" when the tests did not pass on a readable workspace
 
+	// next is the next episode's workspace, made ahead once an episode
+	// ended (retire), or being made; nil when none is. oneEpisode: none
+	// is ever made ahead (OneEpisode).
+	next       *preparation
+	oneEpisode bool
+	// bg is the background work: episodes torn down after the answer that
+	// ended them, and the next one's workspace made (retire); Close waits
+	// for it. stopping tells it that Close has begun; bgErrs are the
+	// teardowns' errors, which Close returns.
+	bg       sync.WaitGroup
+	stopping atomic.Bool
+	bgMu     sync.Mutex
+	bgErrs   []error
+
 	// testHookBeforeRelease, when set (tests), runs after the episode's
 	// processes and files are gone, just before its uid is released.
 	testHookBeforeRelease func(uid int)
+}
+
+// preparation is a workspace made in the background (prepareWorkspace):
+// ws or err are set once done is closed.
+type preparation struct {
+	done chan struct{}
+	ws   *workspace
+	err  error
 }
 
 // ErrClosed is returned (wrapped) by Reset and Step after Close.
@@ -120,24 +148,40 @@ func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation
 	if !e.done {
 		e.record(results.EndAbandoned, results.Parts{})
 	}
-	cleanupErr := e.cleanup()
+	// The running episode, if any, is torn down after this answer; the
+	// new one's workspace is the one made ahead when there is one.
+	old := e.ws
+	e.ws = nil
 	e.task = task
 	episodeID := opts.EpisodeID
 	if episodeID == "" {
 		episodeID = newUUID()
 	}
 	e.state = State{EpisodeID: episodeID}
-	e.done, e.reward = false, 0
+	e.done, e.reward, e.void = false, 0, ""
 	e.started, e.recorded, e.unrecorded = e.cfg.now(), false, false
 	e.invalidTotal, e.invalidRun = 0, 0
 	e.inspected = false
 	e.checked = map[string]bool{}
 	e.checks = 0
 	e.testedLastChange, e.testedDigest = false, ""
-	ws, err := newWorkspace(e.cfg, task.Files, task.Kind == tasks.KindCode)
+	ws, err := e.nextWorkspace()
+	if errors.Is(err, sandbox.ErrNoFreeUID) && old != nil {
+		// Every uid is held: the running episode goes first, as it did
+		// before anything was made ahead.
+		e.keepErr(old.destroy(e.testHookBeforeRelease))
+		old = nil
+		ws, err = prepareWorkspace(e.cfg)
+	}
+	if old != nil {
+		e.background(old, nil)
+	}
+	if err == nil {
+		err = ws.fill(task.Files, task.Kind == tasks.KindCode)
+	}
 	if err != nil {
 		e.task = nil
-		return Observation{}, fmt.Errorf("reset %s: %w", taskID, errors.Join(err, cleanupErr))
+		return Observation{}, fmt.Errorf("reset %s: %w", taskID, err)
 	}
 	e.ws = ws
 	listing, err := e.listing()
@@ -167,6 +211,11 @@ func (e *Environment) Step(ctx context.Context, a Action) (Observation, error) {
 		if _, err := e.reset(ctx, ResetOptions{}); err != nil {
 			return Observation{}, fmt.Errorf("step: %w", err)
 		}
+	}
+	if e.done && e.void != "" {
+		obs := e.obs("", true, nil)
+		obs.Error = fmt.Sprintf("refused: the episode ended when grading failed (%s); reset to start another", e.void)
+		return obs, nil
 	}
 	if e.done {
 		return e.obs("The episode has ended.", true, nil), nil
@@ -201,8 +250,10 @@ func (e *Environment) State() State {
 	return e.state
 }
 
-// Close ends the running episode: its processes, files and uid are freed.
-// It is idempotent; Reset and Step fail after it.
+// Close ends the running episode and the one made ahead: their
+// processes, files and uids are freed, and so are those of every episode
+// still being torn down; it returns once they are, with any error of
+// theirs. It is idempotent; Reset and Step fail after it.
 func (e *Environment) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -210,10 +261,33 @@ func (e *Environment) Close() error {
 		return nil
 	}
 	e.closed = true
+	e.stopping.Store(true)
 	if !e.done {
 		e.record(results.EndClosed, results.Parts{})
 	}
-	return e.cleanup()
+	// Episodes in the order they ended: those being torn down first.
+	e.bg.Wait()
+	errs := []error{e.cleanup()}
+	if p := e.next; p != nil {
+		e.next = nil
+		if p.ws != nil {
+			errs = append(errs, p.ws.destroy(e.testHookBeforeRelease))
+		}
+	}
+	e.bgMu.Lock()
+	errs = append(errs, e.bgErrs...)
+	e.bgErrs = nil
+	e.bgMu.Unlock()
+	return errors.Join(errs...)
+}
+
+// OneEpisode says the environment plays one episode at most (a stateless
+// HTTP call's, a standard MCP session's), so none is made ahead when it
+// ends.
+func (e *Environment) OneEpisode() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.oneEpisode = true
 }
 
 // refusal is a tool call refused with a reason shown to the agent.
@@ -262,14 +336,14 @@ func (e *Environment) obs(output string, done bool, correctness *float64) Observ
 // finish grades answer (nil: none was submitted), sets the reward, ends
 // the episode (how: end, one of the End constants; results.EndSubmitted with an
 // answer), records its Result and frees its workspace. A grading failure
-// is a refusal and leaves the episode running.
+// voids the episode (void).
 func (e *Environment) finish(ctx context.Context, answer *string, end, note string) (Observation, error) {
 	correctness, why := 0.0, "no answer was submitted"
 	if answer != nil {
 		var err error
 		correctness, why, err = e.score(ctx, *answer)
 		if err != nil {
-			return Observation{}, err
+			return e.voidEpisode(err)
 		}
 	}
 	var verified bool
@@ -291,26 +365,114 @@ func (e *Environment) finish(ctx context.Context, answer *string, end, note stri
 	}
 	e.record(end, results.Parts{Correctness: correctness, Inspected: e.inspected && submitted,
 		Verified: verified && submitted, NoInvalid: e.invalidTotal == 0 && submitted})
-	// Nothing of a finished episode is needed again, and a stateless caller
-	// may never close it.
-	if err := e.cleanup(); err != nil {
-		return Observation{}, fmt.Errorf("finish: %w", err)
-	}
+	// Nothing of a finished episode is needed again: it is torn down after
+	// this answer, and the next one's workspace made ahead.
+	e.retire()
 	if note == "" {
 		note = fmt.Sprintf("Submitted. Result: %s.", why)
 	}
 	return e.obs(note, true, &correctness), nil
 }
 
+// score grades answer; any error is a *gradingError.
 func (e *Environment) score(ctx context.Context, answer string) (float64, string, error) {
 	if e.task.Kind != tasks.KindCode {
 		credit, why, err := e.cfg.Grader.ScoreAnswer(ctx, e.task.TaskID, answer)
 		if err != nil {
-			return 0, "", refusef("the answer cannot be graded now: %v", err)
+			return 0, "", graderFailed(err)
 		}
 		return credit, why, nil
 	}
 	return e.gradeCode(ctx)
+}
+
+// voidEpisode ends the running episode because grading its answer failed
+// (err, a *gradingError; another error is results.ReasonGrading): it
+// earns nothing, its result says EndError with the reason (a word, never
+// err's text), its workspace goes at once with everything a graded case
+// left in it (files, /tmp, processes), and every later step is refused
+// until a reset. The agent is told the reason alone; the cause goes to
+// Config.Logger.
+func (e *Environment) voidEpisode(err error) (Observation, error) {
+	reason := results.ReasonGrading
+	if ge := (*gradingError)(nil); errors.As(err, &ge) {
+		reason = ge.reason
+	}
+	e.cfg.log().Warn("grading failed: the episode is void", "episode_id", e.state.EpisodeID, "reason", reason, "err", err)
+	e.reward, e.done, e.void = 0, true, reason
+	e.record(results.EndError, results.Parts{})
+	if err := e.cleanup(); err != nil {
+		return Observation{}, fmt.Errorf("void the episode: %w", err)
+	}
+	obs := e.obs("", true, nil)
+	obs.Error = fmt.Sprintf("grading failed (%s): the episode ended without a reward; reset to start another", reason)
+	return obs, nil
+}
+
+// retire hands the running episode's workspace, which ended, to the
+// background (see background), and with it the making of the next
+// episode's, unless the environment plays one episode only or is
+// closed. So the answer that ended the episode does not wait for its
+// teardown, nor the next reset for the set-up of the next: at most one
+// episode is made ahead, and only once its uid is not needed by the one
+// that ended (it is released first).
+func (e *Environment) retire() {
+	var p *preparation
+	if !e.oneEpisode && !e.closed && e.next == nil {
+		p = &preparation{done: make(chan struct{})}
+		e.next = p
+	}
+	ws := e.ws
+	e.ws = nil
+	e.background(ws, p)
+}
+
+// background tears ws down (nil: none) and then, with p, makes the next
+// episode's workspace into p, in a goroutine that Close waits for; a
+// teardown's error is kept for Close. Call it with e.mu held.
+func (e *Environment) background(ws *workspace, p *preparation) {
+	if ws == nil && p == nil {
+		return
+	}
+	hook := e.testHookBeforeRelease
+	e.bg.Go(func() {
+		if ws != nil {
+			e.keepErr(ws.destroy(hook))
+		}
+		if p == nil {
+			return
+		}
+		if e.stopping.Load() {
+			p.err = ErrClosed
+		} else {
+			p.ws, p.err = prepareWorkspace(e.cfg)
+		}
+		close(p.done)
+	})
+}
+
+// keepErr keeps a teardown's error (nil: none) for Close.
+func (e *Environment) keepErr(err error) {
+	if err == nil {
+		return
+	}
+	e.bgMu.Lock()
+	defer e.bgMu.Unlock()
+	e.bgErrs = append(e.bgErrs, err)
+}
+
+// nextWorkspace returns the workspace made ahead, once it is made (it is
+// made again when that failed), or makes one.
+func (e *Environment) nextWorkspace() (*workspace, error) {
+	p := e.next
+	e.next = nil
+	if p != nil {
+		<-p.done
+		if p.err == nil {
+			return p.ws, nil
+		}
+	}
+	return prepareWorkspace(e.cfg)
 }
 
 // cleanup frees the running episode's workspace and uid, if any.

@@ -311,12 +311,19 @@ func (errGrader) Judge(context.Context, string, []bool, []Output) (float64, stri
 	return 0, "", errors.New("grader unreachable")
 }
 
-func TestGraderErrorIsRefusal(t *testing.T) {
+// TestGraderErrorVoids: a grader that fails a submit's grading ends the
+// episode without a reward, saying grading failed and why in a word
+// (never the grader's own text), and a step after it is refused. It was
+// a refusal that kept the episode running.
+func TestGraderErrorVoids(t *testing.T) {
 	for _, task := range []string{"t/number", "t/code"} {
 		env := fakeEnv(t, Config{Grader: errGrader{}}, task)
 		o := step(t, env, "submit", ans("42"))
-		if o.Done || o.Reward != 0 || !strings.Contains(o.Error, "grader unreachable") {
+		if !o.Done || o.Reward != 0 || !strings.Contains(o.Error, "grading failed (grader_failed)") || strings.Contains(o.Error, "grader unreachable") {
 			t.Fatalf("%s: %+v", task, o)
+		}
+		if o := step(t, env, "list_files", nil); !o.Done || !strings.Contains(o.Error, "refused") {
+			t.Fatalf("%s: a step after the void: %+v", task, o)
 		}
 	}
 }

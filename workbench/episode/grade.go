@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"strings"
 
+	"github.com/agentpen/agentpen/workbench/results"
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
@@ -93,6 +95,11 @@ func argsLiteral(args []any) (string, error) {
 // state to the next. The process runs the agent's code, so what it prints
 // can be forged: the visible cases only gate the credit, and the credit
 // comes from hidden cases whose expected values never enter the workspace.
+//
+// Any error is a *gradingError saying which part failed; what the cases
+// run so far left is still in the episode (its workspace, /tmp): the
+// caller voids the episode (Environment.void) or, for the visible cases
+// alone, refuses the step.
 func (e *Environment) runCases(ctx context.Context, cases [][]any) ([][]byte, error) {
 	defer e.ws.gradedDone()
 	before := e.ws.digest()
@@ -104,18 +111,19 @@ func (e *Environment) runCases(ctx context.Context, cases [][]any) ([][]byte, er
 			// agent's code more time.
 			continue
 		}
-		reset, err := e.ws.prepareCase(".grade.py", probe(e.task.Function))
+		reset, err := e.prepareCase(i)
 		if err != nil {
-			return nil, err
+			return nil, &gradingError{results.ReasonCasePrepare, fmt.Errorf("case %d: %w", i, err)}
 		}
 		lit, err := argsLiteral(callArgs)
 		stdin := []byte(lit)
 		if err != nil {
-			return nil, fmt.Errorf("case %d of %s: arguments are not JSON: %w", i, e.task.TaskID, err)
+			// The grader's inputs are not argument lists.
+			return nil, &gradingError{results.ReasonGrader, fmt.Errorf("case %d: arguments are not JSON: %w", i, err)}
 		}
 		res, err := e.ws.runGraded(ctx, []string{"-E", "-s", "-B", ".grade.py"}, stdin)
 		if err != nil {
-			return nil, err
+			return nil, &gradingError{results.ReasonCaseRun, fmt.Errorf("case %d: %w", i, err)}
 		}
 		if e.ws.digest() != before {
 			tainted = true
@@ -127,6 +135,36 @@ func (e *Environment) runCases(ctx context.Context, cases [][]any) ([][]byte, er
 	}
 	return out, nil
 }
+
+// prepareCase readies graded case i (workspace.prepareCase).
+func (e *Environment) prepareCase(i int) (bool, error) {
+	if testHookPrepareCase != nil {
+		if err := testHookPrepareCase(i); err != nil {
+			return false, err
+		}
+	}
+	return e.ws.prepareCase(".grade.py", probe(e.task.Function))
+}
+
+// testHookPrepareCase, when set (tests), runs before graded case i is
+// prepared; its error is the preparation's, before anything of it is
+// done (what the case before left is not cleared).
+var testHookPrepareCase func(i int) error
+
+// gradingError is a failure inside grading a submitted answer: the
+// episode is void (Environment.void), EndError with reason (one of
+// results.Reasons), whatever err says.
+type gradingError struct {
+	reason string
+	err    error
+}
+
+func (g *gradingError) Error() string { return "grading failed (" + g.reason + "): " + g.err.Error() }
+
+func (g *gradingError) Unwrap() error { return g.err }
+
+// graderFailed is a failed call of the Grader.
+func graderFailed(err error) error { return &gradingError{results.ReasonGrader, err} }
 
 // lastJSONLine returns the last non-blank line of out when it is one JSON
 // value, else nil.
@@ -153,6 +191,11 @@ func (e *Environment) gradeVisible(ctx context.Context) ([]bool, error) {
 		argsList = append(argsList, c.Args)
 	}
 	outs, err := e.runCases(ctx, argsList)
+	if ge := (*gradingError)(nil); errors.As(err, &ge) {
+		// The visible cases alone (run_tests): nothing hidden ran, and
+		// the step is refused, or fails, as a run would.
+		err = ge.err
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -165,10 +208,11 @@ func (e *Environment) gradeVisible(ctx context.Context) ([]bool, error) {
 
 // gradeCode grades a submitted code task: the visible cases here, then the
 // hidden ones, in one sequence against one digest, judged by the Grader.
+// Any error is a *gradingError.
 func (e *Environment) gradeCode(ctx context.Context) (float64, string, error) {
 	hidden, err := e.cfg.Grader.HiddenInputs(ctx, e.task.TaskID)
 	if err != nil {
-		return 0, "", refusef("the answer cannot be graded now: %v", err)
+		return 0, "", graderFailed(err)
 	}
 	var argsList [][]any
 	for _, c := range e.task.Visible {
@@ -190,7 +234,7 @@ func (e *Environment) gradeCode(ctx context.Context) (float64, string, error) {
 	}
 	credit, why, err := e.cfg.Grader.Judge(ctx, e.task.TaskID, visible, hiddenOut)
 	if err != nil {
-		return 0, "", refusef("the answer cannot be graded now: %v", err)
+		return 0, "", graderFailed(err)
 	}
 	return credit, why, nil
 }

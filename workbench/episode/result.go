@@ -24,6 +24,7 @@ func (e *Environment) record(end string, parts results.Parts) {
 		End:       end,
 		StartedAt: e.started,
 		EndedAt:   e.cfg.now(),
+		Reason:    e.voidReason(end),
 	})
 }
 
@@ -36,4 +37,13 @@ func (e *Environment) Unrecorded() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.unrecorded = true
+}
+
+// voidReason is the record's reason: why grading failed, on an EndError
+// record only.
+func (e *Environment) voidReason(end string) string {
+	if end != results.EndError {
+		return ""
+	}
+	return e.void
 }

@@ -39,15 +39,27 @@ type workspace struct {
 	runs, grading *sandbox.Forker
 }
 
-// newWorkspace starts a sandbox episode and writes the task's files into
-// its workspace as the uid, and starts its fork server (with a grading
-// server for a code task).
-func newWorkspace(cfg Config, files []tasks.File, code bool) (_ *workspace, err error) {
+// prepareWorkspace starts a sandbox episode and its fork server (with a
+// server for the agent's runs): all of an episode that does not depend on
+// its task, so that it can be made ahead (Environment.retire).
+func prepareWorkspace(cfg Config) (*workspace, error) {
 	ep, err := cfg.Sandbox.NewEpisode()
 	if err != nil {
 		return nil, err
 	}
 	w := &workspace{cfg: cfg, ep: ep, uid: ep.UID(), dir: ep.Dir()}
+	if !cfg.NoForkServer {
+		// test_solution.py imports json; the probe imports nothing.
+		w.fs = ep.ForkServer(sandbox.ForkServerConfig{Python: cfg.Python, Env: w.env(), Limits: cfg.RunLimits, Preload: []string{"json"}})
+		w.runs = w.fs.Forker()
+	}
+	return w, nil
+}
+
+// fill writes the task's files into the workspace as the uid, and asks
+// the fork server for a grading server for a code task. On an error the
+// workspace is destroyed.
+func (w *workspace) fill(files []tasks.File, code bool) (err error) {
 	defer func() {
 		if err != nil {
 			// A half-built episode holds a uid and namespaces nothing else
@@ -76,17 +88,12 @@ func newWorkspace(cfg Config, files []tasks.File, code bool) (_ *workspace, err 
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if !cfg.NoForkServer {
-		// test_solution.py imports json; the probe imports nothing.
-		w.fs = ep.ForkServer(sandbox.ForkServerConfig{Python: cfg.Python, Env: w.env(), Limits: cfg.RunLimits, Preload: []string{"json"}})
-		w.runs = w.fs.Forker()
-		if code {
-			w.grading = w.fs.NetworkForker()
-		}
+	if code && w.fs != nil {
+		w.grading = w.fs.NetworkForker()
 	}
-	return w, nil
+	return nil
 }
 
 // destroy ends the sandbox episode: nothing of it is left and its uid is

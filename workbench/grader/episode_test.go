@@ -3,6 +3,7 @@ package grader
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"regexp"
@@ -17,6 +18,7 @@ import (
 	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/episode"
+	"github.com/agentpen/agentpen/workbench/results"
 	"github.com/agentpen/agentpen/workbench/tasks"
 	"github.com/google/go-cmp/cmp"
 )
@@ -336,12 +338,14 @@ func (s *switchable) down() {
 	s.hs = nil
 }
 
-// TestGraderOutageRefusesStep: a grader that goes away mid-episode, or
-// fails or hangs on one route, turns that submit into a refusal with a
-// reason; the episode goes on and gets no credit from it; once the grader
-// is back, submitting again is graded (reward 0.9: the refused call is an
-// invalid one).
-func TestGraderOutageRefusesStep(t *testing.T) {
+// TestGraderOutageVoids: a grader that goes away mid-episode, or fails
+// or hangs on one route, voids that episode at its submit: it ends with
+// no credit, saying grading failed (grader_failed) and naming neither the
+// grader's address nor its key, and its result says error; a step after
+// it is refused. Once the grader is back, the next episode is graded.
+// (A refusal used to keep the episode running, with what its graded
+// cases left in it.)
+func TestGraderOutageVoids(t *testing.T) {
 	testenv.RequireRoot(t)
 	srv, err := NewServer(ServerConfig{Key: testKey})
 	if err != nil {
@@ -393,21 +397,18 @@ func TestGraderOutageRefusesStep(t *testing.T) {
 		restore func()
 		reason  string
 	}{
-		{name: "down_at_score", task: text, outage: sw.down, restore: sw.up,
-			reason: "the answer cannot be graded now: grader POST /v1/score: no response (connection refused)"},
-		{name: "down_at_cases", task: code, outage: sw.down, restore: sw.up,
-			reason: "the answer cannot be graded now: grader POST /v1/cases: no response (connection refused)"},
+		{name: "down_at_score", task: text, outage: sw.down, restore: sw.up},
+		{name: "down_at_cases", task: code, outage: sw.down, restore: sw.up},
 		{name: "judge_unavailable", task: code,
 			outage:  func() { mu.Lock(); current = failJudge; mu.Unlock() },
-			restore: func() { mu.Lock(); current = none; mu.Unlock() },
-			reason:  "the answer cannot be graded now: grader POST /v1/judge: status 503 (unavailable): grader restarting"},
+			restore: func() { mu.Lock(); current = none; mu.Unlock() }},
 		{name: "judge_hangs", task: code,
 			outage:  func() { mu.Lock(); current = hangJudge; mu.Unlock() },
-			restore: func() { mu.Lock(); current = none; mu.Unlock() },
-			reason:  "the answer cannot be graded now: grader POST /v1/judge: no reply within 500ms"},
+			restore: func() { mu.Lock(); current = none; mu.Unlock() }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRun(t, episode.Config{Grader: client}, tt.task.TaskID)
+			var ends []string
+			r := newRun(t, episode.Config{Grader: client, OnEnd: func(rec results.Record) { ends = append(ends, rec.End+" "+rec.Reason) }}, tt.task.TaskID)
 			answer := keyAnswer(tt.task)
 			if tt.task.Kind == tasks.KindCode {
 				answer = "fixed"
@@ -425,15 +426,27 @@ func TestGraderOutageRefusesStep(t *testing.T) {
 			tt.outage()
 			o := r.step("submit", map[string]any{"answer": answer})
 			tt.restore()
-			if o.Error != tt.reason || o.Done || o.Reward != 0 || o.Metadata["correctness"] != nil {
-				t.Fatalf("submit during the outage: %+v, want refusal %q, not done, no credit", o, tt.reason)
+			want := "grading failed (" + results.ReasonGrader + ")"
+			if !strings.HasPrefix(o.Error, want) || !o.Done || o.Reward != 0 || o.Metadata["correctness"] != nil {
+				t.Fatalf("submit during the outage: %+v, want %q, done, no credit", o, want)
 			}
 			if strings.Contains(o.Error, sw.addr) || strings.Contains(o.Error, testKey) {
-				t.Errorf("the refusal names the grader's address or key: %q", o.Error)
+				t.Errorf("the answer names the grader's address or key: %q", o.Error)
 			}
-			o = r.step("submit", map[string]any{"answer": answer})
-			if !o.Done || o.Reward != 0.9 || o.Metadata["correctness"] != 1.0 {
-				t.Fatalf("submit after the outage: %+v, want done with reward 0.9", o)
+			if fmt.Sprint(ends) != "[error "+results.ReasonGrader+"]" {
+				t.Errorf("results %v, want the episode's, error %s", ends, results.ReasonGrader)
+			}
+			if o = r.step("submit", map[string]any{"answer": answer}); !o.Done || !strings.Contains(o.Error, "refused") {
+				t.Fatalf("submit after the void: %+v, want it refused", o)
+			}
+			if _, err := r.env.Reset(context.Background(), episode.ResetOptions{TaskID: tt.task.TaskID}); err != nil {
+				t.Fatal(err)
+			}
+			if tt.task.Kind == tasks.KindCode {
+				r.step("write_file", map[string]any{"path": "solution.py", "content": oracleCode(t, "software/median")})
+			}
+			if o = r.step("submit", map[string]any{"answer": answer}); !o.Done || o.Metadata["correctness"] != 1.0 {
+				t.Fatalf("the next episode's submit, the grader back: %+v, want it graded", o)
 			}
 		})
 	}

@@ -25,10 +25,35 @@ const (
 	// EndClosed: its environment was closed before it ended (the session
 	// went away, the server stopped).
 	EndClosed = "closed"
+	// EndError: grading its submitted answer failed, and the episode was
+	// void: it earned nothing, and what grading left went with it.
+	// Record.Reason says which part failed.
+	EndError = "error"
 )
 
 // Ends lists every End value.
-var Ends = []string{EndSubmitted, EndNoStepsLeft, EndInvalidCalls, EndFinished, EndAbandoned, EndClosed}
+var Ends = []string{EndSubmitted, EndNoStepsLeft, EndInvalidCalls, EndFinished, EndAbandoned, EndClosed, EndError}
+
+// Why grading failed (Record.Reason of an EndError record): a word from
+// this list, never text from the grader, the task or the agent's code.
+const (
+	// ReasonGrader: the grader could not be asked, or did not answer
+	// (no reply, a timeout, an error status), or answered something that
+	// is not an answer (a reply that is no verdict, inputs that are not
+	// argument lists).
+	ReasonGrader = "grader_failed"
+	// ReasonCasePrepare: a graded case could not be prepared (what the
+	// case before it left could not be cleared, its script not written).
+	ReasonCasePrepare = "case_prepare_failed"
+	// ReasonCaseRun: a graded case could not be run to its end (its fork
+	// server died during it, it could not be launched).
+	ReasonCaseRun = "case_run_failed"
+	// ReasonGrading: any other failure inside grading.
+	ReasonGrading = "grading_failed"
+)
+
+// Reasons lists every Reason value.
+var Reasons = []string{ReasonGrader, ReasonCasePrepare, ReasonCaseRun, ReasonGrading}
 
 // Version is the Record format this package writes and reads.
 const Version = 1
@@ -57,6 +82,9 @@ type Record struct {
 	StartedAt time.Time `json:"started_at"`
 	// EndedAt is when it ended.
 	EndedAt time.Time `json:"ended_at"`
+	// Reason is why grading failed, on an EndError record only (one of
+	// Reasons); absent on every other.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Parts are a reward's terms: 0.7 of the graded correctness and 0.1 for
@@ -143,6 +171,10 @@ func (r Record) Check() error {
 		return fmt.Errorf("steps %d: want 0 to %d", r.Steps, MaxSteps)
 	case !known(r.End):
 		return fmt.Errorf("end %q: want one of %v", r.End, Ends)
+	case r.End == EndError && !slices.Contains(Reasons, r.Reason):
+		return fmt.Errorf("reason %q: an end %q wants one of %v", r.Reason, EndError, Reasons)
+	case r.End != EndError && r.Reason != "":
+		return fmt.Errorf("reason %q: only an end %q has one", r.Reason, EndError)
 	case r.StartedAt.IsZero() || r.EndedAt.Before(r.StartedAt):
 		return fmt.Errorf("started_at %s, ended_at %s: want a start, and an end not before it", r.StartedAt, r.EndedAt)
 	}

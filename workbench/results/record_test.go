@@ -45,6 +45,35 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestErrorRecord: an episode voided by a grading error is recorded as
+// such, with its reason, and read back; a reason outside Reasons is
+// never written.
+func TestErrorRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	r := sample()
+	r.End, r.Reward, r.Parts, r.Reason = EndError, 0, Parts{}, ReasonCaseRun
+	if err := Append(path, r); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, _, refused, err := Read(f, 0)
+	if err != nil || len(refused) != 0 || len(recs) != 1 || recs[0] != r {
+		t.Fatalf("read back %+v %v %v", recs, refused, err)
+	}
+	r.Reason = "the hidden inputs were [3, 1, 2]"
+	if err := Append(path, r); err == nil {
+		t.Fatal("a reason outside Reasons was written")
+	}
+	ok := sample()
+	if b, _ := ok.Marshal(); strings.Contains(string(b), "reason") {
+		t.Errorf("a record of another end carries a reason: %s", b)
+	}
+}
+
 // TestWriteRefusesBadRecords: the writer never writes what a reader
 // would refuse.
 func TestWriteRefusesBadRecords(t *testing.T) {
@@ -91,6 +120,12 @@ func TestReadRefuses(t *testing.T) {
 		"two values":     strings.TrimSuffix(string(good), "\n") + " {}\n",
 		"not json":       "hello\n",
 		"long":           `{"v":1,"episode_id":"` + strings.Repeat("x", MaxLine) + "\"}\n",
+		// A reason is a word of Reasons on an error's record only: never
+		// text a forger (or the grader) chose.
+		"reason of another end": strings.Replace(string(good), `"ended_at"`, `"reason":"grader_failed","ended_at"`, 1),
+		"error without reason":  strings.Replace(string(good), `"end":"submitted"`, `"end":"error"`, 1),
+		"error with free text": strings.Replace(strings.Replace(string(good), `"end":"submitted"`, `"end":"error"`, 1),
+			`"ended_at"`, `"reason":"hidden input 4 was [1, 2]","ended_at"`, 1),
 	}
 	for name, line := range bad {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {

@@ -41,10 +41,11 @@
 //
 // # Namespaces
 //
-// NewEpisode (what a reset pays for) clones a set-up process into a new
-// user namespace that maps the episode's uid to itself and nothing else
-// (uid 0 is not mapped: that would need CAP_SETFCAP), a new mount
-// namespace and a new network namespace. The set-up process keeps
+// NewEpisode (package episode makes one ahead of each reset) clones a
+// set-up process into a new user namespace that maps the episode's uid
+// to itself and nothing else (uid 0 is not mapped: that would need
+// CAP_SETFCAP), a new mount namespace and a new network namespace. The
+// set-up process keeps
 // CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SETUID and CAP_SETGID across its exec
 // as ambient capabilities, which count in that user namespace only, and
 // runs setupTable: every mount it inherited becomes read-only and private
@@ -196,9 +197,12 @@
 // the server serves it (the server's interpreter with -E, -s and at most
 // -B on a script, its environment and limits, its OwnNetwork) and spawns
 // it (Episode.Run) otherwise: another command, a template
-// still starting (a run right after the reset), a server that ended
-// twice before a run started, or one that failed a step (then every run
-// is, ForkServer.Err says why). A server or template that dies is
+// still starting (a run right after the reset) unless it should be ready
+// sooner than a spawn would start the interpreter (then the run waits
+// for it, at most that long: the sandbox keeps how long its templates
+// took to start their interpreter, "up", and to be ready, startStats), a
+// server that ended twice before a run started, or one that failed a
+// step (then every run is, ForkServer.Err says why). A server or template that dies is
 // replaced (the run it interrupted fails with ErrLaunch, after the
 // template's namespace is ended, so nothing of it runs on); Close ends
 // them all, and Episode.Close waits until none of their processes is

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -110,10 +111,13 @@ var errServerDied = errors.New("the fork server died during the run")
 var forkServerSource string
 
 // forkServerBootstrap is the template's command (-c): it notes the modules
-// the interpreter started with, receives the program on its socket (its
-// standard input) and runs it.
+// the interpreter started with, says it is up (its interpreter started:
+// what a spawned run's start takes, startStats), receives the program on
+// its socket (its standard input), as source or, after a NUL byte,
+// compiled (Sandbox.compiled), and runs it.
 const forkServerBootstrap = "import sys; _pristine = frozenset(sys.modules); import _socket; " +
-	"_s = _socket.socket(fileno=0); _p = _s.recv(1 << 18); _s.detach(); del _s; exec(_p)"
+	"_s = _socket.socket(fileno=0); _s.send(b'up'); _p = _s.recv(1 << 18); _s.detach(); del _s; " +
+	"exec(_p if _p[:1] != b'\\x00' else sys.modules['marshal'].loads(_p[1:]))"
 
 // forkServerProgram is forkserver.py with this architecture's numbers.
 var forkServerProgram = sync.OnceValue(func() string {
@@ -154,7 +158,12 @@ type template struct {
 	err  error
 	// started is set once a run started through one of its servers.
 	started bool
-	// ready is closed once the template said it is (it reads its socket).
+	// begun is when its launcher started; up is closed once its
+	// interpreter runs the bootstrap (at upAt), ready once the template
+	// said it is (it reads its socket).
+	begun time.Time
+	upAt  time.Time
+	up    chan struct{}
 	ready chan struct{}
 }
 
@@ -176,6 +185,38 @@ func (t *template) alive() bool {
 	default:
 		return true
 	}
+}
+
+// startStats are how long a sandbox's fork server templates took to
+// start: from their launcher's start until the interpreter runs the
+// bootstrap (up: all a spawned run's start takes) and until the template
+// is ready to fork (ready: its imports and warming besides), each an
+// average weighted to the recent ones. Runs that come while a template
+// starts use them to tell whether waiting for it wins (awaitTemplate).
+type startStats struct {
+	mu        sync.Mutex
+	n         int
+	up, ready time.Duration
+}
+
+// add adds a template's figures.
+func (s *startStats) add(up, ready time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == 0 {
+		s.up, s.ready = up, ready
+	} else {
+		s.up += (up - s.up) / 4
+		s.ready += (ready - s.ready) / 4
+	}
+	s.n++
+}
+
+// get returns the averages; ok is false before any template was ready.
+func (s *startStats) get() (up, ready time.Duration, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.up, s.ready, s.n > 0
 }
 
 // ForkServer returns a fork server for the episode's runs of cfg and
@@ -332,28 +373,40 @@ func (f *ForkServer) startTemplate() (*template, error) {
 		Limits:      lims,
 		OutputBytes: 64 << 10,
 	}
-	p, err := f.ep.startWith(c, l, theirs, procDir)
-	if err != nil {
-		ours.Close()
-		return nil, fmt.Errorf("fork server: %w", err)
-	}
 	// The program, with what it is given, is the first message (Python
-	// literals: the filter's bytes and the modules to preload).
+	// literals: the filter's bytes and the modules to preload), compiled
+	// when it can be.
 	preload := make([]string, len(f.cfg.Preload))
 	for i, m := range f.cfg.Preload {
 		preload[i] = strconv.Quote(m)
 	}
 	program := fmt.Sprintf("_filter = bytes.fromhex(%q)\n_preload = [%s]\n%s", hex.EncodeToString(filter), strings.Join(preload, ", "), f.program)
-	if err := send(ours, []byte(program)); err != nil {
+	msg := []byte(program)
+	if code := f.ep.sb.compiled(f.cfg.Python, program); code != nil {
+		msg = append([]byte{0}, code...)
+	}
+	begun := time.Now()
+	p, err := f.ep.startWith(c, l, theirs, procDir)
+	if err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("fork server: %w", err)
+	}
+	if err := send(ours, msg); err != nil {
 		p.stop()
 		ours.Close()
 		return nil, fmt.Errorf("fork server: %w", err)
 	}
-	t := &template{p: p, ctl: ours, done: make(chan struct{}), ready: make(chan struct{})}
+	t := &template{p: p, ctl: ours, done: make(chan struct{}), begun: begun, up: make(chan struct{}), ready: make(chan struct{})}
 	go func() {
-		// Its first word is "ready"; nothing else comes but its end.
+		// Its words are "up" and "ready"; nothing else comes but its end.
 		var b [8]byte
+		if n, _ := ours.Read(b[:]); string(b[:n]) != "up" {
+			return
+		}
+		t.upAt = time.Now()
+		close(t.up)
 		if n, _ := ours.Read(b[:]); string(b[:n]) == "ready" {
+			f.ep.sb.starts.add(t.upAt.Sub(begun), time.Since(begun))
 			close(t.ready)
 		}
 	}()
@@ -568,9 +621,9 @@ func (k *Forker) Run(ctx context.Context, c Command) (Result, error) {
 	}
 	for range maxTemplateFailures {
 		sock, t := k.server()
-		if sock == nil || !t.isReady() {
+		if sock == nil || !t.isReady() && !k.fs.awaitTemplate(ctx, t) {
 			// A template still starting (right after the reset) would
-			// keep the run waiting for as long as a spawn takes, or more.
+			// keep the run waiting longer than a spawn takes.
 			break
 		}
 		res, err := k.fs.ep.runForked(ctx, c, sock, flags, script)
@@ -606,6 +659,40 @@ func (k *Forker) Run(ctx context.Context, c Command) (Result, error) {
 		return res, err
 	}
 	return k.fs.ep.Run(ctx, c)
+}
+
+// awaitTemplate waits for t, still starting, when it should be ready
+// sooner than a spawn would have started the run's interpreter, and says
+// whether it is ready. By the sandbox's recent templates (startStats):
+// a spawn's start is a template's up; t is ready that long after its
+// launcher started (less what of it is gone), and a forked run then costs
+// about a quarter of a spawn (BenchmarkForkRunPass), so waiting wins when
+// t is ready in less than three quarters of a spawn's start. It waits
+// no longer than a spawn's start.
+func (f *ForkServer) awaitTemplate(ctx context.Context, t *template) bool {
+	up, ready, ok := f.ep.sb.starts.get()
+	if !ok {
+		return false
+	}
+	left := ready - time.Since(t.begun)
+	select {
+	case <-t.up:
+		left = ready - up - time.Since(t.upAt)
+	default:
+	}
+	if left >= up*3/4 {
+		return false
+	}
+	timer := time.NewTimer(up)
+	defer timer.Stop()
+	select {
+	case <-t.ready:
+		return true
+	case <-t.done:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // server returns the server's socket and template, asking the template for

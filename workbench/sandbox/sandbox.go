@@ -101,6 +101,15 @@ type Config struct {
 type Sandbox struct {
 	cfg  Config
 	pool *Pool // nil unsandboxed
+	// starts are its fork server templates' start times.
+	starts startStats
+	// compiledCode are the fork server's programs compiled (compiled),
+	// by interpreter and source.
+	compileMu    sync.Mutex
+	compiledCode map[string]*compiledCode
+	// testCompileArgv, when set (tests), is the compile's command instead
+	// of python's.
+	testCompileArgv func(python string) []string
 }
 
 // ErrNoUserNamespaces is returned (wrapped) by New when the namespaces

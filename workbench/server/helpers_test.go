@@ -85,9 +85,15 @@ type fakeEnv struct {
 	steps    int
 	done     bool
 	closed   int
+	// one: the server said it plays one episode (OneEpisode).
+	one bool
 }
 
 func (e *fakeEnv) closes() int { e.mu.Lock(); defer e.mu.Unlock(); return e.closed }
+
+func (e *fakeEnv) OneEpisode() { e.mu.Lock(); defer e.mu.Unlock(); e.one = true }
+
+func (e *fakeEnv) oneEpisode() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.one }
 
 func (e *fakeEnv) resets() []episode.ResetOptions {
 	e.mu.Lock()

@@ -92,6 +92,7 @@ func (s *Server) withHTTPEnv(w http.ResponseWriter, r *http.Request, route strin
 		writeInternalError(w)
 		return
 	}
+	oneEpisode(env)
 	defer func() {
 		// One request's environment: only an episode that ended in it
 		// leaves a result (episode.Environment.Unrecorded).

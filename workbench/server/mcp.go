@@ -231,6 +231,15 @@ func (s *Server) mcpObservation(ctx context.Context, te *toolEpisode, a mcpActio
 	}, tc, nil
 }
 
+// oneEpisode tells env, when it can be told (episode.Environment's
+// OneEpisode), that it plays one episode at most (a stateless call's, an
+// MCP session's): it makes no next one ahead when that ends.
+func oneEpisode(env Env) {
+	if o, ok := env.(interface{ OneEpisode() }); ok {
+		o.OneEpisode()
+	}
+}
+
 // heldEnv is an environment held beyond one request (an MCP session,
 // the play page's): a session slot, tracked so Shutdown cancels ctx.
 type heldEnv struct {
@@ -242,10 +251,10 @@ type heldEnv struct {
 	release func()
 }
 
-// holdEnv takes a session slot and builds an environment. Its error is
-// an *rpcError: shutting down, the capacity refusal, or the factory's
-// failure (logged).
-func (s *Server) holdEnv(route string) (*heldEnv, error) {
+// holdEnv takes a session slot and builds an environment (of one
+// episode: oneEpisode). Its error is an *rpcError: shutting down, the
+// capacity refusal, or the factory's failure (logged).
+func (s *Server) holdEnv(route string, one bool) (*heldEnv, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done, err := s.track(cancel)
 	if err != nil {
@@ -266,6 +275,9 @@ func (s *Server) holdEnv(route string) (*heldEnv, error) {
 		done()
 		s.log.Error("session refused: environment factory failed", "route", route, "err", err)
 		return nil, factoryError(s.cfg.FactoryName)
+	}
+	if one {
+		oneEpisode(env)
 	}
 	var once sync.Once
 	return &heldEnv{env: env, ctx: ctx, active: active, release: func() {

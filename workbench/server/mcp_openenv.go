@@ -355,7 +355,7 @@ func (s *Server) createRPCSession(ctx context.Context, params map[string]json.Ra
 	if err != nil {
 		return nil, &rpcError{Code: codeInvalidParams, Message: "Invalid params: " + err.Error()}
 	}
-	held, err := s.holdEnv("/mcp")
+	held, err := s.holdEnv("/mcp", true)
 	if err != nil {
 		return nil, err
 	}
@@ -444,6 +444,7 @@ func (s *Server) withEnv(ctx context.Context, route string, fn func(ctx context.
 		s.log.Error("environment factory failed", "route", route, "err", err)
 		return factoryError(s.cfg.FactoryName)
 	}
+	oneEpisode(env)
 	defer func() {
 		if err := env.Close(); err != nil {
 			s.log.Error("close environment", "route", route, "err", err)
@@ -474,6 +475,7 @@ func (s *Server) handleMCPWS(w http.ResponseWriter, r *http.Request) {
 		s.refuseSession(ctx, c, frames, rpcResponse{Err: factoryError(s.cfg.FactoryName)})
 		return
 	}
+	oneEpisode(env)
 	defer func() {
 		if err := env.Close(); err != nil {
 			s.log.Error("close environment", "route", "/mcp", "err", err)

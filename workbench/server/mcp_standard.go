@@ -123,7 +123,7 @@ func (m *standardMCP) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := m.s
-	held, err := s.holdEnv("/mcp")
+	held, err := s.holdEnv("/mcp", true)
 	if err != nil {
 		writeRPCError(w, http.StatusServiceUnavailable, nil, err.(*rpcError))
 		return

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"embed"
 	"encoding/json"
 	"io/fs"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/agentpen/agentpen/internal/webui"
 	"github.com/agentpen/agentpen/workbench/episode"
+	"github.com/agentpen/agentpen/workbench/playpage"
 	"github.com/coder/websocket"
 )
 
@@ -18,17 +18,11 @@ import (
 // /web redirects to /web/, GET /web/metadata, POST /web/reset, POST
 // /web/step, GET /web/state, WebSocket /ws/ui) on one shared environment
 // (as OpenEnv's: whoever opens the page plays the same episode), with a
-// page of plain HTML and JavaScript embedded here (web/, and the shared
+// page of plain HTML and JavaScript (package playpage, and the shared
 // pieces of internal/webui) instead of OpenEnv's Gradio app.
 
-//go:embed web
-var webFiles embed.FS
-
 // PlayPage returns the play page's own files (index.html, play.js).
-func PlayPage() fs.FS {
-	sub, _ := fs.Sub(webFiles, "web")
-	return sub
-}
+func PlayPage() fs.FS { return playpage.Files() }
 
 // webLogMax bounds the action log (OpenEnv's MAX_ACTION_LOGS); an
 // episode has far fewer steps.
@@ -118,7 +112,7 @@ func (s *Server) webEnv() (Env, error) {
 	if p.env != nil {
 		return p.env, nil
 	}
-	held, err := s.holdEnv("/web")
+	held, err := s.holdEnv("/web", false)
 	if err != nil {
 		return nil, err
 	}

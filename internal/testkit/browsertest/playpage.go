@@ -11,7 +11,7 @@ import (
 	"github.com/agentpen/agentpen/workbench/tasks"
 )
 
-// The workbench's play page (workbench/server/web), driven as a person
+// The workbench's play page (workbench/playpage), driven as a person
 // would: fields filled, buttons clicked, the page's own display read.
 
 // callTimeout bounds one reset or tool call through the page.

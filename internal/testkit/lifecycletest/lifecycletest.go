@@ -75,6 +75,12 @@ func (h *History) Begin(gen int) *History {
 	return h
 }
 
+// BeginOnly opens generation gen and creates nothing (a bring-up killed
+// before its first create).
+func (h *History) BeginOnly(gen int) *History {
+	return h.add(campaign.Record{Op: campaign.OpBegin, Gen: gen, Instance: fmt.Sprintf("%032x", gen)})
+}
+
 // Op appends a record of op for generation gen.
 func (h *History) Op(op campaign.Op, gen int) *History {
 	return h.add(campaign.Record{Op: op, Gen: gen})
@@ -139,7 +145,13 @@ type Shape struct {
 // Shapes are every journal shape the state tables of ls, the API and
 // attest covered before they were one, and one per typed op.
 var Shapes = []Shape{
-	{"no_generation", func(h *History) { h.Note("nothing yet") }, campaign.StatusRemoved, "it has no generation"},
+	// A journal without a generation is what it is, never removed: a
+	// create that stopped before its first record (or only a note).
+	{"no_generation", func(h *History) { h.Note("nothing yet") }, campaign.StatusEmpty, "holds no generation"},
+	{"empty_journal", func(*History) {}, campaign.StatusEmpty, "holds no generation"},
+	// Begun and killed before its first create: a bring-up that stopped,
+	// which reconcile rolls back, never removed without a why.
+	{"killed_before_first_create", func(h *History) { h.BeginOnly(1) }, campaign.StatusStartingOrFailed, "never became ready"},
 	{"ready", func(h *History) { h.Begin(1).Op(campaign.OpReady, 1) }, campaign.StatusReady, ""},
 	{"attested_ok", func(h *History) { h.Begin(1).Op(campaign.OpAttesting, 1).Attested(1, campaign.AttestOK) }, campaign.StatusReady, ""},
 	{"attested_failed", func(h *History) { h.Begin(1).Op(campaign.OpAttesting, 1).Attested(1, campaign.AttestFailed) }, campaign.StatusAttestationFailed, ""},
