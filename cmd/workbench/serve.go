@@ -144,11 +144,26 @@ func (o *serveOptions) validate() error {
 // through getenv), and the refusal of episode clients when the sandbox is
 // on.
 func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (server.Config, error) {
+	// The grader's flags and key come first: a mistake in them is the
+	// caller's, whatever the host's sandbox checks would say.
+	var ecfg episode.Config
+	if o.graderURL != "" {
+		key := getenv(o.graderKeyEnv)
+		if key == "" {
+			return server.Config{}, fmt.Errorf("--grader: the key variable %s is unset or empty", o.graderKeyEnv)
+		}
+		c, err := grader.NewClient(grader.ClientConfig{URL: o.graderURL, Key: key, Timeout: o.graderTimeout, Logger: log})
+		if err != nil {
+			return server.Config{}, fmt.Errorf("--grader: %w", err)
+		}
+		ecfg.Grader = c
+		log.Info("grading remotely: answer keys stay with the grader", "grader", o.graderURL, "key_env", o.graderKeyEnv)
+	}
 	sb, err := o.sandboxFor(getenv, log)
 	if err != nil {
 		return server.Config{}, err
 	}
-	ecfg := episode.Config{Python: o.python, Sandbox: sb, Logger: log}
+	ecfg.Python, ecfg.Sandbox, ecfg.Logger = o.python, sb, log
 	switch {
 	case o.task != "":
 		b, err := bind.Fixed(o.task)
@@ -176,18 +191,6 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 			}
 		}
 		log.Info("episode results appended to a file", "file", o.resultsFile)
-	}
-	if o.graderURL != "" {
-		key := getenv(o.graderKeyEnv)
-		if key == "" {
-			return server.Config{}, fmt.Errorf("--grader: the key variable %s is unset or empty", o.graderKeyEnv)
-		}
-		c, err := grader.NewClient(grader.ClientConfig{URL: o.graderURL, Key: key, Timeout: o.graderTimeout, Logger: log})
-		if err != nil {
-			return server.Config{}, fmt.Errorf("--grader: %w", err)
-		}
-		ecfg.Grader = c
-		log.Info("grading remotely: answer keys stay with the grader", "grader", o.graderURL, "key_env", o.graderKeyEnv)
 	}
 	metadata := ecfg.Metadata()
 	metadata["name"] = "AgentWorkbenchEnvironment"

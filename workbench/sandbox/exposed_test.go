@@ -43,20 +43,24 @@ func setUserACL(t *testing.T, path string, uid uint32) {
 func TestCheckUnexposed(t *testing.T) {
 	testenv.RequireRoot(t)
 	t.Parallel()
-	selfMounts, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mounts, err := ParseMountinfo(selfMounts)
-	if err != nil {
-		t.Fatal(err)
+	// Each case checks against a mount table that holds the file's file
+	// system once unless it says otherwise: the host's own table may
+	// mount it twice (a bind mount elsewhere), which would answer every
+	// case before its directories are looked at.
+	mountedOnce := func(t *testing.T, file string) []Mount {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Stat(file, &st); err != nil {
+			t.Fatal(err)
+		}
+		return []Mount{{Major: unix.Major(st.Dev), Minor: unix.Minor(st.Dev)}}
 	}
 	tests := []struct {
 		name string
 		// setup makes the file under root (a 0755 directory) and returns
 		// the path to check.
 		setup  func(t *testing.T, root string) string
-		mounts func(file string) []Mount
+		mounts func(t *testing.T, file string) []Mount
 		want   string // "" for unexposed, else a part of the reason
 	}{
 		{name: "root_0700", setup: file("bin/wb", 0o700, 0, 0), want: ""},
@@ -95,11 +99,9 @@ func TestCheckUnexposed(t *testing.T) {
 			p := file("closed/bin/wb", 0o755, 0, 0)(t, root)
 			os.Chmod(filepath.Join(root, "closed"), 0o700)
 			return p
-		}, mounts: func(file string) []Mount {
-			var st unix.Stat_t
-			unix.Stat(file, &st)
-			m := Mount{Major: unix.Major(st.Dev), Minor: unix.Minor(st.Dev)}
-			return []Mount{m, m}
+		}, mounts: func(t *testing.T, file string) []Mount {
+			m := mountedOnce(t, file)
+			return append(m, m[0])
 		}, want: "mounted more than once"},
 		{name: "symlink_to_open_file", setup: func(t *testing.T, root string) string {
 			p := file("bin/wb", 0o755, 0, 0)(t, root)
@@ -125,9 +127,9 @@ func TestCheckUnexposed(t *testing.T) {
 			t.Parallel()
 			root := openRoot(t)
 			p := tt.setup(t, root)
-			m := mounts
+			m := mountedOnce(t, p)
 			if tt.mounts != nil {
-				m = tt.mounts(p)
+				m = tt.mounts(t, p)
 			}
 			err := CheckUnexposed(p, m)
 			switch {
