@@ -38,7 +38,7 @@ RACE_PKGS := ./adapter/... ./launcher/... ./store/... ./workbench/server/... ./w
 # (make kube-test runs them on the node of scripts/kube-node.sh; make test never builds them).
 KUBE_PKGS = $$(grep -rl --include='*_test.go' '^//go:build kube$$' . | xargs -n1 dirname | sort -u)
 
-.PHONY: all deps docker docker-stop build images test unit vet lint shellcheck fmt-check tidy-check fuzz bench hostile kube-node kube-node-stop kube-test cosign-check run serve clean help
+.PHONY: all deps docker docker-stop build images test unit vet lint shellcheck fmt-check tidy-check fuzz bench hostile kube-node kube-node-stop kube-test kube-bench cosign-check run serve clean help
 
 all: build
 
@@ -110,7 +110,8 @@ cosign-check: ## opt-in: cosign verify-blob-attestation of signed reports (build
 
 bench: ## benchmarks against issue 16's targets (as root, with the daemon): prints the table, writes bench/results.json and docs/bench.md
 	@# The campaign benchmarks fail, never skip, without the daemon.
-	@$(WITH_DOCKER) AGENTPEN_REQUIRE_DOCKER=1 $(GO) run ./bench -benchtime $(BENCHTIME) $(BENCHFLAGS)
+	@# -keep: the cluster rows (make kube-bench) stay, marked with their run.
+	@$(WITH_DOCKER) AGENTPEN_REQUIRE_DOCKER=1 $(GO) run ./bench -keep -benchtime $(BENCHTIME) $(BENCHFLAGS)
 
 hostile: images ## the hostile corpus under load, a CI step of its own: busy loops on every core, kill_under_load RUNS times (default 200) on this host and in a workspace container (about 21 min on this 2-core machine; CI runs RUNS=100)
 	@$(WITH_DOCKER) scripts/hostile-load.sh
@@ -131,6 +132,10 @@ kube-test: images ## the node script's own test (TestKubeNodeScript, build tag k
 		trap 'scripts/kube-node.sh stop || exit 5' EXIT; trap 'exit 130' INT TERM; \
 		line=$$(scripts/kube-node.sh start) && eval "$$line" && \
 		$(WITH_DOCKER) $(GO) test -tags kube -count=1 -timeout $(TEST_TIMEOUT) $(KUBE_PKGS)
+
+kube-bench: ## the cluster benchmarks (build tag kube) on the node of KUBECONFIG (make kube-node first), beside the rows of the last make bench (kept, marked)
+	@test -n "$$KUBECONFIG" || { echo "make kube-bench: KUBECONFIG is unset: make kube-node, then export the line it prints" >&2; exit 2; }
+	@$(WITH_DOCKER) $(GO) run ./bench -tags kube -packages ./adapter/kube -keep -benchtime 5x $(BENCHFLAGS)
 
 run: images ## the main job as a launcher sees it: agentpen doctor, then agentpen serve and a campaign through its HTTP API (create, one episode per workspace through the proxy, attest, delete); DEMO_FLAGS=--json prints the results as JSON
 	@$(WITH_DOCKER) bin/agentpen doctor

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter/kube"
+	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/kuberig"
 	"github.com/agentpen/agentpen/internal/testkit/testlatency"
 	"golang.org/x/sync/errgroup"
@@ -45,10 +46,6 @@ func BenchmarkKubeCampaign256(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	image, err := d.Resolve(b.Context(), kuberig.PythonBase)
-	if err != nil {
-		b.Fatal(err)
-	}
 	h := engineB(b, pending{d})
 	var up, rawUp, down, rawDown testlatency.Samples
 	for r := range b.N {
@@ -60,6 +57,11 @@ func BenchmarkKubeCampaign256(b *testing.B) {
 			b.Fatal(err)
 		}
 		up = append(up, time.Since(start))
+		// The raw calls make the very pods the engine made.
+		made, err := cs.CoreV1().Pods("").List(b.Context(), metav1.ListOptions{LabelSelector: campaign.LabelCampaign + "=" + id})
+		if err != nil || len(made.Items) != benchPods+1 {
+			b.Fatalf("the campaign's pods: %d (%v)", len(made.Items), err)
+		}
 		start = time.Now()
 		if rep, err := h.Cleanup(b.Context(), id); err != nil || !rep.OK {
 			b.Fatalf("removal: %v", err)
@@ -68,7 +70,7 @@ func BenchmarkKubeCampaign256(b *testing.B) {
 
 		ns := fmt.Sprintf("agentpen-raw-%d-%d", time.Now().UnixNano()%1e9, r)
 		start = time.Now()
-		uids, err := rawCreate(b.Context(), cs, ns, image, benchPods)
+		uids, err := rawCreate(b.Context(), cs, ns, made.Items)
 		rawUp = append(rawUp, time.Since(start))
 		if err != nil {
 			b.Fatal(err)
@@ -89,16 +91,18 @@ func BenchmarkKubeCampaign256(b *testing.B) {
 // rawPolicies are the network policies a campaign has.
 var rawPolicies = []string{"deny-all", "workspaces-to-grader", "grader-from-workspaces"}
 
-// rawCreate makes what a campaign of n workspaces is, by direct calls at
-// the driver's concurrency: the namespace, its service account, secret
-// and three policies, and n pods, each with the finalizer.
-func rawCreate(ctx context.Context, cs kubernetes.Interface, ns, image string, n int) (map[string]types.UID, error) {
+// rawCreate makes what a campaign is, by direct calls at the driver's
+// concurrency: the namespace (at the same Pod Security level), its
+// service account, secret and three policies, and the pods (their specs
+// and labels, none placed on a node), each with the finalizer.
+func rawCreate(ctx context.Context, cs kubernetes.Interface, ns string, pods []corev1.Pod) (map[string]types.UID, error) {
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: ns, Finalizers: []string{kube.Finalizer}, Labels: map[string]string{"bench": ns}}
 	}
 	uids := map[string]types.UID{}
 	var mu sync.Mutex
-	o, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Finalizers: []string{kube.Finalizer}}}, metav1.CreateOptions{})
+	o, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Finalizers: []string{kube.Finalizer},
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": kube.PodSecurityLevel, "pod-security.kubernetes.io/warn": kube.PodSecurityLevel}}}, metav1.CreateOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -139,15 +143,16 @@ func rawCreate(ctx context.Context, cs kubernetes.Interface, ns, image string, n
 	}
 	g, gctx = errgroup.WithContext(ctx)
 	g.SetLimit(kube.DefaultConcurrency)
-	for i := range n + 1 {
-		name := fmt.Sprintf("p%d", i)
+	for _, t := range pods {
 		g.Go(func() error {
-			o, err := cs.CoreV1().Pods(ns).Create(gctx, &corev1.Pod{ObjectMeta: meta(name), Spec: corev1.PodSpec{
-				AutomountServiceAccountToken: new(bool), ServiceAccountName: "agentpen", RestartPolicy: corev1.RestartPolicyNever,
-				Containers: []corev1.Container{{Name: "c", Image: image, ImagePullPolicy: corev1.PullNever}}}}, metav1.CreateOptions{})
+			m := meta(t.Name)
+			m.Labels = t.Labels
+			spec := *t.Spec.DeepCopy()
+			spec.NodeName = ""
+			o, err := cs.CoreV1().Pods(ns).Create(gctx, &corev1.Pod{ObjectMeta: m, Spec: spec}, metav1.CreateOptions{})
 			if err == nil {
 				mu.Lock()
-				uids["pod/"+name] = o.UID
+				uids["pod/"+t.Name] = o.UID
 				mu.Unlock()
 			}
 			return err
