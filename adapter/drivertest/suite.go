@@ -27,6 +27,25 @@ import (
 	"github.com/agentpen/agentpen/store"
 )
 
+// MedianSpec is a Target.Spec on a runtime that holds image: the grader
+// and n workspaces, each on its own seed of software/median.
+func MedianSpec(image string) func(id string, n int) campaign.CampaignSpec {
+	return func(id string, n int) campaign.CampaignSpec {
+		s := campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: image}}
+		for i := range n {
+			s.Workspaces = append(s.Workspaces, campaign.WorkspaceSpec{TaskID: fmt.Sprintf("software/median@%d", i+1), Image: image})
+		}
+		return s
+	}
+}
+
+// AbsentImageSpec is a Target.Refused: a spec that validates, on an
+// image no runtime holds.
+func AbsentImageSpec(id string) campaign.CampaignSpec {
+	return campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: "agentpen/absent:none"},
+		Workspaces: []campaign.WorkspaceSpec{{TaskID: "software/median", Image: "agentpen/absent:none"}}}
+}
+
 // Target is a driver under the suite, on its runtime.
 type Target struct {
 	// Driver is the driver under test (required).

@@ -37,7 +37,7 @@ func spec(t testing.TB, d *kube.Driver, id string, n int) campaign.CampaignSpec 
 	if err != nil {
 		t.Fatalf("the workbench image on the node: %v", err)
 	}
-	return specWith(id, image, n)
+	return drivertest.MedianSpec(image)(id, n)
 }
 
 // wideSpec is spec with each workspace running a launcher's own command:
@@ -48,14 +48,6 @@ func wideSpec(t testing.TB, d *kube.Driver, id string, n int) campaign.CampaignS
 	s := spec(t, d, id, n)
 	for i := range s.Workspaces {
 		s.Workspaces[i].Command = []string{"sleep", "infinity"}
-	}
-	return s
-}
-
-func specWith(id, image string, n int) campaign.CampaignSpec {
-	s := campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: image}}
-	for i := range n {
-		s.Workspaces = append(s.Workspaces, campaign.WorkspaceSpec{TaskID: fmt.Sprintf("software/median@%d", i+1), Image: image})
 	}
 	return s
 }

@@ -141,18 +141,9 @@ func target(t *testing.T) drivertest.Target {
 	}
 	key := "conformance-key-0123456789abcdef"
 	return drivertest.Target{
-		Driver: d,
-		Spec: func(id string, n int) campaign.CampaignSpec {
-			s := campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: image}}
-			for i := range n {
-				s.Workspaces = append(s.Workspaces, campaign.WorkspaceSpec{TaskID: fmt.Sprintf("software/median@%d", i+1), Image: image})
-			}
-			return s
-		},
-		Refused: func(id string) campaign.CampaignSpec {
-			return campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: "agentpen/absent:none"},
-				Workspaces: []campaign.WorkspaceSpec{{TaskID: "software/median", Image: "agentpen/absent:none"}}}
-		},
+		Driver:         d,
+		Spec:           drivertest.MedianSpec(image),
+		Refused:        drivertest.AbsentImageSpec,
 		Processes:      true,
 		Hand:           hand{cs: cs, image: base},
 		Getenv:         func(k string) string { return map[string]string{campaign.DefaultAPIKeyEnv: key}[k] },
