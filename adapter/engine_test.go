@@ -166,3 +166,36 @@ func TestAnotherRuntimesCampaignIsRefused(t *testing.T) {
 		t.Fatalf("cleanup on its runtime: %v", err)
 	}
 }
+
+// TestUpRefusesAnUnattestableRuntime: on a runtime whose campaigns the
+// attestation cannot judge, Up (the fail-closed policy) refuses before
+// anything is made: no object on the runtime, no campaign in the state
+// root. It used to bring the campaign up only to remove it.
+func TestUpRefusesAnUnattestableRuntime(t *testing.T) {
+	d := fakedriver.New(map[string]string{"img": fakeImage})
+	d.InfoFunc = func(i driver.Info) driver.Info { i.Capabilities.Attestable = false; return i }
+	a, root := fakeEngine(t, d, t.TempDir())
+	opts, err := root.PlanOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := campaign.CampaignSpec{CampaignID: "unattestable", Server: campaign.ServerSpec{Image: fakeImage},
+		Workspaces: []campaign.WorkspaceSpec{{TaskID: "software/median", Image: fakeImage}}}
+	p, err := campaign.Validate(spec, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Up(t.Context(), root, p, UpOptions{})
+	if !errors.Is(err, ErrUnattestable) || !strings.Contains(err.Error(), "nothing was made") {
+		t.Fatalf("Up on an unattestable runtime: %v", err)
+	}
+	if res == nil || res.Campaign != nil {
+		t.Fatalf("result %+v, want no campaign", res)
+	}
+	if objs := d.Runtime.Objects(); len(objs) != 0 {
+		t.Fatalf("the runtime holds %d objects after the refusal", len(objs))
+	}
+	if _, err := root.Open("unattestable"); !errors.Is(err, store.ErrNoCampaign) {
+		t.Fatalf("the state root after the refusal: %v, want no campaign", err)
+	}
+}

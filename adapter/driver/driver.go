@@ -244,6 +244,12 @@ type Capabilities struct {
 	// layout asks for by its own means (Docker's internal networks); false
 	// when policies are stored and only probes can prove them.
 	EnforcedNetworkPolicy bool
+	// Attestable: the attestation (package attest) judges this runtime's
+	// campaigns, its checks read from the runtime's answers and its probes
+	// run in the containers. False: a campaign on it cannot attest, so the
+	// fail-closed bring-up (adapter.Up) refuses one before it makes
+	// anything.
+	Attestable bool
 	// MaxWorkspaces is the most workspaces (pool included) a campaign may
 	// have on this runtime; 0 is campaign.MaxWorkspaces.
 	MaxWorkspaces int

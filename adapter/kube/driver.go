@@ -122,6 +122,9 @@ func Open(ctx context.Context, cfg Config) (*Driver, error) {
 		// Pods go before the policies, secret and service account they
 		// stand on, the namespace last.
 		Kinds: []campaign.Kind{campaign.KindContainer, campaign.KindNetworkPolicy, campaign.KindSecret, campaign.KindServiceAccount, campaign.KindNamespace},
+		// Not Attestable: the attestation's checks are a daemon's (issue
+		// 38 gives the cluster its own); a campaign here is brought up by
+		// the engine, never handed out by Up.
 		Capabilities: driver.Capabilities{
 			OwnUserNamespaces: true,
 			BindAfterStart:    true,

@@ -236,6 +236,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	defer d.Close()
 	a := &adapter.Adapter{Driver: d, Logger: log, Getenv: getenv, ReadyTimeout: sf.readyTimeout, Parallelism: sf.parallel, EnvPolicy: envPolicy, SigningKey: signingKey}
+	// The service hands out attested campaigns only: on a runtime that
+	// cannot attest one, every create would be refused after its
+	// bring-up.
+	if err := a.CheckAttestable(); err != nil {
+		return fmt.Errorf("agentpen serve: %w", err)
+	}
 	key, err := root.Secret(launcher.KeyFile, launcher.KeyBytes)
 	if err != nil {
 		return err

@@ -85,6 +85,7 @@ func (d *Driver) Info() driver.Info {
 		Kinds:   []campaign.Kind{campaign.KindContainer, campaign.KindDir, campaign.KindNetwork},
 		Capabilities: driver.Capabilities{
 			EnforcedNetworkPolicy: true,
+			Attestable:            true,
 			MaxWorkspaces:         campaign.MaxWorkspaces,
 		},
 	}
