@@ -82,16 +82,21 @@ func (r *runtimeFlags) register(fs *cli.FlagSet, getenv func(string) string) {
 // openRuntime opens the chosen runtime's driver; an error says what to do.
 func (r *runtimeFlags) openRuntime(ctx context.Context, getenv func(string) string, log *slog.Logger) (driver.Driver, error) {
 	if r.kubeconfig != "" {
-		d, err := kube.Open(ctx, kube.Config{Kubeconfig: r.kubeconfig, NodeName: r.kubeNode, SeccompProfile: r.kubeSeccomp, Prefix: r.kubePrefix})
-		if err != nil {
-			return nil, fmt.Errorf("%w (the cluster --kubeconfig names; start the project's node with make kube-node)", err)
-		}
-		return d, nil
+		return r.openCluster(ctx)
 	}
 	d, err := connect(ctx, getenv, r.allowCustom)
 	if err != nil {
 		return nil, err
 	}
 	d.Logger = log
+	return d, nil
+}
+
+// openCluster opens the driver of the cluster --kubeconfig names.
+func (r *runtimeFlags) openCluster(ctx context.Context) (*kube.Driver, error) {
+	d, err := kube.Open(ctx, kube.Config{Kubeconfig: r.kubeconfig, NodeName: r.kubeNode, SeccompProfile: r.kubeSeccomp, Prefix: r.kubePrefix})
+	if err != nil {
+		return nil, fmt.Errorf("%w (the cluster --kubeconfig names; start the project's node with make kube-node)", err)
+	}
 	return d, nil
 }
