@@ -97,19 +97,9 @@ func (c Checkup) Usable() error {
 // for an API server that does not answer those questions.
 func (d *Driver) Checkup(ctx context.Context) (Checkup, error) {
 	c := Checkup{Server: d.rest.Host, Version: d.info.Runtime.ServerVersion, Identity: d.info.Runtime.ID}
-	var nodes []corev1.Node
-	if d.cfg.NodeName != "" {
-		n, err := d.cs.CoreV1().Nodes().Get(ctx, d.cfg.NodeName, metav1.GetOptions{})
-		if err != nil {
-			return c, classify(fmt.Errorf("node %s: %w", d.cfg.NodeName, err))
-		}
-		nodes = append(nodes, *n)
-	} else {
-		l, err := d.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return c, classify(fmt.Errorf("list nodes: %w", err))
-		}
-		nodes = l.Items
+	nodes, err := d.nodes(ctx)
+	if err != nil {
+		return c, err
 	}
 	c.Nodes = []NodeStatus{}
 	for _, n := range nodes {

@@ -21,22 +21,27 @@ import (
 // plan pinned, with imagePullPolicy Never: a node that lacks it fails the
 // pod at once (Ready says so), it is never pulled.
 
-// nodeImages are the images of the nodes pods may run on (NodeName's, or
-// every node's).
-func (d *Driver) nodeImages(ctx context.Context) ([]corev1.ContainerImage, error) {
-	var nodes []corev1.Node
+// nodes are the nodes pods may run on: NodeName's, or every node.
+func (d *Driver) nodes(ctx context.Context) ([]corev1.Node, error) {
 	if d.cfg.NodeName != "" {
 		n, err := d.cs.CoreV1().Nodes().Get(ctx, d.cfg.NodeName, metav1.GetOptions{})
 		if err != nil {
 			return nil, classify(fmt.Errorf("node %s: %w", d.cfg.NodeName, err))
 		}
-		nodes = append(nodes, *n)
-	} else {
-		l, err := d.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, classify(fmt.Errorf("list nodes: %w", err))
-		}
-		nodes = l.Items
+		return []corev1.Node{*n}, nil
+	}
+	l, err := d.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, classify(fmt.Errorf("list nodes: %w", err))
+	}
+	return l.Items, nil
+}
+
+// nodeImages are the images of the nodes pods may run on.
+func (d *Driver) nodeImages(ctx context.Context) ([]corev1.ContainerImage, error) {
+	nodes, err := d.nodes(ctx)
+	if err != nil {
+		return nil, err
 	}
 	var out []corev1.ContainerImage
 	for _, n := range nodes {
