@@ -282,8 +282,15 @@ func (f *fakeBackend) Attest(ctx context.Context, c *store.Campaign, _ adapter.A
 	f.mu.Lock()
 	rep := &attest.Report{Schema: attest.Schema, CampaignID: c.ID, OK: f.attestOK, FailedChecks: []string{}, AttestedAt: time.Now()}
 	f.mu.Unlock()
+	// Two checks, as the real report words them: the capabilities fail
+	// when the fake is told to fail.
+	rep.Hardening.Checks = map[string]attest.Check{
+		"server.caps":       {Observed: []string{}, Expected: []string{}, Pass: true},
+		"server.privileged": {Observed: false, Expected: false, Pass: true},
+	}
 	if !rep.OK {
 		rep.FailedChecks = []string{"hardening.server.caps"}
+		rep.Hardening.Checks["server.caps"] = attest.Check{Observed: []string{"NET_RAW"}, Expected: []string{}, Reason: "the observed value is not the expected one"}
 	}
 	b, err := rep.Marshal()
 	if err != nil {
