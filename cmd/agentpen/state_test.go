@@ -210,7 +210,7 @@ func TestUnsoundCampaignDoesNotBlindTheRoot(t *testing.T) {
 	if out, _, code := r.run("ls"); code != exitFailure || strings.Count(out, "\n") != 4 {
 		t.Errorf("ls: exit %d\n%s", code, out)
 	}
-	if out, errs, code := r.run("orphans"); code != exitFailure || !strings.HasPrefix(out, "KIND") || !strings.Contains(errs, "agentpen orphans: campaign broken-journal is unusable: "+wantCorrupt) {
+	if out, errs, code := r.run("orphans"); code != exitFailure || !strings.Contains(out, "\nKIND") || !strings.Contains(errs, "agentpen orphans: campaign broken-journal is unusable: "+wantCorrupt) {
 		t.Errorf("orphans: exit %d\n%s%s", code, out, errs)
 	}
 	before, _ := os.ReadFile(corrupt)
@@ -383,6 +383,40 @@ func TestOrphansRemoveByListedID(t *testing.T) {
 	}
 	if len(r.fake.Containers()) != 0 {
 		t.Fatalf("left on the daemon: %v", r.fake.Containers())
+	}
+}
+
+// TestOrphansSaysItsRoot: orphans says which state root it speaks for,
+// and tells a resource of a campaign this root has never held (another
+// state root's, or one whose state is gone) from one of a campaign it
+// holds whose journal lost it.
+func TestOrphansSaysItsRoot(t *testing.T) {
+	r := newFakeRoot(t)
+	r.campaign("mine")
+	labels := func(id string) map[string]string {
+		return map[string]string{campaign.LabelCampaign: id, campaign.LabelOwner: campaign.OwnerValue, campaign.LabelSchema: campaign.SchemaValue,
+			campaign.LabelRole: campaign.RoleServer, campaign.LabelInstance: "0123456789abcdef0123456789abcdef",
+			campaign.LabelCreate: "c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0"}
+	}
+	r.fake.AddContainer(dockerfake.Container{ID: strings.Repeat("a", 64), Name: "agentpen-mine-server", Labels: labels("mine")})
+	r.fake.AddContainer(dockerfake.Container{ID: strings.Repeat("b", 64), Name: "agentpen-theirs-server", Labels: labels("theirs")})
+	out, errs, code := r.run("orphans")
+	if code != 0 || !strings.HasPrefix(out, "state root "+r.state+": ") {
+		t.Fatalf("orphans: exit %d, the first line does not name the state root %s:\n%s%s", code, r.state, out, errs)
+	}
+	for _, c := range []struct{ id, why string }{
+		{"aaaaaaaaaaaa", "no journal in this state root"},
+		{"bbbbbbbbbbbb", `no campaign "theirs" in this state root`},
+	} {
+		var line string
+		for l := range strings.SplitSeq(out, "\n") {
+			if strings.Contains(l, c.id) {
+				line = l
+			}
+		}
+		if !strings.Contains(line, c.why) {
+			t.Errorf("%s reads %q, want %q in it", c.id, line, c.why)
+		}
 	}
 }
 
