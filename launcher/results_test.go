@@ -157,7 +157,9 @@ func TestRunStopsCounted(t *testing.T) {
 		Enum                 []string
 		Properties           map[string]*schema
 	}
-	var doc struct{ Components struct{ Schemas map[string]*schema } }
+	var doc struct {
+		Components struct{ Schemas map[string]*schema }
+	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
