@@ -64,7 +64,9 @@
       l ? "; created " + when(l.accepted_at) : "",
       l && l.expires_at ? h("span", { class: "expires" }, "; expires " + when(l.expires_at)) : "",
       l && l.idle_timeout_seconds ? "; idle timeout " + l.idle_timeout_seconds + " s" : "",
-      "; " + (c.workspaces || []).length + " workspaces served ", att, " ", cln,
+      "; " + (c.workspaces || []).length + " workspaces served",
+      c.pool ? h("span", { class: "pool" }, "; pool: " + c.pool.warm + " warm, " + c.pool.claimed + " claimed, " + c.pool.refilling + " refilling") : "",
+      " ", att, " ", cln,
       c.error ? h("span", { class: "error" }, " " + c.error) : null);
   }
 
