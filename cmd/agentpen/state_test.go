@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 	"github.com/agentpen/agentpen/store"
+	"github.com/agentpen/agentpen/workbench/results"
 )
 
 // fakeRoot is a state root of hand-made campaigns beside a fake daemon.
@@ -520,5 +522,53 @@ func TestEmptyCampaign(t *testing.T) {
 	}
 	if out, _, _ := r.run("ls"); strings.Contains(out, "ghost") || !strings.Contains(out, "kept") {
 		t.Fatalf("ls after: %s", out)
+	}
+}
+
+// TestResultsSayWhyCodeStopped: agentpen results shows, for each
+// episode, why the last of its runs that did not exit 0 stopped (the
+// inferred stops marked, with their evidence), and "-" when every run
+// exited 0.
+func TestResultsSayWhyCodeStopped(t *testing.T) {
+	r := newFakeRoot(t)
+	r.campaign("played")
+	root, err := store.OpenRoot(r.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	c, err := root.Open("played")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	t0 := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
+	rec := func(ep string) store.Result {
+		return store.Result{Generation: 1, AgentID: "agent-0", SourceEnd: 100, CollectedAt: t0,
+			Record: results.Record{V: results.Version, EpisodeID: ep, TaskID: "software/median@7", Domain: "software",
+				Steps: 2, End: results.EndClosed, StartedAt: t0, EndedAt: t0.Add(time.Second)}}
+	}
+	bomb, clean := rec("e-bomb"), rec("e-clean")
+	bomb.Runs.Add(results.StopMemory)
+	bomb.Stop = results.RunStop{Reason: results.StopMemory, Inferred: true, Evidence: results.EvidenceMemoryError, Status: 1}
+	clean.Runs.Add(results.StopExited)
+	l, err := c.OpenResultsLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append([]store.Result{bomb, clean}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	out, errs, code := r.run("results", "played")
+	if code != 0 || !strings.Contains(out, "CODE STOPPED") {
+		t.Fatalf("results: exit %d\n%s%s", code, out, errs)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.Contains(line, "e-bomb") && !strings.Contains(line, "memory (inferred from MemoryError; exited 1)"),
+			strings.Contains(line, "e-clean") && !strings.Contains(line, "closed  -  "):
+			t.Errorf("%q", line)
+		}
 	}
 }
