@@ -3,6 +3,7 @@ package launcher
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -25,6 +26,7 @@ import (
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/custody"
 	"github.com/agentpen/agentpen/internal/testkit/leakcheck"
 	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/store"
@@ -742,6 +744,16 @@ func (f *fakeBackend) Warn(ctx context.Context, c *store.Campaign, now time.Time
 	}
 	f.calls = append(f.calls, "Warn "+c.ID+" ("+e.Reason+")")
 	return e, true, f.journal(c.ID, e.Record(st.Latest().N))
+}
+
+// VerifySignatures verifies as the adapter does, with the state root's
+// key: the fake's reports are not signed, so it never verifies.
+func (f *fakeBackend) VerifySignatures(ctx context.Context, c *store.Campaign) (*custody.Result, error) {
+	key, err := c.SigningKey()
+	if err != nil {
+		return nil, err
+	}
+	return custody.Verify(ctx, c, key.Public().(ed25519.PublicKey), custody.Options{}), nil
 }
 
 // Refill makes nothing.

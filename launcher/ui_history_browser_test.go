@@ -22,8 +22,9 @@ import (
 // half done apart, each with its reason, its owner and its lifetime; a
 // removed campaign's own page shows its episodes with their rewards, how
 // each ended and why its code stopped (the inferred stop marked), its
-// attestation's checks (observed, expected, pass) and its cleanup
-// report. Screenshots of both are kept.
+// attestation's checks (observed, expected, pass), its cleanup report
+// and the service's verification of its signatures (the fake signs
+// nothing: not verified). Screenshots of both are kept.
 func TestCampaignPageHistory(t *testing.T) {
 	be := newFakeBackend(t)
 	clock := fakeclock.New()
@@ -127,6 +128,16 @@ func TestCampaignPageHistory(t *testing.T) {
 	cln := browsertest.Eval[string](br, page+`.querySelector("#part-cleanup").textContent`)
 	if !strings.Contains(cln, "cleanup verified") || !strings.Contains(cln, "deleted (DELETE)") || !strings.Contains(cln, "removed by exact id") {
 		t.Errorf("the cleanup part reads %q", cln)
+	}
+	// The fake's reports are not signed: the page says so, and which
+	// checks failed.
+	ver := page + `.querySelector("#part-signatures .verification")`
+	if !browsertest.WaitFor(br, ver+` !== null`, 30*time.Second) {
+		t.Fatalf("no verification shown; errors %v", br.Errors())
+	}
+	if got := browsertest.Eval[string](br, ver+`.dataset.ok + " " + `+ver+`.textContent`); !strings.HasPrefix(got, "false NOT verified") ||
+		!strings.Contains(got, "attestation-1-1.json.envelope") {
+		t.Errorf("the signatures part reads %q", got)
 	}
 	br.Screenshot("campaign-page-deleted")
 	if errs := br.Errors(); len(errs) > 0 {

@@ -4,8 +4,9 @@
 // (#campaign=ID): its workspaces (agent ids and tasks, never base_urls:
 // they are capabilities), its episodes with their rewards, how each
 // ended and why its code stopped, its attestation's checks and its
-// cleanup report. Read from the launcher API with the token the person
-// types and refreshed every two seconds. Read-only: it never creates,
+// cleanup report, and the service's verification of its signatures.
+// Read from the launcher API with the token the person types and
+// refreshed every two seconds. Read-only: it never creates,
 // attests or deletes. The token lives in this closure only.
 "use strict";
 (() => {
@@ -134,7 +135,12 @@
       h("td", { class: e.stop && e.stop.inferred ? "inferred" : "" }, e.stop ? stopText(e.stop) : h("span", { class: "muted" }, "every run exited 0"))))));
   }
 
-  const value = (v) => h("code", {}, v === undefined ? "" : JSON.stringify(v));
+  // value is a check's value as JSON, clipped to 160 characters (the
+  // whole in its title).
+  function value(v) {
+    const text = v === undefined ? "" : JSON.stringify(v);
+    return text.length <= 160 ? h("code", {}, text) : h("code", { title: text }, text.slice(0, 157) + "...");
+  }
 
   // checksTable lists every check of a report's sections (each an object
   // with checks: observed, expected, pass, reason), failed ones first.
@@ -184,13 +190,25 @@
       checksTable(cln));
   }
 
+  // signaturesPart is the service's verification of the campaign's
+  // signed reports (agentpen verify's checks), made when the page was
+  // refreshed.
+  function signaturesPart(c, ver) {
+    if (!ver) return h("p", { class: "error" }, "the service could not verify the reports");
+    const failed = (ver.checks || []).filter((k) => !k.ok);
+    return h("div", { class: "verification", "data-ok": String(ver.ok) },
+      h("p", {}, badge(ver.ok ? "signatures verified" : "NOT verified", ver.ok),
+        " " + (ver.reports || []).length + " reports, " + (ver.checks || []).length + " checks, key " + ver.key_id +
+        " (as agentpen verify " + c.campaign_id + " does on the service's host)"),
+      failed.length ? h("ul", {}, failed.map((k) => h("li", { "data-check": k.id }, h("code", {}, k.id), ": " + k.detail))) : null);
+  }
+
   // campaignPage is one campaign: its facts, then each part, linked from
   // the top.
-  function campaignPage(c, eps, att, cln) {
+  function campaignPage(c, eps, att, cln, ver) {
     const parts = [["workspaces", "Workspaces", workspacesTable(c, eps)], ["episodes", "Episodes", episodesTable(eps)],
       ["attestation", "Attestation", attestationPart(c, att)], ["cleanup", "Cleanup", cleanupPart(c, cln)],
-      ["signatures", "Signatures", h("p", {}, "Each report is signed (DSSE, in-toto) beside it. This page does not verify signatures: ",
-        h("code", {}, "agentpen verify " + c.campaign_id), " does, on the service's host (or ", h("code", {}, "--key"), " on a copy).")]];
+      ["signatures", "Signatures", signaturesPart(c, ver)]];
     const jump = (id) => (ev) => { ev.preventDefault(); const el = $("part-" + id); if (el) el.scrollIntoView(); };
     return h("section", { class: "campaign page", "data-campaign": c.campaign_id, "data-state": c.state },
       h("p", {}, h("a", { href: "#", class: "back" }, "all campaigns")),
@@ -212,10 +230,11 @@
   async function showOne(id) {
     const c = await api("v1/campaigns/" + encodeURIComponent(id));
     const path = "v1/campaigns/" + encodeURIComponent(id);
-    const [eps, att, cln] = await Promise.all([episodesOf(id),
+    const [eps, att, cln, ver] = await Promise.all([episodesOf(id),
       c.attestation ? api(path + "/attestation").catch(() => null) : null,
-      c.cleanup ? api(path + "/cleanup").catch(() => null) : null]);
-    fill($("campaigns"), [campaignPage(c, eps, att, cln)]);
+      c.cleanup ? api(path + "/cleanup").catch(() => null) : null,
+      api(path + "/verification").catch(() => null)]);
+    fill($("campaigns"), [campaignPage(c, eps, att, cln, ver)]);
   }
 
   async function showAll() {
