@@ -47,7 +47,14 @@ func TestRunStops(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			var r collected
-			env := fakeEnv(t, Config{OnEnd: r.add, Limits: Limits{PythonTimeout: time.Second}}, "t/number")
+			// A second for the loop, which only its deadline ends; long
+			// enough for the rest to meet their limits under load (a fork
+			// flood took more than a second beside the package's tests).
+			timeout := 60 * time.Second
+			if c.name == "infinite_loop" {
+				timeout = time.Second
+			}
+			env := fakeEnv(t, Config{OnEnd: r.add, Limits: Limits{PythonTimeout: timeout}}, "t/number")
 			o := step(t, env, "run_python", map[string]any{"code": c.code})
 			if !strings.Contains(o.Output, c.told) {
 				t.Errorf("the agent is told %q, want %q in it", o.Output, c.told)
