@@ -495,3 +495,14 @@ func (a *Adapter) retry(ctx context.Context, goneIsDone bool, fn func() error) e
 		delay = min(2*delay, 2*time.Second)
 	}
 }
+
+// VerifySignatures checks the campaign's signed reports as agentpen
+// verify does (custody.Verify: signatures, subjects, the journal's
+// chain), with the public half of the key its reports are signed with.
+func (a *Adapter) VerifySignatures(ctx context.Context, c *store.Campaign) (*custody.Result, error) {
+	key, err := a.signingKey(c)
+	if err != nil {
+		return nil, err
+	}
+	return custody.Verify(ctx, c, key.Public().(ed25519.PublicKey), custody.Options{}), nil
+}

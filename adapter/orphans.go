@@ -43,10 +43,12 @@ func (a *Adapter) Orphans(ctx context.Context, root *store.Root) ([]Orphan, erro
 		return nil, err
 	}
 	known := map[string]bool{}
+	held := map[string]bool{} // the campaign ids this root holds
 	type intentKey struct{ campaign, kind, name, secret string }
 	intents := map[intentKey]int{} // an unresolved create -> its generation
 	unsound := map[string]error{}  // campaign id -> why its state cannot be used
 	for _, st := range states {
+		held[st.ID] = true
 		if st.Err != nil {
 			unsound[st.ID] = st.Err
 		}
@@ -75,6 +77,8 @@ func (a *Adapter) Orphans(ctx context.Context, root *store.Root) ([]Orphan, erro
 		switch {
 		case unsound[o.CampaignID] != nil:
 			o.Why = "its campaign's state here cannot be used, so nothing can be proven: " + unsound[o.CampaignID].Error()
+		case !held[o.CampaignID]:
+			o.Why = fmt.Sprintf("no campaign %q in this state root: another state root's (agentpen orphans --state-root there accounts for it), or one whose state was removed; labels can be copied: they prove nothing", o.CampaignID)
 		case f.Labels[campaign.LabelCreate] == "":
 			o.Why = "it carries no create secret: no journal can prove it is agentpen's"
 		case !ok:

@@ -48,9 +48,18 @@ type CampaignView struct {
 	Workspaces    []Workspace   `json:"workspaces"`
 	Lifetime      *LifetimeView `json:"lifetime,omitempty" doc:"Its lifetime (absent: none); PATCH changes it"`
 	RemovalReason string        `json:"removal_reason,omitempty" doc:"Why its latest removal began: delete, down, ttl, idle, launcher_gone, rollback, not_attested, reconcile, ... (absent: none)"`
+	Pool          *PoolView     `json:"pool,omitempty" doc:"Its latest generation's pool of workspaces (absent: none)"`
 	Attestation   *ReportRef    `json:"attestation,omitempty" doc:"The latest attestation of this generation (GET .../attestation for the report)"`
 	Cleanup       *ReportRef    `json:"cleanup,omitempty" doc:"The last cleanup of this generation, when there is one (GET .../cleanup for the report)"`
 	Error         string        `json:"error,omitempty" doc:"Why the state is unusable"`
+}
+
+// PoolView counts the pool slots of a campaign's latest generation by
+// where each is.
+type PoolView struct {
+	Warm      int `json:"warm" doc:"Made, attested, never claimed: a claim takes one at once"`
+	Claimed   int `json:"claimed" doc:"Bound to a task by a claim (live or since removed)"`
+	Refilling int `json:"refilling" doc:"Being made or attested: warm once attested"`
 }
 
 // ReportRef says where a report is and what it concluded.

@@ -7,7 +7,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agentpen/agentpen/campaign"
@@ -187,13 +191,13 @@ func (v *verification) report(ctx context.Context, recs []campaign.Record, i int
 		v.add(name+".predicate", false, "the predicate is not a report: %v", err)
 		return stop()
 	}
-	switch eq, err := jsonEqual(st.Predicate, report); {
+	switch diffs, err := jsonDiff(st.Predicate, report, maxDiffs); {
 	case rerr != nil:
 		v.add(name+".predicate", false, "the report file cannot be read to compare: %v", rerr)
 	case err != nil:
 		v.add(name+".predicate", false, "the report file is not JSON: %v", err)
-	case !eq:
-		v.add(name+".predicate", false, "the report file is not the signed predicate: it was changed")
+	case len(diffs) > 0:
+		v.add(name+".predicate", false, "the report file is not the signed predicate: it was changed: %s", strings.Join(diffs, "; "))
 	default:
 		v.add(name+".predicate", true, "the report file is the signed predicate")
 	}
@@ -333,7 +337,7 @@ func (v *verification) subject(name string, s Subject, journal []byte, head pred
 		}
 		got := digest(b)
 		if got != want {
-			v.add(id, false, "sha256 %s; the statement signed %s: the file was changed", got, want)
+			v.add(id, false, "sha256 %s; the statement signed %s: the file was changed (only its digest was signed: what changed in it cannot be named)", got, want)
 			return
 		}
 		v.add(id, true, "sha256 %s, as signed", got)
@@ -420,9 +424,14 @@ func (v *verification) tail(recs []campaign.Record, covered int, torn *campaign.
 	v.add("journal.tail", true, "nothing but %d notes or expiry warnings follows record %d, the last a verified statement covers (%s)", notes, covered, last.Report)
 }
 
-// jsonEqual says whether a and b are the same JSON value (numbers compared
-// by their text).
-func jsonEqual(a, b []byte) (bool, error) {
+// maxDiffs bounds the differences a changed report's check names.
+const maxDiffs = 5
+
+// jsonDiff says where b differs from the signed JSON value a (numbers
+// compared by their text): at most max paths ("".checks[2].pass"), each
+// with what was signed and what the file has, in a path's order (object
+// keys sorted), then how many more; none when they are the same value.
+func jsonDiff(a, b []byte, max int) ([]string, error) {
 	decode := func(x []byte) (any, error) {
 		d := json.NewDecoder(bytes.NewReader(x))
 		d.UseNumber()
@@ -437,11 +446,84 @@ func jsonEqual(a, b []byte) (bool, error) {
 	}
 	va, err := decode(a)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	vb, err := decode(b)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return reflect.DeepEqual(va, vb), nil
+	var out []string
+	more := 0
+	say := func(path, format string, args ...any) {
+		if len(out) == max {
+			more++
+			return
+		}
+		if path == "" {
+			path = "."
+		}
+		out = append(out, path+": "+fmt.Sprintf(format, args...))
+	}
+	var walk func(path string, x, y any)
+	walk = func(path string, x, y any) {
+		switch xv := x.(type) {
+		case map[string]any:
+			if yv, ok := y.(map[string]any); ok {
+				both := maps.Clone(xv)
+				maps.Copy(both, yv)
+				keys := slices.Sorted(maps.Keys(both))
+				for _, k := range keys {
+					p := path + "." + k
+					if !jsonIdent.MatchString(k) {
+						p = path + "[" + strconv.Quote(k) + "]"
+					}
+					xk, inX := xv[k]
+					yk, inY := yv[k]
+					switch {
+					case !inY:
+						say(p, "signed %s, the file has none", jsonText(xk))
+					case !inX:
+						say(p, "not signed, the file has %s", jsonText(yk))
+					default:
+						walk(p, xk, yk)
+					}
+				}
+				return
+			}
+		case []any:
+			if yv, ok := y.([]any); ok && len(xv) == len(yv) {
+				for i := range xv {
+					walk(fmt.Sprintf("%s[%d]", path, i), xv[i], yv[i])
+				}
+				return
+			}
+		}
+		if !reflect.DeepEqual(x, y) {
+			say(path, "signed %s, the file has %s", jsonText(x), jsonText(y))
+		}
+	}
+	walk("", va, vb)
+	if more > 0 {
+		out = append(out, fmt.Sprintf("and %d more", more))
+	}
+	return out, nil
+}
+
+// jsonIdent is an object key a path writes after a dot.
+var jsonIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// jsonText is v as JSON, clipped to 80 bytes ("..." ends a clipped one);
+// an array or object of more than that is named by its kind and length.
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	if len(b) <= 80 {
+		return string(b)
+	}
+	switch v := v.(type) {
+	case []any:
+		return fmt.Sprintf("an array of %d", len(v))
+	case map[string]any:
+		return fmt.Sprintf("an object of %d keys", len(v))
+	}
+	return string(b[:77]) + "..."
 }

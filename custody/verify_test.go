@@ -234,6 +234,42 @@ func TestTamper(t *testing.T) {
 	}
 }
 
+// TestTamperNamesTheField: a report with one field changed, added or
+// removed fails .predicate naming that field by its path, with what was
+// signed and what the file has; a subject (a spec, the daemon record)
+// only has its digest signed, and says so.
+func TestTamperNamesTheField(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		edit func(m map[string]any)
+		says string
+	}{
+		{"changed", func(m map[string]any) { m["ok"] = false }, ".ok: signed true, the file has false"},
+		{"nested", func(m map[string]any) { m["images"].([]any)[0].(map[string]any)["id"] = "sha256:0" },
+			`.images[0].id: signed "sha256:`},
+		{"added", func(m map[string]any) { m["extra"] = 1 }, ".extra: not signed, the file has 1"},
+		{"removed", func(m map[string]any) { delete(m, "generation") }, ".generation: signed 1, the file has none"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, key := signedCampaign(t, lifecycle{})
+			cp := copyDir(t, dir)
+			editJSON(t, filepath.Join(cp, att1), tt.edit)
+			res := verifyDir(t, cp, pubOf(key), custody.Options{})
+			c := check(res, att1+".predicate")
+			if c == nil || c.OK || !strings.Contains(c.Detail, tt.says) {
+				t.Fatalf("%s: %+v, want it to say %q\n%s", att1+".predicate", c, tt.says, details(res))
+			}
+		})
+	}
+	dir, key := signedCampaign(t, lifecycle{})
+	cp := copyDir(t, dir)
+	editJSON(t, filepath.Join(cp, "spec-1.json"), func(m map[string]any) { m["campaign_id"] = "other" })
+	res := verifyDir(t, cp, pubOf(key), custody.Options{})
+	if c := check(res, att1+".subject.spec-1.json"); c == nil || c.OK || !strings.Contains(c.Detail, "only its digest was signed") {
+		t.Fatalf("a changed spec: %+v", c)
+	}
+}
+
 // TestCleanupMustFollowAttestation: a cleanup whose statement does not
 // name the attestation of its generation fails .follows.
 func TestCleanupMustFollowAttestation(t *testing.T) {

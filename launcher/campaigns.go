@@ -409,7 +409,7 @@ func (s *Server) render(id string, snap snapshot, seq uint64, reconcile bool) (v
 		s.revokeLocked(e, cause)
 	}
 	v = api.CampaignView{CampaignID: id, Owner: g.Owner, Generation: g.N, State: status.String(), StateDir: snap.dir, Workspaces: []api.Workspace{},
-		Lifetime: lifetimeView(snap.st.Lifetime), RemovalReason: snap.st.LastRemoval}
+		Lifetime: lifetimeView(snap.st.Lifetime), RemovalReason: snap.st.LastRemoval, Pool: poolView(snap.st.Pool, status.Up())}
 	if owner, ok := s.creatingForLocked(id); ok {
 		v.Owner = owner // a new generation whose begin record is not written yet
 	}
@@ -592,4 +592,25 @@ func (s *Server) remove(ctx context.Context, e *entry, reason string) (*cleanup.
 // dialer reaches ws's episode server through the backend's driver.
 func (s *Server) dialer(ws adapter.Workspace) func(context.Context) (net.Conn, error) {
 	return func(ctx context.Context) (net.Conn, error) { return s.be.Dial(ctx, ws) }
+}
+
+// poolView counts a generation's pool slots by where each is (none
+// refilling unless the campaign is up); nil for a generation without a
+// pool.
+func poolView(slots []campaign.Slot, up bool) *api.PoolView {
+	if len(slots) == 0 {
+		return nil
+	}
+	var v api.PoolView
+	for _, sl := range slots {
+		switch {
+		case sl.Claim != nil:
+			v.Claimed++
+		case sl.Ready():
+			v.Warm++
+		case up && (sl.Live || sl.ContainerID == ""):
+			v.Refilling++ // an intent not yet created, or created and not yet attested
+		}
+	}
+	return &v
 }

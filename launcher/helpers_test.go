@@ -3,6 +3,7 @@ package launcher
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -25,6 +26,7 @@ import (
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/custody"
 	"github.com/agentpen/agentpen/internal/testkit/leakcheck"
 	"github.com/agentpen/agentpen/internal/testkit/testlog"
 	"github.com/agentpen/agentpen/store"
@@ -282,8 +284,15 @@ func (f *fakeBackend) Attest(ctx context.Context, c *store.Campaign, _ adapter.A
 	f.mu.Lock()
 	rep := &attest.Report{Schema: attest.Schema, CampaignID: c.ID, OK: f.attestOK, FailedChecks: []string{}, AttestedAt: time.Now()}
 	f.mu.Unlock()
+	// Two checks, as the real report words them: the capabilities fail
+	// when the fake is told to fail.
+	rep.Hardening.Checks = map[string]attest.Check{
+		"server.caps":       {Observed: []string{}, Expected: []string{}, Pass: true},
+		"server.privileged": {Observed: false, Expected: false, Pass: true},
+	}
 	if !rep.OK {
 		rep.FailedChecks = []string{"hardening.server.caps"}
+		rep.Hardening.Checks["server.caps"] = attest.Check{Observed: []string{"NET_RAW"}, Expected: []string{}, Reason: "the observed value is not the expected one"}
 	}
 	b, err := rep.Marshal()
 	if err != nil {
@@ -735,6 +744,16 @@ func (f *fakeBackend) Warn(ctx context.Context, c *store.Campaign, now time.Time
 	}
 	f.calls = append(f.calls, "Warn "+c.ID+" ("+e.Reason+")")
 	return e, true, f.journal(c.ID, e.Record(st.Latest().N))
+}
+
+// VerifySignatures verifies as the adapter does, with the state root's
+// key: the fake's reports are not signed, so it never verifies.
+func (f *fakeBackend) VerifySignatures(ctx context.Context, c *store.Campaign) (*custody.Result, error) {
+	key, err := c.SigningKey()
+	if err != nil {
+		return nil, err
+	}
+	return custody.Verify(ctx, c, key.Public().(ed25519.PublicKey), custody.Options{}), nil
 }
 
 // Refill makes nothing.

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/workbench/results"
@@ -28,6 +29,10 @@ type metrics struct {
 	results *prometheus.CounterVec
 	rewards prometheus.Histogram
 	refused prometheus.Counter
+	// runs are the runs of those episodes' code by why each stopped
+	// (results.StopTerms), inferred marking the stops named from
+	// evidence.
+	runs *prometheus.CounterVec
 }
 
 // Proxy error kinds (the kind label of agentpen_proxy_errors_total).
@@ -71,17 +76,23 @@ func newMetrics() *metrics {
 		rewards: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "agentpen_episode_reward", Help: "Rewards of the episode results collected.", Buckets: []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1},
 		}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentpen_episode_runs_total", Help: "Runs of the collected episodes' code (the agent's, its tests', graded cases) by why each stopped; inferred=\"true\": named from the evidence in its error output (memory, processes), not observed.",
+		}, []string{"stop", "inferred"}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "agentpen_episode_results_refused_total", Help: "Lines of workspaces' results files refused (malformed, oversized, of another task) or files refused (a link, not a regular file).",
 		}),
 	}
-	m.reg.MustRegister(m.campaigns, m.workspaces, m.bringUp, m.cleanup, m.episodes, m.proxyErrors, m.requests, m.results, m.rewards, m.refused,
+	m.reg.MustRegister(m.campaigns, m.workspaces, m.bringUp, m.cleanup, m.episodes, m.proxyErrors, m.requests, m.results, m.rewards, m.refused, m.runs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, k := range []string{errKindUnknown, errKindDial, errKindBackendLost, errKindRevoked, errKindBadRequest} {
 		m.proxyErrors.WithLabelValues(k)
 	}
 	for _, e := range results.Ends {
 		m.results.WithLabelValues(e)
+	}
+	for i := range results.StopTerms {
+		m.runsOf(results.Stop(i))
 	}
 	return m
 }
@@ -91,8 +102,14 @@ func (m *metrics) collected(c adapter.Collected) {
 	for _, r := range c.Records {
 		m.results.WithLabelValues(r.End).Inc()
 		m.rewards.Observe(r.Reward)
+		r.Runs.Each(func(s results.Stop, n int) { m.runsOf(s).Add(float64(n)) })
 	}
 	m.refused.Add(float64(len(c.Refused)))
+}
+
+// runsOf is the counter of runs stopped for s.
+func (m *metrics) runsOf(s results.Stop) prometheus.Counter {
+	return m.runs.WithLabelValues(s.String(), strconv.FormatBool(s.Inferred()))
 }
 
 func (m *metrics) handler() http.Handler {

@@ -118,6 +118,7 @@ var campaignRouteBodies = map[routeKey]string{
 	"POST /v1/campaigns/{id}/attestation": "",
 	"GET /v1/campaigns/{id}/attestation":  "",
 	"GET /v1/campaigns/{id}/cleanup":      "",
+	"GET /v1/campaigns/{id}/verification": "",
 	"GET /v1/campaigns/{id}/events":       "",
 	"GET /v1/campaigns/{id}/episodes":     "",
 	"POST /v1/campaigns/{id}/workspaces":  `{"task_id": "config/debug_in_prod"}`,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/testlatency"
@@ -43,6 +44,11 @@ func TestPoolThroughAPI(t *testing.T) {
 	const id = "api-pool"
 	l.createPooled(t, id, 2)
 	hapi := apiclient.New(l.ts.URL, l.token, nil)
+	if v, err := hapi.Get(t.Context(), id); err != nil {
+		t.Fatal(err)
+	} else if v.Pool == nil || *v.Pool != (api.PoolView{Warm: 2}) {
+		t.Fatalf("a pool of 2, up: %+v", v.Pool)
+	}
 	tasks := e2eTasks[1:]
 	seen := map[string]bool{}
 	var urls []string
@@ -62,6 +68,12 @@ func TestPoolThroughAPI(t *testing.T) {
 		urls = append(urls, ws.BaseURL)
 		playThroughProxy(t, ws.BaseURL, task, tasks[(i+1)%len(tasks)])
 	}
+	// The view counts the pool: both claimed, and the service refills
+	// two more (refilling, then warm).
+	testenv.WaitFor(t, "the view to count the claims and the refill", func() bool {
+		v, err := hapi.Get(t.Context(), id)
+		return err == nil && v.Pool != nil && v.Pool.Claimed == len(tasks) && v.Pool.Warm+v.Pool.Refilling == 2
+	})
 	_, err := hapi.Claim(t.Context(), id, tasks[0], "p0")
 	var ae *apiclient.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusConflict {

@@ -82,7 +82,11 @@ func (s *Server) registerEpisodes(hapi huma.API, errs []int) {
 			"line of a file in its run directory, which the daemon's user (what a container escape yields) can write: " +
 			"checked (its workspace's own task, every field present and in range, no other), never proven; workspace, " +
 			"agent_id and generation say where it was read, collected_at when. An episode whose grading failed ends " +
-			"error, with a reason (grader_failed, case_prepare_failed, case_run_failed or grading_failed) and no reward.",
+			"error, with a reason (grader_failed, case_prepare_failed, case_run_failed or grading_failed) and no reward. " +
+			"runs counts the runs of its code (the agent's, its tests', the graded cases of its answer) by why each stopped " +
+			"(exited, timeout, output_limit, signal, cancelled, internal_error; memory and processes only inferred from the " +
+			"run's error output, as the limits send no signal), and stop says why the last that did not exit 0 stopped; " +
+			"both are absent when they would say nothing.",
 		Errors: errs,
 	}, s.listEpisodes)
 }

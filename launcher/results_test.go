@@ -92,3 +92,91 @@ func TestEpisodesRoute(t *testing.T) {
 		t.Errorf("an unknown campaign: %d, want 404", resp.StatusCode)
 	}
 }
+
+// TestRunStopsCounted: the runs of collected results are counted in
+// /metrics by why their code stopped, the inferred stops labelled so and
+// every stop's series there from the start (at 0); the episodes route
+// serves each result's runs and stop as the results file writes them,
+// and the document describes them so (runs an object of counts by stop
+// word, the stop's reason one of the words).
+func TestRunStopsCounted(t *testing.T) {
+	be := newFakeBackend(t)
+	ts := newTestServer(t, be)
+	_, b := ts.do(t, http.MethodGet, "/metrics", nil, true)
+	for _, s := range results.Stops {
+		st, _ := results.ParseStop(s)
+		series := fmt.Sprintf(`agentpen_episode_runs_total{inferred="%v",stop="%s"} 0`, st.Inferred(), s)
+		if !strings.Contains(string(b), series) {
+			t.Errorf("no %s before any result", series)
+		}
+	}
+	const id = "camp-stops"
+	if resp, b := ts.do(t, http.MethodPost, "/v1/campaigns", specJSON(id, "software/median@7"), true); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create: %d %s", resp.StatusCode, b)
+	}
+	mem, loop := fakeResult(0, 0, results.EndSubmitted, 0), fakeResult(0, 1, results.EndNoStepsLeft, 0)
+	mem.Runs.Add(results.StopExited)
+	mem.Runs.Add(results.StopMemory)
+	mem.Stop = results.RunStop{Reason: results.StopMemory, Inferred: true, Evidence: results.EvidenceMemoryError, Status: 1}
+	loop.Runs.Add(results.StopTimeout)
+	loop.Runs.Add(results.StopMemory)
+	loop.Stop = results.RunStop{Reason: results.StopTimeout}
+	for _, r := range []store.Result{mem, loop} {
+		if err := r.Check(); err != nil {
+			t.Fatalf("a fake result the file would refuse: %v", err)
+		}
+	}
+	be.mu.Lock()
+	be.pending = map[string][]store.Result{id: {mem, loop}}
+	be.mu.Unlock()
+	testenv.WaitFor(t, "the runs counted", func() bool {
+		_, b := ts.do(t, http.MethodGet, "/metrics", nil, true)
+		return strings.Contains(string(b), `agentpen_episode_runs_total{inferred="true",stop="memory"} 2`) &&
+			strings.Contains(string(b), `agentpen_episode_runs_total{inferred="false",stop="timeout"} 1`) &&
+			strings.Contains(string(b), `agentpen_episode_runs_total{inferred="false",stop="exited"} 1`)
+	})
+	_, b = ts.do(t, http.MethodGet, "/v1/campaigns/"+id+"/episodes", nil, true)
+	var out struct {
+		Episodes []struct {
+			Runs map[string]int `json:"runs"`
+			Stop map[string]any `json:"stop"`
+		}
+	}
+	if err := json.Unmarshal(b, &out); err != nil || len(out.Episodes) != 2 {
+		t.Fatalf("episodes %s: %v", b, err)
+	}
+	if e := out.Episodes[0]; e.Runs["memory"] != 1 || e.Runs["exited"] != 1 || len(e.Runs) != 2 ||
+		e.Stop["reason"] != "memory" || e.Stop["inferred"] != true || e.Stop["evidence"] != "MemoryError" {
+		t.Errorf("the first episode's runs %v, stop %v", e.Runs, e.Stop)
+	}
+	_, b = ts.do(t, http.MethodGet, OpenAPIPath, nil, true)
+	type schema struct {
+		Ref                  string `json:"$ref"`
+		Type                 any
+		AdditionalProperties any
+		Enum                 []string
+		Properties           map[string]*schema
+	}
+	var doc struct {
+		Components struct{ Schemas map[string]*schema }
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	// deref is s, or the schema it refers to.
+	deref := func(s *schema) *schema {
+		if s != nil && s.Ref != "" {
+			return doc.Components.Schemas[strings.TrimPrefix(s.Ref, "#/components/schemas/")]
+		}
+		return s
+	}
+	res := deref(&schema{Ref: "#/components/schemas/StoreResult"})
+	runs := deref(res.Properties["runs"])
+	if add, _ := runs.AdditionalProperties.(map[string]any); runs.Type != "object" || add["type"] != "integer" {
+		t.Errorf("runs' schema %+v: want an object of integers", runs)
+	}
+	stop := deref(res.Properties["stop"])
+	if got := stop.Properties["reason"].Enum; strings.Join(got, " ") != strings.Join(results.Stops, " ") {
+		t.Errorf("stop's reasons %v, want %v", got, results.Stops)
+	}
+}

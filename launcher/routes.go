@@ -14,6 +14,7 @@ import (
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/custody"
 	"github.com/agentpen/agentpen/store"
 	"github.com/danielgtaylor/huma/v2"
 )
@@ -116,6 +117,16 @@ func (s *Server) registerOperations(hapi huma.API) {
 		OperationID: "getCleanup", Method: http.MethodGet, Path: "/v1/campaigns/{id}/cleanup", Tags: tags,
 		Summary: "The stored cleanup report of the latest generation (404 while that generation has none)", Errors: one,
 	}, s.getCleanup)
+	huma.Register(hapi, huma.Operation{
+		OperationID: "verifyCampaign", Method: http.MethodGet, Path: "/v1/campaigns/{id}/verification", Tags: tags,
+		Summary: "Verify the campaign's signed reports now, as agentpen verify does",
+		Description: "Every check of agentpen verify CAMPAIGN_ID, made on the service's host with the key the reports are " +
+			"signed with: each report's envelope (the one the journal recorded), signature, statement, predicate " +
+			"(the report file is the signed one: a changed field is named), subjects and journal record, and the " +
+			"journal's chain. ok only when a report was verified and every check held; failed names the checks " +
+			"that did not. Read-only.",
+		Errors: one,
+	}, s.verifyCampaign)
 	s.registerEpisodes(hapi, one)
 	s.registerPool(hapi, one)
 	s.registerCatalogue(hapi)
@@ -345,6 +356,26 @@ func (s *Server) getAttestation(ctx context.Context, in *campaignIDParam) (*atte
 		return nil, problem(http.StatusNotFound, fmt.Sprintf("campaign %q: its generation %d has no attestation report", in.ID, snap.st.Latest().N))
 	}
 	return &attestOutput{Body: snap.att}, nil
+}
+
+type verificationOutput struct {
+	Body *custody.Result
+}
+
+func (s *Server) verifyCampaign(ctx context.Context, in *campaignIDParam) (*verificationOutput, error) {
+	if _, err := s.readFor(in.ID); err != nil {
+		return nil, err
+	}
+	c, err := s.root.Open(in.ID)
+	if err != nil {
+		return nil, campaignProblem(in.ID, "read", err)
+	}
+	defer c.Close()
+	res, err := s.be.VerifySignatures(ctx, c)
+	if err != nil {
+		return nil, operationProblem("verify the reports", fmt.Errorf("campaign %q: %w", in.ID, err))
+	}
+	return &verificationOutput{Body: res}, nil
 }
 
 func (s *Server) getCleanup(ctx context.Context, in *campaignIDParam) (*cleanupOutput, error) {

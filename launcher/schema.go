@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/workbench/results"
 	"github.com/danielgtaylor/huma/v2"
 )
 
@@ -46,7 +47,10 @@ func SpecSchema() ([]byte, error) {
 // SpecSchema: references under #/components/schemas/, names from
 // schemaNamer.
 func newRegistry() huma.Registry {
-	return huma.NewMapRegistry("#/components/schemas/", schemaNamer)
+	reg := huma.NewMapRegistry("#/components/schemas/", schemaNamer)
+	// Written by its own MarshalJSON: counts by stop word.
+	reg.RegisterTypeAlias(reflect.TypeFor[results.RunCounts](), reflect.TypeFor[map[string]int]())
+	return reg
 }
 
 // schemaNamer is Huma's default namer, with the package's name in front

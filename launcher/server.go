@@ -16,6 +16,7 @@ import (
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/custody"
 	"github.com/agentpen/agentpen/store"
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
@@ -112,6 +113,7 @@ type backend interface {
 	Claim(ctx context.Context, c *store.Campaign, task, attempt string, opts adapter.AttestOptions) (adapter.Claimed, error)
 	Refill(ctx context.Context, c *store.Campaign, opts adapter.AttestOptions) (int, error)
 	CollectResults(c *store.Campaign) (adapter.Collected, error)
+	VerifySignatures(ctx context.Context, c *store.Campaign) (*custody.Result, error)
 	Images(ctx context.Context) ([]api.Image, error)
 	Dial(ctx context.Context, ws adapter.Workspace) (net.Conn, error)
 }

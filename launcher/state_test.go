@@ -393,3 +393,28 @@ func TestTamperedReport(t *testing.T) {
 		t.Fatalf("DELETE: %d %s", resp.StatusCode, b)
 	}
 }
+
+// TestPoolView: a generation's pool slots are counted by where each is:
+// claimed (live or removed), warm (live, attested, unclaimed), refilling
+// (an intent, or live and not yet attested) only while the campaign is
+// up; a slot removed unclaimed is not counted; no slot, no pool.
+func TestPoolView(t *testing.T) {
+	claim := &campaign.Claim{TaskID: "t"}
+	slots := []campaign.Slot{
+		{N: 0, ContainerID: "a", Live: true, Attested: true, Claim: claim},
+		{N: 1, ContainerID: "b", Claim: claim}, // claimed, since removed
+		{N: 2, ContainerID: "c", Live: true, Attested: true},
+		{N: 3, ContainerID: "d", Live: true},
+		{N: 4},                   // an intent
+		{N: 5, ContainerID: "f"}, // removed unclaimed
+	}
+	if got := poolView(slots, true); got == nil || *got != (api.PoolView{Warm: 1, Claimed: 2, Refilling: 2}) {
+		t.Errorf("up: %+v", got)
+	}
+	if got := poolView(slots, false); got == nil || got.Refilling != 0 {
+		t.Errorf("not up: %+v", got)
+	}
+	if got := poolView(nil, true); got != nil {
+		t.Errorf("no pool: %+v", got)
+	}
+}

@@ -16,8 +16,9 @@ import (
 // live campaign's workspace and the result of the oracle episode played
 // through its base_url, live (the episode ends after the page loaded);
 // the token never reaches the address, a cookie or the browser's
-// storage; no console error; no request off the service's origin; a
-// screenshot is kept.
+// storage; no console error; no request off the service's origin; the
+// campaign's own page says its signed reports verified; screenshots
+// are kept.
 func TestCampaignPageBrowser(t *testing.T) {
 	l := startLive(t)
 	id := "ui-" + randHex(8)
@@ -44,6 +45,16 @@ func TestCampaignPageBrowser(t *testing.T) {
 		t.Errorf("the page shows the campaign %s", state)
 	}
 	br.Screenshot("campaign-page")
+	// Its own page: the service verifies its signed reports.
+	browsertest.Eval[bool](br, `document.querySelector('[data-campaign="`+id+`"] a.open').click(); true`)
+	ver := `document.querySelector('section.page[data-campaign="` + id + `"] #part-signatures .verification')`
+	if !browsertest.WaitFor(br, ver+` !== null`, 30*time.Second) {
+		t.Fatalf("the campaign's page shows no verification; errors %v", br.Errors())
+	}
+	if got := browsertest.Eval[string](br, ver+`.textContent`); !strings.HasPrefix(got, "signatures verified") {
+		t.Errorf("the signatures part reads %q", got)
+	}
+	br.Screenshot("campaign-page-own")
 	leak := browsertest.Eval[string](br, `location.href + "|" + document.cookie + "|" + JSON.stringify(localStorage) + "|" + JSON.stringify(sessionStorage) + "|" + document.getElementById("token").value`)
 	if strings.Contains(leak, l.token) {
 		t.Errorf("the token is in the address, a cookie, the storage or the field: %q", leak)

@@ -414,7 +414,7 @@ func lsEntryOf(a *adapter.Adapter, root *store.Root, l store.Listing, found []cl
 }
 
 const orphansHelp = `Lists, read-only, the containers and networks labelled as agentpen's that no journal in the
-state root accounts for by id, with what their labels claim and whether their ownership can be
+state root (named on the first line) accounts for by id, with what their labels claim and whether their ownership can be
 proven: a resource of the name of a create a journal here recorded as an intent, without its id,
 carrying that create's secret (a label recorded only in the intent), is that create's. Labels
 alone prove nothing: any daemon client can copy them from a live resource. --remove ID removes
@@ -474,6 +474,7 @@ func orphans(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		}
 		err = cli.WriteJSON(stdout, list)
 	} else {
+		fmt.Fprintf(stdout, "state root %s: %d agentpen-labelled resources no journal here accounts for\n", root.Path(), len(list))
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "KIND\tID\tNAME\tCAMPAIGN\tPROVABLE\tWHY")
 		for _, o := range list {

@@ -98,10 +98,13 @@ func keyCmd(_ context.Context, args []string, stdout, _ io.Writer, getenv func(s
 			"what agentpen verify --key and cosign verify-blob-attestation --key read. The key is the\n"+
 			"state root's own (keys/signing.key, an ed25519 seed, mode 0600, made at first use: by this\n"+
 			"command too), or the operator's (--signing-key). --json adds its key id (the DSSE keyid).\n"+
+			"A state root that does not exist is refused (a mistyped one would get a key of its own)\n"+
+			"unless --create asks for it.\n"+
 			"Exit status: 0, or 2 on a key or state root that cannot be used.", stdout)
 	var kf keyFlags
 	kf.register(fs, getenv)
 	asJSON := fs.Bool("json", false, "print the key id, the PEM and where the key is, as JSON")
+	create := fs.Bool("create", false, "make the state root (and its key) when it does not exist")
 	if _, err := fs.Parse(args, 0, 0); err != nil {
 		return err
 	}
@@ -111,6 +114,10 @@ func keyCmd(_ context.Context, args []string, stdout, _ io.Writer, getenv func(s
 	}
 	src := "--signing-key " + kf.signingKey
 	if key == nil {
+		if _, err := os.Lstat(kf.stateRoot); errors.Is(err, os.ErrNotExist) && !*create {
+			return &cli.ExitError{Code: exitBadInput, Err: fmt.Errorf("state root %s does not exist: no campaign's reports were signed there; "+
+				"name the root your campaigns are in (--state-root), or pass --create to make it and its key", kf.stateRoot)}
+		}
 		root, err := store.CreateRoot(kf.stateRoot)
 		if err != nil {
 			return err

@@ -6,7 +6,9 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"flag"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,6 +115,29 @@ func TestKeyCommand(t *testing.T) {
 	os.Chmod(file, 0o644)
 	if out, err := runCLI(t, "key", "--state-root", state, "--signing-key", file); exitCode(err) != 2 || !strings.Contains(out+cli.Message("agentpen", err), "want 0600") {
 		t.Fatalf("a readable key: exit %d %v", exitCode(err), err)
+	}
+}
+
+// TestKeyMissingRoot: agentpen key given a state root that does not
+// exist (a mistyped --state-root) refuses, naming it, and makes nothing:
+// a new root's key would verify nothing of the campaigns the operator
+// meant; --create makes the root and its key.
+func TestKeyMissingRoot(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "stat")
+	out, err := runCLI(t, "key", "--state-root", state)
+	if msg := out + cli.Message("agentpen", err); exitCode(err) != 2 || !strings.Contains(msg, state) || !strings.Contains(msg, "--create") {
+		t.Fatalf("a missing state root: exit %d %q", exitCode(err), msg)
+	}
+	if _, err := os.Lstat(state); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused root was made: %v", err)
+	}
+	out, err = runCLI(t, "key", "--state-root", state, "--create")
+	if _, perr := custody.ParsePublicKey([]byte(out)); err != nil || perr != nil {
+		t.Fatalf("--create: %v %v %q", err, perr, out)
+	}
+	again, err := runCLI(t, "key", "--state-root", state)
+	if err != nil || again != out {
+		t.Fatalf("the made root's key again: %v %q, want %q", err, again, out)
 	}
 }
 

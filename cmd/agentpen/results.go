@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/store"
+	"github.com/agentpen/agentpen/workbench/results"
 )
 
 const resultsHelp = `Prints a campaign's episode results: one per episode its workspaces'
@@ -68,13 +69,19 @@ func resultsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		return cli.WriteJSON(stdout, out)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKSPACE\tTASK\tREWARD\tSTEPS\tEND\tENDED\tEPISODE")
+	fmt.Fprintln(tw, "WORKSPACE\tTASK\tREWARD\tSTEPS\tEND\tCODE STOPPED\tENDED\tEPISODE")
 	for _, r := range out {
 		end := r.End
 		if r.Reason != "" {
 			end += " (" + r.Reason + ")"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.4g\t%d\t%s\t%s\t%s\n", r.Workspace, r.TaskID, r.Reward, r.Steps, end, r.EndedAt.Format("2006-01-02T15:04:05Z"), r.EpisodeID)
+		// Why the last run that did not exit 0 stopped; "-" when every
+		// run exited 0, or none ran.
+		stopped := "-"
+		if r.Stop != (results.RunStop{}) {
+			stopped = r.Stop.String()
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.4g\t%d\t%s\t%s\t%s\t%s\n", r.Workspace, r.TaskID, r.Reward, r.Steps, end, stopped, r.EndedAt.Format("2006-01-02T15:04:05Z"), r.EpisodeID)
 	}
 	return tw.Flush()
 }

@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/internal/testkit/dockerfake"
 	"github.com/agentpen/agentpen/store"
+	"github.com/agentpen/agentpen/workbench/results"
 )
 
 // fakeRoot is a state root of hand-made campaigns beside a fake daemon.
@@ -210,7 +212,7 @@ func TestUnsoundCampaignDoesNotBlindTheRoot(t *testing.T) {
 	if out, _, code := r.run("ls"); code != exitFailure || strings.Count(out, "\n") != 4 {
 		t.Errorf("ls: exit %d\n%s", code, out)
 	}
-	if out, errs, code := r.run("orphans"); code != exitFailure || !strings.HasPrefix(out, "KIND") || !strings.Contains(errs, "agentpen orphans: campaign broken-journal is unusable: "+wantCorrupt) {
+	if out, errs, code := r.run("orphans"); code != exitFailure || !strings.Contains(out, "\nKIND") || !strings.Contains(errs, "agentpen orphans: campaign broken-journal is unusable: "+wantCorrupt) {
 		t.Errorf("orphans: exit %d\n%s%s", code, out, errs)
 	}
 	before, _ := os.ReadFile(corrupt)
@@ -386,6 +388,40 @@ func TestOrphansRemoveByListedID(t *testing.T) {
 	}
 }
 
+// TestOrphansSaysItsRoot: orphans says which state root it speaks for,
+// and tells a resource of a campaign this root has never held (another
+// state root's, or one whose state is gone) from one of a campaign it
+// holds whose journal lost it.
+func TestOrphansSaysItsRoot(t *testing.T) {
+	r := newFakeRoot(t)
+	r.campaign("mine")
+	labels := func(id string) map[string]string {
+		return map[string]string{campaign.LabelCampaign: id, campaign.LabelOwner: campaign.OwnerValue, campaign.LabelSchema: campaign.SchemaValue,
+			campaign.LabelRole: campaign.RoleServer, campaign.LabelInstance: "0123456789abcdef0123456789abcdef",
+			campaign.LabelCreate: "c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0"}
+	}
+	r.fake.AddContainer(dockerfake.Container{ID: strings.Repeat("a", 64), Name: "agentpen-mine-server", Labels: labels("mine")})
+	r.fake.AddContainer(dockerfake.Container{ID: strings.Repeat("b", 64), Name: "agentpen-theirs-server", Labels: labels("theirs")})
+	out, errs, code := r.run("orphans")
+	if code != 0 || !strings.HasPrefix(out, "state root "+r.state+": ") {
+		t.Fatalf("orphans: exit %d, the first line does not name the state root %s:\n%s%s", code, r.state, out, errs)
+	}
+	for _, c := range []struct{ id, why string }{
+		{"aaaaaaaaaaaa", "no journal in this state root"},
+		{"bbbbbbbbbbbb", `no campaign "theirs" in this state root`},
+	} {
+		var line string
+		for l := range strings.SplitSeq(out, "\n") {
+			if strings.Contains(l, c.id) {
+				line = l
+			}
+		}
+		if !strings.Contains(line, c.why) {
+			t.Errorf("%s reads %q, want %q in it", c.id, line, c.why)
+		}
+	}
+}
+
 // TestVerifyNamesEachCheckOnce: cleanup verify of a campaign that is up
 // lists each failed check once (stdout), then says how many failed, once,
 // on stderr; resources read as "container NAME (ID)" and "directory
@@ -486,5 +522,53 @@ func TestEmptyCampaign(t *testing.T) {
 	}
 	if out, _, _ := r.run("ls"); strings.Contains(out, "ghost") || !strings.Contains(out, "kept") {
 		t.Fatalf("ls after: %s", out)
+	}
+}
+
+// TestResultsSayWhyCodeStopped: agentpen results shows, for each
+// episode, why the last of its runs that did not exit 0 stopped (the
+// inferred stops marked, with their evidence), and "-" when every run
+// exited 0.
+func TestResultsSayWhyCodeStopped(t *testing.T) {
+	r := newFakeRoot(t)
+	r.campaign("played")
+	root, err := store.OpenRoot(r.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	c, err := root.Open("played")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	t0 := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
+	rec := func(ep string) store.Result {
+		return store.Result{Generation: 1, AgentID: "agent-0", SourceEnd: 100, CollectedAt: t0,
+			Record: results.Record{V: results.Version, EpisodeID: ep, TaskID: "software/median@7", Domain: "software",
+				Steps: 2, End: results.EndClosed, StartedAt: t0, EndedAt: t0.Add(time.Second)}}
+	}
+	bomb, clean := rec("e-bomb"), rec("e-clean")
+	bomb.Runs.Add(results.StopMemory)
+	bomb.Stop = results.RunStop{Reason: results.StopMemory, Inferred: true, Evidence: results.EvidenceMemoryError, Status: 1}
+	clean.Runs.Add(results.StopExited)
+	l, err := c.OpenResultsLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append([]store.Result{bomb, clean}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	out, errs, code := r.run("results", "played")
+	if code != 0 || !strings.Contains(out, "CODE STOPPED") {
+		t.Fatalf("results: exit %d\n%s%s", code, out, errs)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.Contains(line, "e-bomb") && !strings.Contains(line, "memory (inferred from MemoryError; exited 1)"),
+			strings.Contains(line, "e-clean") && !strings.Contains(line, "closed  -  "):
+			t.Errorf("%q", line)
+		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/cleanup"
+	"github.com/agentpen/agentpen/custody"
 	"github.com/agentpen/agentpen/events"
 	"github.com/agentpen/agentpen/store"
 )
@@ -266,6 +267,13 @@ func (c *Client) Attestation(ctx context.Context, id string) (*attest.Report, er
 func (c *Client) Cleanup(ctx context.Context, id string) (*cleanup.Report, error) {
 	var r cleanup.Report
 	return &r, c.do(ctx, http.MethodGet, campaignPath(id, "/cleanup"), nil, &r)
+}
+
+// Verification verifies the campaign's signed reports on the service's
+// host, as agentpen verify does: every check, ok only when all held.
+func (c *Client) Verification(ctx context.Context, id string) (*custody.Result, error) {
+	var r custody.Result
+	return &r, c.do(ctx, http.MethodGet, campaignPath(id, "/verification"), nil, &r)
 }
 
 // Delete removes the campaign and returns its verified cleanup report; a

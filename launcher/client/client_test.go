@@ -50,12 +50,13 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("List: %v %v", l, err)
 	}
 	for name, call := range map[string]func() error{
-		"get":         func() error { _, err := c.Get(ctx, "nope"); return err },
-		"workspaces":  func() error { _, err := c.Workspaces(ctx, "nope"); return err },
-		"attest":      func() error { _, err := c.Attest(ctx, "nope"); return err },
-		"attestation": func() error { _, err := c.Attestation(ctx, "nope"); return err },
-		"cleanup":     func() error { _, err := c.Cleanup(ctx, "nope"); return err },
-		"episodes":    func() error { _, err := c.Episodes(ctx, "nope", -1); return err },
+		"get":          func() error { _, err := c.Get(ctx, "nope"); return err },
+		"workspaces":   func() error { _, err := c.Workspaces(ctx, "nope"); return err },
+		"attest":       func() error { _, err := c.Attest(ctx, "nope"); return err },
+		"attestation":  func() error { _, err := c.Attestation(ctx, "nope"); return err },
+		"cleanup":      func() error { _, err := c.Cleanup(ctx, "nope"); return err },
+		"episodes":     func() error { _, err := c.Episodes(ctx, "nope", -1); return err },
+		"verification": func() error { _, err := c.Verification(ctx, "nope"); return err },
 	} {
 		if err := call(); !client.IsNotFound(err) {
 			t.Errorf("%s of an unknown campaign: %v, want a 404", name, err)
@@ -81,7 +82,7 @@ func TestCoversTheAPI(t *testing.T) {
 		"createCampaign": "Create", "listCampaigns": "List", "getCampaign": "Get", "deleteCampaign": "Delete",
 		"listWorkspaces": "Workspaces", "attestCampaign": "Attest", "getAttestation": "Attestation",
 		"getCleanup": "Cleanup", "listEpisodes": "Episodes", "patchCampaign": "Patch", "campaignEvents": "Events",
-		"claimWorkspace": "Claim", "keepaliveCampaign": "Keepalive",
+		"claimWorkspace": "Claim", "keepaliveCampaign": "Keepalive", "verifyCampaign": "Verification",
 	}
 	typ := reflect.TypeFor[*client.Client]()
 	for path, item := range srv.OpenAPI().Paths {

@@ -35,6 +35,8 @@ type Environment struct {
 	// there unless it ends on its own (Unrecorded).
 	started              time.Time
 	recorded, unrecorded bool
+	// stops are the running episode's runs by why each stopped.
+	stops stopLog
 	// void is why grading the running episode's answer failed (one of
 	// results.Reasons; "" while it did not): it ended, EndError, and
 	// every later step is refused.
@@ -160,6 +162,7 @@ func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation
 	e.state = State{EpisodeID: episodeID}
 	e.done, e.reward, e.void = false, 0, ""
 	e.started, e.recorded, e.unrecorded = e.cfg.now(), false, false
+	e.stops = stopLog{}
 	e.invalidTotal, e.invalidRun = 0, 0
 	e.inspected = false
 	e.checked = map[string]bool{}

@@ -122,13 +122,15 @@ func (e *Environment) runCases(ctx context.Context, cases [][]any) ([][]byte, er
 			return nil, &gradingError{results.ReasonGrader, fmt.Errorf("case %d: arguments are not JSON: %w", i, err)}
 		}
 		res, err := e.ws.runGraded(ctx, []string{"-E", "-s", "-B", ".grade.py"}, stdin)
+		e.stops.add(stopOf(res, err))
 		if err != nil {
 			return nil, &gradingError{results.ReasonCaseRun, fmt.Errorf("case %d: %w", i, err)}
 		}
 		if e.ws.digest() != before {
 			tainted = true
 		}
-		if tainted || !reset || res.TimedOut {
+		if tainted || !reset || res.TimedOut || res.OutputLimited {
+			// A case the sandbox ended gave no answer.
 			continue
 		}
 		out[i] = lastJSONLine(res.Stdout)

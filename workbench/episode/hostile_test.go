@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentpen/agentpen/internal/testkit/oracle"
 	"github.com/agentpen/agentpen/internal/testkit/sandboxtest"
+	"github.com/agentpen/agentpen/workbench/results"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -312,6 +313,13 @@ var hostileCases = []hostileCase{
 		fmt.Sscanf(o.Output[strings.LastIndex(o.Output, "[... ")+len("[... "):], "%d", &more)
 		if more < 10_000_000-2000 {
 			t.Fatalf("clip says %d more characters, want about 10,000,000", more)
+		}
+	}},
+	{file: "output_flood.py", task: taskCSV, cfg: func(c *Config) { c.Limits.PythonTimeout = 120 * time.Second }, play: func(t *testing.T, h *hostileRun) {
+		o := h.run(t)
+		wantIn(t, "flood", o.Output, fmt.Sprintf("[stopped: it printed more than %d MiB]", sandbox.DefaultOutputLimit>>20))
+		if strings.Contains(o.Output, "timed out") || h.env.stops.last.Reason != results.StopOutputLimit {
+			t.Fatalf("not ended by the output limit (stop %s): %.200s", h.env.stops.last, o.Output)
 		}
 	}},
 	{file: "big_file.py", task: taskCSV, play: func(t *testing.T, h *hostileRun) {

@@ -25,6 +25,8 @@ func (e *Environment) record(end string, parts results.Parts) {
 		StartedAt: e.started,
 		EndedAt:   e.cfg.now(),
 		Reason:    e.voidReason(end),
+		Runs:      e.stops.runs,
+		Stop:      e.stops.last,
 	})
 }
 

@@ -44,8 +44,10 @@ func TestResults(t *testing.T) {
 		{"wrong", "t/number", 0, []tc{bad, {"submit", ans("41")}}, "",
 			results.Record{V: results.Version, TaskID: "t/number", Domain: "t", Reward: 0, Steps: 2, End: results.EndSubmitted}},
 		{"code", "t/code", 0, []tc{writeF, tests, {"submit", ans("fixed")}}, "",
+			// Its runs: the tests, their visible case, and the submit's
+			// three cases, each exited 0.
 			results.Record{V: results.Version, TaskID: "t/code", Domain: "t", Reward: 0.9, Steps: 3, End: results.EndSubmitted,
-				Parts: results.Parts{Correctness: 1, Verified: true, NoInvalid: true}}},
+				Parts: results.Parts{Correctness: 1, Verified: true, NoInvalid: true}, Runs: runsOf(results.StopExited, 5)}},
 		{"no_steps_left", "t/number", 2, []tc{read, read}, "",
 			results.Record{V: results.Version, TaskID: "t/number", Domain: "t", Steps: 2, End: results.EndNoStepsLeft}},
 		{"invalid_calls", "t/number", 0, []tc{bad, bad, bad}, "",
@@ -96,6 +98,15 @@ func TestResults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runsOf counts n runs stopped for s.
+func runsOf(s results.Stop, n int) results.RunCounts {
+	var c results.RunCounts
+	for range n {
+		c.Add(s)
+	}
+	return c
 }
 
 // TestUnrecorded: an episode marked Unrecorded leaves no result when it

@@ -133,6 +133,7 @@ func (e *Environment) runPython(ctx context.Context, a args) (Observation, error
 // errors, then the exit code, clipped; or the timeout.
 func (e *Environment) runShown(ctx context.Context, argv []string) (string, error) {
 	res, err := e.ws.run(ctx, argv, nil)
+	e.stops.add(stopOf(res, err))
 	if err != nil {
 		return "", err
 	}
@@ -147,6 +148,10 @@ func (e *Environment) runShown(ctx context.Context, argv []string) (string, erro
 	out = pyStrip(out)
 	if out == "" && dropped == 0 {
 		out = "(no output)"
+	}
+	if res.OutputLimited {
+		// No exit code: the sandbox ended it, and says why.
+		return clip(out, e.cfg.Limits.OutputChars, dropped) + fmt.Sprintf("\n[stopped: it printed more than %d MiB]", sandbox.DefaultOutputLimit>>20), nil
 	}
 	return clip(fmt.Sprintf("%s\n[exit code %d]", out, res.ExitCode), e.cfg.Limits.OutputChars, dropped), nil
 }

@@ -31,8 +31,26 @@ const (
 	EndError = "error"
 )
 
-// Ends lists every End value.
-var Ends = []string{EndSubmitted, EndNoStepsLeft, EndInvalidCalls, EndFinished, EndAbandoned, EndClosed, EndError}
+// EndTerms are the ends' words and meanings: with StopTerms, the one
+// vocabulary of how episodes ended and why their code stopped.
+var EndTerms = []Term{
+	{Word: EndSubmitted, Means: "the agent submitted an answer, which was graded (reward: its grade and parts)"},
+	{Word: EndNoStepsLeft, Means: "the episode ran out of tool calls without a submitted answer"},
+	{Word: EndInvalidCalls, Means: "too many invalid calls in a row ended it"},
+	{Word: EndFinished, Means: "the trainer closed it with the finish tool"},
+	{Word: EndAbandoned, Means: "a reset replaced it before it ended"},
+	{Word: EndClosed, Means: "its environment was closed before it ended (the session went away, the server stopped)"},
+	{Word: EndError, Means: "grading its submitted answer failed: the episode is void, reward 0, and reason says which part failed"},
+}
+
+// Ends lists every End value, in EndTerms' order.
+var Ends = func() []string {
+	out := make([]string, len(EndTerms))
+	for i, t := range EndTerms {
+		out[i] = t.Word
+	}
+	return out
+}()
 
 // Why grading failed (Record.Reason of an EndError record): a word from
 // this list, never text from the grader, the task or the agent's code.
@@ -85,6 +103,13 @@ type Record struct {
 	// Reason is why grading failed, on an EndError record only (one of
 	// Reasons); absent on every other.
 	Reason string `json:"reason,omitempty"`
+	// Runs counts the runs of its code (the agent's, its tests', the
+	// graded cases of its answer) by why each stopped; absent when it ran
+	// none (or an older workbench wrote the record).
+	Runs RunCounts `json:"runs,omitzero"`
+	// Stop is why the code of its last run that did not exit 0 stopped,
+	// and what shows it; absent when every run exited 0 (or none ran).
+	Stop RunStop `json:"stop,omitzero"`
 }
 
 // Parts are a reward's terms: 0.7 of the graded correctness and 0.1 for
@@ -149,6 +174,13 @@ func Parse(line []byte) (Record, error) {
 	if dec.More() {
 		return Record{}, errors.New("more than one JSON value")
 	}
+	// Written only when they say something: present, they must.
+	if _, ok := present["stop"]; ok && r.Stop == (RunStop{}) {
+		return Record{}, errors.New("stop: a run that exited 0 is no stop to tell")
+	}
+	if _, ok := present["runs"]; ok && r.Runs.IsZero() {
+		return Record{}, errors.New("runs: none counted")
+	}
 	return r, r.Check()
 }
 
@@ -177,6 +209,18 @@ func (r Record) Check() error {
 		return fmt.Errorf("reason %q: only an end %q has one", r.Reason, EndError)
 	case r.StartedAt.IsZero() || r.EndedAt.Before(r.StartedAt):
 		return fmt.Errorf("started_at %s, ended_at %s: want a start, and an end not before it", r.StartedAt, r.EndedAt)
+	}
+	if r.Stop == (RunStop{}) {
+		return nil
+	}
+	if err := r.Stop.Check(); err != nil {
+		return err
+	}
+	switch {
+	case r.Stop.Normal():
+		return errors.New("stop: a run that exited 0 is no stop to tell")
+	case r.Runs.Of(r.Stop.Reason) == 0:
+		return fmt.Errorf("stop %s: runs count none that stopped so", r.Stop.Reason)
 	}
 	return nil
 }

@@ -165,7 +165,7 @@ func BenchmarkForkFloodKill(b *testing.B) {
 			p.stop()
 			waitErr = <-p.waited
 		})
-		if _, err := p.reap(true, waitErr); err != nil {
+		if _, err := p.reap(stoppedDeadline, waitErr); err != nil {
 			b.Fatal(err)
 		}
 		if pids, _ := Processes(ep.UID()); len(pids) > 0 {

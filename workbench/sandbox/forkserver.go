@@ -372,6 +372,8 @@ func (f *ForkServer) startTemplate() (*template, error) {
 		Env:         f.cfg.Env,
 		Limits:      lims,
 		OutputBytes: 64 << 10,
+		// It lives as long as the episode; no run prints on its pipes.
+		OutputLimit: -1,
 	}
 	// The program, with what it is given, is the first message (Python
 	// literals: the filter's bytes and the modules to preload), compiled

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,6 +19,12 @@ import (
 // DefaultOutputBytes is how much of each output stream Run keeps when
 // Command.OutputBytes is zero.
 const DefaultOutputBytes = 1 << 20
+
+// DefaultOutputLimit is the most a run may print (stdout and stderr
+// together) when Command.OutputLimit is zero: past it the run is ended,
+// as at its timeout (Result.OutputLimited). It is 16 times what is kept
+// of each stream, and the largest file a run may write.
+const DefaultOutputLimit = 16 << 20
 
 // pipeDrain bounds how long a run waits for the output pipes to close once
 // its processes were killed. In namespaces every holder is dead by then;
@@ -41,6 +48,11 @@ type Command struct {
 	// OutputBytes is how much of each of stdout and stderr is kept; zero
 	// means DefaultOutputBytes. The rest is read and counted, not kept.
 	OutputBytes int
+	// OutputLimit bounds what the run may print, stdout and stderr
+	// together: once it has printed more, it is ended as at its timeout
+	// and every process of it killed (Result.OutputLimited). Zero means
+	// DefaultOutputLimit, negative no bound.
+	OutputLimit int64
 	// OwnNetwork runs the program in a network namespace of its own (its
 	// loopback interface up) instead of the episode's; in namespaces only.
 	// What earlier runs left in the episode's (a port in TIME_WAIT, a
@@ -58,8 +70,13 @@ type Result struct {
 	// program (Python's convention).
 	ExitCode int
 	// TimedOut is set when the run hit Timeout or ctx ended; the program
-	// and all its processes were killed.
-	TimedOut bool
+	// and all its processes were killed. Cancelled says it was ctx.
+	TimedOut  bool
+	Cancelled bool
+	// OutputLimited is set when the run printed more than
+	// Command.OutputLimit and was ended for it; the program and all its
+	// processes were killed.
+	OutputLimited bool
 }
 
 // ErrLaunch is returned (wrapped) by Run when the program could not be
@@ -78,6 +95,16 @@ func (e *Episode) Run(ctx context.Context, c Command) (Result, error) {
 	stopped, waitErr := p.wait(ctx, c.Timeout)
 	return p.reap(stopped, waitErr)
 }
+
+// stopCause is why the server ended a run (none: it ended by itself).
+type stopCause int
+
+const (
+	notStopped stopCause = iota
+	stoppedDeadline
+	stoppedContext
+	stoppedOutput
+)
 
 // proc is one started program: its launcher process, the pipes it was
 // given and the goroutines reading them.
@@ -112,6 +139,12 @@ type proc struct {
 	stdout   capped
 	stderr   capped
 	reports  []byte
+	// printed counts what the run printed on stdout and stderr; past
+	// limit (0: none), overflow is closed, once.
+	printed  atomic.Int64
+	limit    int64
+	overflow chan struct{}
+	overOnce sync.Once
 }
 
 // capped is what a reader kept of a stream and how much it dropped.
@@ -193,7 +226,7 @@ func (c *childEnds) close() {
 // newProc makes a run's pipes: output, report, a cancel pipe when asked
 // for, and standard input when c has some.
 func newProc(e *Episode, c Command, cancel bool) (_ *proc, ends *childEnds, err error) {
-	p := &proc{ep: e, program: c.Argv[0], waited: make(chan error, 1), reported: make(chan struct{})}
+	p := &proc{ep: e, program: c.Argv[0], waited: make(chan error, 1), reported: make(chan struct{}), overflow: make(chan struct{})}
 	ends = &childEnds{}
 	defer func() {
 		if err != nil {
@@ -252,12 +285,18 @@ func (p *proc) read(c Command) {
 	if keep <= 0 {
 		keep = DefaultOutputBytes
 	}
+	switch {
+	case c.OutputLimit == 0:
+		p.limit = DefaultOutputLimit
+	case c.OutputLimit > 0:
+		p.limit = c.OutputLimit
+	}
 	p.readers.Add(3)
-	go func() { defer p.readers.Done(); p.stdout.kept, p.stdout.dropped = readCapped(p.outR, keep) }()
-	go func() { defer p.readers.Done(); p.stderr.kept, p.stderr.dropped = readCapped(p.errR, keep) }()
+	go func() { defer p.readers.Done(); p.stdout.kept, p.stdout.dropped = readCapped(p.outR, keep, p.count) }()
+	go func() { defer p.readers.Done(); p.stderr.kept, p.stderr.dropped = readCapped(p.errR, keep, p.count) }()
 	go func() {
 		defer p.readers.Done()
-		p.reports, _ = readCapped(p.repR, 4096)
+		p.reports, _ = readCapped(p.repR, 4096, nil)
 		close(p.reported)
 	}()
 	if p.stdinW != nil {
@@ -271,23 +310,37 @@ func (p *proc) read(c Command) {
 	}
 }
 
-// wait waits for the run to end, or for timeout or ctx, which stop it
-// (and it is waited for all the same). It reports whether it was stopped.
-func (p *proc) wait(ctx context.Context, timeout time.Duration) (stopped bool, err error) {
+// count adds n bytes to what the run printed, and closes overflow once
+// that passes the limit.
+func (p *proc) count(n int) {
+	if p.printed.Add(int64(n)) > p.limit && p.limit > 0 {
+		p.overOnce.Do(func() { close(p.overflow) })
+	}
+}
+
+// wait waits for the run to end, or for timeout, ctx or its output
+// passing the limit, which stop it (and it is waited for all the same).
+// It reports why it was stopped.
+func (p *proc) wait(ctx context.Context, timeout time.Duration) (stopCause, error) {
 	var timer <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		timer = t.C
 	}
+	var cause stopCause
 	select {
 	case err := <-p.waited:
-		return false, err
+		return notStopped, err
 	case <-timer:
+		cause = stoppedDeadline
 	case <-ctx.Done():
+		cause = stoppedContext
+	case <-p.overflow:
+		cause = stoppedOutput
 	}
 	p.stop()
-	return true, <-p.waited
+	return cause, <-p.waited
 }
 
 // stop ends the run: in namespaces by closing the cancel pipe (the
@@ -308,7 +361,7 @@ func (p *proc) stop() error {
 // reap makes sure nothing of the run is left (stop; a no-op in namespaces,
 // where the launcher is gone only once the PID namespace is empty),
 // drains the output and says how the program ended.
-func (p *proc) reap(stopped bool, waitErr error) (Result, error) {
+func (p *proc) reap(stopped stopCause, waitErr error) (Result, error) {
 	killErr := p.stop()
 	drained := make(chan struct{})
 	go func() { p.readers.Wait(); close(drained) }()
@@ -324,7 +377,8 @@ func (p *proc) reap(stopped bool, waitErr error) (Result, error) {
 	for _, f := range p.readEnds {
 		f.Close()
 	}
-	res := Result{Stdout: p.stdout.kept, Stderr: p.stderr.kept, StdoutDropped: p.stdout.dropped, StderrDropped: p.stderr.dropped, TimedOut: stopped}
+	res := Result{Stdout: p.stdout.kept, Stderr: p.stderr.kept, StdoutDropped: p.stdout.dropped, StderrDropped: p.stderr.dropped,
+		TimedOut: stopped == stoppedDeadline || stopped == stoppedContext, Cancelled: stopped == stoppedContext, OutputLimited: stopped == stoppedOutput}
 	reports, err := parseReports(p.reports)
 	if err != nil {
 		return res, fmt.Errorf("run %s: %w: %w", p.program, ErrLaunch, err)
@@ -386,13 +440,16 @@ func exitCode(ws syscall.WaitStatus) int {
 }
 
 // readCapped reads r to its end, keeping the first keep bytes and counting
-// the rest.
-func readCapped(r io.Reader, keep int) ([]byte, int64) {
+// the rest; count, when set, is told of every read.
+func readCapped(r io.Reader, keep int, count func(int)) ([]byte, int64) {
 	var kept []byte
 	var dropped int64
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
+		if n > 0 && count != nil {
+			count(n)
+		}
 		if n > 0 {
 			room := keep - len(kept)
 			if room > n {

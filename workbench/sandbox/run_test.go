@@ -360,3 +360,68 @@ print("files", n)
 		t.Fatalf("another episode: %+v", res)
 	}
 }
+
+// printForever prints without end from two processes, on both streams:
+// only the output limit (or the timeout) ends it.
+const printForever = `import os, sys
+os.fork()
+line = "z" * 4095 + "\n"
+while True:
+    sys.stdout.write(line)
+    sys.stderr.write(line)
+`
+
+// TestRunOutputLimit: a run that prints past Command.OutputLimit is ended
+// for it, long before its timeout, with every process of it, spawned
+// (in each mode) and forked; what it printed is kept and counted as
+// before; a run that prints less, or one without a limit, is not ended.
+func TestRunOutputLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 1 << 20
+	check := func(t *testing.T, res Result, err error, uid int) {
+		t.Helper()
+		printed := int64(len(res.Stdout)+len(res.Stderr)) + res.StdoutDropped + res.StderrDropped
+		if err != nil || !res.OutputLimited || res.TimedOut || printed <= limit || len(res.Stdout) != 1000 {
+			t.Fatalf("err %v; output limited %v, timed out %v, printed %d (limit %d), kept %d", err, res.OutputLimited, res.TimedOut, printed, limit, len(res.Stdout))
+		}
+		if uid >= 0 {
+			if pids, _ := Processes(uid); len(pids) > 0 {
+				t.Fatalf("processes left: %v", pids)
+			}
+		}
+	}
+	for _, mode := range []Mode{Namespaces, UIDOnly, Unsandboxed} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			ep := testEpisode(t, testSandbox(t, mode))
+			res, err := ep.Run(context.Background(), Command{
+				Argv: []string{python, "-c", printForever}, OutputBytes: 1000, OutputLimit: limit, Timeout: 60 * time.Second,
+			})
+			check(t, res, err, ep.UID())
+		})
+	}
+	t.Run("forked", func(t *testing.T) {
+		t.Parallel()
+		f := newForkEnv(t)
+		f.write(t, ".run.py", printForever)
+		c := f.command(nil)
+		c.OutputBytes, c.OutputLimit, c.Timeout = 1000, limit, 60*time.Second
+		res := f.fork(t, c)
+		check(t, res, nil, -1)
+		if pids := f.runProcesses(t); len(pids) > 0 {
+			t.Fatalf("processes of the run left: %v", pids)
+		}
+	})
+	t.Run("under", func(t *testing.T) {
+		t.Parallel()
+		ep := testEpisode(t, testSandbox(t, Unsandboxed))
+		for _, lim := range []int64{limit, -1} {
+			res, err := ep.Run(context.Background(), Command{
+				Argv: []string{python, "-c", "import sys; sys.stdout.write('x' * (3 << 20))"}, OutputBytes: 1000, OutputLimit: lim * 4, Timeout: 60 * time.Second,
+			})
+			if err != nil || res.OutputLimited || res.ExitCode != 0 || res.StdoutDropped != 3<<20-1000 {
+				t.Fatalf("limit %d: err %v, %+v", lim*4, err, res)
+			}
+		}
+	})
+}

@@ -19,8 +19,8 @@ A launcher:
 The launcher API: create (or create(spec, wait=False) and wait_ready), list,
 get, workspaces, claim, patch, keepalive (and hold: keepalives in a thread),
 events (a stream that follows the campaign while it lives, resuming a dropped
-connection with Last-Event-ID), attest, attestation, cleanup, episodes, delete,
-tasks, images. Every error answer is an APIError (NotFound, Conflict, Invalid,
+connection with Last-Event-ID), attest, attestation, cleanup, verification,
+episodes, delete, tasks, images. Every error answer is an APIError (NotFound, Conflict, Invalid,
 ...) with the service's RFC 9457 problem; a service that cannot be reached is a
 ConnectionLost. The token is $AGENTPEN_TOKEN (never agentpen serve's
 AGENTPEN_SERVE_TOKEN, which holds the service's name:token lines). The

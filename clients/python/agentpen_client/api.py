@@ -138,6 +138,11 @@ class Client:
         """The latest generation's stored cleanup report."""
         return self._call("GET", _campaign(campaign_id, "/cleanup"))
 
+    def verification(self, campaign_id):
+        """The service's verification of the campaign's signed reports, as
+        agentpen verify makes it: ok, and every check."""
+        return self._call("GET", _campaign(campaign_id, "/verification"))
+
     def episodes(self, campaign_id, workspace=None):
         """Every episode result of the campaign, oldest first (all pages;
         kept after delete)."""
