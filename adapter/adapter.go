@@ -71,6 +71,10 @@ type Adapter struct {
 	// resultsOnce makes results, the collector CollectResults uses.
 	resultsOnce sync.Once
 	results     *ResultsCollector
+	// claims are the campaigns' warm claims in this process, by key
+	// (claims.go).
+	claimsMu sync.Mutex
+	claims   map[string]*claimQueue
 
 	// Journalled, when set, receives every record this adapter appends to
 	// a campaign's journal, once it is on disk, in order (the journal's

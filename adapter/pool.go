@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentpen/agentpen/adapter/driver"
@@ -48,6 +49,11 @@ type Claimed struct {
 // for it at once (Warm false). The task is checked for its syntax only:
 // the caller validates it against the catalogue. The campaign must be
 // ready (ErrNotUp otherwise, naming why); opts attest a cold one.
+//
+// Claims of one campaign in this process that come together are served
+// together (claims.go): one hold of the lock, one read of the state, one
+// synced append of their records. A claim the drained pool cannot serve
+// warm makes its cold workspace holding the lock alone.
 func (a *Adapter) Claim(ctx context.Context, c *store.Campaign, task, attempt string, opts AttestOptions) (Claimed, error) {
 	if err := campaign.CheckTaskID("task_id", task); err != nil {
 		return Claimed{}, err
@@ -57,6 +63,17 @@ func (a *Adapter) Claim(ctx context.Context, c *store.Campaign, task, attempt st
 			return Claimed{}, err
 		}
 	}
+	res := a.claimWarm(ctx, c, task, attempt)
+	if !res.drained {
+		return res.cl, res.err
+	}
+	return a.claimCold(ctx, c, task, attempt, opts)
+}
+
+// claimCold is a claim the drained pool could not serve: it takes the
+// lock alone, and binds the task to a ready slot (one a refill made
+// meanwhile: Warm) or to one it makes, awaits and attests for it.
+func (a *Adapter) claimCold(ctx context.Context, c *store.Campaign, task, attempt string, opts AttestOptions) (Claimed, error) {
 	lock, err := a.lockCampaign(ctx, c)
 	if err != nil {
 		return Claimed{}, err
@@ -66,12 +83,8 @@ func (a *Adapter) Claim(ctx context.Context, c *store.Campaign, task, attempt st
 	if err != nil {
 		return Claimed{}, err
 	}
-	for _, s := range st.Pool {
-		if s.Claim != nil && s.Claim.TaskID == task && s.Claim.AttemptID == attempt {
-			// The task is not named: the error is logged, and task ids
-			// stay out of logs (the caller knows what it asked for).
-			return Claimed{}, fmt.Errorf("campaign %s: %w (pool slot %d): give each claim of one task an attempt_id of its own", c.ID, ErrTaskClaimed, s.N)
-		}
+	if err := claimedAlready(c, st, task, attempt); err != nil {
+		return Claimed{}, err
 	}
 	j, err := a.openJournal(c)
 	if err != nil {
@@ -96,40 +109,91 @@ func (a *Adapter) Claim(ctx context.Context, c *store.Campaign, task, attempt st
 			return Claimed{}, fmt.Errorf("campaign %s: the workspace made for the claim did not attest: %w", c.ID, ErrNotUp)
 		}
 	}
-	slot := ready[0]
-	lc, err := a.Load(c)
+	bound, err := a.bindSlots(ctx, c, j, st, []campaign.Slot{ready[0]}, []claimReq{{task: task, attempt: attempt}})
 	if err != nil {
 		return Claimed{}, err
 	}
-	if err := lc.Plan.AddPool([]int{slot.N}); err != nil {
-		return Claimed{}, err
+	if bound[0].err != nil {
+		return Claimed{}, bound[0].err
 	}
-	live := st.Latest().Live()
-	base := 0
-	for _, r := range live {
-		if r.Kind == campaign.KindContainer && r.ID == slot.ContainerID {
-			base, _ = campaign.ParseUIDBlock(r.Labels[campaign.LabelUIDBlock])
+	cl := bound[0].cl
+	cl.Warm = warm
+	a.log().Info("pool: claimed", "campaign", c.ID, "slot", cl.Slot, "agent", cl.Workspace.AgentID, "warm", warm)
+	return cl, nil
+}
+
+// claimedAlready refuses a task and attempt bound to a slot of st's pool
+// (ErrTaskClaimed).
+func claimedAlready(c *store.Campaign, st store.State, task, attempt string) error {
+	for _, s := range st.Pool {
+		if s.Claim != nil && s.Claim.TaskID == task && s.Claim.AttemptID == attempt {
+			// The task is not named: the error is logged, and task ids
+			// stay out of logs (the caller knows what it asked for).
+			return fmt.Errorf("campaign %s: %w (pool slot %d): give each claim of one task an attempt_id of its own", c.ID, ErrTaskClaimed, s.N)
 		}
 	}
-	lc.Plan.SetUIDBlock(len(lc.Plan.Agents)-1, base)
-	ag := lc.Plan.Agents[len(lc.Plan.Agents)-1]
-	h, err := a.Driver.Workspace(ag, live)
+	return nil
+}
+
+// bindSlots binds each claim reqs[i] to the ready slot slots[i] of c
+// (state st), holding the campaign's lock: each slot's bind file, then
+// the claims of every slot bound in one synced append. A slot whose bind
+// fails answers its claim with the error (its record is not written);
+// an error of the whole (the plan, the append) is returned alone.
+func (a *Adapter) bindSlots(ctx context.Context, c *store.Campaign, j *campaign.Journal, st store.State, slots []campaign.Slot, reqs []claimReq) ([]claimResult, error) {
+	lc, err := a.Load(c)
 	if err != nil {
-		return Claimed{}, fmt.Errorf("campaign %s: pool slot %d: %w", c.ID, slot.N, err)
+		return nil, err
 	}
-	if err := a.Driver.Bind(ctx, h, task); err != nil {
-		return Claimed{}, fmt.Errorf("campaign %s: pool slot %d: %w", c.ID, slot.N, err)
+	nums := make([]int, len(slots))
+	for i, s := range slots {
+		nums[i] = s.N
 	}
-	rec := campaign.Record{Op: campaign.OpClaim, Gen: st.Latest().N, Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: slot.Name, ID: slot.ContainerID, Task: task, Attempt: attempt}
-	if err := j.Append(rec); err != nil {
-		// The file is written and the journal says nothing: the slot is
-		// bound but handed out to no one (a later claim of it fails to
-		// write its file, which is there already).
-		return Claimed{}, fmt.Errorf("journal the claim: %w", err)
+	if err := lc.Plan.AddPool(nums); err != nil {
+		return nil, err
 	}
-	ws := workspace(ag, task, h)
-	a.log().Info("pool: claimed", "campaign", c.ID, "slot", slot.N, "agent", ag.AgentID, "warm", warm)
-	return Claimed{Workspace: ws, Warm: warm, Slot: slot.N, At: time.Now()}, nil
+	live := st.Latest().Live()
+	out := make([]claimResult, len(slots))
+	var recs []campaign.Record
+	var bound []int
+	for i, slot := range slots {
+		k := slices.IndexFunc(lc.Plan.Agents, func(ag campaign.AgentPlan) bool {
+			return ag.Pool && ag.Index == len(lc.Plan.Spec.Workspaces)+slot.N
+		})
+		if k < 0 {
+			return nil, fmt.Errorf("campaign %s: pool slot %d: not in its plan", c.ID, slot.N)
+		}
+		base := 0
+		for _, r := range live {
+			if r.Kind == campaign.KindContainer && r.ID == slot.ContainerID {
+				base, _ = campaign.ParseUIDBlock(r.Labels[campaign.LabelUIDBlock])
+			}
+		}
+		lc.Plan.SetUIDBlock(k, base)
+		ag := lc.Plan.Agents[k]
+		h, err := a.Driver.Workspace(ag, live)
+		if err == nil {
+			err = a.Driver.Bind(ctx, h, reqs[i].task)
+		}
+		if err != nil {
+			out[i].err = fmt.Errorf("campaign %s: pool slot %d: %w", c.ID, slot.N, err)
+			continue
+		}
+		out[i].cl = Claimed{Workspace: workspace(ag, reqs[i].task, h), Warm: true, Slot: slot.N}
+		recs = append(recs, campaign.Record{Op: campaign.OpClaim, Gen: st.Latest().N, Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: slot.Name, ID: slot.ContainerID, Task: reqs[i].task, Attempt: reqs[i].attempt})
+		bound = append(bound, i)
+	}
+	if err := j.AppendAll(recs); err != nil {
+		// The files are written and the journal says nothing: the slots
+		// are bound but handed out to no one (a later claim of one fails
+		// to write its file, which is there already).
+		return nil, fmt.Errorf("journal the claims: %w", err)
+	}
+	now := time.Now()
+	for _, i := range bound {
+		out[i].cl.At = now
+	}
+	return out, nil
 }
 
 // claimable reads c's state and refuses a campaign that is not ready or
