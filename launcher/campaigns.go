@@ -24,9 +24,10 @@ import (
 type entry struct {
 	id string
 	// op serialises this service's operations on the campaign (create,
-	// attest, delete); the adapter also holds the campaign's lock, across
-	// processes.
-	op sync.Mutex
+	// attest, delete); claims share it (they exclude those, not each
+	// other: the adapter serves them in batches). The adapter also holds
+	// the campaign's lock, across processes.
+	op sync.RWMutex
 
 	// Guarded by Server.mu.
 	// busy is StatusCreating or StatusDeleting while this service runs
@@ -217,13 +218,27 @@ func (s *Server) entryLocked(id string) *entry {
 // campaign's op lock, and reads its files afresh; release ends it. The
 // error is the problem to answer.
 func (s *Server) operate(ctx context.Context, id, what string) (context.Context, *entry, snapshot, func(), error) {
+	return s.operateOn(ctx, id, what, false)
+}
+
+// operateShared is operate holding the op lock shared with other
+// shared operations (claims) and no other.
+func (s *Server) operateShared(ctx context.Context, id, what string) (context.Context, *entry, snapshot, func(), error) {
+	return s.operateOn(ctx, id, what, true)
+}
+
+func (s *Server) operateOn(ctx context.Context, id, what string, shared bool) (context.Context, *entry, snapshot, func(), error) {
 	ctx, done, err := s.opContext(ctx)
 	if err != nil {
 		return nil, nil, snapshot{}, nil, operationProblem(what, err)
 	}
 	e := s.entry(id)
-	e.op.Lock()
-	release := func() { e.op.Unlock(); done() }
+	lock, unlock := e.op.Lock, e.op.Unlock
+	if shared {
+		lock, unlock = e.op.RLock, e.op.RUnlock
+	}
+	lock()
+	release := func() { unlock(); done() }
 	snap, err := s.read(id)
 	if err == nil && hidden(ctx, snap) {
 		err = fmt.Errorf("campaign %q: %w", id, store.ErrNoCampaign)
