@@ -1,12 +1,16 @@
 package launcher_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
@@ -123,4 +127,91 @@ func BenchmarkPoolClaimAPI(b *testing.B) {
 		b.Fatal("no claim was warm")
 	}
 	warm.Report(b, "warm-")
+}
+
+// burstSizes are the bursts BenchmarkPoolClaimBurstAPI measures, and
+// burstRounds how many of each it pools (issue 41: five).
+var (
+	burstSizes  = []int{16, 64}
+	burstRounds = 5
+)
+
+// BenchmarkPoolClaimBurstAPI measures a burst of n claims at once (16
+// and 64), each to its first tool answer through its base_url (the POST,
+// a session on the base_url, its reset and a list_files step), on a
+// campaign with a pool of n, the service refilling it in the background
+// as it does; burst-<n>- pools the claims of five bursts. Its control,
+// raw-burst-<n>-, is measured right after each burst on the same
+// workspaces: n sessions at once on the base_urls just claimed (a
+// session, its reset and a list_files step), the first answer without
+// the claim.
+func BenchmarkPoolClaimBurstAPI(b *testing.B) {
+	l := startLive(b)
+	hapi := apiclient.New(l.ts.URL, l.token, nil)
+	firstAnswer := func(ctx context.Context, url string) error {
+		s, err := client.Dial(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if _, err := s.Reset(ctx, client.ResetOptions{}); err != nil {
+			return err
+		}
+		_, err = s.Step(ctx, "list_files", nil)
+		return err
+	}
+	for _, n := range burstSizes {
+		var burst, raw testlatency.Samples
+		for round := range burstRounds {
+			id := fmt.Sprint("bench-burst-", n, "-", round)
+			l.createPooled(b, id, n)
+			ctx := testenv.Context(b)
+			urls := make([]string, n)
+			took := make([]time.Duration, n)
+			warm := make([]bool, n)
+			var g errgroup.Group
+			start := time.Now()
+			for i := range n {
+				g.Go(func() error {
+					cv, err := hapi.Claim(ctx, id, "software/median@2", fmt.Sprint("b", i))
+					if err != nil {
+						return fmt.Errorf("claim %d: %w", i, err)
+					}
+					if err := firstAnswer(ctx, cv.Workspace.BaseURL); err != nil {
+						return fmt.Errorf("claim %d: first answer: %w", i, err)
+					}
+					took[i], urls[i], warm[i] = time.Since(start), cv.Workspace.BaseURL, cv.Pool == "warm"
+					return nil
+				})
+			}
+			if err := g.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			if slices.Contains(warm, false) || len(slices.Compact(slices.Sorted(slices.Values(urls)))) != n {
+				b.Fatalf("burst of %d: warm %v; %d base_urls, want %d distinct", n, warm, len(slices.Compact(slices.Sorted(slices.Values(urls)))), n)
+			}
+			burst = append(burst, took...)
+			p50 := testlatency.Samples(slices.Clone(took)).Median()
+			start = time.Now()
+			for i := range n {
+				g.Go(func() error {
+					if err := firstAnswer(ctx, urls[i]); err != nil {
+						return err
+					}
+					took[i] = time.Since(start)
+					return nil
+				})
+			}
+			if err := g.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			raw = append(raw, took...)
+			b.Logf("burst of %d, round %d: p50 %v, raw p50 %v", n, round, p50, testlatency.Samples(took).Median())
+			if _, err := hapi.Delete(b.Context(), id); err != nil {
+				b.Fatal(err)
+			}
+		}
+		burst.Report(b, fmt.Sprintf("burst-%d-", n))
+		raw.Report(b, fmt.Sprintf("raw-burst-%d-", n))
+	}
 }
