@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentpen/agentpen/adapter/driver"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/fakedriver"
 	"github.com/agentpen/agentpen/store"
@@ -163,5 +165,115 @@ func TestClaimBurst(t *testing.T) {
 	// The queue is idle: the next claim leads at once.
 	if _, err := a.Claim(t.Context(), c, "software/median", "after", AttestOptions{}); err != nil {
 		t.Fatalf("a claim after the burst: %v", err)
+	}
+}
+
+// TestRefillLetsClaimsIn: a refill makes each workspace in a hold of the
+// campaign's lock of its own, so a claim that comes while it makes the
+// first binds before the second is made (and the refill makes one more
+// for it); it judges its slots without
+// the lock and journals the verdict under it; and when the journal took
+// anything but claims meanwhile (here a note), it judges them again
+// holding the lock.
+func TestRefillLetsClaimsIn(t *testing.T) {
+	for _, meanwhile := range []bool{false, true} {
+		t.Run(fmt.Sprint("note meanwhile ", meanwhile), func(t *testing.T) {
+			d := fakedriver.New(map[string]string{"img": fakeImage})
+			a, root := fakeEngine(t, d, t.TempDir())
+			c := fakePool(t, a, root, fmt.Sprint("refill-", meanwhile), 4)
+			for i := range 2 {
+				if _, err := a.Claim(t.Context(), c, "software/median", fmt.Sprint("before", i), AttestOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			locks, err := a.Locks()
+			if err != nil {
+				t.Fatal(err)
+			}
+			locked := func() bool {
+				l, err := locks.Campaign(t.Context(), c.Key, 0)
+				if err != nil {
+					return true
+				}
+				l.Unlock()
+				return false
+			}
+			var wg sync.WaitGroup
+			var claimErr error
+			creates := 0
+			d.CreateFunc = func(ctx context.Context, o *driver.Object) (string, error) {
+				if o.Kind == campaign.KindContainer {
+					if creates++; creates == 1 {
+						wg.Go(func() {
+							_, claimErr = a.Claim(context.Background(), c, "software/median", "during", AttestOptions{})
+						})
+						queued(t, a, c.Key, 0)
+					}
+				}
+				return d.Runtime.Create(o)
+			}
+			var execLocked []bool
+			var mu sync.Mutex
+			d.ExecFunc = func(ctx context.Context, id string, cmd []string, opts driver.ExecOptions) (driver.ExecResult, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				l := locked()
+				if !l && meanwhile && !slices.Contains(execLocked, false) {
+					note(t, a, c)
+				}
+				execLocked = append(execLocked, l)
+				return driver.ExecResult{ExitCode: -1}, errors.New("fakedriver: no process runs here")
+			}
+			// The fake runs no probes: the verdict fails, either way.
+			if _, err := a.Refill(t.Context(), c, AttestOptions{}); err == nil {
+				t.Error("a refill whose probes failed: no error")
+			}
+			wg.Wait()
+			if claimErr != nil {
+				t.Fatalf("the claim during the refill: %v", claimErr)
+			}
+			recs, _, err := c.Records()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var order []string
+			for _, r := range recs {
+				switch {
+				case r.Op == campaign.OpClaim && r.Attempt == "during":
+					order = append(order, "claim")
+				case r.Op == campaign.OpIntent && r.Kind == campaign.KindContainer && r.Labels[campaign.LabelPoolSlot] >= "4":
+					// The refill's (the bring-up made slots 0 to 3).
+					order = append(order, "intent "+r.Labels[campaign.LabelPoolSlot])
+				}
+			}
+			if !slices.Equal(order, []string{"intent 4", "claim", "intent 5", "intent 6"}) {
+				t.Errorf("journal order %v: the claim did not come between the refill's first two", order)
+			}
+			if len(execLocked) == 0 || execLocked[0] {
+				t.Fatalf("the probes ran holding the lock: %v", execLocked)
+			}
+			again := slices.Contains(execLocked, true)
+			if again != meanwhile {
+				t.Errorf("probes under the lock: %v (note meanwhile %v)", execLocked, meanwhile)
+			}
+		})
+	}
+}
+
+// note journals a note in c, holding its lock.
+func note(t *testing.T, a *Adapter, c *store.Campaign) {
+	t.Helper()
+	lock, err := a.lockCampaign(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	j, err := a.openJournal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if err := j.Append(campaign.Record{Op: campaign.OpNote, Note: "meanwhile"}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter/driver"
+	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/store"
 )
@@ -19,9 +20,11 @@ import (
 // (down, DELETE, an expiry) either binds before it begins (and the
 // removal takes the workspace with the rest) or finds the campaign not up
 // and binds nothing. A slot is claimed once; nothing is recycled. Refill
-// makes the pool whole again: created under the lock, started and
-// awaited without it, then attested (only its new slots are probed:
-// claimed workspaces may be grading) under the lock again.
+// makes the pool whole again: each workspace created under the lock in a
+// hold of its own, started and awaited without it, then attested (only
+// its new slots are probed: claimed workspaces may be grading), the
+// verdict journalled under the lock again (Refill says when the judging
+// is done without it).
 
 // ErrNoPool is returned (wrapped) by Claim for a campaign whose spec asks
 // for no pool.
@@ -220,69 +223,146 @@ func (a *Adapter) claimable(c *store.Campaign) (store.State, error) {
 	return st, nil
 }
 
-// Refill makes c's pool whole again: as many pooled workspaces as its
-// spec's pool is short of ready ones, created and journalled under the
-// campaign's lock, started and awaited without it, then attested (those
-// slots alone) under it again. It returns how many slots it made (0 for
-// a campaign that is not ready or has no pool, and no error). A slot that
-// does not come up stays journalled, unattested and never claimed, until
-// the campaign is removed.
+// Bounds of a refill (issue 41): a claim waits for the campaign's lock
+// behind at most one hold of a refill, and a hold makes refillPerHold
+// workspaces; one Refill makes at most refillCap (the service refills
+// again until the pool is whole).
+const (
+	refillPerHold = 1
+	refillCap     = 8
+)
+
+// Refill makes c's pool whole again, up to refillCap workspaces: as many
+// pooled workspaces as its spec's pool is short of ready ones, each
+// created and journalled in a hold of the campaign's lock of its own (so
+// claims go on between them), started and awaited without it, then
+// attested (those slots alone): judged without the lock, and the verdict
+// journalled under it when the journal holds nothing but claims since
+// the judging read it (judged again under the lock otherwise). It
+// returns how many slots it made (0 for a campaign that is not ready or
+// has no pool, and no error). A slot that does not come up stays
+// journalled, unattested and never claimed, until the campaign is
+// removed.
 func (a *Adapter) Refill(ctx context.Context, c *store.Campaign, opts AttestOptions) (int, error) {
-	lock, err := a.lockCampaign(ctx, c)
-	if err != nil {
-		return 0, err
-	}
-	locked := true
-	defer func() {
-		if locked {
-			lock.Unlock()
+	var slots []poolSlot
+	for len(slots) < refillCap {
+		made, err := a.refillHold(ctx, c, len(slots))
+		if err != nil {
+			if len(slots) == 0 {
+				return 0, err
+			}
+			a.log().Warn("pool: refill stopped", "campaign", c.ID, "made", len(slots), "err", err)
+			break
 		}
-	}()
-	st, err := a.claimable(c)
-	if errors.Is(err, ErrNotUp) || errors.Is(err, ErrNoPool) {
+		if len(made) == 0 {
+			break
+		}
+		slots = append(slots, made...)
+	}
+	if len(slots) == 0 {
 		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	spec, err := c.Spec(st.Latest().N)
-	if err != nil {
-		return 0, err
-	}
-	need := spec.Pool - len(st.PoolReady())
-	if need <= 0 {
-		return 0, nil
-	}
-	j, err := a.openJournal(c)
-	if err != nil {
-		return 0, err
-	}
-	slots, err := a.growPool(ctx, c, j, st, need, false)
-	// Another holder of the lock appends while it is released: the
-	// journal is opened again once it is taken back.
-	j.Close()
-	lock.Unlock()
-	locked = false
-	if err != nil {
-		return 0, err
 	}
 	// Started and awaited while claims and removals may run.
 	made, err := a.startSlots(ctx, c, slots)
 	if err != nil {
 		return 0, err
 	}
-	if lock, err = a.lockCampaign(ctx, c); err != nil {
-		return 0, err
+	return len(made), a.attestRefill(ctx, c, made, opts)
+}
+
+// refillHold makes, holding c's lock, up to refillPerHold pooled
+// workspaces of the pool's shortfall beyond the made ones a refill made
+// already; none, and no error, for a campaign that is not ready, has no
+// pool or is whole.
+func (a *Adapter) refillHold(ctx context.Context, c *store.Campaign, made int) ([]poolSlot, error) {
+	lock, err := a.lockCampaign(ctx, c)
+	if err != nil {
+		return nil, err
 	}
-	locked = true
-	if _, err := a.claimable(c); err != nil {
-		return 0, fmt.Errorf("pool refill of %s: %w", c.ID, err)
+	defer lock.Unlock()
+	st, err := a.claimable(c)
+	if errors.Is(err, ErrNotUp) || errors.Is(err, ErrNoPool) {
+		return nil, nil
 	}
-	if j, err = a.openJournal(c); err != nil {
-		return 0, err
+	if err != nil {
+		return nil, err
+	}
+	spec, err := c.Spec(st.Latest().N)
+	if err != nil {
+		return nil, err
+	}
+	need := min(spec.Pool-len(st.PoolReady())-made, refillPerHold)
+	if need <= 0 {
+		return nil, nil
+	}
+	j, err := a.openJournal(c)
+	if err != nil {
+		return nil, err
 	}
 	defer j.Close()
-	return len(made), a.attestSlots(ctx, c, j, made, opts)
+	return a.growPool(ctx, c, j, st, need, false)
+}
+
+// attestRefill attests the slots a refill made and started. It judges
+// them on the journal as it reads it without the lock, then, holding the
+// lock, journals the verdict when the journal holds nothing since but
+// claims (which bind ready slots: neither the ones judged nor a
+// container the judging observed changes), or judges again under the
+// lock when it holds anything else (a removal, another attestation).
+func (a *Adapter) attestRefill(ctx context.Context, c *store.Campaign, slots []poolSlot, opts AttestOptions) error {
+	if len(slots) == 0 {
+		return nil
+	}
+	scope := make([]int, 0, len(slots))
+	for _, s := range slots {
+		scope = append(scope, s.n)
+	}
+	recs, _, rerr := c.Records()
+	var rep *attest.Report
+	if rerr == nil {
+		st := store.State{Lifecycle: campaign.Fold(recs)}
+		if st.Status == campaign.StatusReady {
+			var err error
+			if _, _, rep, err = a.judge(ctx, c, st, opts, scope); err != nil {
+				rep = nil
+			}
+		}
+	}
+	lock, err := a.lockCampaign(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	st, err := a.claimable(c)
+	if err != nil {
+		return fmt.Errorf("pool refill of %s: %w", c.ID, err)
+	}
+	j, err := a.openJournal(c)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	if rep != nil {
+		now, _, err := c.Records()
+		if err == nil && onlyClaimsSince(recs, now) {
+			return a.verdict(ctx, c, j, st.Latest().N, rep)
+		}
+	}
+	return a.attestSlots(ctx, c, j, slots, opts)
+}
+
+// onlyClaimsSince reports whether now is before followed by claim
+// records alone.
+func onlyClaimsSince(before, now []campaign.Record) bool {
+	if len(now) < len(before) || len(before) == 0 || now[len(before)-1].Seq != before[len(before)-1].Seq {
+		return false
+	}
+	for _, r := range now[len(before):] {
+		if r.Op != campaign.OpClaim {
+			return false
+		}
+	}
+	return true
 }
 
 // poolSlot is a pooled workspace a refill created.
@@ -407,7 +487,14 @@ func (a *Adapter) attestSlots(ctx context.Context, c *store.Campaign, j *campaig
 	if err != nil {
 		return err
 	}
-	if _, err := a.writeAttestation(ctx, c, j, st.Latest().N, rep); err != nil {
+	return a.verdict(ctx, c, j, st.Latest().N, rep)
+}
+
+// verdict writes and journals the attestation rep of the pool's new
+// slots (generation gen), holding the campaign's lock; a failed one
+// fails the campaign closed, and is the error.
+func (a *Adapter) verdict(ctx context.Context, c *store.Campaign, j *campaign.Journal, gen int, rep *attest.Report) error {
+	if _, err := a.writeAttestation(ctx, c, j, gen, rep); err != nil {
 		return err
 	}
 	if !rep.OK {
