@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/store"
@@ -44,9 +45,35 @@ type queuedClaim struct {
 // claimQueue is one campaign's claims in this process.
 type claimQueue struct {
 	// leading: a batch is under way (its leader answers or hands the
-	// lead on before it returns).
+	// lead on before it returns); idle is closed when it ends.
 	leading bool
+	idle    chan struct{}
 	waiting []*queuedClaim
+}
+
+// refillYield bounds how long a refill lets the claims under way go
+// first (claimsIdle), so that a stream of claims cannot starve it.
+const refillYield = 250 * time.Millisecond
+
+// claimsIdle returns once no batch of key's claims is under way in this
+// process, refillYield at most, or when ctx ends: a refill takes the
+// campaign's lock after the claims of a burst, not between them.
+func (a *Adapter) claimsIdle(ctx context.Context, key string) {
+	a.claimsMu.Lock()
+	cq := a.claims[key]
+	if cq == nil || !cq.leading {
+		a.claimsMu.Unlock()
+		return
+	}
+	idle := cq.idle
+	a.claimsMu.Unlock()
+	t := time.NewTimer(refillYield)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // claimWarm serves the claim in a batch of c's claims (see above).
@@ -63,7 +90,7 @@ func (a *Adapter) claimWarm(ctx context.Context, c *store.Campaign, task, attemp
 	}
 	lead := !cq.leading
 	if lead {
-		cq.leading = true
+		cq.leading, cq.idle = true, make(chan struct{})
 	} else {
 		cq.waiting = append(cq.waiting, q)
 	}
@@ -141,6 +168,7 @@ func (a *Adapter) passLead(key string) {
 	cq := a.claims[key]
 	if len(cq.waiting) == 0 {
 		cq.leading = false
+		close(cq.idle)
 		return
 	}
 	next := cq.waiting[0]

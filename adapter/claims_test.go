@@ -277,3 +277,59 @@ func note(t *testing.T, a *Adapter, c *store.Campaign) {
 		t.Fatal(err)
 	}
 }
+
+// TestRefillLetsAClaimBurstGoFirst: a refill that comes while a burst's
+// claims are under way takes the lock once they are served, not between
+// two of their batches (with the lock's queue alone, it was ahead of the
+// second batch).
+func TestRefillLetsAClaimBurstGoFirst(t *testing.T) {
+	d := fakedriver.New(map[string]string{"img": fakeImage})
+	a, root := fakeEngine(t, d, t.TempDir())
+	c := fakePool(t, a, root, "yield", 4)
+	locks, err := a.Locks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := locks.Campaign(t.Context(), c.Key, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	claim := func(attempt string) {
+		wg.Go(func() {
+			if _, err := a.Claim(context.Background(), c, "software/median", attempt, AttestOptions{}); err != nil {
+				t.Errorf("claim %s: %v", attempt, err)
+			}
+		})
+	}
+	// The second claim comes while the first one's batch journals it:
+	// it leads the next batch.
+	a.Journalled = func(_ string, r campaign.Record) {
+		if r.Op == campaign.OpClaim && r.Attempt == "first" {
+			claim("second")
+			queued(t, a, c.Key, 1)
+		}
+	}
+	claim("first")
+	queued(t, a, c.Key, 0)
+	wg.Go(func() { a.Refill(context.Background(), c, AttestOptions{}) })
+	time.Sleep(50 * time.Millisecond) // the refill waits for its turn
+	held.Unlock()
+	wg.Wait()
+	recs, _, err := c.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, r := range recs {
+		switch {
+		case r.Op == campaign.OpClaim:
+			order = append(order, r.Attempt)
+		case r.Op == campaign.OpIntent && r.Labels[campaign.LabelPoolSlot] >= "4":
+			order = append(order, "refill")
+		}
+	}
+	if len(order) < 3 || !slices.Equal(order[:3], []string{"first", "second", "refill"}) {
+		t.Errorf("journal order %v: the refill came between the burst's claims", order)
+	}
+}

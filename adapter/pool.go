@@ -275,6 +275,7 @@ func (a *Adapter) Refill(ctx context.Context, c *store.Campaign, opts AttestOpti
 // already; none, and no error, for a campaign that is not ready, has no
 // pool or is whole.
 func (a *Adapter) refillHold(ctx context.Context, c *store.Campaign, made int) ([]poolSlot, error) {
+	a.claimsIdle(ctx, c.Key)
 	lock, err := a.lockCampaign(ctx, c)
 	if err != nil {
 		return nil, err
@@ -328,6 +329,7 @@ func (a *Adapter) attestRefill(ctx context.Context, c *store.Campaign, slots []p
 			}
 		}
 	}
+	a.claimsIdle(ctx, c.Key)
 	lock, err := a.lockCampaign(ctx, c)
 	if err != nil {
 		return err
