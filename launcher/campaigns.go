@@ -222,7 +222,10 @@ func (s *Server) operate(ctx context.Context, id, what string) (context.Context,
 }
 
 // operateShared is operate holding the op lock shared with other
-// shared operations (claims) and no other.
+// shared operations (claims) and no other, and reading the campaign's
+// journal alone: its snapshot has no reports (a claim needs the state;
+// reading the attestation of a large pool per claim cost a burst's
+// claims more than the engine's batch).
 func (s *Server) operateShared(ctx context.Context, id, what string) (context.Context, *entry, snapshot, func(), error) {
 	return s.operateOn(ctx, id, what, true)
 }
@@ -239,7 +242,11 @@ func (s *Server) operateOn(ctx context.Context, id, what string, shared bool) (c
 	}
 	lock()
 	release := func() { unlock(); done() }
-	snap, err := s.read(id)
+	read := s.read
+	if shared {
+		read = s.readState
+	}
+	snap, err := read(id)
 	if err == nil && hidden(ctx, snap) {
 		err = fmt.Errorf("campaign %q: %w", id, store.ErrNoCampaign)
 	}
@@ -318,6 +325,20 @@ func (s *Server) read(id string) (snapshot, error) {
 	defer c.Close()
 	st, err := c.Read()
 	return s.readReports(c, st, err), nil
+}
+
+// readState is read without the reports: the snapshot's state alone.
+func (s *Server) readState(id string) (snapshot, error) {
+	c, err := s.root.Open(id)
+	if errors.Is(err, store.ErrNoCampaign) || errors.Is(err, campaign.ErrInvalid) {
+		return snapshot{}, err
+	}
+	if err != nil {
+		return snapshot{id: id, dir: s.root.CampaignDir(id), err: err}, nil
+	}
+	defer c.Close()
+	st, err := c.Read()
+	return snapshot{id: c.ID, dir: c.Path, st: st, err: err}, nil
 }
 
 // snapshotOf is read for a campaign the root's List read.
