@@ -244,30 +244,52 @@ const (
 // journalled, unattested and never claimed, until the campaign is
 // removed.
 func (a *Adapter) Refill(ctx context.Context, c *store.Campaign, opts AttestOptions) (int, error) {
-	var slots []poolSlot
-	for len(slots) < refillCap {
-		made, err := a.refillHold(ctx, c, len(slots))
+	// Each hold's workspaces are started and awaited, without the lock,
+	// as soon as they are made: an attestation meanwhile (a cold claim's)
+	// observes every container of the campaign, and one left made and not
+	// started until the last hold would fail it.
+	type started struct {
+		up  []poolSlot
+		err error
+	}
+	res := make(chan started, refillCap)
+	holds, made := 0, 0
+	var stop error
+	for made < refillCap {
+		slots, err := a.refillHold(ctx, c, made)
 		if err != nil {
-			if len(slots) == 0 {
-				return 0, err
-			}
-			a.log().Warn("pool: refill stopped", "campaign", c.ID, "made", len(slots), "err", err)
+			stop = err
 			break
 		}
-		if len(made) == 0 {
+		if len(slots) == 0 {
 			break
 		}
-		slots = append(slots, made...)
+		made += len(slots)
+		holds++
+		go func() {
+			up, err := a.startSlots(ctx, c, slots)
+			res <- started{up, err}
+		}()
 	}
-	if len(slots) == 0 {
-		return 0, nil
+	var up []poolSlot
+	var errs []error
+	for range holds {
+		r := <-res
+		up = append(up, r.up...)
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
 	}
-	// Started and awaited while claims and removals may run.
-	made, err := a.startSlots(ctx, c, slots)
-	if err != nil {
-		return 0, err
+	if stop != nil {
+		if holds == 0 {
+			return 0, stop
+		}
+		a.log().Warn("pool: refill stopped", "campaign", c.ID, "made", made, "err", stop)
 	}
-	return len(made), a.attestRefill(ctx, c, made, opts)
+	if len(up) == 0 {
+		return 0, errors.Join(errs...)
+	}
+	return len(up), a.attestRefill(ctx, c, up, opts)
 }
 
 // refillHold makes, holding c's lock, up to refillPerHold pooled
