@@ -58,9 +58,22 @@ var Targets = slices.Concat(workbenchTargets, campaignTargets("none"), campaignT
 // (launcher.BenchmarkPoolClaimAPI); adapter.BenchmarkPoolClaim's rows
 // are listed beside them, with no target: the same on the workspace's
 // socket (warm-) and the drained pool's cold create (cold-).
+//
+// Issue 41's: the sequential claims' p99, a burst of 16 and of 64 claims
+// at once (launcher.BenchmarkPoolClaimBurstAPI, five bursts of each
+// pooled; its raw-burst- control, the same first answers without the
+// claim, beside them), and the time to interactive of a cold campaign
+// of 1 and 8 workspaces against the floor measured in the same rounds
+// (adapter.BenchmarkTimeToInteractive: the raw SDK's create and start
+// of the same containers and one exec round in each).
 var poolTargets = []Target{
 	{Name: "pool: claim to first tool answer (p50)", Benchmark: "BenchmarkPoolClaimAPI", Prefix: "warm-", Max: 50 * time.Millisecond},
 	{Name: "pool: claim to first tool answer (p95)", Benchmark: "BenchmarkPoolClaimAPI", Prefix: "warm-", MaxP95: 150 * time.Millisecond},
+	{Name: "pool: claim to first tool answer (p99)", Benchmark: "BenchmarkPoolClaimAPI", Prefix: "warm-", MaxP99: 50 * time.Millisecond},
+	{Name: "pool: a burst of 16 claims, each to its first answer (p99 of 5 bursts)", Benchmark: "BenchmarkPoolClaimBurstAPI", Prefix: "burst-16-", MaxP99: 150 * time.Millisecond},
+	{Name: "pool: a burst of 64 claims, each to its first answer (p99 of 5 bursts)", Benchmark: "BenchmarkPoolClaimBurstAPI", Prefix: "burst-64-", MaxP99: 400 * time.Millisecond},
+	{Name: "time to interactive, cold, 1 workspace (attested) vs the floor", Benchmark: "BenchmarkTimeToInteractive", Prefix: "cold-1-", MaxRatio: 1.3},
+	{Name: "time to interactive, cold, 8 workspaces (attested) vs the floor", Benchmark: "BenchmarkTimeToInteractive", Prefix: "cold-8-", MaxRatio: 1.3},
 }
 
 var workbenchTargets = []Target{
