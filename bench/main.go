@@ -532,8 +532,8 @@ operations, each waiting for a core) rose from 0.17 / 0.10 ms to 0.8 / 1.7 ms in
   = 23.6 + 20.5 + 0.2 ms in a pass at a load average of 4-6): the 8 sessions wait for nothing
   but cores. An outside measurement (a separate client process playing oracle episodes for
   fixed durations, 1 and 8 sessions alternating) agreed with the wall rows at the same load.
-- **Pool claims and time to interactive** (issue 41; the run of 2026-12-06 06:46, load average
-  13-20 with other engineers' suites). A burst's claims are served in batches (one hold of the
+- **Pool claims and time to interactive** (issue 41; the run that ended 2026-12-06 06:51, load
+  average 13-20 with other engineers' suites). A burst's claims are served in batches (one hold of the
   campaign's lock, one synced write for the claims queued), claims no longer take the service's
   op lock one at a time, and a refill holds the lock one workspace at a time and lets a burst go
   first. A burst of 16 measured p99 257 ms (the first run of the benchmark, with the batches
@@ -556,6 +556,13 @@ operations, each waiting for a core) rose from 0.17 / 0.10 ms to 0.8 / 1.7 ms in
   of probe execs (0.19 s for 1, 0.68 s for 8: every workspace's probes at once on 2 cores). Peers publish this
   figure (computesdk's medians: Daytona 0.29 s, E2B 0.41 s, Modal 1.57 s); theirs include a
   network hop to the provider, which agentpen's, on the same host, does not have.
+- **Density** (issue 41, BenchmarkDensity): the PSS of every process of one workspace's
+  container (proportional: shared pages split among the 8 workspaces brought up together), from
+  /proc, not ` + "`free`" + `. Idle (the workbench serving, no session): 3.9 MiB, about 260 per GiB;
+  with a session reset (its sandbox made, its fork server's template started): 11.2 MiB, about
+  90 per GiB; after a run in that session: 11.3 MiB; the grader 3.2 MiB per campaign. Not
+  counted: kernel memory and tmpfs pages no process maps (rootless Docker on cgroup v1 here
+  gives the containers no memory cgroup to read them from).
 - **Against the seed.** Not measured here: a full oracle code episode against the seed's own
   environment, which this machine cannot run (its source is stored without line breaks). From
   issue 16's seed figures (run_tests 8.7x, code submit 19.6x a bare spawn), which are most of
