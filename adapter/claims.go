@@ -134,7 +134,7 @@ func (a *Adapter) dropClaim(key string, q *queuedClaim) bool {
 // own's answer.
 func (a *Adapter) leadClaims(ctx context.Context, c *store.Campaign, own *queuedClaim) claimResult {
 	defer a.passLead(c.Key)
-	lock, err := a.lockCampaign(ctx, c)
+	h, err := a.shareHold(ctx, c)
 	if err != nil {
 		// Own's request is over; the claims queued are not: the next
 		// leader takes the lock for them with its own request's.
@@ -152,8 +152,8 @@ func (a *Adapter) leadClaims(ctx context.Context, c *store.Campaign, own *queued
 	// The batch serves the claims queued as well as own: own's request
 	// ending does not cut it short (it waits for nothing but its files
 	// and the driver's bind).
-	out := a.claimBatch(context.WithoutCancel(ctx), c, reqs)
-	lock.Unlock()
+	out := a.claimBatch(context.WithoutCancel(ctx), c, h.j, reqs)
+	a.leaveHold(c.Key, h)
 	for i, q := range batch[1:] {
 		q.done <- out[i+1]
 	}
@@ -176,11 +176,12 @@ func (a *Adapter) passLead(key string) {
 	next.done <- claimResult{lead: true}
 }
 
-// claimBatch serves reqs, in order, holding c's lock: each gets a ready
+// claimBatch serves reqs, in order, in a hold of c's lock (its journal
+// j): each gets a ready
 // slot of its own and is bound to it, or is refused (a task and attempt
 // bound already, in the journal or earlier in the batch), or is answered
 // drained when no ready slot is left.
-func (a *Adapter) claimBatch(ctx context.Context, c *store.Campaign, reqs []claimReq) []claimResult {
+func (a *Adapter) claimBatch(ctx context.Context, c *store.Campaign, j *campaign.Journal, reqs []claimReq) []claimResult {
 	out := make([]claimResult, len(reqs))
 	fail := func(err error) []claimResult {
 		for i := range out {
@@ -216,11 +217,6 @@ func (a *Adapter) claimBatch(ctx context.Context, c *store.Campaign, reqs []clai
 	if len(slots) == 0 {
 		return out
 	}
-	j, err := a.openJournal(c)
-	if err != nil {
-		return fail(err)
-	}
-	defer j.Close()
 	sreqs := make([]claimReq, len(served))
 	for k, i := range served {
 		sreqs[k] = reqs[i]

@@ -168,10 +168,10 @@ func TestClaimBurst(t *testing.T) {
 	}
 }
 
-// TestRefillLetsClaimsIn: a refill makes each workspace in a hold of the
-// campaign's lock of its own, so a claim that comes while it makes the
-// first binds before the second is made (and the refill makes one more
-// for it); it judges its slots without
+// TestRefillLetsClaimsIn: a claim that comes while a refill makes a
+// workspace shares the refill's hold of the campaign's lock (hold.go):
+// it is bound and journalled while the refill's create is in flight, and
+// the refill makes one more for it; the refill judges its slots without
 // the lock and journals the verdict under it; and when the journal took
 // anything but claims meanwhile (here a note), it judges them again
 // holding the lock.
@@ -198,16 +198,24 @@ func TestRefillLetsClaimsIn(t *testing.T) {
 				l.Unlock()
 				return false
 			}
-			var wg sync.WaitGroup
 			var claimErr error
 			creates := 0
 			d.CreateFunc = func(ctx context.Context, o *driver.Object) (string, error) {
 				if o.Kind == campaign.KindContainer {
 					if creates++; creates == 1 {
-						wg.Go(func() {
+						// The claim ends while the refill's create is in
+						// flight: it does not wait for it.
+						done := make(chan struct{})
+						go func() {
+							defer close(done)
 							_, claimErr = a.Claim(context.Background(), c, "software/median", "during", AttestOptions{})
-						})
-						queued(t, a, c.Key, 0)
+						}()
+						select {
+						case <-done:
+						case <-time.After(10 * time.Second):
+							t.Error("the claim waited for the refill's create")
+							<-done
+						}
 					}
 				}
 				return d.Runtime.Create(o)
@@ -228,7 +236,6 @@ func TestRefillLetsClaimsIn(t *testing.T) {
 			if _, err := a.Refill(t.Context(), c, AttestOptions{}); err == nil {
 				t.Error("a refill whose probes failed: no error")
 			}
-			wg.Wait()
 			if claimErr != nil {
 				t.Fatalf("the claim during the refill: %v", claimErr)
 			}
@@ -331,5 +338,66 @@ func TestRefillLetsAClaimBurstGoFirst(t *testing.T) {
 	}
 	if len(order) < 3 || !slices.Equal(order[:3], []string{"first", "second", "refill"}) {
 		t.Errorf("journal order %v: the refill came between the burst's claims", order)
+	}
+}
+
+// TestSharedHoldLetsATakerAloneIn: once a taker of the lock alone (a
+// removal, say) waits for a shared hold, a sharer that comes after it
+// does not join the hold: it waits until the taker alone had the lock,
+// so a stream of claims and refills cannot starve a removal.
+func TestSharedHoldLetsATakerAloneIn(t *testing.T) {
+	d := fakedriver.New(map[string]string{"img": fakeImage})
+	a, root := fakeEngine(t, d, t.TempDir())
+	c := fakePool(t, a, root, "alone", 1)
+	first, err := a.shareHold(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined, err := a.shareHold(t.Context(), c)
+	if err != nil || joined != first {
+		t.Fatalf("a second sharer did not join the hold: %v", err)
+	}
+	a.leaveHold(c.Key, joined)
+	var mu sync.Mutex
+	var order []string
+	mark := func(s string) {
+		mu.Lock()
+		order = append(order, s)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		lock, err := a.lockCampaign(t.Context(), c)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		mark("alone")
+		lock.Unlock()
+	})
+	for {
+		a.holdsMu.Lock()
+		waiting := a.holds[c.Key].alone
+		a.holdsMu.Unlock()
+		if waiting == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wg.Go(func() {
+		h, err := a.shareHold(t.Context(), c)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		mark("sharer")
+		a.leaveHold(c.Key, h)
+	})
+	time.Sleep(50 * time.Millisecond) // the sharer's turn to join, were it given one
+	mark("first leaves")
+	a.leaveHold(c.Key, first)
+	wg.Wait()
+	if !slices.Equal(order, []string{"first leaves", "alone", "sharer"}) {
+		t.Errorf("order %v, want the taker alone before the later sharer", order)
 	}
 }

@@ -16,7 +16,8 @@ import (
 // A campaign's pool (campaign.CampaignSpec.Pool) is workspaces made
 // ahead of their task, attested, and handed out by Claim: a claim binds a
 // task to the lowest ready slot (its bind file, then campaign.OpClaim in
-// the journal), under the campaign's lock, so a claim racing a removal
+// the journal), under the campaign's lock (a hold of it shared with the
+// other claims and the refills of this process: hold.go), so a claim racing a removal
 // (down, DELETE, an expiry) either binds before it begins (and the
 // removal takes the workspace with the rest) or finds the campaign not up
 // and binds nothing. A slot is claimed once; nothing is recycled. Refill
@@ -298,11 +299,14 @@ func (a *Adapter) Refill(ctx context.Context, c *store.Campaign, opts AttestOpti
 // pool or is whole.
 func (a *Adapter) refillHold(ctx context.Context, c *store.Campaign, made int) ([]poolSlot, error) {
 	a.claimsIdle(ctx, c.Key)
-	lock, err := a.lockCampaign(ctx, c)
+	turn := a.refillTurn(c.Key)
+	turn.Lock()
+	defer turn.Unlock()
+	h, err := a.shareHold(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	defer lock.Unlock()
+	defer a.leaveHold(c.Key, h)
 	st, err := a.claimable(c)
 	if errors.Is(err, ErrNotUp) || errors.Is(err, ErrNoPool) {
 		return nil, nil
@@ -318,12 +322,7 @@ func (a *Adapter) refillHold(ctx context.Context, c *store.Campaign, made int) (
 	if need <= 0 {
 		return nil, nil
 	}
-	j, err := a.openJournal(c)
-	if err != nil {
-		return nil, err
-	}
-	defer j.Close()
-	return a.growPool(ctx, c, j, st, need, false)
+	return a.growPool(ctx, c, h.j, st, need, false)
 }
 
 // attestRefill attests the slots a refill made and started. It judges
@@ -352,20 +351,19 @@ func (a *Adapter) attestRefill(ctx context.Context, c *store.Campaign, slots []p
 		}
 	}
 	a.claimsIdle(ctx, c.Key)
-	lock, err := a.lockCampaign(ctx, c)
+	turn := a.refillTurn(c.Key)
+	turn.Lock()
+	defer turn.Unlock()
+	h, err := a.shareHold(ctx, c)
 	if err != nil {
 		return err
 	}
-	defer lock.Unlock()
+	defer a.leaveHold(c.Key, h)
 	st, err := a.claimable(c)
 	if err != nil {
 		return fmt.Errorf("pool refill of %s: %w", c.ID, err)
 	}
-	j, err := a.openJournal(c)
-	if err != nil {
-		return err
-	}
-	defer j.Close()
+	j := h.j
 	if rep != nil {
 		now, _, err := c.Records()
 		if err == nil && onlyClaimsSince(recs, now) {
