@@ -88,11 +88,13 @@ func TestPoolThroughAPI(t *testing.T) {
 // POST /v1/campaigns/{id}/workspaces, a session on the base_url (the
 // proxy), its reset and a list_files step; while the pool lasts (a pool
 // of 16, claimed 16 times in a row while the service refills it in the
-// background). adapter.BenchmarkPoolClaim has the drained pool's figure.
+// background). Its control, raw-warm-, is the same first answer on the
+// same base_url right after each warm claim's, without the claim.
+// adapter.BenchmarkPoolClaim has the drained pool's figure.
 func BenchmarkPoolClaimAPI(b *testing.B) {
 	l := startLive(b)
 	hapi := apiclient.New(l.ts.URL, l.token, nil)
-	var warm testlatency.Samples
+	var warm, raw testlatency.Samples
 	for round := range max(1, b.N/16) {
 		id := fmt.Sprint("bench-pool-", round)
 		l.createPooled(b, id, 16)
@@ -115,9 +117,24 @@ func BenchmarkPoolClaimAPI(b *testing.B) {
 			}
 			d := time.Since(start)
 			s.Close()
-			if cv.Pool == "warm" {
-				warm = append(warm, d)
+			if cv.Pool != "warm" {
+				continue
 			}
+			warm = append(warm, d)
+			// The control: the same first answer on the same base_url
+			// at once, without the claim.
+			start = time.Now()
+			if s, err = client.Dial(ctx, cv.Workspace.BaseURL); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Reset(ctx, client.ResetOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Step(ctx, "list_files", nil); err != nil {
+				b.Fatal(err)
+			}
+			raw = append(raw, time.Since(start))
+			s.Close()
 		}
 		if _, err := hapi.Delete(b.Context(), id); err != nil {
 			b.Fatal(err)
@@ -127,6 +144,7 @@ func BenchmarkPoolClaimAPI(b *testing.B) {
 		b.Fatal("no claim was warm")
 	}
 	warm.Report(b, "warm-")
+	raw.Report(b, "raw-warm-")
 }
 
 // burstSizes are the bursts BenchmarkPoolClaimBurstAPI measures, and
