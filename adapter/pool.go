@@ -224,10 +224,10 @@ func (a *Adapter) claimable(c *store.Campaign) (store.State, error) {
 	return st, nil
 }
 
-// Bounds of a refill (issue 41): a claim waits for the campaign's lock
-// behind at most one hold of a refill, and a hold makes refillPerHold
-// workspaces; one Refill makes at most refillCap (the service refills
-// again until the pool is whole).
+// Bounds of a refill (issue 41): a hold of the campaign's lock (shared
+// with this process's claims: hold.go; a taker of the lock alone waits
+// for it) makes refillPerHold workspaces; one Refill makes at most
+// refillCap (the service refills again until the pool is whole).
 const (
 	refillPerHold = 1
 	refillCap     = 8
@@ -235,8 +235,9 @@ const (
 
 // Refill makes c's pool whole again, up to refillCap workspaces: as many
 // pooled workspaces as its spec's pool is short of ready ones, each
-// created and journalled in a hold of the campaign's lock of its own (so
-// claims go on between them), started and awaited without it, then
+// created and journalled in a hold of the campaign's lock of its own
+// (which this process's claims share: they do not wait for its daemon
+// calls), started and awaited without it, then
 // attested (those slots alone): judged without the lock, and the verdict
 // journalled under it when the journal holds nothing but claims since
 // the judging read it (judged again under the lock otherwise). It
@@ -293,10 +294,10 @@ func (a *Adapter) Refill(ctx context.Context, c *store.Campaign, opts AttestOpti
 	return len(up), a.attestRefill(ctx, c, up, opts)
 }
 
-// refillHold makes, holding c's lock, up to refillPerHold pooled
-// workspaces of the pool's shortfall beyond the made ones a refill made
-// already; none, and no error, for a campaign that is not ready, has no
-// pool or is whole.
+// refillHold makes, in a shared hold of c's lock, up to refillPerHold
+// pooled workspaces of the pool's shortfall beyond the ones the refill
+// made already; none, and no error, for a campaign that is not ready,
+// has no pool or is whole.
 func (a *Adapter) refillHold(ctx context.Context, c *store.Campaign, made int) ([]poolSlot, error) {
 	a.claimsIdle(ctx, c.Key)
 	turn := a.refillTurn(c.Key)
