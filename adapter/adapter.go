@@ -72,6 +72,14 @@ type Adapter struct {
 	// resultsOnce makes results, the collector CollectResults uses.
 	resultsOnce sync.Once
 	results     *ResultsCollector
+	// claims are the campaigns' warm claims in this process, by key
+	// (claims.go).
+	claimsMu sync.Mutex
+	claims   map[string]*claimQueue
+	// holds are the campaigns' locks as this process holds them, by key
+	// (hold.go).
+	holdsMu sync.Mutex
+	holds   map[string]*campaignHolds
 
 	// Journalled, when set, receives every record this adapter appends to
 	// a campaign's journal, once it is on disk, in order (the journal's
@@ -163,13 +171,13 @@ func (a *Adapter) lockCampaign(ctx context.Context, c *store.Campaign) (*store.L
 }
 
 // lockKey takes the lock of the campaign whose key (campaign.Key) is
-// key, waiting at most store.DefaultLockWait.
+// key alone (hold.go), waiting at most store.DefaultLockWait.
 func (a *Adapter) lockKey(ctx context.Context, key string) (*store.Lock, error) {
 	l, err := a.locks()
 	if err != nil {
 		return nil, err
 	}
-	return l.Campaign(ctx, key, store.DefaultLockWait)
+	return a.takeAlone(key, func() (*store.Lock, error) { return l.Campaign(ctx, key, store.DefaultLockWait) })
 }
 
 // daemonKey names a runtime's lock directory: "daemon-" and 16 hex digits

@@ -138,7 +138,7 @@ func (a *Adapter) Reconcile(ctx context.Context, c *store.Campaign, opts Reconci
 	if err != nil {
 		return Reconciled{}, err
 	}
-	lock, err := l.Campaign(ctx, c.Key, opts.LockWait)
+	lock, err := a.takeAlone(c.Key, func() (*store.Lock, error) { return l.Campaign(ctx, c.Key, opts.LockWait) })
 	if err != nil {
 		return Reconciled{}, err
 	}

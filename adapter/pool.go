@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentpen/agentpen/adapter/driver"
+	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/store"
 )
@@ -14,13 +16,16 @@ import (
 // A campaign's pool (campaign.CampaignSpec.Pool) is workspaces made
 // ahead of their task, attested, and handed out by Claim: a claim binds a
 // task to the lowest ready slot (its bind file, then campaign.OpClaim in
-// the journal), under the campaign's lock, so a claim racing a removal
+// the journal), under the campaign's lock (a hold of it shared with the
+// other claims and the refills of this process: hold.go), so a claim racing a removal
 // (down, DELETE, an expiry) either binds before it begins (and the
 // removal takes the workspace with the rest) or finds the campaign not up
 // and binds nothing. A slot is claimed once; nothing is recycled. Refill
-// makes the pool whole again: created under the lock, started and
-// awaited without it, then attested (only its new slots are probed:
-// claimed workspaces may be grading) under the lock again.
+// makes the pool whole again: each workspace created under the lock in a
+// hold of its own, started and awaited without it, then attested (only
+// its new slots are probed: claimed workspaces may be grading), the
+// verdict journalled under the lock again (Refill says when the judging
+// is done without it).
 
 // ErrNoPool is returned (wrapped) by Claim for a campaign whose spec asks
 // for no pool.
@@ -48,6 +53,11 @@ type Claimed struct {
 // for it at once (Warm false). The task is checked for its syntax only:
 // the caller validates it against the catalogue. The campaign must be
 // ready (ErrNotUp otherwise, naming why); opts attest a cold one.
+//
+// Claims of one campaign in this process that come together are served
+// together (claims.go): one hold of the lock, one read of the state, one
+// synced append of their records. A claim the drained pool cannot serve
+// warm makes its cold workspace holding the lock alone.
 func (a *Adapter) Claim(ctx context.Context, c *store.Campaign, task, attempt string, opts AttestOptions) (Claimed, error) {
 	if err := campaign.CheckTaskID("task_id", task); err != nil {
 		return Claimed{}, err
@@ -57,6 +67,17 @@ func (a *Adapter) Claim(ctx context.Context, c *store.Campaign, task, attempt st
 			return Claimed{}, err
 		}
 	}
+	res := a.claimWarm(ctx, c, task, attempt)
+	if !res.drained {
+		return res.cl, res.err
+	}
+	return a.claimCold(ctx, c, task, attempt, opts)
+}
+
+// claimCold is a claim the drained pool could not serve: it takes the
+// lock alone, and binds the task to a ready slot (one a refill made
+// meanwhile: Warm) or to one it makes, awaits and attests for it.
+func (a *Adapter) claimCold(ctx context.Context, c *store.Campaign, task, attempt string, opts AttestOptions) (Claimed, error) {
 	lock, err := a.lockCampaign(ctx, c)
 	if err != nil {
 		return Claimed{}, err
@@ -66,12 +87,8 @@ func (a *Adapter) Claim(ctx context.Context, c *store.Campaign, task, attempt st
 	if err != nil {
 		return Claimed{}, err
 	}
-	for _, s := range st.Pool {
-		if s.Claim != nil && s.Claim.TaskID == task && s.Claim.AttemptID == attempt {
-			// The task is not named: the error is logged, and task ids
-			// stay out of logs (the caller knows what it asked for).
-			return Claimed{}, fmt.Errorf("campaign %s: %w (pool slot %d): give each claim of one task an attempt_id of its own", c.ID, ErrTaskClaimed, s.N)
-		}
+	if err := claimedAlready(c, st, task, attempt); err != nil {
+		return Claimed{}, err
 	}
 	j, err := a.openJournal(c)
 	if err != nil {
@@ -96,40 +113,91 @@ func (a *Adapter) Claim(ctx context.Context, c *store.Campaign, task, attempt st
 			return Claimed{}, fmt.Errorf("campaign %s: the workspace made for the claim did not attest: %w", c.ID, ErrNotUp)
 		}
 	}
-	slot := ready[0]
-	lc, err := a.Load(c)
+	bound, err := a.bindSlots(ctx, c, j, st, []campaign.Slot{ready[0]}, []claimReq{{task: task, attempt: attempt}})
 	if err != nil {
 		return Claimed{}, err
 	}
-	if err := lc.Plan.AddPool([]int{slot.N}); err != nil {
-		return Claimed{}, err
+	if bound[0].err != nil {
+		return Claimed{}, bound[0].err
 	}
-	live := st.Latest().Live()
-	base := 0
-	for _, r := range live {
-		if r.Kind == campaign.KindContainer && r.ID == slot.ContainerID {
-			base, _ = campaign.ParseUIDBlock(r.Labels[campaign.LabelUIDBlock])
+	cl := bound[0].cl
+	cl.Warm = warm
+	a.log().Info("pool: claimed", "campaign", c.ID, "slot", cl.Slot, "agent", cl.Workspace.AgentID, "warm", warm)
+	return cl, nil
+}
+
+// claimedAlready refuses a task and attempt bound to a slot of st's pool
+// (ErrTaskClaimed).
+func claimedAlready(c *store.Campaign, st store.State, task, attempt string) error {
+	for _, s := range st.Pool {
+		if s.Claim != nil && s.Claim.TaskID == task && s.Claim.AttemptID == attempt {
+			// The task is not named: the error is logged, and task ids
+			// stay out of logs (the caller knows what it asked for).
+			return fmt.Errorf("campaign %s: %w (pool slot %d): give each claim of one task an attempt_id of its own", c.ID, ErrTaskClaimed, s.N)
 		}
 	}
-	lc.Plan.SetUIDBlock(len(lc.Plan.Agents)-1, base)
-	ag := lc.Plan.Agents[len(lc.Plan.Agents)-1]
-	h, err := a.Driver.Workspace(ag, live)
+	return nil
+}
+
+// bindSlots binds each claim reqs[i] to the ready slot slots[i] of c
+// (state st), holding the campaign's lock: each slot's bind file, then
+// the claims of every slot bound in one synced append. A slot whose bind
+// fails answers its claim with the error (its record is not written);
+// an error of the whole (the plan, the append) is returned alone.
+func (a *Adapter) bindSlots(ctx context.Context, c *store.Campaign, j *campaign.Journal, st store.State, slots []campaign.Slot, reqs []claimReq) ([]claimResult, error) {
+	lc, err := a.Load(c)
 	if err != nil {
-		return Claimed{}, fmt.Errorf("campaign %s: pool slot %d: %w", c.ID, slot.N, err)
+		return nil, err
 	}
-	if err := a.Driver.Bind(ctx, h, task); err != nil {
-		return Claimed{}, fmt.Errorf("campaign %s: pool slot %d: %w", c.ID, slot.N, err)
+	nums := make([]int, len(slots))
+	for i, s := range slots {
+		nums[i] = s.N
 	}
-	rec := campaign.Record{Op: campaign.OpClaim, Gen: st.Latest().N, Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: slot.Name, ID: slot.ContainerID, Task: task, Attempt: attempt}
-	if err := j.Append(rec); err != nil {
-		// The file is written and the journal says nothing: the slot is
-		// bound but handed out to no one (a later claim of it fails to
-		// write its file, which is there already).
-		return Claimed{}, fmt.Errorf("journal the claim: %w", err)
+	if err := lc.Plan.AddPool(nums); err != nil {
+		return nil, err
 	}
-	ws := workspace(ag, task, h)
-	a.log().Info("pool: claimed", "campaign", c.ID, "slot", slot.N, "agent", ag.AgentID, "warm", warm)
-	return Claimed{Workspace: ws, Warm: warm, Slot: slot.N, At: time.Now()}, nil
+	live := st.Latest().Live()
+	out := make([]claimResult, len(slots))
+	var recs []campaign.Record
+	var bound []int
+	for i, slot := range slots {
+		k := slices.IndexFunc(lc.Plan.Agents, func(ag campaign.AgentPlan) bool {
+			return ag.Pool && ag.Index == len(lc.Plan.Spec.Workspaces)+slot.N
+		})
+		if k < 0 {
+			return nil, fmt.Errorf("campaign %s: pool slot %d: not in its plan", c.ID, slot.N)
+		}
+		base := 0
+		for _, r := range live {
+			if r.Kind == campaign.KindContainer && r.ID == slot.ContainerID {
+				base, _ = campaign.ParseUIDBlock(r.Labels[campaign.LabelUIDBlock])
+			}
+		}
+		lc.Plan.SetUIDBlock(k, base)
+		ag := lc.Plan.Agents[k]
+		h, err := a.Driver.Workspace(ag, live)
+		if err == nil {
+			err = a.Driver.Bind(ctx, h, reqs[i].task)
+		}
+		if err != nil {
+			out[i].err = fmt.Errorf("campaign %s: pool slot %d: %w", c.ID, slot.N, err)
+			continue
+		}
+		out[i].cl = Claimed{Workspace: workspace(ag, reqs[i].task, h), Warm: true, Slot: slot.N}
+		recs = append(recs, campaign.Record{Op: campaign.OpClaim, Gen: st.Latest().N, Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: slot.Name, ID: slot.ContainerID, Task: reqs[i].task, Attempt: reqs[i].attempt})
+		bound = append(bound, i)
+	}
+	if err := j.AppendAll(recs); err != nil {
+		// The files are written and the journal says nothing: the slots
+		// are bound but handed out to no one (a later claim of one fails
+		// to write its file, which is there already).
+		return nil, fmt.Errorf("journal the claims: %w", err)
+	}
+	now := time.Now()
+	for _, i := range bound {
+		out[i].cl.At = now
+	}
+	return out, nil
 }
 
 // claimable reads c's state and refuses a campaign that is not ready or
@@ -156,69 +224,168 @@ func (a *Adapter) claimable(c *store.Campaign) (store.State, error) {
 	return st, nil
 }
 
-// Refill makes c's pool whole again: as many pooled workspaces as its
-// spec's pool is short of ready ones, created and journalled under the
-// campaign's lock, started and awaited without it, then attested (those
-// slots alone) under it again. It returns how many slots it made (0 for
-// a campaign that is not ready or has no pool, and no error). A slot that
-// does not come up stays journalled, unattested and never claimed, until
-// the campaign is removed.
+// Bounds of a refill (issue 41): a hold of the campaign's lock (shared
+// with this process's claims: hold.go; a taker of the lock alone waits
+// for it) makes refillPerHold workspaces; one Refill makes at most
+// refillCap (the service refills again until the pool is whole).
+const (
+	refillPerHold = 1
+	refillCap     = 8
+)
+
+// Refill makes c's pool whole again, up to refillCap workspaces: as many
+// pooled workspaces as its spec's pool is short of ready ones, each
+// created and journalled in a hold of the campaign's lock of its own
+// (which this process's claims share: they do not wait for its daemon
+// calls), started and awaited without it, then
+// attested (those slots alone): judged without the lock, and the verdict
+// journalled under it when the journal holds nothing but claims since
+// the judging read it (judged again under the lock otherwise). It
+// returns how many slots it made (0 for a campaign that is not ready or
+// has no pool, and no error). A slot that does not come up stays
+// journalled, unattested and never claimed, until the campaign is
+// removed.
 func (a *Adapter) Refill(ctx context.Context, c *store.Campaign, opts AttestOptions) (int, error) {
-	lock, err := a.lockCampaign(ctx, c)
-	if err != nil {
-		return 0, err
+	// Each hold's workspaces are started and awaited, without the lock,
+	// as soon as they are made: an attestation meanwhile (a cold claim's)
+	// observes every container of the campaign, and one left made and not
+	// started until the last hold would fail it.
+	type started struct {
+		up  []poolSlot
+		err error
 	}
-	locked := true
-	defer func() {
-		if locked {
-			lock.Unlock()
+	res := make(chan started, refillCap)
+	holds, made := 0, 0
+	var stop error
+	for made < refillCap {
+		slots, err := a.refillHold(ctx, c, made)
+		if err != nil {
+			stop = err
+			break
 		}
-	}()
+		if len(slots) == 0 {
+			break
+		}
+		made += len(slots)
+		holds++
+		go func() {
+			up, err := a.startSlots(ctx, c, slots)
+			res <- started{up, err}
+		}()
+	}
+	var up []poolSlot
+	var errs []error
+	for range holds {
+		r := <-res
+		up = append(up, r.up...)
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
+	}
+	if stop != nil {
+		if holds == 0 {
+			return 0, stop
+		}
+		a.log().Warn("pool: refill stopped", "campaign", c.ID, "made", made, "err", stop)
+	}
+	if len(up) == 0 {
+		return 0, errors.Join(errs...)
+	}
+	return len(up), a.attestRefill(ctx, c, up, opts)
+}
+
+// refillHold makes, in a shared hold of c's lock, up to refillPerHold
+// pooled workspaces of the pool's shortfall beyond the ones the refill
+// made already; none, and no error, for a campaign that is not ready,
+// has no pool or is whole.
+func (a *Adapter) refillHold(ctx context.Context, c *store.Campaign, made int) ([]poolSlot, error) {
+	a.claimsIdle(ctx, c.Key)
+	turn := a.refillTurn(c.Key)
+	turn.Lock()
+	defer turn.Unlock()
+	h, err := a.shareHold(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	defer a.leaveHold(c.Key, h)
 	st, err := a.claimable(c)
 	if errors.Is(err, ErrNotUp) || errors.Is(err, ErrNoPool) {
-		return 0, nil
+		return nil, nil
 	}
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	spec, err := c.Spec(st.Latest().N)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	need := spec.Pool - len(st.PoolReady())
+	need := min(spec.Pool-len(st.PoolReady())-made, refillPerHold)
 	if need <= 0 {
-		return 0, nil
+		return nil, nil
 	}
-	j, err := a.openJournal(c)
+	return a.growPool(ctx, c, h.j, st, need, false)
+}
+
+// attestRefill attests the slots a refill made and started. It judges
+// them on the journal as it reads it without the lock, then, holding the
+// lock, journals the verdict when the journal holds nothing since but
+// claims (which bind ready slots: neither the ones judged nor a
+// container the judging observed changes), or judges again under the
+// lock when it holds anything else (a removal, another attestation).
+func (a *Adapter) attestRefill(ctx context.Context, c *store.Campaign, slots []poolSlot, opts AttestOptions) error {
+	if len(slots) == 0 {
+		return nil
+	}
+	scope := make([]int, 0, len(slots))
+	for _, s := range slots {
+		scope = append(scope, s.n)
+	}
+	recs, _, rerr := c.Records()
+	var rep *attest.Report
+	if rerr == nil {
+		st := store.State{Lifecycle: campaign.Fold(recs)}
+		if st.Status == campaign.StatusReady {
+			var err error
+			if _, _, rep, err = a.judge(ctx, c, st, opts, scope); err != nil {
+				rep = nil
+			}
+		}
+	}
+	a.claimsIdle(ctx, c.Key)
+	turn := a.refillTurn(c.Key)
+	turn.Lock()
+	defer turn.Unlock()
+	h, err := a.shareHold(ctx, c)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	slots, err := a.growPool(ctx, c, j, st, need, false)
-	// Another holder of the lock appends while it is released: the
-	// journal is opened again once it is taken back.
-	j.Close()
-	lock.Unlock()
-	locked = false
+	defer a.leaveHold(c.Key, h)
+	st, err := a.claimable(c)
 	if err != nil {
-		return 0, err
+		return fmt.Errorf("pool refill of %s: %w", c.ID, err)
 	}
-	// Started and awaited while claims and removals may run.
-	made, err := a.startSlots(ctx, c, slots)
-	if err != nil {
-		return 0, err
+	j := h.j
+	if rep != nil {
+		now, _, err := c.Records()
+		if err == nil && onlyClaimsSince(recs, now) {
+			return a.verdict(ctx, c, j, st.Latest().N, rep)
+		}
 	}
-	if lock, err = a.lockCampaign(ctx, c); err != nil {
-		return 0, err
+	return a.attestSlots(ctx, c, j, slots, opts)
+}
+
+// onlyClaimsSince reports whether now is before followed by claim
+// records alone.
+func onlyClaimsSince(before, now []campaign.Record) bool {
+	if len(now) < len(before) || len(before) == 0 || now[len(before)-1].Seq != before[len(before)-1].Seq {
+		return false
 	}
-	locked = true
-	if _, err := a.claimable(c); err != nil {
-		return 0, fmt.Errorf("pool refill of %s: %w", c.ID, err)
+	for _, r := range now[len(before):] {
+		if r.Op != campaign.OpClaim {
+			return false
+		}
 	}
-	if j, err = a.openJournal(c); err != nil {
-		return 0, err
-	}
-	defer j.Close()
-	return len(made), a.attestSlots(ctx, c, j, made, opts)
+	return true
 }
 
 // poolSlot is a pooled workspace a refill created.
@@ -343,7 +510,14 @@ func (a *Adapter) attestSlots(ctx context.Context, c *store.Campaign, j *campaig
 	if err != nil {
 		return err
 	}
-	if _, err := a.writeAttestation(ctx, c, j, st.Latest().N, rep); err != nil {
+	return a.verdict(ctx, c, j, st.Latest().N, rep)
+}
+
+// verdict writes and journals the attestation rep of the pool's new
+// slots (generation gen), holding the campaign's lock; a failed one
+// fails the campaign closed, and is the error.
+func (a *Adapter) verdict(ctx context.Context, c *store.Campaign, j *campaign.Journal, gen int, rep *attest.Report) error {
+	if _, err := a.writeAttestation(ctx, c, j, gen, rep); err != nil {
 		return err
 	}
 	if !rep.OK {

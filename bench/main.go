@@ -548,6 +548,42 @@ operations, each waiting for a core) rose from 0.17 / 0.10 ms to 0.8 / 1.7 ms in
   = 23.6 + 20.5 + 0.2 ms in a pass at a load average of 4-6): the 8 sessions wait for nothing
   but cores. An outside measurement (a separate client process playing oracle episodes for
   fixed durations, 1 and 8 sessions alternating) agreed with the wall rows at the same load.
+- **Pool claims and time to interactive** (issue 41). A burst's claims are served in batches
+  (one hold of the campaign's lock, one synced write for the claims queued), claims no longer
+  take the service's op lock one at a time, and claims share a hold of the lock with the
+  background refill, which makes one workspace per hold and lets a burst go first (docs/
+  decisions.md, Workspace pools). The pool rows are from the run that ended 2026-12-06 07:15,
+  at load averages of 34 to 85 (other engineers' suites and a cluster node): every row beside
+  its control, measured in the same rounds. Sequential claims: p50 59, p99 194 ms, against the
+  first answer alone on the same base_url right after (raw-warm-: p50 9.3, p99 48 ms), so about
+  50 ms of the median is the claim's own at that load: the service and the engine each read the
+  journal, the spec and the plan from disk again for every claim (three reads and an fsync), which
+  a campaign's state kept in memory between claims would save (not done). A burst of 16: p99 445
+  ms against its control's 170 ms (the same 16 first answers at once without the claim); a burst
+  of 64: p99 2.72 s against a control whose own median is 0.72 s and p99 1.15 s: 64 sessions at
+  once through the proxy, each a reset and a step, take longer on 2 cores than the target allows
+  the claims, so the 64 row is bound by the machine. For scale, at a load average of 13-20 an
+  earlier run (batches, refill not yet sharing the hold) measured the burst of 16 at p99 257 ms
+  (control 109 ms) and of 64 at 2.46 s (control 1.09 s); the first run of the benchmark, with
+  the refill holding the lock across its creates and probes, 579 ms and 8.1 s at 15-58; issue
+  41's figure on main, measured through ` + "`agentpen serve`" + ` by hand, was p99 431 ms for 16.
+  Cold time to interactive (the run that ended 06:51, at 13-20; agentpen's attested create of
+  the grader and n workspaces to every first tool answer) was 0.96 s for 1 workspace against a
+  floor of 0.53 s (1.79x) and 2.62 s for 8 against 1.86 s (1.40x): the floor is the raw SDK's
+  create and start of the same containers and one exec round in each, in the same rounds. The
+  stages (the cold-n-* rows) say where the rest goes: the starts (0.44 s for 1 workspace, the
+  grader's and the workspace's at once, from the last create to the last start; why they take
+  longer than the floor's starts of the same containers is not known yet) and the second round
+  of probe execs (0.19 s for 1, 0.68 s for 8: every workspace's probes at once on 2 cores). Peers publish this
+  figure (computesdk's medians: Daytona 0.29 s, E2B 0.41 s, Modal 1.57 s); theirs include a
+  network hop to the provider, which agentpen's, on the same host, does not have.
+- **Density** (issue 41, BenchmarkDensity): the PSS of every process of one workspace's
+  container (proportional: shared pages split among the 8 workspaces brought up together), from
+  /proc, not ` + "`free`" + `. Idle (the workbench serving, no session): 3.9 MiB, about 260 per GiB;
+  with a session reset (its sandbox made, its fork server's template started): 11.2 MiB, about
+  90 per GiB; after a run in that session: 11.3 MiB; the grader 3.2 MiB per campaign. Not
+  counted: kernel memory and tmpfs pages no process maps (rootless Docker on cgroup v1 here
+  gives the containers no memory cgroup to read them from).
 - **Against the seed.** Not measured here: a full oracle code episode against the seed's own
   environment, which this machine cannot run (its source is stored without line breaks). From
   issue 16's seed figures (run_tests 8.7x, code submit 19.6x a bare spawn), which are most of

@@ -68,9 +68,30 @@ var kubeTargets = []Target{
 // (launcher.BenchmarkPoolClaimAPI); adapter.BenchmarkPoolClaim's rows
 // are listed beside them, with no target: the same on the workspace's
 // socket (warm-) and the drained pool's cold create (cold-).
+//
+// Issue 41's: the sequential claims' p99, a burst of 16 and of 64 claims
+// at once (launcher.BenchmarkPoolClaimBurstAPI, five bursts of each
+// pooled; its raw-burst- control, the same first answers without the
+// claim, beside them), and the time to interactive of a cold campaign
+// of 1 and 8 workspaces against the floor measured in the same rounds
+// (adapter.BenchmarkTimeToInteractive: the raw SDK's create and start
+// of the same containers and one exec round in each), and the memory of
+// one workspace in three states (adapter.BenchmarkDensity).
 var poolTargets = []Target{
 	{Name: "pool: claim to first tool answer (p50)", Benchmark: "BenchmarkPoolClaimAPI", Prefix: "warm-", Max: 50 * time.Millisecond},
 	{Name: "pool: claim to first tool answer (p95)", Benchmark: "BenchmarkPoolClaimAPI", Prefix: "warm-", MaxP95: 150 * time.Millisecond},
+	{Name: "pool: claim to first tool answer (p99)", Benchmark: "BenchmarkPoolClaimAPI", Prefix: "warm-", MaxP99: 50 * time.Millisecond},
+	{Name: "pool: a burst of 16 claims, each to its first answer (p99 of 5 bursts)", Benchmark: "BenchmarkPoolClaimBurstAPI", Prefix: "burst-16-", MaxP99: 150 * time.Millisecond},
+	{Name: "pool: a burst of 64 claims, each to its first answer (p99 of 5 bursts)", Benchmark: "BenchmarkPoolClaimBurstAPI", Prefix: "burst-64-", MaxP99: 400 * time.Millisecond},
+	{Name: "time to interactive, cold, 1 workspace (attested) vs the floor", Benchmark: "BenchmarkTimeToInteractive", Prefix: "cold-1-", MaxRatio: 1.3},
+	{Name: "time to interactive, cold, 8 workspaces (attested) vs the floor", Benchmark: "BenchmarkTimeToInteractive", Prefix: "cold-8-", MaxRatio: 1.3},
+	// Density (adapter.BenchmarkDensity): one workspace's PSS, the median
+	// of 8 brought up together; >= 100 idle workspaces per GiB, >= 50
+	// with a session reset (its fork server's template started).
+	{Name: "density: PSS of an idle workspace (>= 100 per GiB)", Benchmark: "BenchmarkDensity", Metric: "pss-idle-bytes", MaxBytes: (1 << 30) / 100},
+	{Name: "density: PSS of a workspace with a session reset, its template ready (>= 50 per GiB)", Benchmark: "BenchmarkDensity", Metric: "pss-template-bytes", MaxBytes: (1 << 30) / 50},
+	{Name: "density: PSS of a workspace with a live episode (after a run)", Benchmark: "BenchmarkDensity", Metric: "pss-live-bytes"},
+	{Name: "density: PSS of the grader (one per campaign)", Benchmark: "BenchmarkDensity", Metric: "pss-grader-bytes"},
 }
 
 var workbenchTargets = []Target{

@@ -186,3 +186,59 @@ func TestGenerationsUnknownIDRemoval(t *testing.T) {
 		t.Fatalf("live = %+v, want A still live", live)
 	}
 }
+
+// TestJournalAppendAll: records appended in one batch, between single
+// appends, follow the chain one by one (a reader and a reopened journal
+// take them), and the observer sees each once, in order, after the sync.
+func TestJournalAppendAll(t *testing.T) {
+	dir := t.TempDir()
+	j, err := openJournalDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []int
+	j.Observe(func(r Record) { seen = append(seen, r.Seq) })
+	if err := j.Append(Record{Op: OpNote, Note: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	var batch []Record
+	for i := range 5 {
+		batch = append(batch, Record{Op: OpClaim, Gen: 1, Kind: KindContainer, Role: RoleWork, Name: fmt.Sprint("ws", i), ID: fmt.Sprint("c", i), Task: "t", Attempt: fmt.Sprint(i)})
+	}
+	if err := j.AppendAll(batch); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.AppendAll(nil); err != nil {
+		t.Fatalf("an empty batch: %v", err)
+	}
+	if err := j.Append(Record{Op: OpNote, Note: "after"}); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	recs, err := readJournalPath(j.Path())
+	if err != nil || len(recs) != 7 {
+		t.Fatalf("%v, %d records, want 7", err, len(recs))
+	}
+	for i, r := range recs {
+		if r.Seq != i+1 {
+			t.Errorf("record %d: seq %d", i, r.Seq)
+		}
+	}
+	if recs[3].Name != "ws2" || recs[3].Attempt != "2" {
+		t.Errorf("record 4: %+v, want the batch's third", recs[3])
+	}
+	if fmt.Sprint(seen) != "[1 2 3 4 5 6 7]" {
+		t.Errorf("observed %v", seen)
+	}
+	j2, err := openJournalDir(dir)
+	if err != nil {
+		t.Fatalf("reopen after a batch: %v", err)
+	}
+	defer j2.Close()
+	if err := j2.Append(Record{Op: OpNote}); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := readJournalPath(j2.Path()); err != nil || recs[len(recs)-1].Seq != 8 {
+		t.Fatalf("after reopen: %v", err)
+	}
+}

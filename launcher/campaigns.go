@@ -24,9 +24,10 @@ import (
 type entry struct {
 	id string
 	// op serialises this service's operations on the campaign (create,
-	// attest, delete); the adapter also holds the campaign's lock, across
-	// processes.
-	op sync.Mutex
+	// attest, delete); claims share it (they exclude those, not each
+	// other: the adapter serves them in batches). The adapter also holds
+	// the campaign's lock, across processes.
+	op sync.RWMutex
 
 	// Guarded by Server.mu.
 	// busy is StatusCreating or StatusDeleting while this service runs
@@ -217,14 +218,35 @@ func (s *Server) entryLocked(id string) *entry {
 // campaign's op lock, and reads its files afresh; release ends it. The
 // error is the problem to answer.
 func (s *Server) operate(ctx context.Context, id, what string) (context.Context, *entry, snapshot, func(), error) {
+	return s.operateOn(ctx, id, what, false)
+}
+
+// operateShared is operate holding the op lock shared with other
+// shared operations (claims) and no other, and reading the campaign's
+// journal alone: its snapshot has no reports (a claim needs the state;
+// reading the attestation of a large pool per claim cost a burst's
+// claims more than the engine's batch).
+func (s *Server) operateShared(ctx context.Context, id, what string) (context.Context, *entry, snapshot, func(), error) {
+	return s.operateOn(ctx, id, what, true)
+}
+
+func (s *Server) operateOn(ctx context.Context, id, what string, shared bool) (context.Context, *entry, snapshot, func(), error) {
 	ctx, done, err := s.opContext(ctx)
 	if err != nil {
 		return nil, nil, snapshot{}, nil, operationProblem(what, err)
 	}
 	e := s.entry(id)
-	e.op.Lock()
-	release := func() { e.op.Unlock(); done() }
-	snap, err := s.read(id)
+	lock, unlock := e.op.Lock, e.op.Unlock
+	if shared {
+		lock, unlock = e.op.RLock, e.op.RUnlock
+	}
+	lock()
+	release := func() { unlock(); done() }
+	read := s.read
+	if shared {
+		read = s.readState
+	}
+	snap, err := read(id)
 	if err == nil && hidden(ctx, snap) {
 		err = fmt.Errorf("campaign %q: %w", id, store.ErrNoCampaign)
 	}
@@ -303,6 +325,20 @@ func (s *Server) read(id string) (snapshot, error) {
 	defer c.Close()
 	st, err := c.Read()
 	return s.readReports(c, st, err), nil
+}
+
+// readState is read without the reports: the snapshot's state alone.
+func (s *Server) readState(id string) (snapshot, error) {
+	c, err := s.root.Open(id)
+	if errors.Is(err, store.ErrNoCampaign) || errors.Is(err, campaign.ErrInvalid) {
+		return snapshot{}, err
+	}
+	if err != nil {
+		return snapshot{id: id, dir: s.root.CampaignDir(id), err: err}, nil
+	}
+	defer c.Close()
+	st, err := c.Read()
+	return snapshot{id: c.ID, dir: c.Path, st: st, err: err}, nil
 }
 
 // snapshotOf is read for a campaign the root's List read.

@@ -74,6 +74,7 @@ type fakeBackend struct {
 	prepare    func(p *campaign.Plan) error // nil: nothing to refuse
 	activity   map[string]time.Time         // LastActivity by campaign
 	locked     map[string]bool              // campaigns another process holds
+	claimGate  func()                       // nil: none; else each Claim calls it first
 }
 
 func newFakeBackend(t *testing.T) *fakeBackend {
@@ -704,6 +705,12 @@ func checkNoLeaks(t *testing.T) {
 // tested on the daemon).
 func (f *fakeBackend) Claim(ctx context.Context, c *store.Campaign, task, attempt string, opts adapter.AttestOptions) (adapter.Claimed, error) {
 	f.record("Claim " + c.ID)
+	f.mu.Lock()
+	gate := f.claimGate
+	f.mu.Unlock()
+	if gate != nil {
+		gate()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	camp := f.up[c.ID]

@@ -50,7 +50,7 @@ func (s *Server) claimWorkspace(ctx context.Context, in *claimInput) (*claimOutp
 		return nil, problem(http.StatusBadRequest, "unknown task", &huma.ErrorDetail{Message: err.Error(), Location: "body.task_id", Value: in.Body.TaskID})
 	}
 	id := in.ID
-	ctx, e, snap, release, err := s.operate(ctx, id, "claim")
+	ctx, e, snap, release, err := s.operateShared(ctx, id, "claim")
 	if err != nil {
 		return nil, err
 	}

@@ -1,10 +1,12 @@
 package launcher_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/agentpen/agentpen/internal/testkit/testlatency"
 	apiclient "github.com/agentpen/agentpen/launcher/client"
 	"github.com/agentpen/agentpen/workbench/client"
+	"golang.org/x/sync/errgroup"
 )
 
 // createPooled creates, through the API, a campaign of one workspace
@@ -96,11 +99,13 @@ func TestPoolThroughAPI(t *testing.T) {
 // POST /v1/campaigns/{id}/workspaces, a session on the base_url (the
 // proxy), its reset and a list_files step; while the pool lasts (a pool
 // of 16, claimed 16 times in a row while the service refills it in the
-// background). adapter.BenchmarkPoolClaim has the drained pool's figure.
+// background). Its control, raw-warm-, is the same first answer on the
+// same base_url right after each warm claim's, without the claim.
+// adapter.BenchmarkPoolClaim has the drained pool's figure.
 func BenchmarkPoolClaimAPI(b *testing.B) {
 	l := startLive(b)
 	hapi := apiclient.New(l.ts.URL, l.token, nil)
-	var warm testlatency.Samples
+	var warm, raw testlatency.Samples
 	for round := range max(1, b.N/16) {
 		id := fmt.Sprint("bench-pool-", round)
 		l.createPooled(b, id, 16)
@@ -123,9 +128,24 @@ func BenchmarkPoolClaimAPI(b *testing.B) {
 			}
 			d := time.Since(start)
 			s.Close()
-			if cv.Pool == "warm" {
-				warm = append(warm, d)
+			if cv.Pool != "warm" {
+				continue
 			}
+			warm = append(warm, d)
+			// The control: the same first answer on the same base_url
+			// at once, without the claim.
+			start = time.Now()
+			if s, err = client.Dial(ctx, cv.Workspace.BaseURL); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Reset(ctx, client.ResetOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Step(ctx, "list_files", nil); err != nil {
+				b.Fatal(err)
+			}
+			raw = append(raw, time.Since(start))
+			s.Close()
 		}
 		if _, err := hapi.Delete(b.Context(), id); err != nil {
 			b.Fatal(err)
@@ -135,4 +155,92 @@ func BenchmarkPoolClaimAPI(b *testing.B) {
 		b.Fatal("no claim was warm")
 	}
 	warm.Report(b, "warm-")
+	raw.Report(b, "raw-warm-")
+}
+
+// burstSizes are the bursts BenchmarkPoolClaimBurstAPI measures, and
+// burstRounds how many of each it pools (issue 41: five).
+var (
+	burstSizes  = []int{16, 64}
+	burstRounds = 5
+)
+
+// BenchmarkPoolClaimBurstAPI measures a burst of n claims at once (16
+// and 64), each to its first tool answer through its base_url (the POST,
+// a session on the base_url, its reset and a list_files step), on a
+// campaign with a pool of n, the service refilling it in the background
+// as it does; burst-<n>- pools the claims of five bursts. Its control,
+// raw-burst-<n>-, is measured right after each burst on the same
+// workspaces: n sessions at once on the base_urls just claimed (a
+// session, its reset and a list_files step), the first answer without
+// the claim.
+func BenchmarkPoolClaimBurstAPI(b *testing.B) {
+	l := startLive(b)
+	hapi := apiclient.New(l.ts.URL, l.token, nil)
+	firstAnswer := func(ctx context.Context, url string) error {
+		s, err := client.Dial(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if _, err := s.Reset(ctx, client.ResetOptions{}); err != nil {
+			return err
+		}
+		_, err = s.Step(ctx, "list_files", nil)
+		return err
+	}
+	for _, n := range burstSizes {
+		var burst, raw testlatency.Samples
+		for round := range burstRounds {
+			id := fmt.Sprint("bench-burst-", n, "-", round)
+			l.createPooled(b, id, n)
+			ctx := testenv.Context(b)
+			urls := make([]string, n)
+			took := make([]time.Duration, n)
+			warm := make([]bool, n)
+			var g errgroup.Group
+			start := time.Now()
+			for i := range n {
+				g.Go(func() error {
+					cv, err := hapi.Claim(ctx, id, "software/median@2", fmt.Sprint("b", i))
+					if err != nil {
+						return fmt.Errorf("claim %d: %w", i, err)
+					}
+					if err := firstAnswer(ctx, cv.Workspace.BaseURL); err != nil {
+						return fmt.Errorf("claim %d: first answer: %w", i, err)
+					}
+					took[i], urls[i], warm[i] = time.Since(start), cv.Workspace.BaseURL, cv.Pool == "warm"
+					return nil
+				})
+			}
+			if err := g.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			if slices.Contains(warm, false) || len(slices.Compact(slices.Sorted(slices.Values(urls)))) != n {
+				b.Fatalf("burst of %d: warm %v; %d base_urls, want %d distinct", n, warm, len(slices.Compact(slices.Sorted(slices.Values(urls)))), n)
+			}
+			burst = append(burst, took...)
+			p50 := testlatency.Samples(slices.Clone(took)).Median()
+			start = time.Now()
+			for i := range n {
+				g.Go(func() error {
+					if err := firstAnswer(ctx, urls[i]); err != nil {
+						return err
+					}
+					took[i] = time.Since(start)
+					return nil
+				})
+			}
+			if err := g.Wait(); err != nil {
+				b.Fatal(err)
+			}
+			raw = append(raw, took...)
+			b.Logf("burst of %d, round %d: p50 %v, raw p50 %v", n, round, p50, testlatency.Samples(took).Median())
+			if _, err := hapi.Delete(b.Context(), id); err != nil {
+				b.Fatal(err)
+			}
+		}
+		burst.Report(b, fmt.Sprintf("burst-%d-", n))
+		raw.Report(b, fmt.Sprintf("raw-burst-%d-", n))
+	}
 }
