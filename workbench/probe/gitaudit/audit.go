@@ -8,14 +8,19 @@
 // alternates; every object must be reachable from the base commit (or be
 // an annotated tag of such an object), every ref and reflog entry must
 // name an ancestor of the base, and no pack without its index nor file of
-// git fsck --lost-found may be there.
+// git fsck --lost-found may be there, nor a patch file (Options.Patches)
+// in the work tree that is not in the base.
 //
 // It is a small reader of the repository format (SHA-1 objects, files
 // ref storage, pack indexes v1 and v2, packs v2 and v3, offset and
 // reference deltas); what it does not know (SHA-256 objects, reftable,
-// grafts, a submodule's repository under modules/) is ErrUnsupported, and the audit fails closed on it. It never
-// writes, never runs git and never follows a symbolic link it did not
-// have to (git follows them too).
+// grafts, a submodule's repository under modules/ unless its caller
+// audits it: Find lists them) is ErrUnsupported, and the audit fails
+// closed on it. It never writes, never runs git and never follows a
+// symbolic link it did not have to (git follows them too).
+//
+// Find lists the repositories of a tree (work trees, bare repositories,
+// linked worktrees, submodules) and the patch files of their work trees.
 package gitaudit
 
 import (
@@ -46,6 +51,14 @@ type Options struct {
 	// MaxLeaks bounds Result.Leaks (0: 50); Result.LeakCount counts them
 	// all.
 	MaxLeaks int
+	// Patches are the work tree's files named like patches (Repo.Patches,
+	// relative to the work tree): each that is not in the base's tree is
+	// a leak (a merge's .orig, a .rej, a patch left beside the code).
+	Patches []string
+	// Submodules says the caller audits the submodules' repositories
+	// (modules/) itself, as Find lists them; without it a repository with
+	// any is ErrUnsupported.
+	Submodules bool
 }
 
 // Leak is one thing the repository holds past its base.
@@ -53,14 +66,14 @@ type Leak struct {
 	// Kind is "ref" (a ref or head naming something past the base),
 	// "reflog" (an entry naming something past the base), "object" (an
 	// object the base does not reach) or "file" (a file that holds
-	// objects the audit does not read: a pack without its index, what
-	// git fsck --lost-found wrote).
+	// what the audit does not read as objects: a pack without its index,
+	// what git fsck --lost-found wrote, a patch file in the work tree).
 	Kind string `json:"kind"`
 	// Class says which: for a ref, branch, tag, remote, stash, notes,
 	// replace, original (a filter-branch backup), head (HEAD, ORIG_HEAD,
 	// FETCH_HEAD...), operation (a rebase or cherry-pick in progress) or
 	// ref; for a reflog, the ref it logs; for an object, its type; for a
-	// file, pack or lost-found.
+	// file, pack, lost-found or patch.
 	Class string `json:"class"`
 	// Name is the ref, the reflog entry ("logs/HEAD#3") or the object.
 	Name string `json:"name"`
@@ -91,7 +104,7 @@ type Result struct {
 	Leaks     []Leak `json:"leaks"`
 	LeakCount int    `json:"leak_count"`
 	// Tracked are the base tree's paths with one of Options'
-	// TrackedSuffixes.
+	// TrackedSuffixes (and PatchSuffixes, with Options.Patches).
 	Tracked []string `json:"-"`
 }
 
@@ -105,7 +118,7 @@ func Audit(gitDir string, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFormat(l.common); err != nil {
+	if err := checkFormat(l.common, opts.Submodules); err != nil {
 		return nil, err
 	}
 	refs, err := readRefs(l)
@@ -140,8 +153,17 @@ func Audit(gitDir string, opts Options) (*Result, error) {
 		return nil, err
 	}
 	r.Ancestors, r.Reachable = len(a.anc), len(a.reach)
-	if r.Tracked, err = a.tracked(base, opts.TrackedSuffixes); err != nil {
+	suffixes := opts.TrackedSuffixes
+	if len(opts.Patches) > 0 {
+		suffixes = append(slices.Clip(suffixes), PatchSuffixes...)
+	}
+	if r.Tracked, err = a.tracked(base, suffixes); err != nil {
 		return nil, err
+	}
+	for _, p := range opts.Patches {
+		if _, found := slices.BinarySearch(r.Tracked, p); !found {
+			a.leak(Leak{Kind: "file", Class: "patch", Name: p, Why: "a patch, or a merge's or patch's leftover, in the work tree and not in the base's tree"})
+		}
 	}
 	for _, ref := range refs {
 		if err := a.checkRef(ref); err != nil {

@@ -88,8 +88,9 @@ func openLayout(gitDir string) (layout, error) {
 }
 
 // checkFormat refuses what this reader cannot audit: another object
-// format or ref storage (the config's extensions), reftable, grafts.
-func checkFormat(common string) error {
+// format or ref storage (the config's extensions), reftable, grafts, and
+// submodules' repositories unless the caller audits them.
+func checkFormat(common string, submodules bool) error {
 	b, err := readLimited(filepath.Join(common, "config"), maxRefFile)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("config: %w", err)
@@ -117,6 +118,9 @@ func checkFormat(common string) error {
 	// its own history: its caller names it to be audited, this audit
 	// does not pass it unseen.
 	for _, p := range []string{"reftable", filepath.Join("info", "grafts"), "modules"} {
+		if p == "modules" && submodules {
+			continue
+		}
 		if _, err := os.Lstat(filepath.Join(common, p)); err == nil {
 			return fmt.Errorf("%s: %w", p, ErrUnsupported)
 		} else if !errors.Is(err, fs.ErrNotExist) {
