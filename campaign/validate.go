@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -398,6 +399,41 @@ func FieldErrors(err error) ValidationErrors {
 		return slices.Clone(list)
 	case errors.As(err, &one):
 		return ValidationErrors{one}
+	}
+	return nil
+}
+
+// CheckIntegrity checks a workspace's integrity section: git_root an
+// absolute clean path outside the kernel's and agentpen's own trees
+// (/proc, /sys, /run: a walk there would read the runtime, not the
+// task), and each base a 40-hex commit of a clean path at or under it,
+// at most MaxIntegrityBases.
+func CheckIntegrity(field string, s IntegritySpec) error {
+	root := s.Root()
+	if err := checkMountPath(field+".git_root", root); err != nil {
+		return err
+	}
+	for _, sys := range []string{"/proc", "/sys", "/run", "/dev"} {
+		if root == sys || strings.HasPrefix(root, sys+"/") {
+			return invalid(field+".git_root", root, "must not be under %s", sys)
+		}
+	}
+	if len(s.Bases) > MaxIntegrityBases {
+		return invalid(field+".bases", fmt.Sprint(len(s.Bases)), "at most %d repositories", MaxIntegrityBases)
+	}
+	for _, p := range slices.Sorted(maps.Keys(s.Bases)) {
+		f := field + ".bases[" + strconv.Quote(p) + "]"
+		if p != root {
+			if err := checkMountPath(f, p); err != nil {
+				return err
+			}
+			if !strings.HasPrefix(p, root+"/") {
+				return invalid(f, p, "must be git_root (%s) or a path under it", root)
+			}
+		}
+		if b := s.Bases[p]; len(b) != 40 || strings.Trim(b, "0123456789abcdef") != "" {
+			return invalid(f, b, "must be a commit: 40 lower-case hex digits")
+		}
 	}
 	return nil
 }
