@@ -88,6 +88,15 @@ func TestAuditGit(t *testing.T) {
 	if o := run(root, map[string]string{filepath.Join(root, "gone"): cleanBase}, uid); o.Outcome != OutcomeError || !strings.Contains(o.Error, "not there") {
 		t.Fatalf("a declared repository missing: %s (%s)", o.Outcome, o.Error)
 	}
+	// A root that is not there holds no repository (a workbench image
+	// has no /workspace), unless one is declared there.
+	gone := filepath.Join(root, "gone")
+	if o := run(gone, nil, uid); o.Outcome != OutcomeClean || len(o.Git) != 0 {
+		t.Fatalf("no root: %s (%s) %+v", o.Outcome, o.Error, o.Git)
+	}
+	if o := run(gone, map[string]string{gone: cleanBase}, uid); o.Outcome != OutcomeError {
+		t.Fatalf("no root, a repository declared there: %s (%s) %+v", o.Outcome, o.Error, o.Git)
+	}
 
 	// What the uid cannot read: a pack is no verdict (root reads it, and
 	// finds the repository clean); a directory hides its repository from

@@ -37,7 +37,8 @@ const maxFindEntries = 1 << 20
 // ...", a linked worktree's or a submodule's), a bare repository, and
 // every submodule's repository under a git directory's modules/ (checked
 // out or not). It never follows a symbolic link; a directory it cannot
-// read is not searched (whoever runs Find cannot list it either).
+// read is not searched (whoever runs Find cannot list it either); a root
+// that is not there holds none.
 func Find(root string) ([]Repo, error) {
 	var repos []Repo
 	at := map[string]int{} // by git directory
@@ -55,8 +56,8 @@ func Find(root string) ([]Repo, error) {
 	n := 0
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if errors.Is(err, fs.ErrPermission) && p != root {
-				return nil
+			if errors.Is(err, fs.ErrPermission) && p != root || errors.Is(err, fs.ErrNotExist) && p == root {
+				return nil // nothing there, or nothing whoever runs Find can list
 			}
 			return err
 		}
