@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/workbench/probe/wire"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -508,6 +509,36 @@ func mutations() []mutation {
 			mutate: func(t *testing.T, f *fixture) {
 				f.probe(t, PhaseMain, ws0, ws0+"/bind_file/0", func(m map[string]any) { at(m, "file")["uid"] = float64(campaign.UIDBlockFirst) })
 			}},
+		mutation{name: "git_leak", what: "a repository of the workspace holds a branch past its base", want: []string{ws0 + ".probe.git_history"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/git_history/0", func(m map[string]any) {
+					m["outcome"] = "leak"
+					m["git"] = []any{map[string]any{"path": "/workspace/repo", "base": strings.Repeat("a", 40), "base_from": "HEAD", "leak_count": 1,
+						"leaks": []any{map[string]any{"kind": "ref", "class": "branch", "name": "refs/heads/fix", "object": strings.Repeat("b", 40), "why": "past the base"}}}}
+				})
+			}},
+		mutation{name: "git_clean_over_a_leak", what: "the git probe says clean, its audit holds a dangling commit", want: []string{ws0 + ".probe.git_history"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/git_history/0", func(m map[string]any) {
+					m["outcome"] = "clean"
+					m["git"] = []any{map[string]any{"path": "/workspace/repo", "base": strings.Repeat("a", 40), "base_from": "HEAD", "leak_count": 1}}
+				})
+			}},
+		mutation{name: "git_unaudited", what: "a repository of the workspace could not be audited (unreadable, or unsupported)", want: []string{ws0 + ".probe.git_history"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/git_history/0", func(m map[string]any) {
+					m["outcome"] = "error"
+					m["error"] = "/workspace/repo: object format sha256: unsupported"
+					m["git"] = []any{map[string]any{"path": "/workspace/repo", "error": "object format sha256: unsupported", "leak_count": 0}}
+				})
+			}},
+		mutation{name: "git_declared_base_ignored", what: "the spec declares a repository's base, the probe's clean audit is against its HEAD", want: []string{ws0 + ".probe.git_history"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.src.Spec.Workspaces[0].Integrity.Bases = map[string]string{"/workspace/repo": strings.Repeat("a", 40)}
+				f.probe(t, PhaseMain, ws0, ws0+"/git_history/0", func(m map[string]any) {
+					m["git"] = []any{map[string]any{"path": "/workspace/repo", "base": strings.Repeat("c", 40), "base_from": "HEAD", "leak_count": 0}}
+				})
+			}},
 		mutation{name: "agent_interface", what: "a workspace of a campaign without networks has an eth0", want: []string{ws0 + ".probe.agent_to_agent"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.probe(t, PhaseMain, ws0, ws0+"/agent_to_agent/0", func(m map[string]any) { m["interfaces"] = []any{"eth0", "lo"} })
@@ -784,5 +815,58 @@ func TestImageTag(t *testing.T) {
 	f = tagged(t, false)
 	if rep := Evaluate(f.src, f.observed()); rep.OK || !strings.Contains(rep.Error, "none is recorded") {
 		t.Fatalf("a tag the journal pinned to nothing: ok %v, error %q", rep.OK, rep.Error)
+	}
+}
+
+// TestGitAuditedOnce: the git audit runs in the first attestation
+// covering a workspace (its agent has not worked yet); once an
+// attestation of the generation covered it, a later one plans no git
+// probe and holds no git check (the agent's own commits are not a leak
+// of the image), and a workspace made again after it is audited again.
+func TestGitAuditedOnce(t *testing.T) {
+	f := loadFixture(t, "internal")
+	planned := func(src Source) []string {
+		t.Helper()
+		e, err := expect(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, pr := range planProbes(e, ProbeEnv{}, nil).probes {
+			if pr.req.Kind == wire.KindGit {
+				out = append(out, pr.subject)
+			}
+		}
+		return out
+	}
+	if got := planned(f.src); !slices.Equal(got, []string{"workspaces[0]", "workspaces[1]"}) {
+		t.Fatalf("first attestation: git probes of %v", got)
+	}
+	gens := campaign.Generations(f.src.Records)
+	gen := gens[len(gens)-1].N
+	src := f.src
+	src.Records = append(slices.Clone(f.src.Records), campaign.Record{Op: campaign.OpAttested, Gen: gen, Status: campaign.AttestOK})
+	if got := planned(src); len(got) != 0 {
+		t.Fatalf("a later attestation: git probes of %v", got)
+	}
+	rep := Evaluate(src, f.observed())
+	for c := range rep.Checks() {
+		if strings.Contains(c, "git_history") {
+			t.Fatalf("a later attestation holds %s", c)
+		}
+	}
+	// workspaces[1] made again after that attestation: audited again.
+	for _, r := range f.src.Records {
+		if r.Op == campaign.OpIntent && r.Kind == campaign.KindContainer && r.Role == campaign.RoleWork && r.Name == f.exp.Containers[2].Name {
+			src.Records = append(src.Records, r)
+		}
+	}
+	if got := planned(src); !slices.Equal(got, []string{"workspaces[1]"}) {
+		t.Fatalf("a workspace made again: git probes of %v", got)
+	}
+	// An earlier generation's attestation covers nothing of this one.
+	src.Records = append(slices.Clone(f.src.Records), campaign.Record{Op: campaign.OpAttested, Gen: gen - 1, Status: campaign.AttestOK})
+	if got := planned(src); len(got) != 2 {
+		t.Fatalf("another generation's attestation: git probes of %v", got)
 	}
 }

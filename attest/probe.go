@@ -159,6 +159,9 @@ const (
 	// namespaces other than its server's, has only a loopback interface,
 	// and cannot open a vsock socket.
 	wantIsolated = "isolated_episode"
+	// wantGitClean: every repository under the root was audited and none
+	// holds anything its base does not reach.
+	wantGitClean = "git_clean"
 )
 
 // episodeProbeTimeoutMS bounds an episode probe: it starts an episode and
@@ -449,6 +452,27 @@ var probeRules = []probeRule{
 			}
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.episode_isolation", want: wantIsolated,
 				target: "code run as an episode of the workbench serving " + w.Serves, req: wire.Request{Kind: wire.KindEpisode, Listen: w.Serves}}, "episode_isolation")
+		}
+	}},
+	// The repositories of each workspace, audited before its agent's
+	// first tool call (the first attestation covering it: the bring-up's,
+	// or its refill's), as the agent's uid, for anything past their base
+	// (package gitaudit). A later attestation does not audit again: the
+	// agent's own commits are not the image's leak.
+	{"git_history", func(p *probePlan) {
+		for _, w := range p.workspaces() {
+			if w.Audited {
+				continue
+			}
+			uid := 0 // a launcher's command: root sees at least what its user sees
+			if w.Serves != "" {
+				if uid = w.UIDBase; uid == 0 {
+					uid = campaign.UIDBlockFirst // no block journalled: still a sandbox uid
+				}
+			}
+			root := w.Integrity.Root()
+			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.git_history", want: wantGitClean,
+				target: fmt.Sprintf("git repositories under %s as uid %d", root, uid), req: wire.Request{Kind: wire.KindGit, Path: root, Bases: w.Integrity.Bases, As: uid}}, "git_history")
 		}
 	}},
 	// The uid block each workspace's episode server runs episodes under.
