@@ -27,6 +27,9 @@ func Validate(b Batch) error {
 		if r.As < 0 || r.As > 65535 || r.As > 0 && r.Kind != KindUnix && r.Kind != KindTCP && r.Kind != KindFile && r.Kind != KindGit {
 			return fmt.Errorf("batch probe %s: as %d: a uid for a unix, tcp, file or git probe: %w", r.ID, r.As, ErrInvalid)
 		}
+		if r.AsMain && (r.As != 0 || r.Kind != KindUnix && r.Kind != KindTCP && r.Kind != KindFile && r.Kind != KindGit) {
+			return fmt.Errorf("batch probe %s: as_main: for a unix, tcp, file or git probe, without as: %w", r.ID, ErrInvalid)
+		}
 		if len(r.Bases) > 0 && r.Kind != KindGit {
 			return fmt.Errorf("batch probe %s: bases: a git probe's: %w", r.ID, ErrInvalid)
 		}
@@ -102,6 +105,14 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 	}
 	o := Outcome{ID: r.ID, Kind: r.Kind}
 	start := time.Now()
+	if r.AsMain {
+		p, err := FindProcess("")
+		if err != nil {
+			o.Outcome, o.Error = OutcomeError, "the main process's uid: "+err.Error()
+			return o
+		}
+		r.As = p.UID
+	}
 	switch r.Kind {
 	case KindHTTP:
 		h := http.Header{}

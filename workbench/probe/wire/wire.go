@@ -87,6 +87,10 @@ type Request struct {
 	// this uid (and gid), not root, to show what a sandbox uid can reach;
 	// zero keeps root.
 	As int `json:"as,omitempty"`
+	// AsMain runs them as the uid of the container's main process (PID 1,
+	// or its first child when PID 1 is an init) instead: the image's
+	// user, whom a launcher's own command runs as. Not with As.
+	AsMain bool `json:"as_main,omitempty"`
 	// Listen is a process, uid_block or episode probe's target:
 	// "tcp:PORT", "unix:PATH", or (a process probe) empty for the
 	// container's main process (PID 1, or its first child when PID 1 is
