@@ -539,6 +539,14 @@ func mutations() []mutation {
 					m["git"] = []any{map[string]any{"path": "/workspace/repo", "base": strings.Repeat("c", 40), "base_from": "HEAD", "leak_count": 0}}
 				})
 			}},
+		mutation{name: "forbidden_path_readable", what: "the agent's uid can open a file the spec forbids it", want: []string{ws0 + ".probe.forbidden_paths"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/forbidden_paths/1", func(m map[string]any) { m["outcome"] = "readable" })
+			}},
+		mutation{name: "forbidden_path_unknown", what: "a forbidden path's open as the agent's uid failed otherwise (no verdict)", want: []string{ws0 + ".probe.forbidden_paths"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/forbidden_paths/0", func(m map[string]any) { m["outcome"] = "error"; m["error"] = "too many links" })
+			}},
 		mutation{name: "agent_interface", what: "a workspace of a campaign without networks has an eth0", want: []string{ws0 + ".probe.agent_to_agent"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.probe(t, PhaseMain, ws0, ws0+"/agent_to_agent/0", func(m map[string]any) { m["interfaces"] = []any{"eth0", "lo"} })

@@ -104,6 +104,8 @@ func judge(pr probe, res wire.Outcome) (bool, string) {
 		return judgeIsolation(res)
 	case wantGitClean:
 		return judgeGit(pr, res)
+	case wantUnreadable:
+		return res.Outcome == wire.OutcomeDenied || res.Outcome == wire.OutcomeNotFound, "the agent's uid: " + strings.TrimSpace(res.Outcome+" "+res.Error)
 	case wantUIDBlock:
 		ok := pr.uid != 0 && res.Outcome == "found" && res.UIDBase == pr.uid && res.UIDCount == campaign.UIDBlockSize
 		return ok, fmt.Sprintf("the episode server runs uids %d..+%d, the journal says %d..+%d (%s %s)", res.UIDBase, res.UIDCount, pr.uid, campaign.UIDBlockSize, res.Outcome, res.Error)

@@ -159,6 +159,9 @@ const (
 	// namespaces other than its server's, has only a loopback interface,
 	// and cannot open a vsock socket.
 	wantIsolated = "isolated_episode"
+	// wantUnreadable: the uid could not open the file (denied), or
+	// there is none.
+	wantUnreadable = "unreadable"
 	// wantGitClean: every repository under the root was audited and none
 	// holds anything its base does not reach.
 	wantGitClean = "git_clean"
@@ -464,15 +467,24 @@ var probeRules = []probeRule{
 			if w.Audited {
 				continue
 			}
-			uid := 0 // a launcher's command: root sees at least what its user sees
-			if w.Serves != "" {
-				if uid = w.UIDBase; uid == 0 {
-					uid = campaign.UIDBlockFirst // no block journalled: still a sandbox uid
-				}
-			}
 			root := w.Integrity.Root()
+			req := wire.Request{Kind: wire.KindGit, Path: root, Bases: w.Integrity.Bases}
+			who := agentUID(w, &req)
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.git_history", want: wantGitClean,
-				target: fmt.Sprintf("git repositories under %s as uid %d", root, uid), req: wire.Request{Kind: wire.KindGit, Path: root, Bases: w.Integrity.Bases, As: uid}}, "git_history")
+				target: fmt.Sprintf("git repositories under %s as %s", root, who), req: req}, "git_history")
+		}
+	}},
+	// The files the spec forbids the agent (an answer key, a solution in
+	// the image): its uid cannot open them, or they are not there. Probed
+	// in every attestation: a file the agent could open later is as bad.
+	{"forbidden_paths", func(p *probePlan) {
+		for _, w := range p.workspaces() {
+			for _, path := range w.Integrity.ForbiddenPaths {
+				req := wire.Request{Kind: wire.KindFile, Path: path}
+				who := agentUID(w, &req)
+				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.forbidden_paths", want: wantUnreadable,
+					target: fmt.Sprintf("%s as %s", path, who), req: req}, "forbidden_paths")
+			}
 		}
 	}},
 	// The uid block each workspace's episode server runs episodes under.
@@ -485,6 +497,21 @@ var probeRules = []probeRule{
 				target: fmt.Sprintf("the process serving %s", w.Serves), req: wire.Request{Kind: wire.KindUIDBlock, Listen: w.Serves}}, "uid_block")
 		}
 	}},
+}
+
+// agentUID sets req to run as the workspace's agent: the first uid of its
+// episode block where the workbench serves, the uid of its main process
+// (the image's user) for a launcher's own command. It says which, for
+// the report.
+func agentUID(w *containerExp, req *wire.Request) string {
+	if w.Serves == "" {
+		req.AsMain = true
+		return "the main process's uid"
+	}
+	if req.As = w.UIDBase; req.As == 0 {
+		req.As = campaign.UIDBlockFirst // no block journalled: still a sandbox uid
+	}
+	return fmt.Sprintf("uid %d", req.As)
 }
 
 // targetURL names a URL in a report, with the socket it goes over.

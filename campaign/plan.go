@@ -517,6 +517,7 @@ func buildAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec, id string, 
 	// Nothing the agent can see may spell the task id.
 	visible := []string{a.Name, a.Alias, a.Network, ws.WorkspaceHostPath, ws.Integrity.GitRoot}
 	visible = append(visible, slices.Collect(maps.Keys(ws.Integrity.Bases))...) // named in every attestation report
+	visible = append(visible, ws.Integrity.ForbiddenPaths...)
 	visible = append(visible, a.Spec.Command...)
 	for k, v := range a.Labels {
 		visible = append(visible, k, v)

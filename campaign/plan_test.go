@@ -202,6 +202,13 @@ func TestNewPlanRefusals(t *testing.T) {
 		{"base_unclean", func(s *CampaignSpec) {
 			s.Workspaces[0].Integrity.Bases = map[string]string{"/workspace/a/../b": strings.Repeat("a", 40)}
 		}, `workspaces[0].integrity.bases["/workspace/a/../b"]`},
+		{"forbidden_relative", func(s *CampaignSpec) {
+			s.Workspaces[0].Integrity.ForbiddenPaths = []string{"/srv/answers", "answers"}
+		}, "workspaces[0].integrity.forbidden_paths[1]"},
+		{"task_in_forbidden_path", func(s *CampaignSpec) {
+			s.Workspaces[0].TaskID = "median"
+			s.Workspaces[0].Integrity.ForbiddenPaths = []string{"/srv/median.answer"}
+		}, "workspaces[0].task_id"},
 		{"task_in_git_root", func(s *CampaignSpec) {
 			s.Workspaces[0].TaskID = "median"
 			s.Workspaces[0].Integrity.GitRoot = "/srv/median"

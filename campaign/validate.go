@@ -406,8 +406,8 @@ func FieldErrors(err error) ValidationErrors {
 // CheckIntegrity checks a workspace's integrity section: git_root an
 // absolute clean path outside the kernel's and agentpen's own trees
 // (/proc, /sys, /run: a walk there would read the runtime, not the
-// task), and each base a 40-hex commit of a clean path at or under it,
-// at most MaxIntegrityBases.
+// task), each base a 40-hex commit of a clean path at or under it, at
+// most MaxIntegrityBases, and each forbidden path absolute and clean.
 func CheckIntegrity(field string, s IntegritySpec) error {
 	root := s.Root()
 	if err := checkMountPath(field+".git_root", root); err != nil {
@@ -433,6 +433,14 @@ func CheckIntegrity(field string, s IntegritySpec) error {
 		}
 		if b := s.Bases[p]; len(b) != 40 || strings.Trim(b, "0123456789abcdef") != "" {
 			return invalid(f, b, "must be a commit: 40 lower-case hex digits")
+		}
+	}
+	if len(s.ForbiddenPaths) > MaxIntegrityBases {
+		return invalid(field+".forbidden_paths", fmt.Sprint(len(s.ForbiddenPaths)), "at most %d paths", MaxIntegrityBases)
+	}
+	for i, p := range s.ForbiddenPaths {
+		if err := checkMountPath(fmt.Sprintf("%s.forbidden_paths[%d]", field, i), p); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -89,13 +89,14 @@ func taskRepo(t *testing.T, dir, leak string) (base, fix string) {
 }
 
 // buildWithWorkspace builds an image of from with dir's tree at
-// /workspace (root's files, as the image author's) and removes it when
-// the test ends; it returns the image's id.
-func buildWithWorkspace(t *testing.T, cli *client.Client, from, dir string) string {
+// /workspace (root's files, their modes kept, as the image author's) and
+// lines after, and removes it when the test ends; it returns the
+// image's id.
+func buildWithWorkspace(t *testing.T, cli *client.Client, from, dir string, lines ...string) string {
 	t.Helper()
 	var ctxTar bytes.Buffer
 	tw := tar.NewWriter(&ctxTar)
-	df := "FROM " + from + "\nCOPY workspace /workspace\n"
+	df := "FROM " + from + "\nCOPY workspace /workspace\n" + strings.Join(lines, "\n") + "\n"
 	tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))})
 	tw.Write([]byte(df))
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -235,5 +236,58 @@ func TestIntegrityGitLeaks(t *testing.T) {
 	}
 	if cl, err := h.Claim(ctx, pid, e2eTasks[0], "c0"); err == nil {
 		t.Fatalf("a workspace of a leaky pool was handed out: %+v", cl.Workspace)
+	}
+}
+
+// TestIntegrityForbiddenPaths: a file the spec forbids that the agent's
+// uid (the episode uid, where the workbench serves) can open fails the
+// attestation, naming it; one of root's it cannot open, and one that is
+// not there, do not.
+func TestIntegrityForbiddenPaths(t *testing.T) {
+	testenv.RequireRoot(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		testenv.Unavailable(t, "git is not installed: "+err.Error())
+	}
+	d, cli := realDocker(t)
+	from := imageID(t, cli, workbenchImage)
+	dir := filepath.Join(t.TempDir(), "ws-answers")
+	base, _ := taskRepo(t, filepath.Join(dir, "repo"), "")
+	for name, mode := range map[string]os.FileMode{"answer.txt": 0o644, "key.txt": 0o600} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("42\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode)
+	}
+	img := buildWithWorkspace(t, cli, from, dir)
+	getenv := func(k string) string {
+		if k == campaign.DefaultAPIKeyEnv {
+			return "integrity-key-7d3a0c95e1f24b68"
+		}
+		return ""
+	}
+	h := drivertest.NewHarness(t, &adapter.Adapter{Driver: d, Getenv: getenv, ReadyTimeout: 90 * time.Second}, "")
+	ctx := t.Context()
+	id := uniqueCampaign(t)
+	t.Cleanup(func() { forceRemove(cli, id) })
+	spec := workbenchSpec(id, from, e2eTasks[:1])
+	spec.Workspaces = []campaign.WorkspaceSpec{{TaskID: e2eTasks[0], Image: img, Integrity: campaign.IntegritySpec{
+		Bases:          map[string]string{"/workspace/repo": base},
+		ForbiddenPaths: []string{"/workspace/answer.txt", "/workspace/key.txt", "/workspace/none.txt"}}}}
+	if _, err := h.BringUp(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	_, _, rep, err := h.Observe(ctx, id, adapter.AttestOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"workspaces[0].probe.forbidden_paths"}
+	if !slices.Equal(rep.FailedChecks, want) {
+		t.Fatalf("failed checks %v, want %v:\n%s", rep.FailedChecks, want, strings.Join(rep.FailureLines(), "\n"))
+	}
+	c := rep.Checks()[want[0]]
+	if !strings.Contains(c.Reason, "/workspace/answer.txt as uid ") || !strings.Contains(c.Reason, "readable") ||
+		strings.Contains(c.Reason, "key.txt") || strings.Contains(c.Reason, "none.txt") {
+		t.Errorf("%s: %s, want answer.txt (readable by all) alone", want[0], c.Reason)
 	}
 }
