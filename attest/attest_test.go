@@ -539,6 +539,13 @@ func mutations() []mutation {
 					m["git"] = []any{map[string]any{"path": "/workspace/repo", "base": strings.Repeat("c", 40), "base_from": "HEAD", "leak_count": 0}}
 				})
 			}},
+		mutation{name: "workspace_env_token", what: "a token baked into the workspace's image environment", want: []string{ws0 + ".env_secrets"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, ws0, func(m map[string]any) {
+					cfg := at(m, "Config")
+					cfg["Env"] = append(cfg["Env"].([]any), "GITHUB_TOKEN=ghp_canary0123456789")
+				})
+			}},
 		mutation{name: "forbidden_path_readable", what: "the agent's uid can open a file the spec forbids it", want: []string{ws0 + ".probe.forbidden_paths"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.probe(t, PhaseMain, ws0, ws0+"/forbidden_paths/1", func(m map[string]any) { m["outcome"] = "readable" })

@@ -173,6 +173,11 @@ var protectedEnv = map[string]bool{
 // secretBearing reports a name that by its spelling carries a secret; such
 // a variable reaches a container only by name (its value is taken from
 // agentpen's environment at create time), never as a value in a spec.
+// SecretBearing reports whether a variable's name says it holds a
+// secret (*SECRET*, *TOKEN*, *PASSWORD*, *_API_KEY, ...): such a value
+// goes by name (secret_env), never in a spec or an image.
+func SecretBearing(name string) bool { return secretBearing(name) }
+
 func secretBearing(name string) bool {
 	u := strings.ToUpper(name)
 	for _, m := range []string{"SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY"} {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -242,7 +243,8 @@ func TestIntegrityGitLeaks(t *testing.T) {
 // TestIntegrityForbiddenPaths: a file the spec forbids that the agent's
 // uid (the episode uid, where the workbench serves) can open fails the
 // attestation, naming it; one of root's it cannot open, and one that is
-// not there, do not.
+// not there, do not. A token in an image's environment fails its
+// workspace's env_secrets, named and never its value.
 func TestIntegrityForbiddenPaths(t *testing.T) {
 	testenv.RequireRoot(t)
 	if _, err := exec.LookPath("git"); err != nil {
@@ -260,6 +262,8 @@ func TestIntegrityForbiddenPaths(t *testing.T) {
 		os.Chmod(p, mode)
 	}
 	img := buildWithWorkspace(t, cli, from, dir)
+	const canary = "ghp_canaryIntegrity0123456789abcdef"
+	tokened := buildWithWorkspace(t, cli, from, dir, "ENV GITHUB_TOKEN="+canary)
 	getenv := func(k string) string {
 		if k == campaign.DefaultAPIKeyEnv {
 			return "integrity-key-7d3a0c95e1f24b68"
@@ -273,7 +277,8 @@ func TestIntegrityForbiddenPaths(t *testing.T) {
 	spec := workbenchSpec(id, from, e2eTasks[:1])
 	spec.Workspaces = []campaign.WorkspaceSpec{{TaskID: e2eTasks[0], Image: img, Integrity: campaign.IntegritySpec{
 		Bases:          map[string]string{"/workspace/repo": base},
-		ForbiddenPaths: []string{"/workspace/answer.txt", "/workspace/key.txt", "/workspace/none.txt"}}}}
+		ForbiddenPaths: []string{"/workspace/answer.txt", "/workspace/key.txt", "/workspace/none.txt"}}},
+		{TaskID: e2eTasks[0], AttemptID: "tokened", Image: tokened}}
 	if _, err := h.BringUp(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +286,7 @@ func TestIntegrityForbiddenPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"workspaces[0].probe.forbidden_paths"}
+	want := []string{"workspaces[0].probe.forbidden_paths", "workspaces[1].env_secrets"}
 	if !slices.Equal(rep.FailedChecks, want) {
 		t.Fatalf("failed checks %v, want %v:\n%s", rep.FailedChecks, want, strings.Join(rep.FailureLines(), "\n"))
 	}
@@ -289,5 +294,11 @@ func TestIntegrityForbiddenPaths(t *testing.T) {
 	if !strings.Contains(c.Reason, "/workspace/answer.txt as uid ") || !strings.Contains(c.Reason, "readable") ||
 		strings.Contains(c.Reason, "key.txt") || strings.Contains(c.Reason, "none.txt") {
 		t.Errorf("%s: %s, want answer.txt (readable by all) alone", want[0], c.Reason)
+	}
+	if c := rep.Checks()[want[1]]; fmt.Sprint(c.Observed) != "[GITHUB_TOKEN]" {
+		t.Errorf("%s observed %v, want the token's name", want[1], c.Observed)
+	}
+	if b, _ := json.Marshal(rep); bytes.Contains(b, []byte(canary)) {
+		t.Errorf("the token's value is in the report")
 	}
 }
