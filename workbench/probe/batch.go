@@ -30,8 +30,8 @@ func Validate(b Batch) error {
 		if r.AsMain && (r.As != 0 || r.Kind != KindUnix && r.Kind != KindTCP && r.Kind != KindFile && r.Kind != KindGit) {
 			return fmt.Errorf("batch probe %s: as_main: for a unix, tcp, file or git probe, without as: %w", r.ID, ErrInvalid)
 		}
-		if len(r.Bases) > 0 && r.Kind != KindGit {
-			return fmt.Errorf("batch probe %s: bases: a git probe's: %w", r.ID, ErrInvalid)
+		if (len(r.Bases) > 0 || len(r.GitKnown) > 0) && r.Kind != KindGit {
+			return fmt.Errorf("batch probe %s: bases, git_known: a git probe's: %w", r.ID, ErrInvalid)
 		}
 		if r.TimeoutMS < 0 || time.Duration(r.TimeoutMS)*time.Millisecond > MaxTimeout {
 			return fmt.Errorf("batch probe %s: timeout_ms %d out of range: %w", r.ID, r.TimeoutMS, ErrInvalid)
@@ -66,7 +66,7 @@ func Validate(b Batch) error {
 			if !strings.HasPrefix(r.Path, "/") || filepath.Clean(r.Path) != r.Path {
 				return fmt.Errorf("batch probe %s: path %q: want an absolute clean path: %w", r.ID, r.Path, ErrInvalid)
 			}
-			if len(r.Bases) > maxGitBases {
+			if len(r.Bases) > maxGitBases || len(r.GitKnown) > maxGitBases {
 				return fmt.Errorf("batch probe %s: %d bases, at most %d: %w", r.ID, len(r.Bases), maxGitBases, ErrInvalid)
 			}
 			for p, base := range r.Bases {
@@ -142,7 +142,7 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 	case KindFile:
 		o.Outcome, o.Error, o.File = ProbeFile(r.Path, r.As)
 	case KindGit:
-		o.Outcome, o.Error, o.Git = AuditGit(r.Path, r.Bases, r.As)
+		o.Outcome, o.Error, o.Git = AuditGit(r.Path, r.Bases, r.GitKnown, r.As)
 	case KindInterfaces:
 		ifs, err := Interfaces("/sys/class/net")
 		if err != nil {

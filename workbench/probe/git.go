@@ -16,9 +16,12 @@ import (
 // OutcomeLeak (at least one does: its audit names what) or OutcomeError
 // (the root or a repository could not be read or audited, or a declared
 // repository was not found: no verdict, which the attestation fails).
-func AuditGit(root string, bases map[string]string, as int) (outcome, msg string, audits []GitAudit) {
+// A repository whose state key (its files as the filesystem describes
+// them, the base, the uid and its patch files) is the one known names
+// is not audited again: its audit says Cached.
+func AuditGit(root string, bases, known map[string]string, as int) (outcome, msg string, audits []GitAudit) {
 	run := func() {
-		outcome, msg, audits = auditGit(root, bases)
+		outcome, msg, audits = auditGit(root, bases, known, as)
 	}
 	if as <= 0 {
 		run()
@@ -30,7 +33,7 @@ func AuditGit(root string, bases map[string]string, as int) (outcome, msg string
 	return outcome, msg, audits
 }
 
-func auditGit(root string, bases map[string]string) (string, string, []GitAudit) {
+func auditGit(root string, bases, known map[string]string, as int) (string, string, []GitAudit) {
 	repos, err := gitaudit.Find(root)
 	if err != nil {
 		return OutcomeError, "find repositories: " + err.Error(), nil
@@ -42,6 +45,19 @@ func auditGit(root string, bases map[string]string) (string, string, []GitAudit)
 	for _, r := range repos {
 		found[r.Path] = true
 		a := GitAudit{Path: r.Path}
+		key, err := gitaudit.StateKey(r.GitDir, "base "+bases[r.Path], fmt.Sprint("uid ", as), "patches "+strings.Join(r.Patches, "\x00"))
+		if err != nil {
+			a.Error = "state key: " + err.Error()
+			errs = append(errs, fmt.Sprintf("%s: state key: %v", r.Path, err))
+			audits = append(audits, a)
+			continue
+		}
+		a.StateKey = key
+		if k, ok := known[r.Path]; ok && k == key {
+			a.Cached = true
+			audits = append(audits, a)
+			continue
+		}
 		res, err := gitaudit.Audit(r.GitDir, gitaudit.Options{Base: bases[r.Path], Patches: r.Patches, Submodules: true})
 		if err != nil {
 			a.Error = err.Error()

@@ -98,6 +98,43 @@ func TestAuditGit(t *testing.T) {
 		t.Fatalf("no root, a repository declared there: %s (%s) %+v", o.Outcome, o.Error, o.Git)
 	}
 
+	// A known state key: the repository is not audited again; any change
+	// to it (a new branch) is a new key, audited, and its leak found.
+	o = run(clean, map[string]string{clean: cleanBase}, uid)
+	key := o.Git[0].StateKey
+	if !strings.HasPrefix(key, "sha256:") || o.Git[0].Cached {
+		t.Fatalf("state key %q, cached %v", key, o.Git[0].Cached)
+	}
+	known := func(path, base string, known map[string]string) Outcome {
+		t.Helper()
+		res, err := RunBatch(t.Context(), Batch{Probes: []Request{{ID: "g", Kind: KindGit, Path: path, Bases: map[string]string{path: base}, GitKnown: known, As: uid}}}, os.Getenv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Results[0]
+	}
+	if o := known(clean, cleanBase, map[string]string{clean: key}); o.Outcome != OutcomeClean || !o.Git[0].Cached || o.Git[0].Objects != 0 {
+		t.Fatalf("a known key: %s %+v", o.Outcome, o.Git)
+	}
+	if o := known(clean, cleanBase, map[string]string{clean: "sha256:other"}); o.Git[0].Cached || o.Git[0].Objects == 0 {
+		t.Fatalf("another key: %s %+v", o.Outcome, o.Git)
+	}
+	first := git(t, clean, "rev-list", "--max-parents=0", "HEAD")
+	if o := known(clean, first, map[string]string{clean: key}); o.Git[0].Cached || o.Outcome != OutcomeLeak {
+		t.Fatalf("another base, the same files: %s %+v", o.Outcome, o.Git)
+	}
+	git(t, clean, "branch", "later", cleanBase)
+	git(t, clean, "branch", "-D", "later")
+	git(t, clean, "checkout", "-q", "-b", "fix2")
+	git(t, clean, "commit", "-q", "--allow-empty", "-m", "past")
+	git(t, clean, "checkout", "-q", "main")
+	if o := known(clean, cleanBase, map[string]string{clean: key}); o.Git[0].Cached || o.Outcome != OutcomeLeak {
+		t.Fatalf("a branch since the key: %s %+v", o.Outcome, o.Git)
+	}
+	git(t, clean, "branch", "-D", "fix2")
+	git(t, clean, "reflog", "expire", "--expire=now", "--all")
+	git(t, clean, "prune", "--expire=now")
+
 	// What the uid cannot read: a pack is no verdict (root reads it, and
 	// finds the repository clean); a directory hides its repository from
 	// the uid (and from the agent), not from root.

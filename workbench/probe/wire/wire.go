@@ -80,6 +80,11 @@ type Request struct {
 	// none); a repository found and not named here is audited against its
 	// HEAD, one named and not found is an error.
 	Bases map[string]string `json:"bases,omitempty"`
+	// GitKnown are a git probe's known state keys, by repository: the
+	// StateKey of an earlier clean audit of the same image's repository
+	// at the same base, as the same uid. A repository whose key is the
+	// same is not audited again (GitAudit.Cached).
+	GitKnown map[string]string `json:"git_known,omitempty"`
 	// Unix is the socket an HTTP probe's request goes to (see Config.Unix).
 	Unix string `json:"unix,omitempty"`
 	// As runs a unix or TCP probe's connect, a file probe's open or a git
@@ -282,6 +287,12 @@ type GitAudit struct {
 	LeakCount int       `json:"leak_count"`
 	// Error says why the repository could not be audited.
 	Error string `json:"error,omitempty"`
+	// StateKey is the digest of the repository's files as the
+	// filesystem describes them (gitaudit.StateKey), with the base, the
+	// uid and the patch files; Cached says it was the known key, and the
+	// repository was not audited again (its counts are then zero).
+	StateKey string `json:"state_key,omitempty"`
+	Cached   bool   `json:"cached,omitempty"`
 }
 
 // GitLeak is one thing a repository holds past its base.
