@@ -14,6 +14,7 @@ import (
 	"github.com/agentpen/agentpen/adapter/driver"
 	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/apikey"
+	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/store"
 )
@@ -71,6 +72,10 @@ type Adapter struct {
 	// resultsOnce makes results, the collector CollectResults uses.
 	resultsOnce sync.Once
 	results     *ResultsCollector
+	// gitCache holds the git audits of this adapter's attestations that
+	// passed, for the next ones (attest.GitCache); gitMu guards it.
+	gitMu    sync.Mutex
+	gitCache attest.GitCache
 
 	// Journalled, when set, receives every record this adapter appends to
 	// a campaign's journal, once it is on disk, in order (the journal's

@@ -885,3 +885,69 @@ func TestGitAuditedOnce(t *testing.T) {
 		t.Fatalf("another generation's attestation: git probes of %v", got)
 	}
 }
+
+// TestGitCache: a clean audit is learnt under its cache key; the next
+// attestation tells the workspace's probe the state key, and a
+// repository the probe found unchanged passes as that audit, Cached. A
+// probe that says cached under another key, or with no cache given,
+// fails.
+func TestGitCache(t *testing.T) {
+	const key = "sha256:0123"
+	setGit := func(f *fixture, audit map[string]any) {
+		f.probe(t, PhaseMain, ws0, ws0+"/git_history/0", func(m map[string]any) {
+			m["outcome"] = "clean"
+			m["git"] = []any{audit}
+		})
+	}
+	// The base is declared: a cached audit is judged as the audit it
+	// stands for (its base among the rest).
+	declare := func(f *fixture) {
+		f.src.Spec.Workspaces[0].Integrity.Bases = map[string]string{"/workspace/repo": strings.Repeat("a", 40)}
+	}
+	full := map[string]any{"path": "/workspace/repo", "base": strings.Repeat("a", 40), "base_from": "declared", "objects": float64(10), "leak_count": float64(0), "state_key": key}
+	f := loadFixture(t, "internal")
+	declare(f)
+	setGit(f, full)
+	rep := Evaluate(f.src, f.observed())
+	if !rep.OK {
+		t.Fatalf("a full clean audit: %v", rep.FailureLines())
+	}
+	cache := GitCache{}
+	cache.Learn(rep)
+	if len(cache) != 2 { // both workspaces' audits passed (the second found no repository)
+		t.Fatalf("learnt %d keys, want 2", len(cache))
+	}
+
+	cached := map[string]any{"path": "/workspace/repo", "leak_count": float64(0), "state_key": key, "cached": true}
+	for _, tt := range []struct {
+		name   string
+		cache  GitCache
+		audit  map[string]any
+		passes bool
+	}{
+		{"cached_known", cache, cached, true},
+		{"cached_other_key", cache, map[string]any{"path": "/workspace/repo", "leak_count": float64(0), "state_key": "sha256:4567", "cached": true}, false},
+		{"cached_without_cache", nil, cached, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := loadFixture(t, "internal")
+			declare(f)
+			setGit(f, tt.audit)
+			obs := f.observed()
+			obs.ProbeEnv.GitCache = tt.cache
+			rep := Evaluate(f.src, obs)
+			c := rep.Checks()[ws0+".probe.git_history"]
+			if c.Pass != tt.passes {
+				t.Fatalf("pass %v (%s), want %v", c.Pass, c.Reason, tt.passes)
+			}
+			if !tt.passes {
+				return
+			}
+			for _, rec := range rep.Connectivity.Probes {
+				if rec.Check == ws0+".probe.git_history" && (len(rec.Git) != 1 || !rec.Git[0].Cached || rec.Git[0].Objects != 10 || rec.CacheKey == "") {
+					t.Fatalf("the record of a cached audit: %+v", rec)
+				}
+			}
+		})
+	}
+}

@@ -154,6 +154,8 @@ func judgeGit(pr probe, res wire.Outcome) (bool, string) {
 		switch {
 		case a.Error != "":
 			why = append(why, a.Path+": not audited: "+a.Error)
+		case a.Cached && (a.StateKey == "" || pr.req.GitKnown[a.Path] != a.StateKey):
+			why = append(why, a.Path+": said cached under a state key it was not given")
 		case a.LeakCount > 0 || len(a.Leaks) > 0:
 			var ls []string
 			for _, l := range a.Leaks[:min(len(a.Leaks), 5)] {
@@ -174,6 +176,25 @@ func judgeGit(pr probe, res wire.Outcome) (bool, string) {
 		return true, ""
 	}
 	return false, "history past the base, or no verdict: " + strings.Join(why, "; ")
+}
+
+// fromCache is a git probe's audits with each one it found unchanged
+// (Cached, under the state key it was given) replaced by the earlier
+// audit it stands for, still marked Cached.
+func fromCache(pr probe, audits []wire.GitAudit, cache GitCache) []wire.GitAudit {
+	out := slices.Clone(audits)
+	for i, a := range out {
+		if !a.Cached || a.StateKey == "" || pr.req.GitKnown[a.Path] != a.StateKey {
+			continue
+		}
+		for _, c := range cache[pr.cacheKey] {
+			if c.Path == a.Path && c.StateKey == a.StateKey {
+				out[i] = c
+				out[i].Cached = true
+			}
+		}
+	}
+	return out
 }
 
 // judgeIsolation: the episode ran in PID and network namespaces other
@@ -251,8 +272,11 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 		res, why := ev.result(pr)
 		pass := false
 		if why == "" {
+			if pr.want == wantGitClean {
+				res.Git = fromCache(pr, res.Git, plan.env.GitCache)
+			}
 			rec.Outcome, rec.Status, rec.Error, rec.LatencyMS, rec.Isolation = res.Outcome, res.Status, res.Error, res.LatencyMS, res.Isolation
-			rec.Git = res.Git
+			rec.Git, rec.CacheKey = res.Git, pr.cacheKey
 			pass, why = judge(pr, res)
 			if pass {
 				why = ""

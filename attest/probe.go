@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,6 +71,47 @@ type ProbeEnv struct {
 	// subject (campaign.TopologyPerAgent; see PeerAddrs): every other
 	// workspace probes them.
 	Peers map[string]string `json:"peers,omitempty"`
+	// GitCache are clean git audits of earlier attestations, by
+	// GitCacheKey: a workspace of the same image, root, bases and uid
+	// tells its probe their state keys, and a repository still the same
+	// is not audited again.
+	GitCache GitCache `json:"git_cache,omitempty"`
+}
+
+// GitCache holds the audits of git_history checks that passed, by cache
+// key (ProbeRecord.CacheKey: the image, the git root, the declared
+// bases and the agent's uid), each with its repository's state key.
+type GitCache map[string][]wire.GitAudit
+
+// maxGitCache bounds a GitCache's keys; Learn forgets others past it.
+const maxGitCache = 256
+
+// Learn adds the audits of every git_history probe of r that passed and
+// was audited in full or from c, under its cache key.
+func (c GitCache) Learn(r *Report) {
+	for _, rec := range r.Connectivity.Probes {
+		if !rec.Pass || rec.CacheKey == "" || rec.Want != wantGitClean {
+			continue
+		}
+		if _, ok := c[rec.CacheKey]; !ok && len(c) >= maxGitCache {
+			for k := range c {
+				delete(c, k)
+				break
+			}
+		}
+		c[rec.CacheKey] = slices.Clone(rec.Git)
+	}
+}
+
+// gitCacheKey names what a git audit's result depends on besides the
+// repository's files: the image, the root, the bases and the uid.
+func gitCacheKey(image, root string, bases map[string]string, who string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", image, root, who)
+	for _, p := range slices.Sorted(maps.Keys(bases)) {
+		fmt.Fprintf(h, "%s=%s\x00", p, bases[p])
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // PeerPort is the port agent -> agent probes connect to. Nothing listens
@@ -185,6 +227,7 @@ type probe struct {
 	control        bool
 	route          string // a protected route probed without the key
 	uid            int    // the uid block's base a uid_block probe must find
+	cacheKey       string // a git probe's GitCacheKey
 }
 
 // probePlan collects the probes of a campaign.
@@ -470,7 +513,16 @@ var probeRules = []probeRule{
 			root := w.Integrity.Root()
 			req := wire.Request{Kind: wire.KindGit, Path: root, Bases: w.Integrity.Bases}
 			who := agentUID(w, &req)
-			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.git_history", want: wantGitClean,
+			key := gitCacheKey(w.Image, root, req.Bases, who)
+			for _, a := range p.env.GitCache[key] {
+				if a.StateKey != "" && a.Error == "" && a.LeakCount == 0 {
+					if req.GitKnown == nil {
+						req.GitKnown = map[string]string{}
+					}
+					req.GitKnown[a.Path] = a.StateKey
+				}
+			}
+			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.git_history", want: wantGitClean, cacheKey: key,
 				target: fmt.Sprintf("git repositories under %s as %s", root, who), req: req}, "git_history")
 		}
 	}},

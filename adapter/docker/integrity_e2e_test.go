@@ -222,6 +222,24 @@ func TestIntegrityGitLeaks(t *testing.T) {
 	if !slices.Equal(rep.FailedChecks, wantFailed) {
 		t.Errorf("failed checks %v, want the leaky workspaces' git_history only: %v", rep.FailedChecks, wantFailed)
 	}
+	// Observed again (nothing written: the audits run again), the clean
+	// repository is unchanged: its audit comes from the first, Cached;
+	// the leaky ones, never learnt, are audited again and fail again.
+	_, _, rep2, err := h.Observe(ctx, id, adapter.AttestOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep2.FailedChecks, wantFailed) {
+		t.Errorf("observed again: failed checks %v, want %v:\n%s", rep2.FailedChecks, wantFailed, strings.Join(rep2.FailureLines(), "\n"))
+	}
+	for _, rec := range rep2.Connectivity.Probes {
+		if rec.Check != "workspaces[0].probe.git_history" {
+			continue
+		}
+		if len(rec.Git) != 1 || !rec.Git[0].Cached || rec.Git[0].Objects == 0 || rec.Git[0].Base != vs[0].base {
+			t.Errorf("observed again, the clean repository's audit: %+v", rec.Git)
+		}
+	}
 
 	// A pool of the branch image: never handed out.
 	pid := uniqueCampaign(t)
