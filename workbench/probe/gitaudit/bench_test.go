@@ -41,10 +41,10 @@ func benchRepo(b *testing.B, n int) (string, string) {
 
 // BenchmarkGitAudit: the audit of a repository of 10,000 commits against
 // its HEAD (first-: every ref, reflog and object read, nothing cached),
-// its StateKey (key-: the metadata walk a cached audit would be checked
-// by), and, as the raw control, C git listing every object the history
-// reaches (raw-first-: git rev-list --objects --all, a process of its
-// own).
+// what a git probe does when the repository's state key is known (key-:
+// finding the repository and its StateKey, a walk of the metadata), and,
+// as the raw control, C git listing every object the history reaches
+// (raw-first-: git rev-list --objects --all, a process of its own).
 func BenchmarkGitAudit(b *testing.B) {
 	gitDir, head := benchRepo(b, benchCommits)
 	var first, key, raw testlatency.Samples
@@ -56,7 +56,11 @@ func BenchmarkGitAudit(b *testing.B) {
 			}
 		})
 		key.Time(func() {
-			if _, err := StateKey(gitDir, "uid 1000"); err != nil {
+			repos, err := Find(filepath.Dir(gitDir))
+			if err != nil || len(repos) != 1 {
+				b.Fatalf("find: %v %v", repos, err)
+			}
+			if _, err := StateKey(repos[0].GitDir, "base "+head, "uid 1000", "patches "); err != nil {
 				b.Fatal(err)
 			}
 		})
