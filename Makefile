@@ -34,8 +34,11 @@ export AGENTPEN_TEST_WORKBENCH_IMAGE := $(WORKBENCH_IMAGE)
 # The concurrent packages run under the race detector in make test (the rest
 # without it, so nothing runs twice).
 RACE_PKGS := ./adapter/... ./launcher/... ./store/... ./workbench/server/... ./workbench/grader/... ./workbench/sandbox/... ./internal/...
+# The packages that hold cluster tests: those with a test file behind the build tag kube
+# (make kube-test runs them on the node of scripts/kube-node.sh; make test never builds them).
+KUBE_PKGS = $$(grep -rl --include='*_test.go' '^//go:build kube$$' . | xargs -n1 dirname | sort -u)
 
-.PHONY: all deps docker docker-stop build images test unit vet lint shellcheck fmt-check tidy-check fuzz bench hostile cosign-check run serve clean help
+.PHONY: all deps docker docker-stop build images test unit vet lint shellcheck fmt-check tidy-check fuzz bench hostile kube-node kube-node-stop kube-test kube-bench cosign-check run serve clean help
 
 all: build
 
@@ -107,10 +110,32 @@ cosign-check: ## opt-in: cosign verify-blob-attestation of signed reports (build
 
 bench: ## benchmarks against issue 16's targets (as root, with the daemon): prints the table, writes bench/results.json and docs/bench.md
 	@# The campaign benchmarks fail, never skip, without the daemon.
-	@$(WITH_DOCKER) AGENTPEN_REQUIRE_DOCKER=1 $(GO) run ./bench -benchtime $(BENCHTIME) $(BENCHFLAGS)
+	@# -keep: the cluster rows (make kube-bench) stay, marked with their run.
+	@$(WITH_DOCKER) AGENTPEN_REQUIRE_DOCKER=1 $(GO) run ./bench -keep -benchtime $(BENCHTIME) $(BENCHFLAGS)
 
-hostile: images ## the hostile corpus under load, a CI step of its own: busy loops on every core, kill_under_load RUNS times (default 200) on this host and in a workspace container (about 21 min on this 2-core machine; CI runs it)
+hostile: images ## the hostile corpus under load, a CI step of its own: busy loops on every core, kill_under_load RUNS times (default 200) on this host and in a workspace container (about 21 min on this 2-core machine; CI runs RUNS=100)
 	@$(WITH_DOCKER) scripts/hostile-load.sh
+
+kube-node: images ## start the single-node Kubernetes cluster of scripts/kube-node.sh (the first time it builds it: about 16 min on 2 cores) and print its `export KUBECONFIG=...` line
+	@scripts/kube-node.sh start
+
+kube-node-stop: ## stop that node and restore the host as it was (scripts/kube-node.sh stop)
+	@scripts/kube-node.sh stop
+
+kube-test: images ## the node script's own test (TestKubeNodeScript, build tag kubenode), then the cluster tests (build tag kube) on the node: starts it, runs them with KUBECONFIG set, and stops it on every exit path (a CI step of its own)
+	@$(WITH_DOCKER) $(GO) test -tags kubenode -count=1 -timeout $(TEST_TIMEOUT) -run '^TestKubeNodeScript$$' .
+	@# The EXIT trap stops the node whatever ended the recipe; a stop that cannot restore the
+	@# host fails the target even when the tests passed. It stops only a node it started: a node
+	@# already recorded (someone's make kube-node) is refused first.
+	@rc=0; scripts/kube-node.sh status >/dev/null 2>&1 || rc=$$?; [ $$rc -eq 6 ] || \
+		{ echo "make kube-test: a node is recorded already (scripts/kube-node.sh status); stop it first" >&2; exit 1; }; \
+		trap 'scripts/kube-node.sh stop || exit 5' EXIT; trap 'exit 130' INT TERM; \
+		line=$$(scripts/kube-node.sh start) && eval "$$line" && \
+		$(WITH_DOCKER) $(GO) test -tags kube -count=1 -timeout $(TEST_TIMEOUT) $(KUBE_PKGS)
+
+kube-bench: ## the cluster benchmarks (build tag kube) on the node of KUBECONFIG (make kube-node first), beside the rows of the last make bench (kept, marked)
+	@test -n "$$KUBECONFIG" || { echo "make kube-bench: KUBECONFIG is unset: make kube-node, then export the line it prints" >&2; exit 2; }
+	@$(WITH_DOCKER) $(GO) run ./bench -tags kube -packages ./adapter/kube -keep -benchtime 5x $(BENCHFLAGS)
 
 run: images ## the main job as a launcher sees it: agentpen doctor, then agentpen serve and a campaign through its HTTP API (create, one episode per workspace through the proxy, attest, delete); DEMO_FLAGS=--json prints the results as JSON
 	@$(WITH_DOCKER) bin/agentpen doctor

@@ -48,9 +48,10 @@ type Adapter struct {
 	// 60 s).
 	ReadyTimeout time.Duration
 	// Parallelism bounds the creates, starts and network joins of a
-	// bring-up in flight at once (default DefaultParallelism: on a
-	// 2-core host the daemon is the bottleneck from about 4 on, and 8 had
-	// the best median; see docs/bench.md).
+	// bring-up in flight at once (default: the driver's
+	// Capabilities.Parallelism, else DefaultParallelism: on a 2-core
+	// host the daemon is the bottleneck from about 4 on, and 8 had the
+	// best median; see docs/bench.md).
 	Parallelism int
 	// CleanupTimeout bounds one cleanup, retries of transient daemon
 	// errors included (default DefaultCleanupTimeout).

@@ -58,6 +58,16 @@ func (c *uidClaim) release() {
 // (by its io.agentpen.uid-block label, in any state) and no bring-up in
 // flight has claimed.
 func (a *Adapter) claimUIDBlocks(ctx context.Context, n int) ([]int, *uidClaim, error) {
+	if a.Driver.Info().OwnUserNamespaces {
+		// Every workspace has a user namespace of its own: its uids are
+		// its own whatever block it runs, so blocks are handed out in turn
+		// and claimed nowhere.
+		bases := make([]int, n)
+		for i := range bases {
+			bases[i] = campaign.UIDBlockFirst + i%campaign.UIDBlocks*campaign.UIDBlockSize
+		}
+		return bases, &uidClaim{}, nil
+	}
 	lock, err := a.lockFile(ctx, uidLock)
 	if err != nil {
 		return nil, nil, err

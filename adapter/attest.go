@@ -93,7 +93,7 @@ func (a *Adapter) attest(ctx context.Context, c *store.Campaign, j *campaign.Jou
 // source the report is judged from, what the runtime and the probes
 // returned, and the report. The attestation's fixtures are made from it.
 func (a *Adapter) Observe(ctx context.Context, c *store.Campaign, opts AttestOptions) (attest.Source, attest.Observation, *attest.Report, error) {
-	st, err := c.Read()
+	st, err := a.readState(c)
 	if err != nil {
 		return attest.Source{}, attest.Observation{}, nil, fmt.Errorf("campaign %q: %w", c.ID, err)
 	}

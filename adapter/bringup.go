@@ -368,12 +368,12 @@ func (b *bringUp) create(ctx context.Context, c *Campaign, campaignToo bool, age
 				return err
 			}
 			ag := p.Agents[u.Agent]
-			var bind func(driver.Workspace) error
+			var bind func(context.Context, driver.Workspace) error
 			// A launcher's own command gets no binding (the task id is
 			// never put where code the workbench does not sandbox could
 			// read it); a pooled workspace is bound at its claim.
 			if ag.NeedsKey && !ag.Pool {
-				bind = func(h driver.Workspace) error { return a.Driver.Bind(ctx, h, ag.Spec.TaskID) }
+				bind = func(ctx context.Context, h driver.Workspace) error { return a.Driver.Bind(ctx, h, ag.Spec.TaskID) }
 			}
 			err := b.makeUnit(ctx, u, bind, func(h driver.Workspace) { c.Workspaces[k] = workspace(ag, ag.Spec.TaskID, h) })
 			if err != nil {
@@ -427,10 +427,12 @@ func (b *bringUp) makeShared(ctx context.Context, stage []*driver.Object, limit 
 
 // makeUnit makes a unit's objects in order and starts its main one. A
 // workspace's (bind not nil) is handed the driver's handle on it twice:
-// to bind once what it needs exists and before its container is made, so
-// no container of the campaign ever runs unbound, and to describe it once
-// its container exists.
-func (b *bringUp) makeUnit(ctx context.Context, u *driver.Unit, bind func(driver.Workspace) error, made func(driver.Workspace)) error {
+// to bind, once what it needs exists and before its container is made
+// (so no container of the campaign ever runs unbound), or right after its
+// start where the runtime binds only a running container
+// (Capabilities.BindAfterStart); and to describe it once its container
+// exists.
+func (b *bringUp) makeUnit(ctx context.Context, u *driver.Unit, bind func(context.Context, driver.Workspace) error, made func(driver.Workspace)) error {
 	handle := func(objs []*driver.Object) (driver.Workspace, error) {
 		var live []campaign.Resource
 		for _, o := range objs {
@@ -443,26 +445,40 @@ func (b *bringUp) makeUnit(ctx context.Context, u *driver.Unit, bind func(driver
 			return err
 		}
 	}
-	if bind != nil {
+	late := b.a.Driver.Info().BindAfterStart
+	if bind != nil && !late {
 		h, err := handle(u.Needs)
 		if err != nil {
 			return err
 		}
-		if err := bind(h); err != nil {
+		if err := bind(ctx, h); err != nil {
 			return err
 		}
 	}
 	if err := b.make(ctx, u.Main); err != nil {
 		return err
 	}
-	if made != nil {
-		h, err := handle(u.Objects())
-		if err != nil {
+	var h driver.Workspace
+	if made != nil || bind != nil && late {
+		var err error
+		if h, err = handle(u.Objects()); err != nil {
 			return err
 		}
+	}
+	if made != nil {
 		made(h)
 	}
-	return b.start(ctx, u.Main)
+	if err := b.start(ctx, u.Main); err != nil {
+		return err
+	}
+	if bind != nil && late {
+		// A running container is bound: within the time it has to be
+		// ready (a pod that never runs is not waited for forever).
+		ctx, cancel := context.WithTimeout(ctx, b.readyTimeout())
+		defer cancel()
+		return bind(ctx, h)
+	}
+	return nil
 }
 
 // start starts a made main object.
@@ -474,13 +490,16 @@ func (b *bringUp) start(ctx context.Context, o *driver.Object) error {
 	return nil
 }
 
+func (b *bringUp) readyTimeout() time.Duration {
+	if b.a.ReadyTimeout <= 0 {
+		return DefaultReadyTimeout
+	}
+	return b.a.ReadyTimeout
+}
+
 // ready awaits a started main object's readiness, within ReadyTimeout.
 func (b *bringUp) ready(ctx context.Context, o *driver.Object) error {
-	timeout := b.a.ReadyTimeout
-	if timeout <= 0 {
-		timeout = DefaultReadyTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, b.readyTimeout())
 	defer cancel()
 	if err := b.a.Driver.Ready(ctx, o); err != nil {
 		return err
@@ -548,10 +567,22 @@ func (f *failFast) err(waitErr error) error {
 
 // parallelism is Parallelism or its default.
 func (a *Adapter) parallelism() int {
-	if a.Parallelism <= 0 {
-		return DefaultParallelism
+	switch {
+	case a.Parallelism > 0:
+		return a.Parallelism
+	case a.Driver.Info().Parallelism > 0:
+		return a.Driver.Info().Parallelism
 	}
-	return a.Parallelism
+	return DefaultParallelism
+}
+
+// removeParallelism bounds the removals in flight at once: the driver's
+// Capabilities.Parallelism, else DefaultRemoveParallelism.
+func (a *Adapter) removeParallelism() int {
+	if n := a.Driver.Info().Parallelism; n > 0 {
+		return n
+	}
+	return DefaultRemoveParallelism
 }
 
 // createFailed journals a failed create. A name taken is definitive and

@@ -108,6 +108,9 @@ func (a *Adapter) Verify(ctx context.Context, c *store.Campaign) (*cleanup.Repor
 // openJournal opens the campaign's journal for appending, logging a torn
 // final line it cut (the journal records the cut too).
 func (a *Adapter) openJournal(c *store.Campaign) (*campaign.Journal, error) {
+	if err := a.onThisRuntime(c); err != nil {
+		return nil, err
+	}
 	j, err := c.OpenJournal()
 	if err != nil {
 		return nil, err
@@ -129,7 +132,39 @@ func (a *Adapter) readState(c *store.Campaign) (store.State, error) {
 	if st.Torn != nil && err == nil {
 		a.log().Warn("journal: ignoring "+st.Torn.String()+"; the next agentpen down or up of the campaign cuts it", "journal", c.JournalPath())
 	}
+	if err == nil {
+		err = a.onThisRuntime(c)
+	}
 	return st, err
+}
+
+// ErrOtherRuntime is returned (wrapped) for a campaign whose resources
+// live on another runtime than this engine's driver: nothing of it is
+// observed, removed or served (another runtime's ids mean nothing here,
+// and "no such resource" would be taken for "removed").
+var ErrOtherRuntime = errors.New("the campaign lives on another runtime")
+
+// onThisRuntime refuses a campaign one of whose generations with
+// resources not removed was brought up on another runtime than the
+// driver's (the daemon record of its bring-up names it).
+func (a *Adapter) onThisRuntime(c *store.Campaign) error {
+	recs, _, err := c.Records()
+	if err != nil {
+		return nil // whoever reads the journal says what is wrong with it
+	}
+	here := a.Driver.Info().Runtime
+	for _, g := range campaign.Generations(recs) {
+		if len(g.Live()) == 0 {
+			continue
+		}
+		rec, ok, err := c.Daemon(g.N)
+		if err != nil || !ok || rec.ID == "" || rec.ID == here.ID {
+			continue
+		}
+		return fmt.Errorf("campaign %s generation %d: %w: it was brought up on %s (%s), and this agentpen runs on %s (%s): run it against that runtime",
+			c.ID, g.N, ErrOtherRuntime, rec.ID, rec.Endpoint, here.ID, here.Endpoint)
+	}
+	return nil
 }
 
 // finishReport writes the report as a new file of the campaign, signed
@@ -288,7 +323,7 @@ func (a *Adapter) cleanupJournal(ctx context.Context, c *store.Campaign, j *camp
 // driver's order (containers before what they stand on: run directories,
 // then networks), each kind's concurrently. Each is observed,
 // decided, acted on, re-inspected and, when the daemon says it is gone,
-// journalled removed. At most DefaultRemoveParallelism removals are in
+// journalled removed. At most removeParallelism removals are in
 // flight at once; the observations, re-inspections and journal records
 // around them take no slot (a slot is free for the next removal the
 // moment the daemon answered one), and up to 4 times as many resources
@@ -310,9 +345,9 @@ func (a *Adapter) removeAll(ctx context.Context, j *campaign.Journal, live []cam
 		slices.SortStableFunc(todo, func(x, y campaign.Resource) int {
 			return serverFirst(x) - serverFirst(y)
 		})
-		slots := make(chan struct{}, DefaultRemoveParallelism)
+		slots := make(chan struct{}, a.removeParallelism())
 		g := new(errgroup.Group)
-		g.SetLimit(4 * DefaultRemoveParallelism)
+		g.SetLimit(4 * a.removeParallelism())
 		for _, r := range todo {
 			reserved := serverFirst(r) == 0
 			if reserved {
@@ -448,6 +483,9 @@ func (a *Adapter) retry(ctx context.Context, goneIsDone bool, fn func() error) e
 		err := fn()
 		if err == nil || goneIsDone && errors.Is(err, driver.ErrNotFound) {
 			return nil
+		}
+		if errors.Is(err, driver.ErrHeld) {
+			return err // definitive: left alone
 		}
 		select {
 		case <-ctx.Done():

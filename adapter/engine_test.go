@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -133,3 +134,68 @@ func TestUIDBlocksApartAcrossEngines(t *testing.T) {
 }
 
 var _ driver.Driver = (*fakedriver.Driver)(nil)
+
+// TestAnotherRuntimesCampaignIsRefused: a campaign brought up on another
+// runtime (its daemon record names another identity) is neither removed,
+// verified nor served here: its ids mean nothing to this driver, whose
+// "no such resource" would read as removed.
+func TestAnotherRuntimesCampaignIsRefused(t *testing.T) {
+	d := fakedriver.New(map[string]string{"img": fakeImage})
+	a, root := fakeEngine(t, d, t.TempDir())
+	fakeUp(t, a, root, "elsewhere", 1)
+	sc, err := root.Open("elsewhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	// The same state root, another runtime.
+	other := fakedriver.New(map[string]string{"img": fakeImage})
+	other.InfoFunc = func(i driver.Info) driver.Info { i.Runtime.ID = "another-runtime"; return i }
+	b := &Adapter{Driver: other, Getenv: a.Getenv, LockBase: t.TempDir()}
+	if _, _, err := b.Cleanup(t.Context(), sc, campaign.ReasonDown); !errors.Is(err, ErrOtherRuntime) {
+		t.Fatalf("cleanup on another runtime: %v", err)
+	}
+	if _, err := b.Verify(t.Context(), sc); !errors.Is(err, ErrOtherRuntime) {
+		t.Fatalf("verify on another runtime: %v", err)
+	}
+	if _, err := b.Load(sc); !errors.Is(err, ErrOtherRuntime) {
+		t.Fatalf("load on another runtime: %v", err)
+	}
+	// Its own runtime removes it.
+	if rep, _, err := a.Cleanup(t.Context(), sc, campaign.ReasonDown); err != nil || !rep.OK {
+		t.Fatalf("cleanup on its runtime: %v", err)
+	}
+}
+
+// TestUpRefusesAnUnattestableRuntime: on a runtime whose campaigns the
+// attestation cannot judge, Up (the fail-closed policy) refuses before
+// anything is made: no object on the runtime, no campaign in the state
+// root. It used to bring the campaign up only to remove it.
+func TestUpRefusesAnUnattestableRuntime(t *testing.T) {
+	d := fakedriver.New(map[string]string{"img": fakeImage})
+	d.InfoFunc = func(i driver.Info) driver.Info { i.Capabilities.Attestable = false; return i }
+	a, root := fakeEngine(t, d, t.TempDir())
+	opts, err := root.PlanOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := campaign.CampaignSpec{CampaignID: "unattestable", Server: campaign.ServerSpec{Image: fakeImage},
+		Workspaces: []campaign.WorkspaceSpec{{TaskID: "software/median", Image: fakeImage}}}
+	p, err := campaign.Validate(spec, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Up(t.Context(), root, p, UpOptions{})
+	if !errors.Is(err, ErrUnattestable) || !strings.Contains(err.Error(), "nothing was made") {
+		t.Fatalf("Up on an unattestable runtime: %v", err)
+	}
+	if res == nil || res.Campaign != nil {
+		t.Fatalf("result %+v, want no campaign", res)
+	}
+	if objs := d.Runtime.Objects(); len(objs) != 0 {
+		t.Fatalf("the runtime holds %d objects after the refusal", len(objs))
+	}
+	if _, err := root.Open("unattestable"); !errors.Is(err, store.ErrNoCampaign) {
+		t.Fatalf("the state root after the refusal: %v, want no campaign", err)
+	}
+}

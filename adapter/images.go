@@ -8,6 +8,7 @@ import (
 	"github.com/agentpen/agentpen/adapter/driver"
 	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/store"
 )
 
 // Prepare checks what a bring-up of p needs before anything is made, and
@@ -26,6 +27,9 @@ func (a *Adapter) Prepare(ctx context.Context, p *campaign.Plan) error {
 		return err
 	}
 	if err := a.checkKey(p); err != nil {
+		return err
+	}
+	if err := a.Driver.Check(p); err != nil {
 		return err
 	}
 	ids := map[string]string{}
@@ -54,4 +58,13 @@ func (a *Adapter) Prepare(ctx context.Context, p *campaign.Plan) error {
 // The error wraps ErrDaemonUnreachable when the runtime did not answer.
 func (a *Adapter) Images(ctx context.Context) ([]api.Image, error) {
 	return a.Driver.Images(ctx)
+}
+
+// PlanOptions are the options a new campaign's spec is validated with in
+// root (campaign.Validate): its agent-id key, and the most workspaces a
+// campaign may have on this engine's runtime.
+func (a *Adapter) PlanOptions(root *store.Root) (campaign.PlanOptions, error) {
+	opts, err := root.PlanOptions()
+	opts.MaxWorkspaces = a.Driver.Info().MaxWorkspaces
+	return opts, err
 }

@@ -23,6 +23,9 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 	if err != nil {
 		return nil, fmt.Errorf("campaign %q: %w", c.ID, err)
 	}
+	if err := a.onThisRuntime(c); err != nil {
+		return nil, err
+	}
 	g := st.Latest()
 	if !st.Status.Up() {
 		return nil, fmt.Errorf("campaign %q generation %d: %w: %s", c.ID, g.N, ErrNotUp, st.Reason(c.ID))

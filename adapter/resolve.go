@@ -32,7 +32,7 @@ func (a *Adapter) resolveIntents(ctx context.Context, j *campaign.Journal, gens 
 	var mu sync.Mutex
 	var out []cleanup.Unresolved
 	g := new(errgroup.Group)
-	g.SetLimit(DefaultRemoveParallelism)
+	g.SetLimit(a.removeParallelism())
 	for _, gen := range gens {
 		if !inScope(gen.N) {
 			continue

@@ -16,6 +16,12 @@ import (
 // removed by exact id (UpResult.Removal), or kept (UpOptions.KeepFailed).
 var ErrNotAttested = errors.New("the campaign did not attest")
 
+// ErrUnattestable is returned (wrapped) by Up, before anything is made,
+// on a runtime whose campaigns the attestation cannot judge
+// (driver.Capabilities.Attestable false): each would come up only to be
+// removed.
+var ErrUnattestable = errors.New("the runtime's campaigns cannot be attested")
+
 // UpOptions configure Up.
 type UpOptions struct {
 	Attest AttestOptions
@@ -51,6 +57,9 @@ type UpResult struct {
 // made was rolled back), or wraps ErrNotAttested with the attestation's
 // error and the removal's; the result says what happened either way.
 func (a *Adapter) Up(ctx context.Context, root *store.Root, p *campaign.Plan, opts UpOptions) (*UpResult, error) {
+	if err := a.CheckAttestable(); err != nil && !opts.KeepFailed {
+		return &UpResult{}, err
+	}
 	c, rep, path, err := a.BringUpAttested(ctx, root, p, opts.Attest)
 	res := &UpResult{Campaign: c, Report: rep, ReportPath: path}
 	if c == nil {
@@ -82,4 +91,14 @@ func (a *Adapter) Up(ctx context.Context, root *store.Root, p *campaign.Plan, op
 		return res, errors.Join(notAttested, fmt.Errorf("removing it: %w", cerr))
 	}
 	return res, notAttested
+}
+
+// CheckAttestable returns an error wrapping ErrUnattestable, saying what
+// to do, when the runtime's campaigns cannot be attested.
+func (a *Adapter) CheckAttestable() error {
+	info := a.Driver.Info()
+	if info.Capabilities.Attestable {
+		return nil
+	}
+	return fmt.Errorf("%w: the attestation's checks are a Docker daemon's, not the %s driver's (issue 38), so a campaign there would come up only to be removed; nothing was made (agentpen up --keep-failed brings one up unattested and keeps it)", ErrUnattestable, info.Name)
 }

@@ -186,7 +186,7 @@ func (x *Expectation) Plan() *campaign.Plan { return x.e.Plan }
 // the spec no longer makes a plan, or names a tag the journal records no
 // id for.
 func PinnedPlan(src Source) (*campaign.Plan, error) {
-	p, err := campaign.NewPlanWith(src.Spec, campaign.PlanOptions{AgentKey: src.AgentKey})
+	p, err := campaign.NewPlanWith(src.Spec, campaign.PlanOptions{AgentKey: src.AgentKey, MaxWorkspaces: campaign.MaxPoolSlots})
 	if err != nil {
 		return nil, fmt.Errorf("campaign spec: %w", err)
 	}

@@ -51,7 +51,7 @@ var Packages = []string{"./workbench/sandbox", "./workbench/episode", "./workben
 
 // Targets are issue 16's targets (and issue 27's, the fork server's, and
 // issue 29's, the pool's): the workbench's, then the campaigns'.
-var Targets = slices.Concat(workbenchTargets, integrityTargets, campaignTargets("none"), campaignTargets("per-agent"), poolTargets)
+var Targets = slices.Concat(workbenchTargets, integrityTargets, campaignTargets("none"), campaignTargets("per-agent"), poolTargets, kubeTargets)
 
 // integrityTargets are issue 44's: an image's first git audit of a
 // repository of 10,000 commits (gitaudit.BenchmarkGitAudit), bounded and
@@ -62,6 +62,16 @@ var integrityTargets = []Target{
 	{Name: "git audit of 10,000 commits, an image's first", Benchmark: "BenchmarkGitAudit", Prefix: "first-", Max: time.Second},
 	{Name: "git audit of 10,000 commits vs git rev-list --objects --all", Benchmark: "BenchmarkGitAudit", Prefix: "first-", MaxRatio: 2},
 	{Name: "git audit of 10,000 commits, cached (state key unchanged)", Benchmark: "BenchmarkGitAudit", Prefix: "key-", Max: 100 * time.Millisecond},
+}
+
+// kubeTargets are issue 37's: a campaign of 256 workspaces on the
+// project's node (adapter/kube.BenchmarkKubeCampaign256, build tag kube,
+// make kube-bench), its bring-up and its removal beside raw client-go
+// making the same objects at the same concurrency, without a journal or
+// a check.
+var kubeTargets = []Target{
+	{Name: "cluster: 256 workspaces brought up, vs raw client-go", Benchmark: "BenchmarkKubeCampaign256", Prefix: "up-", MaxRatio: 1.15},
+	{Name: "cluster: 256 workspaces removed and verified, vs raw client-go", Benchmark: "BenchmarkKubeCampaign256", Prefix: "down-", MaxRatio: 1.15},
 }
 
 // poolTargets are issue 29's: a claim of a pooled workspace to its first

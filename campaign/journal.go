@@ -137,7 +137,25 @@ const (
 	// KindDir is a host directory agentpen made for a workspace (its
 	// /run/workbench).
 	KindDir Kind = "dir"
+	// The kinds of a cluster's objects (adapter/kube): a campaign
+	// generation's namespace, its service account, the grader key's
+	// secret and its network policies. A pod, the cluster's unit that
+	// runs a container, is journalled as a KindContainer, so every reader
+	// of a campaign's containers reads a cluster's pods.
+	KindNamespace      Kind = "namespace"
+	KindServiceAccount Kind = "serviceaccount"
+	KindSecret         Kind = "secret"
+	KindNetworkPolicy  Kind = "networkpolicy"
 )
+
+// Known reports whether k is a kind a journal may record.
+func (k Kind) Known() bool {
+	switch k {
+	case KindNetwork, KindContainer, KindDir, KindNamespace, KindServiceAccount, KindSecret, KindNetworkPolicy:
+		return true
+	}
+	return false
+}
 
 // JournalFormat is the format every record of a journal carries (V). A
 // journal written by an agentpen before typed lifecycle records (format
@@ -530,8 +548,8 @@ func parseRecord(line []byte) (Record, error) {
 	switch rec.Op {
 	case OpBegin:
 		for ref, id := range rec.Images {
-			if CheckImage("images", ref) != nil || Pinned(ref) || !IsImageID(id) {
-				return rec, fmt.Errorf("begin record: image %q pinned as %q: not a tag and an image id", ref, id)
+			if CheckImage("images", ref) != nil || Pinned(ref) || !pinOf(ref, id) {
+				return rec, fmt.Errorf("begin record: image %q pinned as %q: not a tag and an image id (or its qualified name)", ref, id)
 			}
 		}
 		if rec.Owner != "" && CheckOwner("owner", rec.Owner) != nil {
@@ -566,9 +584,7 @@ func parseRecord(line []byte) (Record, error) {
 	default:
 		return rec, fmt.Errorf("unknown op %q", rec.Op)
 	}
-	switch rec.Kind {
-	case "", KindNetwork, KindContainer, KindDir:
-	default:
+	if rec.Kind != "" && !rec.Kind.Known() {
 		return rec, fmt.Errorf("unknown kind %q", rec.Kind)
 	}
 	return rec, nil

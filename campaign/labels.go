@@ -45,8 +45,12 @@ const (
 	OwnerValue  = "agentpen"
 	SchemaValue = "agentpen.v1"
 	RoleNetwork = "network"
-	RoleServer  = "server"
-	RoleWork    = "workspace"
+	// RoleCampaign is a campaign's own object that is none of its
+	// networks, servers or workspaces (a cluster's namespace, service
+	// account, secret and policies).
+	RoleCampaign = "campaign"
+	RoleServer   = "server"
+	RoleWork     = "workspace"
 )
 
 // OwnedBy reports whether the labels a resource carries (have) prove it is

@@ -108,11 +108,15 @@ func (p *Plan) ImageFields() map[string]string {
 }
 
 // Pin puts in place of every tag the plan's containers name (Pinned is
-// false) the image id ids maps it to, and records the map in Images; pins
+// false) the image ids maps it to, and records the map in Images; pins
 // are kept as they are. Plan.Spec keeps what the launcher gave (the spec
-// file shows the tag); the containers, and the attestation, use the id.
-// A tag with no image id in ids is a *ValidationError naming the field,
-// and nothing is changed. Pinning a pinned plan again changes nothing.
+// file shows the tag); the containers, and the attestation, use the
+// pin. A pin is the image id the tag was resolved to, or, on a runtime
+// whose nodes name images only by name (a cluster's imported images),
+// the tag's qualified name (QualifiedName): the image a container runs is
+// then proven from its status.
+// A tag with no pin in ids is a *ValidationError naming the field, and
+// nothing is changed. Pinning a pinned plan again changes nothing.
 func (p *Plan) Pin(ids map[string]string) error {
 	fields := p.ImageFields()
 	pinned := map[string]string{}
@@ -121,7 +125,7 @@ func (p *Plan) Pin(ids map[string]string) error {
 			continue
 		}
 		id, ok := ids[ref]
-		if !ok || !IsImageID(id) {
+		if !ok || !pinOf(ref, id) {
 			return invalid(field, ref, "a tag needs the image id it was resolved to at create time, and none is recorded")
 		}
 		pinned[ref] = id
@@ -151,6 +155,18 @@ type PlanOptions struct {
 	// AgentKey is the state root's agent-id secret (OpaqueAgentID); nil
 	// for a plan that is only checked.
 	AgentKey []byte
+	// MaxWorkspaces is the most workspaces a campaign may have on the
+	// runtime it will run on (its driver's), pool included; 0 is
+	// MaxWorkspaces. At most MaxPoolSlots.
+	MaxWorkspaces int
+}
+
+// maxWorkspaces is the options' bound on a campaign's workspaces.
+func (o PlanOptions) maxWorkspaces() int {
+	if o.MaxWorkspaces <= 0 {
+		return MaxWorkspaces
+	}
+	return min(o.MaxWorkspaces, MaxPoolSlots)
 }
 
 // Bind makes the plan one bring-up's: generation gen with the instance
@@ -165,6 +181,18 @@ func (p *Plan) Bind(gen int, instance string) {
 	for i := range p.Agents {
 		p.Agents[i].Labels[LabelInstance] = instance
 	}
+}
+
+// CampaignLabels are the ownership labels of one of the campaign's own
+// objects that is none of its networks, servers or workspaces (a
+// cluster's namespace, service account, secret, policies: RoleCampaign),
+// with the instance nonce once the plan is bound.
+func (p *Plan) CampaignLabels() map[string]string {
+	l := p.labels(p.Spec.Labels, RoleCampaign, "")
+	if p.Instance != "" {
+		l[LabelInstance] = p.Instance
+	}
+	return l
 }
 
 // SetUIDBlock gives agent i the uid block starting at base (a bring-up's
@@ -269,8 +297,8 @@ func NewPlanWith(spec CampaignSpec, opts PlanOptions) (*Plan, error) {
 	errs.add(CheckLabels("labels", spec.Labels))
 	errs.add(CheckLifetime("ttl_seconds", spec.TTLSeconds, "idle_timeout_seconds", spec.IdleTimeoutSeconds))
 	errs.add(CheckLauncherTimeout("launcher_timeout_seconds", spec.LauncherTimeoutSeconds))
-	if n := len(spec.Workspaces); n < 1 || n > MaxWorkspaces {
-		errs.add(invalid("workspaces", strconv.Itoa(n), "need 1..%d workspaces", MaxWorkspaces))
+	if n, most := len(spec.Workspaces), opts.maxWorkspaces(); n < 1 || n > most {
+		errs.add(invalid("workspaces", strconv.Itoa(n), "need 1..%d workspaces", most))
 		return nil, errs.err()
 	}
 	key := Key(spec.CampaignID)
@@ -312,7 +340,7 @@ func NewPlanWith(spec CampaignSpec, opts PlanOptions) (*Plan, error) {
 			}
 		}
 	}
-	checkPool(p, spec, &errs)
+	checkPool(p, spec, opts.maxWorkspaces(), &errs)
 	if err := errs.err(); err != nil {
 		return nil, err
 	}

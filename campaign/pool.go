@@ -20,12 +20,12 @@ const MaxPoolSlots = 512
 // claimed slot is never claimed again; it goes with its campaign.
 
 // checkPool refuses a pool the plan cannot make.
-func checkPool(p *Plan, spec CampaignSpec, errs *errList) {
+func checkPool(p *Plan, spec CampaignSpec, most int, errs *errList) {
 	switch {
 	case spec.Pool == 0:
 		return
-	case spec.Pool < 0 || spec.Pool > MaxWorkspaces:
-		errs.add(invalid("pool", strconv.Itoa(spec.Pool), "need 0..%d pooled workspaces", MaxWorkspaces))
+	case spec.Pool < 0 || spec.Pool > most:
+		errs.add(invalid("pool", strconv.Itoa(spec.Pool), "need 0..%d pooled workspaces", most))
 	case p.Topology != TopologyNone:
 		errs.add(invalid("pool", strconv.Itoa(spec.Pool), `a pool needs the default topology (egress "internal", server.agent_reachable false): a pooled workspace has no network of its own`))
 	case len(spec.Workspaces) == 0:

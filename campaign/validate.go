@@ -283,6 +283,28 @@ func CheckImage(field, ref string) error {
 	return nil
 }
 
+// QualifiedName is a tag CheckImage accepts as a fully qualified name
+// ("agentpen/workbench:dev" is "docker.io/agentpen/workbench:dev"): how
+// a cluster's nodes name an image imported under that tag, and so the pin
+// of a tag on a runtime that names its images only by name. "" for what
+// is not a tag.
+func QualifiedName(ref string) string {
+	if CheckImage("image", ref) != nil || Pinned(ref) {
+		return ""
+	}
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return ""
+	}
+	return named.String()
+}
+
+// pinOf reports whether pin pins the tag ref: an image id, or the tag's
+// qualified name (QualifiedName).
+func pinOf(ref, pin string) bool {
+	return IsImageID(pin) || pin != "" && pin == QualifiedName(ref)
+}
+
 // Pinned reports whether an image reference CheckImage accepts is a pin
 // (an image id, or a repository digest) rather than a tag, which a
 // bring-up resolves to an image id.

@@ -80,6 +80,9 @@ func Decide(r campaign.Resource, obs Observation) Decision {
 	if r.ID == "" {
 		return Decision{Refuse, "no id was recorded for this intent"}
 	}
+	if !r.Kind.Known() {
+		return Decision{Refuse, fmt.Sprintf("unknown kind %q", r.Kind)}
+	}
 	if r.Kind == campaign.KindDir {
 		if !RunDirShape(obs.RunRoot, r.ID) {
 			return Decision{Refuse, fmt.Sprintf("%q is not a workspace run directory under %q", r.ID, obs.RunRoot)}
@@ -102,7 +105,8 @@ func Decide(r campaign.Resource, obs Observation) Decision {
 			return Decision{NotOurs, obs.Diverted}
 		}
 		return Decision{Remove, "a workspace run directory of this campaign"}
-	case campaign.KindContainer, campaign.KindNetwork:
+	default:
+		// Every kind but a directory carries its ownership labels.
 		if obs.ID != r.ID {
 			return Decision{NotOurs, fmt.Sprintf("the daemon answered with id %q, not the journalled %q", obs.ID, r.ID)}
 		}
@@ -111,7 +115,6 @@ func Decide(r campaign.Resource, obs Observation) Decision {
 		}
 		return Decision{Remove, "journalled id with matching ownership labels"}
 	}
-	return Decision{Refuse, fmt.Sprintf("unknown kind %q", r.Kind)}
 }
 
 var runDirBase = regexp.MustCompile(`^(agent-[0-9a-f]{24}|grader)$`)

@@ -58,7 +58,7 @@ func (s *Server) parseCreate(body []byte) (*campaign.Plan, error) {
 	if spec.Server.APIKeyEnv == "" && s.cfg.APIKeyEnv != "" {
 		spec.Server.APIKeyEnv = s.cfg.APIKeyEnv
 	}
-	popts, err := s.root.PlanOptions()
+	popts, err := s.be.PlanOptions(s.root)
 	if err != nil {
 		return nil, operationProblem("create", err)
 	}

@@ -448,6 +448,11 @@ func (f *fakeBackend) CollectResults(c *store.Campaign) (adapter.Collected, erro
 }
 
 // Images lists the fake daemon's images.
+// PlanOptions are the state root's.
+func (f *fakeBackend) PlanOptions(root *store.Root) (campaign.PlanOptions, error) {
+	return root.PlanOptions()
+}
+
 // Dial dials the workspace's socket (each is the test's own server).
 func (f *fakeBackend) Dial(ctx context.Context, ws adapter.Workspace) (net.Conn, error) {
 	var d net.Dialer

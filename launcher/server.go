@@ -98,6 +98,7 @@ const DefaultShutdownGrace = 30 * time.Second
 // reads from the store itself.
 type backend interface {
 	Prepare(ctx context.Context, p *campaign.Plan) error
+	PlanOptions(root *store.Root) (campaign.PlanOptions, error)
 	SetLifetime(ctx context.Context, c *store.Campaign, l campaign.Lifetime) error
 	Warn(ctx context.Context, c *store.Campaign, now time.Time, lead time.Duration) (campaign.Expiry, bool, error)
 	LastActivity(c *store.Campaign) (time.Time, error)

@@ -37,7 +37,13 @@ type Campaign struct {
 
 // PlanOptions are what the campaign's plans are computed with (its
 // root's agent-id key): a spec read back plans to the same names.
-func (c *Campaign) PlanOptions() (campaign.PlanOptions, error) { return c.root.PlanOptions() }
+func (c *Campaign) PlanOptions() (campaign.PlanOptions, error) {
+	opts, err := c.root.PlanOptions()
+	// A campaign that exists was admitted by its runtime: deriving its
+	// plan again holds it to no runtime's bound but the largest.
+	opts.MaxWorkspaces = campaign.MaxPoolSlots
+	return opts, err
+}
 
 // Close closes the directory. A new campaign's directory that never
 // took a journal record (Create) is removed.

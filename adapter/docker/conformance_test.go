@@ -76,18 +76,9 @@ func conformanceTarget(t *testing.T, d *docker.Driver, host, image string, proce
 	t.Cleanup(func() { cli.Close() })
 	key := "conformance-key-0123456789abcdef"
 	return drivertest.Target{
-		Driver: d,
-		Spec: func(id string, n int) campaign.CampaignSpec {
-			s := campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: image}}
-			for i := range n {
-				s.Workspaces = append(s.Workspaces, campaign.WorkspaceSpec{TaskID: fmt.Sprintf("software/median@%d", i+1), Image: image})
-			}
-			return s
-		},
-		Refused: func(id string) campaign.CampaignSpec {
-			return campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: "agentpen/absent:none"},
-				Workspaces: []campaign.WorkspaceSpec{{TaskID: "software/median", Image: "agentpen/absent:none"}}}
-		},
+		Driver:    d,
+		Spec:      drivertest.MedianSpec(image),
+		Refused:   drivertest.AbsentImageSpec,
 		Processes: processes,
 		Hand:      hand{cli: cli, image: image},
 		Getenv:    func(k string) string { return map[string]string{campaign.DefaultAPIKeyEnv: key}[k] },

@@ -126,6 +126,7 @@ func (d *Driver) Info() driver.Info {
 		Kinds:      []campaign.Kind{campaign.KindContainer, campaign.KindDir, campaign.KindNetwork},
 		Capabilities: driver.Capabilities{
 			HostSockets:           true,
+			Attestable:            true,
 			PrivilegedExec:        true,
 			EnforcedNetworkPolicy: true,
 			MaxWorkspaces:         campaign.MaxWorkspaces,

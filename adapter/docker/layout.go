@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentpen/agentpen/adapter/driver"
 	"github.com/agentpen/agentpen/campaign"
@@ -49,10 +50,8 @@ type (
 // as its run directory (/run/workbench, bind-mounted) and its container.
 func (d *Driver) Layout(ctx context.Context, b driver.BringUp) (*driver.Layout, error) {
 	p := b.Plan
-	if len(p.Agents) > 0 {
-		if n := len(filepath.Join(d.runRoot(p.Instance), p.Agents[0].AgentID, socketName)); n > maxSocketPath {
-			return nil, fmt.Errorf("the workbench socket path under %s would be %d bytes, over the %d of a unix socket address: use a daemon whose socket path is shorter", d.runBase(), n, maxSocketPath)
-		}
+	if err := d.Check(p); err != nil {
+		return nil, err
 	}
 	graderDir := ""
 	if p.Topology == campaign.TopologyNone {
@@ -102,6 +101,24 @@ func (d *Driver) Layout(ctx context.Context, b driver.BringUp) (*driver.Layout, 
 		})
 	}
 	return l, nil
+}
+
+// Check refuses a plan whose workbench sockets would not fit in a unix
+// socket address under this daemon's run directories.
+func (d *Driver) Check(p *campaign.Plan) error {
+	if len(p.Agents) == 0 {
+		return nil
+	}
+	// A run root is named by 16 digits of the instance nonce; an unbound
+	// plan's are as long.
+	instance := p.Instance
+	if instance == "" {
+		instance = strings.Repeat("0", 16)
+	}
+	if n := len(filepath.Join(d.runRoot(instance), p.Agents[0].AgentID, socketName)); n > maxSocketPath {
+		return fmt.Errorf("the workbench socket path under %s would be %d bytes, over the %d of a unix socket address: use a daemon whose socket path is shorter", d.runBase(), n, maxSocketPath)
+	}
+	return nil
 }
 
 // Create makes one object of a layout, carrying exactly o.Labels.

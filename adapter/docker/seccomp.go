@@ -38,6 +38,12 @@ var workspaceSeccomp = sync.OnceValue(func() string {
 	return string(b)
 })
 
+// WorkspaceSeccomp returns the workspace's seccomp profile (Docker's
+// default plus namespaceCalls) as JSON: what a Docker create passes
+// inline, and what a Kubernetes node installs as the Localhost profile a
+// workspace pod names (scripts/kube-node.sh, docs/kubernetes.md).
+func WorkspaceSeccomp() string { return workspaceSeccomp() }
+
 // workspaceSecurityOpt are the workspace container's security options.
 func workspaceSecurityOpt() []string {
 	return []string{"no-new-privileges", "seccomp=" + workspaceSeccomp()}

@@ -62,6 +62,10 @@ var (
 	// ErrNotReady: a container did not become ready before the deadline,
 	// or stopped first.
 	ErrNotReady = errors.New("not ready")
+	// ErrHeld: a removal refused because the resource holds what is not
+	// the campaign's (a cluster's namespace with another's pod in it):
+	// definitive, the resource is left alone.
+	ErrHeld = errors.New("the resource holds what is not the campaign's")
 	// ErrExhausted: a pool the runtime's objects are allocated from
 	// (subnets, uid blocks) has too few free.
 	ErrExhausted = errors.New("daemon-wide pool exhausted")
@@ -86,7 +90,7 @@ func (e *kindError) Unwrap() error { return e.kind }
 // error it sent), as opposed to a call that ended without one, which the
 // runtime may still carry out.
 func Answered(err error) bool {
-	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrNameTaken) || errors.Is(err, ErrRefused) || errors.Is(err, ErrChanged)
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrNameTaken) || errors.Is(err, ErrRefused) || errors.Is(err, ErrChanged) || errors.Is(err, ErrHeld)
 }
 
 // Driver is a runtime that holds campaigns. Every method may be called
@@ -126,6 +130,10 @@ type Images interface {
 // Resources is the runtime's side of custody: one resource at a time, by
 // exact id.
 type Resources interface {
+	// Check refuses a plan the runtime cannot hold (a name or a label it
+	// cannot carry, more workspaces than it takes), before anything is
+	// made: a *campaign.ValidationError names the field.
+	Check(p *campaign.Plan) error
 	// Layout is what a bring-up (or a pool's refill) of b creates on this
 	// runtime, in the order it must be made. It creates nothing.
 	Layout(ctx context.Context, b BringUp) (*Layout, error)
@@ -133,7 +141,7 @@ type Resources interface {
 	// ask for, by role (campaign.RoleServer, campaign.RoleWork), for the
 	// attestation to hold the runtime's answers to.
 	Settings(p *campaign.Plan) map[string]attest.RoleSettings
-	// Create makes one object of a layout, carrying exactly o.Labels, and
+	// Create makes one object of a layout, carrying o.Labels, and
 	// returns its id. An error wrapping ErrNameTaken made nothing; any
 	// other may have made it (the engine resolves it by name: Lookup).
 	Create(ctx context.Context, o *Object) (string, error)
@@ -226,13 +234,28 @@ type Capabilities struct {
 	// own; false: they share the runtime's (rootless Docker maps every
 	// container alike), so uids must not collide between them.
 	OwnUserNamespaces bool
+	// BindAfterStart: a workspace can be bound only once its container
+	// runs (by an exec: a cluster's pod has no host directory to write
+	// before); the engine binds it right after its start. The workbench
+	// refuses every reset until it is bound, so it serves nothing
+	// meanwhile. False: bound before its container is made.
+	BindAfterStart bool
 	// EnforcedNetworkPolicy: the runtime enforces the isolation the
 	// layout asks for by its own means (Docker's internal networks); false
 	// when policies are stored and only probes can prove them.
 	EnforcedNetworkPolicy bool
+	// Attestable: the attestation (package attest) judges this runtime's
+	// campaigns, its checks read from the runtime's answers and its probes
+	// run in the containers. False: a campaign on it cannot attest, so the
+	// fail-closed bring-up (adapter.Up) refuses one before it makes
+	// anything.
+	Attestable bool
 	// MaxWorkspaces is the most workspaces (pool included) a campaign may
 	// have on this runtime; 0 is campaign.MaxWorkspaces.
 	MaxWorkspaces int
+	// Parallelism is how many creates, or removals, the runtime takes
+	// best at once; 0 is the engine's default (a daemon's).
+	Parallelism int
 }
 
 // BringUp is what the engine asks a driver to lay out.

@@ -65,7 +65,7 @@ func NewHarness(t testing.TB, a *adapter.Adapter, stateRoot string) *Harness {
 // root's secret (the tests' task ids are the catalogue's or served by
 // their own commands: no catalogue check).
 func (h *Harness) plan(spec campaign.CampaignSpec) (*campaign.Plan, error) {
-	opts, err := h.Root.PlanOptions()
+	opts, err := h.Adapter.PlanOptions(h.Root)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,6 +26,25 @@ import (
 	"github.com/agentpen/agentpen/custody"
 	"github.com/agentpen/agentpen/store"
 )
+
+// MedianSpec is a Target.Spec on a runtime that holds image: the grader
+// and n workspaces, each on its own seed of software/median.
+func MedianSpec(image string) func(id string, n int) campaign.CampaignSpec {
+	return func(id string, n int) campaign.CampaignSpec {
+		s := campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: image}}
+		for i := range n {
+			s.Workspaces = append(s.Workspaces, campaign.WorkspaceSpec{TaskID: fmt.Sprintf("software/median@%d", i+1), Image: image})
+		}
+		return s
+	}
+}
+
+// AbsentImageSpec is a Target.Refused: a spec that validates, on an
+// image no runtime holds.
+func AbsentImageSpec(id string) campaign.CampaignSpec {
+	return campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: "agentpen/absent:none"},
+		Workspaces: []campaign.WorkspaceSpec{{TaskID: "software/median", Image: "agentpen/absent:none"}}}
+}
 
 // Target is a driver under the suite, on its runtime.
 type Target struct {
@@ -339,34 +359,73 @@ func lostAnswer(t T, tg Target) {
 	nothingLeft(t, tg, h, id)
 }
 
+// occupying has the hand take a workspace container's name just before
+// the engine's create of it (the second workspace's): the runtime must
+// answer that the name is taken.
+type occupying struct {
+	driver.Driver
+	hand    Hand
+	agentID string
+	mu      sync.Mutex
+	foreign campaign.Resource
+}
+
+func (o *occupying) Create(ctx context.Context, obj *driver.Object) (string, error) {
+	if obj.Kind == campaign.KindContainer && obj.Labels[campaign.LabelAgent] == o.agentID {
+		id, err := o.hand.Occupy(ctx, obj.Kind, obj.Name)
+		if err != nil {
+			return "", fmt.Errorf("drivertest: occupy %s: %w", obj.Name, err)
+		}
+		o.mu.Lock()
+		o.foreign = campaign.Resource{Kind: obj.Kind, Name: obj.Name, ID: id}
+		o.mu.Unlock()
+	}
+	return o.Driver.Create(ctx, obj)
+}
+
+func (o *occupying) Unwrap() driver.Driver { return o.Driver }
+
 // nameTaken: a name another resource holds is never adopted: the create
 // is journalled as never made, the other resource is left as it is.
 func nameTaken(t T, tg Target) {
-	h := engine(t, tg, tg.Driver)
 	id := campaignID("taken")
 	spec := tg.Spec(id, 2)
+	occ := &occupying{Driver: tg.Driver, hand: tg.Hand}
+	h := engine(t, tg, occ)
 	p, err := h.plan(spec)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	name := p.Agents[1].Name
-	other, err := tg.Hand.Occupy(t.Context(), campaign.KindContainer, name)
-	if err != nil {
-		t.Fatalf("occupy %s: %v", name, err)
-	}
-	foreign := campaign.Resource{Kind: campaign.KindContainer, Name: name, ID: other}
-	t.Cleanup(func() { tg.Hand.Remove(context.Background(), foreign) })
+	occ.agentID = p.Agents[1].AgentID
+	t.Cleanup(func() {
+		if occ.foreign.ID != "" {
+			tg.Hand.Remove(context.Background(), occ.foreign)
+		}
+	})
 	t.Cleanup(func() { h.Cleanup(context.Background(), id) })
 	if _, err := h.BringUp(t.Context(), spec); err == nil {
-		t.Fatalf("%s", "a bring-up came up with a container name another resource holds")
+		t.Fatalf("a bring-up came up with a container name another resource holds")
+	}
+	foreign := occ.foreign
+	if foreign.ID == "" {
+		t.Fatalf("the hand never took the second workspace's name")
 	}
 	for _, r := range resources(t, h, id) {
-		if r.ID == other {
-			t.Fatalf("the foreign %s (%s) was journalled as the campaign's", name, other)
+		if r.ID == foreign.ID {
+			t.Fatalf("the foreign %s (%s) was journalled as the campaign's", foreign.Name, foreign.ID)
 		}
 	}
 	if obs := tg.Driver.Observe(t.Context(), foreign); obs.State != cleanup.Present {
-		t.Fatalf("the foreign %s (%s) is %v after the rollback: it was removed", name, other, obs.State)
+		t.Fatalf("the foreign %s (%s) is %v after the rollback: it was removed", foreign.Name, foreign.ID, obs.State)
+	}
+	// The foreign resource goes now: where it stands in the campaign's own
+	// place (a cluster's namespace), the campaign's removal waits for it.
+	if err := tg.Hand.Remove(t.Context(), foreign); err != nil {
+		t.Fatalf("remove the foreign %s: %v", foreign.ID, err)
+	}
+	occ.foreign = campaign.Resource{}
+	if rep, err := h.Cleanup(t.Context(), id); err != nil || !rep.OK {
+		t.Fatalf("the rollback's removal, finished: %v %+v", err, rep)
 	}
 	nothingLeft(t, tg, h, id)
 }
@@ -573,11 +632,15 @@ func orphansProvable(t T, tg Target) {
 			tg.Driver.Remove(context.Background(), r, cleanup.Observation{})
 		}
 	})
-	// What the workspace stands on is made and journalled whole; its
+	// What the workspace stands on (the grader too, which a cluster's
+	// workspace names by its address) is made and journalled whole; its
 	// container's create is journalled as an intent alone.
 	var objs []*driver.Object
 	for _, stage := range l.Shared {
 		objs = append(objs, stage...)
+	}
+	if l.Server != nil {
+		objs = append(objs, l.Server.Objects()...)
 	}
 	objs = append(objs, u.Objects()...)
 	for _, o := range objs {
@@ -759,7 +822,7 @@ func child(raw string, reopen func() (driver.Driver, error)) int {
 	ctx := context.Background()
 	switch job.Op {
 	case "up":
-		opts, err := root.PlanOptions()
+		opts, err := a.PlanOptions(root)
 		if err == nil {
 			var p *campaign.Plan
 			if p, err = campaign.Validate(job.Spec, nil, opts); err == nil {

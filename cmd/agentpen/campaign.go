@@ -21,13 +21,13 @@ import (
 // campaignFlags are the flags up and down share.
 type campaignFlags struct {
 	keyFlags
-	allowCustom bool
-	logFormat   string
+	runtimeFlags
+	logFormat string
 }
 
 func (c *campaignFlags) register(fs *cli.FlagSet, getenv func(string) string) {
 	c.keyFlags.register(fs, getenv)
-	fs.BoolVar(&c.allowCustom, "allow-custom-socket", false, "accept a DOCKER_HOST socket path that does not look rootless (the daemon must still say rootless)")
+	c.runtimeFlags.register(fs, getenv)
 	fs.StringVar(&c.logFormat, "log-format", "text", "progress log format on stderr: text or json")
 }
 
@@ -77,11 +77,10 @@ func (c *campaignFlags) adapterWithProgress(ctx context.Context, stderr io.Write
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := connect(ctx, getenv, c.allowCustom)
+	d, err := c.openRuntime(ctx, getenv, a.Logger)
 	if err != nil {
 		return nil, nil, err
 	}
-	d.Logger = a.Logger
 	a.Driver, a.SigningKey = d, key
 	return a, v, nil
 }
@@ -217,7 +216,7 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	var allowEnv cli.StringList
 	fs.Var(&allowEnv, "allow-env", "a variable of agentpen's environment campaigns may copy into their grader (server.secret_env, server.api_key_env), repeatable; "+campaign.DefaultAPIKeyEnv+" is always allowed, AGENTPEN_* never")
 	timeout := fs.Duration("ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
-	parallel := fs.Int("parallel", adapter.DefaultParallelism, "container creates, starts and network joins at once")
+	parallel := fs.Int("parallel", 0, "creates, starts and network joins at once (0: the runtime's: 8 on a daemon, 32 on a cluster)")
 	pos, err := fs.Parse(args, 1, 1)
 	if err != nil {
 		return err
@@ -241,7 +240,9 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	// Bad input is refused before any daemon is asked anything, as the
 	// API refuses it: one validation, whose plan the bring-up takes (its
 	// agent ids keyed under the state root's secret).
-	if _, err := campaign.Validate(spec, tasks.Known, campaign.PlanOptions{}); err != nil {
+	// (The runtime's own bound on a campaign's size is checked once it
+	// answers: the largest any runtime takes, until then.)
+	if _, err := campaign.Validate(spec, tasks.Known, campaign.PlanOptions{MaxWorkspaces: campaign.MaxPoolSlots}); err != nil {
 		return err
 	}
 	if spec.LauncherTimeoutSeconds != 0 {
@@ -253,7 +254,13 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 		return err
 	}
 	defer root.Close()
-	popts, err := root.PlanOptions()
+	a, view, err := cf.adapterWithProgress(ctx, stderr, getenv, "up "+spec.CampaignID)
+	if err != nil {
+		return err
+	}
+	defer a.Driver.Close()
+	defer view.finish()
+	popts, err := a.PlanOptions(root)
 	if err != nil {
 		return err
 	}
@@ -261,12 +268,6 @@ func up(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fun
 	if err != nil {
 		return err
 	}
-	a, view, err := cf.adapterWithProgress(ctx, stderr, getenv, "up "+spec.CampaignID)
-	if err != nil {
-		return err
-	}
-	defer a.Driver.Close()
-	defer view.finish()
 	a.ReadyTimeout, a.Parallelism, a.Progress, a.EnvPolicy = *timeout, *parallel, view.step, envPolicy
 	start := time.Now()
 	res, err := a.Up(ctx, root, p, adapter.UpOptions{Attest: opts, KeepFailed: *keepFailed})

@@ -70,7 +70,7 @@ func imagesCmd(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	fs := cli.NewFlagSet("agentpen", "images", "[--json]", imagesHelp, stdout)
 	asJSON := fs.Bool("json", false, "print JSON (the API's body) instead of a table")
 	var cf campaignFlags
-	fs.BoolVar(&cf.allowCustom, "allow-custom-socket", false, "accept a DOCKER_HOST socket path that does not look rootless (the daemon must still say rootless)")
+	cf.runtimeFlags.register(fs, getenv)
 	if _, err := fs.Parse(args, 0, 0); err != nil {
 		return err
 	}

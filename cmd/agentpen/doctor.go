@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter/docker"
+	"github.com/agentpen/agentpen/adapter/driver"
+	"github.com/agentpen/agentpen/adapter/kube"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/cli"
 )
@@ -28,22 +30,32 @@ type doctorReport struct {
 	Images        map[string]string `json:"images,omitempty"`
 	MissingImages []string          `json:"missing_images,omitempty"`
 	// UserNamespaces says whether the kernel lets the workspaces' root
-	// make user namespaces (the workbench's sandbox needs them).
+	// make user namespaces (the workbench's sandbox needs them); a
+	// daemon's host only.
 	UserNamespaces bool `json:"user_namespaces"`
+	// Cluster is what a cluster (--kubeconfig) answered, and Attestable
+	// whether up and serve can hand out its campaigns.
+	Cluster    *kube.Checkup `json:"cluster,omitempty"`
+	Attestable bool          `json:"attestable"`
 }
 
 func doctor(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	fs := cli.NewFlagSet("agentpen", "doctor", "[--json] [--allow-custom-socket]",
+	fs := cli.NewFlagSet("agentpen", "doctor", "[--json] [--allow-custom-socket | --kubeconfig FILE [--kube-node NODE]]",
 		"Resolves DOCKER_HOST, connects to the daemon, refuses it unless it is rootless, checks that\n"+
 			"the kernel lets unprivileged users make user namespaces (the workbench's sandbox needs them),\n"+
 			"and prints the daemon's identity, whether memory and pids limits are enforced, and which\n"+
 			"agentpen images exist.\n"+
-			"Exit status: 0 when the daemon is usable; otherwise a one-line reason and 2 for a bad\n"+
-			"DOCKER_HOST or flag, 3 when the daemon does not answer, 1 when it is not usable (not rootless,\n"+
-			"or no user namespaces: the message says what to change).",
+			"With --kubeconfig it checks the cluster instead: its identity, that a node pods may run on is\n"+
+			"Ready, that the kubeconfig's user may make every call custody needs (one\n"+
+			"SelfSubjectAccessReview each; nothing is created), and which agentpen images the nodes hold.\n"+
+			"Exit status: 0 when the runtime is usable; otherwise a one-line reason and 2 for a bad\n"+
+			"DOCKER_HOST, kubeconfig or flag, 3 when the daemon or API server does not answer, 1 when it is\n"+
+			"not usable (not rootless, no user namespaces, a permission denied, no Ready node: the message\n"+
+			"says what to change).",
 		stdout)
 	asJSON := fs.Bool("json", false, "print a JSON report on stdout")
-	allowCustom := fs.Bool("allow-custom-socket", false, "accept a unix socket path that does not look rootless (the daemon must still say rootless)")
+	var rf runtimeFlags
+	rf.register(fs, getenv)
 	timeout := fs.Duration("timeout", 20*time.Second, "overall deadline")
 	if _, err := fs.Parse(args, 0, 0); err != nil {
 		return err
@@ -62,44 +74,87 @@ func doctor(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		fmt.Fprintf(stderr, "agentpen doctor: %v\n", err)
 		return fmt.Errorf("doctor: %w: %w", cli.ErrReported, err)
 	}
-	if host, err := docker.HostFromEnv(getenv, *allowCustom); err == nil {
-		rep.DockerHost, rep.CustomSocket = host.URL, host.Custom
+	var d driver.Driver
+	if rf.kubeconfig != "" {
+		kd, err := rf.openCluster(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		defer kd.Close()
+		c, err := kd.Checkup(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		rep.Cluster, d = &c, kd
+	} else {
+		if host, err := docker.HostFromEnv(getenv, rf.allowCustom); err == nil {
+			rep.DockerHost, rep.CustomSocket = host.URL, host.Custom
+		}
+		dd, err := connect(ctx, getenv, rf.allowCustom)
+		if err != nil {
+			return fail(err)
+		}
+		defer dd.Close()
+		daemon := dd.Daemon()
+		rep.Daemon, d = &daemon, dd
 	}
-	d, err := connect(ctx, getenv, *allowCustom)
-	if err != nil {
-		return fail(err)
-	}
-	defer d.Close()
-	daemon := d.Daemon()
-	rep.Daemon = &daemon
+	rep.Attestable = d.Info().Capabilities.Attestable
 	list, err := d.Images(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	imgs := map[string]string{}
+	held := map[string]bool{}
 	for _, img := range list {
 		for _, tag := range img.Tags {
-			if strings.HasPrefix(tag, "agentpen/") {
+			if strings.Contains(tag, "agentpen/") {
 				imgs[tag] = img.ID
+				held[campaign.QualifiedName(tag)] = true
 			}
 		}
 	}
 	rep.Images = imgs
 	for _, want := range requiredImages {
-		if _, ok := imgs[want]; !ok {
+		if !held[campaign.QualifiedName(want)] {
 			rep.MissingImages = append(rep.MissingImages, want)
 		}
 	}
-	if err := checkUserNamespaces(os.ReadFile, tryUserNamespace); err != nil {
-		return fail(err)
+	if rep.Cluster != nil {
+		if err := rep.Cluster.Usable(); err != nil {
+			return fail(err)
+		}
+	} else {
+		if err := checkUserNamespaces(os.ReadFile, tryUserNamespace); err != nil {
+			return fail(err)
+		}
+		rep.UserNamespaces = true
 	}
-	rep.UserNamespaces = true
 	rep.OK = true
 	if *asJSON {
 		return cli.WriteJSON(stdout, rep)
 	}
-	printDoctor(stdout, rep)
+	if rep.Cluster != nil {
+		printCluster(stdout, rep)
+	} else {
+		printDoctor(stdout, rep)
+	}
 	return nil
+}
+
+func printCluster(w io.Writer, rep doctorReport) {
+	c := rep.Cluster
+	fmt.Fprintf(w, "api server      %s (%s)\n", c.Server, c.Version)
+	fmt.Fprintf(w, "cluster         %s\n", c.Identity)
+	for _, n := range c.Nodes {
+		fmt.Fprintf(w, "node            %s %s\n", n.Name, map[bool]string{true: "Ready", false: "not Ready"}[n.Ready])
+	}
+	fmt.Fprintf(w, "permissions     all %d custody needs\n", len(kube.Permissions()))
+	if rep.Attestable {
+		fmt.Fprintf(w, "attestation     yes\n")
+	} else {
+		fmt.Fprintf(w, "attestation     not yet: up and serve refuse this runtime (issue 38); down, verify, orphans, ls and reconcile work\n")
+	}
+	printImages(w, rep)
 }
 
 func printDoctor(w io.Writer, rep doctorReport) {
@@ -123,13 +178,19 @@ func printDoctor(w io.Writer, rep doctorReport) {
 	fmt.Fprintf(w, "memory limits   %s\n", yes(d.MemoryLimitEnforced, why))
 	fmt.Fprintf(w, "pids limits     %s\n", yes(d.PidsLimitEnforced, why))
 	fmt.Fprintf(w, "user namespaces allowed (each episode runs in namespaces of its own)\n")
+	printImages(w, rep)
+}
+
+func printImages(w io.Writer, rep doctorReport) {
 	names := make([]string, 0, len(rep.Images))
 	for n := range rep.Images {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "image           %s %s\n", n, rep.Images[n])
+		// A node's image imported from an archive has no repository
+		// digest: the name alone.
+		fmt.Fprintln(w, strings.TrimSpace(fmt.Sprintf("image           %s %s", n, rep.Images[n])))
 	}
 	for _, n := range rep.MissingImages {
 		fmt.Fprintf(w, "image           %s missing (run: make images)\n", n)

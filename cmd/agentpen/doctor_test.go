@@ -88,7 +88,8 @@ func TestDaemonErrorsEveryCommand(t *testing.T) {
 
 func TestDoctorJSONFailure(t *testing.T) {
 	var out, errb bytes.Buffer
-	err := run(t.Context(), []string{"doctor", "--json"}, &out, &errb, func(string) string { return "unix:///run/docker.sock" })
+	env := map[string]string{"DOCKER_HOST": "unix:///run/docker.sock"}
+	err := run(t.Context(), []string{"doctor", "--json"}, &out, &errb, func(k string) string { return env[k] })
 	if err == nil || cli.ExitCode(err) != 1 {
 		t.Fatalf("err = %v", err)
 	}

@@ -31,7 +31,7 @@ func exitCode(err error) int {
 		return cli.ExitCode(err)
 	case errors.Is(err, campaign.ErrInvalid), errors.As(err, &he), errors.Is(err, store.ErrNoCampaign), errors.Is(err, store.ErrSecret),
 		errors.Is(err, adapter.ErrNotUp), errors.Is(err, adapter.ErrNoPool), errors.Is(err, store.ErrStateRoot), errors.Is(err, campaign.ErrUntrusted),
-		errors.Is(err, custody.ErrKey), errors.Is(err, store.ErrNoSigningKey):
+		errors.Is(err, custody.ErrKey), errors.Is(err, store.ErrNoSigningKey), errors.Is(err, adapter.ErrUnattestable):
 		return exitBadInput
 	case errors.Is(err, adapter.ErrDaemonUnreachable):
 		return exitUnreachable

@@ -134,7 +134,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.BoolVar(&sf.cleanupOnExit, "cleanup-on-exit", false, "when it stops, remove every campaign of the state root that is not removed (by exact id, verified)")
 	fs.DurationVar(&sf.shutdown, "shutdown-timeout", launcher.DefaultShutdownGrace, "how long operations in flight may take to finish when stopping")
 	fs.DurationVar(&sf.readyTimeout, "ready-timeout", adapter.DefaultReadyTimeout, "how long each container may take to become ready")
-	fs.IntVar(&sf.parallel, "parallel", adapter.DefaultParallelism, "workspaces created at once, per campaign")
+	fs.IntVar(&sf.parallel, "parallel", 0, "workspaces created at once, per campaign (0: the runtime's: 8 on a daemon, 32 on a cluster)")
 	fs.DurationVar(&sf.lifetime.DefaultTTL, "ttl", defaultTTL, "the lifetime of a campaign whose spec gives no ttl_seconds, counted from its create's acceptance (0: none)")
 	fs.DurationVar(&sf.lifetime.MaxTTL, "max-ttl", defaultMaxTTL, "the most a spec's ttl_seconds (or a PATCH) may ask for (0: no maximum, and a campaign may have none)")
 	fs.DurationVar(&sf.lifetime.DefaultIdle, "idle-timeout", defaultIdle, "remove a campaign whose spec gives no idle_timeout_seconds once no reset or step reached it for this long (0: never)")
@@ -225,7 +225,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	defer ln.Close()
-	d, err := connect(ctx, getenv, cf.allowCustom)
+	d, err := cf.openRuntime(ctx, getenv, log)
 	if errors.Is(err, docker.ErrNotRootless) {
 		// A daemon that answers but is not rootless is the wrong daemon:
 		// bad input, as a wrong DOCKER_HOST is.
@@ -235,8 +235,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	defer d.Close()
-	d.Logger = log
 	a := &adapter.Adapter{Driver: d, Logger: log, Getenv: getenv, ReadyTimeout: sf.readyTimeout, Parallelism: sf.parallel, EnvPolicy: envPolicy, SigningKey: signingKey}
+	// The service hands out attested campaigns only: on a runtime that
+	// cannot attest one, every create would be refused after its
+	// bring-up.
+	if err := a.CheckAttestable(); err != nil {
+		return fmt.Errorf("agentpen serve: %w", err)
+	}
 	key, err := root.Secret(launcher.KeyFile, launcher.KeyBytes)
 	if err != nil {
 		return err

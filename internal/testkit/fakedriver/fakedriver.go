@@ -60,6 +60,9 @@ type Driver struct {
 	ExecFunc   func(ctx context.Context, id string, cmd []string, opts driver.ExecOptions) (driver.ExecResult, error)
 	DialFunc   func(ctx context.Context, w driver.Workspace) (net.Conn, error)
 	ListFunc   func(ctx context.Context, labels ...string) ([]cleanup.Found, error)
+	// InfoFunc, when set, changes what Info says (another runtime's
+	// identity).
+	InfoFunc func(driver.Info) driver.Info
 	// ImagesHeld are the images Resolve answers for (ref -> id); a
 	// reference that is an id in it answers with itself.
 	ImagesHeld map[string]string
@@ -74,7 +77,7 @@ var _ driver.Driver = (*Driver)(nil)
 
 // Info says the fake is "fake", on runtime "fake-runtime".
 func (d *Driver) Info() driver.Info {
-	return driver.Info{
+	i := driver.Info{
 		Name:    "fake",
 		Runtime: attest.DaemonRecord{ID: "fake-runtime", ServerVersion: "1", RootDir: "/fake", Rootless: true, Endpoint: "fake://"},
 		Daemon:  campaign.Daemon{ID: "fake-runtime", Rootless: true},
@@ -82,9 +85,14 @@ func (d *Driver) Info() driver.Info {
 		Kinds:   []campaign.Kind{campaign.KindContainer, campaign.KindDir, campaign.KindNetwork},
 		Capabilities: driver.Capabilities{
 			EnforcedNetworkPolicy: true,
+			Attestable:            true,
 			MaxWorkspaces:         campaign.MaxWorkspaces,
 		},
 	}
+	if d.InfoFunc != nil {
+		i = d.InfoFunc(i)
+	}
+	return i
 }
 
 // Resolve answers from ImagesHeld.
@@ -114,6 +122,9 @@ func (d *Driver) Images(context.Context) ([]api.Image, error) {
 func (d *Driver) Settings(*campaign.Plan) map[string]attest.RoleSettings {
 	return map[string]attest.RoleSettings{}
 }
+
+// Check refuses nothing.
+func (d *Driver) Check(*campaign.Plan) error { return nil }
 
 // Layout lays out a network per planned network, the server, and each
 // workspace as a directory and a container.
