@@ -201,6 +201,16 @@ func (s *store) close() {
 	s.packs = nil
 }
 
+// packedCount is how many objects the packs name (bounded: it sizes
+// maps, and an index's count is its claim).
+func (s *store) packedCount() int {
+	n := 0
+	for _, p := range s.packs {
+		n += p.idx.count()
+	}
+	return min(n, 1<<20)
+}
+
 // each calls fn with the name of every object the store holds (an object
 // in several packs, or loose and packed, more than once).
 func (s *store) each(fn func(ID) error) error {
