@@ -14,6 +14,7 @@ import (
 	"github.com/agentpen/agentpen/adapter/driver"
 	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/apikey"
+	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/store"
 )
@@ -80,6 +81,10 @@ type Adapter struct {
 	// (hold.go).
 	holdsMu sync.Mutex
 	holds   map[string]*campaignHolds
+	// gitCache holds the git audits of this adapter's attestations that
+	// passed, for the next ones (attest.GitCache); gitMu guards it.
+	gitMu    sync.Mutex
+	gitCache attest.GitCache
 
 	// Journalled, when set, receives every record this adapter appends to
 	// a campaign's journal, once it is on disk, in order (the journal's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -123,7 +124,31 @@ func (a *Adapter) judge(ctx context.Context, c *store.Campaign, st store.State, 
 		return src, obs, nil, fmt.Errorf("attestation of %s interrupted, no report written: %w", c.ID, context.Cause(ctx))
 	}
 	obs.Timings.TotalMS = msSince(start)
-	return src, obs, x.Evaluate(obs), nil
+	rep := x.Evaluate(obs)
+	a.learnGit(rep)
+	return src, obs, rep, nil
+}
+
+// knownGit is a copy of the git audits learnt so far (nil: none).
+func (a *Adapter) knownGit() attest.GitCache {
+	a.gitMu.Lock()
+	defer a.gitMu.Unlock()
+	if len(a.gitCache) == 0 {
+		return nil
+	}
+	return maps.Clone(a.gitCache)
+}
+
+// learnGit keeps the git audits of rep that passed: a workspace of the
+// same image, root, bases and uid whose repositories are unchanged is
+// not audited again (attest.GitCache).
+func (a *Adapter) learnGit(rep *attest.Report) {
+	a.gitMu.Lock()
+	defer a.gitMu.Unlock()
+	if a.gitCache == nil {
+		a.gitCache = attest.GitCache{}
+	}
+	a.gitCache.Learn(rep)
 }
 
 // writeAttestation writes rep as a new report of generation gen, signed
@@ -223,6 +248,7 @@ func (a *Adapter) observeCampaign(ctx context.Context, x *attest.Expectation, op
 	if opts.ProbeTimeout > 0 {
 		env.TimeoutMS = int(opts.ProbeTimeout / time.Millisecond)
 	}
+	env.GitCache = a.knownGit()
 	obs.ProbeEnv = env
 	ls, err := openListeners(x.Plan().Egress == campaign.EgressInternal)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/workbench/probe/wire"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -508,6 +509,51 @@ func mutations() []mutation {
 			mutate: func(t *testing.T, f *fixture) {
 				f.probe(t, PhaseMain, ws0, ws0+"/bind_file/0", func(m map[string]any) { at(m, "file")["uid"] = float64(campaign.UIDBlockFirst) })
 			}},
+		mutation{name: "git_leak", what: "a repository of the workspace holds a branch past its base", want: []string{ws0 + ".probe.git_history"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/git_history/0", func(m map[string]any) {
+					m["outcome"] = "leak"
+					m["git"] = []any{map[string]any{"path": "/workspace/repo", "base": strings.Repeat("a", 40), "base_from": "HEAD", "leak_count": 1,
+						"leaks": []any{map[string]any{"kind": "ref", "class": "branch", "name": "refs/heads/fix", "object": strings.Repeat("b", 40), "why": "past the base"}}}}
+				})
+			}},
+		mutation{name: "git_clean_over_a_leak", what: "the git probe says clean, its audit holds a dangling commit", want: []string{ws0 + ".probe.git_history"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/git_history/0", func(m map[string]any) {
+					m["outcome"] = "clean"
+					m["git"] = []any{map[string]any{"path": "/workspace/repo", "base": strings.Repeat("a", 40), "base_from": "HEAD", "leak_count": 1}}
+				})
+			}},
+		mutation{name: "git_unaudited", what: "a repository of the workspace could not be audited (unreadable, or unsupported)", want: []string{ws0 + ".probe.git_history"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/git_history/0", func(m map[string]any) {
+					m["outcome"] = "error"
+					m["error"] = "/workspace/repo: object format sha256: unsupported"
+					m["git"] = []any{map[string]any{"path": "/workspace/repo", "error": "object format sha256: unsupported", "leak_count": 0}}
+				})
+			}},
+		mutation{name: "git_declared_base_ignored", what: "the spec declares a repository's base, the probe's clean audit is against its HEAD", want: []string{ws0 + ".probe.git_history"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.src.Spec.Workspaces[0].Integrity.Bases = map[string]string{"/workspace/repo": strings.Repeat("a", 40)}
+				f.probe(t, PhaseMain, ws0, ws0+"/git_history/0", func(m map[string]any) {
+					m["git"] = []any{map[string]any{"path": "/workspace/repo", "base": strings.Repeat("c", 40), "base_from": "HEAD", "leak_count": 0}}
+				})
+			}},
+		mutation{name: "workspace_env_token", what: "a token baked into the workspace's image environment", want: []string{ws0 + ".env_secrets"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, ws0, func(m map[string]any) {
+					cfg := at(m, "Config")
+					cfg["Env"] = append(cfg["Env"].([]any), "GITHUB_TOKEN=ghp_canary0123456789")
+				})
+			}},
+		mutation{name: "forbidden_path_readable", what: "the agent's uid can open a file the spec forbids it", want: []string{ws0 + ".probe.forbidden_paths"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/forbidden_paths/1", func(m map[string]any) { m["outcome"] = "readable" })
+			}},
+		mutation{name: "forbidden_path_unknown", what: "a forbidden path's open as the agent's uid failed otherwise (no verdict)", want: []string{ws0 + ".probe.forbidden_paths"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/forbidden_paths/0", func(m map[string]any) { m["outcome"] = "error"; m["error"] = "too many links" })
+			}},
 		mutation{name: "agent_interface", what: "a workspace of a campaign without networks has an eth0", want: []string{ws0 + ".probe.agent_to_agent"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.probe(t, PhaseMain, ws0, ws0+"/agent_to_agent/0", func(m map[string]any) { m["interfaces"] = []any{"eth0", "lo"} })
@@ -784,5 +830,124 @@ func TestImageTag(t *testing.T) {
 	f = tagged(t, false)
 	if rep := Evaluate(f.src, f.observed()); rep.OK || !strings.Contains(rep.Error, "none is recorded") {
 		t.Fatalf("a tag the journal pinned to nothing: ok %v, error %q", rep.OK, rep.Error)
+	}
+}
+
+// TestGitAuditedOnce: the git audit runs in the first attestation
+// covering a workspace (its agent has not worked yet); once an
+// attestation of the generation covered it, a later one plans no git
+// probe and holds no git check (the agent's own commits are not a leak
+// of the image), and a workspace made again after it is audited again.
+func TestGitAuditedOnce(t *testing.T) {
+	f := loadFixture(t, "internal")
+	planned := func(src Source) []string {
+		t.Helper()
+		e, err := expect(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, pr := range planProbes(e, ProbeEnv{}, nil).probes {
+			if pr.req.Kind == wire.KindGit {
+				out = append(out, pr.subject)
+			}
+		}
+		return out
+	}
+	if got := planned(f.src); !slices.Equal(got, []string{"workspaces[0]", "workspaces[1]"}) {
+		t.Fatalf("first attestation: git probes of %v", got)
+	}
+	gens := campaign.Generations(f.src.Records)
+	gen := gens[len(gens)-1].N
+	src := f.src
+	src.Records = append(slices.Clone(f.src.Records), campaign.Record{Op: campaign.OpAttested, Gen: gen, Status: campaign.AttestOK})
+	if got := planned(src); len(got) != 0 {
+		t.Fatalf("a later attestation: git probes of %v", got)
+	}
+	rep := Evaluate(src, f.observed())
+	for c := range rep.Checks() {
+		if strings.Contains(c, "git_history") {
+			t.Fatalf("a later attestation holds %s", c)
+		}
+	}
+	// workspaces[1] made again after that attestation: audited again.
+	for _, r := range f.src.Records {
+		if r.Op == campaign.OpIntent && r.Kind == campaign.KindContainer && r.Role == campaign.RoleWork && r.Name == f.exp.Containers[2].Name {
+			src.Records = append(src.Records, r)
+		}
+	}
+	if got := planned(src); !slices.Equal(got, []string{"workspaces[1]"}) {
+		t.Fatalf("a workspace made again: git probes of %v", got)
+	}
+	// An earlier generation's attestation covers nothing of this one.
+	src.Records = append(slices.Clone(f.src.Records), campaign.Record{Op: campaign.OpAttested, Gen: gen - 1, Status: campaign.AttestOK})
+	if got := planned(src); len(got) != 2 {
+		t.Fatalf("another generation's attestation: git probes of %v", got)
+	}
+}
+
+// TestGitCache: a clean audit is learnt under its cache key; the next
+// attestation tells the workspace's probe the state key, and a
+// repository the probe found unchanged passes as that audit, Cached. A
+// probe that says cached under another key, or with no cache given,
+// fails.
+func TestGitCache(t *testing.T) {
+	const key = "sha256:0123"
+	setGit := func(f *fixture, audit map[string]any) {
+		f.probe(t, PhaseMain, ws0, ws0+"/git_history/0", func(m map[string]any) {
+			m["outcome"] = "clean"
+			m["git"] = []any{audit}
+		})
+	}
+	// The base is declared: a cached audit is judged as the audit it
+	// stands for (its base among the rest).
+	declare := func(f *fixture) {
+		f.src.Spec.Workspaces[0].Integrity.Bases = map[string]string{"/workspace/repo": strings.Repeat("a", 40)}
+	}
+	full := map[string]any{"path": "/workspace/repo", "base": strings.Repeat("a", 40), "base_from": "declared", "objects": float64(10), "leak_count": float64(0), "state_key": key}
+	f := loadFixture(t, "internal")
+	declare(f)
+	setGit(f, full)
+	rep := Evaluate(f.src, f.observed())
+	if !rep.OK {
+		t.Fatalf("a full clean audit: %v", rep.FailureLines())
+	}
+	cache := GitCache{}
+	cache.Learn(rep)
+	if len(cache) != 2 { // both workspaces' audits passed (the second found no repository)
+		t.Fatalf("learnt %d keys, want 2", len(cache))
+	}
+
+	cached := map[string]any{"path": "/workspace/repo", "leak_count": float64(0), "state_key": key, "cached": true}
+	for _, tt := range []struct {
+		name   string
+		cache  GitCache
+		audit  map[string]any
+		passes bool
+	}{
+		{"cached_known", cache, cached, true},
+		{"cached_other_key", cache, map[string]any{"path": "/workspace/repo", "leak_count": float64(0), "state_key": "sha256:4567", "cached": true}, false},
+		{"cached_without_cache", nil, cached, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := loadFixture(t, "internal")
+			declare(f)
+			setGit(f, tt.audit)
+			obs := f.observed()
+			obs.ProbeEnv.GitCache = tt.cache
+			rep := Evaluate(f.src, obs)
+			c := rep.Checks()[ws0+".probe.git_history"]
+			if c.Pass != tt.passes {
+				t.Fatalf("pass %v (%s), want %v", c.Pass, c.Reason, tt.passes)
+			}
+			if !tt.passes {
+				return
+			}
+			for _, rec := range rep.Connectivity.Probes {
+				if rec.Check == ws0+".probe.git_history" && (len(rec.Git) != 1 || !rec.Git[0].Cached || rec.Git[0].Objects != 10 || rec.CacheKey == "") {
+					t.Fatalf("the record of a cached audit: %+v", rec)
+				}
+			}
+		})
 	}
 }

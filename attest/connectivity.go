@@ -2,6 +2,7 @@ package attest
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -101,6 +102,10 @@ func judge(pr probe, res wire.Outcome) (bool, string) {
 		return res.Outcome == "found" && slices.Equal(res.Interfaces, []string{"lo"}), "interfaces: " + strings.Join(res.Interfaces, ", ") + " " + res.Error
 	case wantIsolated:
 		return judgeIsolation(res)
+	case wantGitClean:
+		return judgeGit(pr, res)
+	case wantUnreadable:
+		return res.Outcome == wire.OutcomeDenied || res.Outcome == wire.OutcomeNotFound, "the agent's uid: " + strings.TrimSpace(res.Outcome+" "+res.Error)
 	case wantUIDBlock:
 		ok := pr.uid != 0 && res.Outcome == "found" && res.UIDBase == pr.uid && res.UIDCount == campaign.UIDBlockSize
 		return ok, fmt.Sprintf("the episode server runs uids %d..+%d, the journal says %d..+%d (%s %s)", res.UIDBase, res.UIDCount, pr.uid, campaign.UIDBlockSize, res.Outcome, res.Error)
@@ -135,6 +140,61 @@ func judge(pr probe, res wire.Outcome) (bool, string) {
 		return slices.Equal(socks, []string{campaign.DockerSocketTarget}), "sockets visible: " + strings.Join(socks, ", ")
 	}
 	return false, "unknown expectation " + pr.want
+}
+
+// judgeGit: the git probe audited every repository it found, none
+// holds anything past its base, and each declared repository was audited
+// against its declared base; the reason names each leak (its repository,
+// vector and name, the first few) or why there is no verdict.
+func judgeGit(pr probe, res wire.Outcome) (bool, string) {
+	var why []string
+	audited := map[string]wire.GitAudit{}
+	for _, a := range res.Git {
+		audited[a.Path] = a
+		switch {
+		case a.Error != "":
+			why = append(why, a.Path+": not audited: "+a.Error)
+		case a.Cached && (a.StateKey == "" || pr.req.GitKnown[a.Path] != a.StateKey):
+			why = append(why, a.Path+": said cached under a state key it was not given")
+		case a.LeakCount > 0 || len(a.Leaks) > 0:
+			var ls []string
+			for _, l := range a.Leaks[:min(len(a.Leaks), 5)] {
+				ls = append(ls, l.Kind+" "+l.Class+" "+l.Name)
+			}
+			why = append(why, fmt.Sprintf("%s: %d past base %s (%s): %s", a.Path, a.LeakCount, a.Base, a.BaseFrom, strings.Join(ls, ", ")))
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(pr.req.Bases)) {
+		if a, ok := audited[p]; !ok || a.Error == "" && (a.BaseFrom != "declared" || a.Base != pr.req.Bases[p]) {
+			why = append(why, fmt.Sprintf("%s: not audited against its declared base %s", p, pr.req.Bases[p]))
+		}
+	}
+	if res.Outcome != wire.OutcomeClean && len(why) == 0 || res.Outcome == wire.OutcomeError && res.Error != "" {
+		why = append(why, strings.TrimSpace(res.Outcome+" "+res.Error))
+	}
+	if len(why) == 0 {
+		return true, ""
+	}
+	return false, "history past the base, or no verdict: " + strings.Join(why, "; ")
+}
+
+// fromCache is a git probe's audits with each one it found unchanged
+// (Cached, under the state key it was given) replaced by the earlier
+// audit it stands for, still marked Cached.
+func fromCache(pr probe, audits []wire.GitAudit, cache GitCache) []wire.GitAudit {
+	out := slices.Clone(audits)
+	for i, a := range out {
+		if !a.Cached || a.StateKey == "" || pr.req.GitKnown[a.Path] != a.StateKey {
+			continue
+		}
+		for _, c := range cache[pr.cacheKey] {
+			if c.Path == a.Path && c.StateKey == a.StateKey {
+				out[i] = c
+				out[i].Cached = true
+			}
+		}
+	}
+	return out
 }
 
 // judgeIsolation: the episode ran in PID and network namespaces other
@@ -212,7 +272,11 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 		res, why := ev.result(pr)
 		pass := false
 		if why == "" {
+			if pr.want == wantGitClean {
+				res.Git = fromCache(pr, res.Git, plan.env.GitCache)
+			}
 			rec.Outcome, rec.Status, rec.Error, rec.LatencyMS, rec.Isolation = res.Outcome, res.Status, res.Error, res.LatencyMS, res.Isolation
+			rec.Git, rec.CacheKey = res.Git, pr.cacheKey
 			pass, why = judge(pr, res)
 			if pass {
 				why = ""
@@ -240,6 +304,9 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 			m := map[string]any{"target": rec.Target, "outcome": rec.Outcome}
 			if rec.Status != 0 {
 				m["status"] = rec.Status
+			}
+			if rec.Want == wantGitClean {
+				m["repositories"] = gitSummary(rec.Git)
 			}
 			obsv = append(obsv, m)
 		}
@@ -389,4 +456,26 @@ func checkListeners(r *Report, obs Observation) {
 		reason = "agentpen opened no loopback listener on the host: the host's loopback was not probed"
 	}
 	r.Connectivity.add("connectivity.host_listener", accepted, "no connection accepted on any listener", ok, reason)
+}
+
+// gitSummary is a git probe's audits as a check observes them: each
+// repository's path, base, what was checked and its leaks' names.
+func gitSummary(audits []wire.GitAudit) []map[string]any {
+	out := []map[string]any{}
+	for _, a := range audits {
+		m := map[string]any{"path": a.Path, "base": a.Base, "base_from": a.BaseFrom, "objects": a.Objects, "refs": a.Refs,
+			"reflog_entries": a.ReflogEntries, "leak_count": a.LeakCount}
+		if a.Error != "" {
+			m["error"] = a.Error
+		}
+		var leaks []string
+		for _, l := range a.Leaks {
+			leaks = append(leaks, l.Kind+" "+l.Class+" "+l.Name)
+		}
+		if len(leaks) > 0 {
+			m["leaks"] = leaks
+		}
+		out = append(out, m)
+	}
+	return out
 }

@@ -116,11 +116,31 @@ func checkContainer(r *Report, e *expectation, c *containerExp, obs Observation)
 		}
 	}
 	r.Hardening.add(s+".namespaces", nonNil(shared), []string{}, d.HasHostConfig && len(shared) == 0, "shares a namespace with the host or another container")
+	if c.Role == campaign.RoleWork {
+		checkEnvSecrets(r, e, c, &d)
+	}
 
 	// Limits: requested vs recorded (enforcement is the section's note).
 	r.Limits.add(s+".limits", map[string]int64{"memory": d.Memory, "pids_limit": d.PidsLimit}, map[string]int64{"memory": h.Memory, "pids_limit": h.PidsLimit},
 		d.HasHostConfig && d.Memory == h.Memory && d.PidsLimit == h.PidsLimit, "the limits recorded are not the ones requested")
 	return &d
+}
+
+// checkEnvSecrets: a workspace's environment (its image's and the
+// plan's, as the daemon merged them; names only, values were dropped
+// when decoding) holds no variable whose name says it holds a secret
+// (campaign.SecretBearing: a token baked into a task image), but the
+// grader's key where the workspace's episode server needs it.
+func checkEnvSecrets(r *Report, e *expectation, c *containerExp, d *container) {
+	var secrets []string
+	for _, n := range d.EnvNames {
+		if campaign.SecretBearing(n) && !(c.NeedsKey && n == e.KeyEnv) {
+			secrets = append(secrets, n)
+		}
+	}
+	sort.Strings(secrets)
+	r.Hardening.add(c.Subject+".env_secrets", nonNil(secrets), []string{}, d.HasConf && len(secrets) == 0,
+		"the environment holds a variable whose name says it holds a secret (a token in the image, or the spec)")
 }
 
 // plannedImage is the image the plan pins, as the daemon described it

@@ -3,6 +3,7 @@ package attest
 import (
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -116,6 +117,12 @@ type containerExp struct {
 	Pool    bool
 	Slot    int
 	Claimed bool
+	// Integrity is what a workspace's integrity audit checks against;
+	// Audited says an earlier attestation of this generation covered the
+	// workspace (its agent may have worked since: its own commits are not
+	// a leak of the image, and the audit is not run again).
+	Integrity campaign.IntegritySpec
+	Audited   bool
 }
 
 // netExp is what one agent network must be (campaign.TopologyPerAgent).
@@ -309,7 +316,7 @@ func expect(src Source) (*expectation, error) {
 		c := containerExp{
 			Subject: fmt.Sprintf("workspaces[%d]", a.Index), Role: campaign.RoleWork, AgentID: a.AgentID,
 			Name: a.Name, Alias: a.Alias, Image: a.Spec.Image, Cmd: a.Spec.Command, NeedsKey: a.NeedsKey,
-			Settings: src.Roles[campaign.RoleWork], NetworkMode: "none",
+			Settings: src.Roles[campaign.RoleWork], NetworkMode: "none", Integrity: a.Spec.Integrity,
 		}
 		if a.Network != "" {
 			c.NetworkMode, c.Nets = a.Network, []string{a.Network}
@@ -342,7 +349,51 @@ func expect(src Source) (*expectation, error) {
 	for i := range e.Containers {
 		sortMounts(e.Containers[i].Mounts)
 	}
+	markAudited(e, src.Records)
 	return e, nil
+}
+
+// markAudited marks the workspaces an attestation of the latest
+// generation already covered: a whole-campaign attestation every
+// workspace whose intent came before it, a refill's the slots it names
+// (a container made again after it is not covered).
+func markAudited(e *expectation, recs []campaign.Record) {
+	gens := campaign.Generations(recs)
+	if len(gens) == 0 {
+		return
+	}
+	gen := gens[len(gens)-1].N
+	byName := map[string]*containerExp{}
+	for i := range e.Containers {
+		if e.Containers[i].Role == campaign.RoleWork {
+			byName[e.Containers[i].Name] = &e.Containers[i]
+		}
+	}
+	intended := map[string]bool{}
+	for _, r := range recs {
+		if r.Gen != gen {
+			continue
+		}
+		switch {
+		case r.Op == campaign.OpIntent && r.Kind == campaign.KindContainer:
+			intended[r.Name] = true
+			if c := byName[r.Name]; c != nil {
+				c.Audited = false // made (again) after any attestation so far
+			}
+		case r.Op == campaign.OpAttested && len(r.Slots) == 0:
+			for name := range intended {
+				if c := byName[name]; c != nil {
+					c.Audited = true
+				}
+			}
+		case r.Op == campaign.OpAttested:
+			for _, c := range byName {
+				if c.Pool && intended[c.Name] && slices.Contains(r.Slots, c.Slot) {
+					c.Audited = true
+				}
+			}
+		}
+	}
 }
 
 // liveOf are the resources with an id and no recorded removal.

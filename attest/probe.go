@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,6 +71,47 @@ type ProbeEnv struct {
 	// subject (campaign.TopologyPerAgent; see PeerAddrs): every other
 	// workspace probes them.
 	Peers map[string]string `json:"peers,omitempty"`
+	// GitCache are clean git audits of earlier attestations, by
+	// GitCacheKey: a workspace of the same image, root, bases and uid
+	// tells its probe their state keys, and a repository still the same
+	// is not audited again.
+	GitCache GitCache `json:"git_cache,omitempty"`
+}
+
+// GitCache holds the audits of git_history checks that passed, by cache
+// key (ProbeRecord.CacheKey: the image, the git root, the declared
+// bases and the agent's uid), each with its repository's state key.
+type GitCache map[string][]wire.GitAudit
+
+// maxGitCache bounds a GitCache's keys; Learn forgets others past it.
+const maxGitCache = 256
+
+// Learn adds the audits of every git_history probe of r that passed and
+// was audited in full or from c, under its cache key.
+func (c GitCache) Learn(r *Report) {
+	for _, rec := range r.Connectivity.Probes {
+		if !rec.Pass || rec.CacheKey == "" || rec.Want != wantGitClean {
+			continue
+		}
+		if _, ok := c[rec.CacheKey]; !ok && len(c) >= maxGitCache {
+			for k := range c {
+				delete(c, k)
+				break
+			}
+		}
+		c[rec.CacheKey] = slices.Clone(rec.Git)
+	}
+}
+
+// gitCacheKey names what a git audit's result depends on besides the
+// repository's files: the image, the root, the bases and the uid.
+func gitCacheKey(image, root string, bases map[string]string, who string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", image, root, who)
+	for _, p := range slices.Sorted(maps.Keys(bases)) {
+		fmt.Fprintf(h, "%s=%s\x00", p, bases[p])
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // PeerPort is the port agent -> agent probes connect to. Nothing listens
@@ -159,6 +201,12 @@ const (
 	// namespaces other than its server's, has only a loopback interface,
 	// and cannot open a vsock socket.
 	wantIsolated = "isolated_episode"
+	// wantUnreadable: the uid could not open the file (denied), or
+	// there is none.
+	wantUnreadable = "unreadable"
+	// wantGitClean: every repository under the root was audited and none
+	// holds anything its base does not reach.
+	wantGitClean = "git_clean"
 )
 
 // episodeProbeTimeoutMS bounds an episode probe: it starts an episode and
@@ -179,6 +227,7 @@ type probe struct {
 	control        bool
 	route          string // a protected route probed without the key
 	uid            int    // the uid block's base a uid_block probe must find
+	cacheKey       string // a git probe's GitCacheKey
 }
 
 // probePlan collects the probes of a campaign.
@@ -451,6 +500,45 @@ var probeRules = []probeRule{
 				target: "code run as an episode of the workbench serving " + w.Serves, req: wire.Request{Kind: wire.KindEpisode, Listen: w.Serves}}, "episode_isolation")
 		}
 	}},
+	// The repositories of each workspace, audited before its agent's
+	// first tool call (the first attestation covering it: the bring-up's,
+	// or its refill's), as the agent's uid, for anything past their base
+	// (package gitaudit). A later attestation does not audit again: the
+	// agent's own commits are not the image's leak.
+	{"git_history", func(p *probePlan) {
+		for _, w := range p.workspaces() {
+			if w.Audited {
+				continue
+			}
+			root := w.Integrity.Root()
+			req := wire.Request{Kind: wire.KindGit, Path: root, Bases: w.Integrity.Bases}
+			who := agentUID(w, &req)
+			key := gitCacheKey(w.Image, root, req.Bases, who)
+			for _, a := range p.env.GitCache[key] {
+				if a.StateKey != "" && a.Error == "" && a.LeakCount == 0 {
+					if req.GitKnown == nil {
+						req.GitKnown = map[string]string{}
+					}
+					req.GitKnown[a.Path] = a.StateKey
+				}
+			}
+			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.git_history", want: wantGitClean, cacheKey: key,
+				target: fmt.Sprintf("git repositories under %s as %s", root, who), req: req}, "git_history")
+		}
+	}},
+	// The files the spec forbids the agent (an answer key, a solution in
+	// the image): its uid cannot open them, or they are not there. Probed
+	// in every attestation: a file the agent could open later is as bad.
+	{"forbidden_paths", func(p *probePlan) {
+		for _, w := range p.workspaces() {
+			for _, path := range w.Integrity.ForbiddenPaths {
+				req := wire.Request{Kind: wire.KindFile, Path: path}
+				who := agentUID(w, &req)
+				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.forbidden_paths", want: wantUnreadable,
+					target: fmt.Sprintf("%s as %s", path, who), req: req}, "forbidden_paths")
+			}
+		}
+	}},
 	// The uid block each workspace's episode server runs episodes under.
 	{"uid_block", func(p *probePlan) {
 		for _, w := range p.workspaces() {
@@ -461,6 +549,21 @@ var probeRules = []probeRule{
 				target: fmt.Sprintf("the process serving %s", w.Serves), req: wire.Request{Kind: wire.KindUIDBlock, Listen: w.Serves}}, "uid_block")
 		}
 	}},
+}
+
+// agentUID sets req to run as the workspace's agent: the first uid of its
+// episode block where the workbench serves, the uid of its main process
+// (the image's user) for a launcher's own command. It says which, for
+// the report.
+func agentUID(w *containerExp, req *wire.Request) string {
+	if w.Serves == "" {
+		req.AsMain = true
+		return "the main process's uid"
+	}
+	if req.As = w.UIDBase; req.As == 0 {
+		req.As = campaign.UIDBlockFirst // no block journalled: still a sandbox uid
+	}
+	return fmt.Sprintf("uid %d", req.As)
 }
 
 // targetURL names a URL in a report, with the socket it goes over.

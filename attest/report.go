@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/workbench/probe/wire"
 )
 
 // Schema is the report's schema name.
@@ -156,6 +157,12 @@ type ProbeRecord struct {
 	Pass bool `json:"pass"`
 	// Isolation is an episode probe's finding, the sandbox mode among it.
 	Isolation *EpisodeIsolation `json:"isolation,omitempty"`
+	// Git is a git probe's finding: each repository's audit (one the
+	// probe found unchanged since an earlier audit is that audit, Cached).
+	Git []wire.GitAudit `json:"git,omitempty"`
+	// CacheKey is a git probe's cache key (GitCache): what its audits
+	// depend on besides the repositories' files.
+	CacheKey string `json:"cache_key,omitempty"`
 }
 
 // Timings are how long the attestation took, in milliseconds.

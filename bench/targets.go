@@ -47,11 +47,22 @@ type Target struct {
 }
 
 // Packages are the packages whose benchmarks make bench runs.
-var Packages = []string{"./workbench/sandbox", "./workbench/episode", "./bench", "./adapter/docker", "./launcher"}
+var Packages = []string{"./workbench/sandbox", "./workbench/episode", "./workbench/probe/gitaudit", "./bench", "./adapter/docker", "./launcher"}
 
 // Targets are issue 16's targets (and issue 27's, the fork server's, and
 // issue 29's, the pool's): the workbench's, then the campaigns'.
-var Targets = slices.Concat(workbenchTargets, campaignTargets("none"), campaignTargets("per-agent"), poolTargets, kubeTargets)
+var Targets = slices.Concat(workbenchTargets, integrityTargets, campaignTargets("none"), campaignTargets("per-agent"), poolTargets, kubeTargets)
+
+// integrityTargets are issue 44's: an image's first git audit of a
+// repository of 10,000 commits (gitaudit.BenchmarkGitAudit), bounded and
+// compared with C git listing every object the history reaches, measured
+// in the same run; and the probe's work for a repository whose audit is
+// cached (attest.GitCache: finding it and its state key).
+var integrityTargets = []Target{
+	{Name: "git audit of 10,000 commits, an image's first", Benchmark: "BenchmarkGitAudit", Prefix: "first-", Max: time.Second},
+	{Name: "git audit of 10,000 commits vs git rev-list --objects --all", Benchmark: "BenchmarkGitAudit", Prefix: "first-", MaxRatio: 2},
+	{Name: "git audit of 10,000 commits, cached (state key unchanged)", Benchmark: "BenchmarkGitAudit", Prefix: "key-", Max: 100 * time.Millisecond},
+}
 
 // kubeTargets are issue 37's: a campaign of 256 workspaces on the
 // project's node (adapter/kube.BenchmarkKubeCampaign256, build tag kube,

@@ -3,7 +3,9 @@ package campaign
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -492,6 +494,7 @@ func planAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec, errs *errLis
 	if ws.WorkspaceHostPath != "" {
 		errs.add(checkMountPath(field("workspace_host_path"), ws.WorkspaceHostPath))
 	}
+	errs.add(CheckIntegrity(field("integrity"), ws.Integrity))
 	if len(*errs) > n {
 		return AgentPlan{}, false
 	}
@@ -540,7 +543,9 @@ func buildAgent(p *Plan, spec CampaignSpec, i int, ws WorkspaceSpec, id string, 
 		a.Env[k] = v
 	}
 	// Nothing the agent can see may spell the task id.
-	visible := []string{a.Name, a.Alias, a.Network, ws.WorkspaceHostPath}
+	visible := []string{a.Name, a.Alias, a.Network, ws.WorkspaceHostPath, ws.Integrity.GitRoot}
+	visible = append(visible, slices.Collect(maps.Keys(ws.Integrity.Bases))...) // named in every attestation report
+	visible = append(visible, ws.Integrity.ForbiddenPaths...)
 	visible = append(visible, a.Spec.Command...)
 	for k, v := range a.Labels {
 		visible = append(visible, k, v)

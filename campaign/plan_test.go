@@ -187,6 +187,32 @@ func TestNewPlanRefusals(t *testing.T) {
 		}, "server.data_container_path"},
 		{"empty_arg", func(s *CampaignSpec) { s.Server.Command = []string{"serve", ""} }, "server.command[1]"},
 		{"attempt_bad", func(s *CampaignSpec) { s.Workspaces[0].AttemptID = "a b" }, "workspaces[0].attempt_id"},
+		{"git_root_relative", func(s *CampaignSpec) { s.Workspaces[0].Integrity.GitRoot = "workspace" }, "workspaces[0].integrity.git_root"},
+		{"git_root_proc", func(s *CampaignSpec) { s.Workspaces[0].Integrity.GitRoot = "/proc/1/root" }, "workspaces[0].integrity.git_root"},
+		{"git_root_run", func(s *CampaignSpec) { s.Workspaces[0].Integrity.GitRoot = "/run" }, "workspaces[0].integrity.git_root"},
+		{"base_outside_root", func(s *CampaignSpec) {
+			s.Workspaces[0].Integrity.Bases = map[string]string{"/workspace2/repo": strings.Repeat("a", 40)}
+		}, `workspaces[0].integrity.bases["/workspace2/repo"]`},
+		{"base_short", func(s *CampaignSpec) {
+			s.Workspaces[0].Integrity.Bases = map[string]string{"/workspace/repo": "abc"}
+		}, `workspaces[0].integrity.bases["/workspace/repo"]`},
+		{"base_upper", func(s *CampaignSpec) {
+			s.Workspaces[0].Integrity.Bases = map[string]string{"/workspace": strings.Repeat("A", 40)}
+		}, `workspaces[0].integrity.bases["/workspace"]`},
+		{"base_unclean", func(s *CampaignSpec) {
+			s.Workspaces[0].Integrity.Bases = map[string]string{"/workspace/a/../b": strings.Repeat("a", 40)}
+		}, `workspaces[0].integrity.bases["/workspace/a/../b"]`},
+		{"forbidden_relative", func(s *CampaignSpec) {
+			s.Workspaces[0].Integrity.ForbiddenPaths = []string{"/srv/answers", "answers"}
+		}, "workspaces[0].integrity.forbidden_paths[1]"},
+		{"task_in_forbidden_path", func(s *CampaignSpec) {
+			s.Workspaces[0].TaskID = "median"
+			s.Workspaces[0].Integrity.ForbiddenPaths = []string{"/srv/median.answer"}
+		}, "workspaces[0].task_id"},
+		{"task_in_git_root", func(s *CampaignSpec) {
+			s.Workspaces[0].TaskID = "median"
+			s.Workspaces[0].Integrity.GitRoot = "/srv/median"
+		}, "workspaces[0].task_id"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -126,4 +126,38 @@ type WorkspaceSpec struct {
 	// the task id.
 	ExtraEnv map[string]string `json:"extra_env,omitempty" doc:"Plain configuration variables, as server.extra_env; must not spell the task id."`
 	Labels   map[string]string `json:"labels,omitempty" doc:"Labels of this workspace, as the campaign's; must not spell the task id."`
+	// Integrity declares what the workspace's integrity audit checks its
+	// image against (see IntegritySpec).
+	Integrity IntegritySpec `json:"integrity,omitzero" doc:"What the attestation's integrity audit checks this workspace's image against: its repositories' base commits, the files its agent must not read."`
+}
+
+// IntegritySpec declares what a workspace's integrity audit checks
+// against: the repositories under GitRoot are found and each is audited,
+// as the agent's uid, for history past its base (a branch, tag, stash,
+// reflog entry or dangling object holding the fix): the base Bases
+// declares for it, or its HEAD; and the agent's uid must not open any
+// of ForbiddenPaths.
+type IntegritySpec struct {
+	// GitRoot is where repositories are searched (default
+	// DefaultWorkspaceTarget).
+	GitRoot string `json:"git_root,omitempty" default:"/workspace" doc:"Where the workspace's git repositories are searched (every one found is audited); absolute, not under /run, /proc or /sys."`
+	// Bases maps a repository (its work tree's path, or a bare
+	// repository's) to its base commit (40 hex); a repository not named
+	// is audited against its HEAD, one named and not found fails.
+	Bases map[string]string `json:"bases,omitempty" doc:"The base commit (40 lower-case hex) of each repository, by its work tree's path under git_root: anything the repository holds that the base does not reach fails the attestation. A repository not named is audited against its HEAD; one named must be there. At most 64."`
+	// ForbiddenPaths are files the agent's uid must not be able to open
+	// (an answer key, a solution, the grader's data baked into the
+	// image).
+	ForbiddenPaths []string `json:"forbidden_paths,omitempty" nullable:"false" doc:"Files the agent's uid must not be able to open (answer keys, solutions, the grader's data in the image): each one it can open fails the attestation. Absolute clean paths, at most 64."`
+}
+
+// MaxIntegrityBases bounds IntegritySpec.Bases, and ForbiddenPaths.
+const MaxIntegrityBases = 64
+
+// Root is the directory the audit searches: GitRoot, or its default.
+func (s IntegritySpec) Root() string {
+	if s.GitRoot == "" {
+		return DefaultWorkspaceTarget
+	}
+	return s.GitRoot
 }

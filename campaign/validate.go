@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -172,6 +173,11 @@ var protectedEnv = map[string]bool{
 // secretBearing reports a name that by its spelling carries a secret; such
 // a variable reaches a container only by name (its value is taken from
 // agentpen's environment at create time), never as a value in a spec.
+// SecretBearing reports whether a variable's name says it holds a
+// secret (*SECRET*, *TOKEN*, *PASSWORD*, *_API_KEY, ...): such a value
+// goes by name (secret_env), never in a spec or an image.
+func SecretBearing(name string) bool { return secretBearing(name) }
+
 func secretBearing(name string) bool {
 	u := strings.ToUpper(name)
 	for _, m := range []string{"SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY"} {
@@ -420,6 +426,49 @@ func FieldErrors(err error) ValidationErrors {
 		return slices.Clone(list)
 	case errors.As(err, &one):
 		return ValidationErrors{one}
+	}
+	return nil
+}
+
+// CheckIntegrity checks a workspace's integrity section: git_root an
+// absolute clean path outside the kernel's and agentpen's own trees
+// (/proc, /sys, /run: a walk there would read the runtime, not the
+// task), each base a 40-hex commit of a clean path at or under it, at
+// most MaxIntegrityBases, and each forbidden path absolute and clean.
+func CheckIntegrity(field string, s IntegritySpec) error {
+	root := s.Root()
+	if err := checkMountPath(field+".git_root", root); err != nil {
+		return err
+	}
+	for _, sys := range []string{"/proc", "/sys", "/run", "/dev"} {
+		if root == sys || strings.HasPrefix(root, sys+"/") {
+			return invalid(field+".git_root", root, "must not be under %s", sys)
+		}
+	}
+	if len(s.Bases) > MaxIntegrityBases {
+		return invalid(field+".bases", fmt.Sprint(len(s.Bases)), "at most %d repositories", MaxIntegrityBases)
+	}
+	for _, p := range slices.Sorted(maps.Keys(s.Bases)) {
+		f := field + ".bases[" + strconv.Quote(p) + "]"
+		if p != root {
+			if err := checkMountPath(f, p); err != nil {
+				return err
+			}
+			if !strings.HasPrefix(p, root+"/") {
+				return invalid(f, p, "must be git_root (%s) or a path under it", root)
+			}
+		}
+		if b := s.Bases[p]; len(b) != 40 || strings.Trim(b, "0123456789abcdef") != "" {
+			return invalid(f, b, "must be a commit: 40 lower-case hex digits")
+		}
+	}
+	if len(s.ForbiddenPaths) > MaxIntegrityBases {
+		return invalid(field+".forbidden_paths", fmt.Sprint(len(s.ForbiddenPaths)), "at most %d paths", MaxIntegrityBases)
+	}
+	for i, p := range s.ForbiddenPaths {
+		if err := checkMountPath(fmt.Sprintf("%s.forbidden_paths[%d]", field, i), p); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -66,7 +66,10 @@ func TestCaptureAttestFixtures(t *testing.T) {
 		{name: "internal", spec: campaign.CampaignSpec{
 			Server: campaign.ServerSpec{Image: img},
 			Workspaces: []campaign.WorkspaceSpec{
-				{TaskID: "software/median@2", Image: img}, {TaskID: "data/csv_region_total@5", Image: img},
+				// The bind file (denied to the agent's uid) and a path
+				// that is not there: both outcomes of a forbidden path.
+				{TaskID: "software/median@2", Image: img, Integrity: campaign.IntegritySpec{ForbiddenPaths: []string{campaign.WorkbenchTaskFile, "/srv/answers/key.json"}}},
+				{TaskID: "data/csv_region_total@5", Image: img},
 			},
 		}},
 		{name: "nat", egress: egress, spec: campaign.CampaignSpec{

@@ -23,8 +23,10 @@ Flags may come before or after URL. A secret header belongs in
 other processes can read).
 
 With --batch JSON (and no URL) it runs a batch of probes at once (see
-package probe: http, tcp, unix, socket, process, interfaces, uid_block
-and file probes, each with its own timeout) and prints one JSON line
+package probe: http, tcp, unix, socket, process, interfaces, uid_block,
+episode, file and git probes, each with its own timeout; a git probe
+audits the repositories under a path and takes the time it needs) and
+prints one JSON line
 {"results":[...]} whose outcomes tell a timeout from a refusal; it exits 0 once the batch ran, whatever the
 outcomes (the caller judges them), and 2 for a bad batch.`
 

@@ -24,8 +24,14 @@ func Validate(b Batch) error {
 			return fmt.Errorf("batch probe %d: id %q empty, too long or repeated: %w", i, r.ID, ErrInvalid)
 		}
 		seen[r.ID] = true
-		if r.As < 0 || r.As > 65535 || r.As > 0 && r.Kind != KindUnix && r.Kind != KindTCP && r.Kind != KindFile {
-			return fmt.Errorf("batch probe %s: as %d: a uid for a unix, tcp or file probe: %w", r.ID, r.As, ErrInvalid)
+		if r.As < 0 || r.As > 65535 || r.As > 0 && r.Kind != KindUnix && r.Kind != KindTCP && r.Kind != KindFile && r.Kind != KindGit {
+			return fmt.Errorf("batch probe %s: as %d: a uid for a unix, tcp, file or git probe: %w", r.ID, r.As, ErrInvalid)
+		}
+		if r.AsMain && (r.As != 0 || r.Kind != KindUnix && r.Kind != KindTCP && r.Kind != KindFile && r.Kind != KindGit) {
+			return fmt.Errorf("batch probe %s: as_main: for a unix, tcp, file or git probe, without as: %w", r.ID, ErrInvalid)
+		}
+		if (len(r.Bases) > 0 || len(r.GitKnown) > 0) && r.Kind != KindGit {
+			return fmt.Errorf("batch probe %s: bases, git_known: a git probe's: %w", r.ID, ErrInvalid)
 		}
 		if r.TimeoutMS < 0 || time.Duration(r.TimeoutMS)*time.Millisecond > MaxTimeout {
 			return fmt.Errorf("batch probe %s: timeout_ms %d out of range: %w", r.ID, r.TimeoutMS, ErrInvalid)
@@ -55,6 +61,19 @@ func Validate(b Batch) error {
 		case KindFile:
 			if !strings.HasPrefix(r.Path, "/") || filepath.Clean(r.Path) != r.Path {
 				return fmt.Errorf("batch probe %s: path %q: want an absolute clean path: %w", r.ID, r.Path, ErrInvalid)
+			}
+		case KindGit:
+			if !strings.HasPrefix(r.Path, "/") || filepath.Clean(r.Path) != r.Path {
+				return fmt.Errorf("batch probe %s: path %q: want an absolute clean path: %w", r.ID, r.Path, ErrInvalid)
+			}
+			if len(r.Bases) > maxGitBases || len(r.GitKnown) > maxGitBases {
+				return fmt.Errorf("batch probe %s: %d bases, at most %d: %w", r.ID, len(r.Bases), maxGitBases, ErrInvalid)
+			}
+			for p, base := range r.Bases {
+				under := p == r.Path || strings.HasPrefix(p, strings.TrimSuffix(r.Path, "/")+"/")
+				if !under || filepath.Clean(p) != p || !isCommitName(base) {
+					return fmt.Errorf("batch probe %s: base %q of %q: want 40 hex digits for a clean path under %s: %w", r.ID, base, p, r.Path, ErrInvalid)
+				}
 			}
 		case KindSocket, KindInterfaces:
 		default:
@@ -86,6 +105,14 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 	}
 	o := Outcome{ID: r.ID, Kind: r.Kind}
 	start := time.Now()
+	if r.AsMain {
+		p, err := FindProcess("")
+		if err != nil {
+			o.Outcome, o.Error = OutcomeError, "the main process's uid: "+err.Error()
+			return o
+		}
+		r.As = p.UID
+	}
 	switch r.Kind {
 	case KindHTTP:
 		h := http.Header{}
@@ -114,6 +141,8 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 		o.Outcome, o.Error = dialAs(ctx, "unix", r.Addr, timeout, r.As)
 	case KindFile:
 		o.Outcome, o.Error, o.File = ProbeFile(r.Path, r.As)
+	case KindGit:
+		o.Outcome, o.Error, o.Git = AuditGit(r.Path, r.Bases, r.GitKnown, r.As)
 	case KindInterfaces:
 		ifs, err := Interfaces("/sys/class/net")
 		if err != nil {
@@ -160,6 +189,22 @@ func validEnvName(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// maxGitBases bounds a git probe's declared bases.
+const maxGitBases = 64
+
+// isCommitName reports whether s is 40 lower-case hex digits.
+func isCommitName(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
 			return false
 		}
 	}

@@ -61,3 +61,36 @@ func TestProbeFile(t *testing.T) {
 		}
 	}
 }
+
+// TestAsMain (root): as_main runs a probe as the uid of the main process
+// (here, whoever PID 1 is), and goes with no explicit uid.
+func TestAsMain(t *testing.T) {
+	testenv.RequireRoot(t)
+	main, err := FindProcess("")
+	if err != nil {
+		testenv.Unavailable(t, "no main process to read: "+err.Error())
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	path := filepath.Join(dir, "answer")
+	os.WriteFile(path, []byte("42\n"), 0o400)
+	res, err := RunBatch(t.Context(), Batch{Probes: []Request{{ID: "f", Kind: KindFile, Path: path, AsMain: true}}}, os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := OutcomeDenied
+	if main.UID == 0 {
+		want = OutcomeReadable
+	}
+	if o := res.Results[0]; o.Outcome != want {
+		t.Fatalf("as the main process (uid %d): %s (%s), want %s", main.UID, o.Outcome, o.Error, want)
+	}
+	for _, bad := range []Request{
+		{ID: "both", Kind: KindFile, Path: path, As: 61234, AsMain: true},
+		{ID: "http", Kind: KindHTTP, URL: "http://127.0.0.1:1/", AsMain: true},
+	} {
+		if err := Validate(Batch{Probes: []Request{bad}}); err == nil {
+			t.Errorf("%s: accepted", bad.ID)
+		}
+	}
+}

@@ -1,9 +1,10 @@
 // Package probe is the tiny client behind `workbench probe`: one HTTP
 // request, one JSON result ({url, method, status, ok, error, latency_ms,
 // outcome}), or a Batch of probes run concurrently in one process (HTTP
-// requests, TCP connects, a search for a visible Docker socket, and the
+// requests, TCP connects, a search for a visible Docker socket, the
 // custody evidence of the process serving a socket or port, read from
-// /proc). The adapter runs it inside containers with docker exec to check
+// /proc, and an audit of the git repositories under a path, as an
+// agent's uid, for history past their base: package gitaudit). The adapter runs it inside containers with docker exec to check
 // readiness and to attest connectivity, since the images carry no curl.
 // Every failed connection says whether it timed out or was refused
 // (Outcome*), so silence is never mistaken for a refusal.

@@ -13,6 +13,8 @@ type (
 	Process     = wire.Process
 	File        = wire.File
 	Isolation   = wire.Isolation
+	GitAudit    = wire.GitAudit
+	GitLeak     = wire.GitLeak
 )
 
 // Probe kinds, outcomes and limits (package wire's).
@@ -26,6 +28,7 @@ const (
 	KindUIDBlock   = wire.KindUIDBlock
 	KindFile       = wire.KindFile
 	KindEpisode    = wire.KindEpisode
+	KindGit        = wire.KindGit
 
 	OutcomeConnected   = wire.OutcomeConnected
 	OutcomeReply       = wire.OutcomeReply
@@ -40,6 +43,8 @@ const (
 	OutcomeFound       = wire.OutcomeFound
 	OutcomeNotFound    = wire.OutcomeNotFound
 	OutcomeReadable    = wire.OutcomeReadable
+	OutcomeClean       = wire.OutcomeClean
+	OutcomeLeak        = wire.OutcomeLeak
 
 	MaxBatch   = wire.MaxBatch
 	MaxTimeout = wire.MaxTimeout

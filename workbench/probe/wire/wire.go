@@ -34,6 +34,10 @@ const (
 	// KindEpisode runs code as an episode of the workbench serving at
 	// Listen and reports its isolation (probe.EpisodeIsolation).
 	KindEpisode = "episode"
+	// KindGit finds the git repositories under Path and audits each, as
+	// the uid As, against its base (Bases, or its HEAD): what it holds
+	// past the base (probe.AuditGit).
+	KindGit = "git"
 )
 
 // Limits of a Batch.
@@ -69,14 +73,29 @@ type Request struct {
 	Body bool `json:"body,omitempty"`
 	// Addr is a TCP probe's host:port, a unix probe's socket path.
 	Addr string `json:"addr,omitempty"`
-	// Path is a file probe's file (absolute, clean).
+	// Path is a file probe's file, a git probe's root (absolute, clean).
 	Path string `json:"path,omitempty"`
+	// Bases are a git probe's declared base commits (40 hex), by
+	// repository (a work tree's path, or a git directory's when it has
+	// none); a repository found and not named here is audited against its
+	// HEAD, one named and not found is an error.
+	Bases map[string]string `json:"bases,omitempty"`
+	// GitKnown are a git probe's known state keys, by repository: the
+	// StateKey of an earlier clean audit of the same image's repository
+	// at the same base, as the same uid. A repository whose key is the
+	// same is not audited again (GitAudit.Cached).
+	GitKnown map[string]string `json:"git_known,omitempty"`
 	// Unix is the socket an HTTP probe's request goes to (see Config.Unix).
 	Unix string `json:"unix,omitempty"`
-	// As runs a unix or TCP probe's connect, or a file probe's open, as
+	// As runs a unix or TCP probe's connect, a file probe's open or a git
+	// probe's audit as
 	// this uid (and gid), not root, to show what a sandbox uid can reach;
 	// zero keeps root.
 	As int `json:"as,omitempty"`
+	// AsMain runs them as the uid of the container's main process (PID 1,
+	// or its first child when PID 1 is an init) instead: the image's
+	// user, whom a launcher's own command runs as. Not with As.
+	AsMain bool `json:"as_main,omitempty"`
 	// Listen is a process, uid_block or episode probe's target:
 	// "tcp:PORT", "unix:PATH", or (a process probe) empty for the
 	// container's main process (PID 1, or its first child when PID 1 is
@@ -122,6 +141,8 @@ type Outcome struct {
 	File *File `json:"file,omitempty"`
 	// Isolation is what an episode probe found.
 	Isolation *Isolation `json:"isolation,omitempty"`
+	// Git is what a git probe found: one audit per repository.
+	Git []GitAudit `json:"git,omitempty"`
 }
 
 // Outcomes of a probe. A connection or request either got through
@@ -157,6 +178,12 @@ const (
 	OutcomeNotFound = "not_found"
 	// OutcomeReadable: a file probe's uid could open the file for reading.
 	OutcomeReadable = "readable"
+	// OutcomeClean and OutcomeLeak: a git probe audited every repository
+	// it found (none, for OutcomeClean, is clean too) and none, or one,
+	// holds something past its base. A repository it could not audit is
+	// OutcomeError.
+	OutcomeClean = "clean"
+	OutcomeLeak  = "leak"
 )
 
 // Socket is one place a socket probe looked at and found something.
@@ -234,4 +261,49 @@ type Isolation struct {
 	Interfaces []string `json:"interfaces"`
 	// VSock is what that code's attempt at a vsock socket got.
 	VSock string `json:"vsock"`
+}
+
+// GitAudit is one repository's audit (package gitaudit): the base it was
+// audited against, what was checked, and what it holds past the base.
+type GitAudit struct {
+	// Path names the repository (its work tree, or its git directory).
+	Path string `json:"path"`
+	// Base is the commit audited against; BaseFrom says where it came
+	// from ("declared" or "HEAD").
+	Base     string `json:"base,omitempty"`
+	BaseFrom string `json:"base_from,omitempty"`
+	// Ancestors, Reachable and Objects count the base and its ancestors,
+	// the objects the base reaches and the repository's objects; Refs and
+	// ReflogEntries what was checked.
+	Ancestors     int `json:"ancestors"`
+	Reachable     int `json:"reachable"`
+	Objects       int `json:"objects"`
+	Refs          int `json:"refs"`
+	ReflogEntries int `json:"reflog_entries"`
+	// Shallow: the repository holds no history below its shallow commits.
+	Shallow bool `json:"shallow,omitempty"`
+	// Leaks are the first leaks (at most 50); LeakCount counts them all.
+	Leaks     []GitLeak `json:"leaks,omitempty"`
+	LeakCount int       `json:"leak_count"`
+	// Error says why the repository could not be audited.
+	Error string `json:"error,omitempty"`
+	// StateKey is the digest of the repository's files as the
+	// filesystem describes them (gitaudit.StateKey), with the base, the
+	// uid and the patch files; Cached says it was the known key, and the
+	// repository was not audited again (its counts are then zero).
+	StateKey string `json:"state_key,omitempty"`
+	Cached   bool   `json:"cached,omitempty"`
+}
+
+// GitLeak is one thing a repository holds past its base.
+type GitLeak struct {
+	// Kind is ref, reflog, object or file; Class which (a branch, a
+	// stash, a commit, a pack...); Name the ref, reflog entry, object or
+	// file; Object the object it names.
+	Kind   string `json:"kind"`
+	Class  string `json:"class"`
+	Name   string `json:"name"`
+	Object string `json:"object,omitempty"`
+	// Why says why it is past the base.
+	Why string `json:"why"`
 }

@@ -1,0 +1,99 @@
+package probe
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentpen/agentpen/workbench/probe/gitaudit"
+)
+
+// AuditGit finds the git repositories under root and audits each against
+// its declared base (bases, by repository path) or its HEAD, as the uid
+// as (on a throwaway thread whose filesystem ids are the uid's: the audit
+// reads what that uid reads; zero keeps root). The outcome is
+// OutcomeClean (no repository, or none holding anything past its base),
+// OutcomeLeak (at least one does: its audit names what) or OutcomeError
+// (the root or a repository could not be read or audited, or a declared
+// repository was not found: no verdict, which the attestation fails).
+// A repository whose state key (its files as the filesystem describes
+// them, the base, the uid and its patch files) is the one known names
+// is not audited again: its audit says Cached.
+func AuditGit(root string, bases, known map[string]string, as int) (outcome, msg string, audits []GitAudit) {
+	run := func() {
+		outcome, msg, audits = auditGit(root, bases, known, as)
+	}
+	if as <= 0 {
+		run()
+		return outcome, msg, audits
+	}
+	if err := asUID(as, run); err != nil {
+		return OutcomeError, err.Error(), nil
+	}
+	return outcome, msg, audits
+}
+
+func auditGit(root string, bases, known map[string]string, as int) (string, string, []GitAudit) {
+	repos, err := gitaudit.Find(root)
+	if err != nil {
+		return OutcomeError, "find repositories: " + err.Error(), nil
+	}
+	var audits []GitAudit
+	var errs []string
+	found := map[string]bool{}
+	leak := false
+	for _, r := range repos {
+		found[r.Path] = true
+		a := GitAudit{Path: r.Path}
+		key, err := gitaudit.StateKey(r.GitDir, "base "+bases[r.Path], fmt.Sprint("uid ", as), "patches "+strings.Join(r.Patches, "\x00"))
+		if err != nil {
+			a.Error = "state key: " + err.Error()
+			errs = append(errs, fmt.Sprintf("%s: state key: %v", r.Path, err))
+			audits = append(audits, a)
+			continue
+		}
+		a.StateKey = key
+		if k, ok := known[r.Path]; ok && k == key {
+			a.Cached = true
+			audits = append(audits, a)
+			continue
+		}
+		res, err := gitaudit.Audit(r.GitDir, gitaudit.Options{Base: bases[r.Path], Patches: r.Patches, Submodules: true})
+		if err != nil {
+			a.Error = err.Error()
+			errs = append(errs, fmt.Sprintf("%s: %v", r.Path, err))
+			audits = append(audits, a)
+			continue
+		}
+		a.Base, a.BaseFrom = res.Base, res.BaseFrom
+		a.Ancestors, a.Reachable, a.Objects = res.Ancestors, res.Reachable, res.Objects
+		a.Refs, a.ReflogEntries, a.Shallow = res.Refs, res.ReflogEntries, res.Shallow
+		a.LeakCount = res.LeakCount
+		for _, l := range res.Leaks {
+			a.Leaks = append(a.Leaks, GitLeak{Kind: l.Kind, Class: l.Class, Name: l.Name, Object: l.Object, Why: l.Why})
+		}
+		leak = leak || res.LeakCount > 0
+		audits = append(audits, a)
+	}
+	for _, p := range sortedKeys(bases) {
+		if !found[p] {
+			errs = append(errs, fmt.Sprintf("%s: a declared repository that is not there", p))
+		}
+	}
+	switch {
+	case len(errs) > 0:
+		return OutcomeError, strings.Join(errs, "; "), audits
+	case leak:
+		return OutcomeLeak, "", audits
+	}
+	return OutcomeClean, "", audits
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
