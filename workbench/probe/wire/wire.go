@@ -268,41 +268,46 @@ type Isolation struct {
 type GitAudit struct {
 	// Path names the repository (its work tree, or its git directory).
 	Path string `json:"path"`
-	// Base is the commit audited against; BaseFrom says where it came
-	// from ("declared" or "HEAD").
-	Base     string `json:"base,omitempty"`
+	// Base is the commit audited against.
+	Base string `json:"base,omitempty"`
+	// BaseFrom says where Base came from: "declared" or "HEAD".
 	BaseFrom string `json:"base_from,omitempty"`
-	// Ancestors, Reachable and Objects count the base and its ancestors,
-	// the objects the base reaches and the repository's objects; Refs and
-	// ReflogEntries what was checked.
-	Ancestors     int `json:"ancestors"`
-	Reachable     int `json:"reachable"`
-	Objects       int `json:"objects"`
-	Refs          int `json:"refs"`
+	// Ancestors counts the base and its ancestors.
+	Ancestors int `json:"ancestors"`
+	// Reachable counts the objects the base reaches.
+	Reachable int `json:"reachable"`
+	// Objects counts the repository's objects.
+	Objects int `json:"objects"`
+	// Refs counts the references checked.
+	Refs int `json:"refs"`
+	// ReflogEntries counts the reflog entries checked.
 	ReflogEntries int `json:"reflog_entries"`
 	// Shallow: the repository holds no history below its shallow commits.
 	Shallow bool `json:"shallow,omitempty"`
-	// Leaks are the first leaks (at most 50); LeakCount counts them all.
-	Leaks     []GitLeak `json:"leaks,omitempty"`
-	LeakCount int       `json:"leak_count"`
+	// Leaks are the first leaks (at most 50).
+	Leaks []GitLeak `json:"leaks,omitempty"`
+	// LeakCount counts every leak, beyond the first 50 too.
+	LeakCount int `json:"leak_count"`
 	// Error says why the repository could not be audited.
 	Error string `json:"error,omitempty"`
 	// StateKey is the digest of the repository's files as the
 	// filesystem describes them (gitaudit.StateKey), with the base, the
-	// uid and the patch files; Cached says it was the known key, and the
-	// repository was not audited again (its counts are then zero).
+	// uid and the patch files.
 	StateKey string `json:"state_key,omitempty"`
-	Cached   bool   `json:"cached,omitempty"`
+	// Cached says StateKey was the known key, and the repository was not
+	// audited again (its counts are then zero).
+	Cached bool `json:"cached,omitempty"`
 }
 
 // GitLeak is one thing a repository holds past its base.
 type GitLeak struct {
-	// Kind is ref, reflog, object or file; Class which (a branch, a
-	// stash, a commit, a pack...); Name the ref, reflog entry, object or
-	// file; Object the object it names.
-	Kind   string `json:"kind"`
-	Class  string `json:"class"`
-	Name   string `json:"name"`
+	// Kind is ref, reflog, object or file.
+	Kind string `json:"kind"`
+	// Class says which: a branch, a stash, a commit, a pack...
+	Class string `json:"class"`
+	// Name is the ref, reflog entry, object or file.
+	Name string `json:"name"`
+	// Object is the object it names.
 	Object string `json:"object,omitempty"`
 	// Why says why it is past the base.
 	Why string `json:"why"`
