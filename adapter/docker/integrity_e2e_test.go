@@ -24,22 +24,9 @@ import (
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/adapter/drivertest"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/internal/testkit/gittest"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
-
-// gitIn runs git in dir for a test repository.
-func gitIn(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "core.hooksPath=/dev/null"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = []string{"HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@example.invalid",
-		"GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@example.invalid", "PATH=" + os.Getenv("PATH")}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
 
 // taskRepo makes a task's repository in dir at its base (returned), then
 // plants its leak: "" none, "branch" a branch at the fix, "reflog" the
@@ -55,11 +42,11 @@ func taskRepo(t *testing.T, dir, leak string) (base, fix string) {
 			t.Fatal(err)
 		}
 	}
-	gitIn(t, dir, "init", "-q", "-b", "main")
+	gittest.Run(t, dir, "init", "-q", "-b", "main")
 	write("def median(xs):\n    return sorted(xs)[len(xs)//2]\n")
-	gitIn(t, dir, "add", "median.py")
-	gitIn(t, dir, "commit", "-q", "-m", "the task")
-	base = gitIn(t, dir, "rev-parse", "HEAD")
+	gittest.Run(t, dir, "add", "median.py")
+	gittest.Run(t, dir, "commit", "-q", "-m", "the task")
+	base = gittest.Run(t, dir, "rev-parse", "HEAD")
 	if leak == "" {
 		return base, ""
 	}
@@ -70,21 +57,21 @@ func taskRepo(t *testing.T, dir, leak string) (base, fix string) {
 		return base, ""
 	}
 	if leak == "branch" {
-		gitIn(t, dir, "checkout", "-q", "-b", "fix")
+		gittest.Run(t, dir, "checkout", "-q", "-b", "fix")
 	}
 	write("def median(xs):\n    s = sorted(xs)\n    return (s[(len(s)-1)//2] + s[len(s)//2]) / 2\n")
-	gitIn(t, dir, "commit", "-q", "-am", "the fix")
-	fix = gitIn(t, dir, "rev-parse", "HEAD")
+	gittest.Run(t, dir, "commit", "-q", "-am", "the fix")
+	fix = gittest.Run(t, dir, "rev-parse", "HEAD")
 	switch leak {
 	case "branch":
-		gitIn(t, dir, "checkout", "-q", "main")
+		gittest.Run(t, dir, "checkout", "-q", "main")
 	case "reflog":
-		gitIn(t, dir, "reset", "-q", "--hard", base)
+		gittest.Run(t, dir, "reset", "-q", "--hard", base)
 		os.Remove(filepath.Join(dir, ".git", "ORIG_HEAD"))
 	case "dangling":
-		gitIn(t, dir, "reset", "-q", "--hard", base)
+		gittest.Run(t, dir, "reset", "-q", "--hard", base)
 		os.Remove(filepath.Join(dir, ".git", "ORIG_HEAD"))
-		gitIn(t, dir, "reflog", "expire", "--expire=now", "--all")
+		gittest.Run(t, dir, "reflog", "expire", "--expire=now", "--all")
 	}
 	return base, fix
 }

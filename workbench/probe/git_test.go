@@ -8,22 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentpen/agentpen/internal/testkit/gittest"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
-
-// git runs git in dir and returns its output, trimmed.
-func git(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "core.hooksPath=/dev/null"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = []string{"HOME=" + t.TempDir(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@example.invalid",
-		"GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@example.invalid", "PATH=" + os.Getenv("PATH")}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
 
 // repoAt makes a repository at dir with two commits and returns the
 // second, its HEAD.
@@ -32,13 +19,13 @@ func repoAt(t *testing.T, dir string) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	git(t, dir, "init", "-q", "-b", "main")
+	gittest.Run(t, dir, "init", "-q", "-b", "main")
 	for _, c := range []string{"one", "two"} {
 		os.WriteFile(filepath.Join(dir, "f"), []byte(c+"\n"), 0o644)
-		git(t, dir, "add", "f")
-		git(t, dir, "commit", "-q", "-m", c)
+		gittest.Run(t, dir, "add", "f")
+		gittest.Run(t, dir, "commit", "-q", "-m", c)
 	}
-	return git(t, dir, "rev-parse", "HEAD")
+	return gittest.Run(t, dir, "rev-parse", "HEAD")
 }
 
 // TestAuditGit (root): a git probe audits every repository under its
@@ -61,11 +48,11 @@ func TestAuditGit(t *testing.T) {
 	cleanBase := repoAt(t, clean)
 	leaky := filepath.Join(root, "leaky")
 	leakyBase := repoAt(t, leaky)
-	git(t, leaky, "checkout", "-q", "-b", "fix")
+	gittest.Run(t, leaky, "checkout", "-q", "-b", "fix")
 	os.WriteFile(filepath.Join(leaky, "f"), []byte("the fix\n"), 0o644)
-	git(t, leaky, "commit", "-q", "-am", "fix")
-	fix := git(t, leaky, "rev-parse", "HEAD")
-	git(t, leaky, "checkout", "-q", "main")
+	gittest.Run(t, leaky, "commit", "-q", "-am", "fix")
+	fix := gittest.Run(t, leaky, "rev-parse", "HEAD")
+	gittest.Run(t, leaky, "checkout", "-q", "main")
 
 	run := func(path string, bases map[string]string, as int) Outcome {
 		t.Helper()
@@ -119,26 +106,26 @@ func TestAuditGit(t *testing.T) {
 	if o := known(clean, cleanBase, map[string]string{clean: "sha256:other"}); o.Git[0].Cached || o.Git[0].Objects == 0 {
 		t.Fatalf("another key: %s %+v", o.Outcome, o.Git)
 	}
-	first := git(t, clean, "rev-list", "--max-parents=0", "HEAD")
+	first := gittest.Run(t, clean, "rev-list", "--max-parents=0", "HEAD")
 	if o := known(clean, first, map[string]string{clean: key}); o.Git[0].Cached || o.Outcome != OutcomeLeak {
 		t.Fatalf("another base, the same files: %s %+v", o.Outcome, o.Git)
 	}
-	git(t, clean, "branch", "later", cleanBase)
-	git(t, clean, "branch", "-D", "later")
-	git(t, clean, "checkout", "-q", "-b", "fix2")
-	git(t, clean, "commit", "-q", "--allow-empty", "-m", "past")
-	git(t, clean, "checkout", "-q", "main")
+	gittest.Run(t, clean, "branch", "later", cleanBase)
+	gittest.Run(t, clean, "branch", "-D", "later")
+	gittest.Run(t, clean, "checkout", "-q", "-b", "fix2")
+	gittest.Run(t, clean, "commit", "-q", "--allow-empty", "-m", "past")
+	gittest.Run(t, clean, "checkout", "-q", "main")
 	if o := known(clean, cleanBase, map[string]string{clean: key}); o.Git[0].Cached || o.Outcome != OutcomeLeak {
 		t.Fatalf("a branch since the key: %s %+v", o.Outcome, o.Git)
 	}
-	git(t, clean, "branch", "-D", "fix2")
-	git(t, clean, "reflog", "expire", "--expire=now", "--all")
-	git(t, clean, "prune", "--expire=now")
+	gittest.Run(t, clean, "branch", "-D", "fix2")
+	gittest.Run(t, clean, "reflog", "expire", "--expire=now", "--all")
+	gittest.Run(t, clean, "prune", "--expire=now")
 
 	// What the uid cannot read: a pack is no verdict (root reads it, and
 	// finds the repository clean); a directory hides its repository from
 	// the uid (and from the agent), not from root.
-	git(t, clean, "gc", "-q")
+	gittest.Run(t, clean, "gc", "-q")
 	packs, _ := filepath.Glob(filepath.Join(clean, ".git", "objects", "pack", "*.pack"))
 	if len(packs) != 1 {
 		t.Fatalf("packs %v", packs)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentpen/agentpen/internal/testkit/gittest"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 )
 
@@ -43,25 +44,7 @@ func newRepo(t testing.TB, args ...string) *gitRepo {
 // git runs git in the repository and returns its output, trimmed.
 func (r *gitRepo) git(args ...string) string {
 	r.t.Helper()
-	return gitIn(r.t, r.dir, "", args...)
-}
-
-func gitIn(t testing.TB, dir, stdin string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	home := t.TempDir()
-	cmd.Env = []string{"HOME=" + home, "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@example.invalid",
-		"GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@example.invalid", "GIT_AUTHOR_DATE=1700000000 +0000",
-		"GIT_COMMITTER_DATE=1700000000 +0000", "PATH=" + os.Getenv("PATH")}
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return gittest.RunInput(r.t, r.dir, "", args...)
 }
 
 // commit writes file with content and commits it; it returns the commit.
@@ -213,7 +196,7 @@ func TestLeaks(t *testing.T) {
 		}, [][3]string{{"object", "blob", ""}}},
 		{"remote-tracking ref", func(t *testing.T, r *gitRepo, base string) string {
 			up := &gitRepo{t: t, dir: filepath.Join(t.TempDir(), "up")}
-			gitIn(t, r.dir, "", "clone", "-q", r.dir, up.dir)
+			gittest.RunInput(t, r.dir, "", "clone", "-q", r.dir, up.dir)
 			c := up.commit("src/median.py", fix)
 			r.git("remote", "add", "origin", up.dir)
 			r.git("fetch", "-q", "origin")
@@ -226,7 +209,7 @@ func TestLeaks(t *testing.T) {
 		{"worktree past the base", func(t *testing.T, r *gitRepo, base string) string {
 			wt := filepath.Join(t.TempDir(), "wt")
 			r.git("worktree", "add", "-q", "-b", "wip", wt)
-			gitIn(t, wt, "", "-c", "core.hooksPath=/dev/null", "commit", "-q", "--allow-empty", "-m", "wip")
+			gittest.RunInput(t, wt, "", "-c", "core.hooksPath=/dev/null", "commit", "-q", "--allow-empty", "-m", "wip")
 			return ""
 		}, [][3]string{{"ref", "head", "worktrees/wt/HEAD"}, {"ref", "branch", "refs/heads/wip"}}},
 	} {
@@ -293,7 +276,7 @@ func TestShallowClone(t *testing.T) {
 	up := newRepo(t)
 	up.base()
 	dir := filepath.Join(t.TempDir(), "clone")
-	gitIn(t, up.dir, "", "clone", "-q", "--depth", "1", "file://"+up.dir, dir)
+	gittest.RunInput(t, up.dir, "", "clone", "-q", "--depth", "1", "file://"+up.dir, dir)
 	r := &gitRepo{t: t, dir: dir}
 	r.git("remote", "remove", "origin")
 	res := r.audit("")
@@ -309,7 +292,7 @@ func TestAlternates(t *testing.T) {
 	base := up.base()
 	fix := up.commit("src/median.py", "fixed\n")
 	dir := filepath.Join(t.TempDir(), "clone")
-	gitIn(t, up.dir, "", "clone", "-q", "--shared", "--no-checkout", up.dir, dir)
+	gittest.RunInput(t, up.dir, "", "clone", "-q", "--shared", "--no-checkout", up.dir, dir)
 	r := &gitRepo{t: t, dir: dir}
 	r.git("update-ref", "refs/heads/main", base)
 	r.git("remote", "remove", "origin")
@@ -409,7 +392,7 @@ func TestHiddenOutsideObjects(t *testing.T) {
 		}
 		os.Remove(packs[0])
 		os.Remove(pk)
-		gitIn(t, r.dir, string(data), "unpack-objects", "-q")
+		gittest.RunInput(t, r.dir, string(data), "unpack-objects", "-q")
 		r.git("prune", "--expire=now") // the fix now only in the pack
 		if err := os.WriteFile(pk, data, 0o444); err != nil {
 			t.Fatal(err)

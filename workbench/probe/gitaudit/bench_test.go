@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentpen/agentpen/internal/testkit/gittest"
 	"github.com/agentpen/agentpen/internal/testkit/testlatency"
 )
 
@@ -22,7 +23,7 @@ func benchRepo(b *testing.B, n int) (string, string) {
 	b.Helper()
 	requireGit(b)
 	dir := filepath.Join(b.TempDir(), "repo")
-	gitIn(b, b.TempDir(), "", "init", "-q", "-b", "main", dir)
+	gittest.RunInput(b, b.TempDir(), "", "init", "-q", "-b", "main", dir)
 	var s strings.Builder
 	for i := range n {
 		fmt.Fprintf(&s, "commit refs/heads/main\nmark :%d\ncommitter a <a@example.invalid> %d +0000\ndata 12\ncommit %05d\n", i+1, 1700000000+i, i)
@@ -32,10 +33,10 @@ func benchRepo(b *testing.B, n int) (string, string) {
 		body := fmt.Sprintf("def f%d():\n    return %d\n", i%200, i)
 		fmt.Fprintf(&s, "M 100644 inline d%d/f%d.py\ndata %d\n%s\n", i%10, i%200, len(body), body)
 	}
-	gitIn(b, dir, s.String(), "fast-import", "--quiet")
-	gitIn(b, dir, "", "repack", "-q", "-a", "-d", "-f", "--depth=50", "--window=10")
-	head := gitIn(b, dir, "", "rev-parse", "HEAD")
-	gitIn(b, dir, "", "update-ref", "-m", "bench", "refs/heads/main", head)
+	gittest.RunInput(b, dir, s.String(), "fast-import", "--quiet")
+	gittest.RunInput(b, dir, "", "repack", "-q", "-a", "-d", "-f", "--depth=50", "--window=10")
+	head := gittest.RunInput(b, dir, "", "rev-parse", "HEAD")
+	gittest.RunInput(b, dir, "", "update-ref", "-m", "bench", "refs/heads/main", head)
 	return filepath.Join(dir, ".git"), head
 }
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/agentpen/agentpen/internal/testkit/gittest"
 )
 
 // TestFind: every repository of a tree is found (a work tree, a bare
@@ -23,7 +25,7 @@ func TestFind(t *testing.T) {
 	}
 	lib := &gitRepo{t: t, dir: filepath.Join(t.TempDir(), "lib")}
 	requireGit(t)
-	gitIn(t, t.TempDir(), "", "init", "-q", "-b", "main", lib.dir)
+	gittest.RunInput(t, t.TempDir(), "", "init", "-q", "-b", "main", lib.dir)
 	lib.commit("lib.py", "x = 1\n")
 
 	a := mk("src/a")
@@ -43,7 +45,7 @@ func TestFind(t *testing.T) {
 	b.git("-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "submodules")
 	b.git("submodule", "deinit", "-q", "gone")
 	b.git("prune", "--expire=now") // the first .gitmodules, replaced by the second add
-	gitIn(t, root, "", "clone", "-q", "--bare", lib.dir, filepath.Join(root, "bare.git"))
+	gittest.RunInput(t, root, "", "clone", "-q", "--bare", lib.dir, filepath.Join(root, "bare.git"))
 
 	repos, err := Find(root)
 	if err != nil {
