@@ -313,7 +313,12 @@ func (snap snapshot) status() campaign.Status {
 
 // read reads the campaign's files; the error wraps store.ErrNoCampaign
 // when the state root has no journal of it (or is a bad id).
-func (s *Server) read(id string) (snapshot, error) {
+func (s *Server) read(id string) (snapshot, error) { return s.readWith(id, true) }
+
+// readState is read without the reports: the snapshot's state alone.
+func (s *Server) readState(id string) (snapshot, error) { return s.readWith(id, false) }
+
+func (s *Server) readWith(id string, reports bool) (snapshot, error) {
 	c, err := s.root.Open(id)
 	if errors.Is(err, store.ErrNoCampaign) || errors.Is(err, campaign.ErrInvalid) {
 		return snapshot{}, err
@@ -324,21 +329,10 @@ func (s *Server) read(id string) (snapshot, error) {
 	}
 	defer c.Close()
 	st, err := c.Read()
+	if !reports {
+		return snapshot{id: c.ID, dir: c.Path, st: st, err: err}, nil
+	}
 	return s.readReports(c, st, err), nil
-}
-
-// readState is read without the reports: the snapshot's state alone.
-func (s *Server) readState(id string) (snapshot, error) {
-	c, err := s.root.Open(id)
-	if errors.Is(err, store.ErrNoCampaign) || errors.Is(err, campaign.ErrInvalid) {
-		return snapshot{}, err
-	}
-	if err != nil {
-		return snapshot{id: id, dir: s.root.CampaignDir(id), err: err}, nil
-	}
-	defer c.Close()
-	st, err := c.Read()
-	return snapshot{id: c.ID, dir: c.Path, st: st, err: err}, nil
 }
 
 // snapshotOf is read for a campaign the root's List read.
