@@ -884,6 +884,39 @@ func TestGitAuditedOnce(t *testing.T) {
 	if got := planned(src); len(got) != 2 {
 		t.Fatalf("another generation's attestation: git probes of %v", got)
 	}
+	// Nor does a failed one, of the campaign or of a refill's slots: the
+	// campaign was not handed out on it, and what it failed on (a leak)
+	// is looked at again.
+	src.Records = append(slices.Clone(f.src.Records), campaign.Record{Op: campaign.OpAttested, Gen: gen, Status: campaign.AttestFailed})
+	if got := planned(src); len(got) != 2 {
+		t.Fatalf("after a failed attestation: git probes of %v", got)
+	}
+}
+
+// TestGitLeakFailsEveryAttestation: a leaking repository fails the first
+// attestation, and again the next one: a failed attestation does not
+// count as the audit that covers a workspace. It used to, and an
+// attestation asked again passed with the same leak in place.
+func TestGitLeakFailsEveryAttestation(t *testing.T) {
+	leaking := func(t *testing.T) *fixture {
+		f := loadFixture(t, "internal")
+		f.probe(t, PhaseMain, ws0, ws0+"/git_history/0", func(m map[string]any) {
+			m["outcome"] = "leak"
+			m["git"] = []any{map[string]any{"path": "/workspace/repo", "base": strings.Repeat("a", 40), "base_from": "HEAD", "leak_count": float64(1),
+				"leaks": []any{map[string]any{"kind": "ref", "class": "branch", "name": "refs/heads/fix", "why": "past the base"}}}}
+		})
+		return f
+	}
+	f := leaking(t)
+	if rep := Evaluate(f.src, f.observed()); rep.OK || !slices.Contains(rep.FailedChecks, ws0+".probe.git_history") {
+		t.Fatalf("the first attestation: ok %v, failed %v", rep.OK, rep.FailedChecks)
+	}
+	f = leaking(t)
+	gens := campaign.Generations(f.src.Records)
+	f.src.Records = append(slices.Clone(f.src.Records), campaign.Record{Op: campaign.OpAttested, Gen: gens[len(gens)-1].N, Status: campaign.AttestFailed})
+	if rep := Evaluate(f.src, f.observed()); rep.OK || !slices.Contains(rep.FailedChecks, ws0+".probe.git_history") {
+		t.Fatalf("the attestation after a failed one: ok %v, failed %v", rep.OK, rep.FailedChecks)
+	}
 }
 
 // TestGitCache: a clean audit is learnt under its cache key; the next

@@ -354,7 +354,7 @@ func expect(src Source) (*expectation, error) {
 }
 
 // markAudited marks the workspaces an attestation of the latest
-// generation already covered: a whole-campaign attestation every
+// generation that passed already covered: a whole-campaign attestation every
 // workspace whose intent came before it, a refill's the slots it names
 // (a container made again after it is not covered).
 func markAudited(e *expectation, recs []campaign.Record) {
@@ -380,6 +380,10 @@ func markAudited(e *expectation, recs []campaign.Record) {
 			if c := byName[r.Name]; c != nil {
 				c.Audited = false // made (again) after any attestation so far
 			}
+		case r.Op == campaign.OpAttested && r.Status != campaign.AttestOK:
+			// A failed attestation covers nothing: the campaign was
+			// never handed out on it, and what it failed on (a leak
+			// among others) must be looked at again.
 		case r.Op == campaign.OpAttested && len(r.Slots) == 0:
 			for name := range intended {
 				if c := byName[name]; c != nil {
