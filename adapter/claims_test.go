@@ -401,3 +401,84 @@ func TestSharedHoldLetsATakerAloneIn(t *testing.T) {
 		t.Errorf("order %v, want the taker alone before the later sharer", order)
 	}
 }
+
+// hookedBind is the fake driver with a hook run before each bind.
+type hookedBind struct {
+	*fakedriver.Driver
+	hook func(task string)
+}
+
+func (h hookedBind) Bind(ctx context.Context, w driver.Workspace, task string) error {
+	h.hook(task)
+	return h.Driver.Bind(ctx, w, task)
+}
+
+// TestClaimAfterAFailedVerdictIsRefused: a warm claim sharing a refill's hold
+// is decided on a ready campaign, and the refill's failing verdict (which
+// fails the campaign closed) is journalled while the claim binds: the
+// claim is still answered bound, and its record follows the failure.
+func TestClaimAfterAFailedVerdictIsRefused(t *testing.T) {
+	fd := fakedriver.New(map[string]string{"img": fakeImage})
+	a, root := fakeEngine(t, fd, t.TempDir())
+	c := fakePool(t, a, root, "failclosed", 4)
+	failedJournalled := func() bool {
+		recs, _, err := c.Records()
+		if err != nil {
+			return false
+		}
+		for _, r := range recs {
+			if r.Op == campaign.OpAttested && r.Status != campaign.AttestOK {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range 2 {
+		if _, err := a.Claim(t.Context(), c, "software/median", string(rune('a'+i)), AttestOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Driver = hookedBind{fd, func(task string) {
+		deadline := time.Now().Add(20 * time.Second)
+		for !failedJournalled() && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}}
+	type ans struct {
+		cl  Claimed
+		err error
+	}
+	got := make(chan ans, 1)
+	creates := 0
+	fd.CreateFunc = func(ctx context.Context, o *driver.Object) (string, error) {
+		if o.Kind == campaign.KindContainer {
+			if creates++; creates == 1 {
+				go func() {
+					cl, err := a.Claim(context.Background(), c, "software/median", "during", AttestOptions{})
+					got <- ans{cl, err}
+				}()
+				time.Sleep(100 * time.Millisecond) // the claim joins the refill's hold
+			}
+		}
+		return fd.Runtime.Create(o)
+	}
+	if _, err := a.Refill(t.Context(), c, AttestOptions{}); err == nil {
+		t.Fatal("the fake's refill verdict should fail")
+	}
+	r := <-got
+	recs, _, _ := c.Records()
+	failedAt, claimAt := -1, -1
+	for i, rec := range recs {
+		if rec.Op == campaign.OpAttested && rec.Status != campaign.AttestOK && failedAt < 0 {
+			failedAt = i
+		}
+		if rec.Op == campaign.OpClaim && rec.Attempt == "during" {
+			claimAt = i
+		}
+	}
+	st, _ := c.Read()
+	t.Logf("claim answer: err=%v slot=%d; journal: failed verdict at %d, claim at %d; status now %s", r.err, r.cl.Slot, failedAt, claimAt, st.Status)
+	if r.err == nil && claimAt > failedAt && failedAt >= 0 {
+		t.Fatalf("a workspace was handed out (slot %d) and its claim journalled AFTER the campaign was failed closed (record %d after %d)", r.cl.Slot, claimAt, failedAt)
+	}
+}

@@ -23,7 +23,10 @@ import (
 // decisions do not touch each other's: a claim binds a ready slot and
 // journals it, a refill journals and makes new slots (not ready until
 // attested: no claim takes them) and the verdict on its own slots. So a
-// claim does not wait for a refill's daemon calls. Refills take turns
+// claim does not wait for a refill's daemon calls. The one decision they
+// share is whether the campaign is ready: a failed verdict ends that, so
+// a claim batch reads the state again, and journals its claims, in turn
+// with the verdicts (decideTurn). Refills take turns
 // among themselves (refillMu: each picks the next slot numbers from the
 // journal). Once a taker of the lock alone waits in this process, no one
 // joins the shared hold: it ends, the lock goes to that taker, and the
@@ -37,6 +40,11 @@ type campaignHolds struct {
 	shared *sharedHold
 	// refillMu makes a refill's holds take turns with another refill's.
 	refillMu sync.Mutex
+	// decideMu is held by a sharer of the hold from the reading of the
+	// state it decides on to the append of what it decided, where the
+	// other's records could change that state: a claim batch's claims and
+	// a refill's verdict (a failed one fails the campaign closed).
+	decideMu sync.Mutex
 }
 
 // sharedHold is one hold of a campaign's lock shared by this process's
@@ -69,6 +77,14 @@ func (a *Adapter) refillTurn(key string) *sync.Mutex {
 	a.holdsMu.Lock()
 	defer a.holdsMu.Unlock()
 	return &a.holdsOfLocked(key).refillMu
+}
+
+// decideTurn is the mutex a campaign's claim batches and refill
+// verdicts decide and journal under (campaignHolds.decideMu).
+func (a *Adapter) decideTurn(key string) *sync.Mutex {
+	a.holdsMu.Lock()
+	defer a.holdsMu.Unlock()
+	return &a.holdsOfLocked(key).decideMu
 }
 
 // takeAlone runs take, which takes the campaign's lock alone, counted as

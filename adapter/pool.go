@@ -187,6 +187,15 @@ func (a *Adapter) bindSlots(ctx context.Context, c *store.Campaign, j *campaign.
 		recs = append(recs, campaign.Record{Op: campaign.OpClaim, Gen: st.Latest().N, Kind: campaign.KindContainer, Role: campaign.RoleWork, Name: slot.Name, ID: slot.ContainerID, Task: reqs[i].task, Attempt: reqs[i].attempt})
 		bound = append(bound, i)
 	}
+	// A refill sharing the hold may have failed the campaign closed
+	// since st was read: its claims are then refused, as the bind files
+	// of a failed append are left (below).
+	turn := a.decideTurn(c.Key)
+	turn.Lock()
+	defer turn.Unlock()
+	if _, err := a.claimable(c); err != nil {
+		return nil, err
+	}
 	if err := j.AppendAll(recs); err != nil {
 		// The files are written and the journal says nothing: the slots
 		// are bound but handed out to no one (a later claim of one fails
@@ -517,6 +526,9 @@ func (a *Adapter) attestSlots(ctx context.Context, c *store.Campaign, j *campaig
 // slots (generation gen), holding the campaign's lock; a failed one
 // fails the campaign closed, and is the error.
 func (a *Adapter) verdict(ctx context.Context, c *store.Campaign, j *campaign.Journal, gen int, rep *attest.Report) error {
+	turn := a.decideTurn(c.Key)
+	turn.Lock()
+	defer turn.Unlock()
 	if _, err := a.writeAttestation(ctx, c, j, gen, rep); err != nil {
 		return err
 	}
