@@ -3,6 +3,7 @@ package probe
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -41,5 +42,63 @@ func ProbeFile(path string, as int) (outcome, msg string, f *File) {
 	if err := asUID(as, open); err != nil {
 		return OutcomeError, err.Error(), f
 	}
+	if outcome == OutcomeDenied {
+		// A refusal is no proof when the uid, free to change the mode of
+		// what it owns, could read the file all the same.
+		if why, ok := ownerCouldRead(path, as); ok {
+			return OutcomeReadable, fmt.Sprintf("refused now, but uid %d %s", as, why), f
+		}
+	}
 	return outcome, msg, f
+}
+
+// ownerCouldRead reports whether uid, which may change the mode of what
+// it owns, could read the file at path (lstat as root, links not
+// followed): it owns the file, or the file's bits let it read (as others,
+// or as its group when the file's gid is the uid) and every directory
+// above is its own or lets it pass. It says how.
+func ownerCouldRead(path string, uid int) (string, bool) {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil {
+		return "", false
+	}
+	if int(st.Uid) == uid {
+		return "owns " + path + " and may change its mode", true
+	}
+	lets := func(st *unix.Stat_t, bit uint32) bool {
+		return st.Mode&bit != 0 || int(st.Gid) == uid && st.Mode&(bit<<3) != 0
+	}
+	if !lets(&st, 0o4) {
+		return "", false
+	}
+	owned := ""
+	for d := filepath.Dir(filepath.Clean(path)); ; d = filepath.Dir(d) {
+		var dst unix.Stat_t
+		if unix.Lstat(d, &dst) != nil {
+			return "", false
+		}
+		switch {
+		case int(dst.Uid) == uid:
+			owned = d
+		case !lets(&dst, 0o1):
+			return "", false
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	if owned == "" {
+		return "", false
+	}
+	return "owns " + owned + " above it and may open it to pass", true
+}
+
+// owner is the uid whose ownership of a file makes a refusal to it no
+// proof: the uid a probe runs as, none (-1) for root, who is refused
+// nothing.
+func owner(as int) int {
+	if as <= 0 {
+		return -1
+	}
+	return as
 }

@@ -62,6 +62,58 @@ func TestProbeFile(t *testing.T) {
 	}
 }
 
+// TestProbeFileOwnerCouldRead (root): a refusal is no proof when the
+// uid owns the file, or owns a directory above it and the file's bits let
+// it read: an owner may change the mode. The same refusal by what it does
+// not own stands. It used to be taken as denied (found by a hostile
+// review: a forbidden file the agent owned, mode 0000, passed).
+func TestProbeFileOwnerCouldRead(t *testing.T) {
+	testenv.RequireRoot(t)
+	const uid = 61234 // any uid but root's: nothing runs as it
+	for _, tt := range []struct {
+		name     string
+		fileMode os.FileMode
+		fileUID  int
+		dirMode  os.FileMode
+		dirUID   int
+		want     string
+	}{
+		{"owns_the_file", 0o000, uid, 0o755, 0, OutcomeReadable},
+		{"owns_the_closed_directory", 0o644, 0, 0o000, uid, OutcomeReadable},
+		{"owns_the_directory_file_closed", 0o600, 0, 0o000, uid, OutcomeDenied},
+		{"root_closes_the_directory", 0o644, 0, 0o700, 0, OutcomeDenied},
+		{"root_closes_the_file", 0o600, 0, 0o755, 0, OutcomeDenied},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			top, err := os.MkdirTemp("", "probe-owner")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(top) })
+			os.Chmod(top, 0o755)
+			dir := filepath.Join(top, "d")
+			path := filepath.Join(dir, "answers")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte("the answer\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			os.Chown(path, tt.fileUID, tt.fileUID)
+			os.Chmod(path, tt.fileMode)
+			os.Chown(dir, tt.dirUID, tt.dirUID)
+			os.Chmod(dir, tt.dirMode)
+			res, err := RunBatch(t.Context(), Batch{Probes: []Request{{ID: "f", Kind: KindFile, Path: path, As: uid}}}, os.Getenv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o := res.Results[0]; o.Outcome != tt.want {
+				t.Errorf("outcome %s (%s), want %s", o.Outcome, o.Error, tt.want)
+			}
+		})
+	}
+}
+
 // TestAsMain (root): as_main runs a probe as the uid of the main process
 // (here, whoever PID 1 is), and goes with no explicit uid.
 func TestAsMain(t *testing.T) {

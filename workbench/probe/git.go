@@ -34,7 +34,7 @@ func AuditGit(root string, bases, known map[string]string, as int) (outcome, msg
 }
 
 func auditGit(root string, bases, known map[string]string, as int) (string, string, []GitAudit) {
-	repos, err := gitaudit.Find(root)
+	repos, err := gitaudit.Find(root, owner(as))
 	if err != nil {
 		return OutcomeError, "find repositories: " + err.Error(), nil
 	}

@@ -145,6 +145,16 @@ func TestAuditGit(t *testing.T) {
 	if o := run(root, nil, 0); o.Outcome != OutcomeLeak || len(o.Git) != 2 {
 		t.Fatalf("a repository root reaches: %s (%s) %+v", o.Outcome, o.Error, o.Git)
 	}
+	// Unless the uid owns that directory: it may open it at will, so the
+	// audit has no verdict rather than call it empty. It used to be
+	// clean (found by a hostile review).
+	os.Chown(leaky, uid, uid)
+	os.Chmod(leaky, 0o000)
+	if o := run(root, nil, uid); o.Outcome != OutcomeError || !strings.Contains(o.Error, "owns it") {
+		t.Fatalf("a repository the uid hides from itself: %s (%s) %+v", o.Outcome, o.Error, o.Git)
+	}
+	os.Chown(leaky, 0, 0)
+	os.Chmod(leaky, 0o755)
 
 	for _, bad := range []Request{
 		{ID: "rel", Kind: KindGit, Path: "workspace"},

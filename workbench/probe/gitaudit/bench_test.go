@@ -57,7 +57,7 @@ func BenchmarkGitAudit(b *testing.B) {
 			}
 		})
 		key.Time(func() {
-			repos, err := Find(filepath.Dir(gitDir))
+			repos, err := Find(filepath.Dir(gitDir), -1)
 			if err != nil || len(repos) != 1 {
 				b.Fatalf("find: %v %v", repos, err)
 			}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Repo is a repository Find found.
@@ -37,9 +38,11 @@ const maxFindEntries = 1 << 20
 // ...", a linked worktree's or a submodule's), a bare repository, and
 // every submodule's repository under a git directory's modules/ (checked
 // out or not). It never follows a symbolic link; a directory it cannot
-// read is not searched (whoever runs Find cannot list it either); a root
-// that is not there holds none.
-func Find(root string) ([]Repo, error) {
+// read is not searched (whoever runs Find cannot list it either), unless
+// uid owns it: its owner may open it at will, so Find fails rather than
+// call it empty (uid < 0: no one is the owner to fear). A root that is
+// not there holds none.
+func Find(root string, uid int) ([]Repo, error) {
 	var repos []Repo
 	at := map[string]int{} // by git directory
 	add := func(path, gitDir string) {
@@ -56,6 +59,9 @@ func Find(root string) ([]Repo, error) {
 	n := 0
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
+			if errors.Is(err, fs.ErrPermission) && p != root && uid >= 0 && ownedBy(p, uid) {
+				return fmt.Errorf("%s: %w: uid %d owns it, and may open it", p, err, uid)
+			}
 			if errors.Is(err, fs.ErrPermission) && p != root || errors.Is(err, fs.ErrNotExist) && p == root {
 				return nil // nothing there, or nothing whoever runs Find can list
 			}
@@ -156,4 +162,14 @@ func gitFile(p string) (string, bool) {
 		return "", false
 	}
 	return g, true
+}
+
+// ownedBy reports whether uid owns the file at p (not followed).
+func ownedBy(p string, uid int) bool {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == uid
 }

@@ -47,7 +47,7 @@ func TestFind(t *testing.T) {
 	b.git("prune", "--expire=now") // the first .gitmodules, replaced by the second add
 	gittest.RunInput(t, root, "", "clone", "-q", "--bare", lib.dir, filepath.Join(root, "bare.git"))
 
-	repos, err := Find(root)
+	repos, err := Find(root, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
