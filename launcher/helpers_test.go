@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -146,7 +147,7 @@ func (f *fakeBackend) Up(ctx context.Context, root *store.Root, p *campaign.Plan
 	}
 	defer sc.Close()
 	rep, path, err := f.Attest(ctx, sc, opts.Attest)
-	res := &adapter.UpResult{Campaign: c, Report: rep, ReportPath: path}
+	res := &adapter.UpResult{Campaign: copyCampaign(c), Report: rep, ReportPath: path}
 	if err != nil || !rep.OK {
 		res.Removal, res.RemovalPath, _ = f.Cleanup(ctx, sc, campaign.ReasonNotAttested)
 		return res, fmt.Errorf("campaign %s: %w", id, adapter.ErrNotAttested)
@@ -429,7 +430,16 @@ func (f *fakeBackend) Load(c *store.Campaign) (*adapter.Campaign, error) {
 	if !st.Status.Up() || camp == nil || camp.Plan.Instance != g.Instance {
 		return nil, fmt.Errorf("campaign %q generation %d: %w", c.ID, g.N, adapter.ErrNotUp)
 	}
-	return camp, nil
+	return copyCampaign(camp), nil
+}
+
+// copyCampaign is c as the adapter answers it: a value of the caller's
+// own, which the service appends claimed workspaces to while the fake
+// reads its own (concurrent claims share the campaign).
+func copyCampaign(c *adapter.Campaign) *adapter.Campaign {
+	cc := *c
+	cc.Workspaces = slices.Clone(c.Workspaces)
+	return &cc
 }
 
 // CollectResults stores the campaign's pending results, as the adapter
