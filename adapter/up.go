@@ -100,5 +100,5 @@ func (a *Adapter) CheckAttestable() error {
 	if info.Capabilities.Attestable {
 		return nil
 	}
-	return fmt.Errorf("%w: the attestation's checks are a Docker daemon's, not the %s driver's (issue 38), so a campaign there would come up only to be removed; nothing was made (agentpen up --keep-failed brings one up unattested and keeps it)", ErrUnattestable, info.Name)
+	return fmt.Errorf("%w: the %s driver declares its campaigns unattestable, so a campaign there would come up only to be removed; nothing was made (agentpen up --keep-failed brings one up unattested and keeps it)", ErrUnattestable, info.Name)
 }

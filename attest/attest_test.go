@@ -25,7 +25,7 @@ var update = flag.Bool("update", false, "rewrite the golden reports in testdata/
 // TestGoodFixturesAttest: each captured campaign attests ok, and its
 // report equals the golden one (regenerate with go test ./attest -update).
 func TestGoodFixturesAttest(t *testing.T) {
-	for _, name := range fixtureNames {
+	for _, name := range append(fixtureNames, clusterFixture) {
 		t.Run(name, func(t *testing.T) {
 			f := loadFixture(t, name)
 			rep := Evaluate(f.src, f.observed())

@@ -1,6 +1,9 @@
 package attest
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // CheckInfo says what one check of an attestation report proves.
 type CheckInfo struct {
@@ -16,6 +19,12 @@ type CheckInfo struct {
 	Evidence string `json:"evidence"`
 	// CannotProve is what a pass does not prove.
 	CannotProve string `json:"cannot_prove"`
+	// Runtimes are the drivers whose campaigns the check is made on
+	// (RuntimeDocker, RuntimeKubernetes).
+	Runtimes []string `json:"runtimes"`
+	// OnCluster says what a check made on both is judged from on a
+	// cluster, where Evidence names Docker's.
+	OnCluster string `json:"on_cluster,omitempty"`
 }
 
 // Catalogue lists every check Evaluate can emit, in the report's order
@@ -29,7 +38,13 @@ func Catalogue() []CheckInfo {
 	}}
 	out = append(out, daemonChecks...)
 	out = append(out, networkChecks...)
-	for _, c := range containerChecks {
+	for _, c := range clusterChecks {
+		if c.Section == "network" {
+			c.Runtimes = []string{clusterRuntimes}
+			out = append(out, c)
+		}
+	}
+	for _, c := range append(slices.Clone(containerChecks), podChecks...) {
 		for _, role := range []string{"server", "workspaces[i]"} {
 			if c.only != "" && c.only != role {
 				continue
@@ -40,10 +55,91 @@ func Catalogue() []CheckInfo {
 				e.ID = "api_key"
 			}
 			e.Proves = strings.ReplaceAll(e.Proves, "the container", map[string]string{"server": "the server", "workspaces[i]": "the workspace"}[role])
+			if slices.ContainsFunc(podChecks, func(p containerCheck) bool { return p.ID == c.ID }) {
+				e.Runtimes = []string{clusterRuntimes}
+			}
 			out = append(out, e)
 		}
 	}
-	return append(out, campaignChecks...)
+	out = append(out, campaignChecks...)
+	for _, c := range clusterChecks {
+		if c.Section == "campaign" {
+			c.Runtimes = []string{clusterRuntimes}
+			out = append(out, c)
+		}
+	}
+	for i := range out {
+		on, shared := onCluster(out[i].ID)
+		switch {
+		case out[i].Runtimes != nil: // a cluster's own
+		case shared:
+			out[i].Runtimes, out[i].OnCluster = []string{RuntimeDocker, RuntimeKubernetes}, on
+		default:
+			out[i].Runtimes = []string{RuntimeDocker}
+		}
+	}
+	return out
+}
+
+// onCluster says whether a check of Docker's catalogue is made on a
+// cluster too, and from what there.
+func onCluster(id string) (string, bool) {
+	const exec = "workbench probe --batch run through pods/exec in the pod, its output accepted only from the pod whose mounts (the kubelet's /etc/hosts) name the journalled UID"
+	check := ""
+	if rest, ok := strings.CutPrefix(id, "workspaces[i]."); ok {
+		check = rest
+	} else if rest, ok := strings.CutPrefix(id, "server."); ok {
+		check = rest
+	}
+	switch {
+	case id == "attestation", id == "connectivity.host_listener":
+		return "as on Docker", true
+	case id == "daemon.info", id == "daemon.id", id == "daemon.version":
+		return "the API server's /version and the kube-system namespace's UID (the cluster's identity)", true
+	case id == "daemon.endpoint":
+		return "the API server's URL in the kubeconfig selected now, and daemon-<generation>.json", true
+	case id == "campaign.unexpected_containers":
+		return "the API server's list of pods carrying the campaign's label", true
+	case id == "api_key", check == "api_key":
+		return "the key's fingerprint, read from the campaign's secret the pod's variable references (the value is dropped)", true
+	case check == "uid_block":
+		return "the journal's intent", true
+	case check == "probe.uid_block":
+		return exec + ": a uid-block probe there cannot read a non-dumpable server's /proc without a privileged exec, so code run as one of the workbench's episodes reports its own uid, which must lie in the block", true
+	case check == "probe.episode_isolation":
+		return exec + ": the episode's namespaces are compared with the probe's own, which pods/exec runs in the workbench's container", true
+	case strings.HasPrefix(check, "probe.") && check != "probe.host_loopback" && check != "probe.host_addresses" && check != "probe.agent_to_agent" && check != "probe.grader_socket_denied",
+		check == "grader_counters", check == "grader_side_effects":
+		return exec + "; the grader is reached at its pod's address as the API server reports it", true
+	}
+	switch check {
+	case "present", "id", "name", "label.<key>", "running", "image", "caps", "privileged", "no_new_privileges", "read_only_root", "env_secrets", "limits":
+		return fromPod, true
+	}
+	return "", false
+}
+
+const (
+	fromPod         = "the API server's answer for the journalled pod (GET pods/<name>, its UID the journalled id)"
+	clusterTrust    = "that the API server and the node tell the truth: a cluster administrator can change what runs"
+	clusterRuntimes = RuntimeKubernetes
+)
+
+// clusterChecks are a cluster's own checks (attest/cluster.go).
+var clusterChecks = []CheckInfo{
+	{ID: "network.policy_default_deny", Section: "network", Proves: "a network policy of the campaign's namespace selects every pod and isolates its ingress and egress with no rule: what no policy allows is denied where policies are enforced", Evidence: "the API server's list of every network policy in the campaign's namespace", CannotProve: "that the cluster's network plugin enforces policies (the report's network_policies says stored or enforced)"},
+	{ID: "network.policy_allows", Section: "network", Proves: "the union of every policy in the namespace (the campaign's and any other: policies are unioned) allows exactly the planned connections: each workspace to the grader's port, the grader from the workspaces on it, and under egress nat each workspace out; a policy selecting by expressions counts as another", Evidence: "the API server's list of every network policy in the campaign's namespace, each rule rendered as direction, peer and port", CannotProve: "enforcement (see network.policy_default_deny), or cluster-wide policies of other kinds (AdminNetworkPolicy, a CNI's own CRDs)"},
+	{ID: "campaign.unexpected_policies", Section: "campaign", Proves: "every network policy of the campaign's namespace is one the journal recorded, by its UID: a foreign one is named", Evidence: "the API server's list of every network policy in the campaign's namespace, and the journal", CannotProve: "policies of other kinds (AdminNetworkPolicy)"},
+}
+
+// podChecks are a cluster's own checks of each pod.
+var podChecks = []containerCheck{
+	{CheckInfo: CheckInfo{ID: "seccomp", Section: "hardening", Proves: "the container's seccomp profile is the planned one (RuntimeDefault for the grader, the workspace's Localhost profile, by name)", Evidence: fromPod, CannotProve: "the profile's content on the node: the API holds its name only"}},
+	{CheckInfo: CheckInfo{ID: "host_users", Section: "hardening", Proves: "the pod runs in a user namespace of its own (hostUsers false): its root is not the node's, and no two pods share uids", Evidence: fromPod, CannotProve: "that the node's runtime honours it (it refuses to start a pod it cannot; " + clusterTrust + ")"}},
+	{CheckInfo: CheckInfo{ID: "host_namespaces", Section: "hardening", Proves: "the pod shares none of the node's network, PID or IPC namespaces", Evidence: fromPod, CannotProve: clusterTrust}},
+	{CheckInfo: CheckInfo{ID: "service_account_token", Section: "hardening", Proves: "no token of the API server is mounted in the pod: automount is off and no projected volume holds one", Evidence: fromPod, CannotProve: "a token reachable another way (a secret the image carries)"}},
+	{CheckInfo: CheckInfo{ID: "volumes", Section: "hardening", Proves: "the pod mounts only emptyDirs of its own: no host path, projected token, secret or config map", Evidence: fromPod, CannotProve: "what the image itself holds"}},
+	{CheckInfo: CheckInfo{ID: "key_ref", Section: "api_key", Proves: "the API key variable takes its value from the campaign's journalled secret, never from a value written into the pod's spec (which anyone who may read the pod reads)", Evidence: fromPod + ", and the journal's secret", CannotProve: "who else may read the secret"}},
 }
 
 const (

@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/agentpen/agentpen/adapter/docker/dockerjson"
 
+	"github.com/agentpen/agentpen/attest/evidence"
 	"github.com/agentpen/agentpen/campaign"
 )
 
@@ -24,6 +26,17 @@ var catalogueScenarios = []struct {
 	edit    func(t *testing.T, f *fixture)
 }{
 	{"internal", "internal", nil},
+	{"cluster", clusterFixture, nil},
+	{"cluster_unplannable", clusterFixture, func(t *testing.T, f *fixture) { f.src.Spec = campaign.CampaignSpec{} }},
+	{"cluster_egress_target", clusterFixture, func(t *testing.T, f *fixture) { f.obs.ProbeEnv.EgressTarget = "192.0.2.1:80" }},
+	{"cluster_intents_without_labels", clusterFixture, func(t *testing.T, f *fixture) {
+		for i := range f.src.Records {
+			f.src.Records[i].Labels = nil
+		}
+	}},
+	{"cluster_unread", clusterFixture, func(t *testing.T, f *fixture) {
+		f.obs.Runtime.Daemon = evidence.Daemon{Answer: evidence.Answer{Err: "refused"}}
+	}},
 	{"nat", "nat", nil},
 	{"no_info", "nat", func(t *testing.T, f *fixture) { f.raw.Info = dockerjson.Raw{Err: "the daemon did not answer"} }},
 	{"unplannable", "nat", func(t *testing.T, f *fixture) { f.src.Spec = campaign.CampaignSpec{} }},
@@ -49,17 +62,30 @@ func catalogueID(name string) string {
 // evaluator emits (by catalogueID), so agentpen checks and docs/checks.md
 // describe every check a report can hold, and nothing else.
 func TestCatalogueComplete(t *testing.T) {
-	emitted := map[string]string{} // id -> the first scenario emitting it
+	emitted := map[string]string{}           // id -> the first scenario emitting it
+	runtimes := map[string]map[string]bool{} // id -> the runtimes of the scenarios emitting it
 	for _, sc := range catalogueScenarios {
 		f := loadFixture(t, sc.fixture)
 		if sc.edit != nil {
 			sc.edit(t, f)
 		}
+		rt := cmp.Or(f.src.Bringup.Driver, RuntimeDocker)
 		rep := Evaluate(f.src, f.observed())
 		for _, name := range append(slices.Collect(maps.Keys(rep.Checks())), rep.FailedChecks...) {
 			if _, ok := emitted[catalogueID(name)]; !ok {
 				emitted[catalogueID(name)] = sc.name
+				runtimes[catalogueID(name)] = map[string]bool{}
 			}
+			runtimes[catalogueID(name)][rt] = true
+		}
+	}
+	// Each entry names exactly the runtimes whose campaigns it is made on.
+	for _, c := range Catalogue() {
+		if got := slices.Sorted(maps.Keys(runtimes[c.ID])); len(got) > 0 && !slices.Equal(got, c.Runtimes) {
+			t.Errorf("%s: the catalogue says it is made on %v, the scenarios make it on %v", c.ID, c.Runtimes, got)
+		}
+		if len(c.Runtimes) > 1 && c.OnCluster == "" {
+			t.Errorf("%s: made on a cluster too, but the catalogue does not say from what there", c.ID)
 		}
 	}
 	listed := map[string]bool{}

@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -101,7 +102,14 @@ func judge(pr probe, res wire.Outcome) (bool, string) {
 	case wantLoopbackOnly:
 		return res.Outcome == "found" && slices.Equal(res.Interfaces, []string{"lo"}), "interfaces: " + strings.Join(res.Interfaces, ", ") + " " + res.Error
 	case wantIsolated:
-		return judgeIsolation(res)
+		return judgeIsolation(pr, res)
+	case wantEpisodeUID:
+		i := res.Isolation
+		if res.Outcome != "found" || i == nil {
+			return false, "no finding: " + res.Outcome + " " + res.Error
+		}
+		ok := pr.uid != 0 && i.EpisodeUID >= pr.uid && i.EpisodeUID < pr.uid+campaign.UIDBlockSize
+		return ok, fmt.Sprintf("code run as an episode ran as uid %d, the journal's block is %d..+%d", i.EpisodeUID, pr.uid, campaign.UIDBlockSize)
 	case wantGitClean:
 		return judgeGit(pr, res)
 	case wantUnreadable:
@@ -200,12 +208,17 @@ func fromCache(pr probe, audits []wire.GitAudit, cache GitCache) []wire.GitAudit
 // judgeIsolation: the episode ran in PID and network namespaces other
 // than its server's (both named), with the loopback interface alone, and
 // could not open a vsock socket.
-func judgeIsolation(res wire.Outcome) (bool, string) {
+func judgeIsolation(pr probe, res wire.Outcome) (bool, string) {
 	i := res.Isolation
 	if res.Outcome != "found" || i == nil {
 		return false, "no finding: " + res.Outcome + " " + res.Error
 	}
 	var why []string
+	// A probe that does not say read the serving process (a workbench
+	// before wire.Request.SelfNS).
+	if from, got := map[bool]string{false: "process", true: "exec"}[pr.req.SelfNS], cmp.Or(i.ServerFrom, "process"); got != from {
+		why = append(why, fmt.Sprintf("the server's namespaces were read from %q, not the %q asked", got, from))
+	}
 	if i.Sandbox == "uid-only" {
 		why = append(why, "the workbench runs the uid-only sandbox, which is weaker (episode code in the server's namespaces)")
 	}
@@ -244,11 +257,19 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 		conn.ProtectedRoutes = "not probed: the server runs a launcher's command, not the workbench grader, and its protected routes are unknown to agentpen"
 	}
 
+	// On a cluster the probes reach the grader by its pod's address: the
+	// one the API server answers now, or the control proves nothing.
+	misdirected := ""
+	if e.Cluster {
+		if want := (&Expectation{e}).ServerAddr(obs); want == "" || obs.ProbeEnv.ServerAddr != want {
+			misdirected = fmt.Sprintf("the probes were sent to %q, not the grader pod's address the API server reports (%q)", obs.ProbeEnv.ServerAddr, want)
+		}
+	}
 	controlOK := map[string]bool{}
 	for _, pr := range plan.probes {
 		if pr.control {
 			res, why := ev.result(pr)
-			controlOK[pr.phase+"/"+pr.subject] = why == "" && res.Outcome == "connected"
+			controlOK[pr.phase+"/"+pr.subject] = why == "" && res.Outcome == "connected" && misdirected == ""
 		}
 	}
 	type agg struct {
@@ -278,6 +299,9 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 			rec.Outcome, rec.Status, rec.Error, rec.LatencyMS, rec.Isolation = res.Outcome, res.Status, res.Error, res.LatencyMS, res.Isolation
 			rec.Git, rec.CacheKey = res.Git, pr.cacheKey
 			pass, why = judge(pr, res)
+			if pass && pr.control && misdirected != "" {
+				pass, why = false, misdirected
+			}
 			if pass {
 				why = ""
 			}

@@ -24,7 +24,20 @@ type DaemonRecord struct {
 	Rootless bool `json:"rootless"`
 	// Endpoint is the socket agentpen was pinned to ("unix:///run/...").
 	Endpoint string `json:"endpoint"`
+	// Driver is the driver that brought the campaign up (RuntimeDocker,
+	// RuntimeKubernetes; "" in a record made before drivers: Docker). It
+	// chooses the checks the attestation makes.
+	Driver string `json:"driver,omitempty"`
 }
+
+// Drivers, as a DaemonRecord names them.
+const (
+	RuntimeDocker     = "docker"
+	RuntimeKubernetes = "kubernetes"
+)
+
+// Cluster reports whether the campaign was brought up on a cluster.
+func (d DaemonRecord) Cluster() bool { return d.Driver == RuntimeKubernetes }
 
 // RoleSettings are the create settings of one role (campaign.RoleServer,
 // campaign.RoleWork) as the adapter asks the daemon for them: the
@@ -155,8 +168,11 @@ type expectation struct {
 	GraderUnix   string
 	KeyEnv       string
 	GraderRoutes bool // the server runs the workbench grader (its routes are known)
-	Source       Source
-	Plan         *campaign.Plan
+	// Cluster: the campaign is on a cluster (DaemonRecord.Cluster), and
+	// judged in its terms (cluster.go).
+	Cluster bool
+	Source  Source
+	Plan    *campaign.Plan
 }
 
 // Expectation is what a campaign must be, derived once from its Source:
@@ -218,9 +234,9 @@ func expect(src Source) (*expectation, error) {
 	e := &expectation{
 		CampaignID: p.CampaignID, Egress: p.Egress, Topology: p.Topology, Internal: p.Egress == campaign.EgressInternal,
 		ServerAlias: p.Server.Alias, ServerPort: p.Server.Port, ServerURL: p.Server.URL,
-		KeyEnv: p.Server.Spec.APIKeyEnv, GraderRoutes: p.Server.NeedsKey, Source: src, Plan: p,
+		KeyEnv: p.Server.Spec.APIKeyEnv, GraderRoutes: p.Server.NeedsKey, Source: src, Plan: p, Cluster: src.Bringup.Cluster(),
 	}
-	if p.Topology == campaign.TopologyNone {
+	if p.Topology == campaign.TopologyNone && !e.Cluster {
 		e.ServerURL, e.GraderUnix = "http://grader", campaign.GraderSocket
 	}
 	// The agent networks: exactly one live journalled network of each
@@ -269,9 +285,12 @@ func expect(src Source) (*expectation, error) {
 	find := func(c *containerExp) {
 		var all []campaign.Resource
 		for _, r := range res {
-			if r.Kind == campaign.KindContainer && r.Name == c.Name {
+			if r.Kind == campaign.KindContainer && (r.Name == c.Name || e.Cluster && clusterMatch(c, r)) {
 				all = append(all, r)
 			}
+		}
+		if e.Cluster && len(all) > 0 {
+			c.Name = all[len(all)-1].Name
 		}
 		live := liveOf(all)
 		switch {

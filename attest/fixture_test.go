@@ -14,6 +14,11 @@ import (
 // daemon (go test ./adapter/docker -run TestCaptureAttestFixtures -update): a
 // campaign's attest.Source and attest.Observation, the daemon's raw JSON
 // and the probes' outputs as they came.
+//
+// cluster was captured from the project's Kubernetes node (go test -tags
+// kube ./adapter/kube -run TestCampaignAttestsOnTheNode -update): its
+// observation holds the API server's answers as the kube driver decoded
+// them (evidence.Runtime), with the probes' outputs.
 var fixtureNames = []string{"internal", "nat"}
 
 type fixture struct {
@@ -30,6 +35,9 @@ type fixture struct {
 // the daemon's answers decoded.
 func (f *fixture) observed() Observation {
 	obs := f.obs
+	if f.src.Bringup.Cluster() {
+		return obs // decoded by the kube driver as captured
+	}
 	obs.Runtime = f.raw.Decode(f.exp.KeyEnv, f.src.KeyPolicy)
 	return obs
 }

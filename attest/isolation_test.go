@@ -12,7 +12,7 @@ import (
 // uid-only sandbox fails and says it is weaker.
 func TestJudgeIsolation(t *testing.T) {
 	t.Parallel()
-	good := EpisodeIsolation{Sandbox: "namespaces", ServerPidNS: "pid:[1]", ServerNetNS: "net:[2]", EpisodePidNS: "pid:[3]", EpisodeNetNS: "net:[4]",
+	good := EpisodeIsolation{Sandbox: "namespaces", ServerFrom: "process", ServerPidNS: "pid:[1]", ServerNetNS: "net:[2]", EpisodePidNS: "pid:[3]", EpisodeNetNS: "net:[4]",
 		Interfaces: []string{"lo"}, VSock: "denied: Address family not supported by protocol"}
 	tests := []struct {
 		name string
@@ -29,20 +29,59 @@ func TestJudgeIsolation(t *testing.T) {
 		{"eth0", func(i *EpisodeIsolation) { i.Interfaces = []string{"eth0", "lo"} }, "interfaces: eth0, lo"},
 		{"no_interfaces", func(i *EpisodeIsolation) { i.Interfaces = nil }, "interfaces"},
 		{"vsock", func(i *EpisodeIsolation) { i.VSock = "opened" }, "vsock: opened"},
+		// The probe was asked for the serving process's namespaces: an
+		// answer that compared with its own exec's is not that.
+		{"server_from_exec", func(i *EpisodeIsolation) { i.ServerFrom = "exec" }, `read from "exec", not the "process" asked`},
+		{"server_from_unsaid", func(i *EpisodeIsolation) { i.ServerFrom = "" }, ""}, // a workbench before SelfNS read the process
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			iso := good
 			iso.Interfaces = append([]string{}, good.Interfaces...)
 			tt.edit(&iso)
-			pass, why := judgeIsolation(wire.Outcome{Outcome: "found", Isolation: &iso})
+			pass, why := judgeIsolation(probe{}, wire.Outcome{Outcome: "found", Isolation: &iso})
 			if pass != (tt.why == "") || (tt.why != "" && !strings.Contains(why, tt.why)) {
 				t.Fatalf("pass %v (%s), want %q", pass, why, tt.why)
 			}
 		})
 	}
-	if pass, _ := judgeIsolation(wire.Outcome{Outcome: "error", Error: "timeout"}); pass {
+	if pass, _ := judgeIsolation(probe{}, wire.Outcome{Outcome: "error", Error: "timeout"}); pass {
 		t.Fatal("a probe without a finding passed")
+	}
+	// A cluster's probe (SelfNS) compares with its exec's own namespaces,
+	// and says so.
+	self := probe{req: wire.Request{Kind: wire.KindEpisode, SelfNS: true}}
+	iso := good
+	iso.ServerFrom = ""
+	if pass, why := judgeIsolation(self, wire.Outcome{Outcome: "found", Isolation: &iso}); pass || !strings.Contains(why, `not the "exec" asked`) {
+		t.Fatalf("an unsaid reading passed for an exec's: %v %s", pass, why)
+	}
+	iso = good
+	if pass, why := judgeIsolation(self, wire.Outcome{Outcome: "found", Isolation: &iso}); pass || !strings.Contains(why, `not the "exec" asked`) {
+		t.Fatalf("a process reading passed for an exec's: %v %s", pass, why)
+	}
+	iso.ServerFrom = "exec"
+	if pass, why := judgeIsolation(self, wire.Outcome{Outcome: "found", Isolation: &iso}); !pass {
+		t.Fatalf("an exec's reading failed: %s", why)
+	}
+}
+
+// TestJudgeEpisodeUID: on a cluster, an episode's own uid proves the
+// block: inside it passes, below, past its end or unreported fails.
+func TestJudgeEpisodeUID(t *testing.T) {
+	t.Parallel()
+	pr := probe{want: wantEpisodeUID, uid: 20064}
+	for uid, want := range map[int]bool{20064: true, 20127: true, 20128: false, 20063: false, 0: false} {
+		iso := EpisodeIsolation{EpisodeUID: uid}
+		if pass, why := judge(pr, wire.Outcome{Outcome: "found", Isolation: &iso}); pass != want {
+			t.Errorf("episode uid %d: pass %v, want %v (%s)", uid, pass, want, why)
+		}
+	}
+	if pass, _ := judge(probe{want: wantEpisodeUID}, wire.Outcome{Outcome: "found", Isolation: &EpisodeIsolation{EpisodeUID: 20000}}); pass {
+		t.Error("a workspace without a journalled block passed")
+	}
+	if pass, _ := judge(pr, wire.Outcome{Outcome: "error", Error: "refused"}); pass {
+		t.Error("an episode that did not run passed")
 	}
 }
 

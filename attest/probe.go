@@ -71,6 +71,9 @@ type ProbeEnv struct {
 	// subject (campaign.TopologyPerAgent; see PeerAddrs): every other
 	// workspace probes them.
 	Peers map[string]string `json:"peers,omitempty"`
+	// ServerAddr is where a cluster's workspaces reach the grader (its
+	// pod's IP and port: see Expectation.ServerAddr); empty elsewhere.
+	ServerAddr string `json:"server_addr,omitempty"`
 	// GitCache are clean git audits of earlier attestations, by
 	// GitCacheKey: a workspace of the same image, root, bases and uid
 	// tells its probe their state keys, and a repository still the same
@@ -191,6 +194,10 @@ const (
 	wantLoopbackOnly = "loopback_only"
 	// wantUIDBlock: the episode server runs with its journalled uid block.
 	wantUIDBlock = "uid_block"
+	// wantEpisodeUID: code run as an episode runs as a uid of the
+	// journalled block (a cluster's: its exec cannot read the server's
+	// process).
+	wantEpisodeUID = "episode_uid"
 	// wantBindFile: the bind file is there, container root's, mode 0400,
 	// and the uid cannot open it.
 	wantBindFile = "bind_file_private"
@@ -291,6 +298,12 @@ type probeRule struct {
 	add  func(p *probePlan)
 }
 
+// dockerRules probe what only a Docker campaign has: the host's loopback
+// and addresses from a rootless network, networks between agents, a
+// privileged exec's view of the serving process. A cluster's campaign is
+// not probed by them (cluster.go says what stands instead).
+var dockerRules = map[string]bool{"host_loopback": true, "host_addresses": true, "process": true, "agent_to_agent": true}
+
 var probeRules = []probeRule{
 	// Positive control: in the same exec as the negative probes, a
 	// connect that must succeed, so a refusal or a timeout elsewhere in
@@ -308,7 +321,7 @@ var probeRules = []probeRule{
 	// Workspace -> grader /health: reachable.
 	{"grader_health", func(p *probePlan) {
 		for _, w := range p.workspaces() {
-			u := p.e.ServerURL + "/health"
+			u := p.serverURL() + "/health"
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.grader_health", want: "status", status: 200, target: p.targetURL(u),
 				req: wire.Request{Kind: wire.KindHTTP, URL: u, Expect: []int{200}, Unix: p.e.GraderUnix}}, "grader_health")
 		}
@@ -321,7 +334,7 @@ var probeRules = []probeRule{
 		}
 		for _, w := range p.workspaces() {
 			for _, r := range GraderProtectedRoutes {
-				u := p.e.ServerURL + r.Path
+				u := p.serverURL() + r.Path
 				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.grader_protected", want: "status", status: 401,
 					target: r.Method + " " + p.targetURL(u), route: r.Path, req: wire.Request{Kind: wire.KindHTTP, URL: u, Method: r.Method, Expect: []int{401}, Unix: p.e.GraderUnix}}, "grader_protected")
 			}
@@ -497,7 +510,7 @@ var probeRules = []probeRule{
 				continue // a launcher's command, or a pooled workspace not bound yet: no episode is served
 			}
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.episode_isolation", want: wantIsolated,
-				target: "code run as an episode of the workbench serving " + w.Serves, req: wire.Request{Kind: wire.KindEpisode, Listen: w.Serves}}, "episode_isolation")
+				target: "code run as an episode of the workbench serving " + w.Serves, req: wire.Request{Kind: wire.KindEpisode, Listen: w.Serves, SelfNS: p.e.Cluster}}, "episode_isolation")
 		}
 	}},
 	// The repositories of each workspace, audited before its agent's
@@ -545,6 +558,16 @@ var probeRules = []probeRule{
 			if w.Serves == "" {
 				continue // a launcher's command: no workbench to ask
 			}
+			if p.e.Cluster {
+				// No privileged exec to read the server's process: an
+				// episode says which uid it runs as.
+				if w.Pool && !w.Claimed {
+					continue // serves no episode before it is bound
+				}
+				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.uid_block", want: wantEpisodeUID, uid: w.UIDBase,
+					target: "code run as an episode of the workbench serving " + w.Serves, req: wire.Request{Kind: wire.KindEpisode, Listen: w.Serves, SelfNS: true}}, "uid_block")
+				continue
+			}
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.uid_block", want: wantUIDBlock, uid: w.UIDBase,
 				target: fmt.Sprintf("the process serving %s", w.Serves), req: wire.Request{Kind: wire.KindUIDBlock, Listen: w.Serves}}, "uid_block")
 		}
@@ -581,7 +604,22 @@ func orMain(serves string) string {
 	return serves
 }
 
+// serverURL is how a workspace reaches the grader: the plan's, or on a
+// cluster its pod's address.
+func (p *probePlan) serverURL() string {
+	if p.e.Cluster {
+		return "http://" + p.serverAddr()
+	}
+	return p.e.ServerURL
+}
+
 func (p *probePlan) serverAddr() string {
+	if p.e.Cluster {
+		if p.env.ServerAddr == "" {
+			return "0.0.0.0:" + strconv.Itoa(p.e.ServerPort) // unobserved: the control fails
+		}
+		return p.env.ServerAddr
+	}
 	return joinHostPort(p.e.ServerAlias, strconv.Itoa(p.e.ServerPort))
 }
 
@@ -602,7 +640,9 @@ func (p *probePlan) command() []string {
 func planProbes(e *expectation, env ProbeEnv, listeners []Listener) *probePlan {
 	p := &probePlan{e: e, env: env, listeners: listeners, n: map[string]int{}}
 	for _, r := range probeRules {
-		r.add(p)
+		if !e.Cluster || !dockerRules[r.name] {
+			r.add(p)
+		}
 	}
 	return p
 }

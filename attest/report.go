@@ -208,8 +208,12 @@ type Report struct {
 	Error string `json:"error,omitempty"`
 	// Daemon: the daemon is the one brought up on, and rootless.
 	Daemon Section `json:"daemon"`
-	// Network: the campaign's networks are the planned ones.
+	// Network: the campaign's networks (on a cluster, its namespace's
+	// network policies) are the planned ones.
 	Network Section `json:"network"`
+	// NetworkPolicies says, for a campaign on a cluster, whether its
+	// network policies are only stored or proven enforced, and by what.
+	NetworkPolicies string `json:"network_policies,omitempty"`
 	// Containers: each journalled container is there, named, labelled,
 	// running the pinned image and command.
 	Containers Section `json:"containers"`

@@ -8,6 +8,7 @@
 #   scripts/kube-node.sh stop     stop everything start started, restore every host change it
 #                                 recorded, and verify the host is as before
 #   scripts/kube-node.sh status   say whether the node runs and is Ready (prints the export line)
+#   scripts/kube-node.sh images   import the images into the running node again (after make images)
 #
 # The node: etcd (Debian's etcd-server) and kube-apiserver (RBAC; an admin token in the
 # kubeconfig, group system:masters) on 127.0.0.1; a kube-controller-manager running only the
@@ -808,6 +809,12 @@ cmd_status() {
 	return 6
 }
 
+cmd_images() {
+	cmd_status >/dev/null 2>&1 || { log "error: the node is not running (scripts/kube-node.sh start)"; exit 6; }
+	build_pause
+	import_images
+}
+
 # with_lock CMD: run CMD holding the machine-wide lock.
 with_lock() {
 	exec 9>>"$lockfile"
@@ -820,6 +827,7 @@ build) with_lock cmd_build ;;
 start) with_lock cmd_start ;;
 stop) with_lock cmd_stop ;;
 status) cmd_status ;;
+images) with_lock cmd_images ;;
 -h | --help | help) usage ;;
 *)
 	usage

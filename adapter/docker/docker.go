@@ -117,8 +117,8 @@ func (d *Driver) RealSocketPath() string { return d.realSocket }
 // Info is what the driver says of the daemon and of itself.
 func (d *Driver) Info() driver.Info {
 	return driver.Info{
-		Name: "docker",
-		Runtime: attest.DaemonRecord{ID: d.daemon.ID, ServerVersion: d.daemon.ServerVersion, RootDir: d.daemon.DockerRootDir,
+		Name: attest.RuntimeDocker,
+		Runtime: attest.DaemonRecord{Driver: attest.RuntimeDocker, ID: d.daemon.ID, ServerVersion: d.daemon.ServerVersion, RootDir: d.daemon.DockerRootDir,
 			Rootless: d.daemon.Rootless, Endpoint: d.host.URL},
 		Daemon:     d.daemon,
 		SocketPath: d.host.SocketPath,

@@ -115,17 +115,18 @@ func Open(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, classify(fmt.Errorf("kubernetes: the cluster's identity (namespace kube-system): %w", err))
 	}
 	d.info = driver.Info{
-		Name: "kubernetes",
-		Runtime: attest.DaemonRecord{ID: "k8s-" + string(ks.UID), ServerVersion: v.GitVersion, RootDir: "namespace " + cfg.Prefix + "-*",
+		Name: attest.RuntimeKubernetes,
+		Runtime: attest.DaemonRecord{Driver: attest.RuntimeKubernetes, ID: "k8s-" + string(ks.UID), ServerVersion: v.GitVersion, RootDir: "namespace " + cfg.Prefix + "-*",
 			Endpoint: rc.Host},
 		Daemon: campaign.Daemon{ID: "k8s-" + string(ks.UID), Name: rc.Host, ServerVersion: v.GitVersion, APIVersion: v.GitVersion},
 		// Pods go before the policies, secret and service account they
 		// stand on, the namespace last.
 		Kinds: []campaign.Kind{campaign.KindContainer, campaign.KindNetworkPolicy, campaign.KindSecret, campaign.KindServiceAccount, campaign.KindNamespace},
-		// Not Attestable: the attestation's checks are a daemon's (issue
-		// 38 gives the cluster its own); a campaign here is brought up by
-		// the engine, never handed out by Up.
+		// Attestable in the cluster's terms (attest/cluster.go); its
+		// network policies are stored, and only probes could prove them
+		// enforced (EnforcedNetworkPolicy false).
 		Capabilities: driver.Capabilities{
+			Attestable:        true,
 			OwnUserNamespaces: true,
 			BindAfterStart:    true,
 			MaxWorkspaces:     MaxWorkspaces,

@@ -9,7 +9,6 @@ import (
 	"github.com/agentpen/agentpen/adapter/driver"
 	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/attest"
-	"github.com/agentpen/agentpen/attest/evidence"
 	"github.com/agentpen/agentpen/campaign"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,50 +97,11 @@ func (d *Driver) Images(ctx context.Context) ([]api.Image, error) {
 }
 
 // Settings are the hardening of the pods' containers, by role, in the
-// attestation's terms.
+// attestation's terms: read from the pods a layout of p makes.
 func (d *Driver) Settings(p *campaign.Plan) map[string]attest.RoleSettings {
-	return map[string]attest.RoleSettings{
-		campaign.RoleServer: {CapDrop: []string{"ALL"}, SecurityOpt: []string{"no-new-privileges"}},
-		campaign.RoleWork:   {CapDrop: []string{"ALL"}, CapAdd: []string{"CAP_CHOWN", "CAP_KILL", "CAP_SETGID", "CAP_SETUID"}, SecurityOpt: []string{"no-new-privileges"}, ReadOnlyRoot: true},
+	out := map[string]attest.RoleSettings{campaign.RoleServer: settingsOf(d.serverPod("", p, driver.BringUp{}))}
+	if len(p.Agents) > 0 {
+		out[campaign.RoleWork] = settingsOf(d.workspacePod("", p, p.Agents[0]))
 	}
-}
-
-// Evidence is what the API server says of the campaign's pods and of the
-// cluster, in the attestation's terms.
-func (d *Driver) Evidence(ctx context.Context, q driver.EvidenceQuery) evidence.Runtime {
-	rt := evidence.Runtime{Endpoint: d.rest.Host, Daemon: evidence.Daemon{ID: d.info.Runtime.ID, ServerVersion: d.info.Runtime.ServerVersion},
-		Networks: map[string]evidence.Network{}, Containers: map[string]evidence.Container{}, Images: map[string]evidence.Image{}}
-	for _, r := range q.Resources {
-		if r.Kind != campaign.KindContainer {
-			continue
-		}
-		ns, name := splitName(r.Kind, r.Name)
-		pod, err := d.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case err != nil:
-			rt.Containers[r.ID] = evidence.Container{Answer: evidence.Answer{Err: err.Error()}}
-		case string(pod.UID) != r.ID:
-			rt.Containers[r.ID] = evidence.Container{Answer: evidence.Answer{NotFound: true}}
-		default:
-			c := evidence.Container{ID: string(pod.UID), Name: "/" + name, Labels: pod.Labels, HasState: true,
-				Status: strings.ToLower(string(pod.Status.Phase)), Running: pod.Status.Phase == corev1.PodRunning}
-			for _, s := range pod.Status.ContainerStatuses {
-				c.Image = s.ImageID
-			}
-			rt.Containers[r.ID] = c
-		}
-	}
-	found, err := d.List(ctx, campaign.LabelCampaign+"="+q.CampaignID)
-	if err != nil {
-		rt.ContainerList.Err, rt.NetworkList.Err = err.Error(), err.Error()
-	}
-	for _, f := range found {
-		l := evidence.Listed{ID: f.ID, Name: f.Name, Labels: f.Labels}
-		if f.Kind == campaign.KindContainer {
-			rt.ContainerList.Items = append(rt.ContainerList.Items, l)
-		} else {
-			rt.NetworkList.Items = append(rt.NetworkList.Items, l)
-		}
-	}
-	return rt
+	return out
 }

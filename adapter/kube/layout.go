@@ -282,9 +282,14 @@ func (d *Driver) serverPod(ns string, p *campaign.Plan, b driver.BringUp) *corev
 		Name: "grader", Image: imageRef(s.Image), ImagePullPolicy: corev1.PullNever, Args: cmd, Env: env,
 		Ports:           []corev1.ContainerPort{{ContainerPort: int32(p.Server.Port), Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe:  execProbe(ready),
-		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 	}
-	return d.pod(ns, serverPodName, c, nil)
+	pod := d.pod(ns, serverPodName, c, nil)
+	// The grader too runs as root of a user namespace of its own, never
+	// the node's.
+	pod.Spec.HostUsers = ptr(false)
+	return pod
 }
 
 // workspacePod is a workspace's pod: the workbench (or the launcher's

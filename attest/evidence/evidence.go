@@ -59,6 +59,39 @@ type Runtime struct {
 	ContainerList List `json:"container_list"`
 	NetworkList   List `json:"network_list"`
 	UIDBlocks     List `json:"uid_blocks"`
+	// Policies are the network policies of the campaign's namespace on a
+	// cluster, every one of them, the campaign's or not (a cluster's
+	// policies are unioned: a foreign one can open what the campaign's
+	// deny closed).
+	Policies Policies `json:"policies,omitzero"`
+}
+
+// Policies are the network policies a cluster holds where the campaign's
+// pods are.
+type Policies struct {
+	Answer
+	Items []Policy `json:"items"`
+}
+
+// Policy is one network policy in the attestation's terms: whom it
+// selects and what it allows.
+type Policy struct {
+	ID     string            `json:"id"`
+	Name   string            `json:"name"` // "<namespace>/<name>"
+	Labels map[string]string `json:"labels"`
+	// Selects are the labels a pod must carry to be selected; empty
+	// selects every pod of the namespace. A selector the driver cannot
+	// render as labels (expressions) is SelectsOther.
+	Selects      map[string]string `json:"selects"`
+	SelectsOther bool              `json:"selects_other,omitempty"`
+	// Ingress and Egress: the policy isolates that direction of the pods
+	// it selects.
+	Ingress bool `json:"ingress"`
+	Egress  bool `json:"egress"`
+	// Allows are what it allows, each rendered "<direction> <peer>
+	// <port>": "egress pods{io.agentpen.role=server} tcp/8080",
+	// "egress cidr{0.0.0.0/0} any".
+	Allows []string `json:"allows"`
 }
 
 // Daemon is the runtime's identity and what it enforces.
@@ -130,6 +163,41 @@ type Container struct {
 
 	Ports    map[string][]Binding `json:"ports"` // what is published now
 	Networks map[string]Endpoint  `json:"networks"`
+
+	// Pod is what a cluster says of the container's pod (nil on Docker).
+	Pod *Pod `json:"pod,omitempty"`
+}
+
+// Pod is what the checks know of a cluster's pod beyond its container:
+// its spec's isolation from the node and the API.
+type Pod struct {
+	Namespace string `json:"namespace"`
+	// IP is the pod's address (status.podIP), how its peers reach it.
+	IP string `json:"ip"`
+	// SpecImage is the image the pod's spec names (Container.Image is
+	// the id its status reports running).
+	SpecImage string `json:"spec_image"`
+	// HostUsers: the pod runs in the node's user namespace (spec.hostUsers
+	// unset or true); HostNetwork, HostPID, HostIPC: it shares the node's.
+	HostUsers   bool `json:"host_users"`
+	HostNetwork bool `json:"host_network"`
+	HostPID     bool `json:"host_pid"`
+	HostIPC     bool `json:"host_ipc"`
+	// ServiceAccount is its service account; Token that a token of it is
+	// mounted (automount not off, or a projected token volume).
+	ServiceAccount string `json:"service_account"`
+	Token          bool   `json:"token"`
+	// Volumes are its volumes by kind: "emptyDir", "hostPath:/x", ...
+	Volumes []string `json:"volumes"`
+	// Seccomp is the container's seccomp profile: "RuntimeDefault",
+	// "Localhost/<profile>", "Unconfined" or "" (none set).
+	Seccomp string `json:"seccomp"`
+	// KeyRef is where the API key variable's value comes from:
+	// "secret:<namespace>/<name>", "value" (written into the spec), "other"
+	// or "" (no such variable).
+	KeyRef string `json:"key_ref"`
+	// Node is the node it runs on.
+	Node string `json:"node"`
 }
 
 // Binding is one published port: a host address and port.

@@ -317,7 +317,11 @@ func checksCmd(_ context.Context, args []string, stdout, _ io.Writer, _ func(str
 		return err
 	}
 	for _, c := range cat {
-		fmt.Fprintf(stdout, "%s  (%s)\n  proves:        %s\n  evidence:      %s\n  cannot prove:  %s\n", c.ID, c.Section, c.Proves, c.Evidence, c.CannotProve)
+		fmt.Fprintf(stdout, "%s  (%s; %s)\n  proves:        %s\n  evidence:      %s\n", c.ID, c.Section, strings.Join(c.Runtimes, ", "), c.Proves, c.Evidence)
+		if c.OnCluster != "" {
+			fmt.Fprintf(stdout, "  on a cluster:  %s\n", c.OnCluster)
+		}
+		fmt.Fprintf(stdout, "  cannot prove:  %s\n", c.CannotProve)
 	}
 	return nil
 }
@@ -331,11 +335,18 @@ func checksMarkdown(cat []attest.CheckInfo) string {
 		"with what a pass proves, the evidence it is judged from, and what it cannot prove. `[i]` stands for\n" +
 		"a workspace's or a network's index, `<key>` for each ownership label (`io.agentpen.*`). A report is\n" +
 		"ok only when every check it holds passed; missing evidence fails the checks that needed it.\n" +
-		"`agentpen checks --json` prints the same catalogue for machines.\n\n" +
-		"| check | section | proves | evidence | cannot prove |\n|---|---|---|---|---|\n")
+		"`agentpen checks --json` prints the same catalogue for machines. A check is made on the runtimes\n" +
+		"it names: a rootless Docker daemon (`docker`), a Kubernetes cluster (`kubernetes`); where the\n" +
+		"evidence names Docker's answers, \"on a cluster\" says what it is judged from there\n" +
+		"([kubernetes.md](kubernetes.md)).\n\n" +
+		"| check | section | runtimes | proves | evidence | cannot prove |\n|---|---|---|---|---|---|\n")
 	esc := strings.NewReplacer("|", `\|`, "\n", " ")
 	for _, c := range cat {
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", c.ID, c.Section, esc.Replace(c.Proves), esc.Replace(c.Evidence), esc.Replace(c.CannotProve))
+		evidence := esc.Replace(c.Evidence)
+		if c.OnCluster != "" {
+			evidence += "; on a cluster: " + esc.Replace(c.OnCluster)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", c.ID, c.Section, strings.Join(c.Runtimes, ", "), esc.Replace(c.Proves), evidence, esc.Replace(c.CannotProve))
 	}
 	return b.String()
 }

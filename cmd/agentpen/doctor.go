@@ -150,9 +150,9 @@ func printCluster(w io.Writer, rep doctorReport) {
 	}
 	fmt.Fprintf(w, "permissions     all %d custody needs\n", len(kube.Permissions()))
 	if rep.Attestable {
-		fmt.Fprintf(w, "attestation     yes\n")
+		fmt.Fprintf(w, "attestation     from the API server's answers and probes through pods/exec; network policies stored, not proven enforced (docs/kubernetes.md)\n")
 	} else {
-		fmt.Fprintf(w, "attestation     not yet: up and serve refuse this runtime (issue 38); down, verify, orphans, ls and reconcile work\n")
+		fmt.Fprintf(w, "attestation     none: up and serve refuse this runtime; down, verify, orphans, ls and reconcile work\n")
 	}
 	printImages(w, rep)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,10 +14,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/adapter/kube"
-	"github.com/agentpen/agentpen/internal/cli"
 	authv1 "k8s.io/api/authorization/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 )
@@ -87,7 +84,7 @@ func TestDoctorCluster(t *testing.T) {
 		wantJSON func(doctorReport) bool
 	}{
 		{name: "usable", f: &fakeCluster{}, code: 0, want: "permissions     all 29 custody needs", wantJSON: func(r doctorReport) bool {
-			return r.OK && !r.Attestable && r.Cluster.Identity == "k8s-6b9c3f0e-0000-4000-8000-000000000001" && len(r.Cluster.Nodes) == 1 && r.Cluster.Nodes[0].Ready &&
+			return r.OK && r.Attestable && r.Cluster.Identity == "k8s-6b9c3f0e-0000-4000-8000-000000000001" && len(r.Cluster.Nodes) == 1 && r.Cluster.Nodes[0].Ready &&
 				len(r.MissingImages) == 0 && slices.Contains(slices.Collect(maps.Keys(r.Images)), "docker.io/agentpen/workbench:dev")
 		}},
 		{name: "denied", f: &fakeCluster{denied: map[string]bool{"patch pods": true, "create pods/exec": true, "delete networkpolicies.networking.k8s.io": true}}, code: 1,
@@ -120,44 +117,5 @@ func TestDoctorCluster(t *testing.T) {
 				t.Fatalf("doctor made %d requests beyond its questions", n)
 			}
 		})
-	}
-}
-
-// TestClusterCampaignsRefusedUntilAttestable: agentpen up and serve on a
-// cluster, whose campaigns the attestation cannot judge yet, exit 2
-// saying so before they make anything: the cluster is asked nothing but
-// who it is, and the state root holds no campaign. up used to bring the
-// campaign up only to remove it, and serve to accept every create and
-// refuse it after its bring-up.
-func TestClusterCampaignsRefusedUntilAttestable(t *testing.T) {
-	var f fakeCluster
-	kubeconfig := f.serve(t)
-	dir := t.TempDir()
-	state := filepath.Join(dir, "state")
-	env := map[string]string{"HOME": dir, "DOCKER_HOST": "", "AGENTPEN_API_KEY": testAPIKey, "AGENTPEN_SERVE_TOKEN": "serve-test-token-5d0c8e1a47b93f26a1"}
-	getenv := func(k string) string { return env[k] }
-	spec := filepath.Join(dir, "spec.json")
-	if err := os.WriteFile(spec, []byte(`{"campaign_id":"on-a-cluster","server":{"image":"agentpen/workbench:dev"},"workspaces":[{"task_id":"software/median","image":"agentpen/workbench:dev"}]}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, args := range [][]string{
-		{"up", "--state-root", state, "--kubeconfig", kubeconfig, spec},
-		{"serve", "--listen", "127.0.0.1:0", "--state-root", state, "--kubeconfig", kubeconfig},
-	} {
-		// A serve that started would serve until the deadline, and fail.
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		var out, errb bytes.Buffer
-		err := run(ctx, args, &out, &errb, getenv)
-		cancel()
-		msg := cli.Message("agentpen", err)
-		if exitCode(err) != exitBadInput || !strings.Contains(msg, "cannot be attested") || !strings.Contains(msg, "nothing was made") {
-			t.Fatalf("%s: exit %d, message %q; want %d saying the campaigns cannot be attested", args[0], exitCode(err), msg, exitBadInput)
-		}
-	}
-	if n := f.others.Load(); n != 0 {
-		t.Fatalf("the cluster was asked %d requests beyond its identity", n)
-	}
-	if entries, err := os.ReadDir(filepath.Join(state, "campaigns")); err == nil && len(entries) != 0 {
-		t.Fatalf("the state root holds %d campaigns after the refusals", len(entries))
 	}
 }

@@ -151,7 +151,7 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 		}
 		o.Outcome, o.Interfaces = OutcomeFound, ifs
 	case KindEpisode:
-		iso, err := EpisodeIsolation(ctx, r.Listen, timeout)
+		iso, err := EpisodeIsolation(ctx, r.Listen, r.SelfNS, timeout)
 		if err != nil {
 			o.Outcome, o.Error = OutcomeError, err.Error()
 			break

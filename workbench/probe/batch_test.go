@@ -332,7 +332,16 @@ func TestContainerID(t *testing.T) {
 	if got := containerID(f); got != id {
 		t.Fatalf("containerID = %q, want %q", got, id)
 	}
-	os.WriteFile(f, []byte("151 133 254:0 /tmp/x/hostname /etc/hostname rw - ext4 /dev/vda rw\n"), 0o600)
+	// A pod's: its UID, in the root of the kubelet's /etc/hosts (the
+	// sandbox's /etc/hostname names no pod).
+	uid := "2aa87247-2ddd-441f-88a4-6a4a30a62eba"
+	os.WriteFile(f, []byte("381 358 254:0 /var/lib/kubelet/pods/"+uid+"/etc-hosts /etc/hosts rw,relatime,idmapped - ext4 /dev/vda rw\n"+
+		"383 358 254:0 /var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes/"+id+"/hostname /etc/hostname ro,relatime,idmapped - ext4 /dev/vda rw\n"), 0o600)
+	if got := containerID(f); got != uid {
+		t.Fatalf("containerID in a pod = %q, want %q", got, uid)
+	}
+	os.WriteFile(f, []byte("151 133 254:0 /tmp/x/hostname /etc/hostname rw - ext4 /dev/vda rw\n"+
+		"152 133 254:0 /tmp/pods/not-a-uid/etc-hosts /etc/hosts rw - ext4 /dev/vda rw\n"), 0o600)
 	if got := containerID(f); got != "" {
 		t.Fatalf("containerID outside a container = %q", got)
 	}

@@ -23,7 +23,7 @@ const isolationMarker = "AGENTPEN-ISOLATION "
 // if_nameindex, and a vsock socket it tries to open.
 const isolationCode = `import json, os, socket
 r = {"pid_ns": os.readlink("/proc/self/ns/pid"), "net_ns": os.readlink("/proc/self/ns/net"),
-     "interfaces": [n for _, n in socket.if_nameindex()]}
+     "interfaces": [n for _, n in socket.if_nameindex()], "uid": os.getuid()}
 try:
     socket.socket(40, socket.SOCK_STREAM).close()
     r["vsock"] = "opened"
@@ -36,22 +36,30 @@ print("` + isolationMarker + `" + json.dumps(r))
 // "tcp:PORT", on this host's loopback) for its sandbox mode and runs
 // isolationCode as one of its episodes (a stateless POST /step of
 // run_python), and compares that code's namespaces with the server
-// process's own (read from /proc).
-func EpisodeIsolation(ctx context.Context, listen string, timeout time.Duration) (Isolation, error) {
-	return episodeIsolation(ctx, "/proc", listen, timeout)
+// process's own (read from /proc), or with the probe's own when selfNS
+// (wire.Request.SelfNS).
+func EpisodeIsolation(ctx context.Context, listen string, selfNS bool, timeout time.Duration) (Isolation, error) {
+	return episodeIsolation(ctx, "/proc", listen, selfNS, timeout)
 }
 
-func episodeIsolation(ctx context.Context, proc, listen string, timeout time.Duration) (Isolation, error) {
-	var iso Isolation
-	p, err := findProcess(proc, listen, os.Getpid())
-	if err != nil {
-		return iso, err
+func episodeIsolation(ctx context.Context, proc, listen string, selfNS bool, timeout time.Duration) (Isolation, error) {
+	iso := Isolation{ServerFrom: "process"}
+	pid := "self"
+	if selfNS {
+		iso.ServerFrom = "exec"
+	} else {
+		p, err := findProcess(proc, listen, os.Getpid())
+		if err != nil {
+			return iso, err
+		}
+		pid = strconv.Itoa(p.Pid)
 	}
+	var err error
 	for _, ns := range []struct {
 		kind string
 		into *string
 	}{{"pid", &iso.ServerPidNS}, {"net", &iso.ServerNetNS}} {
-		if *ns.into, err = os.Readlink(filepath.Join(proc, strconv.Itoa(p.Pid), "ns", ns.kind)); err != nil {
+		if *ns.into, err = os.Readlink(filepath.Join(proc, pid, "ns", ns.kind)); err != nil {
 			return iso, fmt.Errorf("the server's %s namespace: %w", ns.kind, err)
 		}
 	}
@@ -96,11 +104,12 @@ func episodeIsolation(ctx context.Context, proc, listen string, timeout time.Dur
 		NetNS      string   `json:"net_ns"`
 		Interfaces []string `json:"interfaces"`
 		VSock      string   `json:"vsock"`
+		UID        int      `json:"uid"`
 	}
 	if err := json.Unmarshal([]byte(found), &r); err != nil {
 		return iso, fmt.Errorf("the episode's findings %q: %w", clip(found), err)
 	}
-	iso.EpisodePidNS, iso.EpisodeNetNS, iso.Interfaces, iso.VSock = r.PidNS, r.NetNS, r.Interfaces, r.VSock
+	iso.EpisodePidNS, iso.EpisodeNetNS, iso.Interfaces, iso.VSock, iso.EpisodeUID = r.PidNS, r.NetNS, r.Interfaces, r.VSock, r.UID
 	return iso, nil
 }
 

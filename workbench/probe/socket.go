@@ -84,10 +84,17 @@ func findSockets(ctx context.Context, root string, getenv func(string) string) [
 	return out
 }
 
-var hostnameRoot = regexp.MustCompile(`/containers/([0-9a-f]{64})/hostname$`)
+var (
+	hostnameRoot = regexp.MustCompile(`/containers/([0-9a-f]{64})/hostname$`)
+	// podHostsRoot is the root of a pod's /etc/hosts, which the kubelet
+	// writes under the pod's UID (a pod's /etc/hostname is its sandbox's,
+	// which names no pod).
+	podHostsRoot = regexp.MustCompile(`/pods/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/etc-hosts$`)
+)
 
-// containerID is the id in the root of the /etc/hostname mount of a
-// mountinfo file, or "".
+// containerID is the id of the container (Docker's, or a pod's UID) a
+// mountinfo file names in the root of its /etc/hostname mount (Docker)
+// or its /etc/hosts mount (the kubelet), or "".
 func containerID(mountinfo string) string {
 	f, err := os.Open(mountinfo)
 	if err != nil {
@@ -98,8 +105,17 @@ func containerID(mountinfo string) string {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) >= 5 && unescapeMount(fields[4]) == "/etc/hostname" {
-			if m := hostnameRoot.FindStringSubmatch(unescapeMount(fields[3])); m != nil {
+		if len(fields) < 5 {
+			continue
+		}
+		root := unescapeMount(fields[3])
+		switch unescapeMount(fields[4]) {
+		case "/etc/hostname":
+			if m := hostnameRoot.FindStringSubmatch(root); m != nil {
+				return m[1]
+			}
+		case "/etc/hosts":
+			if m := podHostsRoot.FindStringSubmatch(root); m != nil {
 				return m[1]
 			}
 		}

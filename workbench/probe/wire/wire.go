@@ -101,6 +101,11 @@ type Request struct {
 	// container's main process (PID 1, or its first child when PID 1 is
 	// an init).
 	Listen string `json:"listen,omitempty"`
+	// SelfNS: an episode probe compares the episode's namespaces with the
+	// probe's own instead of the serving process's, which a runtime
+	// without a privileged exec (a cluster's pods/exec) cannot read: the
+	// exec runs in the server's container, in its namespaces.
+	SelfNS bool `json:"self_ns,omitempty"`
 	// TimeoutMS bounds the probe; zero means probe.DefaultTimeout.
 	TimeoutMS int `json:"timeout_ms,omitempty"`
 }
@@ -261,6 +266,13 @@ type Isolation struct {
 	Interfaces []string `json:"interfaces"`
 	// VSock is what that code's attempt at a vsock socket got.
 	VSock string `json:"vsock"`
+	// EpisodeUID is the uid that code ran as; 0 when not reported (a
+	// workbench before it: an episode never runs as root).
+	EpisodeUID int `json:"episode_uid,omitempty"`
+	// ServerFrom says where the server's namespaces were read: "process"
+	// (the serving process's /proc) or "exec" (the probe's own, in the
+	// server's container: Request.SelfNS).
+	ServerFrom string `json:"server_from,omitempty"`
 }
 
 // GitAudit is one repository's audit (package gitaudit): the base it was

@@ -1,0 +1,307 @@
+package attest
+
+import (
+	"bytes"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/agentpen/agentpen/apikey"
+	"github.com/agentpen/agentpen/attest/evidence"
+	"github.com/google/go-cmp/cmp"
+)
+
+// clusterFixture is the campaign captured on the project's Kubernetes
+// node (testdata/attest/cluster).
+const clusterFixture = "cluster"
+
+// clusterKey is the API key the cluster fixture's campaign was brought up
+// with (adapter/kube's tests' testKey): in the cluster's secret, never in
+// a pod's spec or the observation.
+const clusterKey = "cluster-test-key-0123456789abcdef"
+
+// pod edits the decoded pod of subject in the cluster fixture.
+func (f *fixture) pod(t testing.TB, subject string, fn func(c *evidence.Container)) {
+	t.Helper()
+	id := f.id(t, subject)
+	c, ok := f.obs.Runtime.Containers[id]
+	if !ok || c.Pod == nil {
+		t.Fatalf("%s: no pod for %s", f.name, subject)
+	}
+	p := *c.Pod
+	c.Pod = &p
+	fn(&c)
+	f.obs.Runtime.Containers[id] = c
+}
+
+// policy edits the namespace's policy whose name ends in name.
+func (f *fixture) policy(t testing.TB, name string, fn func(p *evidence.Policy)) {
+	t.Helper()
+	for i := range f.obs.Runtime.Policies.Items {
+		if p := &f.obs.Runtime.Policies.Items[i]; strings.HasSuffix(p.Name, "/"+name) {
+			p.Allows = slices.Clone(p.Allows)
+			fn(p)
+			return
+		}
+	}
+	t.Fatalf("%s: no policy %s", f.name, name)
+}
+
+func clusterMutations() []mutation {
+	foreign := evidence.Policy{ID: "0b5e0c3a-0000-4000-8000-00000000beef", Name: "ns/allow-everything", Ingress: true, Allows: []string{"ingress pods{} <- any any"}}
+	ms := []mutation{
+		{name: "cluster_id", what: "the kube-system namespace has another UID", want: []string{"daemon.id"},
+			mutate: func(t *testing.T, f *fixture) { f.obs.Runtime.Daemon.ID = "k8s-another" }},
+		{name: "cluster_version", what: "the API server's version changed", want: []string{"daemon.version"},
+			mutate: func(t *testing.T, f *fixture) { f.obs.Runtime.Daemon.ServerVersion = "v1.30.0" }},
+		{name: "cluster_endpoint", what: "another API server is selected than the one observed and recorded", want: []string{"daemon.endpoint"},
+			mutate: func(t *testing.T, f *fixture) { f.src.Endpoint = "https://10.0.0.9:6443" }},
+		{name: "cluster_unread", what: "the cluster's identity could not be read", want: []string{"daemon.info"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.obs.Runtime.Daemon = evidence.Daemon{Answer: evidence.Answer{Err: "connection refused"}}
+			}},
+
+		{name: "foreign_permissive_policy", what: "another client's policy allows everything into the namespace's pods", want: []string{"network.policy_allows", "campaign.unexpected_policies"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.obs.Runtime.Policies.Items = append(slices.Clone(f.obs.Runtime.Policies.Items), foreign)
+			}},
+		{name: "foreign_deny_policy", what: "another client's policy allows nothing (it opens no path, but the journal does not know it)", want: []string{"campaign.unexpected_policies"},
+			mutate: func(t *testing.T, f *fixture) {
+				p := foreign
+				p.Allows = []string{}
+				f.obs.Runtime.Policies.Items = append(slices.Clone(f.obs.Runtime.Policies.Items), p)
+			}},
+		{name: "deny_all_selects_some", what: "the deny-all policy selects only the workspaces", want: []string{"network.policy_default_deny"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.policy(t, "deny-all", func(p *evidence.Policy) { p.Selects = map[string]string{"io.agentpen.role": "workspace"} })
+			}},
+		{name: "deny_all_ingress_only", what: "the deny-all policy isolates ingress only", want: []string{"network.policy_default_deny"},
+			mutate: func(t *testing.T, f *fixture) { f.policy(t, "deny-all", func(p *evidence.Policy) { p.Egress = false }) }},
+		{name: "policy_widened", what: "the grader's ingress policy allows every port", want: []string{"network.policy_allows"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.policy(t, "grader-from-workspaces", func(p *evidence.Policy) {
+					p.Allows[0] = strings.Replace(p.Allows[0], "tcp/8080", "any", 1)
+				})
+			}},
+		{name: "policy_by_expressions", what: "a journalled policy selects by expressions the attestation cannot read", want: []string{"network.policy_allows"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.policy(t, "grader-from-workspaces", func(p *evidence.Policy) { p.SelectsOther = true })
+			}},
+		{name: "policies_unread", what: "the namespace's policies could not be listed", want: []string{"network.policy_default_deny", "network.policy_allows", "campaign.unexpected_policies"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.obs.Runtime.Policies = evidence.Policies{Answer: evidence.Answer{Err: "forbidden"}}
+			}},
+
+		{name: "pod_absent", what: "the workspace's pod is gone", want: []string{ws0 + ".present"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.obs.Runtime.Containers[f.id(t, ws0)] = evidence.Container{Answer: evidence.Answer{NotFound: true}}
+			}},
+		{name: "pod_not_a_pod", what: "the runtime described a container without its pod", want: []string{ws0 + ".present"},
+			mutate: func(t *testing.T, f *fixture) { f.pod(t, ws0, func(c *evidence.Container) { c.Pod = nil }) }},
+		{name: "pod_id", what: "the pod answered has another UID", want: []string{ws0 + ".id"},
+			mutate: func(t *testing.T, f *fixture) { f.pod(t, ws0, func(c *evidence.Container) { c.ID = "another" }) }},
+		{name: "pod_name", what: "the pod has another name", want: []string{ws0 + ".name"},
+			mutate: func(t *testing.T, f *fixture) { f.pod(t, ws0, func(c *evidence.Container) { c.Name += "-x" }) }},
+		{name: "pod_pending", what: "the workspace's pod is pending", want: []string{ws0 + ".running"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, ws0, func(c *evidence.Container) { c.Status, c.Running = "pending", false })
+			}},
+		{name: "pod_image", what: "the workspace's pod names another image", want: []string{ws0 + ".image"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, ws0, func(c *evidence.Container) { c.Pod.SpecImage = "docker.io/library/python:3" })
+			}},
+		{name: "pod_no_image_id", what: "the node reports no image id running", want: []string{ws0 + ".image"},
+			mutate: func(t *testing.T, f *fixture) { f.pod(t, ws0, func(c *evidence.Container) { c.Image = "" }) }},
+		{name: "pod_caps", what: "the workspace's container adds NET_RAW", want: []string{ws0 + ".caps"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, ws0, func(c *evidence.Container) { c.CapAdd = append(slices.Clone(c.CapAdd), "NET_RAW") })
+			}},
+		{name: "pod_privileged", what: "the workspace's container is privileged", want: []string{ws0 + ".privileged"},
+			mutate: func(t *testing.T, f *fixture) { f.pod(t, ws0, func(c *evidence.Container) { c.Privileged = true }) }},
+		{name: "pod_escalation", what: "the workspace's container allows privilege escalation", want: []string{ws0 + ".no_new_privileges"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, ws0, func(c *evidence.Container) {
+					c.SecurityOpt = slices.DeleteFunc(slices.Clone(c.SecurityOpt), func(o string) bool { return o == "no-new-privileges" })
+				})
+			}},
+		{name: "pod_seccomp", what: "the workspace's container runs unconfined", want: []string{ws0 + ".seccomp"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, ws0, func(c *evidence.Container) { c.SecurityOpt = []string{"no-new-privileges", "seccomp=Unconfined"} })
+			}},
+		{name: "pod_writable_root", what: "the workspace's root file system is writable", want: []string{ws0 + ".read_only_root"},
+			mutate: func(t *testing.T, f *fixture) { f.pod(t, ws0, func(c *evidence.Container) { c.ReadOnlyRoot = false }) }},
+		{name: "pod_host_users", what: "the workspace's pod runs in the node's user namespace", want: []string{ws0 + ".host_users"},
+			mutate: func(t *testing.T, f *fixture) { f.pod(t, ws0, func(c *evidence.Container) { c.Pod.HostUsers = true }) }},
+		{name: "grader_host_users", what: "the grader's pod runs in the node's user namespace", want: []string{srv + ".host_users"},
+			mutate: func(t *testing.T, f *fixture) { f.pod(t, srv, func(c *evidence.Container) { c.Pod.HostUsers = true }) }},
+		{name: "pod_host_network", what: "the workspace's pod is on the node's network", want: []string{ws0 + ".host_namespaces"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, ws0, func(c *evidence.Container) { c.Pod.HostNetwork = true })
+			}},
+		{name: "pod_token", what: "a token of the API server is mounted in the workspace", want: []string{ws0 + ".service_account_token"},
+			mutate: func(t *testing.T, f *fixture) { f.pod(t, ws0, func(c *evidence.Container) { c.Pod.Token = true }) }},
+		{name: "pod_host_path", what: "the workspace's pod mounts a host path", want: []string{ws0 + ".volumes"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, ws0, func(c *evidence.Container) { c.Pod.Volumes = append(slices.Clone(c.Pod.Volumes), "hostPath:/") })
+			}},
+		{name: "key_in_spec", what: "the workspace's API key is written into its pod's spec", want: []string{ws0 + ".key_ref"},
+			mutate: func(t *testing.T, f *fixture) { f.pod(t, ws0, func(c *evidence.Container) { c.Pod.KeyRef = "value" }) }},
+		{name: "key_from_foreign_secret", what: "the grader's API key comes from a secret the journal does not know", want: []string{srv + ".key_ref"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, srv, func(c *evidence.Container) { c.Pod.KeyRef = "secret:" + c.Pod.Namespace + "/other" })
+			}},
+		{name: "workspace_key_differs", what: "a workspace holds another key than the grader", want: []string{ws0 + ".api_key"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, ws0, func(c *evidence.Container) { c.Key = apikey.Policy{}.Check("another-key-0123456789abcdef0123") })
+			}},
+		{name: "grader_key_placeholder", what: "the grader holds a placeholder key", want: []string{"api_key", ws0 + ".api_key", "workspaces[1].api_key"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, srv, func(c *evidence.Container) { c.Key = apikey.Policy{}.Check("changeme") })
+			}},
+		{name: "pod_env_token", what: "the workspace's pod spec carries GITHUB_TOKEN", want: []string{ws0 + ".env_secrets"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, ws0, func(c *evidence.Container) { c.EnvNames = append(slices.Clone(c.EnvNames), "GITHUB_TOKEN") })
+			}},
+		{name: "pod_memory", what: "the workspace's pod has no memory limit", want: []string{ws0 + ".limits"},
+			mutate: func(t *testing.T, f *fixture) { f.pod(t, ws0, func(c *evidence.Container) { c.Memory = 0 }) }},
+		{name: "pod_label", what: "the workspace's pod carries another campaign's label", want: []string{ws0 + ".label.io.agentpen.campaign"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, ws0, func(c *evidence.Container) {
+					c.Labels = map[string]string{}
+					for k, v := range f.obs.Runtime.Containers[f.id(t, ws0)].Labels {
+						c.Labels[k] = v
+					}
+					c.Labels["io.agentpen.campaign"] = "another"
+				})
+			}},
+		{name: "stray_pod", what: "a pod the journal does not know carries the campaign's label", want: []string{"campaign.unexpected_containers"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.obs.Runtime.ContainerList.Items = append(slices.Clone(f.obs.Runtime.ContainerList.Items),
+					evidence.Listed{ID: "stray", Name: "ns/stray", Labels: map[string]string{"io.agentpen.campaign": f.src.Spec.CampaignID}})
+			}},
+
+		{name: "episode_in_server_ns", what: "an episode ran in the workspace's own network namespace", want: []string{ws0 + ".probe.episode_isolation"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/episode_isolation/0", func(m map[string]any) {
+					iso := m["isolation"].(map[string]any)
+					iso["episode_net_ns"] = iso["server_net_ns"]
+				})
+			}},
+		{name: "episode_uid_outside", what: "an episode ran as a uid outside the journalled block", want: []string{ws0 + ".probe.uid_block"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/uid_block/0", func(m map[string]any) { m["isolation"].(map[string]any)["episode_uid"] = 0 })
+			}},
+		{name: "probes_misdirected", what: "the probes were sent to another address than the grader pod's", want: []string{ws0 + ".probe.control", "workspaces[1].probe.control"},
+			mutate: func(t *testing.T, f *fixture) { f.obs.ProbeEnv.ServerAddr = "10.0.0.1:8080" }},
+		{name: "grader_moved", what: "the grader pod's address the API server reports is not where the probes went", want: []string{ws0 + ".probe.control", "workspaces[1].probe.control"},
+			mutate: func(t *testing.T, f *fixture) { f.pod(t, srv, func(c *evidence.Container) { c.Pod.IP = "10.0.0.1" }) }},
+		{name: "grader_seccomp", what: "the grader's container runs unconfined", want: []string{srv + ".seccomp"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, srv, func(c *evidence.Container) { c.SecurityOpt = []string{"no-new-privileges", "seccomp=Unconfined"} })
+			}},
+		{name: "grader_token", what: "a token of the API server is mounted in the grader", want: []string{srv + ".service_account_token"},
+			mutate: func(t *testing.T, f *fixture) { f.pod(t, srv, func(c *evidence.Container) { c.Pod.Token = true }) }},
+		{name: "grader_projected", what: "the grader's pod mounts a projected volume", want: []string{srv + ".volumes"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, srv, func(c *evidence.Container) { c.Pod.Volumes = append(slices.Clone(c.Pod.Volumes), "projected") })
+			}},
+		{name: "grader_host_pid", what: "the grader's pod shares the node's PID namespace", want: []string{srv + ".host_namespaces"},
+			mutate: func(t *testing.T, f *fixture) { f.pod(t, srv, func(c *evidence.Container) { c.Pod.HostPID = true }) }},
+		{name: "grader_unreached", what: "the workspace did not reach the grader", want: []string{ws0 + ".probe.control", ws0 + ".probe.grader_health", ws0 + ".probe.grader_protected"},
+			mutate: func(t *testing.T, f *fixture) {
+				for _, id := range []string{"control/0", "grader_health/0", "grader_protected/0"} {
+					f.probe(t, PhaseMain, ws0, ws0+"/"+id, func(m map[string]any) { m["outcome"], m["status"] = "timeout", 0 })
+				}
+			}},
+	}
+	for i := range ms {
+		ms[i].fixture = clusterFixture
+	}
+	return ms
+}
+
+// TestClusterMutations: each one-field change of the cluster fixture
+// makes its report not ok and fails exactly the checks of its row.
+func TestClusterMutations(t *testing.T) {
+	for _, m := range clusterMutations() {
+		t.Run(m.name, func(t *testing.T) {
+			f := loadFixture(t, clusterFixture)
+			m.mutate(t, f)
+			rep := Evaluate(f.src, f.observed())
+			want := slices.Clone(m.want)
+			sort.Strings(want)
+			if rep.OK {
+				t.Fatalf("%s: still ok", m.what)
+			}
+			if diff := cmp.Diff(want, rep.FailedChecks); diff != "" {
+				t.Fatalf("%s: failed checks (-want +got):\n%s\n%s", m.what, diff, strings.Join(rep.FailureLines(), "\n"))
+			}
+		})
+	}
+}
+
+// TestClusterMutationsCoverEveryCheck: every check of the cluster
+// fixture's report is the target of a row of either table (the probes
+// and labels it shares with Docker's are in mutations()).
+func TestClusterMutationsCoverEveryCheck(t *testing.T) {
+	covered := map[string]bool{}
+	for _, m := range append(mutations(), clusterMutations()...) {
+		for _, c := range m.want {
+			covered[normalize(c)] = true
+		}
+	}
+	f := loadFixture(t, clusterFixture)
+	for c := range Evaluate(f.src, f.observed()).Checks() {
+		if !covered[normalize(c)] && !strings.Contains(c, ".label.") {
+			t.Errorf("check %s has no mutation in either table", c)
+		}
+	}
+}
+
+// TestClusterNeverOKWithoutEvidence: take any one piece of the cluster's
+// evidence away and the report is not ok.
+func TestClusterNeverOKWithoutEvidence(t *testing.T) {
+	for name, drop := range map[string]func(f *fixture){
+		"no_identity":       func(f *fixture) { f.obs.Runtime.Daemon = evidence.Daemon{} },
+		"no_pods":           func(f *fixture) { f.obs.Runtime.Containers = nil },
+		"no_policies":       func(f *fixture) { f.obs.Runtime.Policies = evidence.Policies{} },
+		"no_pod_list":       func(f *fixture) { f.obs.Runtime.ContainerList = evidence.List{Answer: evidence.Answer{Err: "gone"}} },
+		"no_runs":           func(f *fixture) { f.obs.Runs = nil },
+		"no_endpoint":       func(f *fixture) { f.obs.Runtime.Endpoint = "" },
+		"no_bringup_record": func(f *fixture) { f.src.Bringup = DaemonRecord{} },
+		"no_journal":        func(f *fixture) { f.src.Records = nil },
+		"no_roles":          func(f *fixture) { f.src.Roles = nil },
+		"no_server_address": func(f *fixture) { f.obs.ProbeEnv.ServerAddr = "" },
+		"empty_observation": func(f *fixture) { f.obs = Observation{} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := loadFixture(t, clusterFixture)
+			drop(f)
+			if rep := Evaluate(f.src, f.observed()); rep.OK || len(rep.FailedChecks) == 0 {
+				t.Fatal("ok without the evidence")
+			}
+		})
+	}
+}
+
+// TestClusterReportHoldsNoKey: the cluster's report holds the key's
+// fingerprint, never the key; the network policies are reported stored,
+// never enforced (nothing here proves enforcement).
+func TestClusterReportHoldsNoKey(t *testing.T) {
+	f := loadFixture(t, clusterFixture)
+	rep := Evaluate(f.src, f.observed())
+	b, err := rep.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(apikey.Fingerprint(clusterKey))) {
+		t.Error("the key's fingerprint is not in the report")
+	}
+	if bytes.Contains(b, []byte(clusterKey)) {
+		t.Error("the report holds the key")
+	}
+	if !strings.HasPrefix(rep.NetworkPolicies, "stored") {
+		t.Errorf("network policies %q; want stored", rep.NetworkPolicies)
+	}
+}
