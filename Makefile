@@ -122,7 +122,7 @@ kube-node: images ## start the single-node Kubernetes cluster of scripts/kube-no
 kube-node-stop: ## stop that node and restore the host as it was (scripts/kube-node.sh stop)
 	@scripts/kube-node.sh stop
 
-kube-test: images ## the node script's own test (TestKubeNodeScript, build tag kubenode), then the cluster tests (build tag kube) on the node: starts it, runs them with KUBECONFIG set, and stops it on every exit path (a CI step of its own)
+kube-test: images ## the node script's own test (TestKubeNodeScript, build tag kubenode), then the cluster tests (build tag kube) on the node and the demo of make run played there (KUBE=1): starts the node, runs them with KUBECONFIG set, and stops it on every exit path (a CI step of its own)
 	@$(WITH_DOCKER) $(GO) test -tags kubenode -count=1 -timeout $(TEST_TIMEOUT) -run '^TestKubeNodeScript$$' .
 	@# The EXIT trap stops the node whatever ended the recipe; a stop that cannot restore the
 	@# host fails the target even when the tests passed. It stops only a node it started: a node
@@ -131,15 +131,21 @@ kube-test: images ## the node script's own test (TestKubeNodeScript, build tag k
 		{ echo "make kube-test: a node is recorded already (scripts/kube-node.sh status); stop it first" >&2; exit 1; }; \
 		trap 'scripts/kube-node.sh stop || exit 5' EXIT; trap 'exit 130' INT TERM; \
 		line=$$(scripts/kube-node.sh start) && eval "$$line" && \
-		$(WITH_DOCKER) $(GO) test -tags kube -count=1 -timeout $(TEST_TIMEOUT) $(KUBE_PKGS)
+		$(WITH_DOCKER) $(GO) test -tags kube -count=1 -timeout $(TEST_TIMEOUT) $(KUBE_PKGS) && \
+		$(WITH_DOCKER) eval "$$(scripts/kube-node.sh env)" && scripts/demo.sh
 
 kube-bench: ## the cluster benchmarks (build tag kube) on the node of KUBECONFIG (make kube-node first), beside the rows of the last make bench (kept, marked)
 	@test -n "$$KUBECONFIG" || { echo "make kube-bench: KUBECONFIG is unset: make kube-node, then export the line it prints" >&2; exit 2; }
 	@$(WITH_DOCKER) $(GO) run ./bench -tags kube -packages ./adapter/kube -keep -benchtime 5x $(BENCHFLAGS)
 
-run: images ## the main job as a launcher sees it: agentpen doctor, then agentpen serve and a campaign through its HTTP API (create, one episode per workspace through the proxy, attest, delete); DEMO_FLAGS=--json prints the results as JSON
+run: images ## the main job as a launcher sees it: agentpen doctor, then agentpen serve and a campaign through its HTTP API (create, one episode per workspace through the proxy, attest, delete); DEMO_FLAGS=--json prints the results as JSON; KUBE=1 plays it on the project's Kubernetes node (started if it is not, and left running: make kube-node-stop)
+ifeq ($(KUBE),1)
+	@scripts/kube-node.sh start >/dev/null && scripts/kube-node.sh images
+	@$(WITH_DOCKER) eval "$$(scripts/kube-node.sh env)" && bin/agentpen doctor && scripts/demo.sh $(DEMO_FLAGS)
+else
 	@$(WITH_DOCKER) bin/agentpen doctor
 	@$(WITH_DOCKER) scripts/demo.sh $(DEMO_FLAGS)
+endif
 
 serve: images ## run agentpen serve in the foreground on 127.0.0.1:8700 (token: AGENTPEN_SERVE_TOKEN, else a generated token file)
 	@$(WITH_DOCKER) scripts/serve.sh

@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/adapter/docker"
+	"github.com/agentpen/agentpen/adapter/driver"
 	"github.com/agentpen/agentpen/api"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/cleanup"
@@ -73,6 +74,13 @@ func startLive(t testing.TB) *liveService {
 	if err != nil {
 		t.Fatalf("no image %s on the daemon (make images): %v", testenv.WorkbenchImage(), err)
 	}
+	return startLiveOn(t, d, img)
+}
+
+// startLiveOn is agentpen serve in the test on the runtime of d, its
+// campaigns running img.
+func startLiveOn(t testing.TB, d driver.Driver, img string) *liveService {
+	t.Helper()
 	l := &liveService{img: img, token: "tok-" + randHex(40), apiKey: "canary-key-" + randHex(16), logs: &testlog.Buffer{}, state: t.TempDir()}
 	logger := slog.New(slog.NewJSONHandler(l.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	root, err := store.CreateRoot(l.state)
@@ -81,7 +89,7 @@ func startLive(t testing.TB) *liveService {
 	}
 	t.Cleanup(func() { root.Close() })
 	l.root = root
-	l.a = &adapter.Adapter{Driver: d, Logger: logger, ReadyTimeout: 90 * time.Second,
+	l.a = &adapter.Adapter{Driver: d, Logger: logger, ReadyTimeout: 2 * time.Minute,
 		Getenv: func(k string) string {
 			if k == campaign.DefaultAPIKeyEnv {
 				return l.apiKey

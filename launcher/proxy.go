@@ -15,6 +15,14 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
+// workspaceHost is the Host of every request the proxy sends a workspace
+// (its transport dials the workspace itself, whatever the name): a
+// loopback name, because a cluster's workbench is reached on its pod's
+// loopback through the port-forward, and its MCP handler refuses a
+// request on a loopback listener whose Host is not loopback (the MCP
+// SDK's protection against DNS rebinding).
+const workspaceHost = "localhost"
+
 // Proxy limits.
 const (
 	// MaxFrameBytes bounds one WebSocket message in either direction and
@@ -162,7 +170,7 @@ func (s *Server) relayWS(w http.ResponseWriter, r *http.Request, path string) {
 	ctx, cancel := withRoute(context.WithoutCancel(r.Context()), rt)
 	defer cancel()
 	dctx, dcancel := context.WithTimeout(ctx, dialTimeout)
-	back, _, err := websocket.Dial(dctx, "ws://workbench"+path, &websocket.DialOptions{HTTPClient: rt.client})
+	back, _, err := websocket.Dial(dctx, "ws://"+workspaceHost+path, &websocket.DialOptions{HTTPClient: rt.client})
 	dcancel()
 	if err != nil {
 		s.unavailable(w, ctx, rt, err)

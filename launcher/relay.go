@@ -116,7 +116,7 @@ func (s *Server) relayHTTP(w http.ResponseWriter, r *http.Request, rr relayRoute
 			}
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, r.Method, "http://workbench"+rr.path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+workspaceHost+rr.path, bytes.NewReader(body))
 	if err != nil {
 		writeProblem(w, http.StatusInternalServerError, "the request could not be built")
 		return

@@ -26,6 +26,9 @@
 # interrupted); 2 bad arguments; 130/143 interrupted by SIGINT/SIGTERM (cleanup verified).
 #
 # Needs DOCKER_HOST (scripts/rootless-docker.sh), the images (make images) and bin/ (make build).
+# With AGENTPEN_KUBECONFIG set (and AGENTPEN_KUBE_NODE, AGENTPEN_KUBE_SECCOMP: eval "$(scripts/
+# kube-node.sh env)", as make run KUBE=1 does), every agentpen command of the demo acts on that
+# Kubernetes cluster instead, and the images are named by tag.
 # AGENTPEN_API_KEY is generated for the run unless set (openssl rand -hex 32). Progress goes to
 # stderr. docs/newcomer.md walks through a campaign with agentpen up and workbench client, by hand.
 set -euo pipefail
@@ -179,7 +182,13 @@ export AGENTPEN_API_KEY=${AGENTPEN_API_KEY:-$(openssl rand -hex 32)}
 AGENTPEN_SERVE_TOKEN=$(openssl rand -hex 32)
 export AGENTPEN_SERVE_TOKEN
 [ -n "$campaign" ] || campaign="demo-$(date +%s)-$(openssl rand -hex 3)"
-img=$(docker image inspect --format '{{.Id}}' "${AGENTPEN_TEST_WORKBENCH_IMAGE:-agentpen/workbench:dev}")
+img=${AGENTPEN_TEST_WORKBENCH_IMAGE:-agentpen/workbench:dev}
+if [ -n "${AGENTPEN_KUBECONFIG:-}" ]; then
+	# A cluster's nodes hold the image under its tag (serve resolves it among their images).
+	log "on the cluster of $AGENTPEN_KUBECONFIG (node ${AGENTPEN_KUBE_NODE:-any})"
+else
+	img=$(docker image inspect --format '{{.Id}}' "$img")
+fi
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 api="http://127.0.0.1:$port"
 state=$(mktemp -d "${TMPDIR:-/tmp}/agentpen-demo.XXXXXX")

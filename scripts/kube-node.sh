@@ -9,6 +9,8 @@
 #                                 recorded, and verify the host is as before
 #   scripts/kube-node.sh status   say whether the node runs and is Ready (prints the export line)
 #   scripts/kube-node.sh images   import the images into the running node again (after make images)
+#   scripts/kube-node.sh env      print the variables that select the running node for agentpen
+#                                 (eval "$(scripts/kube-node.sh env)"; make run KUBE=1 does)
 #
 # The node: etcd (Debian's etcd-server) and kube-apiserver (RBAC; an admin token in the
 # kubeconfig, group system:masters) on 127.0.0.1; a kube-controller-manager running only the
@@ -80,6 +82,9 @@ ports=("$api_port" "$etcd_port" "$etcd_peer_port" "$kubelet_port" "$kubelet_heal
 bridge=cni0
 pod_subnet=10.88.0.0/16
 node=localhost
+# profile: the workspaces' Localhost seccomp profile, relative to the kubelet's seccomp root
+# (kuberig.SeccompProfile).
+profile=agentpen/workspace.json
 ctrd_sock=$run/containerd/containerd.sock
 # The sysctls the kubelet (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops) and the
 # bridge plugin (forwarding, and with it accept_redirects) change, and their neighbours.
@@ -514,8 +519,8 @@ import_images() {
 # seccomp_profile: the workspace's seccomp profile (docker.WorkspaceSeccomp: Docker's default
 # plus the workbench's namespace calls) as the kubelet's Localhost profile agentpen/workspace.json.
 seccomp_profile() {
-	mkdir -p "$lib/kubelet/seccomp/agentpen"
-	CGO_ENABLED=0 go run ./internal/testkit/kuberig/seccompprofile >"$lib/kubelet/seccomp/agentpen/workspace.json" ||
+	mkdir -p "$(dirname "$lib/kubelet/seccomp/$profile")"
+	CGO_ENABLED=0 go run ./internal/testkit/kuberig/seccompprofile >"$lib/kubelet/seccomp/$profile" ||
 		die "writing the workspace seccomp profile failed"
 }
 
@@ -809,6 +814,13 @@ cmd_status() {
 	return 6
 }
 
+# cmd_env: the variables agentpen's commands read for --kubeconfig, --kube-node and
+# --kube-seccomp, for this node.
+cmd_env() {
+	cmd_status >/dev/null 2>&1 || { log "error: the node is not running (scripts/kube-node.sh start)"; exit 6; }
+	printf 'export AGENTPEN_KUBECONFIG=%s AGENTPEN_KUBE_NODE=%s AGENTPEN_KUBE_SECCOMP=%s\n' "$run/kubeconfig" "$node" "$profile"
+}
+
 cmd_images() {
 	cmd_status >/dev/null 2>&1 || { log "error: the node is not running (scripts/kube-node.sh start)"; exit 6; }
 	build_pause
@@ -828,6 +840,7 @@ start) with_lock cmd_start ;;
 stop) with_lock cmd_stop ;;
 status) cmd_status ;;
 images) with_lock cmd_images ;;
+env) cmd_env ;;
 -h | --help | help) usage ;;
 *)
 	usage

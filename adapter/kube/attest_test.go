@@ -92,7 +92,9 @@ func TestCampaignAttestsOnTheNode(t *testing.T) {
 	}
 	// Gone before the campaign's removal (a namespace holding what is not
 	// the campaign's is never removed), on every path.
-	t.Cleanup(func() { cs.NetworkingV1().NetworkPolicies(ns).Delete(context.Background(), open.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		cs.NetworkingV1().NetworkPolicies(ns).Delete(context.Background(), open.Name, metav1.DeleteOptions{})
+	})
 	rep, err = h.Attest(ctx, id, adapter.AttestOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,12 @@
 // another UID (a twin) is not the journalled one, and is never touched
 // (resources.go).
 //
+// The attestation (attest/cluster.go) judges what Evidence reads back
+// (evidence.go): each journalled pod as the API server answers it, every
+// network policy of the campaign's namespace rendered as the rules it
+// allows, the cluster's identity; the hardening it expects is read from
+// the pods a layout would make by the same function (settingsOf).
+//
 // Workspaces are reached through the API server alone: their workbench
 // through pods/portforward to the pod's loopback, their bind file,
 // activity and results through pods/exec (workspace.go). Images are the

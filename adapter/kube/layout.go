@@ -280,8 +280,8 @@ func (d *Driver) serverPod(ns string, p *campaign.Plan, b driver.BringUp) *corev
 	}
 	c := corev1.Container{
 		Name: "grader", Image: imageRef(s.Image), ImagePullPolicy: corev1.PullNever, Args: cmd, Env: env,
-		Ports:           []corev1.ContainerPort{{ContainerPort: int32(p.Server.Port), Protocol: corev1.ProtocolTCP}},
-		ReadinessProbe:  execProbe(ready),
+		Ports:          []corev1.ContainerPort{{ContainerPort: int32(p.Server.Port), Protocol: corev1.ProtocolTCP}},
+		ReadinessProbe: execProbe(ready),
 		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 	}

@@ -162,10 +162,18 @@ func (cc *campaignCmd) close() {
 // downCommand is the command that takes a campaign down, with the state
 // root when it is not the default one.
 func (c *campaignFlags) downCommand(getenv func(string) string, id string) string {
+	cmd := "agentpen down"
 	if c.stateRoot != defaultStateRoot(getenv) {
-		return "agentpen down --state-root " + c.stateRoot + " " + id
+		cmd += " --state-root " + c.stateRoot
 	}
-	return "agentpen down " + id
+	// The cluster the campaign is on, unless the environment names it.
+	if c.kubeconfig != "" && c.kubeconfig != getenv(EnvKubeconfig) {
+		cmd += " --kubeconfig " + c.kubeconfig
+	}
+	if c.kubeNode != "" && c.kubeNode != getenv(EnvKubeNode) {
+		cmd += " --kube-node " + c.kubeNode
+	}
+	return cmd + " " + id
 }
 
 // upResult is what up prints on stdout.
@@ -341,12 +349,20 @@ func (s upSummary) print(w io.Writer) {
 			fmt.Fprintf(w, "  ... and %d more workspaces (every socket: the JSON on stdout, or agentpen ls --json)\n", len(r.Workspaces)-i)
 			break
 		}
-		fmt.Fprintf(w, "  workspace %-3d agent %s, socket %s\n", ws.Index, ws.AgentID, ws.Socket)
+		where := "socket " + ws.Socket
+		if ws.Socket == "" {
+			where = "pod " + shortID(ws.ContainerID)
+		}
+		fmt.Fprintf(w, "  workspace %-3d agent %s, %s\n", ws.Index, ws.AgentID, where)
 	}
 	fmt.Fprintf(w, "attestation     ok, %d checks passed\n", s.checks)
 	fmt.Fprintf(w, "reports         %s (journal.jsonl, spec-%d.json, %s; a cleanup report after down)\n", r.StateDir, r.Generation, filepath.Base(r.Attestation.Report))
-	if len(r.Workspaces) > 0 {
+	switch {
+	case len(r.Workspaces) == 0:
+	case r.Workspaces[0].Socket != "":
 		fmt.Fprintf(w, "play by hand    workbench client %s\n", r.Workspaces[0].Socket)
+	default:
+		fmt.Fprintf(w, "play by hand    through agentpen serve's base_url (a cluster's workspace has no socket on this host)\n")
 	}
 	fmt.Fprintf(w, "take it down    %s\n", s.down)
 }

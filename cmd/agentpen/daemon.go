@@ -68,14 +68,19 @@ type runtimeFlags struct {
 	kubePrefix  string
 }
 
-// EnvKubeconfig names a kubeconfig when --kubeconfig is not given.
-const EnvKubeconfig = "AGENTPEN_KUBECONFIG"
+// Variables that stand for the cluster flags when they are not given
+// (scripts/kube-node.sh env prints them for the project's node).
+const (
+	EnvKubeconfig  = "AGENTPEN_KUBECONFIG"
+	EnvKubeNode    = "AGENTPEN_KUBE_NODE"
+	EnvKubeSeccomp = "AGENTPEN_KUBE_SECCOMP"
+)
 
 func (r *runtimeFlags) register(fs *cli.FlagSet, getenv func(string) string) {
 	fs.BoolVar(&r.allowCustom, "allow-custom-socket", false, "accept a DOCKER_HOST socket path that does not look rootless (the daemon must still say rootless)")
 	fs.StringVar(&r.kubeconfig, "kubeconfig", getenv(EnvKubeconfig), "act on the Kubernetes cluster this kubeconfig names instead of the rootless Docker daemon (default $"+EnvKubeconfig+"; docs/kubernetes.md)")
-	fs.StringVar(&r.kubeNode, "kube-node", "", "with --kubeconfig: place every pod on this node (a cluster without a scheduler; empty: the scheduler places them)")
-	fs.StringVar(&r.kubeSeccomp, "kube-seccomp", "", "with --kubeconfig: the workspaces' Localhost seccomp profile, relative to the kubelet's seccomp root (empty: RuntimeDefault, which the episode namespaces need more than)")
+	fs.StringVar(&r.kubeNode, "kube-node", getenv(EnvKubeNode), "with --kubeconfig: place every pod on this node (a cluster without a scheduler; empty: the scheduler places them; default $"+EnvKubeNode+")")
+	fs.StringVar(&r.kubeSeccomp, "kube-seccomp", getenv(EnvKubeSeccomp), "with --kubeconfig: the workspaces' Localhost seccomp profile, relative to the kubelet's seccomp root (empty: RuntimeDefault, which the episode namespaces need more than; default $"+EnvKubeSeccomp+")")
 	fs.StringVar(&r.kubePrefix, "kube-prefix", kube.DefaultPrefix, "with --kubeconfig: the prefix of every namespace agentpen makes")
 }
 
