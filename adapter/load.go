@@ -72,7 +72,9 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 		case r.Kind == campaign.KindContainer && r.Role == campaign.RoleServer:
 			out.ServerID = r.ID
 		case r.Kind == campaign.KindContainer:
-			blocks[r.Name] = r.Labels[campaign.LabelUIDBlock]
+			// By its agent label: a driver names its containers its own
+			// way (a cluster's "<namespace>/<agent id>").
+			blocks[r.Labels[campaign.LabelAgent]] = r.Labels[campaign.LabelUIDBlock]
 		}
 	}
 	for i, ag := range p.Agents {
@@ -80,7 +82,7 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 		if err != nil || h.ID == "" {
 			return nil, fmt.Errorf("campaign %q generation %d: workspace %s: %w: its container or run directory is not in the journal", c.ID, g.N, ag.AgentID, ErrNotUp)
 		}
-		base, ok := campaign.ParseUIDBlock(blocks[ag.Name])
+		base, ok := campaign.ParseUIDBlock(blocks[ag.AgentID])
 		if !ok {
 			return nil, fmt.Errorf("campaign %q generation %d: workspace %s: %w: its journalled labels carry no uid block", c.ID, g.N, ag.AgentID, ErrNotUp)
 		}

@@ -105,7 +105,7 @@ func onCluster(id string) (string, bool) {
 	case check == "uid_block":
 		return "the journal's intent", true
 	case check == "probe.uid_block":
-		return exec + ": a uid-block probe there cannot read a non-dumpable server's /proc without a privileged exec, so code run as one of the workbench's episodes reports its own uid, which must lie in the block", true
+		return exec + ": without a privileged exec the probe cannot read a non-dumpable server's /proc, so it reads the block from its own environment (the container's) and the range the server recorded from its own file system (the container's), and, once the workspace serves episodes, code run as one of them reports its uid, which must lie in the block", true
 	case check == "probe.episode_isolation":
 		return exec + ": the episode's namespaces are compared with the probe's own, which pods/exec runs in the workbench's container", true
 	case strings.HasPrefix(check, "probe.") && check != "probe.host_loopback" && check != "probe.host_addresses" && check != "probe.agent_to_agent" && check != "probe.grader_socket_denied",

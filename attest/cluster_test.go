@@ -190,7 +190,7 @@ func clusterMutations() []mutation {
 			}},
 		{name: "episode_uid_outside", what: "an episode ran as a uid outside the journalled block", want: []string{ws0 + ".probe.uid_block"},
 			mutate: func(t *testing.T, f *fixture) {
-				f.probe(t, PhaseMain, ws0, ws0+"/uid_block/0", func(m map[string]any) { m["isolation"].(map[string]any)["episode_uid"] = 0 })
+				f.probe(t, PhaseMain, ws0, ws0+"/uid_block/1", func(m map[string]any) { m["isolation"].(map[string]any)["episode_uid"] = 0 })
 			}},
 		{name: "probes_misdirected", what: "the probes were sent to another address than the grader pod's", want: []string{ws0 + ".probe.control", "workspaces[1].probe.control"},
 			mutate: func(t *testing.T, f *fixture) { f.obs.ProbeEnv.ServerAddr = "10.0.0.1:8080" }},
@@ -208,6 +208,12 @@ func clusterMutations() []mutation {
 			}},
 		{name: "grader_host_pid", what: "the grader's pod shares the node's PID namespace", want: []string{srv + ".host_namespaces"},
 			mutate: func(t *testing.T, f *fixture) { f.pod(t, srv, func(c *evidence.Container) { c.Pod.HostPID = true }) }},
+		{name: "uid_range_other", what: "the workspace's server recorded another uid range than its container gives", want: []string{ws0 + ".probe.uid_block"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/uid_block/0", func(m map[string]any) {
+					m["outcome"], m["error"], m["uid_base"], m["uid_count"] = "not_found", "self runs episodes under uids 20000-21023", 0, 0
+				})
+			}},
 		{name: "grader_unreached", what: "the workspace did not reach the grader", want: []string{ws0 + ".probe.control", ws0 + ".probe.grader_health", ws0 + ".probe.grader_protected"},
 			mutate: func(t *testing.T, f *fixture) {
 				for _, id := range []string{"control/0", "grader_health/0", "grader_protected/0"} {

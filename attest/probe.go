@@ -559,13 +559,16 @@ var probeRules = []probeRule{
 				continue // a launcher's command: no workbench to ask
 			}
 			if p.e.Cluster {
-				// No privileged exec to read the server's process: an
-				// episode says which uid it runs as.
-				if w.Pool && !w.Claimed {
-					continue // serves no episode before it is bound
+				// No privileged exec to read the server's process: the
+				// block its container's environment gives and the range
+				// it recorded, read in the container itself; and, once
+				// it serves episodes, the uid an episode runs as.
+				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.uid_block", want: wantUIDBlock, uid: w.UIDBase,
+					target: "the block the container gives and the range its server recorded", req: wire.Request{Kind: wire.KindUIDBlock, Listen: w.Serves, SelfNS: true}}, "uid_block")
+				if !w.Pool || w.Claimed {
+					p.add(probe{subject: w.Subject, check: w.Subject + ".probe.uid_block", want: wantEpisodeUID, uid: w.UIDBase,
+						target: "code run as an episode of the workbench serving " + w.Serves, req: wire.Request{Kind: wire.KindEpisode, Listen: w.Serves, SelfNS: true}}, "uid_block")
 				}
-				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.uid_block", want: wantEpisodeUID, uid: w.UIDBase,
-					target: "code run as an episode of the workbench serving " + w.Serves, req: wire.Request{Kind: wire.KindEpisode, Listen: w.Serves, SelfNS: true}}, "uid_block")
 				continue
 			}
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.uid_block", want: wantUIDBlock, uid: w.UIDBase,

@@ -158,7 +158,7 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 		}
 		o.Outcome, o.Isolation = OutcomeFound, &iso
 	case KindUIDBlock:
-		base, count, err := FindUIDBlock(r.Listen)
+		base, count, err := FindUIDBlock(r.Listen, r.SelfNS)
 		if err != nil {
 			o.Outcome, o.Error = OutcomeNotFound, err.Error()
 			break

@@ -44,7 +44,15 @@ var uidVars = []string{"WORKBENCH_UID_BASE", "WORKBENCH_UID_COUNT", "WORKBENCH_U
 // ignored its environment records another or none), which must be the
 // same, and every uid handed out so far (a lock file each), which must lie
 // in it.
-func FindUIDBlock(listen string) (base, count int, err error) {
+//
+// With selfNS (wire.Request.SelfNS: a runtime without a privileged exec,
+// which cannot read a non-dumpable server's /proc) the environment and
+// the lock directory are the probe's own: the exec runs in the server's
+// container, with its configured environment and its mount namespace.
+func FindUIDBlock(listen string, selfNS bool) (base, count int, err error) {
+	if selfNS {
+		return findUIDBlockIn("/", "self", []byte(strings.Join(os.Environ(), "\x00")))
+	}
 	return findUIDBlock("/proc", listen, os.Getpid())
 }
 
@@ -57,6 +65,13 @@ func findUIDBlock(proc, listen string, self int) (base, count int, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("environment of pid %d: %w", p.Pid, err)
 	}
+	// The lock directory as the server's mount namespace sees it.
+	return findUIDBlockIn(filepath.Join(proc, strconv.Itoa(p.Pid), "root"), "pid "+strconv.Itoa(p.Pid), env)
+}
+
+// findUIDBlockIn checks the block env gives against what the server
+// recorded under root (its file system), who naming it in errors.
+func findUIDBlockIn(root, who string, env []byte) (base, count int, err error) {
 	vals := map[string]string{}
 	for _, kv := range bytes.Split(env, []byte{0}) {
 		k, v, ok := strings.Cut(string(kv), "=")
@@ -66,37 +81,36 @@ func findUIDBlock(proc, listen string, self int) (base, count int, err error) {
 	}
 	for _, k := range uidVars[:2] {
 		if vals[k] == "" {
-			return 0, 0, fmt.Errorf("pid %d has no %s in its environment", p.Pid, k)
+			return 0, 0, fmt.Errorf("%s has no %s in its environment", who, k)
 		}
 	}
 	given, err := sandbox.RangeFromEnv(func(k string) string { return vals[k] })
 	if err != nil {
-		return 0, 0, fmt.Errorf("pid %d: %w", p.Pid, err)
+		return 0, 0, fmt.Errorf("%s: %w", who, err)
 	}
 	dir := vals["WORKBENCH_UID_LOCK_DIR"]
 	if dir == "" {
 		dir = sandbox.DefaultLockDir
 	}
-	// The lock directory as the server's mount namespace sees it.
-	dir = filepath.Join(proc, strconv.Itoa(p.Pid), "root", dir)
+	dir = filepath.Join(root, dir)
 	b, err := os.ReadFile(filepath.Join(dir, sandbox.RangeFileName))
 	if err != nil {
-		return 0, 0, fmt.Errorf("pid %d recorded no uid range: %w", p.Pid, err)
+		return 0, 0, fmt.Errorf("%s recorded no uid range: %w", who, err)
 	}
 	used, err := sandbox.ParseRange(string(b))
 	if err != nil {
-		return 0, 0, fmt.Errorf("pid %d recorded: %w", p.Pid, err)
+		return 0, 0, fmt.Errorf("%s recorded: %w", who, err)
 	}
 	if used != given {
-		return 0, 0, fmt.Errorf("pid %d runs episodes under uids %v, its environment gives it %v", p.Pid, used, given)
+		return 0, 0, fmt.Errorf("%s runs episodes under uids %v, its environment gives it %v", who, used, given)
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return 0, 0, fmt.Errorf("uid locks of pid %d: %w", p.Pid, err)
+		return 0, 0, fmt.Errorf("uid locks of %s: %w", who, err)
 	}
 	for _, e := range ents {
 		if uid, err := strconv.Atoi(e.Name()); err == nil && !used.Contains(uid) {
-			return 0, 0, fmt.Errorf("pid %d handed out uid %d, outside its block %v", p.Pid, uid, used)
+			return 0, 0, fmt.Errorf("%s handed out uid %d, outside its block %v", who, uid, used)
 		}
 	}
 	return given.Base, given.Count, nil

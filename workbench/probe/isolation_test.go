@@ -90,6 +90,29 @@ func TestFindUIDBlock(t *testing.T) {
 	}
 }
 
+// TestFindUIDBlockInOwnContainer: a cluster's probe (SelfNS) reads the
+// block from its own environment (the container's, which pods/exec
+// gives it) and the range from its own file system, and judges them as
+// the serving process's: the same block passes, a recorded range that
+// is not the environment's fails, as does a missing variable.
+func TestFindUIDBlockInOwnContainer(t *testing.T) {
+	root := t.TempDir()
+	locks := filepath.Join(root, sandbox.DefaultLockDir)
+	os.MkdirAll(locks, 0o700)
+	const env = "WORKBENCH_UID_BASE=20064\x00WORKBENCH_UID_COUNT=64"
+	os.WriteFile(filepath.Join(locks, sandbox.RangeFileName), []byte("20064-20127\n"), 0o600)
+	if base, count, err := findUIDBlockIn(root, "self", []byte(env)); err != nil || base != 20064 || count != 64 {
+		t.Fatalf("findUIDBlockIn = %d %d %v", base, count, err)
+	}
+	if _, _, err := findUIDBlockIn(root, "self", []byte("WORKBENCH_UID_BASE=20064")); err == nil || !strings.Contains(err.Error(), "self has no WORKBENCH_UID_COUNT") {
+		t.Fatalf("without the count: %v", err)
+	}
+	os.WriteFile(filepath.Join(locks, sandbox.RangeFileName), []byte("20000-21023\n"), 0o600)
+	if _, _, err := findUIDBlockIn(root, "self", []byte(env)); err == nil || !strings.Contains(err.Error(), "runs episodes under uids 20000-21023") {
+		t.Fatalf("another recorded range: %v", err)
+	}
+}
+
 // TestDialAsUID: a unix socket in a root-only directory is reachable by
 // root and denied to another uid, even to a caller with every capability.
 func TestDialAsUID(t *testing.T) {
