@@ -99,7 +99,7 @@ func onCluster(id string) (string, bool) {
 	case id == "daemon.endpoint":
 		return "the API server's URL in the kubeconfig selected now, and daemon-<generation>.json", true
 	case id == "campaign.unexpected_containers":
-		return "the API server's list of pods carrying the campaign's label", true
+		return "the API server's list of pods carrying the campaign's label, and of every pod in the campaign's namespaces, labelled or not (the policies select by role alone)", true
 	case id == "api_key", check == "api_key":
 		return "the key's fingerprint, read from the campaign's secret the pod's variable references (the value is dropped)", true
 	case check == "uid_block":

@@ -274,7 +274,7 @@ func checkUnexpected(r *Report, e *expectation, obs Observation, live map[string
 		}
 		var extra []string
 		for _, x := range l.list.Items {
-			if x.Labels[campaign.LabelCampaign] == e.CampaignID && !l.ok[x.ID] {
+			if (e.Cluster || x.Labels[campaign.LabelCampaign] == e.CampaignID) && !l.ok[x.ID] {
 				extra = append(extra, short(x.ID)+" "+x.Name)
 			}
 		}

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -46,6 +47,24 @@ func (d *Driver) Evidence(ctx context.Context, q driver.EvidenceQuery) evidence.
 			rt.ContainerList.Items = append(rt.ContainerList.Items, l)
 		}
 	}
+	// Every pod of the campaign's namespaces, labelled or not: the
+	// policies select by role alone.
+	listed := map[string]bool{}
+	for _, l := range rt.ContainerList.Items {
+		listed[l.ID] = true
+	}
+	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
+		var l *corev1.PodList
+		if err := d.call(ctx, func() (err error) { l, err = d.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); return err }); err != nil {
+			rt.ContainerList.Err = err.Error()
+			break
+		}
+		for _, p := range l.Items {
+			if !listed[string(p.UID)] {
+				rt.ContainerList.Items = append(rt.ContainerList.Items, evidence.Listed{ID: string(p.UID), Name: ns + "/" + p.Name, Labels: p.Labels})
+			}
+		}
+	}
 	rt.Policies = d.policyEvidence(ctx, slices.Sorted(maps.Keys(namespaces)))
 	return rt
 }
@@ -79,8 +98,9 @@ func (d *Driver) podEvidence(ctx context.Context, r campaign.Resource, q driver.
 		return evidence.Container{Answer: evidence.Answer{Err: err.Error()}}
 	case string(pod.UID) != r.ID:
 		return evidence.Container{Answer: evidence.Answer{NotFound: true}} // a twin under the name
-	case len(pod.Spec.Containers) != 1:
-		return evidence.Container{Answer: evidence.Answer{Invalid: "the pod runs other than one container"}}
+	case len(pod.Spec.Containers) != 1 || len(pod.Spec.EphemeralContainers) > 0:
+		return evidence.Container{Answer: evidence.Answer{Invalid: fmt.Sprintf("the pod runs other than one container (%d, %d init, %d ephemeral)",
+			len(pod.Spec.Containers), len(pod.Spec.InitContainers), len(pod.Spec.EphemeralContainers))}}
 	}
 	c := pod.Spec.Containers[0]
 	ev := evidence.Container{ID: string(pod.UID), Name: ns + "/" + pod.Name, Labels: pod.Labels, HasState: true, HasConf: true, HasHostConfig: true,
