@@ -113,7 +113,9 @@ func onCluster(id string) (string, bool) {
 		return exec + "; the grader is reached at its pod's address as the API server reports it", true
 	}
 	switch check {
-	case "present", "id", "name", "label.<key>", "running", "image", "caps", "privileged", "no_new_privileges", "read_only_root", "env_secrets", "limits":
+	case "image":
+		return fromPod + ": the pod's spec names the pinned qualified name, and every pod of one reference reports the same image id running (a node holds images by name: the id is not pinned at bring-up)", true
+	case "present", "id", "name", "label.<key>", "running", "caps", "privileged", "no_new_privileges", "read_only_root", "env_secrets", "limits":
 		return fromPod, true
 	}
 	return "", false
@@ -139,6 +141,7 @@ var podChecks = []containerCheck{
 	{CheckInfo: CheckInfo{ID: "host_namespaces", Section: "hardening", Proves: "the pod shares none of the node's network, PID or IPC namespaces", Evidence: fromPod, CannotProve: clusterTrust}},
 	{CheckInfo: CheckInfo{ID: "service_account_token", Section: "hardening", Proves: "no token of the API server is mounted in the pod: automount is off and no projected volume holds one", Evidence: fromPod, CannotProve: "a token reachable another way (a secret the image carries)"}},
 	{CheckInfo: CheckInfo{ID: "volumes", Section: "hardening", Proves: "the pod mounts only emptyDirs of its own: no host path, projected token, secret or config map", Evidence: fromPod, CannotProve: "what the image itself holds"}},
+	{CheckInfo: CheckInfo{ID: "grader_url", Section: "network", Proves: "the grader address the workspace's workbench was given at bring-up (its --grader) is the grader pod's address as the API server reports it now: the workbench submits where the probes reached the grader", Evidence: fromPod + ", and the grader pod's", CannotProve: "that no other pod took the address in between (a pod keeps its IP while it lives; the grader's UID is checked)"}, only: "workspaces[i]"},
 	{CheckInfo: CheckInfo{ID: "key_ref", Section: "api_key", Proves: "the API key variable takes its value from the campaign's journalled secret, never from a value written into the pod's spec (which anyone who may read the pod reads)", Evidence: fromPod + ", and the journal's secret", CannotProve: "who else may read the secret"}},
 }
 

@@ -43,8 +43,10 @@ func checkClusterDaemon(r *Report, e *expectation, obs Observation) {
 const clusterLimitsNote = "requested in each pod's spec and enforced by the kubelet with the node's cgroups; the API server does not report the node's cgroups, so enforcement is not observed here (docs/kubernetes.md)"
 
 // checkPod adds the API-side checks of one pod and returns its decoded
-// container (nil when there is none).
-func checkPod(r *Report, e *expectation, c *containerExp, obs Observation) *container {
+// container (nil when there is none). ranFirst holds, by pinned
+// reference, the image id the first pod judged runs: a node holds images
+// by name, so every pod of one reference must run one id.
+func checkPod(r *Report, e *expectation, c *containerExp, obs Observation, ranFirst map[string]string) *container {
 	s := c.Subject
 	if c.IDProblem != "" {
 		r.Containers.add(s+".present", nil, c.Name, false, c.IDProblem)
@@ -65,8 +67,33 @@ func checkPod(r *Report, e *expectation, c *containerExp, obs Observation) *cont
 	addLabels(&r.Containers, s, d.Labels, c.Labels)
 	r.Containers.add(s+".running", map[string]any{"phase": d.Status, "running": d.Running}, map[string]any{"phase": "running", "running": true},
 		d.Running && d.Status == "running", "the pod is not running")
-	r.Containers.add(s+".image", map[string]any{"spec": pod.SpecImage, "image_id": d.Image}, map[string]any{"spec": c.Image, "image_id": "the id the node reports running"},
-		pod.SpecImage == c.Image && d.Image != "", "the pod names another image than the pinned one, or reports no image id running")
+	wantID, first := ranFirst[c.Image], false
+	if wantID == "" && d.Image != "" {
+		ranFirst[c.Image], wantID, first = d.Image, d.Image, true
+	}
+	var wantIDText any = wantID
+	if first {
+		wantIDText = "the id the node reports running (the first pod of this reference)"
+	}
+	r.Containers.add(s+".image", map[string]any{"spec": pod.SpecImage, "image_id": d.Image}, map[string]any{"spec": c.Image, "image_id": wantIDText},
+		pod.SpecImage == c.Image && d.Image != "" && d.Image == wantID,
+		"the pod names another image than the pinned one, reports no image id running, or runs another id than the campaign's other pods of the same reference")
+	if c.Role == campaign.RoleWork && c.NeedsKey {
+		// The grader's address the workbench was given at bring-up is the
+		// grader pod's now: the probes reach it there, and so must the
+		// workbench's submissions.
+		want := ""
+		if addr := (&Expectation{e}).ServerAddr(obs); addr != "" {
+			want = "http://" + addr
+		}
+		got := ""
+		for i, a := range d.Cmd {
+			if a == "--grader" && i+1 < len(d.Cmd) {
+				got = d.Cmd[i+1]
+			}
+		}
+		r.Network.add(s+".grader_url", got, want, want != "" && got == want, "the workbench was given another grader address than the grader pod's, as the API server reports it now")
+	}
 
 	h := c.Settings
 	r.Hardening.add(s+".caps", map[string]any{"cap_add": normCaps(d.CapAdd), "cap_drop": normCaps(d.CapDrop)}, map[string]any{"cap_add": normCaps(h.CapAdd), "cap_drop": normCaps(h.CapDrop)},

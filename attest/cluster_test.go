@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -194,8 +195,35 @@ func clusterMutations() []mutation {
 			}},
 		{name: "probes_misdirected", what: "the probes were sent to another address than the grader pod's", want: []string{ws0 + ".probe.control", "workspaces[1].probe.control"},
 			mutate: func(t *testing.T, f *fixture) { f.obs.ProbeEnv.ServerAddr = "10.0.0.1:8080" }},
-		{name: "grader_moved", what: "the grader pod's address the API server reports is not where the probes went", want: []string{ws0 + ".probe.control", "workspaces[1].probe.control"},
+		{name: "grader_moved", what: "the grader pod's address the API server reports is not where the probes went, nor where the workbenches submit", want: []string{ws0 + ".probe.control", "workspaces[1].probe.control", ws0 + ".grader_url", "workspaces[1].grader_url"},
 			mutate: func(t *testing.T, f *fixture) { f.pod(t, srv, func(c *evidence.Container) { c.Pod.IP = "10.0.0.1" }) }},
+		// Review of issue 38: the grader pod re-addressed and the probes
+		// sent there (they pass), while every workbench was given the old
+		// address at bring-up.
+		{name: "grader_readdressed", what: "the grader pod is at a new address the probes reached, and the workbenches submit to the old one", want: []string{ws0 + ".grader_url", "workspaces[1].grader_url"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, srv, func(c *evidence.Container) { c.Pod.IP = "10.88.0.199" })
+				f.obs.ProbeEnv.ServerAddr = "10.88.0.199:" + strconv.Itoa(f.exp.ServerPort)
+			}},
+		{name: "workbench_other_grader", what: "a workspace's workbench was given another grader address", want: []string{ws0 + ".grader_url"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, ws0, func(c *evidence.Container) {
+					c.Cmd = slices.Clone(c.Cmd)
+					for i, a := range c.Cmd {
+						if a == "--grader" {
+							c.Cmd[i+1] = "http://10.88.0.250:8080"
+						}
+					}
+				})
+			}},
+		// Review of issue 38: a node's tag repointed between two pods'
+		// starts, so one pin runs two images.
+		{name: "images_disagree", what: "a workspace runs another image id than the campaign's other pods of the same reference", want: []string{"workspaces[1].image"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.pod(t, "workspaces[1]", func(c *evidence.Container) {
+					c.Image = "sha256:0000000000000000000000000000000000000000000000000000000000000bad"
+				})
+			}},
 		{name: "grader_seccomp", what: "the grader's container runs unconfined", want: []string{srv + ".seccomp"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.pod(t, srv, func(c *evidence.Container) { c.SecurityOpt = []string{"no-new-privileges", "seccomp=Unconfined"} })
@@ -225,6 +253,24 @@ func clusterMutations() []mutation {
 		ms[i].fixture = clusterFixture
 	}
 	return ms
+}
+
+// TestClusterRecordOfAnotherRuntime: a Docker campaign's evidence judged
+// as a cluster's, and a cluster's judged as Docker's, is never ok: the
+// record chooses the checks, and the evidence of the other runtime is
+// missing evidence. (Held in the review of issue 38.)
+func TestClusterRecordOfAnotherRuntime(t *testing.T) {
+	for _, name := range append(slices.Clone(fixtureNames), clusterFixture) {
+		f := loadFixture(t, name)
+		if f.src.Bringup.Cluster() {
+			f.src.Bringup.Driver = RuntimeDocker
+		} else {
+			f.src.Bringup.Driver = RuntimeKubernetes
+		}
+		if rep := Evaluate(f.src, f.observed()); rep.OK {
+			t.Errorf("%s judged as %s's: ok", name, f.src.Bringup.Driver)
+		}
+	}
 }
 
 // TestClusterMutations: each one-field change of the cluster fixture

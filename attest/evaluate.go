@@ -75,13 +75,16 @@ func (x *Expectation) Evaluate(obs Observation) *Report {
 		}
 	}
 	decoded := map[string]*container{}
+	ranFirst := map[string]string{} // a cluster's pinned reference -> the image id its first pod runs
 	for i := range e.Containers {
 		c := &e.Containers[i]
-		check := checkContainer
+		var dc *container
 		if e.Cluster {
-			check = checkPod
+			dc = checkPod(r, e, c, obs, ranFirst)
+		} else {
+			dc = checkContainer(r, e, c, obs)
 		}
-		if dc := check(r, e, c, obs); dc != nil {
+		if dc != nil {
 			decoded[c.Subject] = dc
 		}
 	}

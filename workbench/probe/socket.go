@@ -103,6 +103,7 @@ func containerID(mountinfo string) string {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	docker := ""
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) < 5 {
@@ -111,16 +112,19 @@ func containerID(mountinfo string) string {
 		root := unescapeMount(fields[3])
 		switch unescapeMount(fields[4]) {
 		case "/etc/hostname":
-			if m := hostnameRoot.FindStringSubmatch(root); m != nil {
-				return m[1]
+			if m := hostnameRoot.FindStringSubmatch(root); m != nil && docker == "" {
+				docker = m[1]
 			}
 		case "/etc/hosts":
+			// A pod's UID wins: on a node whose runtime is Docker
+			// (cri-dockerd) a pod's /etc/hostname is a Docker
+			// container's, not the pod's.
 			if m := podHostsRoot.FindStringSubmatch(root); m != nil {
 				return m[1]
 			}
 		}
 	}
-	return ""
+	return docker
 }
 
 // mountPoints reads the mount points of a mountinfo file (field 5, with
