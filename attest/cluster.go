@@ -159,7 +159,7 @@ func plannedAllows(e *expectation) []string {
 		"ingress " + role(campaign.RoleServer) + " <- " + role(campaign.RoleWork) + " " + port,
 	}
 	if !e.Internal {
-		out = append(out, "egress "+role(campaign.RoleWork)+" -> cidr{0.0.0.0/0} any")
+		out = append(out, "egress "+role(campaign.RoleWork)+" -> cidr{0.0.0.0/0 except "+strings.Join(campaign.NATEgressExcept, ",")+"} any")
 	}
 	sort.Strings(out)
 	return out

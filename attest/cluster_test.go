@@ -357,3 +357,19 @@ func TestClusterReportHoldsNoKey(t *testing.T) {
 		t.Errorf("network policies %q; want stored", rep.NetworkPolicies)
 	}
 }
+
+// TestPlannedAllowsNAT: under egress nat the attestation expects the
+// workspaces' way out with link-local excepted (as the kube driver's
+// policy renders it: TestNATPolicyKeepsLinkLocalOut), and under internal
+// no way out at all.
+func TestPlannedAllowsNAT(t *testing.T) {
+	const out = "egress pods{io.agentpen.role=workspace} -> cidr{0.0.0.0/0 except 169.254.0.0/16} any"
+	if got := plannedAllows(&expectation{ServerPort: 8080}); !slices.Contains(got, out) {
+		t.Errorf("nat: %q; want %q among them", got, out)
+	}
+	for _, a := range plannedAllows(&expectation{ServerPort: 8080, Internal: true}) {
+		if strings.Contains(a, "cidr{") {
+			t.Errorf("internal: %q allows a way out", a)
+		}
+	}
+}

@@ -13,6 +13,11 @@ const (
 	EgressNAT Egress = "nat"
 )
 
+// NATEgressExcept are the addresses egress nat never opens where the
+// runtime routes by policy (a cluster's network policies): link-local,
+// where clouds serve instance metadata and its credentials.
+var NATEgressExcept = []string{"169.254.0.0/16"}
+
 // Defaults and fixed paths of a campaign.
 const (
 	// DefaultServerPort is ServerSpec.Port when zero.

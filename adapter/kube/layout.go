@@ -224,7 +224,8 @@ func envKey(name string) string { return "env-" + strings.ToLower(strings.Replac
 
 // policies are a generation's network policies: every pod of the
 // namespace is denied every connection in and out, then each workspace
-// may reach the grader's port, and (egress nat) the outside.
+// may reach the grader's port, and (egress nat) the outside but
+// campaign.NATEgressExcept.
 func policies(ns string, p *campaign.Plan) []*networkingv1.NetworkPolicy {
 	role := func(r string) metav1.LabelSelector {
 		return metav1.LabelSelector{MatchLabels: map[string]string{campaign.LabelRole: r}}
@@ -246,7 +247,7 @@ func policies(ns string, p *campaign.Plan) []*networkingv1.NetworkPolicy {
 	if p.Egress == campaign.EgressNAT {
 		out = append(out, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "workspaces-egress-nat", Namespace: ns}, Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: role(campaign.RoleWork), PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
-			Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}}}}}}})
+			Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: slices.Clone(campaign.NATEgressExcept)}}}}}}})
 	}
 	return out
 }
