@@ -24,6 +24,7 @@
 package gitaudit
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -112,8 +113,17 @@ type Result struct {
 // repository's .git, a bare repository, or a linked worktree's git
 // directory: its common directory is audited with every worktree).
 // Its error is a repository that could not be read, or that this reader
-// does not support (ErrUnsupported): no verdict.
-func Audit(gitDir string, opts Options) (*Result, error) {
+// does not support (ErrUnsupported), or an audit ctx cut short (its error
+// names gitDir and wraps ctx's cause): no verdict.
+func Audit(ctx context.Context, gitDir string, opts Options) (*Result, error) {
+	r, err := audit(ctx, gitDir, opts)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("audit of %s cut short: %w", gitDir, context.Cause(ctx))
+	}
+	return r, err
+}
+
+func audit(ctx context.Context, gitDir string, opts Options) (*Result, error) {
 	l, err := openLayout(gitDir)
 	if err != nil {
 		return nil, err
@@ -152,7 +162,7 @@ func Audit(gitDir string, opts Options) (*Result, error) {
 		return nil, err
 	}
 	r.Base = base.String()
-	if err := a.walk(base); err != nil {
+	if err := a.walk(ctx, base); err != nil {
 		return nil, err
 	}
 	r.Ancestors, r.Reachable = len(a.anc), len(a.reach)
@@ -182,7 +192,7 @@ func Audit(gitDir string, opts Options) (*Result, error) {
 			}
 		}
 	}
-	if err := a.checkObjects(); err != nil {
+	if err := a.checkObjects(ctx); err != nil {
 		return nil, err
 	}
 	for _, f := range s.stray {
@@ -230,6 +240,16 @@ type auditor struct {
 	reach   map[ID]bool // every object the base reaches
 	r       *Result
 	max     int
+	ticks   int // objects read, for alive
+}
+
+// alive is ctx's error, looked at on the first call and every 256th
+// after (each call is an object read, far dearer than the look).
+func (a *auditor) alive(ctx context.Context) error {
+	if a.ticks++; a.ticks%256 == 1 {
+		return ctx.Err()
+	}
+	return nil
 }
 
 func (a *auditor) leak(l Leak) {
@@ -282,13 +302,16 @@ func (a *auditor) peel(id ID) (ID, error) {
 
 // walk collects the base's ancestors (stopping at shallow commits) and
 // every tree and blob their trees reach.
-func (a *auditor) walk(base ID) error {
+func (a *auditor) walk(ctx context.Context, base ID) error {
 	stack := []ID{base}
 	for len(stack) > 0 {
 		c := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if a.anc[c] {
 			continue
+		}
+		if err := a.alive(ctx); err != nil {
+			return err
 		}
 		t, data, err := a.s.read(c)
 		if err != nil {
@@ -302,7 +325,7 @@ func (a *auditor) walk(base ID) error {
 			return fmt.Errorf("commit %s: %w", c, err)
 		}
 		a.anc[c], a.reach[c] = true, true
-		if err := a.walkTree(commit.Tree); err != nil {
+		if err := a.walkTree(ctx, commit.Tree); err != nil {
 			return err
 		}
 		if !a.shallow[c] {
@@ -318,13 +341,16 @@ func (a *auditor) walk(base ID) error {
 
 // walkTree marks a tree and everything below it reachable (a submodule's
 // commit is another repository's and is not followed).
-func (a *auditor) walkTree(root ID) error {
+func (a *auditor) walkTree(ctx context.Context, root ID) error {
 	stack := []ID{root}
 	for len(stack) > 0 {
 		id := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if a.reach[id] {
 			continue
+		}
+		if err := a.alive(ctx); err != nil {
+			return err
 		}
 		t, data, err := a.s.read(id)
 		if err != nil {
@@ -421,11 +447,14 @@ func (a *auditor) checkRef(ref Ref) error {
 
 // checkObjects: every object is one the base reaches, or an annotated
 // tag of one.
-func (a *auditor) checkObjects() error {
+func (a *auditor) checkObjects(ctx context.Context) error {
 	seen := make(map[ID]bool, a.s.packedCount())
 	return a.s.each(func(id ID) error {
 		if seen[id] {
 			return nil
+		}
+		if err := a.alive(ctx); err != nil {
+			return err
 		}
 		seen[id] = true
 		a.r.Objects++

@@ -1,6 +1,7 @@
 package gitaudit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -69,7 +70,7 @@ func (r *gitRepo) gitDir() string { return filepath.Join(r.dir, ".git") }
 // error.
 func (r *gitRepo) audit(base string) *Result {
 	r.t.Helper()
-	res, err := Audit(r.gitDir(), Options{Base: base, MaxLeaks: 1000})
+	res, err := Audit(r.t.Context(), r.gitDir(), Options{Base: base, MaxLeaks: 1000})
 	if err != nil {
 		r.t.Fatalf("audit: %v", err)
 	}
@@ -306,7 +307,7 @@ func TestAlternates(t *testing.T) {
 func TestUnsupported(t *testing.T) {
 	r := newRepo(t, "--object-format=sha256")
 	r.commit("a", "1\n")
-	if _, err := Audit(r.gitDir(), Options{}); !errors.Is(err, ErrUnsupported) {
+	if _, err := Audit(t.Context(), r.gitDir(), Options{}); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("a sha256 repository: %v, want ErrUnsupported", err)
 	}
 	r = newRepo(t)
@@ -314,7 +315,7 @@ func TestUnsupported(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(r.gitDir(), "info", "grafts"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Audit(r.gitDir(), Options{}); !errors.Is(err, ErrUnsupported) {
+	if _, err := Audit(t.Context(), r.gitDir(), Options{}); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("grafts: %v, want ErrUnsupported", err)
 	}
 }
@@ -324,7 +325,7 @@ func TestUnsupported(t *testing.T) {
 func TestMissingBase(t *testing.T) {
 	r := newRepo(t)
 	r.base()
-	if _, err := Audit(r.gitDir(), Options{Base: strings.Repeat("ab", 20)}); !errors.Is(err, ErrMissing) {
+	if _, err := Audit(t.Context(), r.gitDir(), Options{Base: strings.Repeat("ab", 20)}); !errors.Is(err, ErrMissing) {
 		t.Fatalf("a missing base: %v, want ErrMissing", err)
 	}
 }
@@ -335,7 +336,7 @@ func TestTracked(t *testing.T) {
 	r := newRepo(t)
 	r.commit("debian/patches/01-fix.patch", "--- a\n+++ b\n")
 	base := r.commit("src/x.py", "x\n")
-	res, err := Audit(r.gitDir(), Options{Base: base, TrackedSuffixes: []string{".patch", ".orig"}})
+	res, err := Audit(t.Context(), r.gitDir(), Options{Base: base, TrackedSuffixes: []string{".patch", ".orig"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,8 +424,22 @@ func TestHiddenOutsideObjects(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(r.gitDir(), "modules", "lib", "objects"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Audit(r.gitDir(), Options{}); !errors.Is(err, ErrUnsupported) {
+		if _, err := Audit(t.Context(), r.gitDir(), Options{}); !errors.Is(err, ErrUnsupported) {
 			t.Fatalf("a submodule's repository: %v, want ErrUnsupported", err)
 		}
 	})
+}
+
+// TestAuditCutShort: an audit whose ctx ends gives no verdict: its error
+// names the repository and wraps the ctx's cause.
+func TestAuditCutShort(t *testing.T) {
+	r := newRepo(t)
+	r.commit("a.txt", "a\n")
+	bound := errors.New("the audit's bound passed")
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cancel(bound)
+	res, err := Audit(ctx, r.gitDir(), Options{})
+	if !errors.Is(err, bound) || !strings.Contains(err.Error(), r.gitDir()) {
+		t.Fatalf("audit of a cut ctx: %+v, %v; want an error naming %s and wrapping %q", res, err, r.gitDir(), bound)
+	}
 }
