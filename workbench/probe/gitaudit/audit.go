@@ -39,7 +39,7 @@ import (
 
 // Version names the audit's rules: a cached audit of another version is
 // not reused.
-const Version = "1"
+const Version = "2"
 
 // Options are what an audit checks against.
 type Options struct {
@@ -524,11 +524,13 @@ func logClass(log string) string {
 
 // StateKey is a digest of everything under gitDir's common directory and
 // gitDir as the filesystem describes it (each entry's path, type,
-// permissions, owner, size and modification time; never the content), and
-// of the alternates' objects directories: two repositories with the same
-// key are the same files unless one was rewritten in place to the same
-// size and time. extra is folded in (the audit's options and user). A
-// cached audit is reused only under the same key.
+// permissions, owner, size, modification time and change time; never the
+// content), and of the alternates' objects directories: two repositories
+// with the same key are the same files. A file rewritten in place to the
+// same size with its modification time put back (a rename over it, a
+// chmod undone) still has another change time, which no call sets back.
+// extra is folded in (the audit's options and user). A cached audit is
+// reused only under the same key.
 func StateKey(gitDir string, extra ...string) (string, error) {
 	l, err := openLayout(gitDir)
 	if err != nil {
@@ -570,12 +572,12 @@ func StateKey(gitDir string, extra ...string) (string, error) {
 				return err
 			}
 			var uid, gid uint32
-			var mtime int64
+			var mtime, ctime int64
 			if st, ok := info.Sys().(*syscall.Stat_t); ok {
-				uid, gid, mtime = st.Uid, st.Gid, st.Mtim.Nano()
+				uid, gid, mtime, ctime = st.Uid, st.Gid, st.Mtim.Nano(), st.Ctim.Nano()
 			}
 			rel, _ := filepath.Rel(root, p)
-			fmt.Fprintf(h, "%s\x00%o\x00%d\x00%d\x00%d\x00%d\x00", rel, uint32(info.Mode()), uid, gid, info.Size(), mtime)
+			fmt.Fprintf(h, "%s\x00%o\x00%d\x00%d\x00%d\x00%d\x00%d\x00", rel, uint32(info.Mode()), uid, gid, info.Size(), mtime, ctime)
 			return nil
 		})
 		if err != nil && !(errors.Is(err, fs.ErrNotExist) && root != l.common) {
