@@ -31,6 +31,9 @@ type fixture struct {
 func (f *fixture) observed() Observation {
 	obs := f.obs
 	obs.Runtime = f.raw.Decode(f.exp.KeyEnv, f.src.KeyPolicy)
+	if obs.ProbeEnv.Images == nil {
+		obs.ProbeEnv.Images = (&Expectation{f.exp}).ImageIDs(obs) // as the adapter plans
+	}
 	return obs
 }
 
