@@ -114,6 +114,26 @@ type BatchResult struct {
 	// not found. It ties the results to a container.
 	ContainerID string    `json:"container_id,omitempty"`
 	Results     []Outcome `json:"results"`
+	// Binary is the probe binary's own identity (the workbench of the
+	// container's image that ran the batch); absent from a probe that
+	// does not report one.
+	Binary *Binary `json:"binary,omitempty"`
+}
+
+// Binary is what a binary says of itself: its build's version and
+// commit, and the digest of its executable file.
+type Binary struct {
+	// Version is the build's version (a module version, the stamp make
+	// build sets, or "devel"); Commit its VCS revision ("unknown"
+	// without one); Modified says the tree had uncommitted changes.
+	Version  string `json:"version"`
+	Commit   string `json:"commit"`
+	Modified bool   `json:"modified,omitempty"`
+	// Digest is "sha256:" and the hex SHA-256 of the executable
+	// (/proc/self/exe); empty when it could not be read, and Error says
+	// why.
+	Digest string `json:"digest,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // Outcome is the result of one probe of a batch.
