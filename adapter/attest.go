@@ -212,7 +212,7 @@ func (a *Adapter) attestSource(c *store.Campaign, st store.State) (attest.Source
 		return src, fmt.Errorf("campaign %q: %w", c.ID, err)
 	}
 	info := a.Driver.Info()
-	src.Endpoint, src.SocketPath = info.Runtime.Endpoint, info.SocketPath
+	src.Endpoint, src.SocketPath, src.Driver = info.Runtime.Endpoint, info.SocketPath, info.Name
 	src.Roles = a.Driver.Settings(p)
 	src.KeyPolicy = a.keyPolicy()
 	src.Producer = producer()

@@ -80,6 +80,7 @@ func (x *Expectation) Evaluate(obs Observation) *Report {
 	checkUnexpected(r, e, obs, live)
 	checkUIDBlocks(r, e, obs)
 	checkProbes(r, e, obs, decoded)
+	r.Fingerprint = fingerprint(r, e, obs, decoded)
 	r.finish()
 	return r
 }

@@ -76,6 +76,9 @@ type Source struct {
 	KeyPolicy apikey.Policy `json:"key_policy"`
 	// Producer is the agentpen build attesting, for the report.
 	Producer campaign.Producer `json:"producer"`
+	// Driver is the name of the runtime driver attesting ("docker"), for
+	// the report's fingerprint.
+	Driver string `json:"driver,omitempty"`
 	// Scope, when set, are the pool slots a refill made: only those
 	// workspaces are probed, and the grader's counters are not read
 	// (claimed workspaces may be grading). The daemon-side checks cover

@@ -124,16 +124,17 @@ type BatchResult struct {
 // commit, and the digest of its executable file.
 type Binary struct {
 	// Version is the build's version (a module version, the stamp make
-	// build sets, or "devel"); Commit its VCS revision ("unknown"
-	// without one); Modified says the tree had uncommitted changes.
-	Version  string `json:"version"`
-	Commit   string `json:"commit"`
-	Modified bool   `json:"modified,omitempty"`
+	// build sets, or "devel").
+	Version string `json:"version"`
+	// Commit is the build's VCS revision ("unknown" without one).
+	Commit string `json:"commit"`
+	// Modified says the tree had uncommitted changes.
+	Modified bool `json:"modified,omitempty"`
 	// Digest is "sha256:" and the hex SHA-256 of the executable
-	// (/proc/self/exe); empty when it could not be read, and Error says
-	// why.
+	// (/proc/self/exe); empty when it could not be read.
 	Digest string `json:"digest,omitempty"`
-	Error  string `json:"error,omitempty"`
+	// Error says why the executable could not be read.
+	Error string `json:"error,omitempty"`
 }
 
 // Outcome is the result of one probe of a batch.
