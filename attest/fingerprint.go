@@ -3,6 +3,7 @@ package attest
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"slices"
 	"strings"
 
@@ -55,7 +56,8 @@ type ContainerFingerprint struct {
 	// ContainerID is the container's journalled id.
 	ContainerID string `json:"container_id"`
 	// Requested is the image as the spec names it (a tag, an id, a
-	// repository digest).
+	// repository digest; the tags, space-separated, when the spec names
+	// several that were pinned to the same image).
 	Requested string `json:"requested"`
 	// Reference is the image the plan pins Requested to (a tag by the
 	// image id its bring-up resolved it to).
@@ -108,9 +110,10 @@ func fingerprint(r *Report, e *expectation, obs Observation, decoded map[string]
 	f := Fingerprint{Driver: e.Source.Driver, Containers: []ContainerFingerprint{},
 		Runtime: RuntimeFingerprint{Endpoint: obs.Runtime.Endpoint, ID: d.ID, Name: d.Name, Version: d.ServerVersion, KernelVersion: d.KernelVersion,
 			Rootless: d.Rootless(), CgroupDriver: d.CgroupDriver, CgroupVersion: d.CgroupVersion}}
-	requested := map[string]string{} // pinned reference -> the tag the spec names
-	for tag, id := range e.Plan.Images {
-		requested[id] = tag
+	requested := map[string][]string{} // pinned reference -> the tags the spec names for it
+	for _, tag := range slices.Sorted(maps.Keys(e.Plan.Images)) {
+		id := e.Plan.Images[tag]
+		requested[id] = append(requested[id], tag)
 	}
 	binaries := probeBinaries(obs)
 	for _, c := range e.Containers {
@@ -119,8 +122,8 @@ func fingerprint(r *Report, e *expectation, obs Observation, decoded map[string]
 		}
 		cf := ContainerFingerprint{Subject: c.Subject, ContainerID: c.ID, Requested: c.Image, Reference: c.Image, RepoDigests: []string{},
 			Seccomp: "runtime default", Workbench: binaries[c.ID]}
-		if tag, ok := requested[c.Image]; ok {
-			cf.Requested = tag
+		if tags, ok := requested[c.Image]; ok {
+			cf.Requested = strings.Join(tags, " ")
 		}
 		if im, ok := obs.Runtime.Images[c.Image]; ok && im.Problem("image") == "" {
 			cf.RepoDigests = append(cf.RepoDigests, im.RepoDigests...)

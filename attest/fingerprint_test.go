@@ -72,3 +72,20 @@ func TestFingerprint(t *testing.T) {
 		t.Errorf("a workbench from output of another container, or of none: server %+v, workspaces[1] %+v", s.Workbench, w1.Workbench)
 	}
 }
+
+// TestFingerprintRequested: a spec naming two tags the bring-up pinned
+// to one image records both, in order, in every report (a map's order
+// made it one or the other: two records of one campaign differed).
+func TestFingerprintRequested(t *testing.T) {
+	f := loadFixture(t, "internal")
+	id := f.exp.Containers[0].Image
+	f.exp.Plan.Images = map[string]string{"example/b:1": id, "example/a:1": id}
+	obs := f.observed()
+	for range 20 {
+		r := &Report{}
+		fp := fingerprint(r, f.exp, obs, map[string]*container{})
+		if got := fp.Containers[0].Requested; got != "example/a:1 example/b:1" {
+			t.Fatalf("requested %q, want both tags in order", got)
+		}
+	}
+}
