@@ -922,7 +922,9 @@ func TestGitLeakFailsEveryAttestation(t *testing.T) {
 // TestGitCache: a clean audit is learnt under its cache key; the next
 // attestation tells the workspace's probe the state key, and a
 // repository the probe found unchanged passes as that audit, Cached. A
-// probe that says cached under another key, or with no cache given,
+// probe that says cached under another key, or with no cache given, or
+// in a container the runtime says runs another image than the one the
+// audit was learnt in (a tag repointed: the reference is the same),
 // fails.
 func TestGitCache(t *testing.T) {
 	const key = "sha256:0123"
@@ -956,17 +958,25 @@ func TestGitCache(t *testing.T) {
 		name   string
 		cache  GitCache
 		audit  map[string]any
+		image  string // the image id the runtime reports ws0 runs, when another
 		passes bool
 	}{
-		{"cached_known", cache, cached, true},
-		{"cached_other_key", cache, map[string]any{"path": "/workspace/repo", "leak_count": float64(0), "state_key": "sha256:4567", "cached": true}, false},
-		{"cached_without_cache", nil, cached, false},
+		{"cached_known", cache, cached, "", true},
+		{"cached_other_key", cache, map[string]any{"path": "/workspace/repo", "leak_count": float64(0), "state_key": "sha256:4567", "cached": true}, "", false},
+		{"cached_without_cache", nil, cached, "", false},
+		{"cached_other_image", cache, cached, "sha256:" + strings.Repeat("e", 64), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := loadFixture(t, "internal")
 			declare(f)
 			setGit(f, tt.audit)
 			obs := f.observed()
+			if tt.image != "" {
+				c := obs.Runtime.Containers[f.id(t, ws0)]
+				c.Image = tt.image
+				obs.Runtime.Containers[f.id(t, ws0)] = c
+				obs.ProbeEnv.Images = (&Expectation{f.exp}).ImageIDs(obs)
+			}
 			obs.ProbeEnv.GitCache = tt.cache
 			rep := Evaluate(f.src, obs)
 			c := rep.Checks()[ws0+".probe.git_history"]

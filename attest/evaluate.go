@@ -96,6 +96,7 @@ func (x *Expectation) Evaluate(obs Observation) *Report {
 	}
 	checkUIDBlocks(r, e, obs)
 	checkProbes(r, e, obs, decoded)
+	r.Fingerprint = fingerprint(r, e, obs, decoded)
 	r.finish()
 	return r
 }

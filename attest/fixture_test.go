@@ -39,6 +39,9 @@ func (f *fixture) observed() Observation {
 		return obs // decoded by the kube driver as captured
 	}
 	obs.Runtime = f.raw.Decode(f.exp.KeyEnv, f.src.KeyPolicy)
+	if obs.ProbeEnv.Images == nil {
+		obs.ProbeEnv.Images = (&Expectation{f.exp}).ImageIDs(obs) // as the adapter plans
+	}
 	return obs
 }
 

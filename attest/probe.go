@@ -79,6 +79,11 @@ type ProbeEnv struct {
 	// tells its probe their state keys, and a repository still the same
 	// is not audited again.
 	GitCache GitCache `json:"git_cache,omitempty"`
+	// Images are the image ids the runtime reported each container runs,
+	// by subject (see ImageIDs): a git audit is cached by the image the
+	// workspace runs, never by the reference it was asked for (a tag
+	// repointed names another image).
+	Images map[string]string `json:"images,omitempty"`
 }
 
 // GitCache holds the audits of git_history checks that passed, by cache
@@ -107,14 +112,37 @@ func (c GitCache) Learn(r *Report) {
 }
 
 // gitCacheKey names what a git audit's result depends on besides the
-// repository's files: the image, the root, the bases and the uid.
+// repository's files: the image (an id the runtime reported), the root,
+// the bases and the uid. Without an image id there is no key: the audit
+// is neither looked up nor learnt.
 func gitCacheKey(image, root string, bases map[string]string, who string) string {
+	if image == "" {
+		return ""
+	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", image, root, who)
 	for _, p := range slices.Sorted(maps.Keys(bases)) {
 		fmt.Fprintf(h, "%s=%s\x00", p, bases[p])
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// ImageIDs reads the image id each journalled container runs from the
+// runtime's inspects, by subject; a container the runtime did not
+// answer for, or with no image id, is missing.
+func (x *Expectation) ImageIDs(obs Observation) map[string]string {
+	out := map[string]string{}
+	for _, c := range x.e.Containers {
+		if c.ID == "" {
+			continue
+		}
+		d, ok := obs.Runtime.Containers[c.ID]
+		if !ok || d.Problem("container") != "" || d.Image == "" {
+			continue
+		}
+		out[c.Subject] = d.Image
+	}
+	return out
 }
 
 // PeerPort is the port agent -> agent probes connect to. Nothing listens
@@ -526,7 +554,7 @@ var probeRules = []probeRule{
 			root := w.Integrity.Root()
 			req := wire.Request{Kind: wire.KindGit, Path: root, Bases: w.Integrity.Bases}
 			who := agentUID(w, &req)
-			key := gitCacheKey(w.Image, root, req.Bases, who)
+			key := gitCacheKey(p.env.Images[w.Subject], root, req.Bases, who)
 			for _, a := range p.env.GitCache[key] {
 				if a.StateKey != "" && a.Error == "" && a.LeakCount == 0 {
 					if req.GitKnown == nil {

@@ -242,6 +242,10 @@ type Report struct {
 	Campaign Section `json:"campaign"`
 	// Timings are how long the attestation took.
 	Timings Timings `json:"timings"`
+	// Fingerprint is the runtime the campaign ran on: the driver, the
+	// runtime's versions and, per container, its image, workbench,
+	// seccomp profile and limits (agentpen diff compares it).
+	Fingerprint Fingerprint `json:"fingerprint"`
 }
 
 // ImageUse is one image the campaign's containers run.
@@ -282,6 +286,7 @@ func (r *Report) finish() {
 	r.Connectivity.Listeners = nonNilOf(r.Connectivity.Listeners)
 	r.Custody.Processes = nonNilOf(r.Custody.Processes)
 	r.Images = nonNilOf(r.Images)
+	r.Fingerprint.Containers = nonNilOf(r.Fingerprint.Containers)
 	for _, s := range r.sections() {
 		if s.Checks == nil {
 			s.Checks = map[string]Check{}

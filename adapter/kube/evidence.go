@@ -80,7 +80,14 @@ func (d *Driver) identity(ctx context.Context) evidence.Daemon {
 	if err != nil {
 		return evidence.Daemon{Answer: evidence.Answer{Err: err.Error()}}
 	}
-	return evidence.Daemon{ID: "k8s-" + string(ks.UID), Name: d.rest.Host, ServerVersion: v.GitVersion, RootDir: d.info.Runtime.RootDir}
+	dm := evidence.Daemon{ID: "k8s-" + string(ks.UID), Name: d.rest.Host, ServerVersion: v.GitVersion, RootDir: d.info.Runtime.RootDir}
+	// The kernel is a node's: the one pods are placed on, when one is.
+	if d.cfg.NodeName != "" {
+		if n, err := d.cs.CoreV1().Nodes().Get(ctx, d.cfg.NodeName, metav1.GetOptions{}); err == nil {
+			dm.KernelVersion = n.Status.NodeInfo.KernelVersion
+		}
+	}
+	return dm
 }
 
 // podEvidence is what the API server says of the journalled pod r.

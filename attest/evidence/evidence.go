@@ -106,6 +106,10 @@ type Daemon struct {
 	CgroupVersion string   `json:"cgroup_version"`
 	MemoryLimit   bool     `json:"memory_limit"`
 	PidsLimit     bool     `json:"pids_limit"`
+
+	// KernelVersion is the kernel the runtime's containers run on (its
+	// /info); empty where the runtime does not say.
+	KernelVersion string `json:"kernel_version,omitempty"`
 }
 
 // Rootless reports whether a security option is exactly name=rootless.
@@ -249,6 +253,11 @@ type Image struct {
 	RepoDigests []string `json:"repo_digests"`
 	Entrypoint  []string `json:"entrypoint"`
 	WorkDir     string   `json:"work_dir"`
+
+	// ConfigDigest is the digest of the image's configuration where the
+	// runtime gives it (Docker's classic image store: the image id is
+	// that digest); empty where it does not.
+	ConfigDigest string `json:"config_digest,omitempty"`
 }
 
 // List is a list of resources the runtime gave.

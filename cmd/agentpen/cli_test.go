@@ -17,7 +17,7 @@ import (
 // TestHelpEverySubcommand: --help prints the command's usage on stdout,
 // nothing on stderr, and exits 0.
 func TestHelpEverySubcommand(t *testing.T) {
-	for _, cmd := range []string{"doctor", "up", "down", "attest", "serve", "spec check", "spec schema", "verify", "key", "checks", "report schema"} {
+	for _, cmd := range []string{"doctor", "up", "down", "attest", "serve", "spec check", "spec schema", "verify", "key", "diff", "checks", "report schema"} {
 		t.Run(cmd, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			err := run(t.Context(), append(strings.Fields(cmd), "--help"), &out, &errb, os.Getenv)
@@ -56,6 +56,8 @@ func TestUsageErrorOnce(t *testing.T) {
 		{"up_missing_spec", []string{"up", "/nonexistent.json"}, `agentpen up: spec /nonexistent.json: no such file or directory`},
 		{"up_spec_is_a_directory", []string{"up", "/"}, `agentpen up: spec /: is a directory, not a spec file`},
 		{"spec_check_directory", []string{"spec", "check", "/"}, `agentpen spec check: spec /: is a directory, not a spec file`},
+		{"diff_missing", []string{"diff", "a"}, `agentpen diff: missing A B (run "agentpen diff --help" for usage)`},
+		{"diff_not_a_report", []string{"diff", "/nonexistent/x.json", "b"}, `agentpen diff: /nonexistent/x.json: not a report (<kind>-<generation>-<n>.json) or its envelope (.dsse.json)`},
 		{"help_unknown_command", []string{"help", "frobnicate"}, `agentpen help: unknown command "frobnicate" (run "agentpen help" for usage)`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,7 +72,7 @@ func TestUsageErrorOnce(t *testing.T) {
 
 // TestHelpDefaultsOnce: no flag's default is printed twice in any --help.
 func TestHelpDefaultsOnce(t *testing.T) {
-	for _, cmd := range [][]string{{"doctor"}, {"up"}, {"down"}, {"attest"}, {"cleanup", "verify"}, {"ls"}, {"orphans"}, {"version"}, {"verify"}, {"key"}, {"checks"}, {"results"}} {
+	for _, cmd := range [][]string{{"doctor"}, {"up"}, {"down"}, {"attest"}, {"cleanup", "verify"}, {"ls"}, {"orphans"}, {"version"}, {"verify"}, {"key"}, {"diff"}, {"checks"}, {"results"}} {
 		var out, errb bytes.Buffer
 		if err := run(t.Context(), append(cmd, "--help"), &out, &errb, os.Getenv); err != nil && cli.ExitCode(err) != 0 {
 			t.Fatalf("%v --help: %v", cmd, err)

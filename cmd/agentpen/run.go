@@ -33,6 +33,8 @@ Commands:
   verify          check a campaign's signed reports (or one report file): signatures,
                   the journal's chain, the files their statements name
   key             print the public key the reports are signed with (PEM)
+  diff A B        compare two campaigns' attestations field by field: images and their
+                  digests, workbench, runtime and kernel versions, seccomp, limits
   checks          every check an attestation can hold: what it proves, from what
   report schema   the JSON Schema of a report (attestation, cleanup)
   ls              the campaigns in the state root, their generation and state
@@ -59,7 +61,7 @@ Run "agentpen <command> --help" for a command's flags.
 var commands = map[string]bool{
 	"doctor": true, "up": true, "spec": true, "down": true, "serve": true, "attest": true,
 	"cleanup": true, "ls": true, "orphans": true, "version": true, "tasks": true, "images": true, "reconcile": true,
-	"verify": true, "key": true, "checks": true, "report": true, "results": true, "add": true,
+	"verify": true, "key": true, "diff": true, "checks": true, "report": true, "results": true, "add": true,
 }
 
 // run is the whole program: it parses args and dispatches; main only wires
@@ -120,6 +122,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		cmd = verifyCmd
 	case "key":
 		cmd = keyCmd
+	case "diff":
+		cmd = diffCmd
 	case "checks":
 		cmd = checksCmd
 	case "report":

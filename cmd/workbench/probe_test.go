@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -125,9 +127,18 @@ func TestProbeBatchCommand(t *testing.T) {
 			ID, Outcome string
 			Status      int
 		}
+		Binary *probe.Binary
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil || len(res.Results) != 3 {
 		t.Fatalf("stdout %q: %v", stdout.String(), err)
+	}
+	// The batch names the binary that ran it: this test's executable.
+	exe, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(exe); res.Binary == nil || res.Binary.Digest != "sha256:"+hex.EncodeToString(sum[:]) || res.Binary.Version == "" || res.Binary.Commit == "" {
+		t.Errorf("the batch's binary: %+v, want this executable's digest and version", res.Binary)
 	}
 	if r := res.Results[0]; r.ID != "h" || r.Outcome != "reply" || r.Status != 200 {
 		t.Errorf("keyed probe %+v", r)

@@ -142,7 +142,7 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 	case KindFile:
 		o.Outcome, o.Error, o.File = ProbeFile(r.Path, r.As)
 	case KindGit:
-		o.Outcome, o.Error, o.Git = AuditGit(r.Path, r.Bases, r.GitKnown, r.As)
+		o.Outcome, o.Error, o.Git = AuditGit(ctx, r.Path, r.Bases, r.GitKnown, r.As, timeout)
 	case KindInterfaces:
 		ifs, err := Interfaces("/sys/class/net")
 		if err != nil {

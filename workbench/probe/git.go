@@ -1,9 +1,11 @@
 package probe
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentpen/agentpen/workbench/probe/gitaudit"
 )
@@ -18,10 +20,15 @@ import (
 // repository was not found: no verdict, which the attestation fails).
 // A repository whose state key (its files as the filesystem describes
 // them, the base, the uid and its patch files) is the one known names
-// is not audited again: its audit says Cached.
-func AuditGit(root string, bases, known map[string]string, as int) (outcome, msg string, audits []GitAudit) {
+// is not audited again: its audit says Cached. The audits are bounded by
+// bound (GitAuditBound when shorter): one still running then is cut
+// short, an error naming its repository.
+func AuditGit(ctx context.Context, root string, bases, known map[string]string, as int, bound time.Duration) (outcome, msg string, audits []GitAudit) {
+	bound = max(bound, GitAuditBound)
+	ctx, cancel := context.WithTimeoutCause(ctx, bound, fmt.Errorf("the git audit's bound of %s passed", bound))
+	defer cancel()
 	run := func() {
-		outcome, msg, audits = auditGit(root, bases, known, as)
+		outcome, msg, audits = auditGit(ctx, root, bases, known, as)
 	}
 	if as <= 0 {
 		run()
@@ -33,7 +40,15 @@ func AuditGit(root string, bases, known map[string]string, as int) (outcome, msg
 	return outcome, msg, audits
 }
 
-func auditGit(root string, bases, known map[string]string, as int) (string, string, []GitAudit) {
+// GitAuditBound is the least time a git probe's audits are given (a
+// repository of 10,000 commits takes about a second the first time): the
+// probe's own timeout when longer. It is well inside the exec deadline
+// the attestation gives a probe's batch (its timeout and 15 s), so an
+// audit too slow fails naming its repository rather than as a batch
+// with no answer.
+const GitAuditBound = 10 * time.Second
+
+func auditGit(ctx context.Context, root string, bases, known map[string]string, as int) (string, string, []GitAudit) {
 	repos, err := gitaudit.Find(root, owner(as))
 	if err != nil {
 		return OutcomeError, "find repositories: " + err.Error(), nil
@@ -58,7 +73,7 @@ func auditGit(root string, bases, known map[string]string, as int) (string, stri
 			audits = append(audits, a)
 			continue
 		}
-		res, err := gitaudit.Audit(r.GitDir, gitaudit.Options{Base: bases[r.Path], Patches: r.Patches, Submodules: true})
+		res, err := gitaudit.Audit(ctx, r.GitDir, gitaudit.Options{Base: bases[r.Path], Patches: r.Patches, Submodules: true})
 		if err != nil {
 			a.Error = err.Error()
 			errs = append(errs, fmt.Sprintf("%s: %v", r.Path, err))

@@ -1,12 +1,14 @@
 package probe
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/gittest"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
@@ -166,5 +168,22 @@ func TestAuditGit(t *testing.T) {
 		if err := Validate(Batch{Probes: []Request{bad}}); err == nil {
 			t.Errorf("%s: accepted", bad.ID)
 		}
+	}
+}
+
+// TestAuditGitCutShort: a git probe whose audit runs out of time gives
+// no verdict, an error naming the repository it was auditing.
+func TestAuditGitCutShort(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		testenv.Unavailable(t, "git is not installed: "+err.Error())
+	}
+	root := t.TempDir()
+	repo := filepath.Join(root, "repo")
+	repoAt(t, repo)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	outcome, msg, audits := AuditGit(ctx, root, nil, nil, 0, time.Second)
+	if outcome != OutcomeError || !strings.Contains(msg, repo+": ") || !strings.Contains(msg, "cut short") || len(audits) != 1 || audits[0].Error == "" {
+		t.Fatalf("a git probe out of time: %s %q %+v; want an error naming %s", outcome, msg, audits, repo)
 	}
 }

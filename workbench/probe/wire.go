@@ -15,6 +15,7 @@ type (
 	Isolation   = wire.Isolation
 	GitAudit    = wire.GitAudit
 	GitLeak     = wire.GitLeak
+	Binary      = wire.Binary
 )
 
 // Probe kinds, outcomes and limits (package wire's).

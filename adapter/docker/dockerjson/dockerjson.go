@@ -251,6 +251,7 @@ func Info(r Raw) evidence.Daemon {
 		ID              string
 		Name            string
 		ServerVersion   string
+		KernelVersion   string
 		DockerRootDir   string
 		SecurityOptions []string
 		CgroupDriver    string
@@ -261,7 +262,7 @@ func Info(r Raw) evidence.Daemon {
 	if err := json.Unmarshal(r.JSON, &in); err != nil {
 		return evidence.Daemon{Answer: evidence.Answer{Invalid: fmt.Sprintf("info: %v", err)}}
 	}
-	return evidence.Daemon{ID: in.ID, Name: in.Name, ServerVersion: in.ServerVersion, RootDir: in.DockerRootDir, SecurityOpts: in.SecurityOptions,
+	return evidence.Daemon{ID: in.ID, Name: in.Name, ServerVersion: in.ServerVersion, KernelVersion: in.KernelVersion, RootDir: in.DockerRootDir, SecurityOpts: in.SecurityOptions,
 		CgroupDriver: in.CgroupDriver, CgroupVersion: in.CgroupVersion, MemoryLimit: in.MemoryLimit, PidsLimit: in.PidsLimit}
 }
 
@@ -278,11 +279,22 @@ func Image(r Raw) evidence.Image {
 			Entrypoint []string
 			WorkingDir string
 		}
+		// Descriptor is the image's manifest (or index) descriptor, which
+		// the containerd image store gives (API 1.48 and later): its id is
+		// then that digest, not the configuration's.
+		Descriptor *struct {
+			Digest string `json:"digest"`
+		}
 	}
 	if err := json.Unmarshal(r.JSON, &in); err != nil {
 		return evidence.Image{Answer: evidence.Answer{Invalid: fmt.Sprintf("image inspect: %v", err)}}
 	}
 	im := evidence.Image{ID: in.ID, RepoDigests: in.RepoDigests}
+	if in.Descriptor == nil {
+		// The classic image store: an image's id is the SHA-256 of its
+		// configuration.
+		im.ConfigDigest = in.ID
+	}
 	if in.Config != nil {
 		im.Entrypoint, im.WorkDir = in.Config.Entrypoint, in.Config.WorkingDir
 	}

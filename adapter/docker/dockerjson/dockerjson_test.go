@@ -45,3 +45,19 @@ func TestDecodeCaptures(t *testing.T) {
 		})
 	}
 }
+
+// TestImageConfigDigest: the classic image store's image id is its
+// configuration's digest; the containerd store's (an inspect with a
+// Descriptor) is its manifest's, and no configuration digest is given.
+func TestImageConfigDigest(t *testing.T) {
+	const id = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	if im := Image(Raw{JSON: []byte(`{"Id":"` + id + `","RepoDigests":[]}`)}); im.ConfigDigest != id {
+		t.Errorf("classic store: config digest %q, want the id %s", im.ConfigDigest, id)
+	}
+	if im := Image(Raw{JSON: []byte(`{"Id":"` + id + `","Descriptor":{"digest":"` + id + `"}}`)}); im.ConfigDigest != "" || im.ID != id {
+		t.Errorf("containerd store: %+v, want the id and no config digest", im)
+	}
+	if d := Info(Raw{JSON: []byte(`{"ID":"x","KernelVersion":"6.1.0-test"}`)}); d.KernelVersion != "6.1.0-test" {
+		t.Errorf("info: kernel %q, want 6.1.0-test", d.KernelVersion)
+	}
+}

@@ -24,6 +24,7 @@
 package gitaudit
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -38,7 +39,7 @@ import (
 
 // Version names the audit's rules: a cached audit of another version is
 // not reused.
-const Version = "1"
+const Version = "2"
 
 // Options are what an audit checks against.
 type Options struct {
@@ -112,8 +113,17 @@ type Result struct {
 // repository's .git, a bare repository, or a linked worktree's git
 // directory: its common directory is audited with every worktree).
 // Its error is a repository that could not be read, or that this reader
-// does not support (ErrUnsupported): no verdict.
-func Audit(gitDir string, opts Options) (*Result, error) {
+// does not support (ErrUnsupported), or an audit ctx cut short (its error
+// names gitDir and wraps ctx's cause): no verdict.
+func Audit(ctx context.Context, gitDir string, opts Options) (*Result, error) {
+	r, err := audit(ctx, gitDir, opts)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("audit of %s cut short: %w", gitDir, context.Cause(ctx))
+	}
+	return r, err
+}
+
+func audit(ctx context.Context, gitDir string, opts Options) (*Result, error) {
 	l, err := openLayout(gitDir)
 	if err != nil {
 		return nil, err
@@ -152,7 +162,7 @@ func Audit(gitDir string, opts Options) (*Result, error) {
 		return nil, err
 	}
 	r.Base = base.String()
-	if err := a.walk(base); err != nil {
+	if err := a.walk(ctx, base); err != nil {
 		return nil, err
 	}
 	r.Ancestors, r.Reachable = len(a.anc), len(a.reach)
@@ -182,7 +192,7 @@ func Audit(gitDir string, opts Options) (*Result, error) {
 			}
 		}
 	}
-	if err := a.checkObjects(); err != nil {
+	if err := a.checkObjects(ctx); err != nil {
 		return nil, err
 	}
 	for _, f := range s.stray {
@@ -230,6 +240,16 @@ type auditor struct {
 	reach   map[ID]bool // every object the base reaches
 	r       *Result
 	max     int
+	ticks   int // objects read, for alive
+}
+
+// alive is ctx's error, looked at on the first call and every 256th
+// after (each call is an object read, far dearer than the look).
+func (a *auditor) alive(ctx context.Context) error {
+	if a.ticks++; a.ticks%256 == 1 {
+		return ctx.Err()
+	}
+	return nil
 }
 
 func (a *auditor) leak(l Leak) {
@@ -282,13 +302,16 @@ func (a *auditor) peel(id ID) (ID, error) {
 
 // walk collects the base's ancestors (stopping at shallow commits) and
 // every tree and blob their trees reach.
-func (a *auditor) walk(base ID) error {
+func (a *auditor) walk(ctx context.Context, base ID) error {
 	stack := []ID{base}
 	for len(stack) > 0 {
 		c := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if a.anc[c] {
 			continue
+		}
+		if err := a.alive(ctx); err != nil {
+			return err
 		}
 		t, data, err := a.s.read(c)
 		if err != nil {
@@ -302,7 +325,7 @@ func (a *auditor) walk(base ID) error {
 			return fmt.Errorf("commit %s: %w", c, err)
 		}
 		a.anc[c], a.reach[c] = true, true
-		if err := a.walkTree(commit.Tree); err != nil {
+		if err := a.walkTree(ctx, commit.Tree); err != nil {
 			return err
 		}
 		if !a.shallow[c] {
@@ -318,13 +341,16 @@ func (a *auditor) walk(base ID) error {
 
 // walkTree marks a tree and everything below it reachable (a submodule's
 // commit is another repository's and is not followed).
-func (a *auditor) walkTree(root ID) error {
+func (a *auditor) walkTree(ctx context.Context, root ID) error {
 	stack := []ID{root}
 	for len(stack) > 0 {
 		id := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if a.reach[id] {
 			continue
+		}
+		if err := a.alive(ctx); err != nil {
+			return err
 		}
 		t, data, err := a.s.read(id)
 		if err != nil {
@@ -421,11 +447,14 @@ func (a *auditor) checkRef(ref Ref) error {
 
 // checkObjects: every object is one the base reaches, or an annotated
 // tag of one.
-func (a *auditor) checkObjects() error {
+func (a *auditor) checkObjects(ctx context.Context) error {
 	seen := make(map[ID]bool, a.s.packedCount())
 	return a.s.each(func(id ID) error {
 		if seen[id] {
 			return nil
+		}
+		if err := a.alive(ctx); err != nil {
+			return err
 		}
 		seen[id] = true
 		a.r.Objects++
@@ -495,11 +524,13 @@ func logClass(log string) string {
 
 // StateKey is a digest of everything under gitDir's common directory and
 // gitDir as the filesystem describes it (each entry's path, type,
-// permissions, owner, size and modification time; never the content), and
-// of the alternates' objects directories: two repositories with the same
-// key are the same files unless one was rewritten in place to the same
-// size and time. extra is folded in (the audit's options and user). A
-// cached audit is reused only under the same key.
+// permissions, owner, size, modification time and change time; never the
+// content), and of the alternates' objects directories: two repositories
+// with the same key are the same files. A file rewritten in place to the
+// same size with its modification time put back (a rename over it, a
+// chmod undone) still has another change time, which no call sets back.
+// extra is folded in (the audit's options and user). A cached audit is
+// reused only under the same key.
 func StateKey(gitDir string, extra ...string) (string, error) {
 	l, err := openLayout(gitDir)
 	if err != nil {
@@ -541,12 +572,12 @@ func StateKey(gitDir string, extra ...string) (string, error) {
 				return err
 			}
 			var uid, gid uint32
-			var mtime int64
+			var mtime, ctime int64
 			if st, ok := info.Sys().(*syscall.Stat_t); ok {
-				uid, gid, mtime = st.Uid, st.Gid, st.Mtim.Nano()
+				uid, gid, mtime, ctime = st.Uid, st.Gid, st.Mtim.Nano(), st.Ctim.Nano()
 			}
 			rel, _ := filepath.Rel(root, p)
-			fmt.Fprintf(h, "%s\x00%o\x00%d\x00%d\x00%d\x00%d\x00", rel, uint32(info.Mode()), uid, gid, info.Size(), mtime)
+			fmt.Fprintf(h, "%s\x00%o\x00%d\x00%d\x00%d\x00%d\x00%d\x00", rel, uint32(info.Mode()), uid, gid, info.Size(), mtime, ctime)
 			return nil
 		})
 		if err != nil && !(errors.Is(err, fs.ErrNotExist) && root != l.common) {

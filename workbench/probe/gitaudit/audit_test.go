@@ -1,6 +1,7 @@
 package gitaudit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,7 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentpen/agentpen/internal/testkit/gittest"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
@@ -69,7 +72,7 @@ func (r *gitRepo) gitDir() string { return filepath.Join(r.dir, ".git") }
 // error.
 func (r *gitRepo) audit(base string) *Result {
 	r.t.Helper()
-	res, err := Audit(r.gitDir(), Options{Base: base, MaxLeaks: 1000})
+	res, err := Audit(r.t.Context(), r.gitDir(), Options{Base: base, MaxLeaks: 1000})
 	if err != nil {
 		r.t.Fatalf("audit: %v", err)
 	}
@@ -306,7 +309,7 @@ func TestAlternates(t *testing.T) {
 func TestUnsupported(t *testing.T) {
 	r := newRepo(t, "--object-format=sha256")
 	r.commit("a", "1\n")
-	if _, err := Audit(r.gitDir(), Options{}); !errors.Is(err, ErrUnsupported) {
+	if _, err := Audit(t.Context(), r.gitDir(), Options{}); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("a sha256 repository: %v, want ErrUnsupported", err)
 	}
 	r = newRepo(t)
@@ -314,7 +317,7 @@ func TestUnsupported(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(r.gitDir(), "info", "grafts"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Audit(r.gitDir(), Options{}); !errors.Is(err, ErrUnsupported) {
+	if _, err := Audit(t.Context(), r.gitDir(), Options{}); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("grafts: %v, want ErrUnsupported", err)
 	}
 }
@@ -324,7 +327,7 @@ func TestUnsupported(t *testing.T) {
 func TestMissingBase(t *testing.T) {
 	r := newRepo(t)
 	r.base()
-	if _, err := Audit(r.gitDir(), Options{Base: strings.Repeat("ab", 20)}); !errors.Is(err, ErrMissing) {
+	if _, err := Audit(t.Context(), r.gitDir(), Options{Base: strings.Repeat("ab", 20)}); !errors.Is(err, ErrMissing) {
 		t.Fatalf("a missing base: %v, want ErrMissing", err)
 	}
 }
@@ -335,7 +338,7 @@ func TestTracked(t *testing.T) {
 	r := newRepo(t)
 	r.commit("debian/patches/01-fix.patch", "--- a\n+++ b\n")
 	base := r.commit("src/x.py", "x\n")
-	res, err := Audit(r.gitDir(), Options{Base: base, TrackedSuffixes: []string{".patch", ".orig"}})
+	res, err := Audit(t.Context(), r.gitDir(), Options{Base: base, TrackedSuffixes: []string{".patch", ".orig"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,8 +426,98 @@ func TestHiddenOutsideObjects(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(r.gitDir(), "modules", "lib", "objects"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Audit(r.gitDir(), Options{}); !errors.Is(err, ErrUnsupported) {
+		if _, err := Audit(t.Context(), r.gitDir(), Options{}); !errors.Is(err, ErrUnsupported) {
 			t.Fatalf("a submodule's repository: %v, want ErrUnsupported", err)
 		}
 	})
+}
+
+// TestAuditCutShort: an audit whose ctx ends gives no verdict: its error
+// names the repository and wraps the ctx's cause.
+func TestAuditCutShort(t *testing.T) {
+	r := newRepo(t)
+	r.commit("a.txt", "a\n")
+	bound := errors.New("the audit's bound passed")
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cancel(bound)
+	res, err := Audit(ctx, r.gitDir(), Options{})
+	if !errors.Is(err, bound) || !strings.Contains(err.Error(), r.gitDir()) {
+		t.Fatalf("audit of a cut ctx: %+v, %v; want an error naming %s and wrapping %q", res, err, r.gitDir(), bound)
+	}
+}
+
+// TestStateKeyCtime: a change that keeps every file's mode, size and
+// mtime (a chmod undone; a ref rewritten by a rename over it, its time
+// and its directory's put back) still changes the key: the inode's
+// change time is in it, and no call sets that back.
+func TestStateKeyCtime(t *testing.T) {
+	r := newRepo(t)
+	base := r.base()
+	ref := filepath.Join(r.gitDir(), "refs", "heads", "main")
+	ctime := func(p string) int64 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ctim.Nano()
+	}
+	// again does op until p's change time moved (the kernel's clock for
+	// it is coarse).
+	again := func(p string, op func()) {
+		before := ctime(p)
+		for range 1000 {
+			op()
+			if ctime(p) != before {
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		t.Fatalf("%s: its change time never moved", p)
+	}
+	k1, err := StateKey(r.gitDir(), "uid 1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again(ref, func() {
+		os.Chmod(ref, 0o600)
+		os.Chmod(ref, 0o644)
+	})
+	k2, err := StateKey(r.gitDir(), "uid 1000")
+	if err != nil || k2 == k1 {
+		t.Fatalf("a chmod undone: key %s, %v; want another than %s", k2, err, k1)
+	}
+
+	other := r.commit("b.txt", "b\n")
+	r.git("update-ref", "refs/heads/main", base)
+	dir := filepath.Dir(ref)
+	st, err := os.Stat(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k3, err := StateKey(r.gitDir(), "uid 1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again(ref, func() {
+		tmp := filepath.Join(dir, "tmp")
+		if err := os.WriteFile(tmp, []byte(other+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(tmp, st.ModTime(), st.ModTime())
+		if err := os.Rename(tmp, ref); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(dir, dst.ModTime(), dst.ModTime())
+	})
+	if st2, _ := os.Stat(ref); st2.ModTime() != st.ModTime() || st2.Size() != st.Size() || st2.Mode() != st.Mode() {
+		t.Fatalf("the rewrite changed the ref's description: %v, was %v", st2, st)
+	}
+	k4, err := StateKey(r.gitDir(), "uid 1000")
+	if err != nil || k4 == k3 {
+		t.Fatalf("a ref rewritten to the same size and time: key %s, %v; want another than %s", k4, err, k3)
+	}
 }

@@ -51,7 +51,7 @@ func BenchmarkGitAudit(b *testing.B) {
 	var first, key, raw testlatency.Samples
 	for i := 0; i < b.N; i++ {
 		first.Time(func() {
-			res, err := Audit(gitDir, Options{Base: head})
+			res, err := Audit(b.Context(), gitDir, Options{Base: head})
 			if err != nil || res.LeakCount != 0 || res.Ancestors != benchCommits {
 				b.Fatalf("audit: %v (%+v)", err, res)
 			}

@@ -56,7 +56,7 @@ func TestFind(t *testing.T) {
 		rel, _ := filepath.Rel(root, r.Path)
 		g, _ := filepath.Rel(root, r.GitDir)
 		got = append(got, fmt.Sprintf("%s %s %v", rel, g, r.Patches))
-		res, err := Audit(r.GitDir, Options{Submodules: true, Patches: r.Patches})
+		res, err := Audit(t.Context(), r.GitDir, Options{Submodules: true, Patches: r.Patches})
 		if err != nil {
 			t.Errorf("audit %s: %v", rel, err)
 			continue
@@ -82,7 +82,7 @@ func TestFind(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("found\n%q\nwant\n%q", got, want)
 	}
-	if _, err := Audit(filepath.Join(root, "b", ".git"), Options{}); err == nil {
+	if _, err := Audit(t.Context(), filepath.Join(root, "b", ".git"), Options{}); err == nil {
 		t.Fatal("a repository with submodules audits without Submodules")
 	}
 }

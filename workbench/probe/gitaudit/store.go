@@ -32,6 +32,11 @@ type store struct {
 	cache *cache
 	zr    io.ReadCloser // a zlib reader reused (zlib.Resetter)
 	br    bytes.Reader
+	// types are the types of packed entries typeOf resolved.
+	types map[cacheKey]Type
+	// headers counts the entry headers typeOf parsed (its work: each
+	// entry's once, whatever the chains).
+	headers int
 }
 
 // pack is one pack: its index and its bytes (mapped).
@@ -269,7 +274,7 @@ func (s *store) read(id ID) (Type, []byte, error) {
 			return 0, nil, fmt.Errorf("%s: %w", filepath.Base(p.path), err)
 		}
 		if ok {
-			t, b, err := s.readPacked(p, off, nil)
+			t, b, err := s.readPacked(p, off, chain{})
 			if err != nil {
 				return 0, nil, fmt.Errorf("object %s in %s: %w", id, filepath.Base(p.path), err)
 			}
@@ -292,9 +297,20 @@ func (s *store) read(id ID) (Type, []byte, error) {
 
 // typeOf is an object's type, reading as little as it can: a packed
 // object's header (and its delta bases' headers), a loose object's first
-// bytes.
+// bytes. Each entry's type is kept once known (types): an entry is
+// resolved once, however many chains pass through it.
 func (s *store) typeOf(id ID) (Type, error) {
-	var chain []chainLink
+	var path []cacheKey // the entries whose type is the chain's end
+	done := func(t Type) (Type, error) {
+		if s.types == nil {
+			s.types = map[cacheKey]Type{}
+		}
+		for _, k := range path {
+			s.types[k] = t
+		}
+		return t, nil
+	}
+	var ch chain
 	for {
 		p, off, err := s.locate(id)
 		if err != nil {
@@ -302,22 +318,31 @@ func (s *store) typeOf(id ID) (Type, error) {
 		}
 		if p == nil {
 			t, _, err := s.read(id)
-			return t, err
-		}
-		for {
-			if chain, err = follow(chain, p, off); err != nil {
-				return 0, fmt.Errorf("object %s: %w", id, err)
-			}
-			h, err := parseEntryHeader(p.data, off)
 			if err != nil {
 				return 0, err
 			}
+			return done(t)
+		}
+		for {
+			k := cacheKey{p, off}
+			if t, ok := s.types[k]; ok {
+				return done(t)
+			}
+			h, err := parseEntryHeader(p.data, off)
+			s.headers++
+			if err != nil {
+				return 0, err
+			}
+			if ch, err = ch.follow(p, off, h.typ == typeRefDelta); err != nil {
+				return 0, fmt.Errorf("object %s: %w", id, err)
+			}
+			path = append(path, k)
 			if h.typ == typeOfsDelta {
 				off = h.baseOff
 				continue
 			}
 			if h.typ != typeRefDelta {
-				return h.typ, nil
+				return done(h.typ)
 			}
 			id = h.baseID
 			break
@@ -344,40 +369,45 @@ func (s *store) locate(id ID) (*pack, int64, error) {
 // largest 4095).
 const maxDeltaDepth = 4095
 
-// chainLink is an entry of a delta chain being followed.
-type chainLink struct {
-	p   *pack
-	off int64
+// chain is a delta chain being followed: its depth, and the reference
+// deltas on it. An offset delta's base is strictly earlier in its pack,
+// so a chain of them cannot loop; one that loops passes a reference delta
+// twice, and only those are remembered.
+type chain struct {
+	depth int
+	refs  []cacheKey
 }
 
-// follow adds an entry to a delta chain: a chain longer than
-// maxDeltaDepth, or one that comes back to an entry (a reference delta
-// naming itself, or a base whose chain names it), is corrupt. An offset
-// delta's base is always earlier in its pack: only reference deltas can
-// loop.
-func follow(chain []chainLink, p *pack, off int64) ([]chainLink, error) {
-	if len(chain) >= maxDeltaDepth {
-		return chain, corrupt("a delta chain longer than %d", maxDeltaDepth)
+// follow adds the entry at off to the chain (ref: a reference delta): a
+// chain longer than maxDeltaDepth, or one that comes back to a reference
+// delta (one naming itself, or a base whose chain names it), is corrupt.
+func (c chain) follow(p *pack, off int64, ref bool) (chain, error) {
+	if c.depth >= maxDeltaDepth {
+		return c, corrupt("a delta chain longer than %d", maxDeltaDepth)
 	}
-	l := chainLink{p, off}
-	if slices.Contains(chain, l) {
-		return chain, corrupt("a delta chain that loops at %s offset %d", filepath.Base(p.path), off)
+	c.depth++
+	if !ref {
+		return c, nil
 	}
-	return append(chain, l), nil
+	k := cacheKey{p, off}
+	if slices.Contains(c.refs, k) {
+		return c, corrupt("a delta chain that loops at %s offset %d", filepath.Base(p.path), off)
+	}
+	c.refs = append(slices.Clip(c.refs), k)
+	return c, nil
 }
 
-// readPacked inflates the entry at off, resolving its delta chain (chain
-// is the entries that led to it).
-func (s *store) readPacked(p *pack, off int64, chain []chainLink) (Type, []byte, error) {
+// readPacked inflates the entry at off, resolving its delta chain (ch is
+// the chain that led to it).
+func (s *store) readPacked(p *pack, off int64, ch chain) (Type, []byte, error) {
 	if t, b, ok := s.cache.get(p, off); ok {
 		return t, b, nil
 	}
-	chain, err := follow(chain, p, off)
+	h, err := parseEntryHeader(p.data, off)
 	if err != nil {
 		return 0, nil, err
 	}
-	h, err := parseEntryHeader(p.data, off)
-	if err != nil {
+	if ch, err = ch.follow(p, off, h.typ == typeRefDelta); err != nil {
 		return 0, nil, err
 	}
 	raw, err := s.inflate(p.data[h.data:], h.size)
@@ -388,7 +418,7 @@ func (s *store) readPacked(p *pack, off int64, chain []chainLink) (Type, []byte,
 	var t Type
 	switch h.typ {
 	case typeOfsDelta:
-		t, base, err = s.readPacked(p, h.baseOff, chain)
+		t, base, err = s.readPacked(p, h.baseOff, ch)
 	case typeRefDelta:
 		// The base may be in this pack or another (a thin pack fixed up),
 		// or loose.
@@ -397,7 +427,7 @@ func (s *store) readPacked(p *pack, off int64, chain []chainLink) (Type, []byte,
 		case lerr != nil:
 			err = lerr
 		case bp != nil:
-			t, base, err = s.readPacked(bp, bo, chain)
+			t, base, err = s.readPacked(bp, bo, ch)
 		default:
 			t, base, err = s.read(h.baseID)
 		}

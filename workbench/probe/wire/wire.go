@@ -119,6 +119,27 @@ type BatchResult struct {
 	// not found. It ties the results to a container.
 	ContainerID string    `json:"container_id,omitempty"`
 	Results     []Outcome `json:"results"`
+	// Binary is the probe binary's own identity (the workbench of the
+	// container's image that ran the batch); absent from a probe that
+	// does not report one.
+	Binary *Binary `json:"binary,omitempty"`
+}
+
+// Binary is what a binary says of itself: its build's version and
+// commit, and the digest of its executable file.
+type Binary struct {
+	// Version is the build's version (a module version, the stamp make
+	// build sets, or "devel").
+	Version string `json:"version"`
+	// Commit is the build's VCS revision ("unknown" without one).
+	Commit string `json:"commit"`
+	// Modified says the tree had uncommitted changes.
+	Modified bool `json:"modified,omitempty"`
+	// Digest is "sha256:" and the hex SHA-256 of the executable
+	// (/proc/self/exe); empty when it could not be read.
+	Digest string `json:"digest,omitempty"`
+	// Error says why the executable could not be read.
+	Error string `json:"error,omitempty"`
 }
 
 // Outcome is the result of one probe of a batch.
