@@ -245,7 +245,7 @@ func (a *Adapter) observeCampaign(ctx context.Context, x *attest.Expectation, op
 
 	start = time.Now()
 	env := attest.ProbeEnv{Command: opts.ProbeCommand, HostLoopback: opts.HostLoopback, EgressTarget: opts.EgressTarget, Peers: x.PeerAddrs(obs),
-		ServerAddr: x.ServerAddr(obs), Images: x.ImageIDs(obs)}
+		ServerAddr: x.ServerAddr(obs), ArgvSuffix: x.ArgvSuffixes(obs), Images: x.ImageIDs(obs)}
 	if opts.ProbeTimeout > 0 {
 		env.TimeoutMS = int(opts.ProbeTimeout / time.Millisecond)
 	}

@@ -1,6 +1,7 @@
 package attest
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/workbench/probe/wire"
 )
 
 // A campaign on a cluster (DaemonRecord.Cluster) is judged from the API
@@ -259,4 +261,48 @@ func clusterMatch(c *containerExp, r campaign.Resource) bool {
 		return false
 	}
 	return c.Role == campaign.RoleServer || r.Labels[campaign.LabelAgent] == c.AgentID
+}
+
+// ArgvSuffixes are, by subject, how many arguments each pod's spec gives
+// its container (command and args), as the API server answers now: the
+// process probe digests that many of PID 1's last arguments.
+func (x *Expectation) ArgvSuffixes(obs Observation) map[string]int {
+	if !x.e.Cluster {
+		return nil
+	}
+	out := map[string]int{}
+	for _, c := range x.e.Containers {
+		if d, ok := obs.Runtime.Containers[c.ID]; ok && c.ID != "" && d.Pod != nil {
+			out[c.Subject] = len(d.Cmd)
+		}
+	}
+	return out
+}
+
+// checkPodCustody: a pod's main process (PID 1 of its container) ends
+// its command line with the arguments the pod's spec gives (the image's
+// entrypoint before them is not reported by the API), and runs with
+// no_new_privs and the planned bounding set. Its working directory and
+// executable need a privileged exec to read, and are not checked.
+func checkPodCustody(r *Report, c *containerExp, d *container, pr probe, res wire.Outcome) {
+	want := map[string]any{"serves": "main"}
+	var problems []string
+	p := res.Process
+	if d == nil || d.Pod == nil {
+		problems = append(problems, "the pod was not observed: its spec's arguments are unknown")
+	} else {
+		want["argv_suffix"], want["suffix_digest"] = len(d.Cmd), argvDigest(d.Cmd)
+		if pr.req.ArgvSuffix != len(d.Cmd) || len(d.Cmd) == 0 || p.SuffixDigest != argvDigest(d.Cmd) || p.Argc < len(d.Cmd) {
+			problems = append(problems, "PID 1 does not end its command line with the pod spec's arguments")
+		}
+	}
+	if p.Pid != 1 || p.Serves != "main" {
+		problems = append(problems, fmt.Sprintf("pid %d serving %s, not the container's main process", p.Pid, p.Serves))
+	}
+	nnpProblems, capProblems := processFlags(c, *p, want)
+	problems = append(append(problems, nnpProblems...), capProblems...)
+	observed := map[string]any{"pid": p.Pid, "argc": p.Argc, "suffix_digest": p.SuffixDigest, "serves": p.Serves, "cap_bnd": p.CapBnd, "no_new_privs": p.NoNewPrivs}
+	r.Custody.Processes = append(r.Custody.Processes, Process{Subject: c.Subject, ContainerID: c.ID, Pid: p.Pid, CommandDigest: p.ArgvDigest, Serves: p.Serves})
+	sort.Slice(r.Custody.Processes, func(i, j int) bool { return r.Custody.Processes[i].Subject < r.Custody.Processes[j].Subject })
+	r.Custody.add(pr.check, observed, want, len(problems) == 0, strings.Join(problems, "; "))
 }

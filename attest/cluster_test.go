@@ -94,11 +94,11 @@ func clusterMutations() []mutation {
 				f.obs.Runtime.Policies = evidence.Policies{Answer: evidence.Answer{Err: "forbidden"}}
 			}},
 
-		{name: "pod_absent", what: "the workspace's pod is gone", want: []string{ws0 + ".present"},
+		{name: "pod_absent", what: "the workspace's pod is gone", want: []string{ws0 + ".present", ws0 + ".process"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.obs.Runtime.Containers[f.id(t, ws0)] = evidence.Container{Answer: evidence.Answer{NotFound: true}}
 			}},
-		{name: "pod_not_a_pod", what: "the runtime described a container without its pod", want: []string{ws0 + ".present"},
+		{name: "pod_not_a_pod", what: "the runtime described a container without its pod", want: []string{ws0 + ".present", ws0 + ".process"},
 			mutate: func(t *testing.T, f *fixture) { f.pod(t, ws0, func(c *evidence.Container) { c.Pod = nil }) }},
 		{name: "pod_id", what: "the pod answered has another UID", want: []string{ws0 + ".id"},
 			mutate: func(t *testing.T, f *fixture) { f.pod(t, ws0, func(c *evidence.Container) { c.ID = "another" }) }},
@@ -205,7 +205,7 @@ func clusterMutations() []mutation {
 				f.pod(t, srv, func(c *evidence.Container) { c.Pod.IP = "10.88.0.199" })
 				f.obs.ProbeEnv.ServerAddr = "10.88.0.199:" + strconv.Itoa(f.exp.ServerPort)
 			}},
-		{name: "workbench_other_grader", what: "a workspace's workbench was given another grader address", want: []string{ws0 + ".grader_url"},
+		{name: "workbench_other_grader", what: "a workspace's workbench was given another grader address (its spec's arguments changed, so its PID 1 no longer runs them)", want: []string{ws0 + ".grader_url", ws0 + ".process"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.pod(t, ws0, func(c *evidence.Container) {
 					c.Cmd = slices.Clone(c.Cmd)
@@ -242,6 +242,24 @@ func clusterMutations() []mutation {
 					m["outcome"], m["error"], m["uid_base"], m["uid_count"] = "not_found", "self runs episodes under uids 20000-21023", 0, 0
 				})
 			}},
+		{name: "process_other_args", what: "the workspace's PID 1 does not end its command line with its pod spec's arguments", want: []string{ws0 + ".process"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/process/0", func(m map[string]any) { m["process"].(map[string]any)["suffix_digest"] = "sha256:00" })
+			}},
+		{name: "process_wider_caps", what: "the workspace's PID 1 has a wider bounding set than planned", want: []string{ws0 + ".process"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/process/0", func(m map[string]any) { m["process"].(map[string]any)["cap_bnd"] = "000001ffffffffff" })
+			}},
+		{name: "process_not_pid1", what: "the process answered is not the container's PID 1", want: []string{ws0 + ".process"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/process/0", func(m map[string]any) { m["process"].(map[string]any)["pid"] = 7 })
+			}},
+		{name: "grader_process_nnp", what: "the grader's PID 1 runs without no_new_privs", want: []string{srv + ".process"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseBefore, srv, srv+"/process/0", func(m map[string]any) { m["process"].(map[string]any)["no_new_privs"] = false })
+			}},
+		{name: "argv_suffix_misstated", what: "the probe was told another count of the spec's arguments than the pod has", want: []string{ws0 + ".process"},
+			mutate: func(t *testing.T, f *fixture) { f.obs.ProbeEnv.ArgvSuffix[ws0]++ }},
 		{name: "grader_unreached", what: "the workspace did not reach the grader", want: []string{ws0 + ".probe.control", ws0 + ".probe.grader_health", ws0 + ".probe.grader_protected"},
 			mutate: func(t *testing.T, f *fixture) {
 				for _, id := range []string{"control/0", "grader_health/0", "grader_protected/0"} {

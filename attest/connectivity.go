@@ -356,6 +356,10 @@ func checkCustody(r *Report, e *expectation, obs Observation, decoded map[string
 		r.Custody.add(pr.check, nil, want, false, why)
 		return
 	}
+	if e.Cluster {
+		checkPodCustody(r, c, decoded[c.Subject], pr, res)
+		return
+	}
 	p := res.Process
 	observed := map[string]any{"pid": p.Pid, "argv_digest": p.ArgvDigest, "cwd": p.Cwd, "serves": p.Serves, "cap_bnd": p.CapBnd, "no_new_privs": p.NoNewPrivs}
 	var problems []string
@@ -383,23 +387,8 @@ func checkCustody(r *Report, e *expectation, obs Observation, decoded map[string
 	} else {
 		problems = append(problems, "the planned image was not observed: the planned command line is unknown")
 	}
-	wantNNP, _ := splitNNP(c.Settings.SecurityOpt)
-	want["no_new_privs"] = wantNNP
-	if p.NoNewPrivs != wantNNP {
-		problems = append(problems, "no_new_privs differs")
-	}
-	if slices.Contains(normCaps(c.Settings.CapDrop), "ALL") {
-		if mask, ok := capMask(c.Settings.CapAdd); ok {
-			want["cap_bnd"] = mask
-			if !strings.EqualFold(strings.TrimLeft(p.CapBnd, "0"), strings.TrimLeft(mask, "0")) {
-				problems = append(problems, "another capability bounding set")
-			}
-		} else {
-			problems = append(problems, "a planned capability is unknown")
-		}
-	} else {
-		problems = append(problems, "the plan does not drop ALL capabilities: the bounding set is not known")
-	}
+	nnpProblems, capProblems := processFlags(c, *p, want)
+	problems = append(append(problems, nnpProblems...), capProblems...)
 	// The container id is evidence: gather accepted this output only from
 	// a probe whose own mounts name this container.
 	rec := Process{Subject: c.Subject, ContainerID: c.ID, Pid: p.Pid, CommandDigest: p.ArgvDigest, Cwd: p.Cwd, Serves: p.Serves, Exe: p.Exe}
@@ -409,6 +398,28 @@ func checkCustody(r *Report, e *expectation, obs Observation, decoded map[string
 	r.Custody.Processes = append(r.Custody.Processes, rec)
 	sort.Slice(r.Custody.Processes, func(i, j int) bool { return r.Custody.Processes[i].Subject < r.Custody.Processes[j].Subject })
 	r.Custody.add(pr.check, observed, want, len(problems) == 0, strings.Join(problems, "; "))
+}
+
+// processFlags judges a process's no_new_privs and capability bounding
+// set against the plan, filling want.
+func processFlags(c *containerExp, p wire.Process, want map[string]any) (nnp, caps []string) {
+	wantNNP, _ := splitNNP(c.Settings.SecurityOpt)
+	want["no_new_privs"] = wantNNP
+	if p.NoNewPrivs != wantNNP {
+		nnp = append(nnp, "no_new_privs differs")
+	}
+	if !slices.Contains(normCaps(c.Settings.CapDrop), "ALL") {
+		return nnp, []string{"the plan does not drop ALL capabilities: the bounding set is not known"}
+	}
+	mask, ok := capMask(c.Settings.CapAdd)
+	if !ok {
+		return nnp, []string{"a planned capability is unknown"}
+	}
+	want["cap_bnd"] = mask
+	if !strings.EqualFold(strings.TrimLeft(p.CapBnd, "0"), strings.TrimLeft(mask, "0")) {
+		caps = append(caps, "another capability bounding set")
+	}
+	return nnp, caps
 }
 
 // checkCounters: the grader's counters were read before and after, and

@@ -71,6 +71,10 @@ type ProbeEnv struct {
 	// subject (campaign.TopologyPerAgent; see PeerAddrs): every other
 	// workspace probes them.
 	Peers map[string]string `json:"peers,omitempty"`
+	// ArgvSuffix is, by subject, how many arguments a cluster's pod spec
+	// gives its container (see Expectation.ArgvSuffixes): the process
+	// probe digests that many of PID 1's last arguments.
+	ArgvSuffix map[string]int `json:"argv_suffix,omitempty"`
 	// ServerAddr is where a cluster's workspaces reach the grader (its
 	// pod's IP and port: see Expectation.ServerAddr); empty elsewhere.
 	ServerAddr string `json:"server_addr,omitempty"`
@@ -327,10 +331,9 @@ type probeRule struct {
 }
 
 // dockerRules probe what only a Docker campaign has: the host's loopback
-// and addresses from a rootless network, networks between agents, a
-// privileged exec's view of the serving process. A cluster's campaign is
+// and addresses from a rootless network, networks between agents. A cluster's campaign is
 // not probed by them (cluster.go says what stands instead).
-var dockerRules = map[string]bool{"host_loopback": true, "host_addresses": true, "process": true, "agent_to_agent": true}
+var dockerRules = map[string]bool{"host_loopback": true, "host_addresses": true, "agent_to_agent": true}
 
 var probeRules = []probeRule{
 	// Positive control: in the same exec as the negative probes, a
@@ -440,6 +443,14 @@ var probeRules = []probeRule{
 			phase := PhaseMain
 			if c.Role == campaign.RoleServer {
 				phase = PhaseBefore
+			}
+			if p.e.Cluster {
+				// No privileged exec to find the process holding the
+				// socket: the container's main process, PID 1 of its
+				// PID namespace, with the pod spec's arguments.
+				p.add(probe{phase: phase, subject: c.Subject, check: c.Subject + ".process", want: wantProcess, target: "main (PID 1 of the container)",
+					req: wire.Request{Kind: wire.KindProcess, ArgvSuffix: p.env.ArgvSuffix[c.Subject]}}, "process")
+				continue
 			}
 			p.add(probe{phase: phase, subject: c.Subject, check: c.Subject + ".process", want: wantProcess, target: orMain(c.Serves),
 				req: wire.Request{Kind: wire.KindProcess, Listen: c.Serves}}, "process")

@@ -33,6 +33,9 @@ func Validate(b Batch) error {
 		if (len(r.Bases) > 0 || len(r.GitKnown) > 0) && r.Kind != KindGit {
 			return fmt.Errorf("batch probe %s: bases, git_known: a git probe's: %w", r.ID, ErrInvalid)
 		}
+		if r.ArgvSuffix < 0 || r.ArgvSuffix > maxArgvSuffix {
+			return fmt.Errorf("batch probe %s: argv_suffix %d out of range: %w", r.ID, r.ArgvSuffix, ErrInvalid)
+		}
 		if r.TimeoutMS < 0 || time.Duration(r.TimeoutMS)*time.Millisecond > MaxTimeout {
 			return fmt.Errorf("batch probe %s: timeout_ms %d out of range: %w", r.ID, r.TimeoutMS, ErrInvalid)
 		}
@@ -176,11 +179,17 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 			o.Outcome, o.Error = OutcomeNotFound, err.Error()
 			break
 		}
+		if r.ArgvSuffix > 0 {
+			p.SuffixDigest = SuffixDigest(p.Pid, r.ArgvSuffix)
+		}
 		o.Outcome, o.Process = OutcomeFound, &p
 	}
 	o.LatencyMS = ms(time.Since(start))
 	return o
 }
+
+// maxArgvSuffix bounds Request.ArgvSuffix.
+const maxArgvSuffix = 4096
 
 func validEnvName(s string) bool {
 	if s == "" || len(s) > 128 {

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -196,4 +197,23 @@ func threadsWithIDs(t *testing.T, id int) []string {
 		}
 	}
 	return out
+}
+
+// TestSuffixDigest: the digest of a process's last n arguments is
+// ArgvDigest of those, and nothing when it has fewer; a batch asking for
+// a negative or huge count is refused before anything runs.
+func TestSuffixDigest(t *testing.T) {
+	n := min(2, len(os.Args))
+	if got, want := SuffixDigest(os.Getpid(), n), ArgvDigest(os.Args[len(os.Args)-n:]); got != want {
+		t.Fatalf("SuffixDigest(self, %d) = %s, want %s", n, got, want)
+	}
+	if got := SuffixDigest(os.Getpid(), len(os.Args)+1); got != "" {
+		t.Fatalf("more arguments than the process has: %q", got)
+	}
+	for _, bad := range []int{-1, maxArgvSuffix + 1} {
+		b := Batch{Probes: []Request{{ID: "p", Kind: KindProcess, ArgvSuffix: bad}}}
+		if err := Validate(b); !errors.Is(err, ErrInvalid) {
+			t.Errorf("argv_suffix %d: %v, want ErrInvalid", bad, err)
+		}
+	}
 }

@@ -26,6 +26,16 @@ func FindProcess(listen string) (Process, error) {
 	return findProcess("/proc", listen, os.Getpid())
 }
 
+// SuffixDigest is the digest of the last n arguments of pid's command
+// line (ArgvDigest's form), "" when it has fewer.
+func SuffixDigest(pid, n int) string {
+	argv, err := readArgv("/proc", pid)
+	if err != nil || n <= 0 || len(argv) < n {
+		return ""
+	}
+	return ArgvDigest(argv[len(argv)-n:])
+}
+
 func parseListen(listen string) (kind, target string, err error) {
 	if listen == "" {
 		return "main", "", nil

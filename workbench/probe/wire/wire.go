@@ -101,6 +101,11 @@ type Request struct {
 	// container's main process (PID 1, or its first child when PID 1 is
 	// an init).
 	Listen string `json:"listen,omitempty"`
+	// ArgvSuffix: a process probe also reports the digest of the last
+	// ArgvSuffix arguments of the process (Process.SuffixDigest): a
+	// cluster's pod spec names them, after the image's entrypoint, which
+	// the API does not report.
+	ArgvSuffix int `json:"argv_suffix,omitempty"`
 	// SelfNS: an episode probe compares the episode's namespaces with the
 	// probe's own instead of the serving process's, which a runtime
 	// without a privileged exec (a cluster's pods/exec) cannot read: the
@@ -238,6 +243,9 @@ type Process struct {
 	// not returned.
 	ArgvDigest string `json:"argv_digest"`
 	Argc       int    `json:"argc"`
+	// SuffixDigest is ArgvDigest of its last Request.ArgvSuffix
+	// arguments, when asked ("" when it has fewer).
+	SuffixDigest string `json:"suffix_digest,omitempty"`
 	// Exe and Cwd are the targets of /proc/PID/exe and /proc/PID/cwd.
 	Exe string `json:"exe"`
 	Cwd string `json:"cwd"`
