@@ -2,9 +2,12 @@ package adapter
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/store"
 	"github.com/agentpen/agentpen/workbench/results"
 )
@@ -102,6 +105,11 @@ func (rc *ResultsCollector) Collect(c *store.Campaign) (Collected, error) {
 		}
 		seen = seenResults{size: size, next: next}
 	}
+	recs, _, err := c.Records()
+	if err != nil {
+		return out, err
+	}
+	covered := coveringAttestations(recs, gen)
 	var add []store.Result
 	for _, w := range ws {
 		if !w.Workbench {
@@ -125,7 +133,8 @@ func (rc *ResultsCollector) Collect(c *store.Campaign) (Collected, error) {
 				out.Refused = append(out.Refused, RefusedResult{w.Index, next, "a record of a task other than the workspace's"})
 				continue
 			}
-			add = append(add, store.Result{Generation: gen, Workspace: w.Index, AgentID: w.AgentID, Record: r, SourceEnd: next, CollectedAt: at})
+			add = append(add, store.Result{Generation: gen, Workspace: w.Index, AgentID: w.AgentID, Record: r, SourceEnd: next, CollectedAt: at,
+				Attestation: covered[w.AgentID]})
 		}
 		seen.next[k] = next
 	}
@@ -151,4 +160,35 @@ func (rc *ResultsCollector) read(w Workspace, offset int64) ([]results.Record, i
 	}
 	recs, next, refused := results.Lines(b, offset)
 	return recs, next, refused, nil
+}
+
+// coveringAttestations are, by agent id, the digests of the latest
+// passing attestation of generation gen that covered each workspace: one
+// of the whole campaign, or of a refill naming its pool slot, recorded
+// after its container's intent (a container made again is not covered by
+// what came before it).
+func coveringAttestations(recs []campaign.Record, gen int) map[string]string {
+	slots := map[string]int{} // agent id -> its pool slot, -1 for none
+	out := map[string]string{}
+	for _, r := range recs {
+		if r.Gen != gen {
+			continue
+		}
+		switch {
+		case r.Op == campaign.OpIntent && r.Kind == campaign.KindContainer && r.Labels[campaign.LabelAgent] != "":
+			agent, slot := r.Labels[campaign.LabelAgent], -1
+			if s, err := strconv.Atoi(r.Labels[campaign.LabelPoolSlot]); err == nil {
+				slot = s
+			}
+			slots[agent] = slot
+			delete(out, agent)
+		case r.Op == campaign.OpAttested && r.Status == campaign.AttestOK && r.Digest != "":
+			for agent, slot := range slots {
+				if len(r.Slots) == 0 || slices.Contains(r.Slots, slot) {
+					out[agent] = r.Digest
+				}
+			}
+		}
+	}
+	return out
 }

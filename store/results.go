@@ -40,6 +40,11 @@ type Result struct {
 	SourceEnd int64 `json:"source_end"`
 	// CollectedAt is when agentpen collected it.
 	CollectedAt time.Time `json:"collected_at"`
+	// Attestation is the SHA-256 (hex) of the signed attestation report
+	// that covered the workspace when the result was collected: the
+	// record of the runtime (its fingerprint) the episode ran on. Empty
+	// when none had passed.
+	Attestation string `json:"attestation,omitempty" doc:"SHA-256 (hex) of the signed attestation report that covered the workspace when the result was collected: the runtime fingerprint the episode ran on (GET .../attestation); empty when none had passed"`
 }
 
 // ResultsLog is the campaign's results file held open and locked (an

@@ -30,9 +30,12 @@ func TestResultsCollected(t *testing.T) {
 	t.Cleanup(func() { forceRemove(cli, id) })
 	var logs testlog.Buffer
 	a := drivertest.NewHarness(t, &adapter.Adapter{Driver: d, Getenv: keyEnv, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, "")
-	c, err := a.BringUp(t.Context(), workbenchSpec(id, img, e2eTasks[:2]))
+	c, rep, err := a.BringUpAttested(t.Context(), workbenchSpec(id, img, e2eTasks[:2]), adapter.AttestOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !rep.OK {
+		t.Fatalf("bring-up did not attest: %v", rep.FailureLines())
 	}
 	for _, w := range c.Workspaces {
 		playOverSocket(t, w.Socket, w.TaskID)
@@ -51,10 +54,22 @@ func TestResultsCollected(t *testing.T) {
 	if err != nil || len(rs) != 2 {
 		t.Fatalf("results: %v %+v", err, rs)
 	}
+	// Each names the attestation its workspace ran under: the bring-up's.
+	var attested string
+	recs, _, err := sc.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Op == campaign.OpAttested && r.Status == campaign.AttestOK {
+			attested = r.Digest
+		}
+	}
 	for i, r := range rs {
 		w := c.Workspaces[r.Workspace]
-		if r.Workspace != i || r.AgentID != w.AgentID || r.TaskID != w.TaskID || r.Reward != 1 || r.End != results.EndSubmitted || r.Generation != 1 {
-			t.Errorf("result %d: %+v (workspace %+v)", i, r, w)
+		if r.Workspace != i || r.AgentID != w.AgentID || r.TaskID != w.TaskID || r.Reward != 1 || r.End != results.EndSubmitted || r.Generation != 1 ||
+			attested == "" || r.Attestation != attested {
+			t.Errorf("result %d: %+v (workspace %+v, attested %q)", i, r, w, attested)
 		}
 	}
 	// adapter.Collected once: again, and by another collector, nothing new.
