@@ -572,11 +572,12 @@ func mutations() []mutation {
 	return ms
 }
 
-// TestMutations: each one-field mutation of a good fixture makes the
-// report not ok and fails exactly the checks of its row.
+// TestMutations: each one-field mutation of a good fixture (Docker's
+// and the cluster's tables) makes the report not ok and fails exactly the
+// checks of its row.
 func TestMutations(t *testing.T) {
 	seen := map[string]bool{}
-	for _, m := range mutations() {
+	for _, m := range append(mutations(), clusterMutations()...) {
 		if seen[m.name] {
 			t.Fatalf("duplicate row %s", m.name)
 		}

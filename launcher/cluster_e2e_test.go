@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,7 +138,7 @@ func TestClusterCampaignThroughTheAPI(t *testing.T) {
 		pods++
 		ns, name, _ := strings.Cut(r.Name, "/")
 		for uid, want := range map[int]string{sandbox.DefaultRange.Base: "refused", 1000: "served"} {
-			out, stderr, err := kuberig.Exec(ctx, kcs, cfg, ns, name, "workspace", nil, "python3", "-c", connectAsScript, strconv.Itoa(uid), strconv.Itoa(kube.WorkbenchPort))
+			out, stderr, err := kuberig.Exec(ctx, kcs, cfg, ns, name, "workspace", nil, kuberig.ConnectAsCommand(uid, kube.WorkbenchPort)...)
 			if got := strings.TrimSpace(out); err != nil || got != want {
 				t.Errorf("%s: a connection from uid %d to the forwarded listener: %q (%v %s), want %s", name, uid, got, err, stderr, want)
 			}
@@ -169,17 +168,3 @@ func rewardsOf(rs []store.Result) int {
 	}
 	return n
 }
-
-// connectAsScript connects to the workbench's port on the pod's loopback
-// as the uid of its first argument, and prints whether it was served.
-const connectAsScript = `import os, socket, sys
-uid, port = int(sys.argv[1]), int(sys.argv[2])
-os.setgroups([]); os.setgid(uid); os.setuid(uid)
-try:
-    s = socket.create_connection(("127.0.0.1", port), timeout=30)
-    s.sendall(b"GET /health HTTP/1.0\r\nHost: workbench\r\n\r\n")
-    data = s.recv(64)
-except (ConnectionResetError, BrokenPipeError):
-    data = b""
-print("served" if data.startswith(b"HTTP/") else "refused" if not data else "other: %r" % data)
-`

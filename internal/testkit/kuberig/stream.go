@@ -83,3 +83,23 @@ func Forward(t testing.TB, cfg *rest.Config, ns, name string, port int) string {
 	}
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(int(ports[0].Local)))
 }
+
+// ConnectAsCommand is the command that, run in a workbench's pod as its
+// container's root, connects to the workbench's port on the pod's
+// loopback as uid (setuid first) and asks for /health: it prints
+// "served" when a status line came back, "refused" on a reset or an EOF
+// before any byte.
+func ConnectAsCommand(uid, port int) []string {
+	const script = `import os, socket, sys
+uid, port = int(sys.argv[1]), int(sys.argv[2])
+os.setgroups([]); os.setgid(uid); os.setuid(uid)
+try:
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(b"GET /health HTTP/1.0\r\nHost: workbench\r\n\r\n")
+    data = s.recv(64)
+except (ConnectionResetError, BrokenPipeError):
+    data = b""
+print("served" if data.startswith(b"HTTP/") else "refused" if not data else "other: %r" % data)
+`
+	return []string{"python3", "-c", script, strconv.Itoa(uid), strconv.Itoa(port)}
+}

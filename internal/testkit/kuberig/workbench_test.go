@@ -214,23 +214,10 @@ func TestWorkbenchPodEpisode(t *testing.T) {
 }
 
 // connectAs connects to the workbench's loopback port from inside the pod
-// as uid (exec as container root, then setuid) and asks for /health:
-// "served" when a status line came back, "refused" on a reset or an EOF
-// before any byte.
+// as uid (kuberig.ConnectAsCommand).
 func connectAs(t *testing.T, execIn func(string, ...string) string, uid int) string {
 	t.Helper()
-	const script = `import os, socket, sys
-uid, port = int(sys.argv[1]), int(sys.argv[2])
-os.setgroups([]); os.setgid(uid); os.setuid(uid)
-try:
-    s = socket.create_connection(("127.0.0.1", port), timeout=30)
-    s.sendall(b"GET /health HTTP/1.0\r\nHost: workbench\r\n\r\n")
-    data = s.recv(64)
-except (ConnectionResetError, BrokenPipeError):
-    data = b""
-print("served" if data.startswith(b"HTTP/") else "refused" if not data else "other: %r" % data)
-`
-	return strings.TrimSpace(execIn("", "python3", "-c", script, strconv.Itoa(uid), strconv.Itoa(wbPort)))
+	return strings.TrimSpace(execIn("", kuberig.ConnectAsCommand(uid, wbPort)...))
 }
 
 // forwardUIDs reads /proc/net/tcp and tcp6 text for established sockets
