@@ -2,6 +2,7 @@ package attest
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agentpen/agentpen/attest/evidence"
@@ -28,5 +29,25 @@ func TestClusterPodArgsArePlanned(t *testing.T) {
 	})
 	if rep := Evaluate(f.src, f.observed()); rep.OK {
 		t.Fatalf("a workspace pod running unplanned arguments %q attests ok", args)
+	}
+}
+
+// TestClusterPID1PrefixIsBounded: PID 1 must be the image's entrypoint
+// followed by the pod spec's arguments. A PID 1 that is a shell running
+// a script of its own, with the spec's arguments after it
+// (`sh -c '<anything>; exec workbench "$@"' x serve ...` keeps the
+// shell's argv while the workbench is its child), ends its command line
+// the same way and attests ok: only argc >= len(args) is asked, and
+// neither the prefix's length nor its content is compared with anything.
+// (Review of 10b6496.)
+func TestClusterPID1PrefixIsBounded(t *testing.T) {
+	f := loadFixture(t, clusterFixture)
+	f.probe(t, PhaseMain, ws0, ws0+"/process/0", func(m map[string]any) {
+		p := m["process"].(map[string]any)
+		p["argc"] = f.obs.ProbeEnv.ArgvSuffix[ws0] + 4 // sh -c <script> x, then the spec's
+		p["argv_digest"] = "sha256:" + strings.Repeat("ab", 32)
+	})
+	if rep := Evaluate(f.src, f.observed()); rep.OK {
+		t.Fatal("a PID 1 with a longer prefix than the image's entrypoint attests ok")
 	}
 }
