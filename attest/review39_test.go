@@ -51,3 +51,23 @@ func TestClusterPID1PrefixIsBounded(t *testing.T) {
 		t.Fatal("a PID 1 with a longer prefix than the image's entrypoint attests ok")
 	}
 }
+
+// TestCompareSameHidesFailedVerdict: agentpen diff says "same" (and
+// exits 0) for two attestations of which one failed because its
+// workspace ran privileged: the fingerprint holds neither the verdict
+// nor the hardening the checks judged (capabilities, privileged, mounts),
+// so a runtime that changed what matters most compares equal.
+// (Review of fabdeba.)
+func TestCompareSameHidesFailedVerdict(t *testing.T) {
+	good := loadFixture(t, "internal")
+	a := Evaluate(good.src, good.observed())
+	bad := loadFixture(t, "internal")
+	bad.container(t, ws0, func(m map[string]any) { m["HostConfig"].(map[string]any)["Privileged"] = true })
+	b := Evaluate(bad.src, bad.observed())
+	if !a.OK || b.OK {
+		t.Fatalf("fixtures: ok %v and %v; want true and false", a.OK, b.OK)
+	}
+	if c := Compare(a, b); c.Same {
+		t.Fatalf("a passing attestation and one that failed (%v) compare the same", b.FailedChecks)
+	}
+}
