@@ -48,12 +48,12 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 	}
 	// Claimed pooled workspaces are served, bound to their claims' tasks;
 	// unclaimed ones are not (they have no task yet).
-	claims := map[string]*campaign.Claim{}
+	claims := map[int]*campaign.Claim{} // by pool slot: a driver names a slot's container its own way
 	var claimed []int
 	for _, s := range st.Pool {
 		if s.Live && s.Claim != nil {
 			claimed = append(claimed, s.N)
-			claims[s.Name] = s.Claim
+			claims[s.N] = s.Claim
 		}
 	}
 	if err := p.AddPool(claimed); err != nil {
@@ -95,7 +95,7 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 			out.NetworkIDs = append(out.NetworkIDs, nid)
 		}
 		task := ag.Spec.TaskID
-		if cl := claims[ag.Name]; ag.Pool && cl != nil {
+		if cl := claims[ag.Index-len(p.Spec.Workspaces)]; ag.Pool && cl != nil {
 			task = cl.TaskID
 		}
 		out.Workspaces = append(out.Workspaces, workspace(p.Agents[i], task, h))
@@ -129,12 +129,12 @@ func (a *Adapter) Workspaces(c *store.Campaign, st store.State) ([]Workspace, er
 	}
 	// Claimed pooled workspaces are a campaign's workspaces too, bound to
 	// their claims' tasks; unclaimed ones are not (they have no task).
-	claims := map[string]*campaign.Claim{}
+	claims := map[int]*campaign.Claim{} // by pool slot: a driver names a slot's container its own way
 	var claimed []int
 	for _, s := range st.Pool {
 		if s.Claim != nil {
 			claimed = append(claimed, s.N)
-			claims[s.Name] = s.Claim
+			claims[s.N] = s.Claim
 		}
 	}
 	if err := p.AddPool(claimed); err != nil {
@@ -148,7 +148,7 @@ func (a *Adapter) Workspaces(c *store.Campaign, st store.State) ([]Workspace, er
 			continue
 		}
 		task := ag.Spec.TaskID
-		if cl := claims[ag.Name]; ag.Pool && cl != nil {
+		if cl := claims[ag.Index-len(p.Spec.Workspaces)]; ag.Pool && cl != nil {
 			task = cl.TaskID
 		}
 		out = append(out, workspace(ag, task, h))

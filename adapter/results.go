@@ -166,7 +166,7 @@ func (rc *ResultsCollector) read(w Workspace, offset int64) ([]results.Record, i
 // passing attestation of generation gen that covered each workspace: one
 // of the whole campaign, or of a refill naming its pool slot, recorded
 // after its container's intent (a container made again is not covered by
-// what came before it).
+// what came before it), and with no failed verdict after it.
 func coveringAttestations(recs []campaign.Record, gen int) map[string]string {
 	slots := map[string]int{} // agent id -> its pool slot, -1 for none
 	out := map[string]string{}
@@ -182,7 +182,11 @@ func coveringAttestations(recs []campaign.Record, gen int) map[string]string {
 			}
 			slots[agent] = slot
 			delete(out, agent)
-		case r.Op == campaign.OpAttested && r.Status == campaign.AttestOK && r.Digest != "":
+		case r.Op == campaign.OpAttested && r.Status != campaign.AttestOK:
+			// A failed verdict fails the campaign closed (campaign.Fold):
+			// no workspace of it runs under a passing attestation since.
+			clear(out)
+		case r.Op == campaign.OpAttested && r.Digest != "":
 			for agent, slot := range slots {
 				if len(r.Slots) == 0 || slices.Contains(r.Slots, slot) {
 					out[agent] = r.Digest

@@ -106,6 +106,8 @@ func onCluster(id string) (string, bool) {
 		return "the journal's intent", true
 	case check == "probe.uid_block":
 		return exec + ": without a privileged exec the probe cannot read a non-dumpable server's /proc, so it reads the block from its own environment (the container's) and the range the server recorded from its own file system (the container's), and, once the workspace serves episodes, code run as one of them reports its uid, which must lie in the block", true
+	case check == "command":
+		return fromPod + ": the pod's spec gives its container the plan's command as the driver renders it (the default grader on TCP, each workspace's --grader naming the grader pod's address, a workbench's loopback listener for the forward), by digest", true
 	case check == "process":
 		return exec + ": without a privileged exec the probe cannot find the process holding the socket (its descriptors need ptrace), so it reads the container's main process, PID 1 of its PID namespace: its command line must end with the pod spec's arguments (by digest; the image's entrypoint before them is not reported by the API), with no_new_privs and the planned bounding set; its working directory and executable are not read", true
 	case check == "probe.episode_isolation":

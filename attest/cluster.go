@@ -23,6 +23,36 @@ import (
 // campaign's secret and never written into a spec, and the network
 // policies' union instead of a network's members.
 
+// ClusterWorkbenchPort is where a cluster's workspace's workbench listens
+// beside its socket, on its pod's loopback (the kube driver reaches it
+// through pods/portforward): the driver adds "--listen 127.0.0.1:PORT" to
+// the plan's command.
+const ClusterWorkbenchPort = 8765
+
+// clusterArgs are the arguments the kube driver gives c's container
+// (adapter/kube/layout.go; TestCampaignAttestsOnTheNode holds them equal
+// on the node): the plan's command, the default grader on TCP whatever the
+// topology, each workspace's --grader naming the grader pod's address
+// (serverAddr), and a workbench's loopback listener for the forward.
+func clusterArgs(e *expectation, c *containerExp, serverAddr string) []string {
+	if c.Role == campaign.RoleServer {
+		if c.NeedsKey {
+			return campaign.GraderCommand(fmt.Sprintf(":%d", e.ServerPort), e.KeyEnv)
+		}
+		return slices.Clone(c.Cmd)
+	}
+	args := slices.Clone(c.Cmd)
+	for i, a := range args {
+		if a == "--grader" && i+1 < len(args) {
+			args[i+1] = "http://" + serverAddr
+		}
+	}
+	if c.NeedsKey {
+		args = append(args, "--listen", fmt.Sprintf("127.0.0.1:%d", ClusterWorkbenchPort))
+	}
+	return args
+}
+
 // checkClusterDaemon: the cluster is the one the campaign was brought up
 // on (the kube-system namespace's UID), at the same version, reached at
 // the same endpoint.
@@ -80,6 +110,11 @@ func checkPod(r *Report, e *expectation, c *containerExp, obs Observation, ranFi
 	r.Containers.add(s+".image", map[string]any{"spec": pod.SpecImage, "image_id": d.Image}, map[string]any{"spec": c.Image, "image_id": wantIDText},
 		pod.SpecImage == c.Image && d.Image != "" && d.Image == wantID,
 		"the pod names another image than the pinned one, reports no image id running, or runs another id than the campaign's other pods of the same reference")
+	// The pod's arguments are the plan's, as the driver renders them (by
+	// digest: a launcher's command may hold values).
+	want := clusterArgs(e, c, (&Expectation{e}).ServerAddr(obs))
+	r.Containers.add(s+".command", map[string]any{"digest": argvDigest(d.Cmd), "argc": len(d.Cmd)}, map[string]any{"digest": argvDigest(want), "argc": len(want)},
+		len(d.Cmd) > 0 && slices.Equal(d.Cmd, want), "the pod's spec gives its container other arguments than the planned command (as the driver renders it)")
 	if c.Role == campaign.RoleWork && c.NeedsKey {
 		// The grader's address the workbench was given at bring-up is the
 		// grader pod's now: the probes reach it there, and so must the
@@ -161,7 +196,7 @@ func plannedAllows(e *expectation) []string {
 		"ingress " + role(campaign.RoleServer) + " <- " + role(campaign.RoleWork) + " " + port,
 	}
 	if !e.Internal {
-		out = append(out, "egress "+role(campaign.RoleWork)+" -> cidr{0.0.0.0/0 except "+strings.Join(campaign.NATEgressExcept, ",")+"} any")
+		out = append(out, "egress "+role(campaign.RoleWork)+" -> cidr{0.0.0.0/0 except "+strings.Join(campaign.NATEgressExcept(), ",")+"} any")
 	}
 	sort.Strings(out)
 	return out

@@ -193,17 +193,17 @@ func clusterMutations() []mutation {
 			}},
 		{name: "probes_misdirected", what: "the probes were sent to another address than the grader pod's", want: []string{ws0 + ".probe.control", "workspaces[1].probe.control"},
 			mutate: func(t *testing.T, f *fixture) { f.obs.ProbeEnv.ServerAddr = "10.0.0.1:8080" }},
-		{name: "grader_moved", what: "the grader pod's address the API server reports is not where the probes went, nor where the workbenches submit", want: []string{ws0 + ".probe.control", "workspaces[1].probe.control", ws0 + ".grader_url", "workspaces[1].grader_url"},
+		{name: "grader_moved", what: "the grader pod's address the API server reports is not where the probes went, nor where the workbenches submit", want: []string{ws0 + ".probe.control", "workspaces[1].probe.control", ws0 + ".grader_url", "workspaces[1].grader_url", ws0 + ".command", "workspaces[1].command"},
 			mutate: func(t *testing.T, f *fixture) { f.pod(t, srv, func(c *evidence.Container) { c.Pod.IP = "10.0.0.1" }) }},
 		// Review of issue 38: the grader pod re-addressed and the probes
 		// sent there (they pass), while every workbench was given the old
 		// address at bring-up.
-		{name: "grader_readdressed", what: "the grader pod is at a new address the probes reached, and the workbenches submit to the old one", want: []string{ws0 + ".grader_url", "workspaces[1].grader_url"},
+		{name: "grader_readdressed", what: "the grader pod is at a new address the probes reached, and the workbenches submit to the old one", want: []string{ws0 + ".grader_url", "workspaces[1].grader_url", ws0 + ".command", "workspaces[1].command"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.pod(t, srv, func(c *evidence.Container) { c.Pod.IP = "10.88.0.199" })
 				f.obs.ProbeEnv.ServerAddr = "10.88.0.199:" + strconv.Itoa(f.exp.ServerPort)
 			}},
-		{name: "workbench_other_grader", what: "a workspace's workbench was given another grader address (its spec's arguments changed, so its PID 1 no longer runs them)", want: []string{ws0 + ".grader_url", ws0 + ".process"},
+		{name: "workbench_other_grader", what: "a workspace's workbench was given another grader address (its spec's arguments changed, so its PID 1 no longer runs them)", want: []string{ws0 + ".grader_url", ws0 + ".process", ws0 + ".command"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.pod(t, ws0, func(c *evidence.Container) {
 					c.Cmd = slices.Clone(c.Cmd)

@@ -137,6 +137,10 @@ func campaignFields(r *Report) []field {
 		{"generation", fmt.Sprint(r.Generation), true},
 		{"instance", r.Instance, true},
 		{"attested_at", r.AttestedAt.UTC().Format(time.RFC3339Nano), true},
+		// The verdict: a record that failed did not run what the other
+		// ran, whatever its fingerprint says (review of issue 44).
+		{"ok", fmt.Sprint(r.OK), false},
+		{"failed_checks", strings.Join(r.FailedChecks, ","), false},
 		{"producer.version", r.Producer.Version, false},
 		{"producer.commit", r.Producer.Commit, false},
 		{"producer.modified", fmt.Sprint(r.Producer.Modified), false},

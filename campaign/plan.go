@@ -424,7 +424,7 @@ func planServer(p *Plan, spec CampaignSpec, errs *errList) ServerPlan {
 	}
 	needsKey := false
 	if len(s.Command) == 0 {
-		s.Command = []string{"grader", "--listen", listen, "--key-env", s.APIKeyEnv}
+		s.Command = GraderCommand(listen, s.APIKeyEnv)
 		needsKey = true
 	}
 	if len(s.ReadyCommand) == 0 {
@@ -592,4 +592,11 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// GraderCommand is the default server's command: the workbench grader
+// listening at listen (":PORT", or "unix://PATH"), its API key in the
+// variable keyEnv.
+func GraderCommand(listen, keyEnv string) []string {
+	return []string{"grader", "--listen", listen, "--key-env", keyEnv}
 }

@@ -16,7 +16,7 @@ const (
 // NATEgressExcept are the addresses egress nat never opens where the
 // runtime routes by policy (a cluster's network policies): link-local,
 // where clouds serve instance metadata and its credentials.
-var NATEgressExcept = []string{"169.254.0.0/16"}
+func NATEgressExcept() []string { return []string{"169.254.0.0/16"} }
 
 // Defaults and fixed paths of a campaign.
 const (

@@ -41,10 +41,12 @@ type Result struct {
 	// CollectedAt is when agentpen collected it.
 	CollectedAt time.Time `json:"collected_at"`
 	// Attestation is the SHA-256 (hex) of the signed attestation report
-	// that covered the workspace when the result was collected: the
-	// record of the runtime (its fingerprint) the episode ran on. Empty
-	// when none had passed.
-	Attestation string `json:"attestation,omitempty" doc:"SHA-256 (hex) of the signed attestation report that covered the workspace when the result was collected: the runtime fingerprint the episode ran on (GET .../attestation); empty when none had passed"`
+	// that covered the workspace when the result was collected (the
+	// campaign's, or its pool slot's refill's; a report file in the
+	// campaign's state directory, recorded in its journal): the record of
+	// the runtime (its fingerprint) the episode ran on. Empty when none
+	// had passed, or a later one failed.
+	Attestation string `json:"attestation,omitempty" doc:"SHA-256 (hex) of the signed attestation report that covered the workspace when the result was collected (the campaign's, or its pool slot's refill's; the journal names its file): the runtime fingerprint the episode ran on; empty when none had passed, or a later one failed"`
 }
 
 // ResultsLog is the campaign's results file held open and locked (an

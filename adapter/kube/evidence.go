@@ -66,7 +66,29 @@ func (d *Driver) Evidence(ctx context.Context, q driver.EvidenceQuery) evidence.
 		}
 	}
 	rt.Policies = d.policyEvidence(ctx, slices.Sorted(maps.Keys(namespaces)))
+	rt.Daemon.KernelVersion = d.podsKernel(ctx, rt.Containers)
 	return rt
+}
+
+// podsKernel is the kernel of the node the campaign's pods run on, as
+// the node reports it; "" when they run on several nodes, or on none
+// that answered.
+func (d *Driver) podsKernel(ctx context.Context, pods map[string]evidence.Container) string {
+	nodes := map[string]bool{}
+	for _, c := range pods {
+		if c.Pod != nil && c.Pod.Node != "" {
+			nodes[c.Pod.Node] = true
+		}
+	}
+	if len(nodes) != 1 {
+		return ""
+	}
+	var n *corev1.Node
+	name := slices.Collect(maps.Keys(nodes))[0]
+	if err := d.call(ctx, func() (err error) { n, err = d.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); return err }); err != nil {
+		return ""
+	}
+	return n.Status.NodeInfo.KernelVersion
 }
 
 // identity is the cluster's identity now, as Open read it: the
@@ -80,14 +102,7 @@ func (d *Driver) identity(ctx context.Context) evidence.Daemon {
 	if err != nil {
 		return evidence.Daemon{Answer: evidence.Answer{Err: err.Error()}}
 	}
-	dm := evidence.Daemon{ID: "k8s-" + string(ks.UID), Name: d.rest.Host, ServerVersion: v.GitVersion, RootDir: d.info.Runtime.RootDir}
-	// The kernel is a node's: the one pods are placed on, when one is.
-	if d.cfg.NodeName != "" {
-		if n, err := d.cs.CoreV1().Nodes().Get(ctx, d.cfg.NodeName, metav1.GetOptions{}); err == nil {
-			dm.KernelVersion = n.Status.NodeInfo.KernelVersion
-		}
-	}
-	return dm
+	return evidence.Daemon{ID: "k8s-" + string(ks.UID), Name: d.rest.Host, ServerVersion: v.GitVersion, RootDir: d.info.Runtime.RootDir}
 }
 
 // podEvidence is what the API server says of the journalled pod r.

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/agentpen/agentpen/adapter/driver"
+	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -38,7 +39,7 @@ const (
 	apiKeyKey = "api-key"
 	// WorkbenchPort is where a workspace's workbench listens, on its pod's
 	// loopback (the driver reaches it through pods/portforward).
-	WorkbenchPort = 8765
+	WorkbenchPort = attest.ClusterWorkbenchPort
 	// PodSecurityLevel is the Pod Security Standard enforced on a
 	// campaign's namespace: workspaces run as root of their own user
 	// namespace, which "restricted" refuses.
@@ -247,10 +248,13 @@ func policies(ns string, p *campaign.Plan) []*networkingv1.NetworkPolicy {
 	if p.Egress == campaign.EgressNAT {
 		out = append(out, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "workspaces-egress-nat", Namespace: ns}, Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: role(campaign.RoleWork), PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
-			Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: slices.Clone(campaign.NATEgressExcept)}}}}}}})
+			Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: campaign.NATEgressExcept()}}}}}}})
 	}
 	return out
 }
+
+// episodesDir is where the workbench makes its episodes' trees.
+const episodesDir = "/run/agent-workbench"
 
 // graderURLFlag is the workbench flag naming the grader.
 const graderURLFlag = "--grader"
@@ -264,7 +268,7 @@ func (d *Driver) serverPod(ns string, p *campaign.Plan, b driver.BringUp) *corev
 	ready := slices.Clone(s.ReadyCommand)
 	if p.Server.NeedsKey {
 		// The default grader: on TCP, whatever the Docker topology.
-		cmd = []string{"grader", "--listen", fmt.Sprintf(":%d", p.Server.Port), "--key-env", s.APIKeyEnv}
+		cmd = campaign.GraderCommand(fmt.Sprintf(":%d", p.Server.Port), s.APIKeyEnv)
 		ready = []string{"/usr/local/bin/workbench", "probe", "--expect-status", "200", fmt.Sprintf("http://127.0.0.1:%d/health", p.Server.Port)}
 	}
 	env := []corev1.EnvVar{{Name: "AGENTPEN_API_KEY_ENV", Value: s.APIKeyEnv}, {Name: "AGENTPEN_ROLE", Value: campaign.RoleServer}}
@@ -325,7 +329,7 @@ func (d *Driver) workspacePod(ns string, p *campaign.Plan, ag campaign.AgentPlan
 	}{
 		{"run-workbench", campaign.WorkbenchRunDir, "64Mi"},
 		{"tmp", "/tmp", "256Mi"}, {"var-tmp", "/var/tmp", "64Mi"}, {"shm", "/dev/shm", "64Mi"}, {"run", "/run", "16Mi"},
-		{"episodes", "/run/agent-workbench", "512Mi"},
+		{"episodes", episodesDir, "512Mi"},
 	} {
 		q := resource.MustParse(v.size)
 		volumes = append(volumes, corev1.Volume{Name: v.name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &q}}})
@@ -361,10 +365,14 @@ func (d *Driver) workspacePod(ns string, p *campaign.Plan, ag campaign.AgentPlan
 	pod.Spec.SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "kernel.shm_rmid_forced", Value: "1"}}}
 	// An emptyDir is made 0777, and the workbench refuses a socket
 	// directory that grants anything to group or others: an init
-	// container of the same image and hardening makes it 0700.
-	pod.Spec.InitContainers = []corev1.Container{{Name: "run-dir", Image: c.Image, ImagePullPolicy: corev1.PullNever,
-		Command: []string{"chmod", "0700", campaign.WorkbenchRunDir}, SecurityContext: sc,
-		VolumeMounts: []corev1.VolumeMount{{Name: "run-workbench", MountPath: campaign.WorkbenchRunDir}}}}
+	// container of the same image and hardening makes it 0700, and the
+	// episodes' tree 0711 as Docker's tmpfs is (episode uids may not make
+	// or rename what is in it).
+	chmod := func(name, volume, mode, dir string) corev1.Container {
+		return corev1.Container{Name: name, Image: c.Image, ImagePullPolicy: corev1.PullNever, Command: []string{"chmod", mode, dir}, SecurityContext: sc,
+			VolumeMounts: []corev1.VolumeMount{{Name: volume, MountPath: dir}}}
+	}
+	pod.Spec.InitContainers = []corev1.Container{chmod("run-dir", "run-workbench", "0700", campaign.WorkbenchRunDir), chmod("episodes-dir", "episodes", "0711", episodesDir)}
 	return pod
 }
 

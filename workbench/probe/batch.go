@@ -33,8 +33,8 @@ func Validate(b Batch) error {
 		if (len(r.Bases) > 0 || len(r.GitKnown) > 0) && r.Kind != KindGit {
 			return fmt.Errorf("batch probe %s: bases, git_known: a git probe's: %w", r.ID, ErrInvalid)
 		}
-		if r.ArgvSuffix < 0 || r.ArgvSuffix > maxArgvSuffix {
-			return fmt.Errorf("batch probe %s: argv_suffix %d out of range: %w", r.ID, r.ArgvSuffix, ErrInvalid)
+		if r.ArgvSuffix < 0 || r.ArgvSuffix > maxArgvSuffix || r.ArgvSuffix > 0 && r.Kind != KindProcess {
+			return fmt.Errorf("batch probe %s: argv_suffix %d: a process probe's, at most %d: %w", r.ID, r.ArgvSuffix, maxArgvSuffix, ErrInvalid)
 		}
 		if r.TimeoutMS < 0 || time.Duration(r.TimeoutMS)*time.Millisecond > MaxTimeout {
 			return fmt.Errorf("batch probe %s: timeout_ms %d out of range: %w", r.ID, r.TimeoutMS, ErrInvalid)

@@ -216,4 +216,7 @@ func TestSuffixDigest(t *testing.T) {
 			t.Errorf("argv_suffix %d: %v, want ErrInvalid", bad, err)
 		}
 	}
+	if err := Validate(Batch{Probes: []Request{{ID: "t", Kind: KindTCP, Addr: "127.0.0.1:1", ArgvSuffix: 1}}}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("argv_suffix on a tcp probe: %v, want ErrInvalid", err)
+	}
 }

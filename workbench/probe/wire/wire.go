@@ -106,10 +106,12 @@ type Request struct {
 	// cluster's pod spec names them, after the image's entrypoint, which
 	// the API does not report.
 	ArgvSuffix int `json:"argv_suffix,omitempty"`
-	// SelfNS: an episode probe compares the episode's namespaces with the
-	// probe's own instead of the serving process's, which a runtime
-	// without a privileged exec (a cluster's pods/exec) cannot read: the
-	// exec runs in the server's container, in its namespaces.
+	// SelfNS: for a runtime without a privileged exec (a cluster's
+	// pods/exec), which cannot read the serving process's /proc: an
+	// episode probe compares the episode's namespaces with the probe's
+	// own, and a uid_block probe reads the block from its own environment
+	// and file system. The exec runs in the server's container, in its
+	// namespaces and with its configured environment.
 	SelfNS bool `json:"self_ns,omitempty"`
 	// TimeoutMS bounds the probe; zero means probe.DefaultTimeout.
 	TimeoutMS int `json:"timeout_ms,omitempty"`
