@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentpen/agentpen/attest/evidence"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/workbench/probe/wire"
 )
@@ -85,7 +86,7 @@ func checkPod(r *Report, e *expectation, c *containerExp, obs Observation, ranFi
 		return nil
 	}
 	d, seen := obs.Runtime.Containers[c.ID]
-	if p := problem("pod "+short(c.ID), d.Answer, seen); p == "" && d.Pod == nil {
+	if seen && d.Answer == (evidence.Answer{}) && d.Pod == nil {
 		d.Invalid = "the runtime described a container, not a pod"
 	}
 	if p := problem("pod "+short(c.ID), d.Answer, seen); p != "" {
