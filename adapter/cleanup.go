@@ -382,6 +382,12 @@ func serverFirst(r campaign.Resource) int {
 // answer confirms it. The act takes a slot of slots (held already when
 // reserved, and given back in every case).
 func (a *Adapter) removeOne(ctx context.Context, j *campaign.Journal, r campaign.Resource, slots chan struct{}, reserved bool) cleanup.Outcome {
+	return a.remove(ctx, j, r, slots, reserved, nil)
+}
+
+// remove is removeOne; drop, when set, is the pool slot whose workspace
+// the removal drops (journalled with it: no removal of the campaign).
+func (a *Adapter) remove(ctx context.Context, j *campaign.Journal, r campaign.Resource, slots chan struct{}, reserved bool, drop []int) cleanup.Outcome {
 	o := cleanup.Outcome{Resource: r}
 	obs := a.observeRetry(ctx, r)
 	o.Decision = cleanup.Decide(r, obs)
@@ -426,7 +432,7 @@ func (a *Adapter) removeOne(ctx context.Context, j *campaign.Journal, r campaign
 		a.log().Warn("still there after removal", "kind", r.Kind, "name", r.Name, "id", short(r.ID), "err", o.Error)
 		return o
 	}
-	if err := j.Append(campaign.Record{Op: campaign.OpRemoved, Gen: r.Gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Note: string(o.Decision.Action)}); err != nil {
+	if err := j.Append(campaign.Record{Op: campaign.OpRemoved, Gen: r.Gen, Kind: r.Kind, Role: r.Role, Name: r.Name, ID: r.ID, Note: string(o.Decision.Action), Slots: drop}); err != nil {
 		// The daemon says it is gone; the journal could not say so. The
 		// next cleanup finds it absent again.
 		o.Error = "journal: " + err.Error()

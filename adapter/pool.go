@@ -10,6 +10,7 @@ import (
 	"github.com/agentpen/agentpen/adapter/driver"
 	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
+	"github.com/agentpen/agentpen/cleanup"
 	"github.com/agentpen/agentpen/store"
 )
 
@@ -260,8 +261,8 @@ func (a *Adapter) Refill(ctx context.Context, c *store.Campaign, opts AttestOpti
 	// observes every container of the campaign, and one left made and not
 	// started until the last hold would fail it.
 	type started struct {
-		up  []poolSlot
-		err error
+		up, failed []poolSlot
+		err        error
 	}
 	res := make(chan started, refillCap)
 	holds, made := 0, 0
@@ -278,17 +279,22 @@ func (a *Adapter) Refill(ctx context.Context, c *store.Campaign, opts AttestOpti
 		made += len(slots)
 		holds++
 		go func() {
-			up, err := a.startSlots(ctx, c, slots)
-			res <- started{up, err}
+			up, failed, err := a.startSlots(ctx, c, slots)
+			res <- started{up, failed, err}
 		}()
 	}
-	var up []poolSlot
+	var up, failed []poolSlot
 	var errs []error
 	for range holds {
 		r := <-res
-		up = append(up, r.up...)
+		up, failed = append(up, r.up...), append(failed, r.failed...)
 		if r.err != nil {
 			errs = append(errs, r.err)
+		}
+	}
+	if len(failed) > 0 {
+		if err := a.dropFailed(ctx, c, failed); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if stop != nil {
@@ -333,6 +339,20 @@ func (a *Adapter) refillHold(ctx context.Context, c *store.Campaign, made int) (
 		return nil, nil
 	}
 	return a.growPool(ctx, c, h.j, st, need, false)
+}
+
+// dropFailed removes a refill's slots that did not come up (dropSlots),
+// in a shared hold of c's lock.
+func (a *Adapter) dropFailed(ctx context.Context, c *store.Campaign, failed []poolSlot) error {
+	turn := a.refillTurn(c.Key)
+	turn.Lock()
+	defer turn.Unlock()
+	h, err := a.shareHold(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer a.leaveHold(c.Key, h)
+	return a.dropSlots(ctx, c, h.j, failed)
 }
 
 // attestRefill attests the slots a refill made and started. It judges
@@ -403,6 +423,8 @@ type poolSlot struct {
 	ws Workspace
 	// main is its container, made and not yet started.
 	main *driver.Object
+	// made are its journalled resources, in the order they were made.
+	made []campaign.Resource
 }
 
 // growPool journals and creates n new pooled workspaces of c (its state
@@ -455,17 +477,21 @@ func (a *Adapter) growPool(ctx context.Context, c *store.Campaign, j *campaign.J
 		if err != nil {
 			return out, err
 		}
-		out = append(out, poolSlot{n: nums[k], main: u.Main, ws: workspace(ag, "", h)})
+		out = append(out, poolSlot{n: nums[k], main: u.Main, ws: workspace(ag, "", h), made: live})
 	}
 	if !start {
 		return out, nil
 	}
-	return a.startSlots(ctx, c, out)
+	up, failed, err := a.startSlots(ctx, c, out)
+	if derr := a.dropSlots(ctx, c, j, failed); derr != nil {
+		err = errors.Join(err, derr)
+	}
+	return up, err
 }
 
 // startSlots starts the slots and awaits each one's readiness; it
 // returns those that came up, and an error only when none did.
-func (a *Adapter) startSlots(ctx context.Context, c *store.Campaign, slots []poolSlot) ([]poolSlot, error) {
+func (a *Adapter) startSlots(ctx context.Context, c *store.Campaign, slots []poolSlot) (up, failed []poolSlot, err error) {
 	b := &bringUp{a: a, progress: a.newProgress(c.ID, nil)}
 	type result struct {
 		s   poolSlot
@@ -481,21 +507,42 @@ func (a *Adapter) startSlots(ctx context.Context, c *store.Campaign, slots []poo
 			res <- result{s, err}
 		}()
 	}
-	var up []poolSlot
 	var errs []error
 	for range slots {
 		r := <-res
 		if r.err != nil {
-			a.log().Warn("pool: a workspace did not come up; it stays unattested until the campaign is removed", "campaign", c.ID, "slot", r.s.n, "err", r.err)
+			a.log().Warn("pool: a workspace did not come up; it is removed", "campaign", c.ID, "slot", r.s.n, "err", r.err)
 			errs = append(errs, r.err)
+			failed = append(failed, r.s)
 			continue
 		}
 		up = append(up, r.s)
 	}
 	if len(up) == 0 && len(errs) > 0 {
-		return nil, fmt.Errorf("pool of %s: %w", c.ID, errors.Join(errs...))
+		return nil, failed, fmt.Errorf("pool of %s: %w", c.ID, errors.Join(errs...))
 	}
-	return up, nil
+	return up, failed, nil
+}
+
+// dropSlots removes the pooled workspaces that did not come up, by their
+// journalled ids (their container first), with j held: left made and not
+// running, the campaign's next attestation would find a container of it
+// not running and fail the whole campaign closed. A slot removed is no
+// longer the pool's, and a later refill makes another.
+func (a *Adapter) dropSlots(ctx context.Context, c *store.Campaign, j *campaign.Journal, failed []poolSlot) error {
+	var errs []error
+	sem := make(chan struct{}, 1)
+	for _, s := range failed {
+		for _, r := range slices.Backward(s.made) {
+			if r.ID == "" {
+				continue
+			}
+			if o := a.remove(ctx, j, r, sem, false, []int{s.n}); o.After.State != cleanup.Absent {
+				errs = append(errs, fmt.Errorf("pool of %s: slot %d's %s %s was not removed: %s %s", c.ID, s.n, r.Kind, short(r.ID), o.Decision.Action, o.Error))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // attestSlots attests the pooled workspaces slots made (the daemon's

@@ -210,7 +210,9 @@ type Record struct {
 	// Deadline is when an OpExpiring's removal comes (Reason: ttl, idle).
 	Deadline time.Time `json:"deadline,omitzero"`
 	// Slots are the pool slots a refill's attestation covered (on
-	// OpAttested; none: the whole campaign).
+	// OpAttested; none: the whole campaign), or the one pool slot an
+	// OpRemoved drops (its workspace did not come up: the campaign
+	// stays, and the pool makes another).
 	Slots []int `json:"slots,omitempty"`
 	// Task and Attempt are what an OpClaim bound (the trainer's task id
 	// and attempt id).
@@ -627,6 +629,9 @@ type Resource struct {
 	Removed bool
 	// Orphan is true for a resource recorded by OpOrphan.
 	Orphan bool
+	// Dropped is true when its removal dropped a pool slot that did not
+	// come up (an OpRemoved with Slots): no removal of the campaign.
+	Dropped bool
 }
 
 // Generation is one bring-up of a campaign id: its nonce and what it meant
@@ -718,7 +723,8 @@ func Generations(recs []Record) []Generation {
 		case OpRemoved:
 			if r.ID != "" {
 				if at, ok := byID[idKey{r.Gen, r.Kind, r.ID}]; ok {
-					gens[at[0]].Resources[at[1]].Removed = true
+					res := &gens[at[0]].Resources[at[1]]
+					res.Removed, res.Dropped = true, len(r.Slots) > 0
 				}
 				continue
 			}

@@ -179,8 +179,9 @@ func Fold(recs []Record) Lifecycle {
 			}
 		case OpRemoved:
 			// A removal of its resources after readiness that no
-			// OpRemovalStarted announced (an orphan's excepted).
-			if r.Gen == latest && lc.Ready && r.ID != "" && lc.Removal == "" && !isOrphan(lc.Generations, r) {
+			// OpRemovalStarted announced (an orphan's, and a dropped pool
+			// slot's, excepted).
+			if r.Gen == latest && lc.Ready && r.ID != "" && len(r.Slots) == 0 && lc.Removal == "" && !isOrphan(lc.Generations, r) {
 				lc.Removal = "unannounced"
 			}
 		case OpCleanup:
@@ -232,7 +233,7 @@ func (lc Lifecycle) status() Status {
 	live, gLive := len(lc.Live()), len(g.Live())
 	removed := 0 // of the latest generation's own resources that existed
 	for _, r := range g.Resources {
-		if r.Removed && r.ID != "" && !r.Orphan {
+		if r.Removed && r.ID != "" && !r.Orphan && !r.Dropped {
 			removed++
 		}
 	}

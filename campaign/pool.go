@@ -208,8 +208,8 @@ func PoolSlots(recs []Record) []int {
 	}
 	var out []int
 	for _, r := range gens[len(gens)-1].Resources {
-		if r.Kind != KindContainer || r.Role != RoleWork {
-			continue
+		if r.Kind != KindContainer || r.Role != RoleWork || r.Dropped {
+			continue // a dropped slot is no longer the campaign's
 		}
 		if n, ok := PoolSlot(r.Labels); ok && !slices.Contains(out, n) {
 			out = append(out, n)

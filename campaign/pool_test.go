@@ -1,6 +1,7 @@
 package campaign
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -97,5 +98,33 @@ func TestClaimRecordParsed(t *testing.T) {
 		if _, err := parseRecord([]byte(tt.line)); (err == nil) != tt.ok {
 			t.Errorf("%s: %v, want ok %v", tt.line, err, tt.ok)
 		}
+	}
+}
+
+// TestPoolDroppedSlot: a pool slot whose workspace did not come up, its
+// container removed with the slot named (OpRemoved with Slots), leaves
+// the campaign ready and is no longer among its slots (PoolSlots), while
+// the same removal without the slot named is a removal of the campaign.
+func TestPoolDroppedSlot(t *testing.T) {
+	recs := []Record{{Op: OpBegin, Gen: 1, Instance: "i"},
+		{Op: OpIntent, Gen: 1, Kind: KindContainer, Role: RoleServer, Name: "srv"}, {Op: OpCreated, Gen: 1, Kind: KindContainer, Role: RoleServer, Name: "srv", ID: "s"},
+		{Op: OpIntent, Gen: 1, Kind: KindContainer, Role: RoleWork, Name: "ws-pool-0", Labels: map[string]string{LabelPoolSlot: "0"}},
+		{Op: OpCreated, Gen: 1, Kind: KindContainer, Role: RoleWork, Name: "ws-pool-0", ID: "c0"},
+		{Op: OpAttesting, Gen: 1}, {Op: OpAttested, Gen: 1, Status: AttestOK},
+		{Op: OpIntent, Gen: 1, Kind: KindContainer, Role: RoleWork, Name: "ws-pool-1", Labels: map[string]string{LabelPoolSlot: "1"}},
+		{Op: OpCreated, Gen: 1, Kind: KindContainer, Role: RoleWork, Name: "ws-pool-1", ID: "c1"},
+	}
+	removed := Record{Op: OpRemoved, Gen: 1, Kind: KindContainer, Role: RoleWork, Name: "ws-pool-1", ID: "c1"}
+	dropped := removed
+	dropped.Slots = []int{1}
+	lc := Fold(append(slices.Clone(recs), dropped))
+	if lc.Status != StatusReady || len(lc.PoolReady()) != 1 || lc.NextPoolSlot() != 2 {
+		t.Fatalf("with slot 1 dropped: %v, ready %v, next %d", lc.Status, lc.PoolReady(), lc.NextPoolSlot())
+	}
+	if got := PoolSlots(append(slices.Clone(recs), dropped)); !slices.Equal(got, []int{0}) {
+		t.Fatalf("slots with slot 1 dropped: %v, want [0]", got)
+	}
+	if st := Fold(append(slices.Clone(recs), removed)).Status; st == StatusReady {
+		t.Fatal("a removal that names no slot left the campaign ready")
 	}
 }
