@@ -210,7 +210,6 @@ func plannedAllows(e *expectation) []string {
 // cluster enforces them is the report's Network.Policies.
 func checkPolicies(r *Report, e *expectation, obs Observation) {
 	s := &r.Network
-	r.NetworkPolicies = "stored: the cluster holds the policies; no probe has proven that it enforces them (a CNI without NetworkPolicy support ignores them)"
 	pl := obs.Runtime.Policies
 	if p := pl.Problem("the namespace's network policies"); p != "" {
 		s.add("network.policy_default_deny", nil, "a policy selecting every pod, isolating ingress and egress, allowing nothing", false, p)

@@ -2,6 +2,8 @@ package attest
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -367,5 +369,64 @@ func TestPlannedAllowsNAT(t *testing.T) {
 		if strings.Contains(a, "cidr{") {
 			t.Errorf("internal: %q allows a way out", a)
 		}
+	}
+}
+
+// setProbe sets (adds, or replaces) the result of probe id in the run of
+// phase and subject.
+func (f *fixture) setProbe(t testing.TB, phase, subject, id string, res map[string]any) {
+	t.Helper()
+	for i, r := range f.obs.Runs {
+		if r.Phase != phase || r.Subject != subject {
+			continue
+		}
+		b := editJSON(t, json.RawMessage(r.Stdout), func(v any) any {
+			m := v.(map[string]any)
+			rs := slices.DeleteFunc(m["results"].([]any), func(x any) bool { return x.(map[string]any)["id"] == id })
+			res["id"] = id
+			m["results"] = append(rs, res)
+			return m
+		})
+		f.obs.Runs[i].Stdout = string(b)
+		return
+	}
+	t.Fatalf("%s: no run %s/%s", f.name, phase, subject)
+}
+
+// TestPolicyEnforcement: the report says the cluster's policies are
+// enforced only when every workspace pod's connection to the grader pod on
+// a port no policy allows went unanswered beside a control that
+// connected; an answer from any says they are not; anything else is
+// stored, unproven. None of it fails the report: stored is the truth of a
+// cluster without an enforcing plugin.
+func TestPolicyEnforcement(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		outcomes [2]string
+		control1 string // workspaces[1]'s control outcome ("" leaves it)
+		want     string
+	}{
+		{"answered", [2]string{"refused", "timeout"}, "", "stored, not enforced: a workspace's pod reached the grader pod on a port no policy allows (workspaces[0] (refused))"},
+		{"dropped", [2]string{"timeout", "timeout"}, "", "enforced:"},
+		{"dropped_without_control", [2]string{"timeout", "timeout"}, "timeout", "stored: enforcement not proven (workspaces[1]: timeout, its control did not connect)"},
+		{"error", [2]string{"timeout", "error"}, "", "stored: enforcement not proven"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := loadFixture(t, clusterFixture)
+			for i, o := range tt.outcomes {
+				subject := fmt.Sprintf("workspaces[%d]", i)
+				f.setProbe(t, PhaseMain, subject, subject+"/policy_enforcement/0", map[string]any{"kind": "tcp", "outcome": o})
+			}
+			if tt.control1 != "" {
+				f.probe(t, PhaseMain, "workspaces[1]", "workspaces[1]/control/0", func(m map[string]any) { m["outcome"] = tt.control1 })
+			}
+			rep := Evaluate(f.src, f.observed())
+			if !strings.HasPrefix(rep.NetworkPolicies, tt.want) {
+				t.Fatalf("network_policies %q, want %q...", rep.NetworkPolicies, tt.want)
+			}
+			if tt.control1 == "" && !rep.OK {
+				t.Fatalf("the enforcement probe failed the report: %v", rep.FailedChecks)
+			}
+		})
 	}
 }

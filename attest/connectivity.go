@@ -279,7 +279,7 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 		want    string
 	}
 	checks := map[string]*agg{}
-	var counters []probe
+	var counters, drops []probe
 	for _, pr := range plan.probes {
 		switch pr.want {
 		case wantProcess:
@@ -287,6 +287,9 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 			continue
 		case wantCounters:
 			counters = append(counters, pr)
+			continue
+		case wantPolicyDrop:
+			drops = append(drops, pr)
 			continue
 		}
 		rec := ProbeRecord{ID: pr.req.ID, Check: pr.check, Target: pr.target, Want: wantText(pr)}
@@ -338,6 +341,44 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 	}
 	checkCounters(r, e, plan, ev, counters)
 	checkListeners(r, obs)
+	if e.Cluster {
+		r.NetworkPolicies = policyEnforcement(conn, ev, drops, controlOK)
+	}
+}
+
+// policyEnforcement says what the report's network_policies claims from
+// the policy probes: enforced only when every workspace pod's connection
+// to the grader pod on a port no policy allows went unanswered (dropped)
+// beside its control's connection; not enforced when any was answered;
+// stored, unproven, otherwise. The probes are recorded as evidence.
+func policyEnforcement(conn *Connectivity, ev gathered, drops []probe, controlOK map[string]bool) string {
+	var answered, unsure []string
+	for _, pr := range drops {
+		res, why := ev.result(pr)
+		rec := ProbeRecord{ID: pr.req.ID, Check: pr.check, Target: pr.target, Want: "dropped (enforced) or answered (not enforced)",
+			Outcome: res.Outcome, Error: res.Error, LatencyMS: res.LatencyMS}
+		switch {
+		case why != "":
+			unsure = append(unsure, pr.subject+": "+why)
+		case res.Outcome == "refused" || res.Outcome == "connected":
+			answered = append(answered, pr.subject+" ("+res.Outcome+")")
+			rec.Pass = true
+		case (res.Outcome == "timeout" || res.Outcome == "unreachable") && controlOK[pr.phase+"/"+pr.subject]:
+			rec.Pass = true
+		default:
+			unsure = append(unsure, pr.subject+": "+res.Outcome+", its control "+map[bool]string{true: "connected", false: "did not connect"}[controlOK[pr.phase+"/"+pr.subject]])
+		}
+		conn.Probes = append(conn.Probes, rec)
+	}
+	switch {
+	case len(answered) > 0:
+		return "stored, not enforced: a workspace's pod reached the grader pod on a port no policy allows (" + strings.Join(answered, ", ") + "): the cluster's network plugin does not enforce network policies"
+	case len(drops) > 0 && len(unsure) == 0:
+		return "enforced: every workspace's pod was denied the grader pod on a port no policy allows (its connection dropped), while its control connected"
+	case len(drops) == 0:
+		return "stored: no workspace to probe enforcement from"
+	}
+	return "stored: enforcement not proven (" + strings.Join(unsure, "; ") + ")"
 }
 
 func checkCustody(r *Report, e *expectation, obs Observation, decoded map[string]*container, pr probe, ev gathered) {

@@ -226,6 +226,11 @@ const (
 	wantLoopbackOnly = "loopback_only"
 	// wantUIDBlock: the episode server runs with its journalled uid block.
 	wantUIDBlock = "uid_block"
+	// wantPolicyDrop: a cluster's pod is denied the grader pod's address
+	// on a port no policy allows (dropped: the policies are enforced; an
+	// answer: they are not). Not a check: it says what the report's
+	// network_policies claims.
+	wantPolicyDrop = "policy_drop"
 	// wantEpisodeUID: code run as an episode runs as a uid of the
 	// journalled block (a cluster's: its exec cannot read the server's
 	// process).
@@ -347,6 +352,20 @@ var probeRules = []probeRule{
 			}
 			p.add(probe{subject: w.Subject, check: w.Subject + ".probe.control", control: true, want: wantConnected,
 				target: target, req: req}, "control")
+		}
+	}},
+	// A cluster's policies, enforced or only stored: each workspace's pod
+	// (the exec, not agent code) connects to the grader pod on a port
+	// nothing listens on and no policy allows, beside its control.
+	{"policy_enforcement", func(p *probePlan) {
+		if !p.e.Cluster {
+			return
+		}
+		host, _ := splitHostPort(p.serverAddr())
+		for _, w := range p.workspaces() {
+			addr := joinHostPort(host, PeerPort)
+			p.add(probe{subject: w.Subject, check: "network_policies", want: wantPolicyDrop, target: "the grader pod at " + addr,
+				req: wire.Request{Kind: wire.KindTCP, Addr: addr}}, "policy_enforcement")
 		}
 	}},
 	// Workspace -> grader /health: reachable.
