@@ -313,16 +313,16 @@ func (a *Adapter) Refill(ctx context.Context, c *store.Campaign, opts AttestOpti
 // pooled workspaces of the pool's shortfall beyond the ones the refill
 // made already; none, and no error, for a campaign that is not ready,
 // has no pool or is whole.
-func (a *Adapter) refillHold(ctx context.Context, c *store.Campaign, made int) ([]poolSlot, error) {
-	a.claimsIdle(ctx, c.Key)
-	turn := a.refillTurn(c.Key)
-	turn.Lock()
-	defer turn.Unlock()
-	h, err := a.shareHold(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	defer a.leaveHold(c.Key, h)
+func (a *Adapter) refillHold(ctx context.Context, c *store.Campaign, made int) (slots []poolSlot, err error) {
+	err = a.inRefillHold(ctx, c, func(h *sharedHold) error {
+		slots, err = a.growHeld(ctx, c, h, made)
+		return err
+	})
+	return slots, err
+}
+
+// growHeld is refillHold's work, with h held.
+func (a *Adapter) growHeld(ctx context.Context, c *store.Campaign, h *sharedHold, made int) ([]poolSlot, error) {
 	st, err := a.claimable(c)
 	if errors.Is(err, ErrNotUp) || errors.Is(err, ErrNoPool) {
 		return nil, nil
@@ -344,6 +344,13 @@ func (a *Adapter) refillHold(ctx context.Context, c *store.Campaign, made int) (
 // dropFailed removes a refill's slots that did not come up (dropSlots),
 // in a shared hold of c's lock.
 func (a *Adapter) dropFailed(ctx context.Context, c *store.Campaign, failed []poolSlot) error {
+	return a.inRefillHold(ctx, c, func(h *sharedHold) error { return a.dropSlots(ctx, c, h.j, failed) })
+}
+
+// inRefillHold runs fn in the refill's turn and a shared hold of c's
+// lock, after the claims waiting for it (claims go first).
+func (a *Adapter) inRefillHold(ctx context.Context, c *store.Campaign, fn func(h *sharedHold) error) error {
+	a.claimsIdle(ctx, c.Key)
 	turn := a.refillTurn(c.Key)
 	turn.Lock()
 	defer turn.Unlock()
@@ -352,7 +359,7 @@ func (a *Adapter) dropFailed(ctx context.Context, c *store.Campaign, failed []po
 		return err
 	}
 	defer a.leaveHold(c.Key, h)
-	return a.dropSlots(ctx, c, h.j, failed)
+	return fn(h)
 }
 
 // attestRefill attests the slots a refill made and started. It judges
@@ -380,27 +387,20 @@ func (a *Adapter) attestRefill(ctx context.Context, c *store.Campaign, slots []p
 			}
 		}
 	}
-	a.claimsIdle(ctx, c.Key)
-	turn := a.refillTurn(c.Key)
-	turn.Lock()
-	defer turn.Unlock()
-	h, err := a.shareHold(ctx, c)
-	if err != nil {
-		return err
-	}
-	defer a.leaveHold(c.Key, h)
-	st, err := a.claimable(c)
-	if err != nil {
-		return fmt.Errorf("pool refill of %s: %w", c.ID, err)
-	}
-	j := h.j
-	if rep != nil {
-		now, _, err := c.Records()
-		if err == nil && onlyClaimsSince(recs, now) {
-			return a.verdict(ctx, c, j, st.Latest().N, rep)
+	return a.inRefillHold(ctx, c, func(h *sharedHold) error {
+		st, err := a.claimable(c)
+		if err != nil {
+			return fmt.Errorf("pool refill of %s: %w", c.ID, err)
 		}
-	}
-	return a.attestSlots(ctx, c, j, slots, opts)
+		j := h.j
+		if rep != nil {
+			now, _, err := c.Records()
+			if err == nil && onlyClaimsSince(recs, now) {
+				return a.verdict(ctx, c, j, st.Latest().N, rep)
+			}
+		}
+		return a.attestSlots(ctx, c, j, slots, opts)
+	})
 }
 
 // onlyClaimsSince reports whether now is before followed by claim
