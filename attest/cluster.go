@@ -113,7 +113,8 @@ func checkPod(r *Report, e *expectation, c *containerExp, obs Observation, ranFi
 		"the pod names another image than the pinned one, reports no image id running, or runs another id than the campaign's other pods of the same reference")
 	// The pod's arguments are the plan's, as the driver renders them (by
 	// digest: a launcher's command may hold values).
-	want := clusterArgs(e, c, (&Expectation{e}).ServerAddr(obs))
+	serverAddr := (&Expectation{e}).ServerAddr(obs)
+	want := clusterArgs(e, c, serverAddr)
 	r.Containers.add(s+".command", map[string]any{"digest": argvDigest(d.Cmd), "argc": len(d.Cmd)}, map[string]any{"digest": argvDigest(want), "argc": len(want)},
 		len(d.Cmd) > 0 && slices.Equal(d.Cmd, want), "the pod's spec gives its container other arguments than the planned command (as the driver renders it)")
 	if c.Role == campaign.RoleWork && c.NeedsKey {
@@ -121,8 +122,8 @@ func checkPod(r *Report, e *expectation, c *containerExp, obs Observation, ranFi
 		// grader pod's now: the probes reach it there, and so must the
 		// workbench's submissions.
 		want := ""
-		if addr := (&Expectation{e}).ServerAddr(obs); addr != "" {
-			want = "http://" + addr
+		if serverAddr != "" {
+			want = "http://" + serverAddr
 		}
 		got := ""
 		for i, a := range d.Cmd {

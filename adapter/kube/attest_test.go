@@ -12,12 +12,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/kuberig"
-	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -35,11 +33,7 @@ var update = flag.Bool("update", false, "recapture testdata/attest/cluster from 
 // attests ok again. With -update it captures the cluster fixture
 // package attest judges (testdata/attest/cluster).
 func TestCampaignAttestsOnTheNode(t *testing.T) {
-	d := open(t)
-	h := engine(t, d)
-	ctx := testenv.Context(t)
-	id := fmt.Sprintf("attest-%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { h.Cleanup(context.Background(), id) })
+	d, h, ctx, id := onTheNode(t, "attest")
 	s := spec(t, d, id, 2)
 	s.Workspaces[0].Integrity = campaign.IntegritySpec{ForbiddenPaths: []string{campaign.WorkbenchTaskFile, "/srv/answers/key.json"}}
 	if _, err := h.BringUp(ctx, s); err != nil {

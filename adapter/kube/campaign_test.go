@@ -24,6 +24,18 @@ const testKey = "cluster-test-key-0123456789abcdef"
 
 func engine(t *testing.T, d driver.Driver) *drivertest.Harness { return engineB(t, d) }
 
+// onTheNode is a cluster test's opening: the driver on the rig, the
+// engine on it, the test's context, and a campaign id of prefix whose
+// campaign is removed when the test ends.
+func onTheNode(t *testing.T, prefix string) (*kube.Driver, *drivertest.Harness, context.Context, string) {
+	t.Helper()
+	d := open(t)
+	h := engine(t, d)
+	id := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1e9)
+	t.Cleanup(func() { h.Cleanup(context.Background(), id) })
+	return d, h, testenv.Context(t), id
+}
+
 func engineB(t testing.TB, d driver.Driver) *drivertest.Harness {
 	t.Helper()
 	a := &adapter.Adapter{Driver: d, Getenv: func(k string) string { return map[string]string{campaign.DefaultAPIKeyEnv: testKey}[k] },

@@ -3,7 +3,6 @@
 package kube_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/kuberig"
-	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,11 +28,7 @@ import (
 // cluster's API server, though its own pod can: its episode has a
 // network namespace of its own.
 func TestContainmentInAPod(t *testing.T) {
-	d := open(t)
-	h := engine(t, d)
-	ctx := testenv.Context(t)
-	id := fmt.Sprintf("contain-%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { h.Cleanup(context.Background(), id) })
+	d, h, ctx, id := onTheNode(t, "contain")
 	c, err := h.BringUp(ctx, spec(t, d, id, 2))
 	if err != nil {
 		t.Fatal(err)

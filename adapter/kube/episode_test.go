@@ -5,7 +5,6 @@ package kube_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/agentpen/agentpen/adapter/driver"
-	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
 	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/agentpen/agentpen/workbench/results"
@@ -25,11 +23,7 @@ import (
 // and its result comes back through Driver.Results (pods/exec), read from
 // where the last read ended.
 func TestEpisodesThroughTheEngine(t *testing.T) {
-	d := open(t)
-	h := engine(t, d)
-	ctx := testenv.Context(t)
-	id := fmt.Sprintf("episodes-%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { h.Cleanup(context.Background(), id) })
+	d, h, ctx, id := onTheNode(t, "episodes")
 	c, err := h.BringUp(ctx, spec(t, d, id, 2))
 	if err != nil {
 		t.Fatal(err)

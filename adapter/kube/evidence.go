@@ -39,7 +39,7 @@ func (d *Driver) Evidence(ctx context.Context, q driver.EvidenceQuery) evidence.
 	}
 	found, err := d.List(ctx, campaign.LabelCampaign+"="+q.CampaignID)
 	if err != nil {
-		rt.ContainerList.Err, rt.NetworkList.Err = err.Error(), err.Error()
+		rt.ContainerList.Err = err.Error()
 	}
 	for _, f := range found {
 		l := evidence.Listed{ID: f.ID, Name: f.Name, Labels: f.Labels}

@@ -4,15 +4,12 @@ package kube_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/kuberig"
-	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -28,11 +25,7 @@ import (
 //   - an ephemeral container added to the grader pod (pods/ephemeralcontainers):
 //     Evidence counts spec.containers only.
 func TestForeignsInTheCampaignsPods(t *testing.T) {
-	d := open(t)
-	h := engine(t, d)
-	ctx := testenv.Context(t)
-	id := fmt.Sprintf("rv38-%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { h.Cleanup(context.Background(), id) })
+	d, h, ctx, id := onTheNode(t, "rv38")
 	s := spec(t, d, id, 1)
 	image := s.Workspaces[0].Image
 	if _, err := h.BringUp(ctx, s); err != nil {

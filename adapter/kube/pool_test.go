@@ -12,7 +12,6 @@ import (
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/campaign"
-	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/internal/testkit/workbenchtest"
 	"github.com/agentpen/agentpen/workbench/client"
 	"github.com/agentpen/agentpen/workbench/results"
@@ -27,12 +26,7 @@ import (
 // can read) does not attest, naming the slot's check, and nothing is
 // ever claimed from it.
 func TestPoolOnTheNode(t *testing.T) {
-	d := open(t)
-	h := engine(t, d)
-	ctx := testenv.Context(t)
-
-	id := fmt.Sprintf("pool-%d", time.Now().UnixNano()%1e9)
-	t.Cleanup(func() { h.Cleanup(context.Background(), id) })
+	d, h, ctx, id := onTheNode(t, "pool")
 	s := spec(t, d, id, 1)
 	s.Pool = 2
 	_, rep, err := h.BringUpAttested(ctx, s, adapter.AttestOptions{})
