@@ -177,14 +177,15 @@ func serverSpec(p *campaign.Plan, apiKey string, secrets map[string]string, dock
 // graderDir the server's socket directory (TopologyNone), mounted
 // read-only at campaign.GraderDir. apiKey (the value of the server's
 // APIKeyEnv, "" when unset) lets the workspace's episode server call the
-// grader; it goes into the create call only. The workspace joins its own
+// grader; it goes into the create call only, and only where the workbench
+// serves (AgentPlan.NeedsKey): a launcher's own command is the agent. The workspace joins its own
 // network, or none.
 func workspaceSpec(p *campaign.Plan, a campaign.AgentPlan, runDir, graderDir, apiKey string) containerSpec {
 	env := make([]string, 0, len(a.Env)+1)
 	for _, k := range sortedKeys(a.Env) {
 		env = append(env, k+"="+a.Env[k])
 	}
-	if apiKey != "" {
+	if apiKey != "" && a.NeedsKey {
 		env = append(env, p.Server.Spec.APIKeyEnv+"="+apiKey)
 	}
 	mode, nc := networking(a.Network, a.Alias)

@@ -126,6 +126,16 @@ func TestWorkspaceSpec(t *testing.T) {
 	if got := strings.Join(cs.Config.Cmd, " "); got != want {
 		t.Fatalf("workspace command %q, want %q", got, want)
 	}
+	// A launcher's own command is the agent: it never gets the grader's
+	// key (with it, agent code could call the grader's protected routes).
+	s.Workspaces[1].Command = []string{"sleep", "infinity"}
+	if p, err = campaign.NewPlan(s); err != nil {
+		t.Fatal(err)
+	}
+	own := workspaceSpec(p, p.Agents[1], "/run/user/1/agentpen/x/agent", graderDir, "k3y")
+	if env := strings.Join(own.Config.Env, "\n"); strings.Contains(env, "k3y") {
+		t.Fatalf("a launcher's own command holds the grader's key: %s", env)
+	}
 }
 
 // TestWorkspaceSeccomp: the workspace's profile is Docker's default plus
