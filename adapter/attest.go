@@ -307,8 +307,9 @@ func (a *Adapter) runProbes(ctx context.Context, execs []attest.Exec, env attest
 }
 
 // listeners are agentpen's own listeners on the host for the probes: one
-// on the loopback, and (under internal egress) one on every other address
-// of the host. They accept, count and close.
+// on the loopback, (under internal egress) one on every other address of
+// the host, and a network canary for each of attest.CanaryClasses on the
+// first host address that binds. They accept, count and close.
 type listeners struct {
 	ls   []listener
 	wg   sync.WaitGroup
@@ -316,68 +317,74 @@ type listeners struct {
 }
 
 type listener struct {
-	kind     string
-	ln       net.Listener
-	mu       *sync.Mutex
-	accepted *int
+	kind, class string
+	ln          net.Listener
+	mu          *sync.Mutex
+	accepted    *int
 }
 
 func openListeners(internal bool) (*listeners, error) {
-	addrs := []netip.Addr{netip.MustParseAddr("127.0.0.1")}
-	if internal {
-		ifAddrs, err := net.InterfaceAddrs()
-		if err != nil {
-			return nil, fmt.Errorf("host addresses: %w", err)
-		}
-		for _, ia := range ifAddrs {
-			pfx, err := netip.ParsePrefix(ia.String())
-			if err != nil {
-				continue
-			}
-			ad := pfx.Addr()
-			if ad.IsLoopback() || ad.IsLinkLocalUnicast() || ad.IsMulticast() || ad.IsUnspecified() {
-				continue
-			}
-			addrs = append(addrs, ad)
-		}
-	}
 	out := &listeners{}
-	for _, ad := range addrs {
-		ln, err := net.Listen("tcp", netip.AddrPortFrom(ad, 0).String())
+	if err := out.open(attest.ListenerLoopback, "", netip.MustParseAddr("127.0.0.1")); err != nil {
+		return nil, fmt.Errorf("host loopback listener: %w", err)
+	}
+	ifAddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		out.close()
+		return nil, fmt.Errorf("host addresses: %w", err)
+	}
+	stood := map[string]bool{}
+	for _, ia := range ifAddrs {
+		pfx, err := netip.ParsePrefix(ia.String())
 		if err != nil {
-			if ad.IsLoopback() {
-				out.close()
-				return nil, fmt.Errorf("host loopback listener: %w", err)
-			}
-			continue // an address that cannot be bound is not probed
+			continue
 		}
-		kind := attest.ListenerHostAddress
-		if ad.IsLoopback() {
-			kind = attest.ListenerLoopback
+		ad := pfx.Addr()
+		if ad.IsLoopback() || ad.IsLinkLocalUnicast() || ad.IsMulticast() || ad.IsUnspecified() {
+			continue
 		}
-		l := listener{kind: kind, ln: ln, mu: &sync.Mutex{}, accepted: new(int)}
-		out.ls = append(out.ls, l)
-		out.wg.Go(func() {
-			for {
-				c, err := l.ln.Accept()
-				if err != nil {
-					return
-				}
-				l.mu.Lock()
-				*l.accepted++
-				l.mu.Unlock()
-				c.Close()
+		// An address that cannot be bound is not probed; a class
+		// without a stand-in fails its check (attest says so).
+		if internal {
+			out.open(attest.ListenerHostAddress, "", ad)
+		}
+		for _, class := range attest.CanaryClasses {
+			if !stood[class] && ad.Is4() {
+				stood[class] = out.open(attest.ListenerCanary, class, ad) == nil
 			}
-		})
+		}
 	}
 	return out, nil
+}
+
+// open starts a listener of kind on a free port of ad.
+func (l *listeners) open(kind, class string, ad netip.Addr) error {
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(ad, 0).String())
+	if err != nil {
+		return err
+	}
+	x := listener{kind: kind, class: class, ln: ln, mu: &sync.Mutex{}, accepted: new(int)}
+	l.ls = append(l.ls, x)
+	l.wg.Go(func() {
+		for {
+			c, err := x.ln.Accept()
+			if err != nil {
+				return
+			}
+			x.mu.Lock()
+			*x.accepted++
+			x.mu.Unlock()
+			c.Close()
+		}
+	})
+	return nil
 }
 
 func (l *listeners) describe() []attest.Listener {
 	out := []attest.Listener{}
 	for _, x := range l.ls {
 		x.mu.Lock()
-		out = append(out, attest.Listener{Kind: x.kind, Addr: x.ln.Addr().String(), Accepted: *x.accepted})
+		out = append(out, attest.Listener{Kind: x.kind, Class: x.class, Addr: x.ln.Addr().String(), Accepted: *x.accepted})
 		x.mu.Unlock()
 	}
 	return out

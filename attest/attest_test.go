@@ -67,6 +67,7 @@ type mutation struct {
 const (
 	srv = "server"
 	ws0 = "workspaces[0]"
+	ws2 = "workspaces[2]" // a launcher's own command (the network canaries)
 )
 
 func mutations() []mutation {
@@ -554,6 +555,31 @@ func mutations() []mutation {
 			mutate: func(t *testing.T, f *fixture) {
 				f.probe(t, PhaseMain, ws0, ws0+"/forbidden_paths/0", func(m map[string]any) { m["outcome"] = "error"; m["error"] = "too many links" })
 			}},
+		mutation{name: "canary_reached", what: "a launcher's own command connected to the package registry's stand-in", want: []string{ws2 + ".probe.network_canaries"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws2, ws2+"/network_canaries/0", func(m map[string]any) { m["outcome"] = "connected"; delete(m, "error") })
+			}},
+		mutation{name: "canary_counted", what: "the probes say no stand-in was reached, the registry's stand-in counted a connection", want: []string{ws2 + ".probe.network_canaries"},
+			mutate: func(t *testing.T, f *fixture) {
+				for i, l := range f.obs.Listeners {
+					if l.Kind == ListenerCanary && l.Class == campaign.EgressPackageRegistry {
+						f.obs.Listeners[i].Accepted = 1
+					}
+				}
+			}},
+		mutation{name: "metadata_route_elsewhere", what: "the route to the metadata address leaves another way than the route to a stand-in", want: []string{ws2 + ".probe.network_canaries"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws2, ws2+"/network_canaries/3", func(m map[string]any) { m["outcome"], m["source"] = "found", "10.0.0.1"; delete(m, "error") })
+				f.probe(t, PhaseMain, ws2, ws2+"/network_canaries/4", func(m map[string]any) { m["outcome"], m["source"] = "found", "10.0.0.2"; delete(m, "error") })
+			}},
+		mutation{name: "metadata_route_no_reference", what: "a route to the metadata address, none to the stand-in it is compared with", want: []string{ws2 + ".probe.network_canaries"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws2, ws2+"/network_canaries/3", func(m map[string]any) { m["outcome"], m["source"] = "found", "10.0.0.1"; delete(m, "error") })
+			}},
+		mutation{name: "canary_not_allowed", fixture: "nat", what: "the spec no longer allows the launcher's kind of host: its stand-in was not probed", want: []string{ws2 + ".probe.network_canaries"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.src.Spec.Workspaces[2].Integrity.AllowedEgress = []string{campaign.EgressPackageRegistry, campaign.EgressCodeHost, campaign.EgressMetadata}
+			}},
 		mutation{name: "agent_interface", what: "a workspace of a campaign without networks has an eth0", want: []string{ws0 + ".probe.agent_to_agent"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.probe(t, PhaseMain, ws0, ws0+"/agent_to_agent/0", func(m map[string]any) { m["interfaces"] = []any{"eth0", "lo"} })
@@ -855,7 +881,7 @@ func TestGitAuditedOnce(t *testing.T) {
 		}
 		return out
 	}
-	if got := planned(f.src); !slices.Equal(got, []string{"workspaces[0]", "workspaces[1]"}) {
+	if got := planned(f.src); !slices.Equal(got, []string{"workspaces[0]", "workspaces[1]", "workspaces[2]"}) {
 		t.Fatalf("first attestation: git probes of %v", got)
 	}
 	gens := campaign.Generations(f.src.Records)
@@ -882,14 +908,14 @@ func TestGitAuditedOnce(t *testing.T) {
 	}
 	// An earlier generation's attestation covers nothing of this one.
 	src.Records = append(slices.Clone(f.src.Records), campaign.Record{Op: campaign.OpAttested, Gen: gen - 1, Status: campaign.AttestOK})
-	if got := planned(src); len(got) != 2 {
+	if got := planned(src); len(got) != 3 {
 		t.Fatalf("another generation's attestation: git probes of %v", got)
 	}
 	// Nor does a failed one, of the campaign or of a refill's slots: the
 	// campaign was not handed out on it, and what it failed on (a leak)
 	// is looked at again.
 	src.Records = append(slices.Clone(f.src.Records), campaign.Record{Op: campaign.OpAttested, Gen: gen, Status: campaign.AttestFailed})
-	if got := planned(src); len(got) != 2 {
+	if got := planned(src); len(got) != 3 {
 		t.Fatalf("after a failed attestation: git probes of %v", got)
 	}
 }
@@ -950,8 +976,8 @@ func TestGitCache(t *testing.T) {
 	}
 	cache := GitCache{}
 	cache.Learn(rep)
-	if len(cache) != 2 { // both workspaces' audits passed (the second found no repository)
-		t.Fatalf("learnt %d keys, want 2", len(cache))
+	if len(cache) != 3 { // every workspace's audit passed (the others found no repository)
+		t.Fatalf("learnt %d keys, want 3", len(cache))
 	}
 
 	cached := map[string]any{"path": "/workspace/repo", "leak_count": float64(0), "state_key": key, "cached": true}
@@ -993,5 +1019,25 @@ func TestGitCache(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMetadataRouteAsTheStandIns: a route to the metadata address that
+// leaves as the route to a stand-in does (the same source address), the
+// stand-ins refused, passes: their refusal speaks for it. The same route
+// with a stand-in reached fails.
+func TestMetadataRouteAsTheStandIns(t *testing.T) {
+	f := loadFixture(t, "internal")
+	for _, n := range []string{"3", "4"} {
+		f.probe(t, PhaseMain, ws2, ws2+"/network_canaries/"+n, func(m map[string]any) { m["outcome"], m["source"] = "found", "10.0.0.1"; delete(m, "error") })
+	}
+	if rep := Evaluate(f.src, f.observed()); !rep.OK {
+		t.Fatalf("the metadata route leaves as the stand-ins', none reached: %v", rep.FailureLines())
+	}
+	f.probe(t, PhaseMain, ws2, ws2+"/network_canaries/1", func(m map[string]any) { m["outcome"] = "connected"; delete(m, "error") })
+	rep := Evaluate(f.src, f.observed())
+	c := rep.Checks()[ws2+".probe.network_canaries"]
+	if c.Pass || !strings.Contains(c.Reason, "code_host") || !strings.Contains(c.Reason, "the way the stand-ins were reached") {
+		t.Fatalf("a stand-in reached: pass %v, reason %q; want the code host and the metadata route named", c.Pass, c.Reason)
 	}
 }

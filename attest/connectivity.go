@@ -279,7 +279,22 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 		want    string
 	}
 	checks := map[string]*agg{}
-	var counters, drops []probe
+	record := func(pr probe, rec ProbeRecord, pass bool, why string) {
+		rec.Pass = pass
+		conn.Probes = append(conn.Probes, rec)
+		a := checks[pr.check]
+		if a == nil {
+			a = &agg{pass: true, want: wantText(pr)}
+			checks[pr.check] = a
+		}
+		a.recs = append(a.recs, rec)
+		if !pass {
+			a.pass = false
+			a.reasons = append(a.reasons, pr.target+": "+why)
+		}
+	}
+	var counters, drops, routes []probe
+	reached := map[string]bool{} // subject -> a stand-in's probe did not show it unreachable
 	for _, pr := range plan.probes {
 		switch pr.want {
 		case wantProcess:
@@ -290,6 +305,9 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 			continue
 		case wantPolicyDrop:
 			drops = append(drops, pr)
+			continue
+		case wantMetadataRoute, wantRouteRef:
+			routes = append(routes, pr)
 			continue
 		}
 		rec := ProbeRecord{ID: pr.req.ID, Check: pr.check, Target: pr.target, Want: wantText(pr)}
@@ -312,17 +330,35 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 		if pass && pr.negative && !controlOK[pr.phase+"/"+pr.subject] {
 			pass, why = false, "the positive control in the same exec failed: a refusal or a timeout there is no evidence"
 		}
-		rec.Pass = pass
-		conn.Probes = append(conn.Probes, rec)
-		a := checks[pr.check]
-		if a == nil {
-			a = &agg{pass: true, want: wantText(pr)}
-			checks[pr.check] = a
+		if pr.canary != "" && !pass {
+			reached[pr.subject] = true
 		}
-		a.recs = append(a.recs, rec)
-		if !pass {
-			a.pass = false
-			a.reasons = append(a.reasons, pr.target+": "+why)
+		record(pr, rec, pass, why)
+	}
+	judgeMetadataRoutes(routes, ev, reached, record)
+	for _, n := range plan.notes {
+		a := checks[n.check]
+		if a == nil {
+			a = &agg{pass: true, want: wantUnreachable}
+			checks[n.check] = a
+		}
+		if !n.pass {
+			a.pass, a.reasons = false, append(a.reasons, n.why)
+		}
+	}
+	// A stand-in that accepted a connection was reached, whatever the
+	// probes said: every workspace probing its class fails.
+	for _, l := range obs.Listeners {
+		if l.Kind != ListenerCanary || l.Accepted == 0 {
+			continue
+		}
+		for _, pr := range plan.probes {
+			if a := checks[pr.check]; pr.canary == l.Class && a != nil {
+				a.pass = false
+				if why := fmt.Sprintf("the %s stand-in at %s accepted %d connection(s)", l.Class, l.Addr, l.Accepted); !slices.Contains(a.reasons, why) {
+					a.reasons = append(a.reasons, why)
+				}
+			}
 		}
 	}
 	for name, a := range checks {
@@ -514,10 +550,56 @@ func checkCounters(r *Report, e *expectation, plan *probePlan, ev gathered, prob
 		"requests sent without the key reached a handler, did not all arrive, or the counters were not read")
 }
 
+// judgeMetadataRoutes judges each workspace's route to the metadata
+// address, which no probe sends to: no route passes; a route passes only
+// when it leaves as the route to a stand-in does (the same source
+// address) and no stand-in was reached from that workspace, so the
+// stand-ins' refusal speaks for it. Anything else is no proof.
+func judgeMetadataRoutes(routes []probe, ev gathered, reached map[string]bool, record func(probe, ProbeRecord, bool, string)) {
+	refs := map[string]wire.Outcome{}
+	for _, pr := range routes {
+		if pr.want == wantRouteRef {
+			if res, why := ev.result(pr); why == "" {
+				refs[pr.subject] = res
+			}
+		}
+	}
+	for _, pr := range routes {
+		if pr.want != wantMetadataRoute {
+			continue
+		}
+		rec := ProbeRecord{ID: pr.req.ID, Check: pr.check, Target: pr.target, Want: wantText(pr)}
+		res, why := ev.result(pr)
+		if why != "" {
+			record(pr, rec, false, why)
+			continue
+		}
+		rec.Outcome, rec.Error, rec.LatencyMS = res.Outcome+" "+res.Source, res.Error, res.LatencyMS
+		ref, hasRef := refs[pr.subject]
+		switch {
+		case res.Outcome == wire.OutcomeUnreachable:
+			record(pr, rec, true, "")
+		case res.Outcome != wire.OutcomeFound || res.Source == "":
+			record(pr, rec, false, "no definite answer: "+strings.TrimSpace(res.Outcome+" "+res.Error))
+		case !hasRef || ref.Outcome != wire.OutcomeFound:
+			record(pr, rec, false, "a route from "+res.Source+", and no route to a stand-in to compare it with")
+		case ref.Source != res.Source:
+			record(pr, rec, false, fmt.Sprintf("a route from %s, another way than the stand-ins' (from %s): not shown unreachable", res.Source, ref.Source))
+		case reached[pr.subject]:
+			record(pr, rec, false, "a route from "+res.Source+", the way the stand-ins were reached")
+		default:
+			record(pr, rec, true, "")
+		}
+	}
+}
+
 func checkListeners(r *Report, obs Observation) {
 	loopback := 0
 	accepted := map[string]int{}
 	for _, l := range obs.Listeners {
+		if l.Kind == ListenerCanary {
+			continue // reached or not, probe.network_canaries judges it
+		}
 		if l.Kind == ListenerLoopback {
 			loopback++
 		}

@@ -44,12 +44,12 @@ func TestCompare(t *testing.T) {
 	if !c.Same || len(c.Differs) != 0 {
 		t.Errorf("the same images: same %v, differs %v", c.Same, c.Differs)
 	}
-	wantIgnored := []string{"campaign_id", "instance", "attested_at", "server.container_id", "workspaces[0].container_id", "workspaces[1].container_id"}
+	wantIgnored := []string{"campaign_id", "instance", "attested_at", "server.container_id", "workspaces[0].container_id", "workspaces[1].container_id", "workspaces[2].container_id"}
 	if got := fields(c.Ignored); !slices.Equal(got, wantIgnored) {
 		t.Errorf("the same images: ignored %v, want %v", got, wantIgnored)
 	}
 	// The fixture's daemon has no cgroups: every limit is only requested.
-	if got := fields(c.OnlyRequested); !slices.Equal(got, []string{"workspaces[0].limits.memory", "workspaces[0].limits.pids", "workspaces[1].limits.memory", "workspaces[1].limits.pids"}) {
+	if got := fields(c.OnlyRequested); !slices.Equal(got, []string{"workspaces[0].limits.memory", "workspaces[0].limits.pids", "workspaces[1].limits.memory", "workspaces[1].limits.pids", "workspaces[2].limits.memory", "workspaces[2].limits.pids"}) {
 		t.Errorf("only requested: %v", got)
 	}
 

@@ -22,7 +22,7 @@ func TestFingerprint(t *testing.T) {
 		m["HostConfig"].(map[string]any)["SecurityOpt"] = []any{"no-new-privileges", "seccomp=unconfined"}
 	})
 	wb := map[string]any{"version": "v9.9.9", "commit": "abc", "digest": "sha256:" + strings.Repeat("b", 64)}
-	setBinary := func(subject, containerID string) {
+	setBinary := func(subject, containerID string, wb map[string]any) {
 		for i, r := range f.obs.Runs {
 			if r.Subject != subject {
 				continue
@@ -32,6 +32,9 @@ func TestFingerprint(t *testing.T) {
 				t.Fatal(err)
 			}
 			m["binary"] = wb
+			if wb == nil {
+				delete(m, "binary")
+			}
 			if containerID != "" {
 				m["container_id"] = containerID
 			}
@@ -39,10 +42,11 @@ func TestFingerprint(t *testing.T) {
 			f.obs.Runs[i].Stdout = string(b)
 		}
 	}
-	setBinary(ws0, "")
+	setBinary(ws0, "", wb)
 	// The server's output says it ran elsewhere: its binary is not the
-	// server's.
-	setBinary("server", strings.Repeat("f", 64))
+	// server's; workspaces[1]'s names none.
+	setBinary("server", strings.Repeat("f", 64), wb)
+	setBinary("workspaces[1]", "", nil)
 	rep := Evaluate(f.src, f.observed())
 	fp := rep.Fingerprint
 	if fp.Runtime.KernelVersion != "6.1.0-fingerprint" || fp.Runtime.Version == "" || fp.Runtime.ID == "" || !fp.Runtime.Rootless {

@@ -176,10 +176,13 @@ func (x *Expectation) PeerAddrs(obs Observation) map[string]string {
 }
 
 // Listener is one of agentpen's own listeners on the host: loopback (the
-// host's 127.0.0.1) or a host address (probed under internal egress).
+// host's 127.0.0.1), a host address (probed under internal egress), or a
+// network canary: a stand-in for a kind of host outside the campaign.
 type Listener struct {
-	Kind string `json:"kind"` // ListenerLoopback or ListenerHostAddress
+	Kind string `json:"kind"` // ListenerLoopback, ListenerHostAddress or ListenerCanary
 	Addr string `json:"addr"` // host:port on the host
+	// Class is a canary's kind of host (a campaign.EgressClasses one).
+	Class string `json:"class,omitempty"`
 	// Accepted counts the connections it accepted during the probes.
 	Accepted int `json:"accepted"`
 }
@@ -188,7 +191,18 @@ type Listener struct {
 const (
 	ListenerLoopback    = "loopback"
 	ListenerHostAddress = "host_address"
+	ListenerCanary      = "canary"
 )
+
+// CanaryClasses are the canary classes stood in for by a listener on a
+// host address (the route out reaches them as it reaches the internet);
+// campaign.EgressMetadata is probed by a route lookup instead, never sent
+// to.
+var CanaryClasses = []string{campaign.EgressPackageRegistry, campaign.EgressCodeHost, campaign.EgressLauncher}
+
+// MetadataAddr is the cloud metadata service's address a route is looked
+// up for: nothing is ever sent to it.
+const MetadataAddr = "169.254.169.254:80"
 
 // Exec is one docker exec the adapter runs: Cmd in the container with id
 // ContainerID, in Phase.
@@ -251,6 +265,13 @@ const (
 	// wantGitClean: every repository under the root was audited and none
 	// holds anything its base does not reach.
 	wantGitClean = "git_clean"
+	// wantMetadataRoute: the kernel has no route to the metadata
+	// address, or one leaving as the route to a stand-in does (the same
+	// source address) while no stand-in was reached.
+	wantMetadataRoute = "no_route_or_as_the_stand_ins"
+	// wantRouteRef: the route to a stand-in, wantMetadataRoute's
+	// reference; not judged by itself.
+	wantRouteRef = "route_reference"
 )
 
 // episodeProbeTimeoutMS bounds an episode probe: it starts an episode and
@@ -272,6 +293,14 @@ type probe struct {
 	route          string // a protected route probed without the key
 	uid            int    // the uid block's base a uid_block probe must find
 	cacheKey       string // a git probe's GitCacheKey
+	canary         string // a network canary's class
+}
+
+// note is a check a rule judged without a probe: it passes, or fails
+// saying why.
+type note struct {
+	check, why string
+	pass       bool
 }
 
 // probePlan collects the probes of a campaign.
@@ -280,6 +309,7 @@ type probePlan struct {
 	env       ProbeEnv
 	listeners []Listener
 	probes    []probe
+	notes     []note
 	n         map[string]int
 }
 
@@ -338,7 +368,7 @@ type probeRule struct {
 // dockerRules probe what only a Docker campaign has: the host's loopback
 // and addresses from a rootless network, networks between agents. A cluster's campaign is
 // not probed by them (cluster.go says what stands instead).
-var dockerRules = map[string]bool{"host_loopback": true, "host_addresses": true, "agent_to_agent": true}
+var dockerRules = map[string]bool{"host_loopback": true, "host_addresses": true, "agent_to_agent": true, "network_canaries": true}
 
 var probeRules = []probeRule{
 	// Positive control: in the same exec as the negative probes, a
@@ -420,6 +450,55 @@ var probeRules = []probeRule{
 			for _, w := range p.workspaces() {
 				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.host_addresses", want: wantUnreachable, negative: true,
 					target: l.Addr, req: wire.Request{Kind: wire.KindTCP, Addr: l.Addr}}, "host_addresses")
+			}
+		}
+	}},
+	// A launcher's own command -> a stand-in for each kind of host the
+	// spec does not allow (integrity.allowed_egress): unreachable; and no
+	// route to the cloud metadata address. Where the workbench serves,
+	// agent code has no interface but lo (probe.episode_isolation).
+	{"network_canaries", func(p *probePlan) {
+		canaries := map[string]string{}
+		for _, l := range p.listeners {
+			if l.Kind == ListenerCanary {
+				canaries[l.Class] = l.Addr
+			}
+		}
+		for _, w := range p.workspaces() {
+			if w.Serves != "" {
+				continue
+			}
+			check := w.Subject + ".probe.network_canaries"
+			if !slices.ContainsFunc(campaign.EgressClasses, func(c string) bool { return !w.Integrity.Allows(c) }) {
+				p.notes = append(p.notes, note{check: check, pass: true}) // every kind allowed: the report's spec says so
+				continue
+			}
+			for _, class := range CanaryClasses {
+				if w.Integrity.Allows(class) {
+					continue
+				}
+				addr, ok := canaries[class]
+				if !ok {
+					p.notes = append(p.notes, note{check: check, why: "no stand-in " + class + " could be opened on a host address: not probed"})
+					continue
+				}
+				req := wire.Request{Kind: wire.KindTCP, Addr: addr}
+				who := agentUID(w, &req)
+				p.add(probe{subject: w.Subject, check: check, want: wantUnreachable, negative: true, canary: class,
+					target: fmt.Sprintf("the %s stand-in at %s as %s", class, addr, who), req: req}, "network_canaries")
+			}
+			if !w.Integrity.Allows(campaign.EgressMetadata) {
+				// Never sent to: the way to it is compared with the way
+				// to a stand-in (the kernel's source address for each).
+				p.add(probe{subject: w.Subject, check: check, want: wantMetadataRoute, canary: campaign.EgressMetadata,
+					target: "the route to the metadata address " + MetadataAddr, req: wire.Request{Kind: wire.KindRoute, Addr: MetadataAddr}}, "network_canaries")
+				for _, class := range CanaryClasses {
+					if addr, ok := canaries[class]; ok {
+						p.add(probe{subject: w.Subject, check: check, want: wantRouteRef, canary: campaign.EgressMetadata,
+							target: "the route to the " + class + " stand-in at " + addr, req: wire.Request{Kind: wire.KindRoute, Addr: addr}}, "network_canaries")
+						break
+					}
+				}
 			}
 		}
 	}},

@@ -205,6 +205,12 @@ func TestNewPlanRefusals(t *testing.T) {
 		{"forbidden_relative", func(s *CampaignSpec) {
 			s.Workspaces[0].Integrity.ForbiddenPaths = []string{"/srv/answers", "answers"}
 		}, "workspaces[0].integrity.forbidden_paths[1]"},
+		{"egress_class_unknown", func(s *CampaignSpec) {
+			s.Workspaces[0].Integrity.AllowedEgress = []string{EgressCodeHost, "pypi.org"}
+		}, "workspaces[0].integrity.allowed_egress[1]"},
+		{"egress_class_twice", func(s *CampaignSpec) {
+			s.Workspaces[0].Integrity.AllowedEgress = []string{EgressMetadata, EgressMetadata}
+		}, "workspaces[0].integrity.allowed_egress[1]"},
 		{"task_in_forbidden_path", func(s *CampaignSpec) {
 			s.Workspaces[0].TaskID = "median"
 			s.Workspaces[0].Integrity.ForbiddenPaths = []string{"/srv/median.answer"}

@@ -1,5 +1,7 @@
 package campaign
 
+import "slices"
+
 // Egress is a campaign's network policy.
 type Egress string
 
@@ -154,7 +156,27 @@ type IntegritySpec struct {
 	// (an answer key, a solution, the grader's data baked into the
 	// image).
 	ForbiddenPaths []string `json:"forbidden_paths,omitempty" nullable:"false" doc:"Files the agent's uid must not be able to open (answer keys, solutions, the grader's data in the image): each one it can open fails the attestation. Absolute clean paths, at most 64."`
+	// AllowedEgress names the canary classes (EgressClasses) the agent
+	// may reach: each class not named is probed with a stand-in, and
+	// one the agent reaches fails the attestation.
+	AllowedEgress []string `json:"allowed_egress,omitempty" nullable:"false" doc:"The kinds of host outside the campaign a launcher's own command may reach (package_registry, code_host, launcher, metadata): the attestation stands in for each kind not named and fails when the agent's uid reaches it. A route out reaches every host, so under egress nat name each kind the agent may reach."`
 }
+
+// Canary classes: the kinds of host outside the campaign an agent could
+// take the answer from, each stood in for by the integrity audit's
+// network canaries (IntegritySpec.AllowedEgress names those allowed).
+const (
+	EgressPackageRegistry = "package_registry"
+	EgressCodeHost        = "code_host"
+	EgressLauncher        = "launcher"
+	EgressMetadata        = "metadata"
+)
+
+// EgressClasses are the canary classes, in the order reports name them.
+var EgressClasses = []string{EgressPackageRegistry, EgressCodeHost, EgressLauncher, EgressMetadata}
+
+// Allows reports whether the spec allows the agent to reach class.
+func (s IntegritySpec) Allows(class string) bool { return slices.Contains(s.AllowedEgress, class) }
 
 // MaxIntegrityBases bounds IntegritySpec.Bases, and ForbiddenPaths.
 const MaxIntegrityBases = 64

@@ -434,7 +434,8 @@ func FieldErrors(err error) ValidationErrors {
 // absolute clean path outside the kernel's and agentpen's own trees
 // (/proc, /sys, /run: a walk there would read the runtime, not the
 // task), each base a 40-hex commit of a clean path at or under it, at
-// most MaxIntegrityBases, and each forbidden path absolute and clean.
+// most MaxIntegrityBases, each forbidden path absolute and clean, and
+// each allowed egress class one of EgressClasses, once.
 func CheckIntegrity(field string, s IntegritySpec) error {
 	root := s.Root()
 	if err := checkMountPath(field+".git_root", root); err != nil {
@@ -468,6 +469,15 @@ func CheckIntegrity(field string, s IntegritySpec) error {
 	for i, p := range s.ForbiddenPaths {
 		if err := checkMountPath(fmt.Sprintf("%s.forbidden_paths[%d]", field, i), p); err != nil {
 			return err
+		}
+	}
+	for i, c := range s.AllowedEgress {
+		f := fmt.Sprintf("%s.allowed_egress[%d]", field, i)
+		if !slices.Contains(EgressClasses, c) {
+			return invalid(f, c, "must be one of %s", strings.Join(EgressClasses, ", "))
+		}
+		if slices.Index(s.AllowedEgress, c) != i {
+			return invalid(f, c, "named twice")
 		}
 	}
 	return nil

@@ -58,6 +58,8 @@ func TestCaptureAttestFixtures(t *testing.T) {
 	// host address (reached through slirp4netns; the traffic stays on
 	// this machine).
 	egress := hostAddressListener(t)
+	// A launcher's own command: a workbench of its own on the socket.
+	ownCommand := []string{"serve", "--listen", "unix://" + campaign.WorkbenchSocket}
 	for _, fx := range []struct {
 		name   string
 		spec   campaign.CampaignSpec
@@ -70,6 +72,9 @@ func TestCaptureAttestFixtures(t *testing.T) {
 				// that is not there: both outcomes of a forbidden path.
 				{TaskID: "software/median@2", Image: img, Integrity: campaign.IntegritySpec{ForbiddenPaths: []string{campaign.WorkbenchTaskFile, "/srv/answers/key.json"}}},
 				{TaskID: "data/csv_region_total@5", Image: img},
+				// A launcher's own command: the network canaries are
+				// probed from it (internal egress: none reached).
+				{TaskID: "data/csv_region_total@5", AttemptID: "own", Image: img, Command: ownCommand},
 			},
 		}},
 		{name: "nat", egress: egress, spec: campaign.CampaignSpec{
@@ -77,6 +82,10 @@ func TestCaptureAttestFixtures(t *testing.T) {
 			Server: campaign.ServerSpec{Image: img, MountDockerSocket: true, PublishLoopback: "127.0.0.1:" + freePort(t)},
 			Workspaces: []campaign.WorkspaceSpec{
 				{TaskID: "logs/first_error@1", Image: img}, {TaskID: "config/port_conflict", Image: img},
+				// A launcher's own command under nat reaches every kind
+				// of host: its spec allows each.
+				{TaskID: "config/port_conflict", AttemptID: "own", Image: img, Command: ownCommand,
+					Integrity: campaign.IntegritySpec{AllowedEgress: campaign.EgressClasses}},
 			},
 		}},
 	} {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentpen/agentpen/adapter"
 	"github.com/agentpen/agentpen/adapter/drivertest"
+	"github.com/agentpen/agentpen/attest"
 	"github.com/agentpen/agentpen/campaign"
 	"github.com/agentpen/agentpen/internal/testkit/gittest"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
@@ -305,5 +306,86 @@ func TestIntegrityForbiddenPaths(t *testing.T) {
 	}
 	if b, _ := json.Marshal(rep); bytes.Contains(b, []byte(canary)) {
 		t.Errorf("the token's value is in the report")
+	}
+}
+
+// TestIntegrityNetworkCanaries: under nat egress a launcher's own command
+// reaches agentpen's stand-ins for a package registry and the launcher on
+// a host address, and has a route to the metadata address: each kind its
+// spec does not allow fails its network_canaries check, named, the
+// allowed kind (code_host) not; a workspace allowing every kind passes,
+// and a workbench's (agent code in an episode's network namespace) is
+// not probed. Under internal egress the same command reaches none.
+func TestIntegrityNetworkCanaries(t *testing.T) {
+	d, cli := realDocker(t)
+	img := imageID(t, cli, workbenchImage)
+	getenv := func(k string) string {
+		if k == campaign.DefaultAPIKeyEnv {
+			return "integrity-key-7d3a0c95e1f24b68"
+		}
+		return ""
+	}
+	h := drivertest.NewHarness(t, &adapter.Adapter{Driver: d, Getenv: getenv, ReadyTimeout: 90 * time.Second}, "")
+	// A launcher's own command: here a workbench of its own, serving
+	// the workspace's socket (as agentpen waits for) without a grader.
+	own := []string{"serve", "--listen", "unix://" + campaign.WorkbenchSocket}
+	for _, egress := range []campaign.Egress{campaign.EgressNAT, campaign.EgressInternal} {
+		t.Run(string(egress), func(t *testing.T) {
+			ctx := t.Context()
+			id := uniqueCampaign(t)
+			t.Cleanup(func() { forceRemove(cli, id) })
+			spec := workbenchSpec(id, img, e2eTasks[:1])
+			spec.Egress = egress
+			spec.Server.AgentReachable = true // a network each (per-agent), as nat has
+			spec.Workspaces = []campaign.WorkspaceSpec{
+				{TaskID: e2eTasks[0], AttemptID: "some", Image: img, Command: own, Integrity: campaign.IntegritySpec{AllowedEgress: []string{campaign.EgressCodeHost}}},
+				{TaskID: e2eTasks[0], AttemptID: "every", Image: img, Command: own, Integrity: campaign.IntegritySpec{AllowedEgress: campaign.EgressClasses}},
+				{TaskID: e2eTasks[0], AttemptID: "workbench", Image: img},
+			}
+			if _, err := h.BringUp(ctx, spec); err != nil {
+				t.Fatal(err)
+			}
+			_, _, rep, err := h.Observe(ctx, id, adapter.AttestOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checks := rep.Checks()
+			for i := range 2 {
+				if _, ok := checks[fmt.Sprintf("workspaces[%d].probe.network_canaries", i)]; !ok {
+					t.Errorf("workspaces[%d]: no network_canaries check", i)
+				}
+			}
+			if _, ok := checks["workspaces[2].probe.network_canaries"]; ok {
+				t.Errorf("a workbench's workspace was probed for canaries from the container, not its episodes")
+			}
+			if egress == campaign.EgressInternal {
+				if !rep.OK {
+					t.Fatalf("internal egress: %v", rep.FailureLines())
+				}
+				return
+			}
+			want := []string{"workspaces[0].probe.network_canaries"}
+			if !slices.Equal(rep.FailedChecks, want) {
+				t.Fatalf("failed checks %v, want %v:\n%s", rep.FailedChecks, want, strings.Join(rep.FailureLines(), "\n"))
+			}
+			why := checks[want[0]].Reason
+			for _, class := range []string{campaign.EgressPackageRegistry, campaign.EgressLauncher, "metadata address"} {
+				if !strings.Contains(why, class) {
+					t.Errorf("the reason does not name %s: %s", class, why)
+				}
+			}
+			if strings.Contains(why, campaign.EgressCodeHost) {
+				t.Errorf("the allowed code_host is named: %s", why)
+			}
+			reached := 0
+			for _, l := range rep.Connectivity.Listeners {
+				if l.Kind == attest.ListenerCanary && l.Class == campaign.EgressPackageRegistry {
+					reached += l.Accepted
+				}
+			}
+			if reached == 0 {
+				t.Errorf("the registry's stand-in counted no connection: %+v", rep.Connectivity.Listeners)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -52,6 +53,11 @@ func Validate(b Batch) error {
 		case KindTCP:
 			if _, _, err := net.SplitHostPort(r.Addr); err != nil {
 				return fmt.Errorf("batch probe %s: addr %q: %w", r.ID, r.Addr, ErrInvalid)
+			}
+		case KindRoute:
+			// An address, never a name: resolving one would send a query.
+			if _, err := netip.ParseAddrPort(r.Addr); err != nil {
+				return fmt.Errorf("batch probe %s: addr %q: want an IP address and port: %w", r.ID, r.Addr, ErrInvalid)
 			}
 		case KindProcess, KindUIDBlock, KindEpisode:
 			if _, _, err := parseListen(r.Listen); err != nil {
@@ -142,6 +148,8 @@ func runOne(ctx context.Context, r Request, getenv func(string) string) Outcome 
 		o.Outcome, o.Error = dialAs(ctx, "tcp", r.Addr, timeout, r.As)
 	case KindUnix:
 		o.Outcome, o.Error = dialAs(ctx, "unix", r.Addr, timeout, r.As)
+	case KindRoute:
+		o.Outcome, o.Error, o.Source = Route(ctx, r.Addr)
 	case KindFile:
 		o.Outcome, o.Error, o.File = ProbeFile(r.Path, r.As)
 	case KindGit:

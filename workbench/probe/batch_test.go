@@ -199,6 +199,28 @@ func TestRunBatch(t *testing.T) {
 	}
 }
 
+// TestRouteSendsNothing: a route probe finds the route to a UDP
+// listener on the loopback and sends it nothing (the attestation asks for
+// a route to an address it must never send to).
+func TestRouteSendsNothing(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	res, err := RunBatch(t.Context(), Batch{Probes: []Request{{ID: "r", Kind: KindRoute, Addr: pc.LocalAddr().String()}}}, os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := res.Results[0]; o.Outcome != OutcomeFound || o.Source != "127.0.0.1" {
+		t.Fatalf("route to the loopback: %s %s from %q, want found from 127.0.0.1", o.Outcome, o.Error, o.Source)
+	}
+	pc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if n, from, err := pc.ReadFrom(make([]byte, 64)); err == nil {
+		t.Fatalf("the listener received %d bytes from %v", n, from)
+	}
+}
+
 func TestBatchValidate(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -210,6 +232,8 @@ func TestBatchValidate(t *testing.T) {
 		{"bad_kind", Batch{Probes: []Request{{ID: "a", Kind: "udp"}}}},
 		{"bad_url", Batch{Probes: []Request{{ID: "a", Kind: KindHTTP, URL: "file:///x"}}}},
 		{"bad_addr", Batch{Probes: []Request{{ID: "a", Kind: KindTCP, Addr: "nohostport"}}}},
+		{"route_to_a_name", Batch{Probes: []Request{{ID: "a", Kind: KindRoute, Addr: "metadata.google.internal:80"}}}},
+		{"route_as", Batch{Probes: []Request{{ID: "a", Kind: KindRoute, Addr: "169.254.169.254:80", As: 20000}}}},
 		{"bad_listen", Batch{Probes: []Request{{ID: "a", Kind: KindProcess, Listen: "udp:53"}}}},
 		{"relative_unix", Batch{Probes: []Request{{ID: "a", Kind: KindProcess, Listen: "unix:wb.sock"}}}},
 		{"bad_header_env", Batch{Probes: []Request{{ID: "a", Kind: KindHTTP, URL: "http://x/", HeaderEnv: map[string]string{"X-Key": "1BAD"}}}}},

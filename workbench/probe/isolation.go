@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -143,6 +144,22 @@ func dialAs(ctx context.Context, network, addr string, timeout time.Duration, as
 		return OutcomeError, err.Error()
 	}
 	return outcome, msg
+}
+
+// Route says whether the kernel has a route to addr, by connecting a UDP
+// socket to it: a UDP connect only picks the route and the source
+// address, and sends nothing. OutcomeFound: a route, leaving from the
+// local address source; otherwise what stopped it (OutcomeUnreachable:
+// no route).
+func Route(ctx context.Context, addr string) (outcome, msg, source string) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "udp", addr)
+	if err != nil {
+		return Classify(ctx, err), err.Error(), ""
+	}
+	defer c.Close()
+	local, _ := netip.ParseAddrPort(c.LocalAddr().String())
+	return OutcomeFound, "", local.Addr().String()
 }
 
 // asUID runs fn with the filesystem ids of uid as (what a connect or an

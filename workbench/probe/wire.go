@@ -30,6 +30,7 @@ const (
 	KindFile       = wire.KindFile
 	KindEpisode    = wire.KindEpisode
 	KindGit        = wire.KindGit
+	KindRoute      = wire.KindRoute
 
 	OutcomeConnected   = wire.OutcomeConnected
 	OutcomeReply       = wire.OutcomeReply

@@ -38,6 +38,13 @@ const (
 	// the uid As, against its base (Bases, or its HEAD): what it holds
 	// past the base (probe.AuditGit).
 	KindGit = "git"
+	// KindRoute asks the kernel for a route to Addr (host:port) by
+	// connecting a UDP socket, which sends nothing: OutcomeFound when
+	// there is one (Outcome.Source the local address it leaves from),
+	// OutcomeUnreachable when there is none. It shows the way to an
+	// address the attestation must never send to (a cloud's metadata
+	// service) without using it.
+	KindRoute = "route"
 )
 
 // Limits of a Batch.
@@ -176,6 +183,9 @@ type Outcome struct {
 	Isolation *Isolation `json:"isolation,omitempty"`
 	// Git is what a git probe found: one audit per repository.
 	Git []GitAudit `json:"git,omitempty"`
+	// Source is the local address the kernel chose for a route probe's
+	// socket: routes that leave the same way choose the same one.
+	Source string `json:"source,omitempty"`
 }
 
 // Outcomes of a probe. A connection or request either got through
