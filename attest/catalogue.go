@@ -110,6 +110,8 @@ func onCluster(id string) (string, bool) {
 		return fromPod + ": the pod's spec gives its container the plan's command as the driver renders it (the default grader on TCP, each workspace's --grader naming the grader pod's address, a workbench's loopback listener for the forward), by digest", true
 	case check == "process":
 		return exec + ": without a privileged exec the probe cannot find the process holding the socket (its descriptors need ptrace), so it reads the container's main process, PID 1 of its PID namespace: its command line must end with the pod spec's arguments (by digest; the image's entrypoint before them is not reported by the API), with no_new_privs and the planned bounding set; its working directory and executable are not read", true
+	case check == "probe.network_canaries":
+		return "no stand-ins: the namespace's network policies as read (network.policy_default_deny, network.policy_allows) and whether the cluster enforces them (the report's network_policies, from a probe). Under internal egress every kind of host is denied only where they are enforced; under nat they allow every host out but the link-local range, so only the metadata service is denied", true
 	case check == "probe.episode_isolation":
 		return exec + ": the episode's namespaces are compared with the probe's own, which pods/exec runs in the workbench's container", true
 	case strings.HasPrefix(check, "probe.") && !dockerRules[strings.TrimPrefix(check, "probe.")] && check != "probe.grader_socket_denied",

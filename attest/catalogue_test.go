@@ -37,6 +37,9 @@ var catalogueScenarios = []struct {
 	{"cluster_unread", clusterFixture, func(t *testing.T, f *fixture) {
 		f.obs.Runtime.Daemon = evidence.Daemon{Answer: evidence.Answer{Err: "refused"}}
 	}},
+	{"cluster_own_command", clusterFixture, func(t *testing.T, f *fixture) {
+		f.src.Spec.Workspaces[0].Command = []string{"run-agent"}
+	}},
 	{"nat", "nat", nil},
 	{"no_info", "nat", func(t *testing.T, f *fixture) { f.raw.Info = dockerjson.Raw{Err: "the daemon did not answer"} }},
 	{"unplannable", "nat", func(t *testing.T, f *fixture) { f.src.Spec = campaign.CampaignSpec{} }},

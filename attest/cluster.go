@@ -251,6 +251,41 @@ func checkPolicies(r *Report, e *expectation, obs Observation) {
 		len(extra) == 0 && len(missing) == 0, "the namespace's policies allow other connections than the planned ones, or miss one (policies are unioned: any policy there counts)")
 }
 
+// checkClusterCanaries judges a cluster's launcher's own commands for
+// the network canaries from the policies, not from stand-ins: under
+// internal egress the namespace's policies (exactly the planned ones)
+// deny every host outside the campaign, which holds only where the
+// cluster enforces them (the report's network_policies, from a probe);
+// under nat they allow every host but the link-local range, so each
+// kind of host but the metadata service is reached. Every kind the spec
+// does not allow must be shown unreachable.
+func checkClusterCanaries(r *Report, e *expectation) {
+	checks := r.Checks()
+	asPlanned := checks["network.policy_default_deny"].Pass && checks["network.policy_allows"].Pass
+	enforced := strings.HasPrefix(r.NetworkPolicies, "enforced")
+	for _, w := range e.Containers {
+		if w.Role != campaign.RoleWork || w.Serves != "" || len(r.Scope) > 0 && !(w.Pool && slices.Contains(r.Scope, w.Slot)) {
+			continue
+		}
+		var reached []string
+		for _, class := range campaign.EgressClasses {
+			switch {
+			case w.Integrity.Allows(class):
+			case !e.Internal && class != campaign.EgressMetadata:
+				reached = append(reached, class+" (the policies allow every host out under nat)")
+			case !asPlanned:
+				reached = append(reached, class+" (the namespace's policies are not the planned ones)")
+			case !enforced:
+				reached = append(reached, class+" (the policies are "+r.NetworkPolicies+")")
+			}
+		}
+		r.Connectivity.add(w.Subject+".probe.network_canaries",
+			map[string]any{"egress": string(e.Egress), "policies_as_planned": asPlanned, "network_policies": r.NetworkPolicies, "allowed": nonNil(w.Integrity.AllowedEgress)},
+			"every kind of host the spec does not allow denied by policies the cluster enforces", len(reached) == 0,
+			"reachable: "+strings.Join(reached, "; "))
+	}
+}
+
 // checkUnexpectedPolicies: every policy of the namespace is one the
 // journal recorded, by its UID.
 func checkUnexpectedPolicies(r *Report, e *expectation, obs Observation) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentpen/agentpen/apikey"
 	"github.com/agentpen/agentpen/attest/evidence"
+	"github.com/agentpen/agentpen/campaign"
 )
 
 // clusterFixture is the campaign captured on the project's Kubernetes
@@ -426,6 +427,56 @@ func TestPolicyEnforcement(t *testing.T) {
 			}
 			if tt.control1 == "" && !rep.OK {
 				t.Fatalf("the enforcement probe failed the report: %v", rep.FailedChecks)
+			}
+		})
+	}
+}
+
+// TestClusterCanaries: a cluster's launcher's own command is judged for
+// the network canaries from its namespace's policies: under internal
+// egress every kind of host is denied only where the cluster enforces
+// them (the enforcement probe's connections dropped), and under nat the
+// kinds the policies let out (all but the metadata service) are reached
+// unless the spec allows them.
+func TestClusterCanaries(t *testing.T) {
+	const check = "workspaces[0].probe.network_canaries"
+	for _, tt := range []struct {
+		name     string
+		dropped  bool
+		edit     func(s *campaign.CampaignSpec)
+		pass     bool
+		inReason string
+	}{
+		{"not_enforced", false, nil, false, "metadata (the policies are stored, not enforced"},
+		{"enforced", true, nil, true, ""},
+		{"not_enforced_all_allowed", false, func(s *campaign.CampaignSpec) { s.Workspaces[0].Integrity.AllowedEgress = campaign.EgressClasses }, true, ""},
+		{"nat", true, func(s *campaign.CampaignSpec) {
+			s.Egress = campaign.EgressNAT
+			s.Workspaces[0].Integrity.AllowedEgress = []string{campaign.EgressCodeHost}
+		}, false, "package_registry (the policies allow every host out under nat)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := loadFixture(t, clusterFixture)
+			f.src.Spec.Workspaces[0].Command = []string{"run-agent"}
+			if tt.edit != nil {
+				tt.edit(&f.src.Spec)
+			}
+			if tt.dropped {
+				for i := range 2 {
+					subject := fmt.Sprintf("workspaces[%d]", i)
+					f.setProbe(t, PhaseMain, subject, subject+"/policy_enforcement/0", map[string]any{"kind": "tcp", "outcome": "timeout"})
+				}
+			}
+			rep := Evaluate(f.src, f.observed())
+			c, ok := rep.Checks()[check]
+			if !ok {
+				t.Fatalf("no %s: %v", check, rep.FailedChecks)
+			}
+			if c.Pass != tt.pass || !strings.Contains(c.Reason, tt.inReason) {
+				t.Fatalf("pass %v, reason %q; want pass %v naming %q", c.Pass, c.Reason, tt.pass, tt.inReason)
+			}
+			if _, ok := rep.Checks()["workspaces[1].probe.network_canaries"]; ok {
+				t.Fatal("a workbench's workspace is judged for the canaries")
 			}
 		})
 	}

@@ -96,6 +96,9 @@ func (x *Expectation) Evaluate(obs Observation) *Report {
 	}
 	checkUIDBlocks(r, e, obs)
 	checkProbes(r, e, obs, decoded)
+	if e.Cluster {
+		checkClusterCanaries(r, e)
+	}
 	r.Fingerprint = fingerprint(r, e, obs, decoded)
 	r.finish()
 	return r
