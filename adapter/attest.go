@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -333,7 +334,7 @@ func openListeners(internal bool) (*listeners, error) {
 		out.close()
 		return nil, fmt.Errorf("host addresses: %w", err)
 	}
-	stood := map[string]bool{}
+	var hostAddrs []netip.Addr
 	for _, ia := range ifAddrs {
 		pfx, err := netip.ParsePrefix(ia.String())
 		if err != nil {
@@ -343,14 +344,19 @@ func openListeners(internal bool) (*listeners, error) {
 		if ad.IsLoopback() || ad.IsLinkLocalUnicast() || ad.IsMulticast() || ad.IsUnspecified() {
 			continue
 		}
-		// An address that cannot be bound is not probed; a class
-		// without a stand-in fails its check (attest says so).
+		hostAddrs = append(hostAddrs, ad)
+		// An address that cannot be bound is not probed.
 		if internal {
 			out.open(attest.ListenerHostAddress, "", ad)
 		}
-		for _, class := range attest.CanaryClasses {
-			if !stood[class] && ad.Is4() {
-				stood[class] = out.open(attest.ListenerCanary, class, ad) == nil
+	}
+	// The stand-ins, on the first address that binds, IPv4 first; a
+	// class without one fails its check (attest says so).
+	slices.SortStableFunc(hostAddrs, func(a, b netip.Addr) int { return cmp.Compare(a.BitLen(), b.BitLen()) })
+	for _, class := range attest.CanaryClasses {
+		for _, ad := range hostAddrs {
+			if out.open(attest.ListenerCanary, class, ad) == nil {
+				break
 			}
 		}
 	}

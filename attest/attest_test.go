@@ -488,7 +488,7 @@ func mutations() []mutation {
 			mutate: func(t *testing.T, f *fixture) { f.raw.UIDBlocks = dockerjson.Raw{Err: "status 500"} }},
 		mutation{name: "uid_block_probe_other_base", what: "the episode server runs another uid block than the journalled one", want: []string{ws0 + ".probe.uid_block"},
 			mutate: func(t *testing.T, f *fixture) {
-				f.probe(t, PhaseMain, ws0, ws0+"/uid_block/0", func(m map[string]any) { m["uid_base"] = float64(campaign.UIDBlockFirst + 640) })
+				f.probe(t, PhaseMain, ws0, ws0+"/uid_block/0", func(m map[string]any) { m["uid_base"] = m["uid_base"].(float64) + campaign.UIDBlockSize })
 			}},
 		mutation{name: "grader_socket_reached", what: "a sandbox uid connected to the grader's socket", want: []string{ws0 + ".probe.grader_socket_denied"},
 			mutate: func(t *testing.T, f *fixture) {
@@ -549,17 +549,21 @@ func mutations() []mutation {
 			}},
 		mutation{name: "forbidden_path_readable", what: "the agent's uid can open a file the spec forbids it", want: []string{ws0 + ".probe.forbidden_paths"},
 			mutate: func(t *testing.T, f *fixture) {
-				f.probe(t, PhaseMain, ws0, ws0+"/forbidden_paths/1", func(m map[string]any) { m["outcome"] = "readable" })
+				f.probe(t, PhaseMain, ws0, ws0+"/forbidden_paths/2", func(m map[string]any) { m["outcome"] = "readable" })
+			}},
+		mutation{name: "workbench_binary_readable", what: "the episode uid can open the workbench binary, which holds every answer key", want: []string{ws0 + ".probe.forbidden_paths"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/forbidden_paths/0", func(m map[string]any) { m["outcome"] = "readable" })
 			}},
 		mutation{name: "forbidden_path_unknown", what: "a forbidden path's open as the agent's uid failed otherwise (no verdict)", want: []string{ws0 + ".probe.forbidden_paths"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.probe(t, PhaseMain, ws0, ws0+"/forbidden_paths/0", func(m map[string]any) { m["outcome"] = "error"; m["error"] = "too many links" })
 			}},
-		mutation{name: "canary_reached", what: "a launcher's own command connected to the package registry's stand-in", want: []string{ws2 + ".probe.network_canaries"},
+		mutation{name: "canary_reached", fixture: "per-agent", what: "a launcher's own command connected to the package registry's stand-in", want: []string{ws0 + ".probe.network_canaries"},
 			mutate: func(t *testing.T, f *fixture) {
-				f.probe(t, PhaseMain, ws2, ws2+"/network_canaries/0", func(m map[string]any) { m["outcome"] = "connected"; delete(m, "error") })
+				f.probe(t, PhaseMain, ws0, ws0+"/network_canaries/0", func(m map[string]any) { m["outcome"] = "connected"; delete(m, "error") })
 			}},
-		mutation{name: "canary_counted", what: "the probes say no stand-in was reached, the registry's stand-in counted a connection", want: []string{ws2 + ".probe.network_canaries"},
+		mutation{name: "canary_counted", fixture: "per-agent", what: "the probes say no stand-in was reached, the registry's stand-in counted a connection", want: []string{ws0 + ".probe.network_canaries"},
 			mutate: func(t *testing.T, f *fixture) {
 				for i, l := range f.obs.Listeners {
 					if l.Kind == ListenerCanary && l.Class == campaign.EgressPackageRegistry {
@@ -567,18 +571,32 @@ func mutations() []mutation {
 					}
 				}
 			}},
-		mutation{name: "metadata_route_elsewhere", what: "the route to the metadata address leaves another way than the route to a stand-in", want: []string{ws2 + ".probe.network_canaries"},
+		mutation{name: "metadata_standin_reached", fixture: "per-agent", what: "the metadata service's stand-in was reached, the route to the address leaves the same way", want: []string{ws0 + ".probe.network_canaries"},
 			mutate: func(t *testing.T, f *fixture) {
-				f.probe(t, PhaseMain, ws2, ws2+"/network_canaries/3", func(m map[string]any) { m["outcome"], m["source"] = "found", "10.0.0.1"; delete(m, "error") })
-				f.probe(t, PhaseMain, ws2, ws2+"/network_canaries/4", func(m map[string]any) { m["outcome"], m["source"] = "found", "10.0.0.2"; delete(m, "error") })
+				f.probe(t, PhaseMain, ws0, ws0+"/network_canaries/3", func(m map[string]any) { m["outcome"] = "connected"; delete(m, "error") })
 			}},
-		mutation{name: "metadata_route_no_reference", what: "a route to the metadata address, none to the stand-in it is compared with", want: []string{ws2 + ".probe.network_canaries"},
+		mutation{name: "metadata_route_elsewhere", fixture: "per-agent", what: "the route to the metadata address leaves another way than the route to its stand-in", want: []string{ws0 + ".probe.network_canaries"},
 			mutate: func(t *testing.T, f *fixture) {
-				f.probe(t, PhaseMain, ws2, ws2+"/network_canaries/3", func(m map[string]any) { m["outcome"], m["source"] = "found", "10.0.0.1"; delete(m, "error") })
+				f.probe(t, PhaseMain, ws0, ws0+"/network_canaries/4", func(m map[string]any) { m["source"] = "10.0.0.1" })
 			}},
-		mutation{name: "canary_not_allowed", fixture: "nat", what: "the spec no longer allows the launcher's kind of host: its stand-in was not probed", want: []string{ws2 + ".probe.network_canaries"},
+		mutation{name: "metadata_route_no_reference", fixture: "per-agent", what: "a route to the metadata address, none to the stand-in it is compared with", want: []string{ws0 + ".probe.network_canaries"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws0, ws0+"/network_canaries/5", func(m map[string]any) { m["outcome"] = "unreachable"; delete(m, "source") })
+			}},
+		mutation{name: "canary_interface", what: "a launcher's own command in a campaign without networks has an eth0", want: []string{ws2 + ".probe.network_canaries"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.probe(t, PhaseMain, ws2, ws2+"/network_canaries/0", func(m map[string]any) { m["interfaces"] = []any{"eth0", "lo"} })
+			}},
+		mutation{name: "canary_not_allowed", fixture: "nat", what: "the spec no longer allows the launcher's kind of host under nat, whose route out reaches every host", want: []string{ws2 + ".probe.network_canaries"},
 			mutate: func(t *testing.T, f *fixture) {
 				f.src.Spec.Workspaces[2].Integrity.AllowedEgress = []string{campaign.EgressPackageRegistry, campaign.EgressCodeHost, campaign.EgressMetadata}
+			}},
+		mutation{name: "own_command_holds_key", fixture: "per-agent", what: "a launcher's own command holds the grader's key (by any name: api_key; this one looks secret too)", want: []string{ws0 + ".api_key", ws0 + ".env_secrets"},
+			mutate: func(t *testing.T, f *fixture) {
+				f.container(t, ws0, func(m map[string]any) {
+					cfg := at(m, "Config")
+					cfg["Env"] = append(cfg["Env"].([]any), campaign.DefaultAPIKeyEnv+"=attest-fixture-key-9c41d7e2b8a05f36")
+				})
 			}},
 		mutation{name: "agent_interface", what: "a workspace of a campaign without networks has an eth0", want: []string{ws0 + ".probe.agent_to_agent"},
 			mutate: func(t *testing.T, f *fixture) {
@@ -1022,22 +1040,20 @@ func TestGitCache(t *testing.T) {
 	}
 }
 
-// TestMetadataRouteAsTheStandIns: a route to the metadata address that
-// leaves as the route to a stand-in does (the same source address), the
-// stand-ins refused, passes: their refusal speaks for it. The same route
-// with a stand-in reached fails.
+// TestMetadataRouteAsTheStandIns: the captured route to the metadata
+// address leaves as the route to its stand-in does, and the stand-in was
+// refused: it passes (the per-agent fixture attests). The same route with
+// no stand-in refused fails: nothing speaks for it.
 func TestMetadataRouteAsTheStandIns(t *testing.T) {
-	f := loadFixture(t, "internal")
-	for _, n := range []string{"3", "4"} {
-		f.probe(t, PhaseMain, ws2, ws2+"/network_canaries/"+n, func(m map[string]any) { m["outcome"], m["source"] = "found", "10.0.0.1"; delete(m, "error") })
-	}
-	if rep := Evaluate(f.src, f.observed()); !rep.OK {
-		t.Fatalf("the metadata route leaves as the stand-ins', none reached: %v", rep.FailureLines())
-	}
-	f.probe(t, PhaseMain, ws2, ws2+"/network_canaries/1", func(m map[string]any) { m["outcome"] = "connected"; delete(m, "error") })
+	f := loadFixture(t, "per-agent")
 	rep := Evaluate(f.src, f.observed())
-	c := rep.Checks()[ws2+".probe.network_canaries"]
-	if c.Pass || !strings.Contains(c.Reason, "code_host") || !strings.Contains(c.Reason, "the way the stand-ins were reached") {
-		t.Fatalf("a stand-in reached: pass %v, reason %q; want the code host and the metadata route named", c.Pass, c.Reason)
+	if c := rep.Checks()[ws0+".probe.network_canaries"]; !c.Pass {
+		t.Fatalf("the captured campaign: %s", c.Reason)
+	}
+	f.probe(t, PhaseMain, ws0, ws0+"/network_canaries/3", func(m map[string]any) { m["outcome"] = "error"; m["error"] = "no verdict" })
+	rep = Evaluate(f.src, f.observed())
+	c := rep.Checks()[ws0+".probe.network_canaries"]
+	if c.Pass || !strings.Contains(c.Reason, "the way to a stand-in that was not shown unreachable") {
+		t.Fatalf("the metadata stand-in without a verdict: pass %v, reason %q; want the route named", c.Pass, c.Reason)
 	}
 }

@@ -294,7 +294,7 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 		}
 	}
 	var counters, drops, routes []probe
-	reached := map[string]bool{} // subject -> a stand-in's probe did not show it unreachable
+	refused := map[string]bool{} // subject -> its metadata stand-in was shown unreachable
 	for _, pr := range plan.probes {
 		switch pr.want {
 		case wantProcess:
@@ -330,12 +330,12 @@ func checkProbes(r *Report, e *expectation, obs Observation, decoded map[string]
 		if pass && pr.negative && !controlOK[pr.phase+"/"+pr.subject] {
 			pass, why = false, "the positive control in the same exec failed: a refusal or a timeout there is no evidence"
 		}
-		if pr.canary != "" && !pass {
-			reached[pr.subject] = true
+		if pr.canary == campaign.EgressMetadata && pass {
+			refused[pr.subject] = true
 		}
 		record(pr, rec, pass, why)
 	}
-	judgeMetadataRoutes(routes, ev, reached, record)
+	judgeMetadataRoutes(routes, ev, refused, record)
 	for _, n := range plan.notes {
 		a := checks[n.check]
 		if a == nil {
@@ -552,17 +552,23 @@ func checkCounters(r *Report, e *expectation, plan *probePlan, ev gathered, prob
 
 // judgeMetadataRoutes judges each workspace's route to the metadata
 // address, which no probe sends to: no route passes; a route passes only
-// when it leaves as the route to a stand-in does (the same source
-// address) and no stand-in was reached from that workspace, so the
-// stand-ins' refusal speaks for it. Anything else is no proof.
-func judgeMetadataRoutes(routes []probe, ev gathered, reached map[string]bool, record func(probe, ProbeRecord, bool, string)) {
+// when it leaves as the route to the metadata stand-in does (the same
+// source address) and that stand-in was shown unreachable from the same
+// workspace, so its refusal speaks for the address. Anything else is no
+// proof. The reference route is recorded beside it.
+func judgeMetadataRoutes(routes []probe, ev gathered, refused map[string]bool, record func(probe, ProbeRecord, bool, string)) {
 	refs := map[string]wire.Outcome{}
 	for _, pr := range routes {
-		if pr.want == wantRouteRef {
-			if res, why := ev.result(pr); why == "" {
-				refs[pr.subject] = res
-			}
+		if pr.want != wantRouteRef {
+			continue
 		}
+		rec := ProbeRecord{ID: pr.req.ID, Check: pr.check, Target: pr.target, Want: "the reference route"}
+		res, why := ev.result(pr)
+		if why == "" {
+			refs[pr.subject] = res
+			rec.Outcome, rec.Error, rec.LatencyMS = strings.TrimSpace(res.Outcome+" "+res.Source), res.Error, res.LatencyMS
+		}
+		record(pr, rec, true, "") // evidence for the metadata route's verdict, not one of its own
 	}
 	for _, pr := range routes {
 		if pr.want != wantMetadataRoute {
@@ -574,7 +580,7 @@ func judgeMetadataRoutes(routes []probe, ev gathered, reached map[string]bool, r
 			record(pr, rec, false, why)
 			continue
 		}
-		rec.Outcome, rec.Error, rec.LatencyMS = res.Outcome+" "+res.Source, res.Error, res.LatencyMS
+		rec.Outcome, rec.Error, rec.LatencyMS = strings.TrimSpace(res.Outcome+" "+res.Source), res.Error, res.LatencyMS
 		ref, hasRef := refs[pr.subject]
 		switch {
 		case res.Outcome == wire.OutcomeUnreachable:
@@ -582,11 +588,11 @@ func judgeMetadataRoutes(routes []probe, ev gathered, reached map[string]bool, r
 		case res.Outcome != wire.OutcomeFound || res.Source == "":
 			record(pr, rec, false, "no definite answer: "+strings.TrimSpace(res.Outcome+" "+res.Error))
 		case !hasRef || ref.Outcome != wire.OutcomeFound:
-			record(pr, rec, false, "a route from "+res.Source+", and no route to a stand-in to compare it with")
+			record(pr, rec, false, "a route from "+res.Source+", and no route to the stand-in to compare it with")
 		case ref.Source != res.Source:
-			record(pr, rec, false, fmt.Sprintf("a route from %s, another way than the stand-ins' (from %s): not shown unreachable", res.Source, ref.Source))
-		case reached[pr.subject]:
-			record(pr, rec, false, "a route from "+res.Source+", the way the stand-ins were reached")
+			record(pr, rec, false, fmt.Sprintf("a route from %s, another way than the stand-in's (from %s): not shown unreachable", res.Source, ref.Source))
+		case !refused[pr.subject]:
+			record(pr, rec, false, "a route from "+res.Source+", the way to a stand-in that was not shown unreachable")
 		default:
 			record(pr, rec, true, "")
 		}

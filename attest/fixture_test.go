@@ -19,7 +19,7 @@ import (
 // kube ./adapter/kube -run TestCampaignAttestsOnTheNode -update): its
 // observation holds the API server's answers as the kube driver decoded
 // them (evidence.Runtime), with the probes' outputs.
-var fixtureNames = []string{"internal", "nat"}
+var fixtureNames = []string{"internal", "per-agent", "nat"}
 
 type fixture struct {
 	name string

@@ -34,7 +34,7 @@ const (
 
 // DefaultProbeCommand is the probe inside every container: the workbench
 // binary (root-only in the image, run by docker exec as root).
-func DefaultProbeCommand() []string { return []string{"/usr/local/bin/workbench", "probe"} }
+func DefaultProbeCommand() []string { return []string{campaign.WorkbenchBinary, "probe"} }
 
 // GraderRoute is a protected route of the workbench grader.
 type GraderRoute struct {
@@ -195,10 +195,10 @@ const (
 )
 
 // CanaryClasses are the canary classes stood in for by a listener on a
-// host address (the route out reaches them as it reaches the internet);
-// campaign.EgressMetadata is probed by a route lookup instead, never sent
-// to.
-var CanaryClasses = []string{campaign.EgressPackageRegistry, campaign.EgressCodeHost, campaign.EgressLauncher}
+// host address (the route out reaches them as it reaches the internet):
+// every kind, the metadata service's too, whose own address is only
+// looked up a route for, never sent to.
+var CanaryClasses = campaign.EgressClasses
 
 // MetadataAddr is the cloud metadata service's address a route is looked
 // up for: nothing is ever sent to it.
@@ -266,8 +266,8 @@ const (
 	// holds anything its base does not reach.
 	wantGitClean = "git_clean"
 	// wantMetadataRoute: the kernel has no route to the metadata
-	// address, or one leaving as the route to a stand-in does (the same
-	// source address) while no stand-in was reached.
+	// address, or one leaving as the route to its stand-in does (the
+	// same source address) while the stand-in was refused.
 	wantMetadataRoute = "no_route_or_as_the_stand_ins"
 	// wantRouteRef: the route to a stand-in, wantMetadataRoute's
 	// reference; not judged by itself.
@@ -469,14 +469,24 @@ var probeRules = []probeRule{
 				continue
 			}
 			check := w.Subject + ".probe.network_canaries"
-			if !slices.ContainsFunc(campaign.EgressClasses, func(c string) bool { return !w.Integrity.Allows(c) }) {
+			denied := slices.DeleteFunc(slices.Clone(campaign.EgressClasses), w.Integrity.Allows)
+			switch {
+			case len(denied) == 0:
 				p.notes = append(p.notes, note{check: check, pass: true}) // every kind allowed: the report's spec says so
 				continue
-			}
-			for _, class := range CanaryClasses {
-				if w.Integrity.Allows(class) {
-					continue
+			case p.e.Topology == campaign.TopologyNone:
+				// No network: an interface but lo would be a way out.
+				p.add(probe{subject: w.Subject, check: check, want: wantLoopbackOnly, target: "network interfaces (no network: no host outside is reachable)",
+					req: wire.Request{Kind: wire.KindInterfaces}}, "network_canaries")
+				continue
+			case !p.e.Internal:
+				// The route out reaches every host; the stand-ins below
+				// only add evidence.
+				for _, class := range denied {
+					p.notes = append(p.notes, note{check: check, why: class + ": egress nat routes the workspace to every host (allow it in integrity.allowed_egress, or use egress internal)"})
 				}
+			}
+			for _, class := range denied {
 				addr, ok := canaries[class]
 				if !ok {
 					p.notes = append(p.notes, note{check: check, why: "no stand-in " + class + " could be opened on a host address: not probed"})
@@ -486,18 +496,14 @@ var probeRules = []probeRule{
 				who := agentUID(w, &req)
 				p.add(probe{subject: w.Subject, check: check, want: wantUnreachable, negative: true, canary: class,
 					target: fmt.Sprintf("the %s stand-in at %s as %s", class, addr, who), req: req}, "network_canaries")
-			}
-			if !w.Integrity.Allows(campaign.EgressMetadata) {
-				// Never sent to: the way to it is compared with the way
-				// to a stand-in (the kernel's source address for each).
-				p.add(probe{subject: w.Subject, check: check, want: wantMetadataRoute, canary: campaign.EgressMetadata,
-					target: "the route to the metadata address " + MetadataAddr, req: wire.Request{Kind: wire.KindRoute, Addr: MetadataAddr}}, "network_canaries")
-				for _, class := range CanaryClasses {
-					if addr, ok := canaries[class]; ok {
-						p.add(probe{subject: w.Subject, check: check, want: wantRouteRef, canary: campaign.EgressMetadata,
-							target: "the route to the " + class + " stand-in at " + addr, req: wire.Request{Kind: wire.KindRoute, Addr: addr}}, "network_canaries")
-						break
-					}
+				if class == campaign.EgressMetadata {
+					// The address itself is never sent to: the way to it
+					// is compared with the way to its stand-in (the
+					// kernel's source address for each).
+					p.add(probe{subject: w.Subject, check: check, want: wantMetadataRoute, canary: class,
+						target: "the route to the metadata address " + MetadataAddr, req: wire.Request{Kind: wire.KindRoute, Addr: MetadataAddr}}, "network_canaries")
+					p.add(probe{subject: w.Subject, check: check, want: wantRouteRef, canary: class,
+						target: "the route to the metadata stand-in at " + addr, req: wire.Request{Kind: wire.KindRoute, Addr: addr}}, "network_canaries")
 				}
 			}
 		}
@@ -681,7 +687,11 @@ var probeRules = []probeRule{
 	// in every attestation: a file the agent could open later is as bad.
 	{"forbidden_paths", func(p *probePlan) {
 		for _, w := range p.workspaces() {
-			for _, path := range w.Integrity.ForbiddenPaths {
+			paths := w.Integrity.ForbiddenPaths
+			if w.Serves != "" { // the workbench's own, first
+				paths = append(slices.Clone(campaign.WorkbenchForbiddenPaths), paths...)
+			}
+			for _, path := range paths {
 				req := wire.Request{Kind: wire.KindFile, Path: path}
 				who := agentUID(w, &req)
 				p.add(probe{subject: w.Subject, check: w.Subject + ".probe.forbidden_paths", want: wantUnreadable,

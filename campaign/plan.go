@@ -417,10 +417,10 @@ func planServer(p *Plan, spec CampaignSpec, errs *errList) ServerPlan {
 	errs.add(checkArgs("server.command", s.Command))
 	errs.add(checkArgs("server.ready_command", s.ReadyCommand))
 	listen := fmt.Sprintf(":%d", s.Port)
-	ready := []string{"/usr/local/bin/workbench", "probe", "--expect-status", "200", fmt.Sprintf("http://127.0.0.1:%d/health", s.Port)}
+	ready := []string{WorkbenchBinary, "probe", "--expect-status", "200", fmt.Sprintf("http://127.0.0.1:%d/health", s.Port)}
 	if p.Topology == TopologyNone {
 		listen = "unix://" + GraderSocket
-		ready = []string{"/usr/local/bin/workbench", "probe", "--unix", GraderSocket, "--expect-status", "200", "http://grader/health"}
+		ready = []string{WorkbenchBinary, "probe", "--unix", GraderSocket, "--expect-status", "200", "http://grader/health"}
 	}
 	needsKey := false
 	if len(s.Command) == 0 {

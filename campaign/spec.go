@@ -39,6 +39,10 @@ const (
 	WorkbenchSocket      = WorkbenchRunDir + "/wb.sock"
 	WorkbenchTaskFile    = WorkbenchRunDir + "/task"
 	WorkbenchResultsFile = WorkbenchRunDir + "/results.jsonl"
+	// WorkbenchBinary is the workbench in its image: the episode server,
+	// the grader and the attestation's probe. It holds every task's
+	// answer key, so it is root's alone (mode 0700).
+	WorkbenchBinary = "/usr/local/bin/workbench"
 	// DefaultWorkspaceTarget is where WorkspaceSpec.WorkspaceHostPath is
 	// mounted.
 	DefaultWorkspaceTarget = "/workspace"
@@ -177,6 +181,11 @@ var EgressClasses = []string{EgressPackageRegistry, EgressCodeHost, EgressLaunch
 
 // Allows reports whether the spec allows the agent to reach class.
 func (s IntegritySpec) Allows(class string) bool { return slices.Contains(s.AllowedEgress, class) }
+
+// WorkbenchForbiddenPaths are the workbench image's own forbidden paths,
+// which the integrity audit adds to a workspace's where the workbench
+// serves: the binary holds every answer key.
+var WorkbenchForbiddenPaths = []string{WorkbenchBinary}
 
 // MaxIntegrityBases bounds IntegritySpec.Bases, and ForbiddenPaths.
 const MaxIntegrityBases = 64

@@ -27,7 +27,7 @@ var update = flag.Bool("update", false, "recapture the attestation fixtures in t
 // in the captured container JSON (the attestation drops it at decode).
 const fixtureKey = "attest-fixture-key-9c41d7e2b8a05f36"
 
-// TestCaptureAttestFixtures recaptures testdata/attest/{internal,nat} from
+// TestCaptureAttestFixtures recaptures testdata/attest/{internal,per-agent,nat} from
 // the real rootless daemon: a campaign is brought up, attested (it must
 // attest ok), and its attest.Source and attest.Observation (the daemon's
 // raw JSON and the probes' outputs) are written; then it is torn down.
@@ -75,6 +75,15 @@ func TestCaptureAttestFixtures(t *testing.T) {
 				// A launcher's own command: the network canaries are
 				// probed from it (internal egress: none reached).
 				{TaskID: "data/csv_region_total@5", AttemptID: "own", Image: img, Command: ownCommand},
+			},
+		}},
+		{name: "per-agent", spec: campaign.CampaignSpec{
+			// Internal egress with a network per agent: a launcher's own
+			// command is probed against the stand-ins (none reached).
+			Server: campaign.ServerSpec{Image: img, AgentReachable: true},
+			Workspaces: []campaign.WorkspaceSpec{
+				{TaskID: "data/csv_region_total@5", AttemptID: "own", Image: img, Command: ownCommand},
+				{TaskID: "logs/first_error@1", Image: img},
 			},
 		}},
 		{name: "nat", egress: egress, spec: campaign.CampaignSpec{

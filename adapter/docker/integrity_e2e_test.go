@@ -311,11 +311,13 @@ func TestIntegrityForbiddenPaths(t *testing.T) {
 
 // TestIntegrityNetworkCanaries: under nat egress a launcher's own command
 // reaches agentpen's stand-ins for a package registry and the launcher on
-// a host address, and has a route to the metadata address: each kind its
-// spec does not allow fails its network_canaries check, named, the
-// allowed kind (code_host) not; a workspace allowing every kind passes,
-// and a workbench's (agent code in an episode's network namespace) is
-// not probed. Under internal egress the same command reaches none.
+// a host address: each kind its spec does not allow fails its
+// network_canaries check, named, the allowed kind (code_host) not; one
+// allowing all but the metadata service fails on that; one allowing every
+// kind passes, and a workbench's (agent code in an episode's network
+// namespace) is not probed. Under internal egress with a network per
+// agent the same commands reach none: the check passes on the stand-ins'
+// silence and the route to the metadata address leaving their way.
 func TestIntegrityNetworkCanaries(t *testing.T) {
 	d, cli := realDocker(t)
 	img := imageID(t, cli, workbenchImage)
@@ -341,6 +343,8 @@ func TestIntegrityNetworkCanaries(t *testing.T) {
 				{TaskID: e2eTasks[0], AttemptID: "some", Image: img, Command: own, Integrity: campaign.IntegritySpec{AllowedEgress: []string{campaign.EgressCodeHost}}},
 				{TaskID: e2eTasks[0], AttemptID: "every", Image: img, Command: own, Integrity: campaign.IntegritySpec{AllowedEgress: campaign.EgressClasses}},
 				{TaskID: e2eTasks[0], AttemptID: "workbench", Image: img},
+				{TaskID: e2eTasks[0], AttemptID: "no-metadata", Image: img, Command: own, Integrity: campaign.IntegritySpec{
+					AllowedEgress: []string{campaign.EgressPackageRegistry, campaign.EgressCodeHost, campaign.EgressLauncher}}},
 			}
 			if _, err := h.BringUp(ctx, spec); err != nil {
 				t.Fatal(err)
@@ -350,7 +354,7 @@ func TestIntegrityNetworkCanaries(t *testing.T) {
 				t.Fatal(err)
 			}
 			checks := rep.Checks()
-			for i := range 2 {
+			for _, i := range []int{0, 1, 3} {
 				if _, ok := checks[fmt.Sprintf("workspaces[%d].probe.network_canaries", i)]; !ok {
 					t.Errorf("workspaces[%d]: no network_canaries check", i)
 				}
@@ -364,12 +368,15 @@ func TestIntegrityNetworkCanaries(t *testing.T) {
 				}
 				return
 			}
-			want := []string{"workspaces[0].probe.network_canaries"}
+			want := []string{"workspaces[0].probe.network_canaries", "workspaces[3].probe.network_canaries"}
 			if !slices.Equal(rep.FailedChecks, want) {
 				t.Fatalf("failed checks %v, want %v:\n%s", rep.FailedChecks, want, strings.Join(rep.FailureLines(), "\n"))
 			}
 			why := checks[want[0]].Reason
-			for _, class := range []string{campaign.EgressPackageRegistry, campaign.EgressLauncher, "metadata address"} {
+			if why := checks[want[1]].Reason; !strings.Contains(why, "metadata: egress nat routes") {
+				t.Errorf("all but the metadata service allowed: %s", why)
+			}
+			for _, class := range []string{campaign.EgressPackageRegistry, campaign.EgressLauncher, campaign.EgressMetadata} {
 				if !strings.Contains(why, class) {
 					t.Errorf("the reason does not name %s: %s", class, why)
 				}

@@ -269,7 +269,7 @@ func (d *Driver) serverPod(ns string, p *campaign.Plan, b driver.BringUp) *corev
 	if p.Server.NeedsKey {
 		// The default grader: on TCP, whatever the Docker topology.
 		cmd = campaign.GraderCommand(fmt.Sprintf(":%d", p.Server.Port), s.APIKeyEnv)
-		ready = []string{"/usr/local/bin/workbench", "probe", "--expect-status", "200", fmt.Sprintf("http://127.0.0.1:%d/health", p.Server.Port)}
+		ready = []string{campaign.WorkbenchBinary, "probe", "--expect-status", "200", fmt.Sprintf("http://127.0.0.1:%d/health", p.Server.Port)}
 	}
 	env := []corev1.EnvVar{{Name: "AGENTPEN_API_KEY_ENV", Value: s.APIKeyEnv}, {Name: "AGENTPEN_ROLE", Value: campaign.RoleServer}}
 	for _, k := range slices.Sorted(maps.Keys(s.ExtraEnv)) {
@@ -319,7 +319,7 @@ func (d *Driver) workspacePod(ns string, p *campaign.Plan, ag campaign.AgentPlan
 		// an exec: the kubelet's own probes dial from the node's network
 		// namespace.
 		cmd = append(cmd, "--listen", fmt.Sprintf("127.0.0.1:%d", WorkbenchPort))
-		ready = []string{"/usr/local/bin/workbench", "probe", "--unix", campaign.WorkbenchSocket, "--expect-status", "200", "http://workbench/health"}
+		ready = []string{campaign.WorkbenchBinary, "probe", "--unix", campaign.WorkbenchSocket, "--expect-status", "200", "http://workbench/health"}
 	}
 	volumes := []corev1.Volume{}
 	mounts := []corev1.VolumeMount{}

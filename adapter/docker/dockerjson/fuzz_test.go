@@ -13,7 +13,7 @@ import (
 
 // fixtureNames are the attestation's fixtures (testdata/attest), captured
 // from the real rootless daemon.
-var fixtureNames = []string{"internal", "nat"}
+var fixtureNames = []string{"internal", "per-agent", "nat"}
 
 func loadCapture(t testing.TB, name string) Capture {
 	t.Helper()
