@@ -336,11 +336,17 @@ type JournalContents struct {
 	file          os.FileInfo
 	end, lastSize int64
 	clean         bool
+	// readOn: ReadJournalAfter read on from its prev.
+	readOn bool
 }
 
 // FileInfo is the journal file as it was read (nil for contents not
 // read from a file).
 func (c JournalContents) FileInfo() os.FileInfo { return c.file }
+
+// ReadOn reports whether ReadJournalAfter read the file on from the
+// earlier read it was given (false: from its start).
+func (c JournalContents) ReadOn() bool { return c.readOn }
 
 // OpenJournal continues the journal in f, which its caller opened for
 // reading and appending (O_RDWR|O_APPEND, never following a link) and
@@ -514,7 +520,7 @@ func ReadJournalAfter(f *os.File, path string, prev JournalContents) (JournalCon
 		from.Torn = nil
 	}
 	c, err := scanJournal(path, io.NewSectionReader(f, from.end, fi.Size()-from.end), from)
-	c.file = fi
+	c.file, c.readOn = fi, from.file != nil
 	return c, err
 }
 

@@ -88,6 +88,9 @@ func TestReadJournalAfterAgreesWithAFullRead(t *testing.T) {
 				// Read after again, nothing appended: the same.
 				again, aerr := readAfter(t, path, got)
 				sameRead(t, fmt.Sprintf("read at %d of %d bytes, after, and after again", k, len(tt.text)), again, aerr, want, werr)
+				if again.ReadOn() != (gerr == nil) {
+					t.Fatalf("read at %d of %d bytes, after, and after again: read on %v after a read with error %v", k, len(tt.text), again.ReadOn(), gerr)
+				}
 			}
 		})
 	}
@@ -117,6 +120,9 @@ func TestReadJournalAfterRereadsAChangedFile(t *testing.T) {
 		got, gerr := readAfter(t, path, prev)
 		want, werr := loadJournalPath(path)
 		sameRead(t, "another file", got, gerr, want, werr)
+		if got.ReadOn() {
+			t.Fatalf("%s: read on from the earlier read", "another file")
+		}
 		if len(got.Records) != 3 || got.Records[1].Op != OpNote {
 			t.Fatalf("another file: %+v", got.Records)
 		}
@@ -134,6 +140,9 @@ func TestReadJournalAfterRereadsAChangedFile(t *testing.T) {
 		got, gerr := readAfter(t, path, prev)
 		want, werr := loadJournalPath(path)
 		sameRead(t, "rewritten", got, gerr, want, werr)
+		if got.ReadOn() {
+			t.Fatalf("%s: read on from the earlier read", "rewritten")
+		}
 		if gerr == nil || got.Records[1].Op != OpOrphan {
 			t.Fatalf("rewritten: %v, %+v: want the edited record and the broken chain after it", gerr, got.Records)
 		}
@@ -160,6 +169,9 @@ func TestReadJournalAfterRereadsAChangedFile(t *testing.T) {
 		got, gerr := readAfter(t, path, prev)
 		want, werr := loadJournalPath(path)
 		sameRead(t, "edited in place", got, gerr, want, werr)
+		if got.ReadOn() {
+			t.Fatalf("%s: read on from the earlier read", "edited in place")
+		}
 		if gerr == nil {
 			t.Fatalf("edited in place: no error, records %+v", got.Records)
 		}

@@ -146,9 +146,9 @@ func (c *Campaign) OpenJournal() (*campaign.Journal, error) {
 		return nil, err
 	}
 	c.root.journals.put(c.Key, jc)
-	// Its directory entry is synced once per file (this root synced it
-	// already: nothing of it can be lost since).
-	if fi := jc.FileInfo(); synced == nil || !os.SameFile(synced, fi) {
+	// Its directory entry is synced once per file: not again when this
+	// root synced it and has read it on since (the same file).
+	if fi := jc.FileInfo(); !jc.ReadOn() || synced == nil || !os.SameFile(synced, fi) {
 		if err := c.dir.SyncParent(campaign.JournalFile); err != nil {
 			j.Close()
 			return nil, err

@@ -48,6 +48,7 @@ func (js *journals) get(key string) (campaign.JournalContents, os.FileInfo) {
 
 // put keeps c, a read of key's journal without error, unless what is
 // kept is a longer read of the same file (a read that raced another).
+// The file synced is forgotten unless c was read on from a read of it.
 func (js *journals) put(key string, c campaign.JournalContents) {
 	js.mu.Lock()
 	defer js.mu.Unlock()
@@ -55,7 +56,9 @@ func (js *journals) put(key string, c campaign.JournalContents) {
 	if old := e.read.FileInfo(); old != nil && os.SameFile(old, c.FileInfo()) && old.Size() > c.FileInfo().Size() {
 		return
 	}
-	if e.synced != nil && !os.SameFile(e.synced, c.FileInfo()) {
+	if !c.ReadOn() {
+		// Read from its start: it may be another file than the one
+		// synced, even under the same inode number (one reused).
 		e.synced = nil
 	}
 	e.read = c
