@@ -9,8 +9,8 @@ import (
 
 // BenchmarkClaimFake is the engine's own work of a warm claim, on the
 // fake runtime (no daemon): what to profile the claim path with
-// (go test ./adapter -run '^$' -bench ClaimFake -cpuprofile). Each
-// round claims a pool of 64 one at a time.
+// (go test ./adapter -run '^$' -bench ClaimFake -cpuprofile cpu.out).
+// Each round claims a pool of 64 one at a time.
 func BenchmarkClaimFake(b *testing.B) {
 	const pool = 64
 	d := fakedriver.New(map[string]string{"img": fakeImage})
