@@ -17,7 +17,7 @@ import (
 
 // fakePool brings up, on the fake runtime, a campaign of one workspace
 // and a pool of n, and journals it attested (the fake runs no probes).
-func fakePool(t *testing.T, a *Adapter, root *store.Root, id string, n int) *store.Campaign {
+func fakePool(t testing.TB, a *Adapter, root *store.Root, id string, n int) *store.Campaign {
 	t.Helper()
 	spec := campaign.CampaignSpec{CampaignID: id, Server: campaign.ServerSpec{Image: fakeImage}, Pool: n}
 	spec.Workspaces = append(spec.Workspaces, campaign.WorkspaceSpec{TaskID: "software/median", Image: fakeImage})

@@ -133,7 +133,7 @@ func (a *Adapter) readState(c *store.Campaign) (store.State, error) {
 		a.log().Warn("journal: ignoring "+st.Torn.String()+"; the next agentpen down or up of the campaign cuts it", "journal", c.JournalPath())
 	}
 	if err == nil {
-		err = a.onThisRuntime(c)
+		err = a.runtimeOf(c, st.Generations)
 	}
 	return st, err
 }
@@ -152,8 +152,13 @@ func (a *Adapter) onThisRuntime(c *store.Campaign) error {
 	if err != nil {
 		return nil // whoever reads the journal says what is wrong with it
 	}
+	return a.runtimeOf(c, campaign.Generations(recs))
+}
+
+// runtimeOf is onThisRuntime of the generations gens, c's journal's.
+func (a *Adapter) runtimeOf(c *store.Campaign, gens []campaign.Generation) error {
 	here := a.Driver.Info().Runtime
-	for _, g := range campaign.Generations(recs) {
+	for _, g := range gens {
 		if len(g.Live()) == 0 {
 			continue
 		}

@@ -23,7 +23,7 @@ var fakeEnv = map[string]string{campaign.DefaultAPIKeyEnv: "k3y-for-the-fake-dri
 
 // fakeEngine is an engine on an in-memory runtime, with a state root and a
 // lock base of its own.
-func fakeEngine(t *testing.T, d *fakedriver.Driver, lockBase string) (*Adapter, *store.Root) {
+func fakeEngine(t testing.TB, d *fakedriver.Driver, lockBase string) (*Adapter, *store.Root) {
 	t.Helper()
 	root, err := store.CreateRoot(t.TempDir())
 	if err != nil {

@@ -23,28 +23,16 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 	if err != nil {
 		return nil, fmt.Errorf("campaign %q: %w", c.ID, err)
 	}
-	if err := a.onThisRuntime(c); err != nil {
+	if err := a.runtimeOf(c, st.Generations); err != nil {
 		return nil, err
 	}
 	g := st.Latest()
 	if !st.Status.Up() {
 		return nil, fmt.Errorf("campaign %q generation %d: %w: %s", c.ID, g.N, ErrNotUp, st.Reason(c.ID))
 	}
-	spec, err := c.Spec(g.N)
+	p, err := planOf(c, g)
 	if err != nil {
 		return nil, err
-	}
-	opts, err := c.PlanOptions()
-	if err != nil {
-		return nil, err
-	}
-	p, err := campaign.NewPlanWith(spec, opts)
-	if err != nil {
-		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
-	}
-	p.Bind(g.N, g.Instance)
-	if err := p.Pin(g.Images); err != nil {
-		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
 	}
 	// Claimed pooled workspaces are served, bound to their claims' tasks;
 	// unclaimed ones are not (they have no task yet).
@@ -101,6 +89,27 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 		out.Workspaces = append(out.Workspaces, workspace(p.Agents[i], task, h))
 	}
 	return out, nil
+}
+
+// planOf is the plan of c's generation g, from its spec, bound to it.
+func planOf(c *store.Campaign, g campaign.Generation) (*campaign.Plan, error) {
+	spec, err := c.Spec(g.N)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := c.PlanOptions()
+	if err != nil {
+		return nil, err
+	}
+	p, err := campaign.NewPlanWith(spec, opts)
+	if err != nil {
+		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
+	}
+	p.Bind(g.N, g.Instance)
+	if err := p.Pin(g.Images); err != nil {
+		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
+	}
+	return p, nil
 }
 
 // Workspaces describes the latest generation's workspaces the driver can

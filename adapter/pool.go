@@ -146,7 +146,9 @@ func claimedAlready(c *store.Campaign, st store.State, task, attempt string) err
 // fails answers its claim with the error (its record is not written);
 // an error of the whole (the plan, the append) is returned alone.
 func (a *Adapter) bindSlots(ctx context.Context, c *store.Campaign, j *campaign.Journal, st store.State, slots []campaign.Slot, reqs []claimReq) ([]claimResult, error) {
-	lc, err := a.Load(c)
+	// The plan of st's generation (ready: claimable), with these slots
+	// alone: each is found, and its uid block set, below.
+	p, err := planOf(c, st.Latest())
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +156,7 @@ func (a *Adapter) bindSlots(ctx context.Context, c *store.Campaign, j *campaign.
 	for i, s := range slots {
 		nums[i] = s.N
 	}
-	if err := lc.Plan.AddPool(nums); err != nil {
+	if err := p.AddPool(nums); err != nil {
 		return nil, err
 	}
 	live := st.Latest().Live()
@@ -162,8 +164,8 @@ func (a *Adapter) bindSlots(ctx context.Context, c *store.Campaign, j *campaign.
 	var recs []campaign.Record
 	var bound []int
 	for i, slot := range slots {
-		k := slices.IndexFunc(lc.Plan.Agents, func(ag campaign.AgentPlan) bool {
-			return ag.Pool && ag.Index == len(lc.Plan.Spec.Workspaces)+slot.N
+		k := slices.IndexFunc(p.Agents, func(ag campaign.AgentPlan) bool {
+			return ag.Pool && ag.Index == len(p.Spec.Workspaces)+slot.N
 		})
 		if k < 0 {
 			return nil, fmt.Errorf("campaign %s: pool slot %d: not in its plan", c.ID, slot.N)
@@ -174,8 +176,8 @@ func (a *Adapter) bindSlots(ctx context.Context, c *store.Campaign, j *campaign.
 				base, _ = campaign.ParseUIDBlock(r.Labels[campaign.LabelUIDBlock])
 			}
 		}
-		lc.Plan.SetUIDBlock(k, base)
-		ag := lc.Plan.Agents[k]
+		p.SetUIDBlock(k, base)
+		ag := p.Agents[k]
 		h, err := a.Driver.Workspace(ag, live)
 		if err == nil {
 			err = a.Driver.Bind(ctx, h, reqs[i].task)
@@ -194,7 +196,7 @@ func (a *Adapter) bindSlots(ctx context.Context, c *store.Campaign, j *campaign.
 	turn := a.decideTurn(c.Key)
 	turn.Lock()
 	defer turn.Unlock()
-	if _, err := a.claimable(c); err != nil {
+	if err := stillReady(c); err != nil {
 		return nil, err
 	}
 	if err := j.AppendAll(recs); err != nil {
@@ -217,12 +219,8 @@ func (a *Adapter) claimable(c *store.Campaign) (store.State, error) {
 	if err != nil {
 		return st, fmt.Errorf("campaign %q: %w", c.ID, err)
 	}
-	if st.Status != campaign.StatusReady {
-		why := st.Reason(c.ID)
-		if why == "" {
-			why = "its latest attestation failed"
-		}
-		return st, &notUpError{fmt.Sprintf("campaign %s is %s: %s; nothing was claimed", c.ID, st.Status, why)}
+	if err := notReady(c, st); err != nil {
+		return st, err
 	}
 	spec, err := c.Spec(st.Latest().N)
 	if err != nil {
@@ -232,6 +230,30 @@ func (a *Adapter) claimable(c *store.Campaign) (store.State, error) {
 		return st, fmt.Errorf("campaign %s: %w (its spec's pool is 0)", c.ID, ErrNoPool)
 	}
 	return st, nil
+}
+
+// notReady refuses a campaign (c, its state st) that is not ready.
+func notReady(c *store.Campaign, st store.State) error {
+	if st.Status == campaign.StatusReady {
+		return nil
+	}
+	why := st.Reason(c.ID)
+	if why == "" {
+		why = "its latest attestation failed"
+	}
+	return &notUpError{fmt.Sprintf("campaign %s is %s: %s; nothing was claimed", c.ID, st.Status, why)}
+}
+
+// stillReady refuses a campaign that claimable let through and that is
+// no longer ready: in the same hold of the lock, its journal took only
+// this process's records since (claims, and a refill's: a failed verdict
+// fails it closed), which change neither its runtime nor its spec.
+func stillReady(c *store.Campaign) error {
+	st, err := c.Read()
+	if err != nil {
+		return fmt.Errorf("campaign %q: %w", c.ID, err)
+	}
+	return notReady(c, st)
 }
 
 // Bounds of a refill (issue 41): a hold of the campaign's lock (shared

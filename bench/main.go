@@ -552,21 +552,30 @@ operations, each waiting for a core) rose from 0.17 / 0.10 ms to 0.8 / 1.7 ms in
   (one hold of the campaign's lock, one synced write for the claims queued), claims no longer
   take the service's op lock one at a time, and claims share a hold of the lock with the
   background refill, which makes one workspace per hold and lets a burst go first (docs/
-  decisions.md, Workspace pools). The pool rows are from the run that ended 2026-12-06 07:15,
-  at load averages of 34 to 85 (other engineers' suites and a cluster node): every row beside
-  its control, measured in the same rounds. Sequential claims: p50 59, p99 194 ms, against the
-  first answer alone on the same base_url right after (raw-warm-: p50 9.3, p99 48 ms), so about
-  50 ms of the median is the claim's own at that load: the service and the engine each read the
-  journal, the spec and the plan from disk again for every claim (three reads and an fsync), which
-  a campaign's state kept in memory between claims would save (not done). A burst of 16: p99 445
-  ms against its control's 170 ms (the same 16 first answers at once without the claim); a burst
-  of 64: p99 2.72 s against a control whose own median is 0.72 s and p99 1.15 s: 64 sessions at
-  once through the proxy, each a reset and a step, take longer on 2 cores than the target allows
-  the claims, so the 64 row is bound by the machine. For scale, at a load average of 13-20 an
-  earlier run (batches, refill not yet sharing the hold) measured the burst of 16 at p99 257 ms
-  (control 109 ms) and of 64 at 2.46 s (control 1.09 s); the first run of the benchmark, with
-  the refill holding the lock across its creates and probes, 579 ms and 8.1 s at 15-58; issue
-  41's figure on main, measured through ` + "`agentpen serve`" + ` by hand, was p99 431 ms for 16.
+  decisions.md, Workspace pools). A claim reads its campaign's journal on from where the state
+  root last read it, not from the start, and plans only the slots it binds (Workspace pools: a
+  root reads a journal on from where it last read). The pool rows are from the run that ended
+  2026-12-06 13:41, at load averages of 5 to 31 (other engineers' work): every row beside its
+  control, measured in the same rounds. Sequential claims: p50 34, p99 113 ms, against the
+  first answer alone on the same base_url right after (raw-warm-: p50 5.1, p99 36 ms). The
+  claim's POST is 1.7 ms of that median (warm-post-: p95 17 ms); the rest is the first session
+  on the workspace (warm-session-: p50 32 ms, against raw-warm-'s 5.1 ms for the second), almost
+  all of it its first reset (15-25 ms in a timing by hand at a load average of 15-19): work the
+  workbench does once per workspace, not yet broken down (docs/decisions.md, Workspace pools),
+  and that, not the claim, is what the p99 target is left with. The POST before the journal was read on (main at
+  3b8c172 and this branch alternating, two runs each of the sequential row at 4 to 10): p50 9.8
+  and 9.9 ms, p99 28 and 65 ms; after: p50 3.5 and 1.7 ms, p99 7.9 and 12 ms. A burst of 16:
+  p99 258 ms against its control's 101 ms (the same 16 first answers at once without the
+  claim); a burst of 64: p99 1.43 s against a control whose own median is 0.88 s and p99 1.23
+  s: 64 sessions at once through the proxy, each a reset and a step, take longer on 2 cores than
+  the target allows the claims, so the 64 row is bound by the machine. Main at 3b8c172, in the
+  same session at 7 to 28: 16 at once p99 429 ms (control 249 ms), 64 at once p99 2.31 s
+  (control 1.28 s): the burst of 64, whose batches read a journal of hundreds of records, gained
+  most (p99 1.81x its control's, now 1.16x). Earlier: the run that ended 07:15, at 34 to 85,
+  measured p99 194 ms sequential, 445 ms and 2.72 s; the first run of the benchmark, with the
+  refill holding the lock across its creates and probes, 579 ms and 8.1 s for the bursts at
+  15-58; issue 41's figure on main, measured through ` + "`agentpen serve`" + ` by hand, was p99
+  431 ms for 16.
   Cold time to interactive (the run that ended 06:51, at 13-20; agentpen's attested create of
   the grader and n workspaces to every first tool answer) was 0.96 s for 1 workspace against a
   floor of 0.53 s (1.79x) and 2.62 s for 8 against 1.86 s (1.40x): the floor is the raw SDK's

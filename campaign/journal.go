@@ -329,7 +329,24 @@ type JournalContents struct {
 	Torn *TornTail
 	// last is the hash of the last complete line ("" for none).
 	last string
+	// file is the journal read (ReadJournalAfter), end the offset after
+	// its last complete line and lastSize that line's length with its
+	// newline; clean: every complete line was a record that followed the
+	// one before it.
+	file          os.FileInfo
+	end, lastSize int64
+	clean         bool
+	// readOn: ReadJournalAfter read on from its prev.
+	readOn bool
 }
+
+// FileInfo is the journal file as it was read (nil for contents not
+// read from a file).
+func (c JournalContents) FileInfo() os.FileInfo { return c.file }
+
+// ReadOn reports whether ReadJournalAfter read the file on from the
+// earlier read it was given (false: from its start).
+func (c JournalContents) ReadOn() bool { return c.readOn }
 
 // OpenJournal continues the journal in f, which its caller opened for
 // reading and appending (O_RDWR|O_APPEND, never following a link) and
@@ -342,10 +359,17 @@ type JournalContents struct {
 // bury the damage. The Journal owns f from then on (Close closes it), also
 // on error.
 func OpenJournal(f *os.File, path string) (*Journal, error) {
-	c, err := ReadJournal(f, path)
+	j, _, err := OpenJournalAfter(f, path, JournalContents{})
+	return j, err
+}
+
+// OpenJournalAfter is OpenJournal reading f as ReadJournalAfter does
+// (prev: an earlier read of the same file), and returns what it read.
+func OpenJournalAfter(f *os.File, path string, prev JournalContents) (*Journal, JournalContents, error) {
+	c, err := ReadJournalAfter(f, path, prev)
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, c, err
 	}
 	j := &Journal{f: f, now: time.Now, path: path, prev: c.last}
 	if n := len(c.Records); n > 0 {
@@ -354,19 +378,19 @@ func OpenJournal(f *os.File, path string) (*Journal, error) {
 	if t := c.Torn; t != nil {
 		if err := f.Truncate(t.Offset); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("journal %s: cut %s: %w", path, t, err)
+			return nil, c, fmt.Errorf("journal %s: cut %s: %w", path, t, err)
 		}
 		if err := f.Sync(); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("journal %s: cut %s: %w", path, t, err)
+			return nil, c, fmt.Errorf("journal %s: cut %s: %w", path, t, err)
 		}
 		j.cut = t
 		if err := j.Append(Record{Op: OpNote, Note: "journal: cut " + t.String()}); err != nil {
 			f.Close()
-			return nil, err
+			return nil, c, err
 		}
 	}
-	return j, nil
+	return j, c, nil
 }
 
 // Cut returns the torn final line OpenJournal cut (nil for none).
@@ -465,7 +489,57 @@ func ReadJournal(f *os.File, path string) (JournalContents, error) {
 	if err := CheckPrivate("journal", path, fi, false); err != nil {
 		return JournalContents{}, err
 	}
-	return scanJournal(path, io.NewSectionReader(f, 0, fi.Size()))
+	c, err := scanJournal(path, io.NewSectionReader(f, 0, fi.Size()), JournalContents{})
+	c.file = fi
+	return c, err
+}
+
+// ReadJournalAfter reads the journal in f as ReadJournal does, reusing
+// prev, the contents of an earlier read (ReadJournal's or this one's)
+// without error: when f is the file prev read (os.SameFile), as long as
+// prev read it (and not written since) or longer, and the last line prev
+// read is still where prev read it, only the lines after that line are
+// read, and the first of them must follow it (the chain); otherwise all
+// of f is read. A journal is only ever appended to (and a torn final
+// line cut, which prev did not count), so that is what a read from the
+// start would say, in a fraction of its time. It does not look again at
+// the lines before prev's last: a line edited in place while the file
+// also grew is seen by the next read from the start (any other reader's).
+// prev is not changed.
+func ReadJournalAfter(f *os.File, path string, prev JournalContents) (JournalContents, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return JournalContents{}, fmt.Errorf("journal %s: %w", path, err)
+	}
+	if err := CheckPrivate("journal", path, fi, false); err != nil {
+		return JournalContents{}, err
+	}
+	from := JournalContents{}
+	if prev.continuedBy(f, fi) {
+		from = prev
+		from.Torn = nil
+	}
+	c, err := scanJournal(path, io.NewSectionReader(f, from.end, fi.Size()-from.end), from)
+	c.file, c.readOn = fi, from.file != nil
+	return c, err
+}
+
+// continuedBy reports whether fi, the file f, is c's journal with
+// nothing but lines appended after c's last line (see ReadJournalAfter).
+func (c JournalContents) continuedBy(f io.ReaderAt, fi os.FileInfo) bool {
+	switch {
+	case !c.clean || c.file == nil || !os.SameFile(c.file, fi) || fi.Size() < c.end:
+		return false
+	case fi.Size() == c.file.Size() && !fi.ModTime().Equal(c.file.ModTime()):
+		return false // written in place
+	case c.end == 0:
+		return true
+	}
+	line := make([]byte, c.lastSize)
+	if _, err := f.ReadAt(line, c.end-c.lastSize); err != nil {
+		return false
+	}
+	return bytes.HasSuffix(line, []byte("\n")) && lineHash(line[:len(line)-1]) == c.last
 }
 
 // ParseJournal reads a journal's records from r (named path in messages)
@@ -473,12 +547,15 @@ func ReadJournal(f *os.File, path string) (JournalContents, error) {
 // copy of a campaign's files, whose trust comes from the signed
 // statements that cover it, never for acting on a campaign.
 func ParseJournal(path string, r io.Reader) (JournalContents, error) {
-	return scanJournal(path, r)
+	return scanJournal(path, r, JournalContents{})
 }
 
-// scanJournal reads records, one per line, from r (the journal at path).
-func scanJournal(path string, r io.Reader) (JournalContents, error) {
-	var c JournalContents
+// scanJournal reads records, one per line, from r (the journal at path
+// after the lines c read, clean: r starts at c.end) and returns c with
+// them after its records (c's own are not changed).
+func scanJournal(path string, r io.Reader, c JournalContents) (JournalContents, error) {
+	c.Records = slices.Clip(c.Records) // appended to: copied, never shared
+	c.clean = false
 	var bad *CorruptError
 	corrupt := func(line int, err error) {
 		if bad == nil {
@@ -488,10 +565,13 @@ func scanJournal(path string, r io.Reader) (JournalContents, error) {
 		}
 	}
 	br := bufio.NewReaderSize(r, 64<<10)
-	var off int64
+	off := c.end
 	var buf []byte
 	seq, resync := 0, false
-	for n := 1; ; n++ {
+	if k := len(c.Records); k > 0 {
+		seq = c.Records[k-1].Seq
+	}
+	for n := len(c.Records) + 1; ; n++ {
 		buf = buf[:0]
 		size, long := int64(0), false
 		var err error
@@ -518,6 +598,7 @@ func scanJournal(path string, r io.Reader) (JournalContents, error) {
 			return c, fmt.Errorf("read journal %s: %w", path, err)
 		}
 		off += size
+		c.end, c.lastSize = off, size
 		if long {
 			corrupt(n, fmt.Errorf("a line of %d bytes, longer than a record can be (%d)", size, MaxRecordBytes))
 			c.last, resync = "", true
@@ -546,6 +627,7 @@ func scanJournal(path string, r io.Reader) (JournalContents, error) {
 	if bad != nil {
 		return c, bad
 	}
+	c.clean = true
 	return c, nil
 }
 

@@ -101,11 +101,14 @@ func TestPoolThroughAPI(t *testing.T) {
 // of 16, claimed 16 times in a row while the service refills it in the
 // background). Its control, raw-warm-, is the same first answer on the
 // same base_url right after each warm claim's, without the claim.
-// adapter.BenchmarkPoolClaim has the drained pool's figure.
+// warm- is warm-post- (the POST to its answer) and warm-session- (the
+// first session after it, to its first answer: the workspace's first
+// episode) added. adapter.BenchmarkPoolClaim has the drained pool's
+// figure.
 func BenchmarkPoolClaimAPI(b *testing.B) {
 	l := startLive(b)
 	hapi := apiclient.New(l.ts.URL, l.token, nil)
-	var warm, raw testlatency.Samples
+	var warm, post, session, raw testlatency.Samples
 	for round := range max(1, b.N/16) {
 		id := fmt.Sprint("bench-pool-", round)
 		l.createPooled(b, id, 16)
@@ -116,6 +119,7 @@ func BenchmarkPoolClaimAPI(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			claimed := time.Since(start)
 			s, err := client.Dial(ctx, cv.Workspace.BaseURL)
 			if err != nil {
 				b.Fatal(err)
@@ -131,7 +135,7 @@ func BenchmarkPoolClaimAPI(b *testing.B) {
 			if cv.Pool != "warm" {
 				continue
 			}
-			warm = append(warm, d)
+			warm, post, session = append(warm, d), append(post, claimed), append(session, d-claimed)
 			// The control: the same first answer on the same base_url
 			// at once, without the claim.
 			start = time.Now()
@@ -155,6 +159,8 @@ func BenchmarkPoolClaimAPI(b *testing.B) {
 		b.Fatal("no claim was warm")
 	}
 	warm.Report(b, "warm-")
+	post.Report(b, "warm-post-")
+	session.Report(b, "warm-session-")
 	raw.Report(b, "raw-warm-")
 }
 

@@ -120,8 +120,13 @@ func (c *Campaign) Records() ([]campaign.Record, *campaign.TornTail, error) {
 		return nil, nil, fmt.Errorf("journal of %s: %w", c.Path, err)
 	}
 	defer f.Close()
-	jc, err := campaign.ReadJournal(f, c.dir.Join(campaign.JournalFile))
-	return jc.Records, jc.Torn, err
+	prev, _ := c.root.journals.get(c.Key)
+	jc, err := campaign.ReadJournalAfter(f, c.dir.Join(campaign.JournalFile), prev)
+	if err == nil {
+		c.root.journals.put(c.Key, jc)
+	}
+	// The records kept are never changed: the caller gets a copy.
+	return slices.Clone(jc.Records), jc.Torn, err
 }
 
 // JournalPath is the journal's path, for messages.
@@ -135,13 +140,20 @@ func (c *Campaign) OpenJournal() (*campaign.Journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open journal: %w", err)
 	}
-	j, err := campaign.OpenJournal(f, c.dir.Join(campaign.JournalFile))
+	prev, synced := c.root.journals.get(c.Key)
+	j, jc, err := campaign.OpenJournalAfter(f, c.dir.Join(campaign.JournalFile), prev)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.dir.SyncParent(campaign.JournalFile); err != nil {
-		j.Close()
-		return nil, err
+	c.root.journals.put(c.Key, jc)
+	// Its directory entry is synced once per file: not again when this
+	// root synced it and has read it on since (the same file).
+	if fi := jc.FileInfo(); !jc.ReadOn() || synced == nil || !os.SameFile(synced, fi) {
+		if err := c.dir.SyncParent(campaign.JournalFile); err != nil {
+			j.Close()
+			return nil, err
+		}
+		c.root.journals.markSynced(c.Key, fi)
 	}
 	c.mu.Lock()
 	if c.staged != "" {

@@ -34,6 +34,8 @@ type Root struct {
 	// dir is the root's directory; nil for a root opened for reading that
 	// does not exist (it holds no campaign).
 	dir *beneath.Dir
+	// journals is what the root last read of each campaign's journal.
+	journals journals
 }
 
 // OpenRoot opens the state root at path for reading: one that does not
