@@ -264,18 +264,26 @@ func (a *Adapter) observeCampaign(ctx context.Context, x *attest.Expectation, op
 }
 
 // runProbes runs the execs phase by phase, every exec of a phase at once
-// (bounded), each with a deadline of its probes' timeout and a margin.
+// (bounded), each with a deadline of its probes' timeout and a margin; on
+// a runtime that streams an exec, as one process per container
+// (runProbesStreamed).
 func (a *Adapter) runProbes(ctx context.Context, execs []attest.Exec, env attest.ProbeEnv) []attest.ProbeRun {
 	timeout := time.Duration(env.TimeoutMS) * time.Millisecond
 	if timeout <= 0 {
 		timeout = attest.DefaultProbeTimeoutMS * time.Millisecond
 	}
-	runs := make([]attest.ProbeRun, len(execs))
 	// The process-custody probe reads /proc of a server that made itself
 	// non-dumpable: with every capability of the container's user
 	// namespace where the runtime can give them.
-	privileged := a.Driver.Info().PrivilegedExec
-	for _, phase := range []string{attest.PhaseBefore, attest.PhaseMain, attest.PhaseAfter} {
+	info := a.Driver.Info()
+	privileged := info.PrivilegedExec
+	if info.StreamingExec {
+		if runs, ok := a.runProbesStreamed(ctx, execs, timeout, privileged); ok {
+			return runs
+		}
+	}
+	runs := make([]attest.ProbeRun, len(execs))
+	for _, phase := range probePhases {
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, attestParallelism)
 		for i, x := range execs {
