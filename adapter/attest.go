@@ -23,6 +23,10 @@ import (
 // timeouts together.
 const attestParallelism = 32
 
+// probeExecMargin is how much longer than its probes' timeout an exec of
+// them may take (a variable for the tests).
+var probeExecMargin = 15 * time.Second
+
 // AttestOptions configure Attest; zero values take the defaults.
 type AttestOptions struct {
 	// EgressTarget is a host:port that only outbound NAT reaches; each
@@ -298,7 +302,7 @@ func (a *Adapter) runProbes(ctx context.Context, execs []attest.Exec, env attest
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				ectx, cancel := context.WithTimeout(ctx, timeout+15*time.Second)
+				ectx, cancel := context.WithTimeout(ctx, timeout+probeExecMargin)
 				defer cancel()
 				out, err := a.Driver.Exec(ectx, x.ContainerID, x.Cmd, driver.ExecOptions{Privileged: privileged})
 				runs[i].ExitCode, runs[i].Stdout = out.ExitCode, out.Stdout

@@ -90,7 +90,7 @@ func (a *Adapter) runProbesStreamed(ctx context.Context, execs []attest.Exec, ti
 	}
 	// Each answer comes within its probes' timeout and a margin, as an
 	// exec of one phase does.
-	perPhase := timeout + 15*time.Second
+	perPhase := timeout + probeExecMargin
 	sem := make(chan struct{}, attestParallelism)
 	var wg sync.WaitGroup
 	wg.Go(func() {
