@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/workbench/probe"
@@ -91,8 +92,9 @@ func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 		if len(pos) != 0 {
 			return cli.Usagef("--batch takes no URL")
 		}
-		self := selfBinary("/proc/self/exe")
-		return runBatch(ctx, *batch, &self, stdout, getenv)
+		self := digestSelf()
+		defer self.get() // its goroutine ended, whatever the batch
+		return runBatch(ctx, *batch, self, stdout, getenv)
 	}
 	if len(pos) != 1 {
 		return &cli.UsageError{Msg: "missing URL (or --batch JSON)", Hint: prog + " probe --help"}
@@ -142,16 +144,13 @@ const maxBatchLine = 4 << 20
 
 // runBatches runs the batches of stdin, one a line, each answered (its
 // result line written) before the next is read. The binary is digested
-// once, for every batch.
+// once, for every batch, while the first is awaited.
 func runBatches(ctx context.Context, stdin io.Reader, stdout io.Writer, getenv func(string) string) error {
 	sc := bufio.NewScanner(stdin)
 	sc.Buffer(make([]byte, 0, 64<<10), maxBatchLine)
-	var self *probe.Binary
+	self := digestSelf()
+	defer self.get() // its goroutine ended, whatever the batches
 	for n := 1; sc.Scan(); n++ {
-		if self == nil {
-			b := selfBinary("/proc/self/exe")
-			self = &b
-		}
 		if err := runBatch(ctx, sc.Text(), self, stdout, getenv); err != nil {
 			return fmt.Errorf("stdin line %d: %w", n, err)
 		}
@@ -162,9 +161,31 @@ func runBatches(ctx context.Context, stdin io.Reader, stdout io.Writer, getenv f
 	return nil
 }
 
+// selfDigest is this binary's identity (selfBinary), digested in the
+// background from the moment it is asked for.
+type selfDigest struct {
+	once sync.Once
+	ch   chan probe.Binary
+	b    probe.Binary
+}
+
+// digestSelf starts digesting this binary.
+func digestSelf() *selfDigest {
+	d := &selfDigest{ch: make(chan probe.Binary, 1)}
+	go func() { d.ch <- selfBinary("/proc/self/exe") }()
+	return d
+}
+
+// get waits for the digest.
+func (d *selfDigest) get() *probe.Binary {
+	d.once.Do(func() { d.b = <-d.ch })
+	return &d.b
+}
+
 // runBatch runs a batch of probes (raw, its JSON) and prints the results,
-// naming self as the binary that ran them, on one line.
-func runBatch(ctx context.Context, raw string, self *probe.Binary, stdout io.Writer, getenv func(string) string) error {
+// naming self as the binary that ran them, on one line. The probes run
+// while self is digested.
+func runBatch(ctx context.Context, raw string, self *selfDigest, stdout io.Writer, getenv func(string) string) error {
 	var b probe.Batch
 	dec := json.NewDecoder(strings.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -175,7 +196,7 @@ func runBatch(ctx context.Context, raw string, self *probe.Binary, stdout io.Wri
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
-	res.Binary = self
+	res.Binary = self.get()
 	line, err := json.Marshal(res)
 	if err != nil {
 		return err
