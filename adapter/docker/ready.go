@@ -102,10 +102,13 @@ var (
 	// execPoll paces a check that is a docker exec (the server's): each
 	// one is a process start in the container and work for the daemon.
 	execPoll = pollSchedule{first: 50 * time.Millisecond, most: time.Second, factor: 2}
-	// socketPoll paces a connect to a workbench's unix socket, which costs
-	// nothing until it listens: the last workspace's readiness is the end
-	// of a bring-up, so it is asked often.
-	socketPoll = pollSchedule{first: 10 * time.Millisecond, most: 100 * time.Millisecond, factor: 1.5}
+	// socketPoll paces a connect to a workbench's or the grader's unix
+	// socket, which costs nothing until it listens: the last container's
+	// readiness is the end of a bring-up, so it is asked often, at most a
+	// quarter of the time waited so far after it began to listen (a
+	// schedule of 10 ms and 1.5 times more each time found a workbench
+	// listening about 12 ms after its start at 25 ms).
+	socketPoll = pollSchedule{first: 2 * time.Millisecond, most: 100 * time.Millisecond, factor: 1.25}
 )
 
 // exitCheckEvery is how often polling asks the daemon whether the
