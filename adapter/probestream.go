@@ -136,14 +136,6 @@ func (a *Adapter) runProbeStream(ctx context.Context, s *probeStream, execs []at
 		out.close()
 		ended <- end{res, err}
 	}()
-	var last *end
-	wait := func() end {
-		if last == nil {
-			e := <-ended
-			last = &e
-		}
-		return *last
-	}
 	var lost string // why the runs from here on have no answer
 	got := make([]bool, len(s.execs))
 	for k, i := range s.execs {
@@ -172,7 +164,7 @@ func (a *Adapter) runProbeStream(ctx context.Context, s *probeStream, execs []at
 		answered[x.Phase].Done()
 	}
 	inW.Close()
-	e := wait()
+	e := <-ended
 	for k, i := range s.execs {
 		r := &runs[i]
 		r.ExitCode = e.res.ExitCode
