@@ -24,6 +24,10 @@ import (
 // timeouts together.
 const attestParallelism = 32
 
+// probeExecMargin is how much longer than its probes' timeout an exec of
+// them may take (a variable for the tests).
+var probeExecMargin = 15 * time.Second
+
 // AttestOptions configure Attest; zero values take the defaults.
 type AttestOptions struct {
 	// EgressTarget is a host:port that only outbound NAT reaches; each
@@ -265,18 +269,26 @@ func (a *Adapter) observeCampaign(ctx context.Context, x *attest.Expectation, op
 }
 
 // runProbes runs the execs phase by phase, every exec of a phase at once
-// (bounded), each with a deadline of its probes' timeout and a margin.
+// (bounded), each with a deadline of its probes' timeout and a margin; on
+// a runtime that streams an exec, as one process per container
+// (runProbesStreamed).
 func (a *Adapter) runProbes(ctx context.Context, execs []attest.Exec, env attest.ProbeEnv) []attest.ProbeRun {
 	timeout := time.Duration(env.TimeoutMS) * time.Millisecond
 	if timeout <= 0 {
 		timeout = attest.DefaultProbeTimeoutMS * time.Millisecond
 	}
-	runs := make([]attest.ProbeRun, len(execs))
 	// The process-custody probe reads /proc of a server that made itself
 	// non-dumpable: with every capability of the container's user
 	// namespace where the runtime can give them.
-	privileged := a.Driver.Info().PrivilegedExec
-	for _, phase := range []string{attest.PhaseBefore, attest.PhaseMain, attest.PhaseAfter} {
+	info := a.Driver.Info()
+	privileged := info.PrivilegedExec
+	if info.StreamingExec {
+		if runs, ok := a.runProbesStreamed(ctx, execs, timeout, privileged); ok {
+			return runs
+		}
+	}
+	runs := make([]attest.ProbeRun, len(execs))
+	for _, phase := range probePhases {
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, attestParallelism)
 		for i, x := range execs {
@@ -291,7 +303,7 @@ func (a *Adapter) runProbes(ctx context.Context, execs []attest.Exec, env attest
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				ectx, cancel := context.WithTimeout(ctx, timeout+15*time.Second)
+				ectx, cancel := context.WithTimeout(ctx, timeout+probeExecMargin)
 				defer cancel()
 				out, err := a.Driver.Exec(ectx, x.ContainerID, x.Cmd, driver.ExecOptions{Privileged: privileged})
 				runs[i].ExitCode, runs[i].Stdout = out.ExitCode, out.Stdout

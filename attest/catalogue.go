@@ -154,7 +154,7 @@ var podChecks = []containerCheck{
 const (
 	fromInfo    = "the daemon's own JSON: GET /info"
 	fromInspect = "the daemon's own JSON: GET /containers/<journalled id>/json (and the pinned image's)"
-	fromProbe   = "workbench probe --batch run by docker exec inside the container, its output accepted only from the container whose mounts name the journalled id"
+	fromProbe   = "workbench probe --batches run by docker exec inside the container (one process per container, each phase's batch a line of its stdin, sent when the phase begins), its output accepted only from the container whose mounts name the journalled id"
 	daemonTrust = "that the daemon tells the truth: a daemon's user who controls it can lie in its answers"
 )
 

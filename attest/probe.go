@@ -205,12 +205,17 @@ var CanaryClasses = campaign.EgressClasses
 const MetadataAddr = "169.254.169.254:80"
 
 // Exec is one docker exec the adapter runs: Cmd in the container with id
-// ContainerID, in Phase.
+// ContainerID, in Phase. Cmd is the probe command (Command) with the
+// batch (Batch, its JSON) as its --batch argument; a runtime that streams
+// an exec's stdin runs the execs of one container as one process,
+// Command with --batches, each phase's Batch a line of its stdin.
 type Exec struct {
 	Phase       string
 	Subject     string
 	ContainerID string
 	Cmd         []string
+	Command     []string
+	Batch       string
 }
 
 // ProbeRun is what one Exec returned.
@@ -814,7 +819,7 @@ func (p *probePlan) execs() []Exec {
 			}
 			b, _ := json.Marshal(wire.Batch{Probes: reqs})
 			cmd := append(append([]string(nil), p.command()...), "--batch", string(b))
-			out = append(out, Exec{Phase: phase, Subject: c.Subject, ContainerID: c.ID, Cmd: cmd})
+			out = append(out, Exec{Phase: phase, Subject: c.Subject, ContainerID: c.ID, Cmd: cmd, Command: slices.Clone(p.command()), Batch: string(b)})
 		}
 	}
 	return out

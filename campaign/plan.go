@@ -397,6 +397,16 @@ func agentNetworkName(key, agentID string) string {
 	return "agentpen-" + key + "-n" + strings.TrimPrefix(agentID, "agent-")[:12]
 }
 
+// DefaultReadyCommand is the server's readiness command when its spec
+// gives none: the workbench probe of the grader's /health, on its unix
+// socket (GraderSocket) in TopologyNone, else on port.
+func DefaultReadyCommand(t Topology, port int) []string {
+	if t == TopologyNone {
+		return []string{WorkbenchBinary, "probe", "--unix", GraderSocket, "--expect-status", "200", "http://grader/health"}
+	}
+	return []string{WorkbenchBinary, "probe", "--expect-status", "200", fmt.Sprintf("http://127.0.0.1:%d/health", port)}
+}
+
 func planServer(p *Plan, spec CampaignSpec, errs *errList) ServerPlan {
 	s := spec.Server
 	errs.add(CheckImage("server.image", s.Image))
@@ -417,11 +427,10 @@ func planServer(p *Plan, spec CampaignSpec, errs *errList) ServerPlan {
 	errs.add(checkArgs("server.command", s.Command))
 	errs.add(checkArgs("server.ready_command", s.ReadyCommand))
 	listen := fmt.Sprintf(":%d", s.Port)
-	ready := []string{WorkbenchBinary, "probe", "--expect-status", "200", fmt.Sprintf("http://127.0.0.1:%d/health", s.Port)}
 	if p.Topology == TopologyNone {
 		listen = "unix://" + GraderSocket
-		ready = []string{WorkbenchBinary, "probe", "--unix", GraderSocket, "--expect-status", "200", "http://grader/health"}
 	}
+	ready := DefaultReadyCommand(p.Topology, s.Port)
 	needsKey := false
 	if len(s.Command) == 0 {
 		s.Command = GraderCommand(listen, s.APIKeyEnv)

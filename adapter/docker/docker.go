@@ -128,6 +128,7 @@ func (d *Driver) Info() driver.Info {
 			HostSockets:           true,
 			Attestable:            true,
 			PrivilegedExec:        true,
+			StreamingExec:         true,
 			EnforcedNetworkPolicy: true,
 			MaxWorkspaces:         campaign.MaxWorkspaces,
 		},

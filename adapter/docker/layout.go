@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agentpen/agentpen/adapter/driver"
@@ -34,12 +35,16 @@ type (
 		// under alias.
 		joins []*driver.Object
 		alias string
-		// ready is the server's readiness command; socket is a
-		// workspace's workbench socket on the host (empty for the server),
-		// agentID its agent.
-		ready   []string
-		socket  string
-		agentID string
+		// ready is the server's readiness command; graderSocket, where
+		// that command is the default one of topology none, the host's
+		// path of the grader's socket it asks (so it is asked from the
+		// host, as a workspace's is, without an exec); socket is a
+		// workspace's workbench socket on the host (empty for the
+		// server), agentID its agent.
+		ready        []string
+		graderSocket string
+		socket       string
+		agentID      string
 	}
 )
 
@@ -81,6 +86,9 @@ func (d *Driver) Layout(ctx context.Context, b driver.BringUp) (*driver.Layout, 
 		}
 		s := serverSpec(p, b.APIKey, b.Secrets, d.host.SocketPath, graderDir)
 		c := &containerPlan{spec: s, alias: p.Server.Alias, ready: p.Server.Spec.ReadyCommand}
+		if graderDir != "" && slices.Equal(c.ready, campaign.DefaultReadyCommand(p.Topology, p.Server.Spec.Port)) {
+			c.graderSocket = filepath.Join(graderDir, filepath.Base(campaign.GraderSocket))
+		}
 		if len(nets) > 1 {
 			c.joins = nets[1:]
 		}

@@ -18,15 +18,21 @@ import (
 
 // Ready waits until a started container answers as ready: the server's
 // readiness command exits 0 (by docker exec: no port is published), a
-// workbench answers GET /health on its unix socket. It fails at once when
-// the container stopped, and with driver.ErrNotReady when ctx's deadline
-// passed first.
+// workbench answers GET /health on its unix socket. The default command
+// of topology none asks the grader's /health on its unix socket, which
+// the host holds too (the directory mounted in the server): it is asked
+// from the host, as a workspace's is, without an exec. It fails at once
+// when the container stopped, and with driver.ErrNotReady when ctx's
+// deadline passed first.
 func (d *Driver) Ready(ctx context.Context, o *driver.Object) error {
 	c, ok := o.Spec.(*containerPlan)
 	if !ok || o.ID == "" {
 		return fmt.Errorf("ready: %s is not a container made by this driver", o)
 	}
-	if c.socket == "" {
+	switch {
+	case c.graderSocket != "":
+		return d.waitSocket(ctx, o.ID, "server "+o.Name, c.graderSocket, "http://grader/health")
+	case c.socket == "":
 		return d.waitServer(ctx, o.ID, o.Name, c.ready)
 	}
 	return d.waitWorkspace(ctx, o.ID, c.agentID, c.socket)
@@ -56,11 +62,17 @@ func (d *Driver) waitServer(ctx context.Context, id, name string, cmd []string) 
 
 // waitWorkspace polls GET /health on the workbench's unix socket.
 func (d *Driver) waitWorkspace(ctx context.Context, id, agentID, socket string) error {
+	return d.waitSocket(ctx, id, fmt.Sprintf("workspace %s (container %s)", agentID, short(id)), socket, "http://workbench/health")
+}
+
+// waitSocket polls GET url (its /health) on a unix socket of the host
+// until it answers 200; what names the container in the error.
+func (d *Driver) waitSocket(ctx context.Context, id, what, socket, url string) error {
 	hc := UnixHTTPClient(socket, 2*time.Second)
 	defer hc.CloseIdleConnections()
 	var last error
 	err := d.poll(ctx, socketPoll, func(ctx context.Context) bool {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://workbench/health", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := hc.Do(req)
 		if err != nil {
 			last = err
@@ -74,7 +86,7 @@ func (d *Driver) waitWorkspace(ctx context.Context, id, agentID, socket string) 
 		return true
 	}, id)
 	if err != nil {
-		return fmt.Errorf("workspace %s (container %s): %w (last check: %v)%s", agentID, short(id), err, last, d.tail(id))
+		return fmt.Errorf("%s: %w (last check: %v)%s", what, err, last, d.tail(id))
 	}
 	return nil
 }
@@ -90,10 +102,13 @@ var (
 	// execPoll paces a check that is a docker exec (the server's): each
 	// one is a process start in the container and work for the daemon.
 	execPoll = pollSchedule{first: 50 * time.Millisecond, most: time.Second, factor: 2}
-	// socketPoll paces a connect to a workbench's unix socket, which costs
-	// nothing until it listens: the last workspace's readiness is the end
-	// of a bring-up, so it is asked often.
-	socketPoll = pollSchedule{first: 10 * time.Millisecond, most: 100 * time.Millisecond, factor: 1.5}
+	// socketPoll paces a connect to a workbench's or the grader's unix
+	// socket, which costs nothing until it listens: the last container's
+	// readiness is the end of a bring-up, so it is asked often, at most a
+	// quarter of the time waited so far after it began to listen (a
+	// schedule of 10 ms and 1.5 times more each time found a workbench
+	// listening about 12 ms after its start at 25 ms).
+	socketPoll = pollSchedule{first: 2 * time.Millisecond, most: 100 * time.Millisecond, factor: 1.25}
 )
 
 // exitCheckEvery is how often polling asks the daemon whether the

@@ -34,6 +34,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"time"
 
@@ -151,7 +152,8 @@ type Resources interface {
 	// Ready waits until a started main object answers as ready, until ctx
 	// is done; it fails at once when the object stopped.
 	Ready(ctx context.Context, o *Object) error
-	// Exec runs cmd in the container with the given id.
+	// Exec runs cmd in the container with the given id (with
+	// ExecOptions.Stdin and Stdout where Capabilities.StreamingExec).
 	Exec(ctx context.Context, id string, cmd []string, opts ExecOptions) (ExecResult, error)
 	// Observe asks the runtime about one journalled resource by its
 	// recorded id. An answer that is not definitive is State Unknown.
@@ -240,6 +242,11 @@ type Capabilities struct {
 	// refuses every reset until it is bound, so it serves nothing
 	// meanwhile. False: bound before its container is made.
 	BindAfterStart bool
+	// StreamingExec: Exec feeds ExecOptions.Stdin to the command and
+	// writes its output to ExecOptions.Stdout as it comes, so the engine
+	// can talk to one process a line at a time (the attestation's probe
+	// phases in one exec per container). False: Exec refuses them.
+	StreamingExec bool
 	// EnforcedNetworkPolicy: the runtime enforces the isolation the
 	// layout asks for by its own means (Docker's internal networks); false
 	// when policies are stored and only probes can prove them.
@@ -356,6 +363,15 @@ type ExecOptions struct {
 	// Privileged runs with every capability of the container's user
 	// namespace (Capabilities.PrivilegedExec; refused otherwise).
 	Privileged bool
+	// Stdin, when not nil, is the command's standard input, read until
+	// its end (then the command reads its end) or until the command
+	// exited; a Stdin that is an io.Closer is closed when the Exec
+	// returns, so a read it blocks in ends. Stdout, when not nil,
+	// receives the command's standard output as it comes (at most 1 MiB
+	// with its standard error), and ExecResult.Stdout is then empty.
+	// Both need Capabilities.StreamingExec.
+	Stdin  io.Reader
+	Stdout io.Writer
 }
 
 // ExecResult is what an Exec returned: its exit code and output (at most

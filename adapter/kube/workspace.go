@@ -64,6 +64,9 @@ func (d *Driver) Exec(ctx context.Context, id string, cmd []string, opts driver.
 	if opts.Privileged {
 		return driver.ExecResult{ExitCode: -1}, fmt.Errorf("exec in %s: a cluster's exec has no privileged mode: %w", id, driver.ErrRefused)
 	}
+	if opts.Stdin != nil || opts.Stdout != nil {
+		return driver.ExecResult{ExitCode: -1}, fmt.Errorf("exec in %s: this driver's exec streams nothing (Capabilities.StreamingExec): %w", id, driver.ErrRefused)
+	}
 	ns, name, err := d.podByUID(ctx, id)
 	if err != nil {
 		return driver.ExecResult{ExitCode: -1}, err

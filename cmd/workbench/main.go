@@ -5,6 +5,7 @@
 //	workbench client [flags] TARGET  play episodes by hand (reset, step TOOL {json}) on a server
 //	workbench probe [flags] URL      one HTTP request, a JSON result (the adapter's readiness check, by docker exec)
 //	workbench probe --batch JSON     a batch of http, tcp, socket and process probes at once (the attestation's)
+//	workbench probe --batches        batches from stdin, one a line, each answered as it comes (the attestation's phases)
 //	workbench tasks [--json]         the task catalogue
 //	workbench tasks show [--json] ID what an agent sees of one task
 //	workbench version [--json]       version, commit and Go version

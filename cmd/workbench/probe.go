@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentpen/agentpen/internal/cli"
 	"github.com/agentpen/agentpen/workbench/probe"
@@ -31,7 +33,13 @@ episode, file and git probes, each with its own timeout; a git probe
 audits the repositories under a path and takes the time it needs) and
 prints one JSON line
 {"results":[...]} whose outcomes tell a timeout from a refusal; it exits 0 once the batch ran, whatever the
-outcomes (the caller judges them), and 2 for a bad batch.`
+outcomes (the caller judges them), and 2 for a bad batch.
+
+With --batches it reads batches from stdin, one JSON a line, and runs
+each as it comes, printing its result line before it reads the next: the
+attestation's phases in one process per container, each batch sent when
+its phase begins. It exits 0 at the end of stdin, and 2 at a bad batch
+(the batches before it answered).`
 
 // errProbeFailed is a probe whose status was not expected; main exits 1.
 var errProbeFailed = errors.New("probe failed")
@@ -58,7 +66,7 @@ func (s *statusList) Set(v string) error {
 	return nil
 }
 
-func runProbe(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
+func runProbe(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer, getenv func(string) string) error {
 	fs := cli.NewFlagSet(prog, "probe", "[flags] URL", probeHelp, stdout)
 	method := fs.String("method", "GET", "GET, HEAD or POST (a POST has an empty body)")
 	var expect statusList
@@ -69,15 +77,24 @@ func runProbe(ctx context.Context, args []string, stdout io.Writer, getenv func(
 	fs.Var(&headers, "header", "request header NAME=VALUE, repeatable")
 	fs.Var(&headerEnvs, "header-env", "request header NAME=VAR whose value is environment variable VAR, repeatable")
 	batch := fs.String("batch", "", "run a JSON batch of probes (see package probe) instead of one URL")
+	batches := fs.Bool("batches", false, "run the JSON batches stdin holds, one a line, each answered on its own line as it comes")
 	pos, err := fs.Parse(args, 0, 1)
 	if err != nil {
 		return err
+	}
+	if *batches {
+		if len(pos) != 0 || *batch != "" {
+			return cli.Usagef("--batches takes no URL and no --batch")
+		}
+		return runBatches(ctx, stdin, stdout, getenv)
 	}
 	if *batch != "" {
 		if len(pos) != 0 {
 			return cli.Usagef("--batch takes no URL")
 		}
-		return runBatch(ctx, *batch, stdout, getenv)
+		self := digestSelf()
+		defer self.get() // its goroutine ended, whatever the batch
+		return runBatch(ctx, *batch, self, stdout, getenv)
 	}
 	if len(pos) != 1 {
 		return &cli.UsageError{Msg: "missing URL (or --batch JSON)", Hint: prog + " probe --help"}
@@ -120,8 +137,55 @@ func runProbe(ctx context.Context, args []string, stdout io.Writer, getenv func(
 	return nil
 }
 
-// runBatch runs a --batch of probes and prints the results on one line.
-func runBatch(ctx context.Context, raw string, stdout io.Writer, getenv func(string) string) error {
+// maxBatchLine bounds a line of --batches: a batch in argv is at most
+// 128 KiB (the kernel's bound on one argument), far more than any
+// campaign's.
+const maxBatchLine = 4 << 20
+
+// runBatches runs the batches of stdin, one a line, each answered (its
+// result line written) before the next is read. The binary is digested
+// once, for every batch, while the first is awaited.
+func runBatches(ctx context.Context, stdin io.Reader, stdout io.Writer, getenv func(string) string) error {
+	sc := bufio.NewScanner(stdin)
+	sc.Buffer(make([]byte, 0, 64<<10), maxBatchLine)
+	self := digestSelf()
+	defer self.get() // its goroutine ended, whatever the batches
+	for n := 1; sc.Scan(); n++ {
+		if err := runBatch(ctx, sc.Text(), self, stdout, getenv); err != nil {
+			return fmt.Errorf("stdin line %d: %w", n, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return cli.Usagef("--batches: read stdin: %v", err)
+	}
+	return nil
+}
+
+// selfDigest is this binary's identity (selfBinary), digested in the
+// background from the moment it is asked for.
+type selfDigest struct {
+	once sync.Once
+	ch   chan probe.Binary
+	b    probe.Binary
+}
+
+// digestSelf starts digesting this binary.
+func digestSelf() *selfDigest {
+	d := &selfDigest{ch: make(chan probe.Binary, 1)}
+	go func() { d.ch <- selfBinary("/proc/self/exe") }()
+	return d
+}
+
+// get waits for the digest.
+func (d *selfDigest) get() *probe.Binary {
+	d.once.Do(func() { d.b = <-d.ch })
+	return &d.b
+}
+
+// runBatch runs a batch of probes (raw, its JSON) and prints the results,
+// naming self as the binary that ran them, on one line. The probes run
+// while self is digested.
+func runBatch(ctx context.Context, raw string, self *selfDigest, stdout io.Writer, getenv func(string) string) error {
 	var b probe.Batch
 	dec := json.NewDecoder(strings.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -132,14 +196,13 @@ func runBatch(ctx context.Context, raw string, stdout io.Writer, getenv func(str
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
-	self := selfBinary("/proc/self/exe")
-	res.Binary = &self
+	res.Binary = self.get()
 	line, err := json.Marshal(res)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s\n", line)
-	return nil
+	_, err = fmt.Fprintf(stdout, "%s\n", line)
+	return err
 }
 
 // selfBinary is this workbench's identity for a batch's result: its

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,7 +12,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
@@ -196,5 +199,74 @@ func TestProbeEpisodeIsolation(t *testing.T) {
 				t.Fatalf("vsock %q: the filter denies it in every mode", iso.VSock)
 			}
 		})
+	}
+}
+
+// TestProbeBatchesCommand: --batches answers each batch of stdin on its
+// own line, before it reads the next (a batch sent after the answer to
+// the one before is run after it), exits at the end of stdin, and stops
+// with a usage error at a bad batch, the batches before it answered.
+func TestProbeBatchesCommand(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Hits", strconv.Itoa(int(hits.Add(1))))
+	}))
+	defer srv.Close()
+	batch := func(id string) string {
+		return `{"probes":[{"id":"` + id + `","kind":"http","url":"` + srv.URL + `/x"}]}` + "\n"
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := runProbe(t.Context(), []string{"--batches"}, inR, outW, os.Getenv)
+		outW.Close()
+		done <- err
+	}()
+	lines := bufio.NewScanner(outR)
+	var binaries []string
+	for _, id := range []string{"first", "second"} {
+		if _, err := io.WriteString(inW, batch(id)); err != nil {
+			t.Fatal(err)
+		}
+		if !lines.Scan() {
+			t.Fatalf("no answer to batch %s: %v", id, lines.Err())
+		}
+		var res struct {
+			Results []struct{ ID, Outcome string }
+			Binary  *probe.Binary
+		}
+		if err := json.Unmarshal(lines.Bytes(), &res); err != nil || len(res.Results) != 1 || res.Results[0].ID != id || res.Results[0].Outcome != "reply" || res.Binary == nil || res.Binary.Digest == "" {
+			t.Fatalf("answer to batch %s: %q (%v)", id, lines.Text(), err)
+		}
+		binaries = append(binaries, res.Binary.Digest)
+		// Answered before the next batch is sent: one request so far per batch.
+		if n := hits.Load(); int(n) != len(binaries) {
+			t.Fatalf("after batch %s the server saw %d requests, want %d", id, n, len(binaries))
+		}
+	}
+	if binaries[0] != binaries[1] {
+		t.Errorf("the batches name two binaries: %q", binaries)
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("at the end of stdin: %v, want exit 0", err)
+	}
+	if lines.Scan() {
+		t.Errorf("more output after the last batch: %q", lines.Text())
+	}
+
+	var out bytes.Buffer
+	err := runProbe(t.Context(), []string{"--batches"}, strings.NewReader(batch("ok")+"{\n"+batch("never")), &out, os.Getenv)
+	if !errors.Is(err, errUsage) && !matchesWant(err, errUsage) {
+		t.Errorf("a bad batch: err %v, want a usage error", err)
+	}
+	if n := strings.Count(out.String(), "\n"); n != 1 || !strings.Contains(out.String(), `"ok"`) || strings.Contains(out.String(), `"never"`) {
+		t.Errorf("a bad second batch: output %q, want the first batch's answer alone", out.String())
+	}
+	for _, args := range [][]string{{"--batches", srv.URL}, {"--batches", "--batch", batch("x")}} {
+		if err := runProbe(t.Context(), args, strings.NewReader(""), io.Discard, os.Getenv); !errors.Is(err, errUsage) && !matchesWant(err, errUsage) {
+			t.Errorf("%q: err %v, want a usage error", args, err)
+		}
 	}
 }

@@ -24,6 +24,7 @@ Usage:
   workbench client [flags] TARGET   play episodes by hand on a server (URL or unix socket)
   workbench probe [flags] URL       make one HTTP request and print a JSON result (exit 0 when expected)
   workbench probe --batch JSON      run a batch of http, tcp, socket and process probes at once
+  workbench probe --batches         run the batches stdin holds, one a line, each answered as it comes
   workbench tasks [--json]          list the task catalogue
   workbench tasks show [--json] ID  show a task's instruction and files (never its answer)
   workbench version [--json]        show the version, commit and Go version
@@ -49,7 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	case "grader":
 		err = runGrader(ctx, args[1:], stdout, stderr, getenv)
 	case "probe":
-		err = runProbe(ctx, args[1:], stdout, getenv)
+		err = runProbe(ctx, args[1:], os.Stdin, stdout, getenv)
 	case "client":
 		err = runClient(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "version", "--version":
