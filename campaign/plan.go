@@ -605,7 +605,20 @@ func truncate(s string, n int) string {
 
 // GraderCommand is the default server's command: the workbench grader
 // listening at listen (":PORT", or "unix://PATH"), its API key in the
-// variable keyEnv.
+// variable keyEnv. On a unix socket its cap per peer is its cap in all
+// (GraderUnixPeerConns).
 func GraderCommand(listen, keyEnv string) []string {
-	return []string{"grader", "--listen", listen, "--key-env", keyEnv}
+	cmd := []string{"grader", "--listen", listen, "--key-env", keyEnv}
+	if strings.HasPrefix(listen, "unix://") {
+		cmd = append(cmd, "--max-conns-per-peer", strconv.Itoa(GraderUnixPeerConns))
+	}
+	return cmd
 }
+
+// GraderUnixPeerConns is the grader's cap per peer on its unix socket:
+// the grader's own default cap in all. Every client there is container
+// root of a workspace (its episode server; agent code cannot reach the
+// socket, and a sandbox uid is closed at accept), and a rootless daemon
+// maps every container's root to one uid, so a cap per uid would count
+// every workspace of the campaign as one peer.
+const GraderUnixPeerConns = 1024

@@ -320,7 +320,7 @@ func TestManyWorkspaces(t *testing.T) {
 		for i := range ids {
 			rep, err := as[i].Attest(t.Context(), ids[i], adapter.AttestOptions{})
 			if err != nil || !rep.OK {
-				t.Fatalf("campaign %d does not attest: %v %v", i, err, rep.FailedChecks)
+				t.Fatalf("campaign %d does not attest: %v\n%s", i, err, strings.Join(rep.FailureLines(), "\n"))
 			}
 		}
 		for i := range ids {
