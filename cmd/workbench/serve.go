@@ -294,9 +294,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if err != nil {
 		return err
 	}
-	// The episodes' fork server program compiles while the server starts
-	// and waits for its first reset, not on that reset's path: of a
-	// pooled workspace, the first session after its claim.
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	lns, err := listenAll(ctx, o.listen)
+	if err != nil {
+		return err
+	}
+	// The episodes' fork server program compiles once the sockets are
+	// there (what the adapter waits for), while the server waits for its
+	// first reset: not on that reset's path (of a pooled workspace, the
+	// first session after its claim).
 	compiled := make(chan struct{})
 	go func() {
 		defer close(compiled)
@@ -306,14 +315,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		}
 	}()
 	defer func() { <-compiled }()
-	srv, err := server.New(cfg)
-	if err != nil {
-		return err
-	}
-	lns, err := listenAll(ctx, o.listen)
-	if err != nil {
-		return err
-	}
 	return serveWithDebug(ctx, o.debugListen, cfg.EpisodeUID, log, lns, srv.Serve)
 }
 
