@@ -560,9 +560,12 @@ operations, each waiting for a core) rose from 0.17 / 0.10 ms to 0.8 / 1.7 ms in
   first answer alone on the same base_url right after (raw-warm-: p50 5.1, p99 36 ms). The
   claim's POST is 1.7 ms of that median (warm-post-: p95 17 ms); the rest is the first session
   on the workspace (warm-session-: p50 32 ms, against raw-warm-'s 5.1 ms for the second), almost
-  all of it its first reset (15-25 ms in a timing by hand at a load average of 15-19): work the
-  workbench does once per workspace, not yet broken down (docs/decisions.md, Workspace pools),
-  and that, not the claim, is what the p99 target is left with. The POST before the journal was read on (main at
+  all of it its first reset (15-25 ms in a timing by hand at a load average of 15-19): the
+  compile of the fork servers' program, once per workbench, which it now does at start (docs/
+  decisions.md, Workspace pools). That change's image and main's alternating, two runs each at
+  9 to 12: warm- p50 8.1 and 8.1 ms against 29.0 and 29.7, p99 56 and 35 ms against 81 and 80;
+  warm-session- p50 5.1 and 5.2 ms against 27 and 29, within a millisecond of raw-warm-; once
+  more at 19 to 22: warm- p50 5.3 against 22.7 ms, p99 11.7 against 53.7 ms. The POST before the journal was read on (main at
   3b8c172 and this branch alternating, two runs each of the sequential row at 4 to 10): p50 9.8
   and 9.9 ms, p99 28 and 65 ms; after: p50 3.5 and 1.7 ms, p99 7.9 and 12 ms. A burst of 16:
   p99 258 ms against its control's 101 ms (the same 16 first answers at once without the

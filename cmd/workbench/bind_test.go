@@ -74,6 +74,12 @@ func TestServeBound(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "not bound") {
 		t.Errorf("a reset before the bind file: %d %s", resp.StatusCode, b)
 	}
+	// Unbound (a pool's workspace), it has already done what its first
+	// reset would otherwise do on its path: the fork servers' program is
+	// compiled.
+	testenv.WaitFor(t, "the unbound server to compile the fork servers' program ahead", func() bool {
+		return strings.Contains(ls.Logs.String(), "compiled ahead of the first reset")
+	})
 	if err := bind.Write(filepath.Dir(ls.Socket), bound, os.Getuid(), os.Getgid()); err != nil {
 		t.Fatal(err)
 	}

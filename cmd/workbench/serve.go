@@ -142,40 +142,40 @@ func (o *serveOptions) validate() error {
 // block from getenv, checked before anything uses it), the episode
 // factory, the remote grader client when --grader is set (its key read
 // through getenv), and the refusal of episode clients when the sandbox is
-// on.
-func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (server.Config, error) {
+// on; and the episodes' configuration, for the work done ahead of them.
+func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (server.Config, episode.Config, error) {
 	// The grader's flags and key come first: a mistake in them is the
 	// caller's, whatever the host's sandbox checks would say.
 	var ecfg episode.Config
 	if o.graderURL != "" {
 		key := getenv(o.graderKeyEnv)
 		if key == "" {
-			return server.Config{}, fmt.Errorf("--grader: the key variable %s is unset or empty", o.graderKeyEnv)
+			return server.Config{}, episode.Config{}, fmt.Errorf("--grader: the key variable %s is unset or empty", o.graderKeyEnv)
 		}
 		c, err := grader.NewClient(grader.ClientConfig{URL: o.graderURL, Key: key, Timeout: o.graderTimeout, Logger: log})
 		if err != nil {
-			return server.Config{}, fmt.Errorf("--grader: %w", err)
+			return server.Config{}, episode.Config{}, fmt.Errorf("--grader: %w", err)
 		}
 		ecfg.Grader = c
 		log.Info("grading remotely: answer keys stay with the grader", "grader", o.graderURL, "key_env", o.graderKeyEnv)
 	}
 	sb, err := o.sandboxFor(getenv, log)
 	if err != nil {
-		return server.Config{}, err
+		return server.Config{}, episode.Config{}, err
 	}
 	ecfg.Python, ecfg.Sandbox, ecfg.Logger = o.python, sb, log
 	switch {
 	case o.task != "":
 		b, err := bind.Fixed(o.task)
 		if err != nil {
-			return server.Config{}, err
+			return server.Config{}, episode.Config{}, err
 		}
 		ecfg.Binding = b
 		log.Info("bound to one task (--task): a reset naming another is refused")
 	case o.taskFile != "":
 		b, err := bind.File(o.taskFile)
 		if err != nil {
-			return server.Config{}, err
+			return server.Config{}, episode.Config{}, err
 		}
 		ecfg.Binding = b
 		log.Info("bound to the task of the bind file, read at the first reset that finds it; every reset is refused until then", "file", o.taskFile)
@@ -219,14 +219,14 @@ func (o *serveOptions) build(getenv func(string) string, log *slog.Logger) (serv
 	}
 	if sb.Mode() != sandbox.Unsandboxed {
 		if o.maxSessions > sb.Range().Slots() {
-			return server.Config{}, cli.Usagef("--max-sessions %d: the uid range %v has %d episode uids", o.maxSessions, sb.Range(), sb.Range().Slots())
+			return server.Config{}, episode.Config{}, cli.Usagef("--max-sessions %d: the uid range %v has %d episode uids", o.maxSessions, sb.Range(), sb.Range().Slots())
 		}
 		// Needed in the uid-only sandbox, whose episode code shares the
 		// server's network; a second wall in namespaces, where it has only
 		// its own loopback.
 		cfg.EpisodeUID = func(uid uint32) bool { return sandbox.IsSandboxUID(int(uid)) }
 	}
-	return cfg, nil
+	return cfg, ecfg, nil
 }
 
 // sandboxFor makes the sandbox: as root the mode of --sandbox (namespaces
@@ -290,7 +290,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if err != nil {
 		return err
 	}
-	cfg, err := o.build(getenv, log)
+	cfg, ecfg, err := o.build(getenv, log)
 	if err != nil {
 		return err
 	}
@@ -302,6 +302,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if err != nil {
 		return err
 	}
+	// The episodes' fork server program compiles once the sockets are
+	// there (what the adapter waits for), while the server waits for its
+	// first reset: not on that reset's path (of a pooled workspace, the
+	// first session after its claim).
+	compiled := make(chan struct{})
+	go func() {
+		defer close(compiled)
+		begun := time.Now()
+		if ecfg.CompileAhead() {
+			log.Info("fork servers' program compiled ahead of the first reset", "took", time.Since(begun).Round(time.Microsecond))
+		}
+	}()
+	defer func() { <-compiled }()
 	return serveWithDebug(ctx, o.debugListen, cfg.EpisodeUID, log, lns, srv.Serve)
 }
 

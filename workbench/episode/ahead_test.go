@@ -217,3 +217,38 @@ func TestResetWithOneUID(t *testing.T) {
 	reset(t, env, taskCSV)
 	wantIn(t, "a run", step(t, env, "run_python", map[string]any{"code": "import os; print(os.getuid())"}).Output, fmt.Sprint(uid))
 }
+
+// TestCompileAhead: the episodes' fork server program is compiled ahead
+// in a sandbox of namespaces (the fork servers' own, which then serve a
+// code task's runs); nothing is with NoForkServer or where no fork server
+// starts.
+func TestCompileAhead(t *testing.T) {
+	testenv.RequireRoot(t)
+	sb, err := sandbox.New(sandbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Sandbox: sb}
+	if !cfg.CompileAhead() {
+		t.Fatal("not compiled ahead in namespaces")
+	}
+	env := newEnv(t, cfg)
+	reset(t, env, "software/median@2")
+	if !env.ws.fs.WaitReady(context.Background()) {
+		t.Fatalf("the fork server sent the program compiled ahead is not up: %v", env.ws.fs.Err())
+	}
+	step(t, env, "run_python", map[string]any{"code": "print(6 * 7)"})
+	if env.ws.fs.Forked() != 1 {
+		t.Fatalf("the run after the compile ahead was not forked: %v", env.ws.fs.Err())
+	}
+	if (Config{Sandbox: sb, NoForkServer: true}).CompileAhead() {
+		t.Error("compiled ahead with NoForkServer")
+	}
+	uidOnly, err := sandbox.New(sandbox.Config{Mode: sandbox.UIDOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (Config{Sandbox: uidOnly}).CompileAhead() || (Config{}).CompileAhead() {
+		t.Error("compiled ahead where no fork server starts")
+	}
+}

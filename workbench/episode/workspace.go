@@ -49,11 +49,32 @@ func prepareWorkspace(cfg Config) (*workspace, error) {
 	}
 	w := &workspace{cfg: cfg, ep: ep, uid: ep.UID(), dir: ep.Dir()}
 	if !cfg.NoForkServer {
-		// test_solution.py imports json; the probe imports nothing.
-		w.fs = ep.ForkServer(sandbox.ForkServerConfig{Python: cfg.Python, Env: w.env(), Limits: cfg.RunLimits, Preload: []string{"json"}})
+		w.fs = ep.ForkServer(cfg.forkServer(w.env()))
 		w.runs = w.fs.Forker()
 	}
 	return w, nil
+}
+
+// forkServer is the configuration of every episode's fork server, its
+// runs' environment env.
+func (c Config) forkServer(env []string) sandbox.ForkServerConfig {
+	// test_solution.py imports json; the probe imports nothing.
+	return sandbox.ForkServerConfig{Python: c.Python, Env: env, Limits: c.RunLimits, Preload: []string{"json"}}
+}
+
+// CompileAhead does ahead, once per sandbox, what the first episode's
+// reset would otherwise do on its path and no later one does: it
+// compiles the program of the episodes' fork servers
+// (sandbox.Sandbox.CompileAhead; nothing with NoForkServer, or without a
+// Sandbox: false). A server calls it once at start, in the background: a
+// reset that comes during the compile waits for it rather than compiling
+// again. It reports whether the program is compiled.
+func (c Config) CompileAhead() bool {
+	r := c.resolved()
+	if r.NoForkServer || r.Sandbox == nil {
+		return false
+	}
+	return r.Sandbox.CompileAhead(r.forkServer(nil))
 }
 
 // fill writes the task's files into the workspace as the uid, and asks

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -97,6 +98,72 @@ func TestForkServerCompiled(t *testing.T) {
 		if err == nil || tc.exit != "" && !strings.Contains(err.Error(), "(last: "+tc.exit) || tc.exit == "" && !strings.Contains(err.Error(), "SyntaxError") {
 			t.Errorf("program %q: the server's error: %v", tc.program, err)
 		}
+	}
+}
+
+// TestForkServerCompiledAhead: CompileAhead compiles the program of the
+// fork servers of a config once, so the sandbox's first template runs
+// no compile of its own (it is sent the code compiled ahead, and serves);
+// a config whose program differs (another preload) is compiled at its
+// first template; a sandbox where no fork server starts compiles nothing.
+func TestForkServerCompiledAhead(t *testing.T) {
+	t.Parallel()
+	counted := func(sb *Sandbox) *atomic.Int32 {
+		var n atomic.Int32
+		sb.testCompileArgv = func(python string) []string {
+			n.Add(1)
+			return []string{python, "-I", "-S", "-c", compileScript}
+		}
+		return &n
+	}
+	sb := testSandbox(t, Namespaces)
+	compiles := counted(sb)
+	cfg := ForkServerConfig{Python: python, Env: forkTestEnv, Preload: []string{"json"}}
+	if !sb.CompileAhead(cfg) {
+		t.Fatal("CompileAhead: not compiled")
+	}
+	if n := compiles.Load(); n != 1 {
+		t.Fatalf("CompileAhead: %d compiles, want 1", n)
+	}
+	ep := testEpisode(t, sb)
+	if err := AsUID(ep.UID(), func() error { return os.WriteFile(filepath.Join(ep.Dir(), ".run.py"), []byte("print('ran')\n"), 0o600) }); err != nil {
+		t.Fatal(err)
+	}
+	fs := ep.ForkServer(cfg)
+	if !fs.WaitReady(context.Background()) {
+		t.Fatalf("the template sent the code compiled ahead: %v", fs.Err())
+	}
+	res, err := fs.Forker().Run(context.Background(), Command{Argv: []string{python, "-E", "-s", ".run.py"}, Env: forkTestEnv, Timeout: 20 * time.Second})
+	if err != nil || string(res.Stdout) != "ran\n" || fs.Forked() != 1 {
+		t.Fatalf("run: %q %q %v (forked %d)", res.Stdout, res.Stderr, err, fs.Forked())
+	}
+	if n := compiles.Load(); n != 1 {
+		t.Fatalf("the first template after CompileAhead: %d compiles, want 1 (the one ahead)", n)
+	}
+	other := ep.ForkServer(ForkServerConfig{Python: python, Env: forkTestEnv})
+	if !other.WaitReady(context.Background()) {
+		t.Fatal(other.Err())
+	}
+	if n := compiles.Load(); n != 2 {
+		t.Fatalf("a template of another program: %d compiles in all, want 2", n)
+	}
+	for _, mode := range []Mode{UIDOnly, Unsandboxed} {
+		sb := testSandbox(t, mode)
+		compiles := counted(sb)
+		if sb.CompileAhead(cfg) {
+			t.Errorf("%v: CompileAhead says it compiled", mode)
+		}
+		if n := compiles.Load(); n != 0 {
+			t.Errorf("%v: CompileAhead ran %d compiles, want none (no fork server starts)", mode, n)
+		}
+	}
+	sb = testSandbox(t, Namespaces)
+	compiles = counted(sb)
+	if sb.CompileAhead(ForkServerConfig{Python: "python3"}) {
+		t.Error("a relative python: CompileAhead says it compiled")
+	}
+	if n := compiles.Load(); n != 0 {
+		t.Errorf("a relative python: CompileAhead ran %d compiles, want none", n)
 	}
 }
 
