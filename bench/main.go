@@ -555,7 +555,14 @@ operations, each waiting for a core) rose from 0.17 / 0.10 ms to 0.8 / 1.7 ms in
   decisions.md, Workspace pools). A claim reads its campaign's journal on from where the state
   root last read it, not from the start, and plans only the slots it binds (Workspace pools: a
   root reads a journal on from where it last read). The pool rows are from the run that ended
-  2026-12-06 13:41, at load averages of 5 to 31 (other engineers' work): every row beside its
+  2026-12-06 14:54, with every change of this paragraph in, begun on a quiet machine (load
+  average 0.5) and ended at 23: sequential claims p50 7.4, p99 27.8 ms (16 claims), against
+  the first answer alone on the same base_url right after (raw-warm-: p50 3.5, p99 23.9 ms), the
+  POST 1.7 ms of it and the first session 4.3; a burst of 16 p99 119 ms (its control 105 ms); a
+  burst of 64 p99 0.79 s against a control whose own median is 0.68 s and p99 1.09 s, so the 64
+  row is bound by the machine (below). The cold rows' run followed at 16 to 21: 1.32x the floor
+  for 1 workspace, 1.26x for 8 (the spread of these ratios is below). Before that, the run that
+  ended 13:41, at load averages of 5 to 31 (other engineers' work), every row beside its
   control, measured in the same rounds. Sequential claims: p50 34, p99 113 ms, against the
   first answer alone on the same base_url right after (raw-warm-: p50 5.1, p99 36 ms). The
   claim's POST is 1.7 ms of that median (warm-post-: p95 17 ms); the rest is the first session
