@@ -93,7 +93,21 @@ func (a *Adapter) Load(c *store.Campaign) (*Campaign, error) {
 
 // planOf is the plan of c's generation g, from its spec, bound to it.
 func planOf(c *store.Campaign, g campaign.Generation) (*campaign.Plan, error) {
-	spec, err := c.Spec(g.N)
+	p, err := specPlan(c, g.N)
+	if err != nil {
+		return nil, err
+	}
+	p.Bind(g.N, g.Instance)
+	if err := p.Pin(g.Images); err != nil {
+		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
+	}
+	return p, nil
+}
+
+// specPlan is the plan of c's generation n, from its spec and the state
+// root's plan options, not yet bound.
+func specPlan(c *store.Campaign, n int) (*campaign.Plan, error) {
+	spec, err := c.Spec(n)
 	if err != nil {
 		return nil, err
 	}
@@ -103,11 +117,7 @@ func planOf(c *store.Campaign, g campaign.Generation) (*campaign.Plan, error) {
 	}
 	p, err := campaign.NewPlanWith(spec, opts)
 	if err != nil {
-		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
-	}
-	p.Bind(g.N, g.Instance)
-	if err := p.Pin(g.Images); err != nil {
-		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
+		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(n), err)
 	}
 	return p, nil
 }
@@ -124,17 +134,9 @@ func (a *Adapter) Workspaces(c *store.Campaign, st store.State) ([]Workspace, er
 	if g.N == 0 {
 		return nil, nil
 	}
-	spec, err := c.Spec(g.N)
+	p, err := specPlan(c, g.N)
 	if err != nil {
 		return nil, err
-	}
-	opts, err := c.PlanOptions()
-	if err != nil {
-		return nil, err
-	}
-	p, err := campaign.NewPlanWith(spec, opts)
-	if err != nil {
-		return nil, fmt.Errorf("campaign %q: %s: %w", c.ID, c.SpecPath(g.N), err)
 	}
 	// Claimed pooled workspaces are a campaign's workspaces too, bound to
 	// their claims' tasks; unclaimed ones are not (they have no task).
