@@ -321,7 +321,7 @@ func (a *Adapter) runProbes(ctx context.Context, execs []attest.Exec, env attest
 
 // listeners are agentpen's own listeners on the host for the probes: one
 // on the loopback, (under internal egress) one on every other address of
-// the host, and a network canary for each of attest.CanaryClasses on the
+// the host, and a network canary for each of campaign.EgressClasses on the
 // first host address that binds. They accept, count and close.
 type listeners struct {
 	ls   []listener
@@ -365,7 +365,7 @@ func openListeners(internal bool) (*listeners, error) {
 	// The stand-ins, on the first address that binds, IPv4 first; a
 	// class without one fails its check (attest says so).
 	slices.SortStableFunc(hostAddrs, func(a, b netip.Addr) int { return cmp.Compare(a.BitLen(), b.BitLen()) })
-	for _, class := range attest.CanaryClasses {
+	for _, class := range campaign.EgressClasses {
 		for _, ad := range hostAddrs {
 			if out.open(attest.ListenerCanary, class, ad) == nil {
 				break

@@ -13,26 +13,6 @@ import (
 // The network canaries and the grader's key of a launcher's own command,
 // as a hostile review of their first version found them (issue 44).
 
-// addResults appends probe results to a subject's run in phase.
-func (f *fixture) addResults(t testing.TB, phase, subject string, results ...map[string]any) {
-	t.Helper()
-	for i, r := range f.obs.Runs {
-		if r.Phase != phase || r.Subject != subject {
-			continue
-		}
-		b := editJSON(t, json.RawMessage(r.Stdout), func(v any) any {
-			m := v.(map[string]any)
-			for _, res := range results {
-				m["results"] = append(m["results"].([]any), res)
-			}
-			return v
-		})
-		f.obs.Runs[i].Stdout = string(b)
-		return
-	}
-	t.Fatalf("%s: no run %s/%s", f.name, phase, subject)
-}
-
 // canaryCheck evaluates f and returns ws's network_canaries check.
 func canaryCheck(t *testing.T, f *fixture, ws string) (Check, *Report) {
 	t.Helper()
@@ -61,7 +41,9 @@ func TestNATCanariesNeedEveryKindAllowed(t *testing.T) {
 			res = append(res,
 				map[string]any{"id": ws2 + "/network_canaries/4", "kind": "route", "outcome": "found", "source": src},
 				map[string]any{"id": ws2 + "/network_canaries/5", "kind": "route", "outcome": "found", "source": src})
-			f.addResults(t, PhaseMain, ws2, res...)
+			for _, r := range res {
+				f.setProbe(t, PhaseMain, ws2, r["id"].(string), r)
+			}
 			c, _ := canaryCheck(t, f, ws2)
 			if c.Pass {
 				t.Fatalf("egress nat, no kind allowed, the stand-ins %s: the check passes", outcome)

@@ -194,12 +194,6 @@ const (
 	ListenerCanary      = "canary"
 )
 
-// CanaryClasses are the canary classes stood in for by a listener on a
-// host address (the route out reaches them as it reaches the internet):
-// every kind, the metadata service's too, whose own address is only
-// looked up a route for, never sent to.
-var CanaryClasses = campaign.EgressClasses
-
 // MetadataAddr is the cloud metadata service's address a route is looked
 // up for: nothing is ever sent to it.
 const MetadataAddr = "169.254.169.254:80"
