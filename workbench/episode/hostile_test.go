@@ -478,7 +478,8 @@ var hostileCases = []hostileCase{
 			waitGone(t, template)
 		}
 		// At once (spawned while a new template starts), and then forked.
-		wantIn(t, "a run after", step(t, h.env, "run_python", map[string]any{"code": "print('still runs')"}).Output, "still runs")
+		after := step(t, h.env, "run_python", map[string]any{"code": "print('still runs')"})
+		wantIn(t, "a run after (error "+after.Error+")", after.Output, "still runs")
 		if fs != nil {
 			if !fs.WaitReady(context.Background()) {
 				t.Fatalf("no new template: %v", fs.Err())

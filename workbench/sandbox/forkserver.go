@@ -178,13 +178,35 @@ func (t *template) isReady() bool {
 	}
 }
 
+// alive says whether the template still serves: its end is not done,
+// and its socket has not hung up. The socket hangs up as the template
+// process exits (it alone holds the other end), before the rest of its
+// namespace (its servers, the next runs' programs) has died and the
+// launcher's end closes done: a run sent in between could be taken by a
+// program about to die with its parent, and reported as interrupted.
 func (t *template) alive() bool {
 	select {
 	case <-t.done:
 		return false
 	default:
-		return true
 	}
+	hup := false
+	if rc, err := t.ctl.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+			n, err := unix.Poll(pfd, 0)
+			hup = err == nil && n > 0 && pfd[0].Revents&(unix.POLLHUP|unix.POLLRDHUP) != 0
+		})
+	}
+	return !hup
+}
+
+// end ends the template, if it has not ended, and waits until every
+// process of its namespace is gone.
+func (t *template) end() {
+	t.ctl.Close()
+	t.p.stop()
+	<-t.done
 }
 
 // startStats are how long a sandbox's fork server templates took to
@@ -297,6 +319,10 @@ func (f *ForkServer) template() *template {
 	}
 	if f.tmpl != nil && f.tmpl.alive() {
 		return f.tmpl
+	}
+	if f.tmpl != nil {
+		// Gone, its namespace perhaps still dying: that ends first.
+		f.tmpl.end()
 	}
 	if f.tmpl != nil && !f.tmpl.started {
 		f.failed++
@@ -535,9 +561,7 @@ func (f *ForkServer) Close() error {
 	}
 	f.mu.Unlock()
 	if t != nil {
-		t.ctl.Close()
-		t.p.stop()
-		<-t.done
+		t.end()
 	}
 	return nil
 }
@@ -601,9 +625,7 @@ func (k *Forker) connect() {
 		}
 		ours.Close()
 		// The template is gone: wait for its end, and start another.
-		t.ctl.Close()
-		t.p.stop()
-		<-t.done
+		t.end()
 	}
 }
 
@@ -675,9 +697,7 @@ func (k *Forker) Run(ctx context.Context, c Command) (Result, error) {
 			k.fs.mu.Lock()
 			k.closeSocket()
 			k.fs.mu.Unlock()
-			t.ctl.Close()
-			t.p.stop()
-			<-t.done
+			t.end()
 			return res, err
 		case errors.Is(err, errServerGone):
 			k.fs.mu.Lock()

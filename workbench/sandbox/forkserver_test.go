@@ -754,6 +754,35 @@ func TestForkServerRestarts(t *testing.T) {
 	}
 }
 
+// TestForkServerGoneBeforeRun: a run sent once the template is gone (its
+// process reaped, the rest of its namespace perhaps still dying: its
+// server and the next run's program die one after another, each of its
+// parent's death) runs, spawned or forked from a new template; it is never
+// taken by a program of the dead template and reported as interrupted.
+func TestForkServerGoneBeforeRun(t *testing.T) {
+	t.Parallel()
+	f := newForkEnv(t)
+	f.write(t, ".run.py", "print('ran')")
+	for i := range 20 {
+		if !f.fs.WaitReady(context.Background()) {
+			t.Fatalf("no template: %v", f.fs.Err())
+		}
+		f.fork(t, f.command(nil)) // the next run's program is made
+		tmpl := f.template(t)
+		syscall.Kill(tmpl.pid, syscall.SIGKILL)
+		for {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", tmpl.pid)); err != nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		res, err := f.k.Run(context.Background(), f.command(nil))
+		if err != nil || string(res.Stdout) != "ran\n" {
+			t.Fatalf("run %d after the template was gone: %v %q %q", i, err, res.Stdout, res.Stderr)
+		}
+	}
+}
+
 // TestForkServerFallback: runs the server does not serve are spawned (a
 // command of its own, another environment or limits), and so is every
 // run once the server cannot start.
