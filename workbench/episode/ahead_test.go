@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentpen/agentpen/internal/testkit/oracle"
 	"github.com/agentpen/agentpen/internal/testkit/testenv"
 	"github.com/agentpen/agentpen/workbench/sandbox"
 	"github.com/agentpen/agentpen/workbench/tasks"
@@ -250,5 +251,35 @@ func TestCompileAhead(t *testing.T) {
 	}
 	if (Config{Sandbox: uidOnly}).CompileAhead() || (Config{}).CompileAhead() {
 		t.Error("compiled ahead where no fork server starts")
+	}
+}
+
+// TestOneCallForksOnlyGraded: an environment of one call (a stateless
+// call's) starts no fork server for the agent's one run, which is
+// spawned; a graded sequence starts one, and its cases fork from it once
+// it is up.
+func TestOneCallForksOnlyGraded(t *testing.T) {
+	requireRoot(t)
+	env := newEnv(t, Config{})
+	env.OneCall()
+	reset(t, env, taskMedian)
+	wantIn(t, "a run", step(t, env, "run_python", map[string]any{"code": "print(6 * 7)"}).Output, "42")
+	if env.ws.fs != nil {
+		t.Fatal("a fork server was started for one run")
+	}
+	solution, err := oracle.Load(taskMedian)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step(t, env, "write_file", map[string]any{"path": "solution.py", "content": solution})
+	wantIn(t, "run_tests", step(t, env, "run_tests", nil).Output, "graded: 3 of 3")
+	fs := env.ws.fs
+	if fs == nil || !fs.WaitReady(context.Background()) {
+		t.Fatalf("no fork server for the graded cases (%v)", fs)
+	}
+	forked := fs.Forked()
+	wantIn(t, "run_tests again", step(t, env, "run_tests", nil).Output, "graded: 3 of 3")
+	if fs.Forked() < forked+3 || fs.Err() != nil {
+		t.Fatalf("the graded cases were not forked (%d forked before, %d after: %v)", forked, fs.Forked(), fs.Err())
 	}
 }

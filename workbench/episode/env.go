@@ -54,6 +54,8 @@ type Environment struct {
 	// is ever made ahead (OneEpisode).
 	next       *preparation
 	oneEpisode bool
+	// oneCall: it answers one call (OneCall).
+	oneCall bool
 	// bg is the background work: episodes torn down after the answer that
 	// ended them, and the next one's workspace made (retire); Close waits
 	// for it. stopping tells it that Close has begun; bgErrs are the
@@ -174,7 +176,7 @@ func (e *Environment) reset(ctx context.Context, opts ResetOptions) (Observation
 		// before anything was made ahead.
 		e.keepErr(old.destroy(e.testHookBeforeRelease))
 		old = nil
-		ws, err = prepareWorkspace(e.cfg)
+		ws, err = prepareWorkspace(e.cfg, e.oneCall)
 	}
 	if old != nil {
 		e.background(old, nil)
@@ -291,6 +293,16 @@ func (e *Environment) OneEpisode() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.oneEpisode = true
+}
+
+// OneCall says the environment answers one call at most (a stateless
+// HTTP call's: one step, or one reset): OneEpisode, and its workspace
+// starts a fork server only for a graded sequence's cases, never for the
+// one run of the agent's code it may make.
+func (e *Environment) OneCall() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.oneEpisode, e.oneCall = true, true
 }
 
 // refusal is a tool call refused with a reason shown to the agent.
@@ -448,7 +460,7 @@ func (e *Environment) background(ws *workspace, p *preparation) {
 		if e.stopping.Load() {
 			p.err = ErrClosed
 		} else {
-			p.ws, p.err = prepareWorkspace(e.cfg)
+			p.ws, p.err = prepareWorkspace(e.cfg, e.oneCall)
 		}
 		close(p.done)
 	})
@@ -475,7 +487,7 @@ func (e *Environment) nextWorkspace() (*workspace, error) {
 			return p.ws, nil
 		}
 	}
-	return prepareWorkspace(e.cfg)
+	return prepareWorkspace(e.cfg, e.oneCall)
 }
 
 // cleanup frees the running episode's workspace and uid, if any.

@@ -37,18 +37,28 @@ type workspace struct {
 	// nothing of the agent's ran from.
 	fs            *sandbox.ForkServer
 	runs, grading *sandbox.Forker
+	// graderOnly: the fork server is started by the first graded case
+	// (runGraded), and the agent's runs are spawned (oneCall).
+	graderOnly bool
 }
 
 // prepareWorkspace starts a sandbox episode and its fork server (with a
 // server for the agent's runs): all of an episode that does not depend on
-// its task, so that it can be made ahead (Environment.retire).
-func prepareWorkspace(cfg Config) (*workspace, error) {
+// its task, so that it can be made ahead (Environment.retire). For one
+// call (Environment.OneCall), which runs the agent's code once at most,
+// the fork server waits for a graded sequence: a template started for
+// one run costs the run's own start again, beside it.
+func prepareWorkspace(cfg Config, oneCall bool) (*workspace, error) {
 	ep, err := cfg.Sandbox.NewEpisode()
 	if err != nil {
 		return nil, err
 	}
 	w := &workspace{cfg: cfg, ep: ep, uid: ep.UID(), dir: ep.Dir()}
-	if !cfg.NoForkServer {
+	switch {
+	case cfg.NoForkServer:
+	case oneCall:
+		w.graderOnly = true
+	default:
 		w.fs = ep.ForkServer(cfg.forkServer(w.env()))
 		w.runs = w.fs.Forker()
 	}
@@ -412,6 +422,9 @@ func (w *workspace) run(ctx context.Context, argv []string, stdin []byte) (sandb
 // left (a port in TIME_WAIT, a socket kept alive in flight) after their
 // processes are gone.
 func (w *workspace) runGraded(ctx context.Context, argv []string, stdin []byte) (sandbox.Result, error) {
+	if w.fs == nil && w.graderOnly {
+		w.fs = w.ep.ForkServer(w.cfg.forkServer(w.env()))
+	}
 	if w.grading == nil && w.fs != nil {
 		w.grading = w.fs.NetworkForker()
 	}

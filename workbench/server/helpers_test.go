@@ -24,6 +24,8 @@ type fakeWorld struct {
 	fail    bool          // the factory fails
 	release chan struct{} // the "block" tool waits for this
 	blocked chan struct{} // a "block" step signals here when it starts
+	// closing, when set, is what every env's Close waits for.
+	closing chan struct{}
 }
 
 func newFakeWorld() *fakeWorld {
@@ -85,8 +87,9 @@ type fakeEnv struct {
 	steps    int
 	done     bool
 	closed   int
-	// one: the server said it plays one episode (OneEpisode).
-	one bool
+	// one: the server said it plays one episode (OneEpisode); call: that
+	// it answers one call (OneCall).
+	one, call bool
 }
 
 func (e *fakeEnv) closes() int { e.mu.Lock(); defer e.mu.Unlock(); return e.closed }
@@ -94,6 +97,10 @@ func (e *fakeEnv) closes() int { e.mu.Lock(); defer e.mu.Unlock(); return e.clos
 func (e *fakeEnv) OneEpisode() { e.mu.Lock(); defer e.mu.Unlock(); e.one = true }
 
 func (e *fakeEnv) oneEpisode() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.one }
+
+func (e *fakeEnv) OneCall() { e.mu.Lock(); defer e.mu.Unlock(); e.call = true }
+
+func (e *fakeEnv) oneCall() bool { e.mu.Lock(); defer e.mu.Unlock(); return e.call }
 
 func (e *fakeEnv) resets() []episode.ResetOptions {
 	e.mu.Lock()
@@ -179,6 +186,9 @@ func (e *fakeEnv) State() episode.State {
 }
 
 func (e *fakeEnv) Close() error {
+	if e.world.closing != nil {
+		<-e.world.closing
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.closed++

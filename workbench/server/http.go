@@ -93,6 +93,7 @@ func (s *Server) withHTTPEnv(w http.ResponseWriter, r *http.Request, route strin
 		return
 	}
 	oneEpisode(env)
+	oneCall(env)
 	defer func() {
 		// One request's environment: only an episode that ended in it
 		// leaves a result (episode.Environment.Unrecorded).

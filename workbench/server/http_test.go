@@ -3,12 +3,14 @@ package server
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentpen/agentpen/workbench/episode"
 	"github.com/google/go-cmp/cmp"
@@ -228,4 +230,35 @@ func TestPyFloat(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStatelessAnswerBeforeClose: a stateless call's client has its whole
+// answer while the call's environment is still closing (an episode's end
+// takes its processes and files away: tens of milliseconds that are no
+// client's wait), and the environment is closed once all the same.
+func TestStatelessAnswerBeforeClose(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld()
+	w.closing = make(chan struct{})
+	_, ts := startServer(t, w, nil)
+	answered := make(chan string, 1)
+	go func() {
+		resp, err := http.Post(ts.URL+"/step", "application/json", strings.NewReader(`{"action":{"tool":"list_files","args":{}}}`))
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		answered <- fmt.Sprint(string(b), err)
+	}()
+	select {
+	case body := <-answered:
+		if !strings.Contains(body, `"observation"`) {
+			t.Errorf("answer %s", body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no answer while the environment closes")
+	}
+	close(w.closing)
 }

@@ -240,6 +240,14 @@ func oneEpisode(env Env) {
 	}
 }
 
+// oneCall tells env, when it can be told (episode.Environment's OneCall),
+// that it answers one call at most (a stateless call's).
+func oneCall(env Env) {
+	if o, ok := env.(interface{ OneCall() }); ok {
+		o.OneCall()
+	}
+}
+
 // heldEnv is an environment held beyond one request (an MCP session,
 // the play page's): a session slot, tracked so Shutdown cancels ctx.
 type heldEnv struct {

@@ -445,6 +445,7 @@ func (s *Server) withEnv(ctx context.Context, route string, fn func(ctx context.
 		return factoryError(s.cfg.FactoryName)
 	}
 	oneEpisode(env)
+	oneCall(env)
 	defer func() {
 		if err := env.Close(); err != nil {
 			s.log.Error("close environment", "route", route, "err", err)

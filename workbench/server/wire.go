@@ -101,6 +101,9 @@ func withLocPrefix(errs []fieldError, prefix ...any) []fieldError {
 	return out
 }
 
+// writeJSON answers v, whole and at once: sized and flushed, so the client
+// has it before the handler's work after the answer (a stateless call's
+// environment closing) ends.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -110,8 +113,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	w.Write(b)
+	http.NewResponseController(w).Flush()
 }
 
 // writeInternalError is Starlette's answer to an unhandled exception.
