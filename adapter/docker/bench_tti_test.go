@@ -216,12 +216,12 @@ var ttiSizes = []int{1, 8}
 // limit of BenchmarkCampaign16, and one exec round in each), in rotating
 // order.
 //
-//	go test -run '^$' -bench TimeToInteractive -benchtime 10x ./adapter/docker
+//	go test -run '^$' -bench TimeToInteractive -benchtime 20x ./adapter/docker
 func BenchmarkTimeToInteractive(b *testing.B) {
 	a, cli, img := benchAdapter(b)
 	td := &timedDriver{Driver: a.Driver}
 	a.Driver = td
-	n := rounds(b, 10)
+	n := rounds(b, 20)
 	cold := map[int]*testlatency.Samples{}
 	floor := map[int]*testlatency.Samples{}
 	stages := map[string]*testlatency.Samples{}
