@@ -42,7 +42,10 @@
 // for it when it will be up sooner than a spawn would start, and is
 // spawned otherwise, as is every run once the server cannot serve.
 // Config.NoForkServer spawns every run (the fallback, and the benchmarks'
-// control).
+// control). An environment of one call (OneCall: a stateless HTTP or
+// JSON-RPC call's) starts its fork server at its first graded case: the
+// one run of the agent's it may make is spawned, rather than raced by a
+// template it would never use.
 //
 // # Episodes made ahead
 //

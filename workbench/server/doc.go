@@ -19,7 +19,9 @@
 // fresh environment, uses it once and closes it, whatever happens. They do not
 // count toward MaxSessions, but at most MaxHTTPEnvs of them hold an
 // environment at once (the Python server's 32-thread pool), so a burst of
-// HTTP calls cannot exhaust the sandbox's uids. /metadata and /schema are
+// HTTP calls cannot exhaust the sandbox's uids. The answer goes out whole as
+// soon as it is written (writeJSON); the environment closes after it, its slot
+// held until then. /metadata and /schema are
 // served from Config and static schemas without building an environment.
 //
 // # Sessions
