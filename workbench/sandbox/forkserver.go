@@ -110,12 +110,15 @@ var errServerDied = errors.New("the fork server died during the run")
 //go:embed forkserver.py
 var forkServerSource string
 
-// forkServerBootstrap is the template's command (-c): it notes the modules
-// the interpreter started with, says it is up (its interpreter started:
-// what a spawned run's start takes, startStats), receives the program on
-// its socket (its standard input), as source or, after a NUL byte,
-// compiled (Sandbox.compiled), and runs it.
-const forkServerBootstrap = "import sys; _pristine = frozenset(sys.modules); import _socket; " +
+// forkServerBootstrap is the template's command (-c): it takes the
+// working directory (the workspace, the empty string -c puts first) off
+// sys.path before any import (_socket is a file of lib-dynload in many
+// builds), notes the modules the interpreter started with, says it is up
+// (its interpreter started: what a spawned run's start takes,
+// startStats), receives the program on its socket (its standard input),
+// as source or, after a NUL byte, compiled (Sandbox.compiled), and runs
+// it.
+const forkServerBootstrap = "import sys; del sys.path[0]; _pristine = frozenset(sys.modules); import _socket; " +
 	"_s = _socket.socket(fileno=0); _s.send(b'up'); _p = _s.recv(1 << 18); _s.detach(); del _s; " +
 	"exec(_p if _p[:1] != b'\\x00' else sys.modules['marshal'].loads(_p[1:]))"
 
@@ -190,7 +193,8 @@ func (t *template) alive() bool {
 		return false
 	default:
 	}
-	hup := false
+	// A socket that cannot be polled is closed: its end has begun.
+	hup := true
 	if rc, err := t.ctl.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) {
 			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}

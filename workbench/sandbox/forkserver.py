@@ -19,10 +19,10 @@
 # Every role but the program returns from _template only by exiting; the
 # program returns from it, with its request, to the code at the bottom.
 # Go fills the @@NAME@@ numbers in, and runs this after a bootstrap
-# (forkServerBootstrap) that set _pristine, and lines that set _filter and
-# _preload. Nothing here imports from the working directory or any place
-# agent code can write.
-del sys.path[0]  # '' (-c): the working directory is no place to import from
+# (forkServerBootstrap) that took '' (-c: the working directory) off
+# sys.path and set _pristine, and lines that set _filter and _preload.
+# Nothing here imports from the working directory or any place agent code
+# can write.
 _before = frozenset(sys.modules)
 for _name in _preload:
     try:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -861,5 +862,72 @@ func TestForkServerClose(t *testing.T) {
 	}
 	if _, err := f.k.Run(context.Background(), f.command(nil)); err == nil {
 		t.Fatal("a run after the episode closed")
+	}
+}
+
+// TestTemplateEndingIsNotAlive: a template whose end has begun (its
+// control socket closed by template.end, or by its reaper once the
+// launcher is gone) is not alive, though done is not closed yet: alive
+// must not take a socket it can no longer poll for one that serves.
+func TestTemplateEndingIsNotAlive(t *testing.T) {
+	t.Parallel()
+	f := newForkEnv(t)
+	if !f.fs.WaitReady(context.Background()) {
+		t.Fatalf("no template: %v", f.fs.Err())
+	}
+	f.fs.mu.Lock()
+	tmpl := f.fs.tmpl
+	f.fs.mu.Unlock()
+	tmpl.ctl.Close() // end's first step
+	alive := tmpl.alive()
+	tmpl.p.stop()
+	<-tmpl.done
+	if alive {
+		t.Fatal("a template whose control socket is closed is alive")
+	}
+}
+
+// TestBootstrapImportsNothingOfTheWorkspace: the template's bootstrap runs
+// in the workspace (its working directory) with -c, which puts the empty string first
+// on sys.path; it imports _socket, which is a file of lib-dynload in many
+// builds (python.org's, the python:3.11-slim base the Dockerfile names by
+// default), not a built-in module. A template started once the workspace
+// holds files of the agent's (one started again after its template died)
+// must import no _socket.py of the workspace, and its program must find
+// no empty string on sys.path.
+func TestBootstrapImportsNothingOfTheWorkspace(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "ran")
+	shadow := "open(" + strconv.Quote(marker) + ", 'w').close()\nfrom _socket_real import *\n"
+	if err := os.WriteFile(filepath.Join(dir, "_socket.py"), []byte(shadow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ours, theirs, err := socketPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ours.Close()
+	cmd := exec.Command(python, "-E", "-s", "-c", forkServerBootstrap)
+	cmd.Dir, cmd.Stdin = dir, theirs
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	theirs.Close()
+	var b [8]byte
+	ours.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if n, _ := ours.Read(b[:]); string(b[:n]) == "up" {
+		if err := send(ours, []byte("import sys\nprint('' in sys.path)\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd.Wait()
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the bootstrap imported the workspace's _socket.py")
+	}
+	if strings.TrimSpace(out.String()) != "False" {
+		t.Errorf("the program found '' (the workspace) on sys.path: %q", out.String())
 	}
 }
