@@ -931,3 +931,47 @@ func TestBootstrapImportsNothingOfTheWorkspace(t *testing.T) {
 		t.Errorf("the program found '' (the workspace) on sys.path: %q", out.String())
 	}
 }
+
+// TestForkServerReplacesWhileEpisodeCloses: an episode closed while its
+// fork server replaces a gone template closes, and so does the
+// replacement: template() ends the gone one (waiting for its namespace)
+// and starts another under the server's lock, which takes the episode's
+// (launcherFor); Episode.Close took the episode's lock, then the
+// server's.
+func TestForkServerReplacesWhileEpisodeCloses(t *testing.T) {
+	t.Parallel()
+	sb := testSandbox(t, Namespaces)
+	for i := range 20 {
+		ep, err := sb.NewEpisode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &forkEnv{ep: ep, fs: newForkServer(ep, ForkServerConfig{Python: python, Env: forkTestEnv}, "")}
+		if !f.fs.WaitReady(context.Background()) {
+			ep.Close()
+			t.Fatalf("no template: %v", f.fs.Err())
+		}
+		tmpl := f.template(t)
+		syscall.Kill(tmpl.pid, syscall.SIGKILL)
+		for {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", tmpl.pid)); err != nil {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		done := make(chan struct{}, 2)
+		go func() { f.fs.WaitReady(context.Background()); done <- struct{}{} }()
+		go func() {
+			time.Sleep(time.Duration(i%5) * 200 * time.Microsecond)
+			ep.Close()
+			done <- struct{}{}
+		}()
+		for range 2 {
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("round %d: the fork server and Episode.Close wait for each other", i)
+			}
+		}
+	}
+}

@@ -324,15 +324,21 @@ func (e *Episode) ClearScratch() error {
 // and the home removed) and the uid is released. It is idempotent.
 func (e *Episode) Close() error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
+		e.mu.Unlock()
 		return nil
 	}
 	e.closed = true
+	forkServers := e.forkServers
+	e.mu.Unlock()
+	// Without e.mu: a fork server starting a template holds its own lock
+	// and takes e.mu (launcherFor), which refuses it now.
 	var errs []error
-	for _, f := range e.forkServers {
+	for _, f := range forkServers {
 		errs = append(errs, f.Close())
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, l := range e.launchers {
 		errs = append(errs, l.close())
 	}
