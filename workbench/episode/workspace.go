@@ -37,9 +37,6 @@ type workspace struct {
 	// nothing of the agent's ran from.
 	fs            *sandbox.ForkServer
 	runs, grading *sandbox.Forker
-	// graderOnly: the fork server is started by the first graded case
-	// (runGraded), and the agent's runs are spawned (oneCall).
-	graderOnly bool
 }
 
 // prepareWorkspace starts a sandbox episode and its fork server (with a
@@ -54,11 +51,9 @@ func prepareWorkspace(cfg Config, oneCall bool) (*workspace, error) {
 		return nil, err
 	}
 	w := &workspace{cfg: cfg, ep: ep, uid: ep.UID(), dir: ep.Dir()}
-	switch {
-	case cfg.NoForkServer:
-	case oneCall:
-		w.graderOnly = true
-	default:
+	// For one call the fork server is started by the first graded case
+	// (runGraded), and the agent's runs are spawned.
+	if !cfg.NoForkServer && !oneCall {
 		w.fs = ep.ForkServer(cfg.forkServer(w.env()))
 		w.runs = w.fs.Forker()
 	}
@@ -422,7 +417,7 @@ func (w *workspace) run(ctx context.Context, argv []string, stdin []byte) (sandb
 // left (a port in TIME_WAIT, a socket kept alive in flight) after their
 // processes are gone.
 func (w *workspace) runGraded(ctx context.Context, argv []string, stdin []byte) (sandbox.Result, error) {
-	if w.fs == nil && w.graderOnly {
+	if w.fs == nil && !w.cfg.NoForkServer {
 		w.fs = w.ep.ForkServer(w.cfg.forkServer(w.env()))
 	}
 	if w.grading == nil && w.fs != nil {
